@@ -1,0 +1,1 @@
+"""nsightx_cupti: first-party nsightx plugin (under construction)."""

@@ -1,0 +1,1 @@
+"""nsightx_events: first-party nsightx plugin (under construction)."""

@@ -1,0 +1,1 @@
+"""nsightx_ncu: first-party nsightx plugin (under construction)."""

@@ -1,0 +1,144 @@
+"""The backend contract: what a measuring tool must provide to plug into nsightx.
+
+The core never names a backend. Backends are classes registered through the ``nsightx_register_backends``
+hook; the core asks each one for its :class:`Capabilities` and :meth:`Backend.availability`, and drives the
+chosen one through :meth:`Backend.execute`. An in-process backend only implements :meth:`Backend.session`
+and inherits ``execute``, which runs the shared run loop. A backend that measures elsewhere (the ncu worker)
+overrides ``execute`` and still feeds the same :class:`~nsightx._records.RunRecords` into the sink.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from nsightx._model import Frozen
+from nsightx._records import Record, RegionId, Scalar
+
+if TYPE_CHECKING:
+    from nsightx._plan import Plan
+    from nsightx._sink import RunSink
+
+
+class Capabilities(Frozen):
+    """What a backend can deliver; "auto" compares these with what the decorator asks."""
+
+    metrics: frozenset[str] | None
+    """Metric names it can measure; ``None`` means any name its tool accepts (ncu)."""
+    default_metrics: tuple[str, ...]
+    """Its natural time metric(s), used when the decorator leaves ``metrics`` unset."""
+    cache_control: frozenset[str] = frozenset({"none"})
+    """Accepted ``cache_control`` values; the first of ("all", "none") it accepts is its default."""
+    clock_control: frozenset[str] = frozenset({"none"})
+    """Accepted ``clock_control`` values."""
+    replay_modes: frozenset[str] = frozenset({"kernel"})
+    """Accepted ``replay_mode`` values."""
+    needs_gpu: bool = True
+    """Whether it measures GPU work (False only for the host clock)."""
+    cost: int = 100
+    """Relative overhead; "auto" prefers the lowest cost among the backends that fit."""
+
+
+class Availability(Frozen):
+    """Whether a backend can run here, and if not, why and how to fix it."""
+
+    available: bool
+    """True when the backend can run in this process."""
+    reason: str = ""
+    """What is missing (or what was found, when available)."""
+    remedy: str = ""
+    """What the user can do about it."""
+    version: str | None = None
+    """Version of the underlying tool, when known."""
+
+
+@dataclass
+class RunOutput:
+    """What a session hands back at the end of one run of the user's function."""
+
+    records: list[Record] = field(default_factory=list)
+    """Metric values, one per (region, kernel, metric)."""
+    region_attributes: dict[str, dict[str, Scalar]] = field(default_factory=dict)
+    """Extra per-region measurements keyed by annotation name (e.g. ``device_ns``, ``kernel_count``)."""
+
+
+class Session(abc.ABC):
+    """One backend session over a whole plan, driven by the run loop.
+
+    The run loop calls, for each run: :meth:`start_run` (outside any region: cache flush and the like),
+    then :meth:`region_enter`/:meth:`region_exit` around each annotated region (from whichever thread opens
+    it), then :meth:`finish_run`, which returns the run's records.
+    """
+
+    def start_run(self, config: int, run: int) -> None:  # noqa: B027 - optional hook
+        """Prepare a run (flush caches, reset counters). Called outside any region."""
+
+    @abc.abstractmethod
+    def region_enter(self, region: RegionId) -> None:
+        """A region opens. Must be cheap: it sits on the measured path."""
+
+    @abc.abstractmethod
+    def region_exit(self, region: RegionId, failed: bool) -> None:
+        """A region closes; ``failed`` is true when the region raised and the failure was ignored."""
+
+    @abc.abstractmethod
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        """Return what was measured during the run that just ended."""
+
+    def environment(self) -> Mapping[str, Scalar]:
+        """Facts about the device measured (``GPU``, ``ComputeClock``, ``MemoryClock`` in kHz, ...)."""
+        return {}
+
+
+class Backend(abc.ABC):
+    """A way of measuring annotated regions. Subclass, set the class variables, register via the hook."""
+
+    name: ClassVar[str]
+    """Registered name, used by ``backend=`` and ``activate``."""
+    description: ClassVar[str] = ""
+    """One line saying what it measures."""
+    capabilities: ClassVar[Capabilities]
+    """What it can deliver."""
+
+    @classmethod
+    @abc.abstractmethod
+    def availability(cls) -> Availability:
+        """Say whether this backend can run here. Must never raise and must stay cheap."""
+
+    def validate(self, plan: Plan) -> None:  # noqa: B027 - optional hook
+        """Reject options this backend cannot honour beyond what :attr:`capabilities` says. Raise ConfigError."""
+
+    def session(self, plan: Plan) -> AbstractContextManager[Session]:
+        """Open an in-process session for ``plan``. Backends that override :meth:`execute` need not."""
+        raise NotImplementedError(f"backend {self.name!r} does not run in process")
+
+    def execute(self, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
+        """Measure every run of ``plan``, writing each run's records to ``sink`` as it completes.
+
+        Returns the environment the backend measured in (GPU name, clocks, ...).
+        """
+        from nsightx._runloop import run_loop
+
+        with self.session(plan) as session:
+            run_loop(plan, session, sink)
+            return dict(session.environment())
+
+
+def first_supported(preferred: Sequence[str], accepted: frozenset[str]) -> str:
+    """Return the first of ``preferred`` that ``accepted`` contains (how defaults resolve per backend)."""
+    for value in preferred:
+        if value in accepted:
+            return value
+    return sorted(accepted)[0]
+
+
+def iter_unique(values: Sequence[str]) -> Iterator[str]:
+    """Yield ``values`` without duplicates, keeping the first occurrence's order."""
+    seen: set[str] = set()
+    for value in values:
+        if value not in seen:
+            seen.add(value)
+            yield value

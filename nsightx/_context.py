@@ -1,0 +1,85 @@
+"""The state of the run in progress, shared by the run loop and :func:`nsightx.annotate`.
+
+It is process-global rather than thread-local on purpose: a region opened in one thread covers kernels that
+other threads launch while it is open, and annotations from any thread belong to the current run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nsightx._backend import Session
+from nsightx._errors import AnnotationError
+from nsightx._records import RegionId, RegionRun
+
+
+@dataclass
+class RunState:
+    """Bookkeeping for one run of the user's function."""
+
+    session: Session
+    config: int
+    run: int
+    on_annotation: Callable[[str], None] | None = None
+    """Called when a region opens (ANNOTATION-scope collectors)."""
+    used: set[str] = field(default_factory=set)
+    open_name: str | None = None
+    open_start: int = 0
+    regions: list[RegionRun] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def enter(self, name: str) -> RegionId:
+        """Open region ``name``; nested or repeated names are errors."""
+        with self.lock:
+            if self.open_name is not None:
+                raise AnnotationError(
+                    f"nested annotations are not supported: cannot open {name!r} while {self.open_name!r} "
+                    "is open; close the outer one first or merge the regions"
+                )
+            if name in self.used:
+                raise AnnotationError(
+                    f"annotation name {name!r} was already used in this run; each region in one run needs "
+                    "its own name (e.g. add a suffix)"
+                )
+            self.used.add(name)
+            self.open_name = name
+        if self.on_annotation is not None:
+            self.on_annotation(name)
+        region = RegionId(annotation=name, config=self.config, run=self.run)
+        self.session.region_enter(region)
+        self.open_start = time.perf_counter_ns()
+        return region
+
+    def exit(self, region: RegionId, failed: bool) -> None:
+        """Close the region opened by :meth:`enter`."""
+        end = time.perf_counter_ns()
+        self.session.region_exit(region, failed)
+        with self.lock:
+            self.regions.append(
+                RegionRun.model_construct(
+                    annotation=region.annotation,
+                    config=region.config,
+                    run=region.run,
+                    host_ns=end - self.open_start,
+                    failed=failed,
+                    attributes={},
+                )
+            )
+            self.open_name = None
+
+
+_current: RunState | None = None
+
+
+def current() -> RunState | None:
+    """The run in progress, or ``None`` outside a profiled call."""
+    return _current
+
+
+def set_current(state: RunState | None) -> None:
+    """Install (or clear) the run in progress. Only the run loop calls this."""
+    global _current
+    _current = state

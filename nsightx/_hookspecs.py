@@ -1,0 +1,39 @@
+"""Hook specifications: the only ways a plugin talks to nsightx.
+
+Plugins implement these with ``@nsightx.hookimpl`` in a module named by an entry point of the group
+``nsightx``. Hooks take keyword arguments, so later versions can add arguments without breaking plugins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from nsightx._plugins import BackendRegistrar, CollectorRegistrar
+
+PROJECT = "nsightx"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def nsightx_register_backends(register: BackendRegistrar) -> None:
+    """Register backend classes by calling ``register(BackendClass)``.
+
+    Called once per plugin host, when nsightx first needs to know its backends (the first profiled call,
+    ``nsightx backends``, ``nsightx doctor``). Do not import heavy or GPU libraries here: a backend says whether
+    it can run through ``availability()``. The return value is ignored.
+    """
+
+
+@hookspec
+def nsightx_register_collectors(register: CollectorRegistrar) -> None:
+    """Register named collector sets by calling ``register(name, [collector, ...], default=False)``.
+
+    Called once per plugin host, when nsightx first resolves ``info_collectors``. A set is used when the
+    decorator lists its name in ``info_collectors`` (``info_collectors=["nvml"]``), when it is named in the
+    ``NSIGHTX_COLLECTORS`` environment variable, or always if registered with ``default=True``.
+    The return value is ignored.
+    """

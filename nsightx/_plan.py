@@ -1,0 +1,60 @@
+"""The plan: a validated profile spec bound to one call (configs resolved, backend chosen)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nsightx._collectors import CollectorLike
+from nsightx._enums import VerbosityLevel
+
+
+@dataclass(frozen=True)
+class ThermalSettings:
+    """Thermal guard options, as given to the decorator."""
+
+    mode: str = "auto"
+    wait: int | None = None
+    cont: int | None = None
+    timeout: int | None = None
+    device: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a backend needs to measure one call of a decorated function."""
+
+    function: Callable[..., Any]
+    """The user's function."""
+    function_name: str
+    """Its qualified name, used in file names and the result."""
+    params: tuple[str, ...]
+    """Parameter names, in the order configs fill them."""
+    configs: tuple[tuple[Any, ...], ...]
+    """Each config as a tuple of positional arguments (padded with defaults)."""
+    runs: int
+    """Measured runs per config."""
+    warmup: int
+    """Runs done and discarded before the measured ones, per config."""
+    metrics: tuple[str, ...]
+    """Resolved metric names."""
+    backend: str
+    """Name of the backend that measures."""
+    cache_control: str = "none"
+    clock_control: str = "none"
+    replay_mode: str = "kernel"
+    verbosity: VerbosityLevel = VerbosityLevel.INFO
+    output_dir: Path | None = None
+    """Where raw records and artifacts go; ``None`` keeps everything in memory."""
+    output_tag: str = ""
+    """``<function>-<n>`` used in file names."""
+    device: int | None = None
+    """CUDA device ordinal to measure, ``None`` for the current device."""
+    collectors: tuple[CollectorLike, ...] = ()
+    thermal: ThermalSettings = field(default_factory=ThermalSettings)
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    """Backend-specific options (e.g. ncu ``sets``/``sections``)."""
+    normalize_against: str | None = None
+    """Checked after the first measured run: the annotation must have appeared."""

@@ -1,0 +1,1 @@
+"""nsightx_env: first-party nsightx plugin (under construction)."""

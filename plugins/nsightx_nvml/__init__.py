@@ -1,0 +1,1 @@
+"""nsightx_nvml: first-party nsightx plugin (under construction)."""
