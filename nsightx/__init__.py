@@ -1,1 +1,112 @@
-"""nsightx"""
+"""nsightx: measure GPU kernels from inside the code that launches them.
+
+``import nsightx as nsight`` runs code written for nsight-python::
+
+    import nsightx as nsight
+
+    @nsight.analyze.kernel(configs=[(1024,), (2048,)], runs=10)
+    def bench(n):
+        with nsight.annotate("matmul"):
+            ...
+
+    df = bench().to_dataframe()
+
+Importing this package does no work: no subprocess, no CUDA, no plugin loading, no environment changes.
+Submodules (``analyze``, ``experimental``) and heavy names load on first attribute access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from nsightx._annotate import annotate
+from nsightx._enums import CollectionScope, Tool, VerbosityLevel
+from nsightx._errors import (
+    AnnotationError,
+    BackendUnavailableError,
+    ConfigError,
+    ConfigTypeError,
+    CoolingTimeoutError,
+    KernelCountError,
+    MeasurementError,
+    NsightxError,
+    PluginError,
+    ProfilerException,
+    ResultSchemaError,
+)
+from nsightx._tool import activate, deactivate, get_active_tool
+from nsightx._version import __version__
+
+if TYPE_CHECKING:
+    from nsightx import analyze, experimental
+    from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
+    from nsightx._collectors import CollectContext, InfoCollector
+    from nsightx._hookspecs import hookimpl
+    from nsightx._records import Record, RegionId
+    from nsightx._results import ProfileResults, load
+
+_LAZY = {
+    "analyze": ("nsightx.analyze", None),
+    "experimental": ("nsightx.experimental", None),
+    "InfoCollector": ("nsightx._collectors", "InfoCollector"),
+    "CollectContext": ("nsightx._collectors", "CollectContext"),
+    "ProfileResults": ("nsightx._results", "ProfileResults"),
+    "load": ("nsightx._results", "load"),
+    "hookimpl": ("nsightx._hookspecs", "hookimpl"),
+    "Backend": ("nsightx._backend", "Backend"),
+    "Session": ("nsightx._backend", "Session"),
+    "Capabilities": ("nsightx._backend", "Capabilities"),
+    "Availability": ("nsightx._backend", "Availability"),
+    "RunOutput": ("nsightx._backend", "RunOutput"),
+    "Record": ("nsightx._records", "Record"),
+    "RegionId": ("nsightx._records", "RegionId"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'nsightx' has no attribute {name!r}") from None
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "AnnotationError",
+    "Availability",
+    "Backend",
+    "BackendUnavailableError",
+    "Capabilities",
+    "CollectContext",
+    "CollectionScope",
+    "ConfigError",
+    "ConfigTypeError",
+    "CoolingTimeoutError",
+    "InfoCollector",
+    "KernelCountError",
+    "MeasurementError",
+    "NsightxError",
+    "PluginError",
+    "ProfileResults",
+    "ProfilerException",
+    "Record",
+    "RegionId",
+    "ResultSchemaError",
+    "RunOutput",
+    "Session",
+    "Tool",
+    "VerbosityLevel",
+    "__version__",
+    "activate",
+    "analyze",
+    "annotate",
+    "deactivate",
+    "experimental",
+    "get_active_tool",
+    "hookimpl",
+    "load",
+]

@@ -6,11 +6,13 @@ import functools
 import warnings
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from nsightx import _context
 from nsightx._errors import ConfigTypeError
-from nsightx._records import RegionId
+
+if TYPE_CHECKING:
+    from nsightx._records import RegionId
 
 P = ParamSpec("P")
 R = TypeVar("R")

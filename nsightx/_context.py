@@ -10,10 +10,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from nsightx._backend import Session
 from nsightx._errors import AnnotationError
-from nsightx._records import RegionId, RegionRun
+
+if TYPE_CHECKING:  # kept out of import time: `import nsightx` must not load pydantic
+    from nsightx._backend import Session
+    from nsightx._records import RegionId, RegionRun
 
 
 @dataclass
@@ -48,7 +51,9 @@ class RunState:
             self.open_name = name
         if self.on_annotation is not None:
             self.on_annotation(name)
-        region = RegionId(annotation=name, config=self.config, run=self.run)
+        from nsightx._records import RegionId
+
+        region = RegionId.model_construct(annotation=name, config=self.config, run=self.run)
         self.session.region_enter(region)
         self.open_start = time.perf_counter_ns()
         return region
@@ -57,6 +62,8 @@ class RunState:
         """Close the region opened by :meth:`enter`."""
         end = time.perf_counter_ns()
         self.session.region_exit(region, failed)
+        from nsightx._records import RegionRun
+
         with self.lock:
             self.regions.append(
                 RegionRun.model_construct(

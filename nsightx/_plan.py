@@ -58,3 +58,5 @@ class Plan:
     """Backend-specific options (e.g. ncu ``sets``/``sections``)."""
     normalize_against: str | None = None
     """Checked after the first measured run: the annotation must have appeared."""
+    needs_gpu: bool = True
+    """Whether the backend measures GPU work (False for the host clock): GPU guards skip CPU plans."""

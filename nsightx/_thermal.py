@@ -29,6 +29,6 @@ class NoGuard:
 
 def make_guard(plan: Plan) -> Guard:
     """Build the guard for ``plan``: none for ``thermal_mode="off"`` or plans that measure no GPU."""
-    if plan.thermal.mode == "off" or plan.backend == "host":
+    if plan.thermal.mode == "off" or not plan.needs_gpu:
         return NoGuard()
     return NoGuard()

@@ -1,1 +1,82 @@
-"""host"""
+"""The host backend: a monotonic nanosecond clock around each annotated region.
+
+For CPU code and for machines without a GPU (CI). It measures host wall time, so its metric is
+``host__time_duration.sum``: it never claims to be a GPU metric. GPU work launched asynchronously inside a
+region is *not* waited for; use a GPU backend to time kernels.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
+from nsightx._hookspecs import hookimpl
+from nsightx._plan import Plan
+from nsightx._records import Record, RegionId, Scalar
+
+METRIC = "host__time_duration.sum"
+"""Host wall time of the region, in nanoseconds."""
+
+
+class HostSession(Session):
+    """Times each region with ``time.perf_counter_ns``."""
+
+    def __init__(self) -> None:
+        self._start: dict[str, int] = {}
+        self._records: list[Record] = []
+
+    def region_enter(self, region: RegionId) -> None:
+        """Note the start time (the last thing before the user's code runs)."""
+        self._start[region.annotation] = time.perf_counter_ns()
+
+    def region_exit(self, region: RegionId, failed: bool) -> None:
+        """Record the elapsed time (the first thing after the user's code returns)."""
+        end = time.perf_counter_ns()
+        start = self._start.pop(region.annotation)
+        self._records.append(Record.model_construct(
+            annotation=region.annotation, config=region.config, run=region.run, kernel="region",
+            metric=METRIC, value=float(end - start), unit="ns", seq=0))
+
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        """Hand back this run's records."""
+        records, self._records = self._records, []
+        return RunOutput(records=records)
+
+    def environment(self) -> Mapping[str, Scalar]:
+        """The CPU stands where a GPU name would."""
+        return {"GPU": None, "CPU": platform.processor() or platform.machine()}
+
+
+class HostBackend(Backend):
+    """Host wall time of each region (``host__time_duration.sum``, ns)."""
+
+    name = "host"
+    description = "host monotonic clock around each region (CPU code; machines without a GPU)"
+    capabilities = Capabilities(
+        metrics=frozenset({METRIC}),
+        default_metrics=(METRIC,),
+        cache_control=frozenset({"none"}),
+        clock_control=frozenset({"none"}),
+        replay_modes=frozenset({"kernel"}),
+        needs_gpu=False,
+        cost=50,
+    )
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Always available."""
+        return Availability(available=True, reason="host clock (time.perf_counter_ns)")
+
+    @contextmanager
+    def session(self, plan: Plan) -> Iterator[Session]:
+        """A fresh host session."""
+        yield HostSession()
+
+
+@hookimpl
+def nsightx_register_backends(register: object) -> None:
+    """Register the host backend."""
+    register(HostBackend)  # type: ignore[operator]

@@ -1,0 +1,99 @@
+"""Turning ``configs`` into argument tuples for the user's function, with nsight-python's rules.
+
+Configs are sequences of positional values (a scalar is accepted for a function with one parameter);
+trailing parameters with defaults may be left out and are padded; keyword-only parameters are filled in
+declaration order after the positional ones; ``*args``/``**kwargs`` stay empty.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from nsightx._errors import ConfigError, ConfigTypeError
+
+_EMPTY = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class FunctionShape:
+    """The parameters a config fills."""
+
+    names: tuple[str, ...]
+    """Positional then keyword-only parameter names."""
+    n_positional: int
+    """How many of ``names`` are passed positionally."""
+    defaults: tuple[Any, ...]
+    """Default for each name (``inspect.Parameter.empty`` when required)."""
+
+    @property
+    def required(self) -> int:
+        """Number of leading parameters a config must give (up to the last one without a default)."""
+        last = 0
+        for i, d in enumerate(self.defaults):
+            if d is _EMPTY:
+                last = i + 1
+        return last
+
+
+def shape_of(fn: Callable[..., Any]) -> FunctionShape:
+    """Inspect ``fn``'s signature."""
+    sig = inspect.signature(fn)
+    pos = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    kw = [p for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
+    params = pos + kw
+    return FunctionShape(tuple(p.name for p in params), len(pos), tuple(p.default for p in params))
+
+
+def normalize(shape: FunctionShape, configs: Iterable[Any]) -> tuple[tuple[Any, ...], ...]:
+    """Return each config as a full argument tuple, or raise a ConfigError naming the problem."""
+    if isinstance(configs, str | bytes):
+        raise ConfigTypeError(f"configs must be an iterable of configs, got the str {configs!r}")
+    try:
+        items = list(configs)
+    except TypeError:
+        raise ConfigTypeError(f"configs must be an iterable of configs, got {type(configs).__name__}") from None
+    if not items:
+        raise ConfigError("configs cannot be empty; give at least one config, e.g. configs=[(1024,)]")
+    n = len(shape.names)
+    rows: list[tuple[Any, ...]] = []
+    for item in items:
+        if isinstance(item, tuple | list):
+            rows.append(tuple(item))
+        elif n == 1:
+            rows.append((item,))
+        else:
+            raise ConfigError(
+                f"config {item!r} is a single value but {_fname(shape)} takes {n} parameters; "
+                "give each config as a tuple of positional values"
+            )
+    lengths = sorted({len(r) for r in rows})
+    if len(lengths) > 1:
+        raise ConfigError(f"all configs must have the same number of arguments; found lengths {[len(r) for r in rows]}")
+    k = lengths[0]
+    if not shape.required <= k <= n:
+        expects = str(n) if shape.required == n else f"between {shape.required} and {n}"
+        raise ConfigError(f"configs have {k} argument(s), but the function expects {expects} ({', '.join(shape.names)})")
+    return tuple(r + shape.defaults[k:] for r in rows)
+
+
+def _fname(shape: FunctionShape) -> str:
+    return f"the function ({', '.join(shape.names)})"
+
+
+def make_caller(fn: Callable[..., Any], shape: FunctionShape) -> Callable[..., Any]:
+    """A callable taking the full argument tuple positionally, passing keyword-only ones by name."""
+    if shape.n_positional == len(shape.names):
+        return fn
+    npos = shape.n_positional
+    kwnames = shape.names[npos:]
+
+    def call(*args: Any) -> Any:
+        return fn(*args[:npos], **dict(zip(kwnames, args[npos:], strict=True)))
+
+    call.__name__ = getattr(fn, "__name__", "call")
+    call.__qualname__ = getattr(fn, "__qualname__", call.__name__)
+    call.__module__ = getattr(fn, "__module__", __name__)
+    return call

@@ -1,0 +1,189 @@
+"""The only module that builds pandas DataFrames: the per-run frame and the aggregated frame.
+
+Column names follow nsight-python (``Annotation``, ``AvgValue``, ``CI95_Lower``, ...) with ``MedianValue`` and
+``Tool`` added. Statistics: sample standard deviation (ddof=1), Student-t 95% confidence interval of the mean,
+relative standard deviation. With ``normalize_against`` every value and spread column is divided by the
+baseline's mean for the same config and metric, so no row is half converted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from nsightx._errors import ConfigError
+from nsightx._stats import t_ppf
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nsightx._result_schema import ResultData
+
+STABLE_RSD_PCT = 2.0
+"""A row is ``StableMeasurement`` when its relative standard deviation is under this (and no run throttled)."""
+_ENV_COLUMNS = ("GPU", "Host", "ComputeClock", "MemoryClock")
+
+
+def _collector_columns(data: ResultData) -> tuple[dict[str, str], dict[Any, dict[str, Any]]]:
+    """Collector name -> scope, and lookup tables keyed by where each value applies."""
+    scopes: dict[str, str] = {}
+    table: dict[Any, dict[str, Any]] = defaultdict(dict)
+    for run in data.runs:
+        for cv in run.collectors:
+            scopes.setdefault(cv.name, cv.scope)
+            if cv.scope == "once":
+                table["once"][cv.name] = cv.value
+            elif cv.scope == "config":
+                table[("config", cv.config)][cv.name] = cv.value
+            elif cv.scope == "run":
+                table[("run", cv.config, cv.run)][cv.name] = cv.value
+            else:
+                table[("ann", cv.config, cv.run, cv.annotation)][cv.name] = cv.value
+    return scopes, table
+
+
+def runs_frame(data: ResultData) -> pd.DataFrame:
+    """One row per (run, annotation, metric): nsight-python's ``profiled_data`` layout, params last."""
+    import pandas as pd
+
+    plan = data.plan
+    env = data.environment
+    scopes, table = _collector_columns(data)
+    vals = data.values
+    cols: dict[str, list[Any]] = {
+        "Annotation": [v.annotation for v in vals],
+        "Value": [v.value for v in vals],
+        "Metric": [v.metric for v in vals],
+        "Kernel": [v.kernel for v in vals],
+    }
+    n = len(vals)
+    for name in _ENV_COLUMNS:
+        cols[name] = [env.get(name)] * n
+    cols["Unit"] = [v.unit for v in vals]
+    cols["Tool"] = [plan.backend] * n
+    cols["Config"] = [v.config for v in vals]
+    cols["Run"] = [v.run for v in vals]
+    for name, scope in scopes.items():
+        if scope == "once":
+            cols[name] = [table["once"].get(name)] * n
+        elif scope == "config":
+            cols[name] = [table[("config", v.config)].get(name) for v in vals]
+        elif scope == "run":
+            cols[name] = [table[("run", v.config, v.run)].get(name) for v in vals]
+        else:
+            cols[name] = [table[("ann", v.config, v.run, v.annotation)].get(name) for v in vals]
+    configs = plan.configs
+    for i, p in enumerate(plan.params):
+        cols[p] = [configs[v.config][i] for v in vals]
+    frame = pd.DataFrame(cols)
+    frame["Value"] = frame["Value"].astype("float64")
+    return frame
+
+
+def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None) -> pd.DataFrame:
+    """One row per (annotation, metric, config) with mean, median, spread, CI and stability columns.
+
+    Args:
+        data: The result.
+        configs: The original config objects (kept in memory by a live result) to show in parameter
+            columns; ``None`` uses the JSON-safe copies stored in the result.
+    """
+    import numpy as np
+    import pandas as pd
+
+    plan = data.plan
+    frame = runs_frame(data)
+    scopes, _ = _collector_columns(data)
+    if frame.empty:
+        return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
+    keys = ["Annotation", "Metric", "Config"]
+    grouped = frame.groupby(keys, sort=False, dropna=False)
+    value = grouped["Value"]
+    out = grouped.size().reset_index()[keys]
+    out["AvgValue"] = value.mean().to_numpy()
+    out["MedianValue"] = value.median().to_numpy()
+    out["StdDev"] = value.std(ddof=1).to_numpy()
+    out["MinValue"] = value.min().to_numpy()
+    out["MaxValue"] = value.max().to_numpy()
+    out["NumRuns"] = value.count().to_numpy().astype("int64")
+    out["Kernel"] = grouped["Kernel"].agg(_kernel_name).to_numpy()
+    for name in _ENV_COLUMNS:
+        out[name] = data.environment.get(name)
+    out["Unit"] = grouped["Unit"].first().to_numpy()
+    for name, scope in scopes.items():
+        col = grouped[name]
+        numeric = pd.to_numeric(frame[name], errors="coerce")
+        if scope != "once" and numeric.notna().sum() == frame[name].notna().sum() and numeric.notna().any():
+            ng = numeric.groupby([frame[k] for k in keys], sort=False, dropna=False)
+            out[f"{name}_Avg"] = ng.mean().to_numpy()
+            out[f"{name}_Std"] = ng.std(ddof=1).to_numpy()
+            out[f"{name}_Min"] = ng.min().to_numpy()
+            out[f"{name}_Max"] = ng.max().to_numpy()
+        else:
+            out[name] = col.first().to_numpy()
+    n = out["NumRuns"].to_numpy()
+    tq = np.array([t_ppf(0.975, int(k) - 1) if k >= 2 else math.nan for k in n])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half = tq * out["StdDev"].to_numpy() / np.sqrt(n)
+        rsd = 100.0 * out["StdDev"].to_numpy() / np.abs(out["AvgValue"].to_numpy())
+    rsd[~np.isfinite(rsd)] = np.nan
+    out["CI95_Lower"] = out["AvgValue"] - half
+    out["CI95_Upper"] = out["AvgValue"] + half
+    out["RelativeStdDevPct"] = rsd
+    out["StableMeasurement"] = pd.array([None if math.isnan(r) else bool(r < STABLE_RSD_PCT) for r in rsd],
+                                        dtype="boolean")
+    out["Normalized"] = False
+    if plan.normalize_against is not None:
+        out = _normalize(out, plan.normalize_against)
+    out["Geomean"] = out.groupby(["Annotation", "Metric"], sort=False)["AvgValue"].transform(_geomean)
+    out["Tool"] = plan.backend
+    cfgs = configs if configs is not None else plan.configs
+    idx = out["Config"].to_numpy()
+    params = {p: [cfgs[c][i] for c in idx] for i, p in enumerate(plan.params)}
+    front = out[["Annotation", "Metric"]]
+    rest = out.drop(columns=["Annotation", "Metric", "Config"])
+    return pd.concat([front, pd.DataFrame(params, index=out.index), rest], axis=1)
+
+
+_SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper")
+
+
+def _normalize(out: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    base = out[out["Annotation"] == baseline].set_index(["Config", "Metric"])["AvgValue"]
+    if base.empty:
+        names = sorted(out["Annotation"].unique())
+        raise ConfigError(f"normalize_against={baseline!r} names no annotation in the result; found {names}")
+    index = list(zip(out["Config"], out["Metric"], strict=True))
+    missing = sorted({k for k in index if k not in base.index}, key=str)
+    if missing:
+        shown = ", ".join(f"config {c} / {m}" for c, m in missing[:5])
+        raise ConfigError(
+            f"normalize_against={baseline!r}: no baseline value for {shown}"
+            f"{' and more' if len(missing) > 5 else ''}; every config must run the baseline annotation"
+        )
+    denom = base.loc[index].to_numpy()
+    out = out.copy()
+    for col in _SCALED:
+        out[col] = out[col].to_numpy() / denom
+    out["Unit"] = "ratio"
+    out["Normalized"] = baseline
+    loc = out.columns.get_loc("Normalized")
+    out.insert(int(loc) + 1, "NormalizationValue", denom)  # type: ignore[arg-type]
+    return out
+
+
+def _geomean(values: pd.Series) -> float:
+    import numpy as np
+
+    arr = values.to_numpy(dtype="float64")
+    arr = arr[np.isfinite(arr) & (arr > 0)]
+    return float(np.exp(np.mean(np.log(arr)))) if arr.size else math.nan
+
+
+def _kernel_name(names: pd.Series) -> str:
+    ok = names[names != "failed"]
+    if ok.empty:
+        return "failed"
+    return str(ok.mode().iloc[0])

@@ -1,0 +1,79 @@
+"""``nsightx demo``: a small sweep on the best backend available here, printed as a table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import nsightx
+
+
+def _has_cuda() -> bool:
+    if importlib_find("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def importlib_find(name: str) -> object:
+    """``importlib.util.find_spec`` that never raises."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
+
+def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> Any:
+    """Profile a matrix multiply over a size sweep and print the aggregated table.
+
+    On a CUDA machine with torch, it times ``torch.matmul`` on the GPU; elsewhere it times a NumPy matrix
+    multiply on the CPU with the host backend.
+    """
+    import pandas as pd
+
+    if _has_cuda():
+        import torch
+
+        sizes = [512, 1024, 2048, 4096]
+
+        def matmul(n: int) -> None:
+            a = torch.randn(n, n, device="cuda")
+            b = torch.randn(n, n, device="cuda")
+            with nsightx.annotate("matmul"):
+                torch.matmul(a, b)
+            torch.cuda.synchronize()
+    else:
+        import numpy as np
+
+        sizes = [64, 128, 256, 512]
+        rng = np.random.default_rng(0)
+
+        def matmul(n: int) -> None:
+            a = rng.standard_normal((n, n))
+            b = rng.standard_normal((n, n))
+            with nsightx.annotate("matmul"):
+                a @ b
+
+    def flops(t_ns: float, n: int) -> tuple[float, str]:
+        return 2.0 * n**3 / t_ns / 1e3, "TFLOP/s"
+
+    profiled = nsightx.analyze.kernel(
+        configs=sizes, runs=runs, backend=backend, output_prefix=output, output_csv=True,
+        derive_metric=flops, combine_kernel_metrics=lambda a, b: a + b,
+    )(matmul)
+    results = profiled()
+    frame = results.to_dataframe()
+    cols = ["Annotation", "n", "Metric", "AvgValue", "Unit", "CI95_Lower", "CI95_Upper", "RelativeStdDevPct",
+            "NumRuns", "Tool"]
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.4g}".format):
+        print(frame[cols].to_string(index=False))
+    print(f"\nbackend: {results.backend}; GPU: {results.environment.get('GPU')}")
+    print(f"files written under {Path(output).resolve()}:")
+    for p in sorted(Path(output).glob(f"*{results.data.plan.function}*")):
+        print(f"  {p.name}")
+    sys.stdout.flush()
+    return results

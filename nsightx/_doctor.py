@@ -1,0 +1,69 @@
+"""``nsightx doctor``: what this machine offers nsightx, and why a backend is unavailable."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import platform
+import shutil
+import subprocess
+import sys
+
+from nsightx._plugins import PluginHost
+from nsightx._version import __version__
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _gpu_lines() -> list[str]:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ["GPU: none found (no nvidia-smi on PATH); GPU backends need an NVIDIA GPU and driver"]
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=index,name,driver_version,uuid", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return [f"GPU: nvidia-smi failed: {e}"]
+    if out.returncode != 0:
+        return [f"GPU: nvidia-smi failed: {(out.stderr or out.stdout).strip()[:200]}"]
+    return [f"GPU {line.strip()}" for line in out.stdout.splitlines() if line.strip()]
+
+
+def report(host: PluginHost) -> str:
+    """The doctor's text: environment, tools found, and each backend's availability with its reason."""
+    lines = [
+        f"nsightx {__version__} on Python {platform.python_version()} ({sys.executable})",
+        f"platform: {platform.platform()}",
+    ]
+    lines += _gpu_lines()
+    ncu = shutil.which("ncu")
+    lines.append(f"ncu on PATH: {ncu or 'not found'}")
+    for dist in ("cupti-python", "nvidia-cuda-cupti", "nvidia-cuda-cupti-cu12", "nvidia-ml-py", "torch",
+                 "cloudpickle", "matplotlib"):
+        v = _version(dist)
+        lines.append(f"{dist}: {v or 'not installed'}")
+    lines.append("")
+    lines.append("backends (in the order 'auto' prefers them):")
+    any_gpu = False
+    for name, avail in host.availability().items():
+        cls = host.backends[name]
+        mark = "yes" if avail.available else "no "
+        version = f" [{avail.version}]" if avail.version else ""
+        lines.append(f"  {mark} {name:<8}{version} {cls.description}")
+        lines.append(f"      {avail.reason}")
+        if not avail.available and avail.remedy:
+            lines.append(f"      fix: {avail.remedy}")
+        any_gpu |= avail.available and cls.capabilities.needs_gpu
+    if not any_gpu:
+        lines.append("")
+        lines.append("No GPU backend is available here: 'auto' uses the host clock (CPU time only).")
+    for name, err in host.load_errors.items():
+        lines.append(f"plugin {name!r} failed to load: {err}")
+    return "\n".join(lines)

@@ -1,0 +1,235 @@
+"""``analyze.kernel``: the decorator that turns a function into a profiled sweep."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import platform
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, overload
+
+from nsightx import _configs
+from nsightx._collectors import CollectorLike
+from nsightx._enums import VerbosityLevel
+from nsightx._errors import ConfigError
+from nsightx._output import allocate
+from nsightx._plan import Plan, ThermalSettings
+from nsightx._plugins import PluginHost, default_host
+from nsightx._result_schema import PlanInfo, ResultData
+from nsightx._results import ProfileResults
+from nsightx._select import Choice, choose
+from nsightx._sink import RunSink
+from nsightx._spec import ProfileSpec, build_spec, check_derive_arity, collector_objects
+from nsightx._tool import active_name
+from nsightx._transform import combine_records, derive
+from nsightx._version import __version__
+
+RESERVED_COLUMNS = frozenset({
+    "Annotation", "Value", "Metric", "Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit", "Tool",
+    "Config", "Run", "AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "NumRuns", "CI95_Lower",
+    "CI95_Upper", "RelativeStdDevPct", "StableMeasurement", "Normalized", "NormalizationValue", "Geomean",
+    "ThrottledRuns",
+})
+
+
+class ProfiledFunction:
+    """A function decorated with ``analyze.kernel``; calling it runs the sweep and returns ProfileResults."""
+
+    def __init__(self, fn: Callable[..., Any], spec: ProfileSpec, configs: Any) -> None:
+        self.fn = fn
+        self.spec = spec
+        self.shape = _configs.shape_of(fn)
+        self.name = getattr(fn, "__name__", "function")
+        self.configs = None if configs is None else _configs.normalize(self.shape, configs)
+        check_derive_arity(spec.derive_metric, len(spec.metrics) if spec.metrics else None, len(self.shape.names))
+        self._check_collector_names(collector_objects(spec))
+        functools.update_wrapper(self, fn)
+
+    def _check_collector_names(self, collectors: list[CollectorLike]) -> None:
+        seen: set[str] = set()
+        for c in collectors:
+            if c.name in RESERVED_COLUMNS or c.name in self.shape.names:
+                raise ConfigError(
+                    f"info collector name {c.name!r} collides with a result column or a parameter of "
+                    f"{self.name}; rename the collector"
+                )
+            if c.name in seen:
+                raise ConfigError(f"two info collectors are named {c.name!r}; collector names must be unique")
+            seen.add(c.name)
+
+    def __call__(self, *args: Any, configs: Any = None, **kwargs: Any) -> ProfileResults:
+        if kwargs:
+            raise ConfigError(
+                f"keyword arguments are not supported when calling a profiled function: {sorted(kwargs)}; "
+                "pass values positionally or through configs=[...]"
+            )
+        resolved = self._resolve_configs(args, configs)
+        host = default_host()
+        choice = choose(self.spec, host, active_name())
+        check_derive_arity(self.spec.derive_metric, len(choice.metrics), len(self.shape.names))
+        collectors = self._collectors(host)
+        return self._run(resolved, choice, collectors)
+
+    def _resolve_configs(self, args: tuple[Any, ...], configs: Any) -> tuple[tuple[Any, ...], ...]:
+        given = [what for what, present in (("decoration-time configs", self.configs is not None),
+                                            ("call-time configs=", configs is not None),
+                                            ("positional arguments", bool(args))) if present]
+        if len(given) > 1:
+            raise ConfigError(
+                f"{self.name} got {' and '.join(given)}; give configs in exactly one place "
+                "(at decoration, or configs=[...] at call time, or one config as positional arguments)"
+            )
+        if self.configs is not None:
+            return self.configs
+        if configs is not None:
+            return _configs.normalize(self.shape, configs)
+        if args:
+            return _configs.normalize(self.shape, [args])
+        if self.shape.required:
+            raise ConfigError(
+                f"no configs for {self.name}, which requires {self.shape.required} argument(s); give configs at "
+                "decoration time (configs=[...]) or at call time"
+            )
+        return _configs.normalize(self.shape, [()])
+
+    def _collectors(self, host: PluginHost) -> list[CollectorLike]:
+        collectors = collector_objects(self.spec)
+        for item in self.spec.info_collectors:
+            if isinstance(item, str):
+                collectors += host.collectors(item)
+        names = {c.name for c in collectors}
+        collectors += [c for c in host.default_collectors() if c.name not in names]
+        self._check_collector_names(collectors)
+        return collectors
+
+    def _run(
+        self, configs: tuple[tuple[Any, ...], ...], choice: Choice, collectors: list[CollectorLike]
+    ) -> ProfileResults:
+        spec = self.spec
+        backend = choice.backend()
+        location = allocate(spec.output_prefix, self.name) if spec.output_prefix is not None else None
+        plan = Plan(
+            function=_configs.make_caller(self.fn, self.shape),
+            function_name=self.name,
+            params=self.shape.names,
+            configs=configs,
+            runs=spec.runs,
+            warmup=spec.warmup,
+            metrics=choice.metrics,
+            backend=backend.name,
+            cache_control=choice.cache_control,
+            clock_control=choice.clock_control,
+            replay_mode=choice.replay_mode,
+            verbosity=spec.verbosity,
+            output_dir=location.folder if location else None,
+            output_tag=location.tag if location else self.name,
+            device=spec.device,  # type: ignore[arg-type]
+            collectors=tuple(collectors),
+            thermal=ThermalSettings(spec.thermal_mode, spec.thermal_wait, spec.thermal_cont,
+                                    spec.thermal_timeout, spec.thermal_device),
+            backend_options=spec.backend_options,
+            normalize_against=spec.normalize_against,
+            needs_gpu=backend.capabilities.needs_gpu,
+        )
+        backend.validate(plan)
+        sink = RunSink(location.path("raw_data", "jsonl") if location else None)
+        start = time.perf_counter()
+        try:
+            environment = dict(backend.execute(plan, sink))
+        finally:
+            sink.close()
+        elapsed = time.perf_counter() - start
+        environment.setdefault("Host", socket.gethostname())
+        environment.setdefault("python", platform.python_version())
+        environment.setdefault("nsightx", __version__)
+        if sink.path is not None:
+            environment.setdefault("raw_data", str(sink.path))
+        values = combine_records(sink.runs, plan.metrics, ignore_kernels=spec.ignore_kernel_list,
+                                 combine=spec.combine_kernel_metrics)
+        if spec.derive_metric is not None:
+            values = derive(values, spec.derive_metric, plan.metrics, configs)
+        data = ResultData(
+            nsightx_version=__version__,
+            created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            plan=PlanInfo(
+                function=self.name, params=plan.params, configs=configs, runs=plan.runs, warmup=plan.warmup,
+                metrics=plan.metrics, backend=plan.backend, cache_control=plan.cache_control,
+                clock_control=plan.clock_control, replay_mode=plan.replay_mode,
+                normalize_against=spec.normalize_against,
+                combine_kernel_metrics=_name(spec.combine_kernel_metrics),
+                derive_metric=_name(spec.derive_metric), ignore_kernel_list=spec.ignore_kernel_list,
+                device=spec.device,
+            ),
+            environment=environment,
+            runs=tuple(sink.runs),
+            values=tuple(values),
+        )
+        results = ProfileResults(data, configs)
+        if location is not None:
+            results.save(location.path("result", "json"))
+            if spec.output_csv:
+                results.runs_dataframe().to_csv(location.path("profiled_data", "csv"), index=False)
+                results.to_dataframe().to_csv(location.path("processed_data", "csv"), index=False)
+        if spec.verbosity >= VerbosityLevel.INFO:
+            where = f" -> {location.folder}" if location else ""
+            print(f"nsightx: {self.name}: {len(configs)} config(s) x {plan.runs} run(s) on {plan.backend} "
+                  f"in {elapsed:.2f} s{where}", file=sys.stderr)
+        return results
+
+
+def _name(fn: Callable[..., Any] | None) -> str | None:
+    if fn is None:
+        return None
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+@overload
+def kernel(_func: Callable[..., Any]) -> ProfiledFunction: ...
+@overload
+def kernel(_func: None = None, *, configs: Any = None, **options: Any) -> Callable[[Callable[..., Any]], ProfiledFunction]: ...
+def kernel(_func: Callable[..., Any] | None = None, *, configs: Any = None, **options: Any) -> Any:
+    """Profile every annotated region of the decorated function over a sweep of configs.
+
+    Usable bare (``@kernel``), empty (``@kernel()``) or with keyword options. Every option is validated
+    here, at decoration time; a bad value raises an error deriving from ``NsightxError`` and
+    ``ValueError``/``TypeError`` before anything runs.
+
+    Args:
+        _func: The function, when used bare.
+        configs: Iterable of configs (tuples of positional values; scalars for one-parameter functions).
+            May instead be given at call time (``f(configs=[...])``) or as one config (``f(2048)``).
+        **options: ``runs`` (10), ``warmup`` (1), ``metrics``, ``derive_metric``, ``normalize_against``,
+            ``combine_kernel_metrics``, ``ignore_kernel_list``, ``cache_control``, ``clock_control``,
+            ``replay_mode``, ``thermal_mode``/``thermal_wait``/``thermal_cont``/``thermal_timeout``/
+            ``thermal_device``, ``output_prefix``, ``output_csv``, ``verbosity``, ``info_collectors``,
+            ``backend`` ("auto" or a registered name), ``device``, ``backend_options``.
+
+    Returns:
+        A callable returning :class:`ProfileResults` (or, used bare, that callable itself).
+
+    Example:
+        >>> import nsightx
+        >>> @nsightx.analyze.kernel(configs=[(1000,), (2000,)], runs=3, backend="host",
+        ...                         verbosity=nsightx.VerbosityLevel.SILENT)
+        ... def build(n):
+        ...     with nsightx.annotate("list"):
+        ...         list(range(n))
+        >>> build().to_dataframe()["NumRuns"].tolist()
+        [3, 3]
+    """
+    unknown = sorted(set(options) - set(ProfileSpec.model_fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) for analyze.kernel: {unknown}; accepted: configs, {', '.join(ProfileSpec.model_fields)}"
+        )
+    spec = build_spec(**options)
+
+    def decorate(fn: Callable[..., Any]) -> ProfiledFunction:
+        if not callable(fn):
+            raise ConfigError(f"analyze.kernel decorates a function, got {fn!r}")
+        return ProfiledFunction(fn, spec, configs)
+
+    return decorate(_func) if _func is not None else decorate

@@ -1,0 +1,90 @@
+"""The saved result: a versioned, frozen pydantic model that round-trips through JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
+
+from nsightx._errors import ResultSchemaError
+from nsightx._model import Frozen
+from nsightx._records import RunRecords, Scalar
+from nsightx._transform import RunValue
+
+SCHEMA_VERSION = 1
+
+
+class PlanInfo(Frozen):
+    """What was asked: the parts of the plan that describe the measurement (no callables)."""
+
+    function: str
+    """Qualified name of the profiled function."""
+    params: tuple[str, ...]
+    """Parameter names."""
+    configs: tuple[tuple[Any, ...], ...]
+    """Config values (JSON-safe: objects that JSON cannot hold are stored as their ``repr``)."""
+    runs: int
+    warmup: int
+    metrics: tuple[str, ...]
+    backend: str
+    cache_control: str
+    clock_control: str
+    replay_mode: str
+    normalize_against: str | None = None
+    combine_kernel_metrics: str | None = None
+    """Name of the reducer, for the record."""
+    derive_metric: str | None = None
+    """Name of the derive function, for the record."""
+    ignore_kernel_list: tuple[str, ...] = ()
+    device: int | str | None = None
+
+    @field_validator("configs", mode="before")
+    @classmethod
+    def _json_safe(cls, value: Any) -> Any:
+        return tuple(tuple(_json_safe(v) for v in cfg) for cfg in value)
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class ResultData(Frozen):
+    """Everything a profiled call produced, as stored by ``ProfileResults.save``."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    """Version of this schema; a newer file is refused with an upgrade hint."""
+    nsightx_version: str
+    """Version of nsightx that measured."""
+    created: str
+    """ISO 8601 time at which the call finished."""
+    plan: PlanInfo
+    """What was asked."""
+    environment: Mapping[str, Scalar] = {}
+    """Where it was measured: ``GPU``, ``Host``, rated clocks, Python and backend versions, artifacts."""
+    runs: tuple[RunRecords, ...] = ()
+    """Raw per-run records, as the backend produced them."""
+    values: tuple[RunValue, ...] = ()
+    """Per-run values after ``ignore_kernel_list``, ``combine_kernel_metrics`` and ``derive_metric``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_version(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            version = data.get("schema_version", SCHEMA_VERSION)
+            if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+                raise ResultSchemaError(
+                    f"result written by schema v{version}; this nsightx reads schema v1 to "
+                    f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
+                )
+        return data

@@ -1,0 +1,96 @@
+"""Choosing the backend for a call, and resolving the options each backend leaves to its defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nsightx._backend import Backend, Capabilities, first_supported
+from nsightx._errors import BackendUnavailableError, ConfigError
+from nsightx._plugins import PluginHost
+from nsightx._spec import ProfileSpec
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The backend chosen for a call, with the options resolved against its capabilities."""
+
+    backend: type[Backend]
+    metrics: tuple[str, ...]
+    cache_control: str
+    clock_control: str
+    replay_mode: str
+
+
+def _misfits(spec: ProfileSpec, caps: Capabilities) -> list[str]:
+    """Why ``caps`` cannot deliver what ``spec`` asks (empty when it can)."""
+    why = []
+    if spec.metrics is not None and caps.metrics is not None:
+        missing = [m for m in spec.metrics if m not in caps.metrics]
+        if missing:
+            why.append(f"metrics {missing} (it measures {sorted(caps.metrics)})")
+    for option, value, accepted in (
+        ("cache_control", spec.cache_control, caps.cache_control),
+        ("clock_control", spec.clock_control, caps.clock_control),
+        ("replay_mode", spec.replay_mode, caps.replay_modes),
+    ):
+        if value is not None and value not in accepted:
+            why.append(f"{option}={value!r} (it accepts {sorted(accepted)})")
+    return why
+
+
+def _supporting(host: PluginHost, spec: ProfileSpec) -> list[str]:
+    return [n for n, cls in host.backends.items() if not _misfits(spec, cls.capabilities)]
+
+
+def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
+    """Pick the backend: ``backend=``, else the active tool, else the cheapest available one that fits.
+
+    Raises:
+        ConfigError: the named backend cannot deliver an option (the message names backends that can).
+        BackendUnavailableError: the named backend cannot run here, or no backend fits ("auto").
+    """
+    name = spec.backend or active or "auto"
+    host.load()
+    if name != "auto":
+        cls = host.backend(name)
+        why = _misfits(spec, cls.capabilities)
+        if why:
+            others = ", ".join(_supporting(host, spec)) or "none"
+            raise ConfigError(
+                f"backend {name!r} cannot deliver {'; '.join(why)}. Backends that can: {others}"
+            )
+        avail = cls.availability()
+        if not avail.available:
+            raise BackendUnavailableError(
+                f"backend {name!r} is not available: {avail.reason}"
+                + (f". {avail.remedy}" if avail.remedy else "")
+                + ". Run `nsightx doctor` for details.",
+                backend=name,
+            )
+        return _resolve(cls, spec)
+    reasons = []
+    for bname, avail in host.availability().items():
+        cls = host.backends[bname]
+        why = _misfits(spec, cls.capabilities)
+        if why:
+            reasons.append(f"  {bname}: cannot deliver {'; '.join(why)}")
+        elif not avail.available:
+            reasons.append(f"  {bname}: unavailable ({avail.reason})")
+        else:
+            return _resolve(cls, spec)
+    raise BackendUnavailableError(
+        "no available backend can deliver what was asked:\n" + "\n".join(reasons)
+        + "\nRun `nsightx doctor` to see what is missing.",
+        backend="auto",
+    )
+
+
+def _resolve(cls: type[Backend], spec: ProfileSpec) -> Choice:
+    caps = cls.capabilities
+    return Choice(
+        backend=cls,
+        metrics=spec.metrics if spec.metrics is not None else caps.default_metrics,
+        cache_control=spec.cache_control or first_supported(("all", "none"), caps.cache_control),
+        clock_control=spec.clock_control or first_supported(("none", "base"), caps.clock_control),
+        replay_mode=spec.replay_mode or first_supported(("kernel", "range", "application"), caps.replay_modes),
+    )

@@ -1,0 +1,232 @@
+"""The profile spec: every ``analyze.kernel`` option, validated once, at decoration time.
+
+Each check names the option, the bad value and what is accepted, and raises an error that derives from both
+:class:`~nsightx.NsightxError` and ``ValueError``/``TypeError`` — before any measurement starts.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from nsightx._collectors import CollectorLike, as_collector
+from nsightx._enums import CACHE_CONTROL, CLOCK_CONTROL, REPLAY_MODES, THERMAL_MODES, Tool, VerbosityLevel
+from nsightx._errors import ConfigError, ConfigTypeError
+from nsightx._model import Frozen
+
+
+class ProfileSpec(Frozen):
+    """The validated options of one ``@analyze.kernel`` decoration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    runs: int = Field(default=10, ge=1)
+    """Measured runs per config."""
+    warmup: int = Field(default=1, ge=0)
+    """Runs per config done first and discarded (lazy init, autotuning, cuBLAS heuristics)."""
+    metrics: tuple[str, ...] | None = None
+    """Metric names; ``None`` lets each backend report its natural time metric."""
+    derive_metric: Callable[..., Any] | None = None
+    """``f(*metric_values, *config_args)`` returning a value, ``(value, unit)`` or a mapping of those."""
+    normalize_against: str | None = None
+    """Annotation whose mean every row is divided by, per config and metric."""
+    verbosity: VerbosityLevel = VerbosityLevel.INFO
+    """How much to print."""
+    ignore_kernel_list: tuple[str, ...] = ()
+    """Kernel names (exact) to drop."""
+    combine_kernel_metrics: Callable[[float, float], float] | None = None
+    """Binary reducer applied when a region launches several kernels (``operator.add``, a lambda, ...)."""
+    cache_control: str | None = None
+    """``"all"`` flushes caches before every run, ``"none"`` measures warm; ``None``: the backend's default."""
+    clock_control: str | None = None
+    """``"base"`` locks clocks (ncu only), ``"none"`` leaves them alone; ``None``: ``"none"``."""
+    replay_mode: str | None = None
+    """ncu replay mode: ``kernel``, ``range`` or ``application``; ``None``: ``"kernel"``."""
+    thermal_mode: str = "auto"
+    """``auto``, ``manual`` or ``off``."""
+    thermal_wait: int | None = None
+    """Headroom (°C) to the slowdown temperature at or below which measuring pauses (default 10)."""
+    thermal_cont: int | None = None
+    """Headroom (°C) at which measuring resumes (default 20); must exceed ``thermal_wait``."""
+    thermal_timeout: int | None = None
+    """Seconds to wait for cooling (default 180)."""
+    thermal_device: int | None = None
+    """CUDA ordinal to watch; ``None``: the profiled device."""
+    output_prefix: str | None = None
+    """Folder/prefix for raw records, CSVs and backend artifacts; ``None`` keeps results in memory."""
+    output_csv: bool = False
+    """Write ``profiled_data-*.csv`` and ``processed_data-*.csv`` under ``output_prefix``."""
+    info_collectors: tuple[Any, ...] = ()
+    """Collectors (objects, ``(name, fn, scope)`` tuples, ``@collect`` functions) or registered set names."""
+    backend: str | None = None
+    """Registered backend name or ``"auto"``; ``None``: the active tool, else ``"auto"``."""
+    device: int | str | None = None
+    """CUDA device (index or UUID) to measure; ``None``: the current device."""
+    backend_options: Mapping[str, Any] = {}
+    """Backend-specific options, passed through to the backend."""
+
+
+def _choice(option: str, value: object, accepted: Sequence[str], allow_none: bool = True) -> str | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, str) and value.lower() in accepted:
+        return value.lower()
+    names = " or ".join(repr(a) for a in accepted)
+    raise ConfigError(f"invalid {option} {value!r}; expected {names}")
+
+
+def _int(option: str, value: object, minimum: int, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigTypeError(f"{option} must be an int >= {minimum}, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{option} must be >= {minimum}, got {value}")
+    return value
+
+
+def _str_list(option: str, value: object, example: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise ConfigTypeError(
+            f"{option} must be a list of str, got the str {value!r}; write {option}=[{value!r}] "
+            f"(e.g. {option}=[{example!r}])"
+        )
+    if not isinstance(value, Sequence | set | frozenset | tuple):
+        raise ConfigTypeError(f"{option} must be a list of str, got {type(value).__name__}")
+    items = []
+    for v in value:
+        if not isinstance(v, str):
+            raise ConfigTypeError(f"{option} entries must be str, got {type(v).__name__} {v!r}")
+        items.append(v.strip())
+    return tuple(items)
+
+
+def _callable(option: str, value: object) -> Callable[..., Any] | None:
+    if value is None:
+        return None
+    if not callable(value):
+        raise ConfigTypeError(f"{option} must be callable, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_reducer(fn: Callable[..., Any] | None) -> None:
+    if fn is None:
+        return
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins such as max, operator.add on old Pythons: accepted, checked by calling
+    try:
+        sig.bind(0.0, 0.0)
+    except TypeError:
+        raise ConfigError(
+            f"combine_kernel_metrics={fn!r} must accept two values (a, b) and return one; its signature is {sig}"
+        ) from None
+
+
+def check_derive_arity(fn: Callable[..., Any] | None, n_metrics: int | None, n_params: int) -> None:
+    """Check that ``derive_metric`` can take ``n_metrics`` values followed by ``n_params`` config arguments."""
+    if fn is None or n_metrics is None:
+        return
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*([0.0] * (n_metrics + n_params)))
+    except TypeError:
+        raise ConfigError(
+            f"derive_metric {getattr(fn, '__name__', fn)!r} must accept {n_metrics + n_params} positional "
+            f"arguments ({n_metrics} metric value(s) then {n_params} config argument(s)); its signature is {sig}"
+        ) from None
+
+
+def build_spec(**options: Any) -> ProfileSpec:
+    """Validate decorator options into a :class:`ProfileSpec`, raising a clear error on the first bad one."""
+    metrics = _str_list("metrics", options.get("metrics"), "gpu__time_duration.sum")
+    if metrics is not None:
+        if not metrics or any(not m for m in metrics):
+            raise ConfigError(f"metrics must name at least one non-empty metric, got {list(metrics)!r}")
+        dupes = sorted({m for m in metrics if metrics.count(m) > 1})
+        if dupes:
+            raise ConfigError(f"metrics lists {dupes} more than once")
+    thermal_wait = _int("thermal_wait", options.get("thermal_wait"), 0, allow_none=True)
+    thermal_cont = _int("thermal_cont", options.get("thermal_cont"), 0, allow_none=True)
+    if (thermal_cont if thermal_cont is not None else 20) <= (thermal_wait if thermal_wait is not None else 10):
+        raise ConfigError(
+            f"thermal_cont ({thermal_cont if thermal_cont is not None else 20} °C) must be greater than "
+            f"thermal_wait ({thermal_wait if thermal_wait is not None else 10} °C)"
+        )
+    verbosity = options.get("verbosity", VerbosityLevel.INFO)
+    try:
+        verbosity = VerbosityLevel(verbosity)
+    except ValueError:
+        raise ConfigError(
+            f"invalid verbosity {verbosity!r}; expected one of {[v.name for v in VerbosityLevel]}"
+        ) from None
+    backend = options.get("backend")
+    if isinstance(backend, Tool):
+        backend = backend.value
+    if backend is not None and (not isinstance(backend, str) or not backend):
+        raise ConfigTypeError(f"backend must be a backend name or 'auto', got {backend!r}")
+    device = options.get("device")
+    if device is not None and (isinstance(device, bool) or not isinstance(device, int | str)):
+        raise ConfigTypeError(f"device must be a CUDA ordinal (int) or a GPU UUID (str), got {device!r}")
+    if isinstance(device, int) and device < 0:
+        raise ConfigError(f"device must be >= 0, got {device}")
+    combine = _callable("combine_kernel_metrics", options.get("combine_kernel_metrics"))
+    _check_reducer(combine)
+    normalize = options.get("normalize_against")
+    if normalize is not None and (not isinstance(normalize, str) or not normalize):
+        raise ConfigTypeError(f"normalize_against must be an annotation name (str), got {normalize!r}")
+    output_prefix = options.get("output_prefix")
+    if output_prefix is not None and not isinstance(output_prefix, str):
+        output_prefix = str(output_prefix)
+    output_csv = options.get("output_csv", False)
+    if not isinstance(output_csv, bool):
+        raise ConfigTypeError(f"output_csv must be True or False, got {output_csv!r}")
+    collectors = options.get("info_collectors") or ()
+    if isinstance(collectors, str) or not isinstance(collectors, Sequence):
+        raise ConfigTypeError(
+            f"info_collectors must be a list, got {type(collectors).__name__} {collectors!r}"
+        )
+    checked: list[Any] = []
+    for c in collectors:
+        checked.append(c if isinstance(c, str) else as_collector(c))
+    backend_options = options.get("backend_options") or {}
+    if not isinstance(backend_options, Mapping):
+        raise ConfigTypeError(f"backend_options must be a dict, got {type(backend_options).__name__}")
+    return ProfileSpec(
+        runs=_int("runs", options.get("runs", 10), 1),  # type: ignore[arg-type]
+        warmup=_int("warmup", options.get("warmup", 1), 0),  # type: ignore[arg-type]
+        metrics=metrics,
+        derive_metric=_callable("derive_metric", options.get("derive_metric")),
+        normalize_against=normalize,
+        verbosity=verbosity,
+        ignore_kernel_list=_str_list("ignore_kernel_list", options.get("ignore_kernel_list"), "kernel") or (),
+        combine_kernel_metrics=combine,
+        cache_control=_choice("cache_control", options.get("cache_control"), CACHE_CONTROL),
+        clock_control=_choice("clock_control", options.get("clock_control"), CLOCK_CONTROL),
+        replay_mode=_choice("replay_mode", options.get("replay_mode"), REPLAY_MODES),
+        thermal_mode=_choice("thermal_mode", options.get("thermal_mode", "auto"), THERMAL_MODES, False),
+        thermal_wait=thermal_wait,
+        thermal_cont=thermal_cont,
+        thermal_timeout=_int("thermal_timeout", options.get("thermal_timeout"), 1, allow_none=True),
+        thermal_device=_int("thermal_device", options.get("thermal_device"), 0, allow_none=True),
+        output_prefix=output_prefix,
+        output_csv=output_csv,
+        info_collectors=tuple(checked),
+        backend=backend,
+        device=device,
+        backend_options=dict(backend_options),
+    )
+
+
+def collector_objects(spec: ProfileSpec) -> list[CollectorLike]:
+    """The spec's collector objects (set names are resolved later, against the plugin host)."""
+    return [c for c in spec.info_collectors if not isinstance(c, str)]

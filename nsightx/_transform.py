@@ -1,0 +1,170 @@
+"""Pure transformations from raw backend records to per-run values.
+
+``ignore_kernel_list`` drops kernels, ``combine_kernel_metrics`` folds several kernels of one region into one
+value, and ``derive_metric`` adds metrics computed from the measured ones. All three work by identity:
+records are grouped by (annotation, config, run, metric), never matched by position.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from nsightx._errors import ConfigError, KernelCountError, MeasurementError
+from nsightx._model import Frozen
+from nsightx._records import Record, RunRecords
+
+FAILED_KERNEL = "failed"
+
+
+class RunValue(Frozen):
+    """One value of one metric for one region in one run, after combining and deriving."""
+
+    annotation: str
+    config: int
+    run: int
+    metric: str
+    value: float
+    unit: str | None = None
+    kernel: str = ""
+    """Kernel name(s): ``a|b`` when several kernels were combined; ``failed`` for a failed region."""
+
+
+def _key(r: Record) -> tuple[str, int, int, str]:
+    return (r.annotation, r.config, r.run, r.metric)
+
+
+def combine_records(
+    runs: Sequence[RunRecords],
+    metrics: Sequence[str],
+    *,
+    ignore_kernels: Iterable[str] = (),
+    combine: Callable[[float, float], float] | None = None,
+) -> list[RunValue]:
+    """Turn raw records into one value per (annotation, config, run, metric).
+
+    Raises:
+        KernelCountError: a region launched several kernels and ``combine`` is None.
+    """
+    ignored = set(ignore_kernels)
+    groups: dict[tuple[str, int, int, str], list[Record]] = defaultdict(list)
+    failed: set[tuple[str, int, int]] = set()
+    order: list[tuple[str, int, int]] = []
+    seen_regions: set[tuple[str, int, int]] = set()
+    for run in runs:
+        for reg in run.regions:
+            rid = (reg.annotation, reg.config, reg.run)
+            if rid not in seen_regions:
+                seen_regions.add(rid)
+                order.append(rid)
+            if reg.failed:
+                failed.add(rid)
+        for rec in run.records:
+            if rec.kernel in ignored:
+                continue
+            rid = (rec.annotation, rec.config, rec.run)
+            if rid not in seen_regions:
+                seen_regions.add(rid)
+                order.append(rid)
+            groups[_key(rec)].append(rec)
+    out: list[RunValue] = []
+    for rid in order:
+        ann, cfg, run_i = rid
+        if rid in failed:
+            out.extend(
+                RunValue.model_construct(annotation=ann, config=cfg, run=run_i, metric=m, value=math.nan,
+                                         unit=None, kernel=FAILED_KERNEL)
+                for m in metrics
+            )
+            continue
+        for metric in _metrics_of(groups, rid, metrics):
+            recs = groups.get((ann, cfg, run_i, metric))
+            if not recs:
+                continue
+            out.append(_fold(recs, combine))
+    return out
+
+
+def _metrics_of(
+    groups: Mapping[tuple[str, int, int, str], list[Record]], rid: tuple[str, int, int], metrics: Sequence[str]
+) -> list[str]:
+    present = [m for m in metrics if (*rid, m) in groups]
+    # Backends may report extra metrics (ncu sections): keep them after the requested ones.
+    extra = sorted({k[3] for k in groups if k[:3] == rid} - set(metrics))
+    return present + extra
+
+
+def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -> RunValue:
+    first = recs[0]
+    if len(recs) == 1:
+        return RunValue.model_construct(annotation=first.annotation, config=first.config, run=first.run,
+                                        metric=first.metric, value=first.value, unit=first.unit,
+                                        kernel=first.kernel)
+    recs = sorted(recs, key=lambda r: r.seq)
+    if combine is None:
+        names = "\n".join(f"  {r.seq}: {r.kernel}" for r in recs)
+        raise KernelCountError(
+            f"region {first.annotation!r} launched {len(recs)} kernels in config {first.config}, run "
+            f"{first.run} (metric {first.metric}), and nsightx reports one value per region.\n"
+            "Fix it with one of:\n"
+            "  - combine_kernel_metrics=operator.add (sum) or max, or any function (a, b) -> value\n"
+            "  - ignore_kernel_list=[...] to drop helper kernels\n"
+            "  - replay_mode='range' on the ncu backend, to measure the region as a whole\n"
+            f"Kernels:\n{names}"
+        )
+    try:
+        value = functools.reduce(combine, (r.value for r in recs))
+    except Exception as e:
+        raise ConfigError(f"combine_kernel_metrics {combine!r} failed on {first.metric}: {e}") from e
+    return RunValue.model_construct(
+        annotation=first.annotation, config=first.config, run=first.run, metric=first.metric,
+        value=float(value), unit=first.unit, kernel="|".join(r.kernel for r in recs),
+    )
+
+
+def derive(
+    values: list[RunValue],
+    fn: Callable[..., Any],
+    metrics: Sequence[str],
+    configs: Sequence[tuple[Any, ...]],
+) -> list[RunValue]:
+    """Append the metrics ``fn(*metric_values, *config_args)`` computes for each (annotation, config, run).
+
+    A scalar result is named after ``fn.__name__``; a ``(value, unit)`` tuple carries a unit; a mapping adds
+    one metric per key. A result with no unit gives ``unit=None`` and one ``UserWarning``.
+    """
+    by_region: dict[tuple[str, int, int], dict[str, RunValue]] = defaultdict(dict)
+    for v in values:
+        by_region[(v.annotation, v.config, v.run)][v.metric] = v
+    name = getattr(fn, "__name__", "derived")
+    out = list(values)
+    warned = False
+    for (ann, cfg, run_i), got in by_region.items():
+        if not all(m in got for m in metrics):
+            continue
+        inputs = [got[m].value for m in metrics]
+        kernel = got[metrics[0]].kernel
+        if any(math.isnan(x) for x in inputs):
+            result: Any = math.nan
+        else:
+            try:
+                result = fn(*inputs, *configs[cfg])
+            except Exception as e:
+                raise MeasurementError(
+                    f"derive_metric {name!r} raised {type(e).__name__}: {e} for annotation {ann!r}, "
+                    f"config {cfg}, run {run_i}"
+                ) from e
+        items = result.items() if isinstance(result, Mapping) else [(name, result)]
+        for metric, item in items:
+            value, unit = (item if isinstance(item, tuple) else (item, None))
+            if unit is None and not warned:
+                warned = True
+                warnings.warn(f"derived metric {metric!r} has no unit; return (value, unit) to set one",
+                              UserWarning, stacklevel=3)
+            out.append(RunValue.model_construct(annotation=ann, config=cfg, run=run_i, metric=str(metric),
+                                                value=float(value), unit=unit, kernel=kernel))
+    return out

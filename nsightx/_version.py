@@ -1,0 +1,3 @@
+"""Version of nsightx."""
+
+__version__ = "0.1.0"

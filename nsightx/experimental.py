@@ -1,0 +1,7 @@
+"""``nsightx.experimental``: APIs whose shape may still change (kept for nsight-python compatibility)."""
+
+from __future__ import annotations
+
+from nsightx._collectors import collect
+
+__all__ = ["collect"]
