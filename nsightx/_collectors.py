@@ -96,13 +96,13 @@ class InfoCollector:
     def collect(self, ctx: CollectContext) -> CollectResult:
         """Call the callback with the context (or nsight-python's positional arguments)."""
         if not self.legacy_args:
-            return self.callback(ctx)  # type: ignore[no-any-return]
+            return self.callback(ctx)
         if self.scope is CollectionScope.ONCE:
-            return self.callback()  # type: ignore[no-any-return]
+            return self.callback()
         args: tuple[Any, ...] = ctx.args
         if self.scope is CollectionScope.ANNOTATION:
             args = (ctx.annotation, *args)
-        return self.callback(*_trim_to_arity(self.callback, args))  # type: ignore[no-any-return]
+        return self.callback(*_trim_to_arity(self.callback, args))
 
 
 def parse_scope(scope: CollectionScope | str) -> CollectionScope:

@@ -71,11 +71,13 @@ def normalize(shape: FunctionShape, configs: Iterable[Any]) -> tuple[tuple[Any, 
             )
     lengths = sorted({len(r) for r in rows})
     if len(lengths) > 1:
-        raise ConfigError(f"all configs must have the same number of arguments; found lengths {[len(r) for r in rows]}")
+        found = [len(r) for r in rows]
+        raise ConfigError(f"all configs must have the same number of arguments; found lengths {found}")
     k = lengths[0]
     if not shape.required <= k <= n:
         expects = str(n) if shape.required == n else f"between {shape.required} and {n}"
-        raise ConfigError(f"configs have {k} argument(s), but the function expects {expects} ({', '.join(shape.names)})")
+        names = ", ".join(shape.names)
+        raise ConfigError(f"configs have {k} argument(s), but the function expects {expects} ({names})")
     return tuple(r + shape.defaults[k:] for r in rows)
 
 

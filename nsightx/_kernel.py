@@ -189,7 +189,9 @@ def _name(fn: Callable[..., Any] | None) -> str | None:
 @overload
 def kernel(_func: Callable[..., Any]) -> ProfiledFunction: ...
 @overload
-def kernel(_func: None = None, *, configs: Any = None, **options: Any) -> Callable[[Callable[..., Any]], ProfiledFunction]: ...
+def kernel(
+    _func: None = None, *, configs: Any = None, **options: Any
+) -> Callable[[Callable[..., Any]], ProfiledFunction]: ...
 def kernel(_func: Callable[..., Any] | None = None, *, configs: Any = None, **options: Any) -> Any:
     """Profile every annotated region of the decorated function over a sweep of configs.
 

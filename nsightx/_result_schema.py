@@ -14,7 +14,7 @@ from nsightx._model import Frozen
 from nsightx._records import RunRecords, Scalar
 from nsightx._transform import RunValue
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: int = 1
 
 
 class PlanInfo(Frozen):
@@ -62,7 +62,7 @@ def _json_safe(value: Any) -> Any:
 class ResultData(Frozen):
     """Everything a profiled call produced, as stored by ``ProfileResults.save``."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     """Version of this schema; a newer file is refused with an upgrade hint."""
     nsightx_version: str
     """Version of nsightx that measured."""
@@ -81,7 +81,7 @@ class ResultData(Frozen):
     @classmethod
     def _check_version(cls, data: Any) -> Any:
         if isinstance(data, Mapping):
-            version = data.get("schema_version", SCHEMA_VERSION)
+            version: object = data.get("schema_version", SCHEMA_VERSION)
             if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
                 raise ResultSchemaError(
                     f"result written by schema v{version}; this nsightx reads schema v1 to "

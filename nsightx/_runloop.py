@@ -118,9 +118,7 @@ def run_loop(
                     run_values += collectors.run(CollectionScope.RUN, config=ci, run=r)
                 state = _context.RunState(session=session, config=ci, run=r)
                 if r >= 0 and collectors.by_scope[CollectionScope.ANNOTATION]:
-                    state.on_annotation = lambda name, ci=ci, r=r: run_values.extend(
-                        collectors.run(CollectionScope.ANNOTATION, config=ci, run=r, annotation=name)
-                    )
+                    state.on_annotation = _annotation_hook(collectors, run_values, ci, r)
                 _context.set_current(state)
                 try:
                     invoke(plan, ci)
@@ -152,6 +150,15 @@ def run_loop(
                     checked_baseline = True
     finally:
         progress.close()
+
+
+def _annotation_hook(
+    collectors: _Collectors, sink: list[CollectorValue], config: int, run: int
+) -> Callable[[str], None]:
+    def hook(name: str) -> None:
+        sink.extend(collectors.run(CollectionScope.ANNOTATION, config=config, run=run, annotation=name))
+
+    return hook
 
 
 def _call_user(plan: Plan, config: int) -> None:

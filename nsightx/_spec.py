@@ -213,7 +213,7 @@ def build_spec(**options: Any) -> ProfileSpec:
         cache_control=_choice("cache_control", options.get("cache_control"), CACHE_CONTROL),
         clock_control=_choice("clock_control", options.get("clock_control"), CLOCK_CONTROL),
         replay_mode=_choice("replay_mode", options.get("replay_mode"), REPLAY_MODES),
-        thermal_mode=_choice("thermal_mode", options.get("thermal_mode", "auto"), THERMAL_MODES, False),
+        thermal_mode=_choice("thermal_mode", options.get("thermal_mode", "auto"), THERMAL_MODES, False) or "auto",
         thermal_wait=thermal_wait,
         thermal_cont=thermal_cont,
         thermal_timeout=_int("thermal_timeout", options.get("thermal_timeout"), 1, allow_none=True),
