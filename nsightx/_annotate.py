@@ -18,7 +18,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class annotate:  # noqa: N801 - lower case to match nsight-python's API
+class annotate:
     """Mark a region whose work is measured, as a context manager or a decorator.
 
     Outside a profiled call it does nothing, so the annotated code runs unchanged.
@@ -81,7 +81,7 @@ class annotate:  # noqa: N801 - lower case to match nsight-python's API
         return wrapper
 
 
-class ignore_failures:  # noqa: N801 - matches nsight-python's analyze.ignore_failures
+class ignore_failures:
     """Swallow any ``Exception`` raised inside the block (meant for warm-up code outside annotations)."""
 
     def __enter__(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-_counters: dict[str, int] = {}
+_counters: dict[tuple[str, str, str], int] = {}
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,9 @@ def allocate(prefix: str, function: str) -> OutputLocation:
     else:
         folder, stem = base.parent, base.name
     folder.mkdir(parents=True, exist_ok=True)
-    n = _counters.get(function, 0)
+    key = (str(folder.resolve()), stem, function)
+    n = _counters.get(key, 0)
     while (folder / f"{stem}raw_data-{function}-{n}.jsonl").exists():
         n += 1
-    _counters[function] = n + 1
+    _counters[key] = n + 1
     return OutputLocation(folder, stem, f"{function}-{n}")

@@ -1,0 +1,109 @@
+"""Aggregation: columns, statistics against an independent reference, normalisation, geomean."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from nsightx import ConfigError
+from nsightx._dataframe import aggregate, runs_frame
+from nsightx._records import RegionRun, RunRecords
+from nsightx._result_schema import PlanInfo, ResultData
+from nsightx._transform import RunValue
+
+SAMPLES = {  # (annotation, config) -> values
+    ("base", 0): [100.0, 102.0, 98.0, 101.0],
+    ("fast", 0): [50.0, 52.0, 49.0, 51.0],
+    ("base", 1): [200.0, 210.0, 190.0, 205.0],
+    ("fast", 1): [80.0, 81.0, 79.0, 90.0],
+}
+
+
+def make_data(samples=SAMPLES, normalize=None, params=("n",), configs=((1024,), (2048,))):
+    runs, values = [], []
+    for (ann, cfg), vals in samples.items():
+        for r, v in enumerate(vals):
+            values.append(RunValue(annotation=ann, config=cfg, run=r, metric="t", value=v, unit="ns", kernel="k"))
+            runs.append(RunRecords(config=cfg, run=r, regions=(RegionRun(annotation=ann, config=cfg, run=r,
+                                                                          host_ns=1),)))
+    plan = PlanInfo(function="f", params=params, configs=configs, runs=4, warmup=0, metrics=("t",),
+                    backend="host", cache_control="none", clock_control="none", replay_mode="kernel",
+                    normalize_against=normalize)
+    return ResultData(nsightx_version="0", created="now", plan=plan, environment={"GPU": "X", "Host": "h"},
+                      runs=tuple(runs), values=tuple(values))
+
+
+def test_columns_in_nsight_python_order_plus_ours():
+    df = aggregate(make_data())
+    assert list(df.columns) == [
+        "Annotation", "Metric", "n", "AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "NumRuns",
+        "Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit", "CI95_Lower", "CI95_Upper",
+        "RelativeStdDevPct", "StableMeasurement", "Normalized", "Geomean", "Tool",
+    ]
+    assert df["Annotation"].tolist() == ["base", "fast", "base", "fast"]  # first-occurrence order
+
+
+def test_statistics_match_scipy():
+    df = aggregate(make_data())
+    for (ann, cfg), vals in SAMPLES.items():
+        row = df[(df["Annotation"] == ann) & (df["n"] == (1024, 2048)[cfg])].iloc[0]
+        x = np.array(vals)
+        lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+        assert row["AvgValue"] == pytest.approx(x.mean())
+        assert row["MedianValue"] == pytest.approx(np.median(x))
+        assert row["StdDev"] == pytest.approx(x.std(ddof=1))
+        assert (row["MinValue"], row["MaxValue"], row["NumRuns"]) == (x.min(), x.max(), 4)
+        assert row["CI95_Lower"] == pytest.approx(lo) and row["CI95_Upper"] == pytest.approx(hi)
+        assert row["RelativeStdDevPct"] == pytest.approx(100 * x.std(ddof=1) / x.mean())
+        assert bool(row["StableMeasurement"]) == (100 * x.std(ddof=1) / x.mean() < 2.0)
+
+
+def test_geomean_per_annotation_and_metric():
+    df = aggregate(make_data())
+    base = df[df["Annotation"] == "base"]
+    assert base["Geomean"].iloc[0] == pytest.approx(math.sqrt(100.25 * 201.25))
+
+
+def test_normalisation_scales_every_value_and_spread_column():
+    raw = aggregate(make_data())
+    norm = aggregate(make_data(normalize="base"))
+    for cfg_n in (1024, 2048):
+        b = raw[(raw["Annotation"] == "base") & (raw["n"] == cfg_n)].iloc[0]["AvgValue"]
+        r = raw[(raw["Annotation"] == "fast") & (raw["n"] == cfg_n)].iloc[0]
+        m = norm[(norm["Annotation"] == "fast") & (norm["n"] == cfg_n)].iloc[0]
+        for col in ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper"):
+            assert m[col] == pytest.approx(r[col] / b), col
+        assert m["RelativeStdDevPct"] == pytest.approx(r["RelativeStdDevPct"])
+        assert m["Unit"] == "ratio" and m["Normalized"] == "base" and m["NormalizationValue"] == pytest.approx(b)
+    assert norm[norm["Annotation"] == "base"]["AvgValue"].tolist() == [1.0, 1.0]
+
+
+def test_config_without_baseline_is_error_not_dropped_row():
+    samples = dict(SAMPLES)
+    del samples[("base", 1)]
+    with pytest.raises(ConfigError, match="no baseline value for config 1"):
+        aggregate(make_data(samples, normalize="base"))
+
+
+def test_single_run_gives_nan_spread_and_na_stable():
+    df = aggregate(make_data({("a", 0): [5.0]}, configs=((1,),)))
+    row = df.iloc[0]
+    assert math.isnan(row["StdDev"]) and math.isnan(row["CI95_Lower"])
+    assert row["StableMeasurement"] is pd.NA
+
+
+def test_unhashable_params_are_kept_as_objects():
+    cfgs = (({"tile": 64},), ({"tile": 128},))
+    data = make_data({("a", 0): [1.0, 2.0], ("a", 1): [3.0, 4.0]}, params=("opts",), configs=cfgs)
+    df = aggregate(data, configs=cfgs)
+    assert df["opts"].tolist() == [{"tile": 64}, {"tile": 128}]
+
+
+def test_runs_frame_has_params_last():
+    frame = runs_frame(make_data())
+    assert frame.columns[-1] == "n" and len(frame) == 16
+    assert frame["Value"].dtype == np.float64

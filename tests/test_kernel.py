@@ -1,0 +1,239 @@
+"""analyze.kernel end to end on the real host backend: decorator forms, configs, call semantics."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import nsightx
+from nsightx import ConfigError, NsightxError
+
+SILENT = nsightx.VerbosityLevel.SILENT
+
+
+def kernel(**options):
+    options.setdefault("verbosity", SILENT)
+    options.setdefault("backend", "host")
+    options.setdefault("runs", 2)
+    return nsightx.analyze.kernel(**options)
+
+
+def test_bare_decorator_profiles_zero_arg_function(plugin_host):
+    calls = []
+
+    @nsightx.analyze.kernel
+    def f():
+        calls.append(1)
+        with nsightx.annotate("a"):
+            pass
+
+    df = f().to_dataframe()
+    assert len(calls) == 11  # 1 warm-up + 10 runs by default
+    assert df["NumRuns"].tolist() == [10]
+    assert df["Tool"].tolist() == ["host"]  # auto picks host on a machine without a GPU backend
+
+
+def test_empty_parentheses(plugin_host):
+    @nsightx.analyze.kernel()
+    def f():
+        with nsightx.annotate("a"):
+            pass
+
+    assert isinstance(f(), nsightx.ProfileResults)
+
+
+def test_configs_at_decoration_scalar_and_tuple(plugin_host):
+    seen = []
+
+    @kernel(configs=[1, 2, 3], warmup=0)
+    def f(n):
+        seen.append(n)
+        with nsightx.annotate("a"):
+            pass
+
+    df = f().to_dataframe()
+    assert seen == [1, 1, 2, 2, 3, 3]
+    assert df["n"].tolist() == [1, 2, 3]
+    assert list(df.columns[:3]) == ["Annotation", "Metric", "n"]
+
+
+def test_configs_at_call_time_and_single_config(plugin_host):
+    seen = []
+
+    @kernel(warmup=0, runs=1)
+    def f(n, m):
+        seen.append((n, m))
+        with nsightx.annotate("a"):
+            pass
+
+    f(configs=[(1, 2), (3, 4)])
+    f(5, 6)
+    assert seen == [(1, 2), (3, 4), (5, 6)]
+
+
+def test_generator_configs_and_default_padding(plugin_host):
+    seen = []
+
+    @kernel(configs=((n,) for n in (1, 2)), warmup=0, runs=1)
+    def f(n, k=7, *, tag="x"):
+        seen.append((n, k, tag))
+        with nsightx.annotate("a"):
+            pass
+
+    df = f().to_dataframe()
+    assert seen == [(1, 7, "x"), (2, 7, "x")]
+    assert df["tag"].tolist() == ["x", "x"]
+
+
+def test_keyword_only_parameters_filled_in_order(plugin_host):
+    seen = []
+
+    @kernel(configs=[(1, "a")], warmup=0, runs=1)
+    def f(n, *, label):
+        seen.append((n, label))
+        with nsightx.annotate("r"):
+            pass
+
+    f()
+    assert seen == [(1, "a")]
+
+
+def test_warmup_runs_are_discarded(plugin_host):
+    calls = []
+
+    @kernel(configs=[(1,)], warmup=3, runs=2)
+    def f(n):
+        calls.append(n)
+        with nsightx.annotate("a"):
+            pass
+
+    assert f().to_dataframe()["NumRuns"].tolist() == [2]
+    assert len(calls) == 5
+
+
+@pytest.mark.parametrize(
+    ("decoration", "call", "message"),
+    [
+        ({}, {}, "no configs"),
+        ({"configs": []}, {}, "configs cannot be empty"),
+        ({"configs": [(1,), (1, 2)]}, {}, "same number of arguments"),
+        ({"configs": [(1, 2, 3)]}, {}, "expects between 1 and 2"),
+        ({"configs": [(1,)]}, {"configs": [(2,)]}, "exactly one place"),
+        ({"configs": [(1,)]}, {"args": (2,)}, "exactly one place"),
+        ({"configs": [(1,)]}, {"kwargs": {"n": 3}}, "keyword arguments are not supported"),
+    ],
+)
+def test_config_errors_before_any_run(plugin_host, decoration, call, message):
+    ran = []
+
+    def f(n, k=0):
+        ran.append(n)
+
+    with pytest.raises(ConfigError, match=message):
+        profiled = kernel(**decoration)(f)
+        profiled(*call.get("args", ()), configs=call.get("configs"), **call.get("kwargs", {}))
+    assert ran == []
+
+
+def test_scalar_config_for_two_parameter_function_is_error():
+    with pytest.raises(ConfigError, match="single value"):
+        kernel(configs=[1])(lambda n, m: None)
+
+
+def test_return_value_is_ignored_with_warning(plugin_host):
+    @kernel(configs=[(1,)], runs=1, warmup=0)
+    def f(n):
+        with nsightx.annotate("a"):
+            pass
+        return 42
+
+    with pytest.warns(RuntimeWarning, match="return value"):
+        assert isinstance(f(), nsightx.ProfileResults)
+
+
+def test_unknown_backend_is_error_before_run(plugin_host):
+    with pytest.raises(ConfigError, match="unknown backend 'nope'"):
+        kernel(configs=[(1,)], backend="nope")(lambda n: (_ for _ in ()).throw(AssertionError()))()
+
+
+def test_host_backend_refuses_gpu_metric_and_names_who_can(plugin_host):
+    profiled = kernel(configs=[(1,)], metrics=["gpu__time_duration.sum"])(lambda n: None)
+    with pytest.raises(ConfigError, match="cannot deliver metrics"):
+        profiled()
+
+
+def test_auto_without_gpu_backend_explains(plugin_host):
+    profiled = nsightx.analyze.kernel(configs=[(1,)], metrics=["sm__throughput.avg"], verbosity=SILENT)(
+        lambda n: None
+    )
+    with pytest.raises(nsightx.BackendUnavailableError, match="no available backend"):
+        profiled()
+
+
+def test_normalize_against_unknown_annotation_fails_after_first_run(plugin_host):
+    runs = []
+
+    @kernel(configs=[(1,), (2,)], runs=5, warmup=0, normalize_against="nope")
+    def f(n):
+        runs.append(n)
+        with nsightx.annotate("a"):
+            pass
+
+    with pytest.raises(ConfigError, match="normalize_against='nope' names no annotation") as info:
+        f()
+    assert isinstance(info.value, NsightxError) and isinstance(info.value, ValueError)
+    assert runs == [1]
+
+
+def test_derive_metric_scalar_tuple_and_mapping(plugin_host):
+    def per_n(t, n):
+        return {"per_n": (t / n, "ns/item"), "twice": 2 * t}
+
+    @kernel(configs=[(10,)], derive_metric=per_n)
+    def f(n):
+        with nsightx.annotate("a"):
+            pass
+
+    with pytest.warns(UserWarning, match="no unit"):
+        df = f().to_dataframe()
+    units = dict(zip(df["Metric"], df["Unit"], strict=True))
+    assert units["host__time_duration.sum"] == "ns" and units["per_n"] == "ns/item"
+    assert pd.isna(units["twice"])  # no unit given: NaN, as nsight-python
+    row = df.set_index("Metric")
+    assert row.loc["per_n", "AvgValue"] == pytest.approx(row.loc["host__time_duration.sum", "AvgValue"] / 10)
+
+
+def test_region_from_another_thread_is_measured(plugin_host):
+    import threading
+
+    @kernel(configs=[(1,)])
+    def f(n):
+        def work():
+            with nsightx.annotate("threaded"):
+                pass
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+
+    assert f().to_dataframe()["Annotation"].tolist() == ["threaded"]
+
+
+def test_switching_tools(plugin_host):
+    @nsightx.analyze.kernel(configs=[(1,)], runs=1, verbosity=SILENT)
+    def f(n):
+        with nsightx.annotate("a"):
+            pass
+
+    try:
+        nsightx.activate(nsightx.Tool.HOST)
+        assert nsightx.get_active_tool() is nsightx.Tool.HOST
+        assert f().backend == "host"
+        nsightx.deactivate()
+        assert nsightx.get_active_tool() is None
+        nsightx.activate("host")
+        assert f().backend == "host"
+    finally:
+        nsightx.deactivate()
+    with pytest.raises(ConfigError, match="unknown backend"):
+        nsightx.activate("nope")

@@ -1,0 +1,101 @@
+"""Every analyze.kernel option is validated at decoration time, with errors that subclass NsightxError and
+ValueError/TypeError, before the function ever runs."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+
+import nsightx
+from nsightx import ConfigError, ConfigTypeError, NsightxError
+
+
+def never_called(n):  # the body must never run when decoration fails
+    raise AssertionError("the profiled function ran although an option was invalid")
+
+
+BAD_OPTIONS = [
+    ({"metrics": "gpu__time_duration.sum"}, TypeError, "list of str"),
+    ({"metrics": []}, ValueError, "at least one"),
+    ({"metrics": ["a", "a"]}, ValueError, "more than once"),
+    ({"metrics": [3]}, TypeError, "entries must be str"),
+    ({"runs": 0}, ValueError, "runs must be >= 1"),
+    ({"runs": -3}, ValueError, "runs must be >= 1"),
+    ({"runs": 2.5}, TypeError, "runs must be an int"),
+    ({"runs": True}, TypeError, "runs must be an int"),
+    ({"warmup": -1}, ValueError, "warmup must be >= 0"),
+    ({"cache_control": "some"}, ValueError, "invalid cache_control 'some'"),
+    ({"clock_control": "turbo"}, ValueError, "invalid clock_control 'turbo'"),
+    ({"replay_mode": "app"}, ValueError, "invalid replay_mode 'app'"),
+    ({"thermal_mode": "hot"}, ValueError, "invalid thermal_mode 'hot'"),
+    ({"thermal_wait": 20, "thermal_cont": 10}, ValueError, "thermal_cont"),
+    ({"thermal_timeout": 0}, ValueError, "thermal_timeout must be >= 1"),
+    ({"verbosity": 7}, ValueError, "invalid verbosity"),
+    ({"ignore_kernel_list": "k"}, TypeError, "list of str"),
+    ({"combine_kernel_metrics": 3}, TypeError, "must be callable"),
+    ({"combine_kernel_metrics": lambda a: a}, ValueError, "two values"),
+    ({"derive_metric": "x"}, TypeError, "must be callable"),
+    ({"normalize_against": 3}, TypeError, "normalize_against"),
+    ({"output_csv": "yes"}, TypeError, "output_csv"),
+    ({"info_collectors": "nvml"}, TypeError, "info_collectors must be a list"),
+    ({"info_collectors": [42]}, TypeError, "not a collector"),
+    ({"info_collectors": [("a", print)]}, ValueError, "(name, callable, scope)"),
+    ({"info_collectors": [("a", print, "sometimes")]}, ValueError, "invalid collector scope"),
+    ({"device": -1}, ValueError, "device must be >= 0"),
+    ({"device": 1.5}, TypeError, "device must be"),
+    ({"backend": 3}, TypeError, "backend must be"),
+    ({"no_such_option": 1}, ValueError, "unknown option"),
+    ({"metric": "x"}, ValueError, "unknown option"),
+]
+
+
+@pytest.mark.parametrize(("options", "builtin", "text"), BAD_OPTIONS, ids=[str(o[0]) for o in BAD_OPTIONS])
+def test_bad_option_fails_at_decoration(options, builtin, text):
+    with pytest.raises(NsightxError) as info:
+        nsightx.analyze.kernel(configs=[(1,)], **options)(never_called)
+    assert isinstance(info.value, builtin)
+    assert text in str(info.value)
+
+
+def test_derive_metric_arity_checked_at_decoration():
+    with pytest.raises(ConfigError, match="must accept 3 positional"):
+        nsightx.analyze.kernel(configs=[(1, 2)], metrics=["m"], derive_metric=lambda t, n: t)(
+            lambda n, k: None
+        )
+
+
+def test_derive_metric_arity_checked_before_run_when_metrics_default(plugin_host):
+    profiled = nsightx.analyze.kernel(configs=[(1,)], backend="host", derive_metric=lambda t: t)(never_called)
+    with pytest.raises(ConfigError, match="must accept 2 positional"):
+        profiled()
+
+
+def test_metrics_are_stripped():
+    profiled = nsightx.analyze.kernel(configs=[(1,)], metrics=[" a ", "b"])(never_called)
+    assert profiled.spec.metrics == ("a", "b")
+
+
+@pytest.mark.parametrize("reducer", [operator.add, max, lambda a, b: a + b])
+def test_any_binary_callable_is_accepted_as_reducer(reducer):
+    profiled = nsightx.analyze.kernel(configs=[(1,)], combine_kernel_metrics=reducer)(never_called)
+    assert profiled.spec.combine_kernel_metrics is reducer
+
+
+def test_defaults():
+    spec = nsightx.analyze.kernel(never_called).spec
+    assert spec.runs == 10 and spec.warmup == 1
+    assert spec.metrics is None and spec.cache_control is None and spec.clock_control is None
+    assert spec.thermal_mode == "auto" and spec.verbosity is nsightx.VerbosityLevel.INFO
+
+
+def test_spec_is_frozen():
+    spec = nsightx.analyze.kernel(never_called).spec
+    with pytest.raises(ValueError):
+        spec.runs = 3  # type: ignore[misc]
+
+
+def test_errors_subclass_builtins():
+    assert issubclass(ConfigError, ValueError) and issubclass(ConfigTypeError, TypeError)
+    assert nsightx.ProfilerException is NsightxError
+    assert issubclass(nsightx.BackendUnavailableError, RuntimeError)

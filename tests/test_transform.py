@@ -1,0 +1,64 @@
+"""Kernel combining and filtering by identity, with records shaped like a real multi-kernel region."""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+
+import pytest
+
+from nsightx import KernelCountError
+from nsightx._records import Record, RegionRun, RunRecords
+from nsightx._transform import combine_records, derive
+
+
+def run(cfg, r, kernels, failed=False):
+    recs = tuple(Record(annotation="mm", config=cfg, run=r, kernel=k, metric="t", value=v, unit="ns", seq=i)
+                 for i, (k, v) in enumerate(kernels))
+    return RunRecords(config=cfg, run=r, records=recs,
+                      regions=(RegionRun(annotation="mm", config=cfg, run=r, host_ns=1, failed=failed),))
+
+
+# run 0 launches a split-K pair, run 1 a single kernel (autotuning changed its mind): attribution is by
+# identity, so both runs land on the right row.
+VARYING = [run(0, 0, [("gemm", 6.0), ("reduce", 2.0)]), run(0, 1, [("gemm_big", 7.5)])]
+
+
+@pytest.mark.parametrize("reducer", [operator.add, functools.partial(operator.add), lambda a, b: a + b])
+def test_combine_with_any_callable_and_varying_kernel_counts(reducer):
+    values = combine_records(VARYING, ["t"], combine=reducer)
+    assert [(v.run, v.value, v.kernel) for v in values] == [(0, 8.0, "gemm|reduce"), (1, 7.5, "gemm_big")]
+
+
+def test_builtin_max_reducer():
+    values = combine_records(VARYING, ["t"], combine=max)
+    assert values[0].value == 6.0
+
+
+def test_several_kernels_without_reducer_is_clear_error():
+    with pytest.raises(KernelCountError, match="launched 2 kernels") as info:
+        combine_records(VARYING, ["t"])
+    assert "combine_kernel_metrics" in str(info.value) and "reduce" in str(info.value)
+
+
+def test_ignore_kernel_list_drops_exact_names():
+    values = combine_records(VARYING, ["t"], ignore_kernels=["reduce"])
+    assert [v.value for v in values] == [6.0, 7.5]
+
+
+def test_kernels_are_combined_in_launch_order():
+    shuffled = [RunRecords(config=0, run=0, records=tuple(reversed(VARYING[0].records)),
+                           regions=VARYING[0].regions)]
+    assert combine_records(shuffled, ["t"], combine=operator.add)[0].kernel == "gemm|reduce"
+
+
+def test_failed_region_gives_nan_per_metric():
+    values = combine_records([run(0, 0, [], failed=True)], ["t", "u"])
+    assert [v.metric for v in values] == ["t", "u"] and all(math.isnan(v.value) for v in values)
+
+
+def test_derive_uses_config_args():
+    values = combine_records([run(0, 0, [("k", 10.0)])], ["t"])
+    out = derive(values, lambda t, n: (n / t, "items/ns"), ["t"], [(40,)])
+    assert out[-1].value == 4.0 and out[-1].unit == "items/ns" and out[-1].metric == "<lambda>"
