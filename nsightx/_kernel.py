@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from nsightx import _configs
+from nsightx._adaptive import ADAPTIVE_OPTIONS, STOP_COLUMN, AdaptiveRuns, build_rule
 from nsightx._collectors import CollectorLike
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError
@@ -31,7 +32,7 @@ RESERVED_COLUMNS = frozenset({
     "Annotation", "Value", "Metric", "Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit", "Tool",
     "Config", "Run", "AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "NumRuns", "CI95_Lower",
     "CI95_Upper", "RelativeStdDevPct", "StableMeasurement", "Normalized", "NormalizationValue", "Geomean",
-    "ThrottledRuns",
+    "ThrottledRuns", STOP_COLUMN,
 })
 
 
@@ -111,12 +112,14 @@ class ProfiledFunction:
         spec = self.spec
         backend = choice.backend()
         location = allocate(spec.output_prefix, self.name) if spec.output_prefix is not None else None
+        rule = build_rule(spec.runs, **{k: getattr(spec, k) for k in ADAPTIVE_OPTIONS})
+        adaptive = rule if isinstance(rule, AdaptiveRuns) else None
         plan = Plan(
             function=_configs.make_caller(self.fn, self.shape),
             function_name=self.name,
             params=self.shape.names,
             configs=configs,
-            runs=spec.runs,
+            runs=rule.max_runs,
             warmup=spec.warmup,
             metrics=choice.metrics,
             backend=backend.name,
@@ -133,6 +136,7 @@ class ProfiledFunction:
             backend_options=spec.backend_options,
             normalize_against=spec.normalize_against,
             needs_gpu=backend.capabilities.needs_gpu,
+            stop_rule=adaptive,
         )
         backend.validate(plan)
         sink = RunSink(location.path("raw_data", "jsonl") if location else None)
@@ -175,7 +179,9 @@ class ProfiledFunction:
                 results.to_dataframe().to_csv(location.path("processed_data", "csv"), index=False)
         if spec.verbosity >= VerbosityLevel.INFO:
             where = f" -> {location.folder}" if location else ""
-            print(f"nsightx: {self.name}: {len(configs)} config(s) x {plan.runs} run(s) on {plan.backend} "
+            runs = (f"x {plan.runs} run(s)" if adaptive is None else
+                    f"{sum(r.config >= 0 for r in sink.runs)} run(s) in all, {adaptive.describe()}")
+            print(f"nsightx: {self.name}: {len(configs)} config(s) {runs} on {plan.backend} "
                   f"in {elapsed:.2f} s{where}", file=sys.stderr)
         return results
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nsightx._adaptive import AdaptiveRuns
 from nsightx._collectors import CollectorLike
 from nsightx._enums import VerbosityLevel
 
@@ -60,3 +61,5 @@ class Plan:
     """Checked after the first measured run: the annotation must have appeared."""
     needs_gpu: bool = True
     """Whether the backend measures GPU work (False for the host clock): GPU guards skip CPU plans."""
+    stop_rule: AdaptiveRuns | None = None
+    """``runs="auto"``: the stopping rule (``runs`` then holds its ``max_runs``); ``None``: exactly ``runs``."""

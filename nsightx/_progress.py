@@ -45,6 +45,10 @@ class Progress:
         sys.stderr.write(f"\r{self.label}: [{bar:<30}] {self.done}/{self.total} runs, ~{eta:.0f}s left ")
         sys.stderr.flush()
 
+    def skip(self, runs: int) -> None:
+        """A config stopped ``runs`` short of its most runs (``runs="auto"``): shrink the total."""
+        self.total -= max(runs, 0)
+
     def close(self) -> None:
         """End the line, if one was drawn."""
         if self._shown:

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nsightx import _context
-from nsightx._backend import Session
+from nsightx._adaptive import STOP_COLUMN, FixedRuns, StopRule
+from nsightx._backend import RunOutput, Session
 from nsightx._collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._enums import CollectionScope
 from nsightx._errors import ConfigError
@@ -91,7 +92,11 @@ def run_loop(
     *,
     call: Callable[[Plan, int], Any] | None = None,
 ) -> None:
-    """Run every config ``plan.runs`` times (after ``plan.warmup`` discarded runs), feeding ``sink``.
+    """Run every config (after ``plan.warmup`` discarded runs) until its stop rule says so, feeding ``sink``.
+
+    A fixed ``runs=N`` makes exactly N measured runs per config; ``runs="auto"`` (``plan.stop_rule``) asks
+    :mod:`nsightx._adaptive` after each run and records why the config stopped as a CONFIG-scope
+    ``StopReason`` value on its last run.
 
     Args:
         plan: The plan to execute.
@@ -100,8 +105,8 @@ def run_loop(
         call: How to invoke the user's function for a config (defaults to ``plan.function(*config)``).
     """
     collectors = _Collectors(plan)
-    guard = make_guard(plan)
-    invoke = call or _call_user
+    runner = _Runner(plan, session, collectors, call or _call_user)
+    rule: StopRule = plan.stop_rule or FixedRuns(plan.runs)
     progress = Progress(plan)
     once = collectors.run(CollectionScope.ONCE)
     if once:
@@ -110,55 +115,76 @@ def run_loop(
     try:
         for ci in range(len(plan.configs)):
             config_values = collectors.run(CollectionScope.CONFIG, config=ci)
-            for r in range(-plan.warmup, plan.runs):
-                guard.before_run()
-                session.start_run(ci, r)
-                run_values = list(config_values) if r == 0 else []
-                if r >= 0:
-                    run_values += collectors.run(CollectionScope.RUN, config=ci, run=r)
-                state = _context.RunState(session=session, config=ci, run=r)
-                if r >= 0 and collectors.by_scope[CollectionScope.ANNOTATION]:
-                    state.on_annotation = _annotation_hook(collectors, run_values, ci, r)
-                _context.set_current(state)
-                try:
-                    invoke(plan, ci)
-                finally:
-                    _context.set_current(None)
-                output = session.finish_run(ci, r)
+            for r in range(-plan.warmup, 0):
+                runner.run(ci, r)
                 progress.advance()
-                if r < 0:
-                    continue
-                regions = tuple(
-                    RegionRun(
-                        annotation=reg.annotation,
-                        config=ci,
-                        run=r,
-                        host_ns=reg.host_ns,
-                        failed=reg.failed,
-                        attributes=output.region_attributes.get(reg.annotation, {}),
-                    )
-                    for reg in state.regions
-                )
-                sink.write(
-                    RunRecords(
-                        config=ci, run=r, records=tuple(output.records), regions=regions,
-                        collectors=tuple(run_values),
-                    )
-                )
+            stopper = rule.start_config()
+            r, reason = 0, None
+            while reason is None:
+                state, output, values = runner.run(ci, r)
+                progress.advance()
+                stopper.observe(output.records)
+                reason = stopper.stop_reason(r + 1)
+                if r == 0:
+                    values = config_values + values
+                if reason is not None and rule.records_reason:
+                    values.append(CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value,
+                                                 config=ci, value=reason))
+                sink.write(_run_records(ci, r, state, output, values))
                 if not checked_baseline:
                     _check_baseline(plan, state.used)
                     checked_baseline = True
+                r += 1
+            progress.skip(rule.max_runs - r)
     finally:
         progress.close()
 
 
-def _annotation_hook(
-    collectors: _Collectors, sink: list[CollectorValue], config: int, run: int
-) -> Callable[[str], None]:
-    def hook(name: str) -> None:
-        sink.extend(collectors.run(CollectionScope.ANNOTATION, config=config, run=run, annotation=name))
+class _Runner:
+    """One run of the user's function: thermal guard, run preparation, RUN collectors, the call itself."""
 
-    return hook
+    def __init__(self, plan: Plan, session: Session, collectors: _Collectors,
+                 invoke: Callable[[Plan, int], Any]) -> None:
+        self.plan = plan
+        self.session = session
+        self.collectors = collectors
+        self.invoke = invoke
+        self.guard = make_guard(plan)
+
+    def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[CollectorValue]]:
+        """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""
+        collectors = self.collectors
+        self.guard.before_run()
+        self.session.start_run(ci, r)
+        run_values = collectors.run(CollectionScope.RUN, config=ci, run=r) if r >= 0 else []
+        state = _context.RunState(session=self.session, config=ci, run=r)
+        if r >= 0 and collectors.by_scope[CollectionScope.ANNOTATION]:
+            state.on_annotation = lambda name: run_values.extend(
+                collectors.run(CollectionScope.ANNOTATION, config=ci, run=r, annotation=name)
+            )
+        _context.set_current(state)
+        try:
+            self.invoke(self.plan, ci)
+        finally:
+            _context.set_current(None)
+        return state, self.session.finish_run(ci, r), run_values
+
+
+def _run_records(ci: int, r: int, state: _context.RunState, output: RunOutput,
+                 values: list[CollectorValue]) -> RunRecords:
+    regions = tuple(
+        RegionRun(
+            annotation=reg.annotation,
+            config=ci,
+            run=r,
+            host_ns=reg.host_ns,
+            failed=reg.failed,
+            attributes=output.region_attributes.get(reg.annotation, {}),
+        )
+        for reg in state.regions
+    )
+    return RunRecords(config=ci, run=r, records=tuple(output.records), regions=regions,
+                      collectors=tuple(values))
 
 
 def _call_user(plan: Plan, config: int) -> None:

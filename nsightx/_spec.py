@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from nsightx._adaptive import ADAPTIVE_OPTIONS, FixedRuns, build_rule
 from nsightx._collectors import CollectorLike, as_collector
 from nsightx._enums import CACHE_CONTROL, CLOCK_CONTROL, REPLAY_MODES, THERMAL_MODES, Tool, VerbosityLevel
 from nsightx._errors import ConfigError, ConfigTypeError
@@ -23,8 +24,16 @@ class ProfileSpec(Frozen):
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-    runs: int = Field(default=10, ge=1)
-    """Measured runs per config."""
+    runs: int | Literal["auto"] = 10
+    """Measured runs per config, or ``"auto"``: run until the CI is tight enough (see ``nsightx._adaptive``)."""
+    min_runs: int | None = None
+    """``runs="auto"``: measured runs made before the stopping rule is consulted (default 5)."""
+    max_runs: int | None = None
+    """``runs="auto"``: most measured runs per config (default 100)."""
+    target_ci_pct: float | None = None
+    """``runs="auto"``: target half-width of the 95% CI of the mean, in percent of the mean (default 1.0)."""
+    time_budget_s: float | None = None
+    """``runs="auto"``: wall time allowed for one config's measured runs, in seconds (default 10)."""
     warmup: int = Field(default=1, ge=0)
     """Runs per config done first and discarded (lazy init, autotuning, cuBLAS heuristics)."""
     metrics: tuple[str, ...] | None = None
@@ -148,6 +157,7 @@ def check_derive_arity(fn: Callable[..., Any] | None, n_metrics: int | None, n_p
 
 def build_spec(**options: Any) -> ProfileSpec:
     """Validate decorator options into a :class:`ProfileSpec`, raising a clear error on the first bad one."""
+    rule = build_rule(options.get("runs", 10), **{k: options.get(k) for k in ADAPTIVE_OPTIONS})
     metrics = _str_list("metrics", options.get("metrics"), "gpu__time_duration.sum")
     if metrics is not None:
         if not metrics or any(not m for m in metrics):
@@ -202,7 +212,8 @@ def build_spec(**options: Any) -> ProfileSpec:
     if not isinstance(backend_options, Mapping):
         raise ConfigTypeError(f"backend_options must be a dict, got {type(backend_options).__name__}")
     return ProfileSpec(
-        runs=_int("runs", options.get("runs", 10), 1),  # type: ignore[arg-type]
+        runs=rule.runs if isinstance(rule, FixedRuns) else "auto",
+        **{k: options.get(k) for k in ADAPTIVE_OPTIONS},
         warmup=_int("warmup", options.get("warmup", 1), 0),  # type: ignore[arg-type]
         metrics=metrics,
         derive_metric=_callable("derive_metric", options.get("derive_metric")),
