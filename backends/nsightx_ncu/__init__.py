@@ -1,1 +1,24 @@
-"""nsightx_ncu: first-party nsightx plugin (under construction)."""
+"""nsightx_ncu: the Nsight Compute backend, a first-party nsightx plugin.
+
+Registers :class:`~nsightx_ncu._backend.NcuBackend` under the name ``"ncu"``. Importing this module imports no
+GPU library and starts no process; ncu is looked for only when the backend's availability is asked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nsightx._hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from nsightx._plugins import BackendRegistrar
+
+__all__ = ["nsightx_register_backends"]
+
+
+@hookimpl
+def nsightx_register_backends(register: BackendRegistrar) -> None:
+    """Register the ncu backend."""
+    from nsightx_ncu._backend import NcuBackend
+
+    register(NcuBackend)

@@ -1,0 +1,385 @@
+"""The ncu backend: the plan runs in a worker process under ``ncu``; the report is read back into records.
+
+Flow of :meth:`NcuBackend.execute`:
+
+1. Find ncu (:mod:`nsightx_ncu._locate`) and validate ``backend_options`` (:class:`~nsightx_ncu._command.NcuOptions`).
+2. Write the plan, cloudpickled (so functions defined in ``__main__`` or a notebook travel by value), into a
+   private folder (mode 0700) together with a small JSON spec.
+3. Start ``ncu ... python -m nsightx_ncu._worker spec.json`` without a shell; its output goes to the log file.
+4. Read the report in a child process (``python -m nsightx_ncu._report``), merge it with the worker's runs by NVTX
+   identity, and write every run to the sink.
+5. Raise :class:`~nsightx._errors.MeasurementError` (with the log tail, and the config and run that failed) if the
+   worker or ncu failed, after the runs already measured were written.
+
+The user's process never loads Nsight Compute, so CUPTI (or anything else) can be used in it afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from nsightx._backend import Availability, Backend, Capabilities
+from nsightx._enums import VerbosityLevel
+from nsightx._errors import BackendUnavailableError, MeasurementError
+from nsightx._plan import Plan
+from nsightx._records import Scalar
+from nsightx._sink import RunSink, read_raw
+from nsightx_ncu import _locate
+from nsightx_ncu._command import NcuOptions, build_command, check_metrics
+from nsightx_ncu._report import Action, MergeResult, environment, merge_runs
+
+LOG_TAIL_LINES = 40
+"""Lines of the ncu log quoted in error messages."""
+
+RANGE_UNSUPPORTED = "RecordStatusUnsupportedApi"
+
+
+@dataclasses.dataclass
+class Artifacts:
+    """Where one execution keeps its files."""
+
+    private: Path
+    """Private (0700) folder: payload, spec, the worker's runs and error files."""
+    report: Path
+    """The ``.ncu-rep`` file."""
+    log: Path
+    """ncu's and the worker's combined output."""
+
+    @property
+    def payload(self) -> Path:
+        """Cloudpickled plan."""
+        return self.private / "plan.pkl"
+
+    @property
+    def spec(self) -> Path:
+        """JSON spec naming the other files."""
+        return self.private / "spec.json"
+
+    @property
+    def runs(self) -> Path:
+        """JSON lines written by the worker's sink."""
+        return self.private / "runs.jsonl"
+
+    @property
+    def error(self) -> Path:
+        """The worker's failure description, if it failed."""
+        return self.private / "error.json"
+
+    @property
+    def actions(self) -> Path:
+        """The report reader's output."""
+        return self.private / "actions.json"
+
+
+def make_artifacts(plan: Plan) -> Artifacts:
+    """Create the private folder and choose report and log paths (in ``output_dir`` when one is set)."""
+    private = Path(tempfile.mkdtemp(prefix="nsightx-ncu-"))
+    os.chmod(private, 0o700)
+    tag = plan.output_tag or plan.function_name or "profile"
+    tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in tag)
+    where = private
+    if plan.output_dir is not None:
+        where = Path(plan.output_dir)
+        where.mkdir(parents=True, exist_ok=True)
+    return Artifacts(private=private, report=where / f"ncu-{tag}.ncu-rep", log=where / f"ncu-{tag}.log")
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log file (empty if it does not exist)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The worker's environment: this process's, with its ``sys.path`` in ``PYTHONPATH``.
+
+    That makes nsightx, this package and any module a by-reference pickled function lives in importable there.
+    """
+    env = dict(os.environ if base is None else base)
+    entries = [os.path.abspath(p or os.getcwd()) for p in sys.path]
+    existing = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join([*dict.fromkeys(entries), *([existing] if existing else [])])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@functools.cache
+def _cached_search(path_env: str, explicit_env: str) -> _locate.SearchResult:
+    return _locate.find_ncu({"PATH": path_env, _locate.ENV_VAR: explicit_env})
+
+
+class NcuBackend(Backend):
+    """Nsight Compute in a worker process: any ncu metric, sets and sections, kernel/range/application replay.
+
+    ``backend_options`` keys (all optional): ``ncu_set`` (``--set``), ``ncu_sections`` (``--section`` each),
+    ``ncu_extra_args`` (verbatim ncu arguments), ``ncu_path`` (ncu binary to use), ``ncu_keep_report``,
+    ``ncu_timeout_s`` and ``ncu_nvtx_ranges`` (``push_pop`` or ``start_end``); see
+    :class:`~nsightx_ncu._command.NcuOptions`.
+
+    Example:
+        >>> NcuBackend.name
+        'ncu'
+    """
+
+    name: ClassVar[str] = "ncu"
+    description: ClassVar[str] = "Nsight Compute in a worker process: any hardware counter, replay, cache/clock control"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        metrics=None,
+        default_metrics=("gpu__time_duration.sum",),
+        cache_control=frozenset({"all", "none"}),
+        clock_control=frozenset({"none", "base"}),
+        replay_modes=frozenset({"kernel", "range", "application"}),
+        cost=100,
+    )
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Whether ncu, a report reader, cloudpickle and nvtx are all present. Never raises."""
+        try:
+            result = _cached_search(os.environ.get("PATH", ""), os.environ.get(_locate.ENV_VAR, ""))
+            if result.install is None:
+                return Availability(
+                    available=False,
+                    reason=f"no usable Nsight Compute (ncu) found; tried:\n{result.describe()}",
+                    remedy=f"install Nsight Compute, put ncu on PATH or set {_locate.ENV_VAR}",
+                )
+            missing = _locate.missing_worker_modules()
+            if missing:
+                return Availability(
+                    available=False, version=result.install.version_string,
+                    reason=f"ncu {result.install.version_string} found but Python module(s) "
+                           f"{', '.join(missing)} are missing",
+                    remedy="pip install 'nsightx[ncu]'",
+                )
+            reader = _locate.reader_location(result.install)
+            if reader is None:
+                return Availability(
+                    available=False, version=result.install.version_string,
+                    reason=f"ncu {result.install.version_string} at {result.install.path} has no "
+                           "extras/python/ncu_report.py and the ncu-report package is not installed",
+                    remedy="pip install ncu-report",
+                )
+            return Availability(
+                available=True, version=result.install.version_string,
+                reason=f"ncu {result.install.version_string} at {result.install.path}",
+            )
+        except Exception as e:  # availability() must never raise
+            return Availability(available=False, reason=f"checking for ncu failed: {e!r}")
+
+    def validate(self, plan: Plan) -> None:
+        """Check ``backend_options`` and metric names before anything runs.
+
+        Raises:
+            ConfigError: An unknown option, a bad value or a metric name ncu cannot take.
+        """
+        NcuOptions.from_mapping(plan.backend_options)
+        check_metrics(plan.metrics)
+
+    def execute(self, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
+        """Run ``plan`` under ncu in a worker and write each run's records to ``sink``.
+
+        Returns:
+            The environment: ``GPU``, ``ComputeClock`` and ``MemoryClock`` (rated, kHz), ``MeasuredComputeClock``
+            (kHz, when ``gpc__cycles_elapsed.avg.per_second`` was collected), and the paths ``ncu_report`` and
+            ``ncu_log`` plus ``ncu_version``, ``ncu_path`` and ``ncu_command``.
+
+        Raises:
+            BackendUnavailableError: No usable ncu, report reader, cloudpickle or nvtx.
+            MeasurementError: ncu or the worker failed (the message holds the log tail and the failed config
+                and run; runs measured before the failure are already in ``sink``).
+        """
+        options = NcuOptions.from_mapping(plan.backend_options)
+        metrics = check_metrics(plan.metrics or self.capabilities.default_metrics)
+        install = _locate.require_ncu(explicit=options.ncu_path)
+        missing = _locate.missing_worker_modules()
+        if missing:
+            raise BackendUnavailableError(
+                f"the ncu backend needs the Python module(s) {', '.join(missing)}; pip install 'nsightx[ncu]'",
+                backend=self.name,
+            )
+        reader = _locate.reader_location(install)
+        if reader is None:
+            raise BackendUnavailableError(
+                f"no ncu report reader: {install.path} has no extras/python/ncu_report.py and the ncu-report "
+                "package is not installed; pip install ncu-report", backend=self.name)
+        art = make_artifacts(plan)
+        try:
+            env = self._execute(plan, sink, options, metrics, install, reader[1], art)
+        finally:
+            self._cleanup(art, options, plan)
+        if not art.report.exists():
+            env["ncu_report"] = None
+        if not art.log.exists():
+            env["ncu_log"] = None
+        return env
+
+    def _execute(
+        self, plan: Plan, sink: RunSink, options: NcuOptions, metrics: tuple[str, ...],
+        install: _locate.NcuInstall, reader_dir: str | None, art: Artifacts,
+    ) -> dict[str, Scalar]:
+        import cloudpickle
+
+        worker_plan = dataclasses.replace(plan, output_dir=None, metrics=metrics)
+        try:
+            art.payload.write_bytes(cloudpickle.dumps(worker_plan))
+        except Exception as e:
+            raise MeasurementError(
+                f"could not pickle {plan.function_name} (its configs or collectors) for the ncu worker: "
+                f"{type(e).__name__}: {e}; the function, its arguments and its globals must be picklable "
+                "by cloudpickle"
+            ) from e
+        art.spec.write_text(json.dumps({
+            "payload": str(art.payload), "runs": str(art.runs), "error": str(art.error),
+            "nvtx_ranges": options.ncu_nvtx_ranges,
+        }), encoding="utf-8")
+        app = [sys.executable, "-m", "nsightx_ncu._worker", str(art.spec)]
+        cmd = build_command(
+            install.path, report=art.report, app=app, metrics=metrics, replay_mode=plan.replay_mode,
+            cache_control=plan.cache_control, clock_control=plan.clock_control, options=options,
+            verbose=plan.verbosity >= VerbosityLevel.DEBUG,
+        )
+        if plan.verbosity >= VerbosityLevel.DEBUG:
+            print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
+        rc, timed_out = self._run(cmd, art, options.ncu_timeout_s)
+        worker_runs = read_raw(art.runs) if art.runs.exists() else []
+        actions: list[Action] = []
+        read_problem = ""
+        if art.report.exists():
+            try:
+                actions = self._read(art, metrics, options.deep, reader_dir)
+            except MeasurementError as e:
+                read_problem = str(e)
+        merged = merge_runs(actions, worker_runs, metrics, deep=options.deep)
+        for run in merged.runs:
+            sink.write(run)
+        env: dict[str, Scalar] = {
+            **environment(actions),
+            "ncu_version": install.version_string,
+            "ncu_path": str(install.path),
+            "ncu_report": str(art.report) if art.report.exists() else None,
+            "ncu_log": str(art.log),
+            "ncu_command": shlex.join(cmd),
+        }
+        self._check(plan, art, rc, timed_out, options, merged, read_problem)
+        if plan.verbosity >= VerbosityLevel.DEBUG:
+            print(log_tail(art.log, 200), file=sys.stderr)
+        return env
+
+    @staticmethod
+    def _run(cmd: list[str], art: Artifacts, timeout_s: float | None) -> tuple[int, bool]:
+        with art.log.open("wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=worker_env(), start_new_session=True)
+            try:
+                return proc.wait(timeout=timeout_s), False
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return proc.returncode, True
+            except BaseException:
+                _kill_group(proc)
+                raise
+
+    @staticmethod
+    def _read(art: Artifacts, metrics: tuple[str, ...], deep: bool, reader_dir: str | None) -> list[Action]:
+        args = json.dumps({"report": str(art.report), "metrics": list(metrics), "deep": deep,
+                           "reader_dir": reader_dir, "out": str(art.actions)})
+        out = subprocess.run([sys.executable, "-m", "nsightx_ncu._report", args], capture_output=True,
+                             text=True, env=worker_env(), check=False)
+        if out.returncode != 0 or not art.actions.exists():
+            raise MeasurementError(
+                f"reading the ncu report {art.report} failed (exit {out.returncode}):\n"
+                + "\n".join((out.stderr or out.stdout).strip().splitlines()[-LOG_TAIL_LINES:])
+            )
+        data = json.loads(art.actions.read_text(encoding="utf-8"))
+        return [Action.from_json(d) for d in data]
+
+    def _check(
+        self, plan: Plan, art: Artifacts, rc: int, timed_out: bool, options: NcuOptions,
+        merged: MergeResult, read_problem: str,
+    ) -> None:
+        error = _read_error(art.error)
+        tail = log_tail(art.log)
+        where = f"\nncu log: {art.log}\n--- last lines ---\n{tail}"
+        done = [r for r in merged.runs if r.config >= 0]
+        kept = f"{len(done)} measured run(s) completed and were kept"
+        if timed_out:
+            raise MeasurementError(
+                f"ncu did not finish within ncu_timeout_s={options.ncu_timeout_s}s and was killed; {kept}.{where}")
+        if error is not None:
+            failed_at = ("while loading the plan in the worker" if error.get("stage") == "setup" else
+                         f"at config {error.get('config')} (args {_config_args(plan, error.get('config'))}), "
+                         f"run {error.get('run')}")
+            raise MeasurementError(
+                f"{plan.function_name} failed in the ncu worker {failed_at}: {error.get('type')}: "
+                f"{error.get('message')}; {kept} (the traceback is in the log).{where}")
+        if RANGE_UNSUPPORTED in tail or (plan.replay_mode == "range" and "invalid capture range" in tail):
+            raise MeasurementError(
+                "ncu range replay could not capture the annotated region (RecordStatusUnsupportedApi): the "
+                "region calls a CUDA API that range replay does not support (cuBLAS and many torch operators "
+                "do). Use replay_mode='kernel' (each kernel replayed alone) or replay_mode='application' "
+                f"(the whole worker re-run per pass); {kept}.{where}")
+        if rc != 0:
+            last = (f"after config {done[-1].config} run {done[-1].run}" if done else "before the first run")
+            raise MeasurementError(
+                f"ncu exited with status {rc} {last} (an ncu error, an invalid metric, or a crash of the "
+                f"worker); {kept}.{where}")
+        if read_problem:
+            raise MeasurementError(f"{read_problem}{where}")
+        if not art.report.exists():
+            raise MeasurementError(f"ncu finished but wrote no report at {art.report}.{where}")
+        regions = sum(len(r.regions) for r in done)
+        if regions and merged.profiled == 0:
+            raise MeasurementError(
+                f"ncu profiled no kernel inside the {regions} annotated region(s) of {plan.function_name}: "
+                "either no region launched GPU work or the NVTX ranges were not seen (is the nvtx package "
+                f"working in the worker?).{where}")
+
+    @staticmethod
+    def _cleanup(art: Artifacts, options: NcuOptions, plan: Plan) -> None:
+        for path in (art.payload, art.spec, art.runs, art.error, art.actions):
+            path.unlink(missing_ok=True)
+        if not options.ncu_keep_report and plan.output_dir is None:
+            shutil.rmtree(art.private, ignore_errors=True)
+        elif not any(art.private.iterdir()):
+            art.private.rmdir()
+
+
+def _read_error(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {"type": "unknown", "message": "the worker's error file could not be read"}
+    return data if isinstance(data, dict) else None
+
+
+def _config_args(plan: Plan, config: Any) -> str:
+    if isinstance(config, int) and 0 <= config < len(plan.configs):
+        text = repr(plan.configs[config])
+        return text if len(text) <= 200 else text[:197] + "..."
+    return "?"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ncu and the worker it started (they share the process group made for ncu)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    proc.wait()

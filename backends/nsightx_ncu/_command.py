@@ -1,0 +1,231 @@
+"""The ncu command line, built as data: options, NVTX range names and the argument vector.
+
+Everything here is pure (no process is started), so every option can be checked on a machine without a GPU.
+The command is passed to :func:`subprocess.run` as a list, never through a shell: a metric, annotation or path
+holding shell or quote characters stays one argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote, unquote
+
+from pydantic import Field, ValidationError, field_validator
+
+from nsightx._errors import ConfigError, ConfigTypeError
+from nsightx._model import Frozen
+from nsightx._records import RegionId
+
+DOMAIN = "nsightx"
+"""NVTX domain that carries the identity of each measured region."""
+
+# Printable ASCII punctuation kept as is in range names; '%', '|', '/' and '@' are escaped because they
+# separate fields, NVTX filter levels and the domain.
+_SAFE = " !\"#$&'()*+,-.:;<=>?[\\]^_`{}~"
+
+
+class NcuOptions(Frozen):
+    """Options of the ncu backend, given as ``backend_options={...}`` on the decorator.
+
+    Example:
+        >>> NcuOptions.from_mapping({"ncu_set": "basic", "ncu_sections": ["SpeedOfLight"]}).ncu_set
+        'basic'
+    """
+
+    ncu_set: str | None = None
+    """Section set to collect in addition to ``metrics`` (``--set``, e.g. ``"basic"``, ``"full"``)."""
+    ncu_sections: tuple[str, ...] = ()
+    """Sections to collect in addition to ``metrics`` (``--section``, e.g. ``"SpeedOfLight"``)."""
+    ncu_extra_args: tuple[str, ...] = ()
+    """Further ncu arguments, passed verbatim (each item one argument) before the application."""
+    ncu_path: str | None = None
+    """Use this ncu binary instead of searching ``PATH``, ``NSIGHTX_NCU`` and the standard folders."""
+    ncu_keep_report: bool = True
+    """Keep the ``.ncu-rep`` and the log; with ``False`` they are deleted once parsed (temp folder only)."""
+    ncu_timeout_s: float | None = Field(default=None, gt=0)
+    """Kill ncu (and the worker) after this many seconds; ``None`` waits for ever."""
+    ncu_nvtx_ranges: Literal["push_pop", "start_end"] = "push_pop"
+    """NVTX range kind marking regions: per-thread push/pop ranges, or process-wide start/end ranges."""
+
+    @field_validator("ncu_set")
+    @classmethod
+    def _check_set(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\x00" in value):
+            raise ValueError(f"ncu_set must be a set name such as 'basic' or 'full', got {value!r}")
+        return value
+
+    @field_validator("ncu_sections", "ncu_extra_args")
+    @classmethod
+    def _check_items(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            if not item.strip() or "\x00" in item:
+                raise ValueError(f"items must be non-empty strings without NUL characters, got {item!r}")
+        return value
+
+    @classmethod
+    def from_mapping(cls, options: Any) -> NcuOptions:
+        """Validate ``backend_options`` for this backend.
+
+        Args:
+            options: The plan's ``backend_options`` mapping.
+
+        Returns:
+            The validated options.
+
+        Raises:
+            ConfigError: An unknown key, or a value of the wrong form; the message names the accepted keys.
+        """
+        data = dict(options or {})
+        for key in ("ncu_sections", "ncu_extra_args"):
+            if isinstance(data.get(key), str):
+                raise ConfigTypeError(
+                    f"backend_options[{key!r}] must be a list of strings, got the str {data[key]!r}; "
+                    f"write [{data[key]!r}]"
+                )
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            accepted = ", ".join(cls.model_fields)
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'backend_options'}: {err['msg']}"
+                for err in e.errors(include_url=False)
+            )
+            raise ConfigError(
+                f"invalid backend_options for the ncu backend ({problems}); accepted keys: {accepted}"
+            ) from e
+
+    @property
+    def deep(self) -> bool:
+        """True when sets or sections are asked for: then every metric they collect goes into the result."""
+        return self.ncu_set is not None or bool(self.ncu_sections)
+
+
+def check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
+    """Check metric names before they reach ncu's comma-separated ``--metrics`` list.
+
+    Args:
+        metrics: Metric names from the plan.
+
+    Returns:
+        The names, stripped.
+
+    Raises:
+        ConfigTypeError: ``metrics`` is a bare string.
+        ConfigError: A name is empty or holds a comma or a NUL character.
+    """
+    if isinstance(metrics, str):
+        raise ConfigTypeError(f"metrics must be a list of names, got the str {metrics!r}; write [{metrics!r}]")
+    out = []
+    for metric in metrics:
+        name = metric.strip()
+        if not name or "," in name or "\x00" in name:
+            raise ConfigError(
+                f"ncu metric name {metric!r} is not valid: it must be non-empty and hold no comma; "
+                "list each metric separately (see `ncu --query-metrics`)"
+            )
+        out.append(name)
+    return tuple(out)
+
+
+def range_name(region: RegionId) -> str:
+    """The NVTX range name that carries a region's identity.
+
+    Example:
+        >>> range_name(RegionId(annotation="mat/mul", config=1, run=0))
+        'mat%2Fmul|config=1|run=0'
+    """
+    return f"{quote(region.annotation, safe=_SAFE)}|config={region.config}|run={region.run}"
+
+
+def parse_range_name(name: str) -> RegionId | None:
+    """Read a region identity back from an NVTX range name; ``None`` if it is not one of ours.
+
+    Example:
+        >>> parse_range_name("mat%2Fmul|config=1|run=0")
+        RegionId(annotation='mat/mul', config=1, run=0)
+    """
+    parts = name.rsplit("|", 2)
+    if len(parts) != 3 or not parts[1].startswith("config=") or not parts[2].startswith("run="):
+        return None
+    try:
+        config = int(parts[1][len("config="):])
+        run = int(parts[2][len("run="):])
+    except ValueError:
+        return None
+    return RegionId(annotation=unquote(parts[0]), config=config, run=run)
+
+
+def nvtx_filter(kind: str = "push_pop") -> str:
+    """The ``--nvtx-include`` expression selecting every range of the nsightx domain.
+
+    Push/pop ranges end with ``/`` in ncu's filter syntax; start/end ranges do not.
+    """
+    return f"regex:{DOMAIN}@.+/" if kind == "push_pop" else f"regex:{DOMAIN}@.+"
+
+
+def build_command(
+    ncu: str | Path,
+    *,
+    report: str | Path,
+    app: Sequence[str],
+    metrics: Sequence[str],
+    replay_mode: str = "kernel",
+    cache_control: str = "all",
+    clock_control: str = "none",
+    options: NcuOptions | None = None,
+    verbose: bool = False,
+) -> list[str]:
+    """Build the ncu argument vector.
+
+    Args:
+        ncu: The ncu executable.
+        report: Report file to write (ncu's ``--export``); should end in ``.ncu-rep``.
+        app: The application's argument vector (the worker).
+        metrics: Metric names for ``--metrics``.
+        replay_mode: ``kernel``, ``range`` or ``application``.
+        cache_control: ``all`` (flush caches before each replay pass) or ``none``.
+        clock_control: ``none`` (leave clocks alone) or ``base`` (lock them to base).
+        options: Backend options (sets, sections, extra arguments, NVTX range kind).
+        verbose: Add ``--verbose`` (debug verbosity).
+
+    Returns:
+        The command as a list of arguments, to run without a shell.
+
+    Raises:
+        ConfigError: A value is outside the accepted ones.
+    """
+    opts = options or NcuOptions()
+    for label, value, accepted in (
+        ("replay_mode", replay_mode, ("kernel", "range", "application")),
+        ("cache_control", cache_control, ("all", "none")),
+        ("clock_control", clock_control, ("none", "base")),
+    ):
+        if value not in accepted:
+            raise ConfigError(f"invalid {label} {value!r} for the ncu backend; accepted: {', '.join(accepted)}")
+    if not app:
+        raise ConfigError("build_command needs the application's argument vector")
+    cmd = [
+        str(ncu),
+        "--export", str(report),
+        "--force-overwrite",
+        "--target-processes", "all",
+        "--nvtx",
+        "--nvtx-include", nvtx_filter(opts.ncu_nvtx_ranges),
+        "--replay-mode", replay_mode,
+        "--cache-control", cache_control,
+        "--clock-control", clock_control,
+    ]
+    names = check_metrics(metrics)
+    if names:
+        cmd += ["--metrics", ",".join(names)]
+    if opts.ncu_set is not None:
+        cmd += ["--set", opts.ncu_set]
+    for section in opts.ncu_sections:
+        cmd += ["--section", section]
+    if verbose:
+        cmd.append("--verbose")
+    cmd += list(opts.ncu_extra_args)
+    cmd += [str(a) for a in app]
+    return cmd

@@ -1,0 +1,141 @@
+"""The worker: runs the shared run loop under ncu and marks every measured region with an NVTX range.
+
+Started by the ncu backend as ``ncu ... python -m nsightx_ncu._worker <spec.json>``. The spec names the
+cloudpickled plan, the JSON-lines file the worker's :class:`~nsightx._sink.RunSink` writes (host times and
+collector values; metric values come from the report, in the parent) and the file a failure is described in.
+
+Warm-up runs (negative run index) push no range, so ncu's ``--nvtx-include`` filter leaves their kernels alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nsightx._backend import RunOutput, Session
+from nsightx._records import RegionId
+from nsightx_ncu._command import DOMAIN, range_name
+
+EXIT_FAILED = 3
+"""Exit status of a worker whose user function (or set-up) raised; details are in the error file."""
+
+
+class NvtxSession(Session):
+    """In-worker session: each measured region becomes one NVTX range in the ``nsightx`` domain.
+
+    Args:
+        push: Called with a range name when a measured region opens.
+        pop: Called when it closes.
+    """
+
+    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]) -> None:
+        self._push, self._pop = push, pop
+        self.config: int | None = None
+        self.run: int | None = None
+
+    def start_run(self, config: int, run: int) -> None:
+        """Remember which run is in progress (named in the error file if it fails)."""
+        self.config, self.run = config, run
+
+    def region_enter(self, region: RegionId) -> None:
+        """Open the region's NVTX range (measured runs only)."""
+        if region.run >= 0:
+            self._push(range_name(region))
+
+    def region_exit(self, region: RegionId, failed: bool) -> None:
+        """Close the region's NVTX range."""
+        if region.run >= 0:
+            self._pop()
+
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        """Nothing to return: metric values are read from the report by the parent."""
+        return RunOutput()
+
+
+def nvtx_callables(kind: str) -> tuple[Callable[[str], Any], Callable[[], Any]]:
+    """Push and pop functions for the chosen NVTX range kind, from the ``nvtx`` package.
+
+    Args:
+        kind: ``push_pop`` (per-thread stack) or ``start_end`` (process-wide ranges).
+
+    Returns:
+        ``(open, close)`` callables.
+    """
+    import nvtx
+
+    if kind == "push_pop":
+        def push(name: str) -> None:
+            nvtx.push_range(message=name, domain=DOMAIN)
+
+        def pop() -> None:
+            nvtx.pop_range(domain=DOMAIN)
+
+        return push, pop
+
+    open_ranges: list[Any] = []
+
+    def start(name: str) -> None:
+        open_ranges.append(nvtx.start_range(message=name, domain=DOMAIN))
+
+    def end() -> None:
+        nvtx.end_range(open_ranges.pop())
+
+    return start, end
+
+
+def _write_error(path: Path, session: NvtxSession | None, exc: BaseException, stage: str) -> None:
+    info = {
+        "stage": stage,
+        "config": None if session is None else session.config,
+        "run": None if session is None else session.run,
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+    path.write_text(json.dumps(info), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the plan described by the spec file named in ``argv[1]``.
+
+    Returns:
+        0 on success, :data:`EXIT_FAILED` when the plan could not be loaded or the user's function raised.
+    """
+    args = sys.argv if argv is None else argv
+    spec = json.loads(Path(args[1]).read_text(encoding="utf-8"))
+    runs_path, error_path = Path(spec["runs"]), Path(spec["error"])
+    # Application replay starts the worker once per pass: keep only the last pass's host-side records.
+    runs_path.unlink(missing_ok=True)
+    error_path.unlink(missing_ok=True)
+    session: NvtxSession | None = None
+    try:
+        import cloudpickle
+
+        from nsightx._runloop import run_loop
+        from nsightx._sink import RunSink
+
+        plan = cloudpickle.loads(Path(spec["payload"]).read_bytes())
+        push, pop = nvtx_callables(spec.get("nvtx_ranges", "push_pop"))
+        session = NvtxSession(push, pop)
+    except BaseException as e:
+        _write_error(error_path, session, e, "setup")
+        traceback.print_exc()
+        return EXIT_FAILED
+    sink = RunSink(runs_path)
+    try:
+        run_loop(plan, session, sink)
+    except BaseException as e:
+        _write_error(error_path, session, e, "run")
+        traceback.print_exc()
+        return EXIT_FAILED
+    finally:
+        sink.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

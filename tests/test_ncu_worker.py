@@ -1,0 +1,188 @@
+"""The worker path on a machine without a GPU: a stand-in for the ncu executable runs the real worker.
+
+``fixtures/ncu/fake_ncu.py`` skips ncu's options and runs the application (the real worker, with the real
+cloudpickled plan and NVTX session); with ``FAKE_NCU_REPORT`` it copies a report captured on the H200 to the
+``--export`` path, so the parent's reading and merging run on real data too.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from nsightx_ncu import _backend
+from nsightx_ncu._backend import NcuBackend, make_artifacts, worker_env
+
+import nsightx
+from nsightx._plan import Plan
+from nsightx._sink import RunSink
+
+pytest.importorskip("cloudpickle")
+pytest.importorskip("nvtx")
+pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
+FAKE = FIXTURES / "fake_ncu.py"
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture(autouse=True)
+def fake_ncu(monkeypatch, tmp_path):
+    wrapper = tmp_path / "fake-bin" / "ncu"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("NSIGHTX_NCU", str(wrapper))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(_backend._locate, "STANDARD_GLOBS", ())
+    for var in ("FAKE_NCU_EXIT", "FAKE_NCU_SAY", "FAKE_NCU_REPORT"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def make_plan(fn, configs, runs=2, warmup=1, **kw) -> Plan:
+    args = {"function": fn, "function_name": fn.__name__, "params": ("n",), "configs": configs, "runs": runs,
+            "warmup": warmup, "metrics": ("gpu__time_duration.sum",), "backend": "ncu"}
+    args.update(kw)
+    return Plan(**args)
+
+
+def test_user_function_raising_names_config_and_run_and_keeps_earlier_runs(tmp_path):
+    def work(n):
+        with nsightx.annotate("scale"):
+            if n == 2:
+                raise MemoryError("pretend CUDA out of memory")
+
+    sink = RunSink()
+    with pytest.raises(nsightx.MeasurementError) as info:
+        NcuBackend().execute(make_plan(work, ((1,), (2,))), sink)
+    text = str(info.value)
+    assert "config 1 (args (2,)), run -1" in text
+    assert "MemoryError: pretend CUDA out of memory" in text
+    assert "2 measured run(s) completed and were kept" in text
+    assert "ncu log:" in text and "Traceback" in text
+    assert [(r.config, r.run) for r in sink.runs] == [(0, 0), (0, 1)]
+    assert all(r.regions[0].annotation == "scale" and r.regions[0].host_ns > 0 for r in sink.runs)
+
+
+def test_range_replay_unsupported_api_becomes_a_clear_error(monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_SAY", "==ERROR== Skipping invalid capture range (RecordStatusUnsupportedApi)")
+    monkeypatch.setenv("FAKE_NCU_EXIT", "9")
+
+    def work(n):
+        with nsightx.annotate("matmul"):
+            pass
+
+    with pytest.raises(nsightx.MeasurementError, match="range replay could not capture") as info:
+        NcuBackend().execute(make_plan(work, ((1,),), replay_mode="range"), RunSink())
+    assert "replay_mode='kernel'" in str(info.value) and "RecordStatusUnsupportedApi" in str(info.value)
+
+
+def test_ncu_failure_quotes_the_log(monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_SAY", "==ERROR== Failed to find metric nsightx__bogus")
+    monkeypatch.setenv("FAKE_NCU_EXIT", "1")
+
+    def work(n):
+        with nsightx.annotate("a"):
+            pass
+
+    with pytest.raises(nsightx.MeasurementError, match="exited with status 1 after config 0 run 1") as info:
+        NcuBackend().execute(make_plan(work, ((1,),)), RunSink())
+    assert "Failed to find metric nsightx__bogus" in str(info.value)
+
+
+def test_missing_report_is_an_error():
+    def work(n):
+        with nsightx.annotate("a"):
+            pass
+
+    with pytest.raises(nsightx.MeasurementError, match="wrote no report"):
+        NcuBackend().execute(make_plan(work, ((1,),)), RunSink())
+
+
+def test_timeout_kills_ncu_and_the_worker():
+    def work(n):
+        import time
+
+        time.sleep(60)
+
+    with pytest.raises(nsightx.MeasurementError, match=r"did not finish within ncu_timeout_s=1\.0s"):
+        NcuBackend().execute(make_plan(work, ((1,),), backend_options={"ncu_timeout_s": 1}), RunSink())
+
+
+def test_unpicklable_plan_is_reported():
+    import threading
+
+    lock = threading.Lock()
+
+    def work(n):
+        with lock:
+            pass
+
+    with pytest.raises(nsightx.MeasurementError, match="could not pickle work"):
+        NcuBackend().execute(make_plan(work, ((1,),)), RunSink())
+
+
+def test_private_folder_is_0700_and_report_goes_to_output_dir(tmp_path):
+    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path / "out", output_tag="f-0")
+    art = make_artifacts(plan)
+    try:
+        assert stat.S_IMODE(os.stat(art.private).st_mode) == 0o700
+        assert art.report == tmp_path / "out" / "ncu-f-0.ncu-rep"
+        assert art.log == tmp_path / "out" / "ncu-f-0.log"
+        assert art.payload.parent == art.private
+    finally:
+        art.private.rmdir()
+
+
+def test_worker_env_carries_sys_path():
+    env = worker_env({"PYTHONPATH": "/already/there"})
+    parts = env["PYTHONPATH"].split(os.pathsep)
+    assert parts[-1] == "/already/there"
+    assert str(ROOT / "backends") in parts or any(p.endswith("backends") for p in parts)
+
+
+MAIN = textwrap.dedent('''
+    import json, sys
+    import nsightx
+
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=2, backend="ncu", verbosity=0, clock_control="none")
+    def scale(n):
+        with nsightx.annotate("scale"):
+            pass
+
+    res = scale()
+    df = res.to_dataframe()
+    print(json.dumps({"rows": df[["Annotation", "n", "NumRuns", "Unit"]].to_dict("records"),
+                      "gpu": res.environment["GPU"], "loaded": sorted(m for m in sys.modules if "ncu_report" in m),
+                      "report": res.environment["ncu_report"]}))
+''')
+
+
+def test_function_from_main_end_to_end_with_a_captured_report(tmp_path):
+    """A __main__ function travels by value; the fixture report stands in for what ncu would write."""
+    report = FIXTURES / "one_metric.ncu-rep"
+    if not report.exists():
+        pytest.skip("fixture not captured yet")
+    script = tmp_path / "main_script.py"
+    script.write_text(MAIN)
+    env = {**os.environ, "FAKE_NCU_REPORT": str(report),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins"),
+                                          *sys.path])}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120,
+                         check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert data["rows"] == [
+        {"Annotation": "scale", "n": 1, "NumRuns": 2, "Unit": "ns"},
+        {"Annotation": "scale", "n": 2, "NumRuns": 2, "Unit": "ns"},
+    ]
+    assert "H200" in data["gpu"]
+    assert data["loaded"] == []  # the report was read in a child process
+    assert Path(data["report"]).is_file()
