@@ -12,6 +12,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from nsightx._plugins import BackendRegistrar, CollectorRegistrar
+    from nsightx._thermal import TemperatureSource
 
 PROJECT = "nsightx"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -36,4 +37,16 @@ def nsightx_register_collectors(register: CollectorRegistrar) -> None:
     decorator lists its name in ``info_collectors`` (``info_collectors=["nvml"]``), when it is named in the
     ``NSIGHTX_COLLECTORS`` environment variable, or always if registered with ``default=True``.
     The return value is ignored.
+    """
+
+
+@hookspec(firstresult=True)
+def nsightx_temperature_source(device: int | str | None) -> TemperatureSource | None:
+    """Return a :class:`~nsightx._thermal.TemperatureSource` watching ``device``, or ``None`` if this plugin can't.
+
+    Called once per profiled call that measures a GPU with ``thermal_mode`` ``"auto"`` or ``"manual"``, before
+    the first run. ``device`` is the CUDA ordinal as the process numbers devices (after
+    ``CUDA_VISIBLE_DEVICES``), a device UUID string, or ``None`` for the current device, which the source
+    should look up again at every read. The first non-``None`` result is used; with none, the runs are not
+    paused and nsightx warns once.
     """

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -19,6 +20,9 @@ from nsightx import _hookspecs
 from nsightx._backend import Availability, Backend
 from nsightx._collectors import CollectorLike, as_collector
 from nsightx._errors import ConfigError, PluginError
+
+if TYPE_CHECKING:
+    from nsightx._thermal import TemperatureSource
 
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("host", "nsightx_host"),
@@ -218,6 +222,12 @@ class PluginHost:
         except KeyError:
             known = ", ".join(sorted(self.collector_sets)) or "none"
             raise ConfigError(f"unknown collector set {name!r}; registered sets: {known}") from None
+
+    def temperature_source(self, device: int | str | None) -> TemperatureSource | None:
+        """The first temperature source a plugin offers for ``device`` (``None`` when none does)."""
+        self.load()
+        source: TemperatureSource | None = self.pm.hook.nsightx_temperature_source(device=device)
+        return source
 
     def default_collectors(self) -> list[CollectorLike]:
         """Collectors every profiled call uses (``default=True`` sets and ``NSIGHTX_COLLECTORS``)."""

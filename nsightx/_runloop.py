@@ -156,7 +156,8 @@ class _Runner:
         collectors = self.collectors
         self.guard.before_run()
         self.session.start_run(ci, r)
-        run_values = collectors.run(CollectionScope.RUN, config=ci, run=r) if r >= 0 else []
+        run_values = [*self.guard.take_values(ci, r), *collectors.run(CollectionScope.RUN, config=ci, run=r)] \
+            if r >= 0 else []
         state = _context.RunState(session=self.session, config=ci, run=r)
         if r >= 0 and collectors.by_scope[CollectionScope.ANNOTATION]:
             state.on_annotation = lambda name: run_values.extend(

@@ -1,34 +1,299 @@
-"""The thermal guard called before every run.
+"""The thermal guard: before every run, pause while the profiled GPU is too close to its slowdown temperature.
 
-``make_guard`` returns a guard for the plan's thermal settings. The core ships the decision logic; the
-temperature source is looked up lazily so that nothing GPU-related is imported unless a GPU plan runs.
+``thermal_mode`` (decorator option) chooses the policy:
+
+* ``"off"``: no guard.
+* ``"manual"``: when the headroom (slowdown temperature minus GPU temperature) is at or below
+  ``thermal_wait`` °C, sleep until it is back to ``thermal_cont`` °C; if that takes longer than
+  ``thermal_timeout`` seconds, raise :class:`~nsightx.CoolingTimeoutError`.
+* ``"auto"`` (default): the same pause, but the band adapts instead of failing. When pauses come fewer than
+  :data:`CLOSE_PAUSE_RUNS` runs apart, ``thermal_cont`` rises by :data:`ADAPT_STEP_C` (up to
+  :data:`CONT_MAX_C`) so each pause buys more runs. When a pause times out, ``thermal_cont`` drops by the same
+  step and is never raised that high again; if the idle GPU could not even get above ``thermal_wait``,
+  ``thermal_wait`` drops below the headroom reached, so the sweep goes on (with a warning) instead of
+  waiting a full timeout before every run.
+
+The guard reads temperatures from a :class:`TemperatureSource`. Nothing here knows NVML: a plugin offers a
+source through the ``nsightx_temperature_source`` hook (the first-party ``nvml`` plugin does), and tests pass a
+source built on a scripted NVML double. Every measured run then carries a ``ThermalPauseS`` value: the seconds
+spent cooling before it (warm-up runs' pauses are added to the next measured run).
 """
 
 from __future__ import annotations
 
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from nsightx._enums import CollectionScope, VerbosityLevel
+from nsightx._errors import CoolingTimeoutError
+from nsightx._records import CollectorValue
+
 if TYPE_CHECKING:
-    from nsightx._plan import Plan
+    from nsightx._plan import Plan, ThermalSettings
+
+DEFAULT_WAIT_C = 10
+"""Headroom (°C) at or below which a run waits, when ``thermal_wait`` is not given."""
+DEFAULT_CONT_C = 20
+"""Headroom (°C) a paused run waits for, when ``thermal_cont`` is not given."""
+DEFAULT_TIMEOUT_S = 180
+"""Longest single pause (s), when ``thermal_timeout`` is not given."""
+ADAPT_STEP_C = 3
+"""How far ``auto`` moves ``thermal_cont`` at a time."""
+CONT_MAX_C = 50
+"""``auto`` never raises ``thermal_cont`` above this."""
+CLOSE_PAUSE_RUNS = 5
+"""In ``auto``, a pause that comes fewer than this many runs after the previous one widens the band."""
+POLL_S = 1.0
+"""Seconds between temperature reads while paused."""
+PAUSE_COLUMN = "ThermalPauseS"
+"""RUN-scope column: seconds paused for cooling before the run."""
+
+
+@dataclass(frozen=True)
+class ThermalReading:
+    """One temperature read of the watched device."""
+
+    temperature_c: float
+    """Current GPU temperature."""
+    slowdown_c: float
+    """Temperature at which the GPU starts slowing its clocks down."""
+    device: str = ""
+    """Label for messages (e.g. ``"GPU 0 NVIDIA H200"``)."""
+
+    @property
+    def headroom_c(self) -> float:
+        """Degrees left before the slowdown temperature (negative when above it)."""
+        return self.slowdown_c - self.temperature_c
+
+
+class TemperatureSource(Protocol):
+    """Where the guard gets temperatures from (offered by a plugin through ``nsightx_temperature_source``)."""
+
+    def read(self) -> ThermalReading:
+        """Read the watched device now. May raise; the guard then warns once and stops guarding."""
+        ...
 
 
 class Guard(Protocol):
-    """Something the run loop calls before each run; it may sleep to let the GPU cool."""
+    """What the run loop calls around each run."""
 
     def before_run(self) -> None:
-        """Pause if the device is too hot to measure reliably."""
+        """Pause if the device is too hot to measure reliably (called before every run, warm-up included)."""
+        ...
+
+    def take_values(self, config: int, run: int) -> list[CollectorValue]:
+        """RUN-scope values to store with measured run ``run`` of ``config`` (pause time since the last one)."""
         ...
 
 
 class NoGuard:
-    """Guard used when thermal control is off or no temperature source exists (CPU code, host backend)."""
+    """Guard used when thermal control is off, the backend measures no GPU, or no temperature source exists."""
 
     def before_run(self) -> None:
         """Do nothing."""
 
+    def take_values(self, config: int, run: int) -> list[CollectorValue]:
+        """No values: rows carry no ``ThermalPauseS`` column when nothing was guarded."""
+        return []
 
-def make_guard(plan: Plan) -> Guard:
-    """Build the guard for ``plan``: none for ``thermal_mode="off"`` or plans that measure no GPU."""
-    if plan.thermal.mode == "off" or not plan.needs_gpu:
+
+@dataclass(frozen=True)
+class Pause:
+    """One pause of the guard, for the record and for tests."""
+
+    seconds: float
+    """How long it lasted."""
+    start_headroom_c: float
+    """Headroom when it began."""
+    end_headroom_c: float
+    """Headroom when it ended."""
+    timed_out: bool
+    """True when it ended at ``thermal_timeout`` rather than at ``thermal_cont``."""
+
+
+@dataclass
+class ThermalGuard:
+    """Pauses before a run while the headroom to the slowdown temperature is at or below ``wait``.
+
+    Args:
+        source: Where temperatures come from.
+        mode: ``"auto"`` adapts the band; ``"manual"`` raises :class:`CoolingTimeoutError` on timeout.
+        wait: Headroom (°C) at or below which a run waits.
+        cont: Headroom (°C) a paused run waits for.
+        timeout: Longest single pause (s).
+        clock: Monotonic clock in seconds (tests pass a fake one).
+        sleep: How to wait (tests advance their fake clock instead).
+        poll: Seconds between reads while paused.
+        log: Called with a one-line message when a pause begins, ends or the band changes (``None``: quiet).
+
+    Example:
+        >>> class Cool:
+        ...     def read(self):
+        ...         return ThermalReading(temperature_c=40, slowdown_c=89)
+        >>> guard = ThermalGuard(Cool())
+        >>> guard.before_run(); guard.pauses
+        []
+    """
+
+    source: TemperatureSource
+    mode: str = "auto"
+    wait: float = DEFAULT_WAIT_C
+    cont: float = DEFAULT_CONT_C
+    timeout: float = DEFAULT_TIMEOUT_S
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    poll: float = POLL_S
+    log: Callable[[str], None] | None = None
+    pauses: list[Pause] = field(default_factory=list)
+    """Every pause so far."""
+    _pending_s: float = 0.0
+    _runs_since_pause: int | None = None
+    _cont_ceiling: float = CONT_MAX_C
+    _broken: bool = False
+
+    def before_run(self) -> None:
+        """Read the temperature; if the headroom is at or below ``wait``, pause (see the module docstring)."""
+        if self._runs_since_pause is not None:
+            self._runs_since_pause += 1
+        reading = self._read()
+        if reading is None or reading.headroom_c > self.wait:
+            return
+        self._pause(reading)
+
+    def take_values(self, config: int, run: int) -> list[CollectorValue]:
+        """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN value."""
+        value, self._pending_s = round(self._pending_s, 3), 0.0
+        return [CollectorValue(name=PAUSE_COLUMN, scope=CollectionScope.RUN.value, config=config, run=run,
+                               value=value)]
+
+    def _read(self) -> ThermalReading | None:
+        if self._broken:
+            return None
+        try:
+            return self.source.read()
+        except Exception as e:  # a monitoring failure must not cost the measurement
+            self._broken = True
+            warnings.warn(f"thermal guard: reading the temperature failed ({type(e).__name__}: {e}); "
+                          "runs are no longer paused for cooling in this call", RuntimeWarning, stacklevel=4)
+            return None
+
+    def _pause(self, first: ThermalReading) -> None:
+        if self.mode == "auto" and self._runs_since_pause is not None and self._runs_since_pause < CLOSE_PAUSE_RUNS:
+            self._widen()
+        start = self.clock()
+        reading: ThermalReading | None = first
+        last = first
+        timed_out = False
+        self._say(f"{first.device or 'GPU'} at {first.temperature_c:g} °C, {first.headroom_c:g} °C below slowdown; "
+                  f"pausing until {self.cont:g} °C of headroom (at most {self.timeout:g} s)")
+        while reading is not None and reading.headroom_c < self.cont:
+            last = reading
+            elapsed = self.clock() - start
+            if elapsed >= self.timeout:
+                timed_out = True
+                break
+            self.sleep(min(self.poll, self.timeout - elapsed))
+            reading = self._read()
+        if reading is not None:
+            last = reading
+        seconds = self.clock() - start
+        self._pending_s += seconds
+        self.pauses.append(Pause(seconds=seconds, start_headroom_c=first.headroom_c,
+                                 end_headroom_c=last.headroom_c, timed_out=timed_out))
+        self._runs_since_pause = 0
+        if timed_out:
+            self._on_timeout(last, seconds)
+        else:
+            self._say(f"resumed after {seconds:.1f} s at {last.headroom_c:g} °C of headroom")
+
+    def _widen(self) -> None:
+        new = min(self.cont + ADAPT_STEP_C, self._cont_ceiling)
+        if new > self.cont:
+            self._say(f"pauses are close together; thermal_cont {self.cont:g} -> {new:g} °C")
+            self.cont = new
+
+    def _on_timeout(self, reading: ThermalReading, seconds: float) -> None:
+        if self.mode == "manual":
+            raise CoolingTimeoutError(
+                f"{reading.device or 'the GPU'} did not cool to {self.cont:g} °C of headroom within "
+                f"thermal_timeout={self.timeout:g} s: it is at {reading.temperature_c:g} °C, "
+                f"{reading.headroom_c:g} °C below its slowdown temperature {reading.slowdown_c:g} °C; raise "
+                "thermal_timeout, lower thermal_cont/thermal_wait, or use thermal_mode='auto' to adapt"
+            )
+        old_wait, old_cont = self.wait, self.cont
+        self._cont_ceiling = max(self.cont - ADAPT_STEP_C, self.wait + 1)
+        self.cont = self._cont_ceiling
+        if reading.headroom_c <= self.wait:
+            self.wait = math.floor(reading.headroom_c) - 1
+            self.cont = max(self.cont, self.wait + 1)
+        message = (f"thermal_mode='auto': {reading.device or 'the GPU'} stayed at {reading.headroom_c:g} °C of "
+                   f"headroom after {seconds:.0f} s of cooling; thermal_cont {old_cont:g} -> {self.cont:g} °C")
+        if self.wait != old_wait:
+            message += f", thermal_wait {old_wait:g} -> {self.wait:g} °C (runs now go on close to slowdown)"
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+        self._say(message)
+
+    def _say(self, message: str) -> None:
+        if self.log is not None:
+            self.log(f"nsightx: thermal: {message}")
+
+
+_warned_no_source: set[str] = set()
+
+
+def _print(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def make_guard(plan: Plan, source: TemperatureSource | None = None, **options: object) -> Guard:
+    """Build the guard for ``plan``.
+
+    Args:
+        plan: The plan; ``plan.thermal`` gives the mode and band, ``plan.thermal.device`` (else
+            ``plan.device``) the device watched.
+        source: Temperature source to use; ``None`` asks the plugins (``nsightx_temperature_source``).
+        **options: Passed to :class:`ThermalGuard` (``clock``, ``sleep``, ``poll``, ``log``).
+
+    Returns:
+        :class:`NoGuard` for ``thermal_mode="off"``, for plans that measure no GPU (the host backend), or when
+        no plugin offers a source (warned once per process); else a :class:`ThermalGuard`.
+    """
+    settings = plan.thermal
+    if settings.mode == "off" or not plan.needs_gpu:
         return NoGuard()
-    return NoGuard()
+    device = settings.device if settings.device is not None else plan.device
+    if source is None:
+        source = _plugin_source(device)
+        if source is None:
+            return NoGuard()
+    options.setdefault("log", _print if plan.verbosity >= VerbosityLevel.INFO else None)
+    return ThermalGuard(source, **_band(settings), **options)  # type: ignore[arg-type]
+
+
+def _band(settings: ThermalSettings) -> dict[str, object]:
+    return {
+        "mode": settings.mode,
+        "wait": settings.wait if settings.wait is not None else DEFAULT_WAIT_C,
+        "cont": settings.cont if settings.cont is not None else DEFAULT_CONT_C,
+        "timeout": settings.timeout if settings.timeout is not None else DEFAULT_TIMEOUT_S,
+    }
+
+
+def _plugin_source(device: int | str | None) -> TemperatureSource | None:
+    from nsightx._plugins import default_host
+
+    reason = "no plugin offers a temperature source (the nvml plugin needs nvidia-ml-py and an NVIDIA driver)"
+    try:
+        source = default_host().temperature_source(device)
+    except Exception as e:  # a broken plugin must not stop the measurement
+        source, reason = None, f"the temperature source failed: {type(e).__name__}: {e}"
+    if source is None and reason not in _warned_no_source:
+        _warned_no_source.add(reason)
+        warnings.warn(f"thermal control is on but {reason}; runs are not paused for cooling. "
+                      "Pass thermal_mode='off' to silence this.", RuntimeWarning, stacklevel=4)
+    return source

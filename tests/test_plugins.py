@@ -185,3 +185,18 @@ def test_hook_nsightx_register_collectors():
     host = PluginHost(LoaderSettings(autoload=False)).load()
     host.register(P(), name="p")
     assert [c.name for c in host.default_collectors()] == ["val"]
+
+
+def test_hook_nsightx_temperature_source():
+    from nsightx._thermal import ThermalReading
+
+    class P:
+        @staticmethod
+        @nsightx.hookimpl
+        def nsightx_temperature_source(device):
+            return None if device == 1 else ThermalReading(40, 89, f"dev{device}")
+
+    host = PluginHost(LoaderSettings(autoload=False, blocked=("nvml",))).load()  # only P answers
+    host.register(P(), name="p")
+    assert host.temperature_source(0) == ThermalReading(40, 89, "dev0")
+    assert host.temperature_source(1) is None
