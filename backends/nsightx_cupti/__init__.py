@@ -1,1 +1,24 @@
-"""nsightx_cupti: first-party nsightx plugin (under construction)."""
+"""nsightx_cupti: the CUPTI Activity backend (``backend="cupti"``, ``nsightx.activate(nsightx.Tool.CUPTI)``).
+
+Importing this module registers nothing heavy: cupti-python and the CUDA driver are loaded only when the backend
+checks its availability or opens a session.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nsightx._hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from nsightx._plugins import BackendRegistrar
+
+__all__ = ["nsightx_register_backends"]
+
+
+@hookimpl
+def nsightx_register_backends(register: BackendRegistrar) -> None:
+    """Register :class:`~nsightx_cupti._backend.CuptiBackend`."""
+    from nsightx_cupti._backend import CuptiBackend
+
+    register(CuptiBackend)

@@ -1,1 +1,23 @@
-"""nsightx_events: first-party nsightx plugin (under construction)."""
+"""nsightx_events: the CUDA-events backend (``backend="events"``, ``nsightx.activate(nsightx.Tool.EVENTS)``).
+
+torch is imported only when a session opens (or by ``availability()`` when torch is already imported).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nsightx._hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from nsightx._plugins import BackendRegistrar
+
+__all__ = ["nsightx_register_backends"]
+
+
+@hookimpl
+def nsightx_register_backends(register: BackendRegistrar) -> None:
+    """Register :class:`~nsightx_events._backend.EventsBackend`."""
+    from nsightx_events._backend import EventsBackend
+
+    register(EventsBackend)

@@ -1,0 +1,291 @@
+"""Pure attribution: which CUPTI kernel record belongs to which annotated region, and the records it yields.
+
+Nothing here touches CUPTI or a GPU. The tracer copies each activity record into one of the small value types
+below; :func:`attribute` decides, for every kernel, the region it belongs to; :func:`to_run_output` turns that
+into nsightx records. The same functions run on the H200 and, in CI, on activity captured there and committed
+under ``tests/fixtures/cupti`` (:func:`batch_to_json` / :func:`batch_from_json`).
+
+Attribution is by identity, in this order:
+
+1. **External id.** On ``region_enter`` the session pushes a fresh external correlation id on the opening
+   thread's CUPTI stack. CUPTI then writes an EXTERNAL_CORRELATION record linking the id to the correlation id of
+   every traced launch API called on that thread while it is pushed. A kernel carries its launch's correlation
+   id, so kernel -> launch -> external id -> region is exact. This covers plain launches, kernels on other
+   streams and ``cudaGraphLaunch`` (every kernel of a replayed graph carries the graph launch's correlation id).
+2. **Launch window (other threads).** The id stack is per thread, so a kernel launched by another thread has no
+   external id. If its launch API record started while a region was open (host timestamps taken with
+   ``cupti.get_timestamp`` on enter and exit, the clock API records use), it belongs to that region.
+
+A kernel that matches neither was launched outside every region (input setup, the L2 flush) and is not
+counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nsightx._backend import RunOutput
+from nsightx._records import Record, RegionId, Scalar
+from nsightx_cupti._names import kernel_base_name
+
+METRIC = "gpu__time_duration.sum"
+"""The one metric this backend measures: kernel end minus start, in ns (ncu's name for it)."""
+
+FIXTURE_SCHEMA = 1
+"""Version of the JSON written by :func:`batch_to_json`."""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelActivity:
+    """The fields of a CUPTI CONCURRENT_KERNEL record that attribution and the records need."""
+
+    name: str
+    """Kernel name as CUPTI reports it (usually mangled)."""
+    start: int
+    """GPU start timestamp, ns, in CUPTI's clock."""
+    end: int
+    """GPU end timestamp, ns."""
+    correlation_id: int
+    """Correlation id of the API call that launched it (the graph launch, for a graph node)."""
+    stream_id: int = 0
+    """CUPTI stream id."""
+    device_id: int = 0
+    """Device ordinal."""
+    context_id: int = 0
+    """CUPTI context id."""
+    graph_id: int = 0
+    """Id of the graph it ran in; 0 when launched directly."""
+    graph_node_id: int = 0
+    """Id of its graph node; 0 when launched directly."""
+
+    @property
+    def duration(self) -> int:
+        """End minus start, ns."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class ApiActivity:
+    """The fields of a CUPTI RUNTIME or DRIVER API record used by the other-thread rule."""
+
+    correlation_id: int
+    """Correlation id of the call."""
+    start: int
+    """Host timestamp when the call began, ns."""
+    end: int
+    """Host timestamp when it returned, ns."""
+    thread_id: int = 0
+    """CUPTI thread id of the caller."""
+    cbid: int = 0
+    """Callback id (which API)."""
+    domain: str = "runtime"
+    """``runtime`` or ``driver``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegionWindow:
+    """One execution of a region as the session saw it: its external id and its host window."""
+
+    external_id: int
+    """The external correlation id pushed while it was open."""
+    annotation: str
+    """Annotation name."""
+    config: int
+    """Config index."""
+    run: int
+    """Run index (negative for warm-up runs)."""
+    enter_ns: int
+    """CUPTI timestamp just before the id was pushed."""
+    exit_ns: int
+    """CUPTI timestamp just after the id was popped."""
+    thread_id: int = 0
+    """Python thread ident of the thread that opened it."""
+    failed: bool = False
+    """True when the region raised and the failure was ignored."""
+
+    @property
+    def region(self) -> RegionId:
+        """The region's identity."""
+        return RegionId.model_construct(annotation=self.annotation, config=self.config, run=self.run)
+
+
+@dataclass(slots=True)
+class ActivityBatch:
+    """Activity delivered by one flush: kernels, launch API calls, and external correlations."""
+
+    kernels: list[KernelActivity] = field(default_factory=list)
+    """Kernel records, in delivery order."""
+    apis: dict[int, ApiActivity] = field(default_factory=dict)
+    """API records keyed by correlation id."""
+    externals: dict[int, int] = field(default_factory=dict)
+    """Correlation id -> external id (only the kind this backend pushes)."""
+
+    def extend(self, other: ActivityBatch) -> None:
+        """Append ``other``'s records to this batch."""
+        self.kernels.extend(other.kernels)
+        self.apis.update(other.apis)
+        self.externals.update(other.externals)
+
+
+@dataclass(frozen=True, slots=True)
+class Attributed:
+    """A kernel placed in a region, and by which rule."""
+
+    kernel: KernelActivity
+    """The kernel."""
+    rule: str
+    """``external`` (its launch carried the region's id) or ``window`` (launched by another thread)."""
+
+
+@dataclass(slots=True)
+class Attribution:
+    """The outcome of :func:`attribute`."""
+
+    by_region: dict[int, list[Attributed]]
+    """External id of each window -> its kernels in launch order."""
+    outside: int = 0
+    """Kernels launched outside every region (not counted)."""
+    untraced: list[KernelActivity] = field(default_factory=list)
+    """Kernels with neither an external id of this run nor a launch API record: cannot be placed."""
+
+
+def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow]) -> Attribution:
+    """Assign every kernel of ``batch`` to at most one of ``windows``.
+
+    Args:
+        batch: The activity of one run (any order).
+        windows: The regions opened during that run; their host windows do not overlap (regions don't nest).
+
+    Returns:
+        The kernels of each region sorted by launch (correlation id, then GPU start), plus what was left out.
+    """
+    by_ext = {w.external_id: w for w in windows}
+    spans = sorted((w.enter_ns, w.exit_ns, w.external_id) for w in windows)
+    result = Attribution(by_region={w.external_id: [] for w in windows})
+    for k in batch.kernels:
+        ext = batch.externals.get(k.correlation_id)
+        if ext is not None and ext in by_ext:
+            result.by_region[ext].append(Attributed(k, "external"))
+            continue
+        api = batch.apis.get(k.correlation_id)
+        if api is None:
+            if ext is None:
+                result.untraced.append(k)
+            else:
+                result.outside += 1  # carries an id of an earlier run: launched by a stale stack entry
+            continue
+        owner = _window_of(api.start, spans)
+        if owner is None:
+            result.outside += 1
+        else:
+            result.by_region[owner].append(Attributed(k, "window"))
+    for kernels in result.by_region.values():
+        kernels.sort(key=lambda a: (a.kernel.correlation_id, a.kernel.start, a.kernel.graph_node_id))
+    return result
+
+
+def _window_of(t: int, spans: Sequence[tuple[int, int, int]]) -> int | None:
+    for enter, exit_, ext in spans:
+        if enter <= t <= exit_:
+            return ext
+    return None
+
+
+def region_attributes(window: RegionWindow, kernels: Sequence[Attributed]) -> dict[str, Scalar]:
+    """Cheap facts about one region execution, stored beside its values.
+
+    ``device_ns`` is the sum of its kernel durations, ``span_ns`` first start to last end, ``launch_ns`` the
+    host time between open and close (CUPTI clock), and ``launch_bound`` is true when the host took longer to
+    issue the work than the GPU took to run it (the GPU idled waiting for launches).
+    """
+    host_ns = window.exit_ns - window.enter_ns
+    ks = [a.kernel for a in kernels]
+    device_ns = sum(k.duration for k in ks)
+    span_ns = (max(k.end for k in ks) - min(k.start for k in ks)) if ks else 0
+    return {
+        "kernel_count": len(ks),
+        "device_ns": device_ns,
+        "span_ns": span_ns,
+        "launch_ns": host_ns,
+        "launch_bound": bool(ks) and host_ns > device_ns,
+        "streams": len({k.stream_id for k in ks}),
+        "graph_kernels": sum(1 for k in ks if k.graph_id),
+        "other_thread_kernels": sum(1 for a in kernels if a.rule == "window"),
+    }
+
+
+def to_run_output(
+    attribution: Attribution, windows: Sequence[RegionWindow], metrics: Sequence[str] = (METRIC,)
+) -> RunOutput:
+    """Turn an attribution into one record per (region, kernel, metric) plus per-region attributes.
+
+    A failed region gets no records: the core reports it as NaN.
+
+    Args:
+        attribution: The result of :func:`attribute`.
+        windows: The same windows that were attributed.
+        metrics: Metrics asked for; only :data:`METRIC` is known here.
+    """
+    out = RunOutput()
+    for w in windows:
+        kernels = attribution.by_region.get(w.external_id, [])
+        out.region_attributes[w.annotation] = region_attributes(w, kernels)
+        if w.failed:
+            continue
+        for metric in metrics:
+            if metric != METRIC:
+                continue
+            for seq, a in enumerate(kernels):
+                value = float(a.kernel.duration) if a.kernel.end >= a.kernel.start > 0 else math.nan
+                out.records.append(Record.model_construct(
+                    annotation=w.annotation, config=w.config, run=w.run, kernel=kernel_base_name(a.kernel.name),
+                    metric=metric, value=value, unit="ns", seq=seq))
+    return out
+
+
+# --- fixtures --------------------------------------------------------------------------------------------
+
+
+def batch_to_json(batch: ActivityBatch, windows: Sequence[RegionWindow], meta: Mapping[str, Any]) -> str:
+    """Serialise one run's activity and windows (the format of ``tests/fixtures/cupti/*.json``)."""
+    doc = {
+        "schema": FIXTURE_SCHEMA,
+        "meta": dict(meta),
+        "windows": [asdict(w) for w in windows],
+        "kernels": [asdict(k) for k in batch.kernels],
+        "apis": [asdict(a) for a in sorted(batch.apis.values(), key=lambda a: a.correlation_id)],
+        "externals": [[c, e] for c, e in sorted(batch.externals.items())],
+    }
+    return json.dumps(doc, indent=1)
+
+
+def batch_from_json(text: str) -> tuple[ActivityBatch, list[RegionWindow], dict[str, Any]]:
+    """Read what :func:`batch_to_json` wrote.
+
+    Raises:
+        ValueError: the document has another schema version.
+    """
+    doc = json.loads(text)
+    if doc.get("schema") != FIXTURE_SCHEMA:
+        raise ValueError(f"CUPTI fixture schema {doc.get('schema')!r}; this code reads {FIXTURE_SCHEMA}")
+    batch = ActivityBatch(
+        kernels=[KernelActivity(**k) for k in doc["kernels"]],
+        apis={a["correlation_id"]: ApiActivity(**a) for a in doc["apis"]},
+        externals={int(c): int(e) for c, e in doc["externals"]},
+    )
+    windows = [RegionWindow(**w) for w in doc["windows"]]
+    return batch, windows, dict(doc.get("meta", {}))
+
+
+def filter_batch(batch: ActivityBatch, keep_correlations: Iterable[int]) -> ActivityBatch:
+    """A copy of ``batch`` holding only the records of the given correlation ids (to trim fixtures)."""
+    keep = set(keep_correlations)
+    return ActivityBatch(
+        kernels=[k for k in batch.kernels if k.correlation_id in keep],
+        apis={c: a for c, a in batch.apis.items() if c in keep},
+        externals={c: e for c, e in batch.externals.items() if c in keep},
+    )

@@ -1,0 +1,228 @@
+"""The CUPTI session: what happens at each step of the shared run loop.
+
+``start_run``  (outside any region) with ``cache_control="all"``: reset persisting L2 lines, then overwrite a
+               buffer of at least twice the L2 size, queued on the legacy default stream.
+``region_enter`` note the CUPTI time, push a fresh external correlation id on this thread.
+``region_exit``  pop it, note the CUPTI time. Both are a few microseconds.
+``finish_run``  synchronise the context, flush CUPTI, attribute every kernel to its region (see
+               :mod:`nsightx_cupti._attribution`), and return one record per (region, kernel) plus attributes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Protocol
+
+from nsightx._backend import RunOutput, Session
+from nsightx._errors import MeasurementError
+from nsightx._records import RegionId, Scalar
+from nsightx_cupti import _driver
+from nsightx_cupti._attribution import METRIC, ActivityBatch, RegionWindow, attribute, to_run_output
+
+if TYPE_CHECKING:
+    from nsightx._plan import Plan
+
+
+class Tracer(Protocol):
+    """What the session needs from the CUPTI client (the real one is :class:`~._tracer.ActivityTracer`)."""
+
+    def push(self, external_id: int) -> None:
+        """Push an external id on the calling thread's stack."""
+
+    def pop(self) -> int:
+        """Pop the calling thread's top external id."""
+
+    def timestamp(self) -> int:
+        """CUPTI's clock, ns."""
+
+    def collect(self) -> ActivityBatch:
+        """Flush and return everything delivered since the last call."""
+
+
+class Device(Protocol):
+    """The GPU-side actions of a session (the real one is :class:`CudaDevice`)."""
+
+    def flush_l2(self) -> None:
+        """Evict L2 (outside any region)."""
+
+    def synchronize(self) -> None:
+        """Wait for every stream of the measured context."""
+
+    def environment(self) -> dict[str, Scalar]:
+        """GPU name, rated clocks, L2 size."""
+
+
+class CudaDevice:
+    """The measured device through the driver API: its primary context, the flush buffer, attributes.
+
+    Args:
+        device: Device ordinal, or None for the device of the current context (device 0 if none is current).
+        flush: Whether ``cache_control="all"`` asks for an L2 flush before each run.
+        flush_bytes: Size of the flush buffer; at least twice the L2 size when None.
+    """
+
+    def __init__(self, device: int | None, flush: bool, flush_bytes: int | None = None) -> None:
+        _driver.init()
+        current = _driver.current_context()
+        if device is None:
+            device = _driver.context_device(current) if current else 0
+        self.device = device
+        self.ctx = _driver.retain_primary(device)
+        if not current:
+            _driver.set_current(self.ctx)  # the context torch/CuPy will adopt on their first CUDA call
+        self.l2_bytes = _driver.attribute(_driver.ATTR_L2_CACHE_SIZE, device)
+        self.buffer: _driver.DeviceBuffer | None = None
+        self.reset_persisting = False
+        if flush:
+            nbytes = max(flush_bytes or 0, 2 * self.l2_bytes, 1 << 20)
+            with _driver.using(self.ctx):
+                self.buffer = _driver.DeviceBuffer(nbytes)
+            self.reset_persisting = _driver.attribute(_driver.ATTR_MAX_PERSISTING_L2_CACHE_SIZE, device) > 0
+
+    def flush_l2(self) -> None:
+        """Reset persisting lines, then overwrite the buffer (does not wait for it)."""
+        if self.buffer is None:
+            return
+        with _driver.using(self.ctx):
+            if self.reset_persisting:
+                _driver.reset_persisting_l2()
+            self.buffer.overwrite()
+
+    def synchronize(self) -> None:
+        """Wait for all streams of the context."""
+        with _driver.using(self.ctx):
+            _driver.synchronize()
+
+    def environment(self) -> dict[str, Scalar]:
+        """Static facts about the device (clocks are rated values in kHz, as nsight-python reports them)."""
+        env: dict[str, Scalar] = {"GPU": _driver.device_name(self.device), "Device": self.device,
+                                  "L2Bytes": self.l2_bytes,
+                                  "FlushBytes": self.buffer.nbytes if self.buffer else 0}
+        for key, attr in (("ComputeClock", _driver.ATTR_CLOCK_RATE),
+                          ("MemoryClock", _driver.ATTR_MEMORY_CLOCK_RATE)):
+            try:
+                env[key] = _driver.attribute(attr, self.device)
+            except _driver.DriverError:
+                env[key] = None
+        return env
+
+    def close(self) -> None:
+        """Free the buffer and release the primary context."""
+        if self.buffer is not None:
+            with _driver.using(self.ctx):
+                self.buffer.free()
+            self.buffer = None
+        _driver.release_primary(self.device)
+
+
+class CuptiSession(Session):
+    """Measures each region's kernels with CUPTI Activity records.
+
+    Args:
+        tracer: The CUPTI client (already started).
+        device: The device side (flush, synchronise).
+        metrics: Metrics asked for (only ``gpu__time_duration.sum``).
+        keep_batches: Keep every run's raw activity in :attr:`batches` (fixture capture, debugging).
+    """
+
+    def __init__(self, tracer: Tracer, device: Device, metrics: tuple[str, ...] = (METRIC,),
+                 keep_batches: bool = False) -> None:
+        self.tracer = tracer
+        self.device = device
+        self.metrics = metrics
+        self.keep_batches = keep_batches
+        self.batches: list[tuple[ActivityBatch, list[RegionWindow]]] = []
+        self._ids = itertools.count(1)
+        self._open: dict[tuple[str, int, int], tuple[int, int, int]] = {}
+        self._windows: list[RegionWindow] = []
+        self._lock = threading.Lock()
+        self._warned_untraced = False
+
+    def start_run(self, config: int, run: int) -> None:
+        """Flush L2 (when asked) before the user's function runs."""
+        self.device.flush_l2()
+
+    def region_enter(self, region: RegionId) -> None:
+        """Open a window and push its external id on this thread."""
+        ext = next(self._ids)
+        t = self.tracer.timestamp()
+        self.tracer.push(ext)
+        self._open[(region.annotation, region.config, region.run)] = (ext, t, threading.get_ident())
+
+    def region_exit(self, region: RegionId, failed: bool) -> None:
+        """Pop the id (same thread only) and close the window."""
+        ext, t0, tid = self._open.pop((region.annotation, region.config, region.run))
+        if tid == threading.get_ident():
+            self.tracer.pop()
+        else:
+            warnings.warn(
+                f"region {region.annotation!r} was closed on another thread than the one that opened it; "
+                "kernels are attributed by launch time for this region", RuntimeWarning, stacklevel=3)
+        t1 = self.tracer.timestamp()
+        with self._lock:
+            self._windows.append(RegionWindow(ext, region.annotation, region.config, region.run, t0, t1, tid,
+                                              failed))
+
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        """Wait for the GPU, collect CUPTI's records and attribute them to this run's regions.
+
+        Raises:
+            MeasurementError: records were dropped or a kernel record is incomplete.
+        """
+        self.device.synchronize()
+        batch = self.tracer.collect()
+        with self._lock:
+            windows, self._windows = self._windows, []
+        if self.keep_batches:
+            self.batches.append((batch, windows))
+        attribution = attribute(batch, windows)
+        if attribution.untraced and windows and not self._warned_untraced:
+            self._warned_untraced = True
+            warnings.warn(
+                f"{len(attribution.untraced)} kernel(s) had no traced launch API record and were not counted "
+                f"(first: {attribution.untraced[0].name[:80]})", RuntimeWarning, stacklevel=2)
+        for kernels in attribution.by_region.values():
+            for a in kernels:
+                if a.kernel.start <= 0 or a.kernel.end < a.kernel.start:
+                    raise MeasurementError(
+                        f"CUPTI delivered an incomplete record for kernel {a.kernel.name[:80]!r} "
+                        f"(start={a.kernel.start}, end={a.kernel.end}); it was probably still running on a "
+                        "device other than the measured one. Synchronise that device inside the region.")
+        return to_run_output(attribution, windows, self.metrics)
+
+    def environment(self) -> Mapping[str, Scalar]:
+        """Device facts plus what CUPTI was used."""
+        from nsightx_cupti._tracer import cupti_python_version, loaded_libcupti
+
+        env = dict(self.device.environment())
+        env["CuptiPython"] = cupti_python_version()
+        env["Libcupti"] = loaded_libcupti()
+        env["CuptiLaunchApiFilter"] = bool(getattr(self.tracer, "api_filter", False))
+        return env
+
+
+@contextmanager
+def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSession]:
+    """Prepare the device, start CUPTI, and undo both when the block ends.
+
+    Args:
+        plan: The plan (device, cache_control, metrics and ``backend_options`` are read).
+        keep_batches: Keep each run's raw activity on the session (fixture capture).
+    """
+    from nsightx_cupti._tracer import DEFAULT_BUFFER_BYTES, ActivityTracer
+
+    opts = plan.backend_options
+    device = CudaDevice(plan.device, flush=plan.cache_control == "all", flush_bytes=opts.get("flush_bytes"))
+    try:
+        tracer = ActivityTracer.get()
+        tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_filter=opts.get("api_filter", True))
+        try:
+            yield CuptiSession(tracer, device, plan.metrics, keep_batches=keep_batches)
+        finally:
+            tracer.stop()
+    finally:
+        device.close()

@@ -1,0 +1,225 @@
+"""The process-wide CUPTI Activity client: buffers, enabled kinds, external ids, flushes.
+
+CUPTI allows one set of activity callbacks per process, so one :class:`ActivityTracer` exists per process and
+sessions borrow it, one at a time. cupti-python is imported here, inside functions, only when a CUPTI session
+starts. Only the Activity API is used (no ``subscribe``), which is what works with cupti-python 13.x against the
+libcupti 13.0 that torch loads.
+
+Records are copied out of CUPTI's buffer into small tuples inside the buffer-completed callback, so nothing
+refers to CUPTI memory after the callback returns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import threading
+from typing import Any
+
+from nsightx._errors import MeasurementError
+from nsightx_cupti._attribution import ActivityBatch, ApiActivity, KernelActivity
+
+DEFAULT_BUFFER_BYTES = 8 * 1024 * 1024
+"""Size of each activity buffer handed to CUPTI."""
+
+_LAUNCH_MARK = "Launch"
+"""Runtime/driver APIs whose name contains this are traced; the rest are switched off when CUPTI allows it."""
+
+
+def cupti_module() -> Any:
+    """Import and return ``cupti.cupti`` (raises ImportError when cupti-python is missing)."""
+    from cupti import cupti
+
+    return cupti
+
+
+def cupti_python_version() -> str | None:
+    """Installed cupti-python version, or None."""
+    try:
+        return importlib.metadata.version("cupti-python")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def loaded_libcupti() -> str | None:
+    """Path of the libcupti mapped into this process (the one torch or cupti-python loaded), if any."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if "libcupti" in line:
+                    return line.split()[-1]
+    except OSError:
+        return None
+    return None
+
+
+class ActivityTracer:
+    """Owns CUPTI activity collection for the process.
+
+    Use :meth:`get` for the instance. :meth:`start` enables the kinds, :meth:`collect` flushes and returns what
+    was delivered since the last call, :meth:`stop` disables everything again so that later non-CUPTI sessions
+    run untraced.
+    """
+
+    _instance: ActivityTracer | None = None
+    _instance_lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> ActivityTracer:
+        """The process-wide tracer (created on first use; imports cupti-python)."""
+        with cls._instance_lock:
+            if cls._instance is None:
+                cls._instance = cls(cupti_module())
+            return cls._instance
+
+    def __init__(self, cupti: Any) -> None:
+        self._cupti = cupti
+        kinds = cupti.ActivityKind
+        self._k_kernel = int(kinds.CONCURRENT_KERNEL)
+        self._k_runtime = int(kinds.RUNTIME)
+        self._k_driver = int(kinds.DRIVER)
+        self._k_external = int(kinds.EXTERNAL_CORRELATION)
+        self._ext_kind = int(cupti.ExternalCorrelationKind.CUSTOM2)
+        self._lock = threading.Lock()
+        self._pending = ActivityBatch()
+        self._errors: list[str] = []
+        self._registered = False
+        self.buffer_bytes = DEFAULT_BUFFER_BYTES
+        self.active = False
+        self.api_filter = False
+        """True when only launch APIs are traced (CUPTI accepted per-API switches)."""
+
+    # --- CUPTI callbacks (may run on a CUPTI thread) --------------------------------------------------------
+    def _buffer_requested(self) -> tuple[int, int]:
+        return self.buffer_bytes, 0
+
+    def _buffer_completed(self, activities: Any) -> None:
+        try:
+            batch = ActivityBatch()
+            ext_kind = self._ext_kind
+            for a in activities:
+                kind = a.kind
+                if kind == self._k_kernel:
+                    batch.kernels.append(KernelActivity(
+                        a.name, a.start, a.end, a.correlation_id, a.stream_id, a.device_id, a.context_id,
+                        a.graph_id, a.graph_node_id))
+                elif kind == self._k_runtime or kind == self._k_driver:
+                    batch.apis[a.correlation_id] = ApiActivity(
+                        a.correlation_id, a.start, a.end, a.thread_id, a.cbid,
+                        "runtime" if kind == self._k_runtime else "driver")
+                elif kind == self._k_external and a.external_kind == ext_kind:
+                    batch.externals[a.correlation_id] = a.external_id
+            with self._lock:
+                self._pending.extend(batch)
+        except Exception as e:  # never raise into CUPTI; report at the next collect()
+            self._errors.append(f"{type(e).__name__}: {e}")
+
+    # --- session-facing API ---------------------------------------------------------------------------------
+    def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_filter: bool = True) -> None:
+        """Register the buffer callbacks (once per process) and enable the activity kinds.
+
+        Args:
+            buffer_bytes: Size of each activity buffer.
+            api_filter: Trace only launch APIs (fewer records to decode per run).
+
+        Raises:
+            MeasurementError: another CUPTI session is active in this process.
+        """
+        if self.active:
+            raise MeasurementError(
+                "a CUPTI session is already running in this process; CUPTI sessions cannot nest (finish the "
+                "outer profiled call first, or use backend='events' for the inner one)")
+        c = self._cupti
+        self.buffer_bytes = buffer_bytes
+        if not self._registered:
+            c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            self._registered = True
+        self._discard()
+        for kind in (self._k_runtime, self._k_driver, self._k_external, self._k_kernel):
+            c.activity_enable(kind)
+        self.api_filter = self._trace_only_launches() if api_filter else False
+        self.active = True
+
+    def _trace_only_launches(self) -> bool:
+        """Switch off API records of everything but launches; False (all traced) when CUPTI refuses."""
+        c = self._cupti
+        try:
+            for enum, switch in ((c.RuntimeApiTraceCbid, c.activity_enable_runtime_api),
+                                 (c.DriverApiTraceCbid, c.activity_enable_driver_api)):
+                for member in enum:
+                    if member.name in ("INVALID", "SIZE", "FORCE_INT"):
+                        continue
+                    switch(int(member), 1 if _LAUNCH_MARK in member.name else 0)
+        except Exception:
+            self._enable_all_apis()
+            return False
+        return True
+
+    def _enable_all_apis(self) -> None:
+        c = self._cupti
+        for enum, switch in ((c.RuntimeApiTraceCbid, c.activity_enable_runtime_api),
+                             (c.DriverApiTraceCbid, c.activity_enable_driver_api)):
+            for member in enum:
+                try:
+                    switch(int(member), 1)
+                except Exception:
+                    return
+
+    def stop(self) -> None:
+        """Disable every kind this tracer enabled and drop what is still buffered."""
+        if not self.active:
+            return
+        c = self._cupti
+        try:
+            if self.api_filter:
+                self._enable_all_apis()
+            for kind in (self._k_kernel, self._k_external, self._k_driver, self._k_runtime):
+                c.activity_disable(kind)
+            c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED))
+        finally:
+            self._discard()
+            self.active = False
+
+    def push(self, external_id: int) -> None:
+        """Push ``external_id`` on the calling thread's CUPTI stack."""
+        self._cupti.activity_push_external_correlation_id(self._ext_kind, external_id)
+
+    def pop(self) -> int:
+        """Pop the calling thread's top external id."""
+        return int(self._cupti.activity_pop_external_correlation_id(self._ext_kind))
+
+    def timestamp(self) -> int:
+        """CUPTI's current timestamp (the clock of API records), ns."""
+        return int(self._cupti.get_timestamp())
+
+    def collect(self) -> ActivityBatch:
+        """Deliver everything CUPTI holds (call after synchronising the device) and return it.
+
+        Raises:
+            MeasurementError: CUPTI dropped records, or a buffer could not be decoded.
+        """
+        c = self._cupti
+        c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED))
+        dropped = self.dropped()
+        with self._lock:
+            batch, self._pending = self._pending, ActivityBatch()
+            errors, self._errors = self._errors, []
+        if errors:
+            raise MeasurementError(f"CUPTI activity buffers could not be decoded: {errors[0]}")
+        if dropped:
+            raise MeasurementError(
+                f"CUPTI dropped {dropped} activity records (its buffers were full), so kernel times of this run "
+                "are incomplete. Launch fewer kernels per run, or give CUPTI bigger buffers with "
+                f"backend_options={{'buffer_bytes': {2 * self.buffer_bytes}}}")
+        return batch
+
+    def dropped(self) -> int:
+        """Records CUPTI dropped since the last call (its global queue; the count resets on read)."""
+        n = ctypes.c_size_t(0)
+        self._cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(n))
+        return int(n.value)
+
+    def _discard(self) -> None:
+        with self._lock:
+            self._pending = ActivityBatch()
+            self._errors = []

@@ -1,0 +1,175 @@
+"""The cupti backend without a GPU: registration, capabilities, availability, options, and the session driven by
+the shared run loop over activity captured on the H200 (a tracer double that replays a fixture)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import operator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nsightx_cupti import _backend
+from nsightx_cupti._attribution import ActivityBatch, RegionWindow, batch_from_json
+from nsightx_cupti._backend import CuptiBackend
+from nsightx_cupti._session import CuptiSession
+
+import nsightx
+from nsightx._errors import ConfigError
+from nsightx._plan import Plan
+from nsightx._runloop import run_loop
+from nsightx._sink import RunSink
+
+FIXTURES = Path(__file__).parent / "fixtures" / "cupti"
+
+
+def test_registered_with_its_capabilities(plugin_host: Any) -> None:
+    cls = plugin_host.backend("cupti")
+    assert cls is CuptiBackend
+    caps = cls.capabilities
+    assert caps.default_metrics == ("gpu__time_duration.sum",)
+    assert caps.cache_control == {"all", "none"} and caps.clock_control == {"none"}
+    assert caps.replay_modes == {"kernel"} and caps.cost == 10
+
+
+def test_availability_without_cupti_python_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cupti" else real(name, *a))
+    _backend._probe.cache_clear()
+    try:
+        avail = CuptiBackend.availability()
+    finally:
+        _backend._probe.cache_clear()
+    assert not avail.available
+    assert "cupti-python" in avail.reason and "nsightx[cupti]" in avail.remedy
+
+
+def test_availability_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom() -> None:
+        raise RuntimeError("broken probe")
+
+    monkeypatch.setattr(_backend, "_probe", boom)
+    avail = CuptiBackend.availability()
+    assert not avail.available and "broken probe" in avail.reason
+
+
+def test_clock_control_base_is_a_config_error_naming_the_option(plugin_host: Any) -> None:
+    @nsightx.analyze.kernel(runs=1, backend="cupti", clock_control="base")
+    def f() -> None:
+        pass
+
+    with pytest.raises(ConfigError, match="clock_control='base'"):
+        f()
+
+
+def test_replay_mode_range_is_a_config_error(plugin_host: Any) -> None:
+    @nsightx.analyze.kernel(runs=1, backend="cupti", replay_mode="range")
+    def f() -> None:
+        pass
+
+    with pytest.raises(ConfigError, match="replay_mode='range'"):
+        f()
+
+
+def _plan(**kw: Any) -> Plan:
+    base: dict[str, Any] = dict(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
+                                metrics=("gpu__time_duration.sum",), backend="cupti")
+    base.update(kw)
+    return Plan(**base)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [({"bogus": 1}, "not understood"), ({"buffer_bytes": 10}, "at least 65536"),
+     ({"flush_bytes": True}, "at least 65536")],
+)
+def test_validate_rejects_bad_backend_options(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        CuptiBackend().validate(_plan(backend_options=options))
+
+
+def test_validate_rejects_other_metrics() -> None:
+    with pytest.raises(ConfigError, match=r"only 'gpu__time_duration\.sum'"):
+        CuptiBackend().validate(_plan(metrics=("sm__cycles_elapsed.avg",)))
+
+
+# --- the session over replayed H200 activity -------------------------------------------------------------------
+
+
+class ReplayTracer:
+    """Stands in for CUPTI: hands out the captured windows' timestamps and delivers the captured activity, with
+    the captured external ids renamed to the ones the session pushed."""
+
+    def __init__(self, runs: list[tuple[ActivityBatch, list[RegionWindow]]]) -> None:
+        self.runs = runs
+        self.clock: list[int] = [t for _, ws in runs for w in ws for t in (w.enter_ns, w.exit_ns)]
+        self.pushed: list[int] = []
+        self.stack: list[int] = []
+        self.collected = 0
+
+    def push(self, external_id: int) -> None:
+        self.pushed.append(external_id)
+        self.stack.append(external_id)
+
+    def pop(self) -> int:
+        return self.stack.pop()
+
+    def timestamp(self) -> int:
+        return self.clock.pop(0)
+
+    def collect(self) -> ActivityBatch:
+        batch, windows = self.runs[self.collected]
+        self.collected += 1
+        ours = self.pushed[-len(windows):]
+        rename = {w.external_id: mine for w, mine in zip(windows, ours, strict=True)}
+        return dataclasses.replace(batch, externals={c: rename.get(e, -e) for c, e in batch.externals.items()})
+
+
+class NoDevice:
+    def __init__(self) -> None:
+        self.flushes = 0
+
+    def flush_l2(self) -> None:
+        self.flushes += 1
+
+    def synchronize(self) -> None:
+        pass
+
+    def environment(self) -> dict[str, Any]:
+        return {"GPU": "replayed"}
+
+
+def _replay(names: list[str]) -> tuple[RunSink, NoDevice]:
+    runs = [batch_from_json((FIXTURES / f"{n}.json").read_text(encoding="utf-8"))[:2] for n in names]
+
+    def user(i: int) -> None:
+        for w in runs[i][1]:
+            with nsightx.annotate(w.annotation):
+                pass
+
+    plan = _plan(function=user, configs=tuple((i,) for i in range(len(names))), params=("i",))
+    device = NoDevice()
+    sink = RunSink()
+    run_loop(plan, CuptiSession(ReplayTracer(runs), device), sink)
+    return sink, device
+
+
+def test_session_over_captured_activity_yields_exact_records() -> None:
+    sink, device = _replay(["splitk_512", "graph_replay", "two_regions"])
+    assert device.flushes == 3
+    by_config = {run.config: run for run in sink.runs}
+    assert [r.seq for r in by_config[0].records] == [0, 1]
+    assert by_config[0].regions[0].attributes["kernel_count"] == 2
+    assert len(by_config[1].records) == 3
+    assert {r.annotation for r in by_config[2].records} == {"first", "second"}
+    assert all(r.unit == "ns" and r.value > 0 for run in sink.runs for r in run.records)
+
+
+def test_combined_value_of_split_k_is_the_kernel_sum() -> None:
+    from nsightx._transform import combine_records
+
+    sink, _ = _replay(["splitk_512"])
+    (value,) = combine_records(sink.runs, ("gpu__time_duration.sum",), combine=operator.add)
+    assert value.value == sum(r.value for r in sink.runs[0].records)
+    assert "|" in value.kernel

@@ -1,0 +1,162 @@
+"""The CUPTI backend on a real GPU, through the public API (``pytest -m gpu``; skipped without a GPU)."""
+
+from __future__ import annotations
+
+import operator
+import statistics
+import threading
+from typing import Any
+
+import pytest
+
+import nsightx
+
+pytestmark = pytest.mark.gpu
+
+SILENT = nsightx.VerbosityLevel.SILENT
+
+
+@pytest.fixture(scope="module")
+def torch() -> Any:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.zeros(1, device="cuda")
+    return torch
+
+
+def _regions(result: Any) -> list[Any]:
+    return [reg for run in result.data.runs for reg in run.regions]
+
+
+def test_available_here(plugin_host: Any) -> None:
+    avail = plugin_host.backend("cupti").availability()
+    assert avail.available, avail.reason
+
+
+def test_split_k_region_has_two_kernels_and_setup_is_not_counted(plugin_host: Any, torch: Any) -> None:
+    @nsightx.analyze.kernel(configs=[(512,), (1024,)], runs=3, backend="cupti",
+                            combine_kernel_metrics=operator.add, verbosity=SILENT)
+    def mm(n: int) -> None:
+        a = torch.randn(n, n, device="cuda")  # kernels outside the region
+        b = torch.randn(n, n, device="cuda")
+        with nsightx.annotate("matmul"):
+            a @ b
+
+    res = mm()
+    assert res.backend == "cupti"
+    counts = {(reg.config, reg.run): reg.attributes["kernel_count"] for reg in _regions(res)}
+    assert {c for (cfg, _), c in counts.items() if cfg == 0} == {2}
+    assert {c for (cfg, _), c in counts.items() if cfg == 1} == {1}
+    recs = [r for r in res.records if r.config == 0 and r.run == 0]
+    assert [r.seq for r in recs] == [0, 1]
+    assert all(r.metric == "gpu__time_duration.sum" and r.unit == "ns" and r.value > 0 for r in res.records)
+    df = res.to_dataframe()
+    assert (df["Tool"] == "cupti").all()
+    assert len(df) == 2
+    env = res.environment
+    assert env["GPU"] and env["FlushBytes"] >= 2 * env["L2Bytes"] > 0
+
+
+def test_graph_replay_kernels_are_attributed(plugin_host: Any, torch: Any) -> None:
+    x = torch.randn(1 << 16, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        y = x * 2
+        y.add_(1)
+        y.mul_(3)
+
+    @nsightx.analyze.kernel(runs=3, backend="cupti", combine_kernel_metrics=operator.add, verbosity=SILENT)
+    def replay() -> None:
+        x.normal_()
+        with nsightx.annotate("replay"):
+            g.replay()
+
+    res = replay()
+    for reg in _regions(res):
+        assert reg.attributes["kernel_count"] == 3
+        assert reg.attributes["graph_kernels"] == 3
+
+
+def test_second_stream_and_other_thread(plugin_host: Any, torch: Any) -> None:
+    side = torch.cuda.Stream()
+
+    @nsightx.analyze.kernel(runs=3, backend="cupti", combine_kernel_metrics=operator.add, verbosity=SILENT)
+    def work() -> None:
+        x = torch.randn(1 << 16, device="cuda")
+        with nsightx.annotate("streams"):
+            y = x * 2
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                x + 1
+            torch.cuda.current_stream().wait_stream(side)
+        with nsightx.annotate("threaded"):
+            y.add_(1)
+            t = threading.Thread(target=lambda: y.mul_(2))
+            t.start()
+            t.join()
+        y.neg_()  # after every region: never counted
+
+    res = work()
+    for reg in _regions(res):
+        assert reg.attributes["kernel_count"] == 2, reg
+        if reg.annotation == "streams":
+            assert reg.attributes["streams"] == 2
+        else:
+            assert reg.attributes["other_thread_kernels"] == 1
+
+
+def test_cache_flush_makes_a_cache_resident_kernel_slower(plugin_host: Any, torch: Any) -> None:
+    x = torch.randn(4 << 20, device="cuda")  # 16 MiB: fits in the H200's 60 MiB L2
+
+    def make(cache: str) -> Any:
+        @nsightx.analyze.kernel(runs=10, backend="cupti", cache_control=cache, verbosity=SILENT)
+        def scale() -> None:
+            with nsightx.annotate("scale"):
+                x.mul_(1.0)
+
+        return scale
+
+    cold = statistics.median(r.value for r in make("all")().records)
+    warm = statistics.median(r.value for r in make("none")().records)
+    assert cold > warm * 1.05, (cold, warm)
+
+
+def test_switching_backends_in_one_process(plugin_host: Any, torch: Any) -> None:
+    a = torch.randn(2048, 2048, device="cuda")
+
+    def make() -> Any:
+        @nsightx.analyze.kernel(runs=5, verbosity=SILENT)
+        def mm() -> None:
+            with nsightx.annotate("mm"):
+                a @ a
+
+        return mm
+
+    values = {}
+    for tool in (nsightx.Tool.CUPTI, nsightx.Tool.EVENTS, nsightx.Tool.CUPTI):
+        nsightx.activate(tool)
+        try:
+            res = make()()
+        finally:
+            nsightx.deactivate()
+        assert res.backend == tool.value
+        values.setdefault(tool.value, []).append(statistics.median(r.value for r in res.records))
+    cupti_1, cupti_2 = values["cupti"]
+    assert abs(cupti_1 - cupti_2) / cupti_1 < 0.05
+    assert values["events"][0] >= 0.95 * cupti_1  # a span on the stream is never shorter than its kernel
+
+
+def test_auto_picks_cupti_for_a_plain_kernel_time(plugin_host: Any, torch: Any) -> None:
+    @nsightx.analyze.kernel(runs=2, verbosity=SILENT)
+    def tiny() -> None:
+        x = torch.ones(16, device="cuda")
+        with nsightx.annotate("tiny"):
+            x.add_(1)
+
+    assert tiny().backend == "cupti"
