@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from nsightx import analyze, experimental
     from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
     from nsightx._collectors import CollectContext, InfoCollector
+    from nsightx._compare import compare
     from nsightx._hookspecs import hookimpl
     from nsightx._records import Record, RegionId
     from nsightx._results import ProfileResults, load
@@ -53,6 +54,7 @@ _LAZY = {
     "CollectContext": ("nsightx._collectors", "CollectContext"),
     "ProfileResults": ("nsightx._results", "ProfileResults"),
     "load": ("nsightx._results", "load"),
+    "compare": ("nsightx._compare", "compare"),
     "hookimpl": ("nsightx._hookspecs", "hookimpl"),
     "Backend": ("nsightx._backend", "Backend"),
     "Session": ("nsightx._backend", "Session"),
@@ -104,6 +106,7 @@ __all__ = [
     "activate",
     "analyze",
     "annotate",
+    "compare",
     "deactivate",
     "experimental",
     "get_active_tool",

@@ -1,8 +1,9 @@
-"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``."""
+"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
@@ -63,6 +64,34 @@ def _plugins_cmd(args: argparse.Namespace) -> int:
 
     print(describe(default_host()))
     return 0
+
+
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("baseline", help="saved result (result-*.json) or a folder of them: the reference")
+    p.add_argument("new", help="saved result or folder to check against the baseline")
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="smallest significant slowdown, in percent, that fails (exit 1); default 5")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm adjustment (0.05)")
+    p.add_argument("--metric", action="append", default=None,
+                   help="compare only this metric (repeatable; default: all)")
+    p.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (text)")
+
+
+@command("compare", "compare two saved results; exit 1 on a significant slowdown above --threshold",
+         _compare_args)
+def _compare(args: argparse.Namespace) -> int:
+    from nsightx._compare import compare
+    from nsightx._compare_render import render_markdown, render_text
+    from nsightx._errors import NsightxError
+
+    try:
+        frame = compare(args.baseline, args.new, threshold_pct=args.threshold, alpha=args.alpha,
+                        metrics=args.metric)
+    except NsightxError as e:
+        print(f"nsightx compare: {e}", file=sys.stderr)
+        return 2
+    print(render_markdown(frame) if args.format == "markdown" else render_text(frame))
+    return 1 if bool(frame["Regression"].any()) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,260 @@
+"""Compare two saved results: per (function, annotation, config, metric), is the new one slower?
+
+For each row present in both results, the raw per-run values (after ``combine_kernel_metrics`` and
+``derive_metric``, before any normalisation) of baseline and new are compared:
+
+- ``Ratio`` = mean(new) / mean(baseline), with a 95% percentile-bootstrap interval (``Ratio_CI_Lower/Upper``);
+- ``PValue``: two-sided Mann-Whitney U test on the runs; ``PValueAdj``: Holm-adjusted over all rows compared;
+- ``Significant``: ``PValueAdj < alpha`` and the ratio's interval excludes 1;
+- ``Regression``: significant, in the "worse" direction of the metric, and larger than ``threshold_pct``.
+
+Lower is better for every metric except those whose unit is a rate (``.../s``: TFLOP/s, GB/s, derived
+throughput), where a drop is the regression. Rows are matched by parameter values, not by config index, so a
+sweep that gained or lost configs still compares the ones both have.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nsightx._compare_stats import bootstrap_ratio_ci, holm, mann_whitney_u
+from nsightx._errors import ConfigError, ResultSchemaError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nsightx._results import ProfileResults
+
+DEFAULT_THRESHOLD_PCT = 5.0
+"""Default smallest slowdown, in percent, that fails ``nsightx compare``."""
+DEFAULT_ALPHA = 0.05
+"""Default significance level (after the Holm adjustment)."""
+
+
+def higher_is_better(unit: str | None, metric: str) -> bool:
+    """Whether a larger value is an improvement: rates (``TFLOP/s``, ``GB/s``, ``.../second``) and throughput."""
+    u = (unit or "").strip().lower()
+    return u.endswith(("/s", "/sec", "/second", "per second")) or "throughput" in metric.lower()
+
+
+@dataclass
+class _Samples:
+    function: str
+    annotation: str
+    metric: str
+    params: tuple[str, ...]
+    config: tuple[Any, ...]
+    unit: str | None = None
+    values: list[float] = field(default_factory=list)
+
+
+def _key(config: Sequence[Any]) -> str:
+    return json.dumps(list(config), default=repr)
+
+
+def _samples(results: Iterable[ProfileResults]) -> dict[tuple[str, str, str, str], _Samples]:
+    out: dict[tuple[str, str, str, str], _Samples] = {}
+    for res in results:
+        plan = res.data.plan
+        for v in res.data.values:
+            cfg = tuple(plan.configs[v.config]) if 0 <= v.config < len(plan.configs) else (v.config,)
+            key = (plan.function, v.annotation, v.metric, _key(cfg))
+            s = out.get(key)
+            if s is None:
+                s = out[key] = _Samples(plan.function, v.annotation, v.metric, tuple(plan.params), cfg, v.unit)
+            if math.isfinite(v.value):
+                s.values.append(float(v.value))
+    return out
+
+
+def resolve(source: object) -> list[ProfileResults]:
+    """Results named by ``source``: a ProfileResults, a saved ``.json`` file, or a folder of ``result-*.json``.
+
+    In a folder, the newest result of each function is used (by its ``created`` time, then its file name).
+
+    Raises:
+        ResultSchemaError: a file is not a saved result, or a folder holds none.
+    """
+    from nsightx._results import ProfileResults, load
+
+    if isinstance(source, ProfileResults):
+        return [source]
+    if isinstance(source, Sequence) and not isinstance(source, str | bytes):
+        return [r for item in source for r in resolve(item)]
+    if not isinstance(source, str | Path):
+        raise ConfigError(f"compare takes ProfileResults or a path to a saved result, got {source!r}")
+    path = Path(source)
+    if not path.is_dir():
+        return [load(path)]
+    files = sorted(path.glob("*result-*.json"))
+    if not files:
+        raise ResultSchemaError(
+            f"{str(path)!r} holds no saved result (result-*.json); write one with output_prefix=... or "
+            "ProfileResults.save(path)"
+        )
+    newest: dict[str, tuple[str, str, ProfileResults]] = {}
+    for f in files:
+        res = load(f)
+        key = (res.data.created, f.name)
+        prev = newest.get(res.data.plan.function)
+        if prev is None or key > prev[:2]:
+            newest[res.data.plan.function] = (*key, res)
+    return [newest[name][2] for name in sorted(newest)]
+
+
+def _describe(results: Sequence[ProfileResults]) -> str:
+    parts = []
+    for r in results:
+        gpu = r.environment.get("GPU") or r.environment.get("CPU") or "?"
+        parts.append(f"{r.data.plan.function} [{r.backend}, {gpu}, {r.data.created}]")
+    return "; ".join(parts)
+
+
+def compare(
+    baseline: object,
+    new: object,
+    *,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    alpha: float = DEFAULT_ALPHA,
+    metrics: Sequence[str] | None = None,
+    resamples: int = 4000,
+) -> pd.DataFrame:
+    """Compare two results run by run; one row per (function, annotation, config, metric).
+
+    Args:
+        baseline: The reference: ``ProfileResults``, a saved result file, or a folder of them.
+        new: The candidate, in the same forms.
+        threshold_pct: Smallest change, in percent, that counts as a regression (when also significant).
+        alpha: Significance level, applied to Holm-adjusted p-values.
+        metrics: Only these metrics (default: all metrics both results have).
+        resamples: Bootstrap resamples for the ratio's interval.
+
+    Returns:
+        A DataFrame with columns ``Function, Annotation, Metric, <params>, Unit, BaselineMean, NewMean,
+        BaselineRuns, NewRuns, Ratio, Ratio_CI_Lower, Ratio_CI_Upper, ChangePct, PValue, PValueAdj,
+        HigherIsBetter, Significant, Regression, Status``. ``Status`` is one of ``no change`` (identical
+        runs), ``slower``, ``faster``, ``within noise``, ``too few runs`` (fewer than 2 valid runs on a side),
+        ``only in baseline``, ``only in new``. ``df.attrs`` holds ``baseline``, ``new``, ``threshold_pct``
+        and ``alpha``, and ``warnings`` (different backends or GPUs).
+
+    Raises:
+        ConfigError: a bad threshold or alpha.
+        ResultSchemaError: a path is not a saved result.
+    """
+    import pandas as pd
+
+    if not (isinstance(threshold_pct, int | float) and threshold_pct >= 0 and math.isfinite(threshold_pct)):
+        raise ConfigError(f"threshold_pct must be a number >= 0 (percent), got {threshold_pct!r}")
+    if not (isinstance(alpha, int | float) and 0 < alpha < 1):
+        raise ConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
+    base_results, new_results = resolve(baseline), resolve(new)
+    base, cand = _samples(base_results), _samples(new_results)
+    keys = list(dict.fromkeys([*base, *cand]))
+    if metrics is not None:
+        keys = [k for k in keys if k[2] in set(metrics)]
+    rows = [_row(base.get(k), cand.get(k), threshold_pct, resamples) for k in keys]
+    adjusted = holm([r["PValue"] for r in rows])
+    for r, p_adj in zip(rows, adjusted, strict=True):
+        _decide(r, p_adj, alpha, threshold_pct)
+    params = list(dict.fromkeys(p for s in [*base.values(), *cand.values()] for p in s.params))
+    frame = pd.DataFrame(rows, columns=[*_FRONT, *params, *_STATS])
+    frame.attrs.update(baseline=_describe(base_results), new=_describe(new_results), threshold_pct=threshold_pct,
+                       alpha=alpha, warnings=_warnings(base_results, new_results))
+    return frame
+
+
+_FRONT = ("Function", "Annotation", "Metric")
+_STATS = ("Unit", "BaselineMean", "NewMean", "BaselineRuns", "NewRuns", "Ratio", "Ratio_CI_Lower",
+          "Ratio_CI_Upper", "ChangePct", "PValue", "PValueAdj", "HigherIsBetter", "Significant", "Regression",
+          "Status")
+
+
+def _row(a: _Samples | None, b: _Samples | None, threshold_pct: float, resamples: int) -> dict[str, Any]:
+    s = a or b
+    assert s is not None
+    row: dict[str, Any] = {"Function": s.function, "Annotation": s.annotation, "Metric": s.metric,
+                           **dict(zip(s.params, s.config, strict=False)), "Unit": s.unit,
+                           "HigherIsBetter": higher_is_better(s.unit, s.metric), "Significant": False,
+                           "Regression": False}
+    xa = a.values if a else []
+    xb = b.values if b else []
+    row.update(BaselineMean=_mean(xa), NewMean=_mean(xb), BaselineRuns=len(xa), NewRuns=len(xb),
+               Ratio=math.nan, Ratio_CI_Lower=math.nan, Ratio_CI_Upper=math.nan, ChangePct=math.nan,
+               PValue=math.nan, PValueAdj=math.nan)
+    if a is None or b is None:
+        row["Status"] = "only in new" if a is None else "only in baseline"
+        return row
+    if xa and sorted(xa) == sorted(xb):
+        row.update(Ratio=1.0, Ratio_CI_Lower=1.0, Ratio_CI_Upper=1.0, ChangePct=0.0, PValue=1.0,
+                   Status="no change")
+        return row
+    if len(xa) < 2 or len(xb) < 2 or row["BaselineMean"] == 0:
+        row["Status"] = "too few runs"
+        if xa and xb and row["BaselineMean"] != 0:
+            row["Ratio"] = row["NewMean"] / row["BaselineMean"]
+            row["ChangePct"] = 100.0 * (row["Ratio"] - 1.0)
+        return row
+    ratio = row["NewMean"] / row["BaselineMean"]
+    lo, hi = bootstrap_ratio_ci(xa, xb, resamples=resamples)
+    _, p = mann_whitney_u(xa, xb)
+    row.update(Ratio=ratio, Ratio_CI_Lower=lo, Ratio_CI_Upper=hi, ChangePct=100.0 * (ratio - 1.0), PValue=p)
+    return row
+
+
+def _decide(row: dict[str, Any], p_adj: float, alpha: float, threshold_pct: float) -> None:
+    row["PValueAdj"] = p_adj
+    if row.get("Status") is not None:
+        return
+    excludes_one = row["Ratio_CI_Lower"] > 1.0 or row["Ratio_CI_Upper"] < 1.0
+    significant = bool(p_adj < alpha and excludes_one)
+    worse = (row["Ratio"] < 1.0) if row["HigherIsBetter"] else (row["Ratio"] > 1.0)
+    row["Significant"] = significant
+    row["Regression"] = bool(significant and worse and abs(row["ChangePct"]) > threshold_pct)
+    if not significant:
+        row["Status"] = "within noise"
+    elif row["HigherIsBetter"]:
+        row["Status"] = "slower" if row["Ratio"] < 1.0 else "faster"
+    else:
+        row["Status"] = "slower" if row["Ratio"] > 1.0 else "faster"
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _warnings(base: Sequence[ProfileResults], new: Sequence[ProfileResults]) -> list[str]:
+    out: list[str] = []
+    by_fn = {r.data.plan.function: r for r in base}
+    for r in new:
+        b = by_fn.get(r.data.plan.function)
+        if b is None:
+            continue
+        if b.backend != r.backend:
+            out.append(f"{r.data.plan.function}: baseline measured with {b.backend!r}, new with {r.backend!r}; "
+                       "backends measure different things (see the backend guide), so ratios mix methods")
+        gb, gn = b.environment.get("GPU"), r.environment.get("GPU")
+        if gb != gn:
+            out.append(f"{r.data.plan.function}: baseline ran on {gb!r}, new on {gn!r}")
+        if b.data.plan.cache_control != r.data.plan.cache_control:
+            out.append(f"{r.data.plan.function}: cache_control differs ({b.data.plan.cache_control!r} vs "
+                       f"{r.data.plan.cache_control!r})")
+    return out
+
+
+def regressions(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a comparison that fail the gate (significant slowdowns above the threshold)."""
+    return frame[frame["Regression"]]
+
+
+def group_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """How many rows have each status."""
+    counts: dict[str, int] = defaultdict(int)
+    for status in frame["Status"]:
+        counts[str(status)] += 1
+    return dict(counts)

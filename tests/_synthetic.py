@@ -1,0 +1,62 @@
+"""Build real ``ResultData`` objects from given per-run values (for plot and compare tests).
+
+Only the measurement is replaced: the result goes through the same schema, aggregation and save/load code as
+one produced by a backend.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nsightx._records import Record, RunRecords
+from nsightx._result_schema import PlanInfo, ResultData
+from nsightx._results import ProfileResults
+from nsightx._transform import RunValue
+
+
+def make_result(
+    values: Mapping[tuple[str, int, str], Sequence[float]],
+    *,
+    params: Sequence[str],
+    configs: Sequence[tuple[Any, ...]],
+    function: str = "bench",
+    units: Mapping[str, str] | None = None,
+    backend: str = "cupti",
+    gpu: str = "NVIDIA H200",
+    created: str = "2026-12-02T12:00:00+00:00",
+) -> ProfileResults:
+    """A result whose run ``i`` of (annotation, config index, metric) has value ``values[key][i]``."""
+    units = units or {}
+    vals: list[RunValue] = []
+    by_run: dict[tuple[int, int], list[Record]] = {}
+    metrics: list[str] = []
+    for (ann, cfg, metric), series in values.items():
+        if metric not in metrics:
+            metrics.append(metric)
+        for run, v in enumerate(series):
+            unit = units.get(metric, "ns")
+            vals.append(RunValue(annotation=ann, config=cfg, run=run, metric=metric, value=float(v), unit=unit,
+                                 kernel="kernel"))
+            by_run.setdefault((cfg, run), []).append(
+                Record(annotation=ann, config=cfg, run=run, kernel="kernel", metric=metric, value=float(v),
+                       unit=unit))
+    runs = tuple(RunRecords(config=c, run=r, records=tuple(recs)) for (c, r), recs in sorted(by_run.items()))
+    data = ResultData(
+        nsightx_version="0.1.0",
+        created=created,
+        plan=PlanInfo(function=function, params=tuple(params), configs=tuple(tuple(c) for c in configs),
+                      runs=max(len(s) for s in values.values()), warmup=1, metrics=tuple(metrics),
+                      backend=backend, cache_control="none", clock_control="none", replay_mode="kernel"),
+        environment={"GPU": gpu, "Host": "testhost"},
+        runs=runs,
+        values=tuple(vals),
+    )
+    return ProfileResults(data)
+
+
+def noisy(mean: float, rsd: float, n: int, seed: int) -> list[float]:
+    """``n`` values around ``mean`` with relative standard deviation ``rsd`` (reproducible)."""
+    rng = random.Random(seed)
+    return [mean * (1.0 + rng.gauss(0.0, rsd)) for _ in range(n)]
