@@ -4,13 +4,19 @@ Column names follow nsight-python (``Annotation``, ``AvgValue``, ``CI95_Lower``,
 ``Tool`` added. Statistics: sample standard deviation (ddof=1), Student-t 95% confidence interval of the mean,
 relative standard deviation. With ``normalize_against`` every value and spread column is divided by the
 baseline's mean for the same config and metric, so no row is half converted.
+
+Measured conditions: when RUN-scope values named ``MeasuredSMClockMHz`` and/or ``ClockEventReasons`` exist (the
+``nvml`` plugin writes them; any plugin may), each run is judged :func:`throttled_runs`; the per-run frame gets a
+``Throttled`` column, the aggregated one ``ThrottledRuns``, and ``StableMeasurement`` is false for a row with a
+throttled run. ``ComputeClock``/``MemoryClock`` stay the backend's rated values (kHz), as in nsight-python.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
@@ -24,6 +30,54 @@ if TYPE_CHECKING:
 STABLE_RSD_PCT = 2.0
 """A row is ``StableMeasurement`` when its relative standard deviation is under this (and no run throttled)."""
 _ENV_COLUMNS = ("GPU", "Host", "ComputeClock", "MemoryClock")
+
+MEASURED_SM_CLOCK = "MeasuredSMClockMHz"
+"""RUN-scope value: the SM clock read around the run (MHz), as opposed to the rated ``ComputeClock``."""
+CLOCK_EVENT_REASONS = "ClockEventReasons"
+"""RUN-scope value: ``none`` or ``|``-joined NVML clock-event reason names (``gpu_idle``, ``sw_power_cap``, ...)."""
+NOT_THROTTLING = frozenset({"none", "gpu_idle", "applications_clocks_setting"})
+"""Reasons that do not make a run throttled: an idle GPU, and clocks an administrator set on purpose."""
+CLOCK_DROP_FRACTION = 0.9
+"""A run whose SM clock is under this fraction of the call's median (idle reads excluded) counts as throttled."""
+_CONDITIONS_FIRST = (MEASURED_SM_CLOCK, "MeasuredMemClockMHz")
+"""Measured clocks come first among collector columns, next to the rated ones."""
+
+
+def throttled_runs(data: ResultData) -> dict[tuple[int, int], bool] | None:
+    """Which (config, run) were throttled; ``None`` when the result has no measured-condition values.
+
+    A run is throttled when its clock-event reasons include one outside :data:`NOT_THROTTLING`, or when its SM
+    clock is below :data:`CLOCK_DROP_FRACTION` of the median SM clock of all the call's runs (reads taken while
+    the GPU reported ``gpu_idle`` are left out of both the median and this test: an idle GPU parks its clocks).
+    """
+    per_run: dict[tuple[int, int], dict[str, object]] = {}
+    for run in data.runs:
+        for cv in run.collectors:
+            if cv.scope == "run" and cv.name in (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS) and cv.config is not None:
+                per_run.setdefault((cv.config, cv.run or 0), {})[cv.name] = cv.value
+    if not per_run:
+        return None
+
+    def clock(values: Mapping[str, object]) -> float | None:
+        value = values.get(MEASURED_SM_CLOCK)
+        idle = "gpu_idle" in str(values.get(CLOCK_EVENT_REASONS) or "").split("|")
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and not idle else None
+
+    clocks = [c for c in map(clock, per_run.values()) if c is not None]
+    median = statistics.median(clocks) if clocks else None
+    out: dict[tuple[int, int], bool] = {}
+    for key, values in per_run.items():
+        reasons = values.get(CLOCK_EVENT_REASONS)
+        by_reason = isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
+        c = clock(values)
+        by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
+        out[key] = by_reason or by_clock
+    return out
+
+
+def _union_reasons(values: pd.Series) -> str:
+    names = {n for v in values.dropna() for n in str(v).split("|") if n and n != "none"}
+    return "|".join(sorted(names)) if names else "none"
 
 
 def _collector_columns(data: ResultData) -> tuple[dict[str, str], dict[Any, dict[str, Any]]]:
@@ -41,7 +95,8 @@ def _collector_columns(data: ResultData) -> tuple[dict[str, str], dict[Any, dict
                 table[("run", cv.config, cv.run)][cv.name] = cv.value
             else:
                 table[("ann", cv.config, cv.run, cv.annotation)][cv.name] = cv.value
-    return scopes, table
+    first = {n: scopes[n] for n in _CONDITIONS_FIRST if n in scopes}
+    return {**first, **scopes}, table
 
 
 def runs_frame(data: ResultData) -> pd.DataFrame:
@@ -74,11 +129,16 @@ def runs_frame(data: ResultData) -> pd.DataFrame:
             cols[name] = [table[("run", v.config, v.run)].get(name) for v in vals]
         else:
             cols[name] = [table[("ann", v.config, v.run, v.annotation)].get(name) for v in vals]
+    throttled = throttled_runs(data)
+    if throttled is not None:
+        cols["Throttled"] = [throttled.get((v.config, v.run)) for v in vals]
     configs = plan.configs
     for i, p in enumerate(plan.params):
         cols[p] = [configs[v.config][i] for v in vals]
     frame = pd.DataFrame(cols)
     frame["Value"] = frame["Value"].astype("float64")
+    if throttled is not None:
+        frame["Throttled"] = frame["Throttled"].astype("boolean")
     return frame
 
 
@@ -115,7 +175,9 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     for name, scope in scopes.items():
         col = grouped[name]
         numeric = pd.to_numeric(frame[name], errors="coerce")
-        if scope != "once" and numeric.notna().sum() == frame[name].notna().sum() and numeric.notna().any():
+        if name == CLOCK_EVENT_REASONS:
+            out[name] = col.agg(_union_reasons).to_numpy()
+        elif scope != "once" and numeric.notna().sum() == frame[name].notna().sum() and numeric.notna().any():
             ng = numeric.groupby([frame[k] for k in keys], sort=False, dropna=False)
             out[f"{name}_Avg"] = ng.mean().to_numpy()
             out[f"{name}_Std"] = ng.std(ddof=1).to_numpy()
@@ -132,8 +194,13 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     out["CI95_Lower"] = out["AvgValue"] - half
     out["CI95_Upper"] = out["AvgValue"] + half
     out["RelativeStdDevPct"] = rsd
-    out["StableMeasurement"] = pd.array([None if math.isnan(r) else bool(r < STABLE_RSD_PCT) for r in rsd],
-                                        dtype="boolean")
+    stable = pd.array([None if math.isnan(r) else bool(r < STABLE_RSD_PCT) for r in rsd], dtype="boolean")
+    if "Throttled" in frame:
+        count = frame["Throttled"].fillna(False).astype("int64").groupby([frame[k] for k in keys], sort=False,
+                                                                        dropna=False).sum()
+        out["ThrottledRuns"] = count.to_numpy().astype("int64")
+        stable[out["ThrottledRuns"].to_numpy() > 0] = False
+    out["StableMeasurement"] = stable
     out["Normalized"] = False
     if plan.normalize_against is not None:
         out = _normalize(out, plan.normalize_against)

@@ -126,8 +126,8 @@ class ThermalGuard:
         wait: Headroom (°C) at or below which a run waits.
         cont: Headroom (°C) a paused run waits for.
         timeout: Longest single pause (s).
-        clock: Monotonic clock in seconds (tests pass a fake one).
-        sleep: How to wait (tests advance their fake clock instead).
+        clock: Monotonic clock in seconds; ``None``: ``time.monotonic`` (tests pass a fake clock).
+        sleep: How to wait; ``None``: ``time.sleep`` (tests advance their fake clock instead).
         poll: Seconds between reads while paused.
         log: Called with a one-line message when a pause begins, ends or the band changes (``None``: quiet).
 
@@ -145,8 +145,8 @@ class ThermalGuard:
     wait: float = DEFAULT_WAIT_C
     cont: float = DEFAULT_CONT_C
     timeout: float = DEFAULT_TIMEOUT_S
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] | None = None
+    sleep: Callable[[float], None] | None = None
     poll: float = POLL_S
     log: Callable[[str], None] | None = None
     pauses: list[Pause] = field(default_factory=list)
@@ -155,6 +155,12 @@ class ThermalGuard:
     _runs_since_pause: int | None = None
     _cont_ceiling: float = CONT_MAX_C
     _broken: bool = False
+
+    def __post_init__(self) -> None:
+        if self.clock is None:
+            self.clock = time.monotonic
+        if self.sleep is None:
+            self.sleep = time.sleep
 
     def before_run(self) -> None:
         """Read the temperature; if the headroom is at or below ``wait``, pause (see the module docstring)."""
@@ -185,7 +191,8 @@ class ThermalGuard:
     def _pause(self, first: ThermalReading) -> None:
         if self.mode == "auto" and self._runs_since_pause is not None and self._runs_since_pause < CLOSE_PAUSE_RUNS:
             self._widen()
-        start = self.clock()
+        clock, sleep = self.clock or time.monotonic, self.sleep or time.sleep
+        start = clock()
         reading: ThermalReading | None = first
         last = first
         timed_out = False
@@ -193,15 +200,15 @@ class ThermalGuard:
                   f"pausing until {self.cont:g} °C of headroom (at most {self.timeout:g} s)")
         while reading is not None and reading.headroom_c < self.cont:
             last = reading
-            elapsed = self.clock() - start
+            elapsed = clock() - start
             if elapsed >= self.timeout:
                 timed_out = True
                 break
-            self.sleep(min(self.poll, self.timeout - elapsed))
+            sleep(min(self.poll, self.timeout - elapsed))
             reading = self._read()
         if reading is not None:
             last = reading
-        seconds = self.clock() - start
+        seconds = clock() - start
         self._pending_s += seconds
         self.pauses.append(Pause(seconds=seconds, start_headroom_c=first.headroom_c,
                                  end_headroom_c=last.headroom_c, timed_out=timed_out))
