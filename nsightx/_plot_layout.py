@@ -160,6 +160,7 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
     points: dict[tuple[int, int, str, Any], list[int]] = {}
     series_labels: list[str] = []
     pooled: set[str] = set()
+    series_ann: dict[str, int] = {}
     for i in range(len(rows)):
         ann = str(rows.at[i, "Annotation"])
         variant = [rows.at[i, f] for f in options.variant_fields] if ann in split else []
@@ -175,6 +176,7 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
         points.setdefault((r, c, label, x_values[i]), []).append(i)
         if label not in series_labels:
             series_labels.append(label)
+            series_ann[label] = annotations.index(ann)
     for (r, c, label, x), idx in points.items():
         if len(idx) > 1 and label not in pooled:
             _refuse_duplicates(rows, idx, params, label, x)
@@ -184,6 +186,9 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
             series = Series(label)
             panel.series.append(series)
         series.points.append(_point(rows, idx, x))
+    series_labels.sort(key=lambda label: series_ann[label])  # grouped by annotation, stable within one
+    for panel in panels.values():
+        panel.series.sort(key=lambda s: series_labels.index(s.label))
     if options.show_aggregate is not None:
         for panel in panels.values():
             for s in panel.series:

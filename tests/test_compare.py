@@ -1,0 +1,174 @@
+"""nsightx compare: planted slowdowns, changes within noise, identical inputs; the statistics against SciPy."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from _synthetic import make_result, noisy
+
+import nsightx
+from nsightx._compare_stats import bootstrap_ratio_ci, holm, mann_whitney_u
+from nsightx.cli import main
+
+stats = pytest.importorskip("scipy.stats")
+
+SIZES = [512, 1024, 2048, 4096]
+# CUPTI kernel durations of an fp32 matmul on the H200 (ns), from shared/gpu/README.md
+REFERENCE_NS = {512: 12_600.0, 1024: 55_600.0, 2048: 339_500.0, 4096: 2_671_000.0}
+
+
+def sweep(tmp_path, name, *, factor=None, rsd=0.01, runs=20, seed=0, created="2026-12-02T12:00:00+00:00"):
+    """Save a matmul-like result; ``factor`` maps a size to a multiplier of its true mean."""
+    values = {}
+    for i, n in enumerate(SIZES):
+        mean = REFERENCE_NS[n] * (factor(n) if factor else 1.0)
+        values[("matmul", i, "gpu__time_duration.sum")] = noisy(mean, rsd, runs, seed=seed + i)
+    res = make_result(values, params=["n"], configs=[(n,) for n in SIZES], created=created)
+    return res.save(tmp_path / f"{name}.json")
+
+
+def test_planted_20pct_slowdown_fails_the_gate(tmp_path, capsys):
+    base = sweep(tmp_path, "base", seed=0)
+    new = sweep(tmp_path, "new", factor=lambda n: 1.2 if n == 2048 else 1.0, seed=100)
+    assert main(["compare", str(base), str(new), "--threshold", "5"]) == 1
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "n=2048" in ln)
+    assert "REGRESSION" in line and "slower +" in line
+    assert sum("REGRESSION" in ln for ln in out.splitlines()) == 1
+    assert "FAIL: 1 significant slowdown(s) larger than 5%" in out
+    frame = nsightx.compare(base, new)
+    row = frame[frame["n"] == 2048].iloc[0]
+    assert row["Regression"] and row["Status"] == "slower"
+    assert row["Ratio_CI_Lower"] < 1.2 * 1.01 and row["Ratio_CI_Upper"] > 1.2 * 0.99
+    assert 1.15 < row["Ratio"] < 1.25 and row["PValueAdj"] < 1e-6
+
+
+def test_slowdown_below_threshold_passes(tmp_path):
+    base = sweep(tmp_path, "base", seed=0)
+    new = sweep(tmp_path, "new", factor=lambda n: 1.2 if n == 2048 else 1.0, seed=100)
+    assert main(["compare", str(base), str(new), "--threshold", "25"]) == 0
+
+
+def test_planted_half_percent_change_within_noise_passes(tmp_path, capsys):
+    base = sweep(tmp_path, "base", rsd=0.02, runs=10, seed=0)
+    new = sweep(tmp_path, "new", factor=lambda n: 1.005, rsd=0.02, runs=10, seed=100)
+    assert main(["compare", str(base), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "REGRESSION" not in out and "ok: no significant slowdown larger than 5%" in out
+    frame = nsightx.compare(base, new)
+    assert not frame["Regression"].any()
+    assert (frame["Status"] == "within noise").all()
+
+
+def test_identical_inputs_say_no_change(tmp_path, capsys):
+    base = sweep(tmp_path, "base")
+    assert main(["compare", str(base), str(base)]) == 0
+    out = capsys.readouterr().out
+    assert "no change" in out.splitlines()[-1]
+    frame = nsightx.compare(base, base)
+    assert (frame["Status"] == "no change").all() and (frame["Ratio"] == 1.0).all()
+
+
+def test_real_host_results_from_output_prefix(plugin_host, tmp_path, capsys):
+    @nsightx.analyze.kernel(configs=[2000, 4000], runs=5, backend="host", output_prefix=str(tmp_path / "a") + "/",
+                            verbosity=nsightx.VerbosityLevel.SILENT)
+    def build(n):
+        with nsightx.annotate("list"):
+            list(range(n))
+
+    build()
+    saved = sorted((tmp_path / "a").glob("result-*.json"))
+    assert len(saved) == 1
+    assert main(["compare", str(tmp_path / "a"), str(saved[0])]) == 0
+    assert "no change" in capsys.readouterr().out
+
+
+def test_folder_uses_newest_result_per_function(tmp_path):
+    (tmp_path / "runs").mkdir()
+    sweep(tmp_path / "runs", "result-bench-0", factor=lambda n: 2.0, created="2026-12-01T00:00:00+00:00")
+    sweep(tmp_path / "runs", "result-bench-1", created="2026-12-02T00:00:00+00:00")
+    base = sweep(tmp_path, "base")
+    frame = nsightx.compare(base, tmp_path / "runs")
+    assert (frame["Status"] == "no change").all()
+
+
+def test_throughput_drop_is_a_regression(tmp_path):
+    def result(scale, seed):
+        values = {("gemm", 0, "tflops"): noisy(500.0 * scale, 0.01, 10, seed)}
+        return make_result(values, params=["n"], configs=[(4096,)], units={"tflops": "TFLOP/s"})
+
+    frame = nsightx.compare(result(1.0, 0), result(0.8, 9))
+    row = frame.iloc[0]
+    assert row["HigherIsBetter"] and row["Regression"] and row["Status"] == "slower"
+    faster = nsightx.compare(result(1.0, 0), result(1.3, 9)).iloc[0]
+    assert faster["Status"] == "faster" and not faster["Regression"]
+
+
+def test_unmatched_rows_and_too_few_runs(tmp_path):
+    a = make_result({("x", 0, "m"): [1.0, 1.1, 0.9], ("only_a", 0, "m"): [1.0, 2.0]}, params=["n"], configs=[(1,)])
+    b = make_result({("x", 0, "m"): [1.0], ("only_b", 0, "m"): [1.0, 2.0]}, params=["n"], configs=[(1,)])
+    frame = nsightx.compare(a, b).set_index("Annotation")
+    assert frame.loc["x", "Status"] == "too few runs"
+    assert frame.loc["only_a", "Status"] == "only in baseline"
+    assert frame.loc["only_b", "Status"] == "only in new"
+    assert not frame["Regression"].any()
+
+
+def test_markdown_and_metric_filter(tmp_path, capsys):
+    base = sweep(tmp_path, "base", seed=0)
+    new = sweep(tmp_path, "new", factor=lambda n: 1.2, seed=100)
+    assert main(["compare", str(base), str(new), "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("### nsightx compare: **FAIL: 4 significant slowdown(s)")
+    assert "| Function | Annotation | Config |" in out and "**slower +" in out
+    assert main(["compare", str(base), str(new), "--metric", "other"]) == 0
+
+
+def test_bad_input_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main(["compare", str(bad), str(bad)]) == 2
+    assert "is not an nsightx result" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path), str(tmp_path)]) == 2
+
+
+def test_backend_mismatch_is_warned(tmp_path):
+    a = make_result({("x", 0, "m"): [1.0, 2.0]}, params=["n"], configs=[(1,)], backend="cupti")
+    b = make_result({("x", 0, "m"): [1.0, 2.0]}, params=["n"], configs=[(1,)], backend="events")
+    assert any("'cupti', new with 'events'" in w for w in nsightx.compare(a, b).attrs["warnings"])
+
+
+# --- the statistics, checked against SciPy ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mann_whitney_matches_scipy(seed):
+    rng = random.Random(seed)
+    m, n = rng.randint(2, 40), rng.randint(2, 40)
+    ties = seed % 2 == 0
+    x = [round(rng.gauss(0, 1), 1 if ties else 12) for _ in range(m)]
+    y = [round(rng.gauss(0.4, 1), 1 if ties else 12) for _ in range(n)]
+    has_ties = len(set(x + y)) < m + n
+    u, p = mann_whitney_u(x, y)
+    ref = stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic" if has_ties else "exact")
+    assert u == pytest.approx(ref.statistic)
+    assert p == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-12)
+
+
+def test_bootstrap_interval_covers_the_true_ratio_about_95pct():
+    hits = 0
+    for seed in range(200):
+        a = noisy(100.0, 0.05, 15, seed=seed)
+        b = noisy(110.0, 0.05, 15, seed=seed + 1000)
+        lo, hi = bootstrap_ratio_ci(a, b, resamples=1000, seed=seed)
+        hits += lo <= 1.1 <= hi
+    assert 0.88 <= hits / 200 <= 0.99
+    assert bootstrap_ratio_ci([1.0, 2.0], [3.0, 4.0]) == bootstrap_ratio_ci([1.0, 2.0], [3.0, 4.0])
+
+
+def test_holm():
+    assert holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])
+    out = holm([math.nan, 0.5])
+    assert math.isnan(out[0]) and out[1] == 0.5

@@ -1,0 +1,233 @@
+"""Plots: analyze.plot stacked on analyze.kernel, ProfileResults.plot, layout rules, option validation.
+
+Set NSIGHTX_PLOT_OUT=<folder> to keep the PNGs the tests draw (they were looked at when these tests were written).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from _synthetic import make_result, noisy
+
+import nsightx
+from nsightx import ConfigError, ConfigTypeError
+from nsightx._plot import plot_options
+from nsightx._plot_layout import build
+
+matplotlib = pytest.importorskip("matplotlib")
+
+SILENT = nsightx.VerbosityLevel.SILENT
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    keep = os.environ.get("NSIGHTX_PLOT_OUT")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        return Path(keep)
+    return tmp_path
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def _sweep_result():
+    """Synthetic 2 dtypes x 2 k x 4 sizes x 3 annotations, time in ns with 1% noise."""
+    sizes, ks, dtypes = [256, 512, 1024, 2048], [1, 2], ["f32", "f16"]
+    configs = [(n, k, d) for d in dtypes for k in ks for n in sizes]
+    values = {}
+    for ci, (n, k, d) in enumerate(configs):
+        for j, ann in enumerate(("copy", "scale", "fused")):
+            mean = 1000.0 * n * k * (0.5 if d == "f16" else 1.0) * (1.0, 1.3, 0.8)[j]
+            values[(ann, ci, "gpu__time_duration.sum")] = noisy(mean, 0.02, 8, seed=ci * 10 + j)
+    return make_result(values, params=["n", "k", "dtype"], configs=configs)
+
+
+def test_line_plot_with_row_and_col_panels(plugin_host, out):
+    seen = {}
+
+    def grab(fig):
+        seen["axes"] = [ax for ax in fig.axes if ax.get_visible()]
+        seen["legend"] = [t.get_text() for t in fig.legends[0].get_texts()]
+
+    @nsightx.analyze.plot(str(out / "line_panels.png"), row_panels=["dtype"], col_panels=["k"],
+                          show_aggregate="geomean", annotate_points=True, plot_callback=grab)
+    @nsightx.analyze.kernel(configs=[(n, k, d) for d in ("f32", "f16") for k in (1, 2) for n in (64, 128, 256)],
+                            runs=4, backend="host", verbosity=SILENT)
+    def sweep(n, k, dtype):
+        for name in ("copy", "scale", "fused"):
+            with nsightx.annotate(name):
+                time.sleep(2e-6 * n * k)
+
+    res = sweep()
+    assert isinstance(res, nsightx.ProfileResults)
+    w, h = _png_size(out / "line_panels.png")
+    assert w > 1000 and h > 700
+    assert len(seen["axes"]) == 4
+    assert seen["legend"] == ["copy", "scale", "fused"]
+    titles = sorted(ax.get_title() for ax in seen["axes"])
+    assert titles == ["dtype=f16 | k=1", "dtype=f16 | k=2", "dtype=f32 | k=1", "dtype=f32 | k=2"]
+    for ax in seen["axes"]:
+        assert ax.get_ylim()[0] == 0
+        assert len(ax.collections) >= 3, "one CI band per series"
+        assert "host__time_duration.sum" in ax.get_ylabel() or ax.get_ylabel() == ""
+
+
+def test_bar_plot_with_panels_draws_ci_whiskers_from_the_frame(out):
+    res = _sweep_result()
+    frame = res.to_dataframe()
+    seen = {}
+    res.plot(str(out / "bar_panels.png"), plot_type="bar", row_panels=["dtype"], col_panels=["k"],
+             show_aggregate="avg", plot_callback=lambda fig: seen.setdefault("fig", fig))
+    _png_size(out / "bar_panels.png")
+    fig = seen["fig"]
+    ax = next(a for a in fig.axes if a.get_title() == "dtype=f32 | k=1")
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    rows = frame[(frame["dtype"] == "f32") & (frame["k"] == 1)]
+    scale = 1e6  # ns shown in ms (the largest mean is 5.3e6 ns)
+    expected = sorted(round(v / scale, 6) for v in rows["AvgValue"])
+    assert all(any(math.isclose(e, h, rel_tol=1e-9) for h in heights) for e in expected)
+    assert len(ax.patches) == 3 * (4 + 1), "3 series x (4 sizes + the avg group)"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["256", "512", "1024", "2048", "avg"]
+    # whisker ends are the CI bounds of the aggregated frame
+    layout = build(frame, plot_options(plot_type="bar", row_panels=["dtype"], col_panels=["k"]))
+    pt = next(p for pa in layout.panels if pa.title == "dtype=f32 | k=1" for s in pa.series if s.label == "copy"
+              for p in s.points if p.x == 512)
+    row = rows[(rows["Annotation"] == "copy") & (rows["n"] == 512)].iloc[0]
+    assert math.isclose(pt.lower * scale, row["CI95_Lower"]) and math.isclose(pt.upper * scale, row["CI95_Upper"])
+    assert layout.unit == "ms"
+
+
+def test_every_annotation_is_drawn_however_many(out):
+    names = [f"kernel_{i:02d}" for i in range(25)]
+    values = {(a, c, "gpu__time_duration.sum"): noisy(1000.0 * (i + 1) * (c + 1), 0.01, 3, seed=i * 7 + c)
+              for i, a in enumerate(names) for c in range(3)}
+    res = make_result(values, params=["n"], configs=[(1,), (2,), (3,)])
+    seen = {}
+    res.plot(str(out / "many_series.png"), plot_callback=lambda fig: seen.setdefault("fig", fig))
+    fig = seen["fig"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == names
+    lines = [ln for ln in fig.axes[0].get_lines() if ln.get_label() in names]
+    assert len(lines) == 25
+    looks = {(tuple(ln.get_color()), ln.get_marker(), ln.get_linestyle()) for ln in lines}
+    assert len(looks) == 25, "no two series look the same"
+    res.plot(str(out / "many_bars.png"), plot_type="bar")
+
+
+def test_loaded_result_plots(tmp_path, out):
+    res = _sweep_result()
+    path = res.save(tmp_path / "result.json")
+    loaded = nsightx.load(path)
+    written = loaded.plot(str(out / "loaded.png"), col_panels=["dtype"], x_keys=["n"], variant_fields=["k"])
+    assert written == out / "loaded.png"
+    layout = build(loaded.to_dataframe(), plot_options(col_panels=["dtype"], x_keys=["n"], variant_fields=["k"]))
+    assert layout.series_labels == ["copy (k=1)", "copy (k=2)", "scale (k=1)", "scale (k=2)", "fused (k=1)",
+                                    "fused (k=2)"]
+
+
+def test_variant_annotations_pool_the_others():
+    frame = _sweep_result().to_dataframe()
+    frame = frame[frame["dtype"] == "f32"]
+    layout = build(frame, plot_options(x_keys=["n"], variant_fields=["k"], variant_annotations=["fused"],
+                                       col_panels=["dtype"]))
+    assert layout.series_labels == ["copy (pooled over k)", "scale (pooled over k)", "fused (k=1)", "fused (k=2)"]
+    copy = next(s for s in layout.panels[0].series if s.label.startswith("copy"))
+    assert all(p.pooled == 2 for p in copy.points)
+
+
+def test_rows_on_one_point_are_refused_not_dropped():
+    frame = _sweep_result().to_dataframe()
+    with pytest.raises(ConfigError, match=r"\['k', 'dtype'\]|\['k'\]|\['dtype'\]") as e:
+        build(frame, plot_options(x_keys=["n"]))
+    assert "x_keys, variant_fields, row_panels or col_panels" in str(e.value)
+
+
+def test_several_metrics_need_metric(plugin_host, tmp_path):
+    @nsightx.analyze.kernel(configs=[10, 20], runs=2, backend="host", verbosity=SILENT,
+                            derive_metric=lambda t, n: (n / t, "items/ns"))
+    def f(n):
+        with nsightx.annotate("a"):
+            sum(range(n))
+
+    res = f()
+    with pytest.raises(ConfigError, match="pass metric=") as e:
+        res.plot(str(tmp_path / "x.png"))
+    assert "host__time_duration.sum" in str(e.value) and "<lambda>" in str(e.value)
+    with pytest.raises(ConfigError, match="'nope' is not in the result"):
+        res.plot(str(tmp_path / "x.png"), metric="nope")
+    res.plot(str(tmp_path / "x.png"), metric="<lambda>")
+    assert (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"plot_type": "pie"}, ConfigError, "invalid plot_type 'pie'; expected 'line' or 'bar'"),
+        ({"row_panels": "k"}, ConfigTypeError, r"write row_panels=\['k'\]"),
+        ({"col_panels": ["nope"]}, ConfigError, r"names \['nope'\], which are not parameters of f"),
+        ({"row_panels": ["k"], "col_panels": ["k"]}, ConfigError, "'k' is in both row_panels and col_panels"),
+        ({"show_aggregate": "median"}, ConfigError, "expected None, 'avg' or 'geomean'"),
+        ({"plot_width": 0}, ConfigError, "plot_width must be between 0 and 100"),
+        ({"plot_height": "4"}, ConfigTypeError, "plot_height must be a number"),
+        ({"plot_callback": 3}, ConfigTypeError, "plot_callback must be callable"),
+        ({"annotate_points": "yes"}, ConfigTypeError, "annotate_points must be True or False"),
+        ({"variant_annotations": ["a"]}, ConfigError, "only applies with variant_fields"),
+        ({"x_keys": []}, ConfigError, "x_keys=\\[\\] leaves nothing"),
+        ({"colour": "red"}, ConfigError, r"unknown plot option\(s\) \['colour'\]"),
+    ],
+)
+def test_options_are_checked_when_decorating(options, error, match, tmp_path):
+    ran = []
+    with pytest.raises(error, match=match):
+        @nsightx.analyze.plot(str(tmp_path / "p.png"), **options)
+        @nsightx.analyze.kernel(configs=[(1, 2)], backend="host")
+        def f(n, k):
+            ran.append(1)
+    assert not ran
+
+
+def test_filename_extension_and_stacking_order(tmp_path):
+    with pytest.raises(ConfigError, match="cannot tell the image format"):
+        nsightx.analyze.plot(str(tmp_path / "plot.txt"))
+    with pytest.raises(ConfigError, match=r"stacked above analyze\.kernel"):
+        @nsightx.analyze.kernel(configs=[1], backend="host")
+        @nsightx.analyze.plot(str(tmp_path / "p.png"))
+        def f(n):
+            pass
+
+
+def test_normalized_result_ylabel_and_print_data(capsys, tmp_path):
+    values = {}
+    for c, n in enumerate([1, 2, 4]):
+        values[("base", c, "gpu__time_duration.sum")] = noisy(100.0 * n, 0.01, 5, seed=c)
+        values[("fast", c, "gpu__time_duration.sum")] = noisy(60.0 * n, 0.01, 5, seed=c + 50)
+    res = make_result(values, params=["n"], configs=[(1,), (2,), (4,)])
+    res.data.plan.__dict__["normalize_against"] = "base"  # what normalize_against="base" stores
+    seen = {}
+    res.plot(str(tmp_path / "norm.png"), print_data=True, plot_callback=lambda fig: seen.setdefault("f", fig))
+    assert seen["f"].axes[0].get_ylabel() == "gpu__time_duration.sum / base"
+    printed = capsys.readouterr().out
+    assert "fast" in printed and "CI95_Lower" in printed
+
+
+def test_plotting_never_imports_pyplot():
+    code = (
+        "import sys, nsightx; assert 'matplotlib' not in sys.modules;"
+        "sys.path.insert(0, 'tests'); from _synthetic import make_result;"
+        "r = make_result({('a', 0, 'm'): [1.0, 2.0]}, params=['n'], configs=[(1,)]);"
+        "import tempfile, os; d = tempfile.mkdtemp(); r.plot(os.path.join(d, 'p.png'));"
+        "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'; print('ok')"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
