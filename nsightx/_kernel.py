@@ -32,7 +32,7 @@ RESERVED_COLUMNS = frozenset({
     "Annotation", "Value", "Metric", "Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit", "Tool",
     "Config", "Run", "AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "NumRuns", "CI95_Lower",
     "CI95_Upper", "RelativeStdDevPct", "StableMeasurement", "Normalized", "NormalizationValue", "Geomean",
-    "ThrottledRuns", STOP_COLUMN,
+    "ThrottledRuns", "Throttled", "ThermalPauseS", STOP_COLUMN,
 })
 
 
@@ -52,11 +52,13 @@ class ProfiledFunction:
     def _check_collector_names(self, collectors: list[CollectorLike]) -> None:
         seen: set[str] = set()
         for c in collectors:
-            if c.name in RESERVED_COLUMNS or c.name in self.shape.names:
-                raise ConfigError(
-                    f"info collector name {c.name!r} collides with a result column or a parameter of "
-                    f"{self.name}; rename the collector"
-                )
+            columns = getattr(c, "columns", None)  # optional: the keys a mapping-returning collector fills
+            for col in (c.name, *(columns if isinstance(columns, tuple) else ())):
+                if col in RESERVED_COLUMNS or col in self.shape.names:
+                    raise ConfigError(
+                        f"info collector {c.name!r}: column {col!r} collides with a result column or a "
+                        f"parameter of {self.name}; rename the collector (or the parameter)"
+                    )
             if c.name in seen:
                 raise ConfigError(f"two info collectors are named {c.name!r}; collector names must be unique")
             seen.add(c.name)

@@ -1,0 +1,190 @@
+"""Info collectors on the real host backend: scopes, context, nsight-python's convention, columns, failures."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import nsightx
+from nsightx import CollectionScope, ConfigError, ConfigTypeError, InfoCollector
+from nsightx.experimental import collect
+
+SILENT = nsightx.VerbosityLevel.SILENT
+CONFIGS = [(3, "x"), (5, "y")]
+
+
+def sweep(collectors, runs=3, warmup=1, annotations=("a", "b"), **options):
+    @nsightx.analyze.kernel(configs=CONFIGS, runs=runs, warmup=warmup, backend="host", verbosity=SILENT,
+                            info_collectors=collectors, thermal_mode="off", **options)
+    def work(n, tag):
+        for name in annotations:
+            with nsightx.annotate(name):
+                sum(range(n))
+
+    return work()
+
+
+@pytest.fixture
+def no_defaults(monkeypatch):
+    """A plugin host without default sets, so only the collectors under test add columns."""
+    from nsightx import _plugins
+
+    host = _plugins.PluginHost(_plugins.LoaderSettings(autoload=False, blocked=("nvml",))).load()
+    monkeypatch.setattr(_plugins, "_default", host)
+    return host
+
+
+def test_each_scope_is_called_the_right_number_of_times_with_its_context(no_defaults):
+    seen = {s: [] for s in CollectionScope}
+
+    def record(scope):
+        return InfoCollector(f"c_{scope.value}", lambda ctx: seen[scope].append(ctx) or 1, scope)
+
+    sweep([record(s) for s in CollectionScope], runs=3, warmup=1)
+    once, config, run, ann = (seen[s] for s in CollectionScope)
+    assert len(once) == 1 and len(config) == 2
+    assert len(run) == 2 * 3  # warm-up runs are not collected
+    assert len(ann) == 2 * 3 * 2  # each region opening of each measured run
+    assert once[0].args == () and once[0].config is None and once[0].function == "work"
+    assert [(c.config, c.args, dict(c.params)) for c in config] == [
+        (0, (3, "x"), {"n": 3, "tag": "x"}), (1, (5, "y"), {"n": 5, "tag": "y"})]
+    assert [(c.config, c.run) for c in run] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert [(c.run, c.annotation) for c in ann[:4]] == [(0, "a"), (0, "b"), (1, "a"), (1, "b")]
+    assert {c.backend for c in run} == {"host"} and {c.device for c in run} == {None}
+    assert all(c.scope is s for s in CollectionScope for c in seen[s])
+
+
+def test_device_option_reaches_the_context(no_defaults):
+    got = []
+    sweep([InfoCollector("d", lambda ctx: got.append(ctx.device) or 0, "run")], runs=1, device=1)
+    assert set(got) == {1}
+
+
+def test_nsight_python_calling_convention(no_defaults):
+    calls = {}
+
+    @collect(scope="once")
+    def driver():
+        calls["once"] = ()
+        return "580"
+
+    @collect(scope=CollectionScope.CONFIG)
+    def size(n):  # trimmed to its arity: gets n only
+        calls.setdefault("config", []).append(n)
+        return n * 2
+
+    @collect(scope="run")
+    def both(n, tag):
+        calls.setdefault("run", []).append((n, tag))
+        return n
+
+    @collect(scope="annotation")
+    def region(name, n, tag):
+        calls.setdefault("annotation", []).append((name, n, tag))
+        return name
+
+    def varargs(*args):
+        calls.setdefault("tuple", []).append(args)
+        return len(args)
+
+    df = sweep([driver, size, both, region, ("nargs", varargs, "run")], runs=1, warmup=0,
+               annotations=("a",)).to_dataframe()
+    assert calls["once"] == () and calls["config"] == [3, 5]
+    assert calls["run"] == [(3, "x"), (5, "y")] and calls["tuple"] == [(3, "x"), (5, "y")]
+    assert calls["annotation"] == [("a", 3, "x"), ("a", 5, "y")]
+    assert df["driver"].tolist() == ["580", "580"]
+    assert df["size_Avg"].tolist() == [6, 10] and df["nargs_Avg"].tolist() == [2, 2]
+    assert df["region"].tolist() == ["a", "a"]  # non-numeric: one value, not statistics
+    assert driver() == "580"  # the decorated function still works as a function
+
+
+def test_aggregated_columns(no_defaults):
+    counter = iter(range(100))
+    res = sweep([
+        InfoCollector("k", lambda ctx: next(counter), "run"),
+        InfoCollector("host", lambda ctx: "box", "once"),
+        InfoCollector("pair", lambda ctx: {"lo": ctx.run, "hi": 10 * ctx.run}, "run"),
+    ], runs=3, warmup=0, annotations=("a",))
+    raw = res.runs_dataframe()
+    assert raw["k"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert raw.columns[-2:].tolist() == ["n", "tag"]  # parameters stay last
+    df = res.to_dataframe()
+    assert df["k_Avg"].tolist() == [1, 4] and df["k_Min"].tolist() == [0, 3] and df["k_Max"].tolist() == [2, 5]
+    assert df["k_Std"].tolist() == pytest.approx([1.0, 1.0])
+    assert df["host"].tolist() == ["box", "box"] and "host_Avg" not in df
+    assert df["hi_Max"].tolist() == [20, 20] and df["lo_Avg"].tolist() == [1, 1]
+
+
+def test_failing_collector_gives_empty_values_and_one_warning(no_defaults):
+    def flaky(ctx):
+        if ctx.run == 1:
+            raise OSError("sensor busy")
+        return 7.0
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = sweep([InfoCollector("flaky", flaky, "run"), InfoCollector("dead", lambda ctx: 1 / 0, "config")],
+                    runs=3, warmup=0, annotations=("a",))
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert sum("'flaky'" in m for m in messages) == 1 and sum("'dead'" in m for m in messages) == 1
+    assert "OSError: sensor busy" in next(m for m in messages if "'flaky'" in m)
+    raw = res.runs_dataframe()
+    assert raw["flaky"].isna().tolist() == [False, True, False] * 2
+    df = res.to_dataframe()
+    assert df["NumRuns"].tolist() == [3, 3]  # no run lost
+    assert df["flaky_Avg"].tolist() == [7.0, 7.0]
+
+
+@pytest.mark.parametrize("name", ["AvgValue", "GPU", "Throttled", "n"])
+def test_name_collisions_fail_at_decoration(name, no_defaults):
+    ran = []
+    with pytest.raises(ConfigError, match=repr(name)):
+        @nsightx.analyze.kernel(configs=[(1,)], backend="host", info_collectors=[(name, lambda: 1, "once")])
+        def f(n):
+            ran.append(n)
+    assert ran == []
+
+
+def test_duplicate_names_fail():
+    with pytest.raises(ConfigError, match="two info collectors"):
+        @nsightx.analyze.kernel(configs=[(1,)], backend="host",
+                                info_collectors=[("v", lambda: 1, "once"), ("v", lambda: 2, "run")])
+        def f(n):
+            pass
+
+
+def test_plugin_column_colliding_with_a_parameter_fails_before_running(no_defaults):
+    class P:
+        @staticmethod
+        @nsightx.hookimpl
+        def nsightx_register_collectors(register):
+            class Cols:
+                name, scope, columns = "cols", CollectionScope.RUN, ("n", "other")
+
+                def collect(self, ctx):
+                    return {"n": 1, "other": 2}
+
+            register("cols", [Cols()])
+
+    no_defaults.register(P(), name="p")
+    ran = []
+
+    @nsightx.analyze.kernel(configs=[(1,)], backend="host", info_collectors=["cols"], verbosity=SILENT)
+    def f(n):
+        ran.append(n)
+
+    with pytest.raises(ConfigError, match="'n'"):
+        f()
+    assert ran == []
+
+
+def test_bad_scope_and_non_callable():
+    with pytest.raises(ConfigError, match="accepted: 'once', 'config', 'run', 'annotation'"):
+        collect(lambda: 1, scope="sometimes")
+    with pytest.raises(ConfigTypeError):
+        collect(42, scope="run")
+    with pytest.raises(ConfigTypeError):
+        @nsightx.analyze.kernel(configs=[(1,)], info_collectors=[object()])
+        def f(n):
+            pass
