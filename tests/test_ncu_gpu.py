@@ -149,7 +149,8 @@ def test_range_replay_on_supported_workload(library: str) -> None:
 def test_range_replay_on_matmul_gives_a_clear_error() -> None:
     import torch
 
-    @nsightx.analyze.kernel(configs=[(256,)], runs=1, backend="ncu", replay_mode="range", **SILENT)
+    # warmup=0: cuBLAS initialises inside the first range, which range replay cannot capture.
+    @nsightx.analyze.kernel(configs=[(256,)], runs=1, warmup=0, backend="ncu", replay_mode="range", **SILENT)
     def mm(n: int) -> None:
         a = torch.randn(n, n, device="cuda")
         with nsightx.annotate("matmul"):
@@ -158,6 +159,22 @@ def test_range_replay_on_matmul_gives_a_clear_error() -> None:
     with pytest.raises(nsightx.MeasurementError, match="RecordStatusUnsupportedApi") as info:
         mm()
     assert "replay_mode='kernel'" in str(info.value)
+
+
+@needs_ncu
+def test_range_replay_on_matmul_after_a_warmup_run() -> None:
+    import torch
+
+    # With the default warm-up run (outside any range) cuBLAS is initialised before the first measured range.
+    @nsightx.analyze.kernel(configs=[(256,)], runs=2, backend="ncu", replay_mode="range", **SILENT)
+    def mm(n: int) -> None:
+        a = torch.randn(n, n, device="cuda")
+        with nsightx.annotate("matmul"):
+            a @ a
+
+    df = mm().to_dataframe()
+    assert df["Kernel"].tolist() == ["range"] and df["NumRuns"].tolist() == [2]
+    assert df["AvgValue"].iloc[0] > 0
 
 
 @needs_ncu

@@ -6,7 +6,7 @@ Flow of :meth:`NcuBackend.execute`:
 2. Write the plan, cloudpickled (so functions defined in ``__main__`` or a notebook travel by value), into a
    private folder (mode 0700) together with a small JSON spec.
 3. Start ``ncu ... python -m nsightx_ncu._worker spec.json`` without a shell; its output goes to the log file.
-4. Read the report in a child process (``python -m nsightx_ncu._report``), merge it with the worker's runs by NVTX
+4. Read the report in a child process (``python -m nsightx_ncu._reader``), merge it with the worker's runs by NVTX
    identity, and write every run to the sink.
 5. Raise :class:`~nsightx._errors.MeasurementError` (with the log tail, and the config and run that failed) if the
    worker or ncu failed, after the runs already measured were written.
@@ -38,7 +38,8 @@ from nsightx._records import Scalar
 from nsightx._sink import RunSink, read_raw
 from nsightx_ncu import _locate
 from nsightx_ncu._command import NcuOptions, build_command, check_metrics
-from nsightx_ncu._report import Action, MergeResult, environment, merge_runs
+from nsightx_ncu._reader import Action
+from nsightx_ncu._report import MergeResult, environment, merge_runs
 
 LOG_TAIL_LINES = 40
 """Lines of the ncu log quoted in error messages."""
@@ -93,7 +94,11 @@ def make_artifacts(plan: Plan) -> Artifacts:
     if plan.output_dir is not None:
         where = Path(plan.output_dir)
         where.mkdir(parents=True, exist_ok=True)
-    return Artifacts(private=private, report=where / f"ncu-{tag}.ncu-rep", log=where / f"ncu-{tag}.log")
+    name, n = f"ncu-{tag}", 0
+    while (where / f"{name}.ncu-rep").exists() or (where / f"{name}.log").exists():
+        n += 1  # another call (or another output_prefix stem) already wrote this name: never overwrite it
+        name = f"ncu-{tag}-{n}"
+    return Artifacts(private=private, report=where / f"{name}.ncu-rep", log=where / f"{name}.log")
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -265,6 +270,7 @@ class NcuBackend(Backend):
             except MeasurementError as e:
                 read_problem = str(e)
         merged = merge_runs(actions, worker_runs, metrics, deep=options.deep)
+        missing = [m for m in metrics if actions and not any(m in a.metrics for a in actions)]
         for run in merged.runs:
             sink.write(run)
         env: dict[str, Scalar] = {
@@ -275,7 +281,7 @@ class NcuBackend(Backend):
             "ncu_log": str(art.log),
             "ncu_command": shlex.join(cmd),
         }
-        self._check(plan, art, rc, timed_out, options, merged, read_problem)
+        self._check(plan, art, rc, timed_out, options, merged, read_problem, missing)
         if plan.verbosity >= VerbosityLevel.DEBUG:
             print(log_tail(art.log, 200), file=sys.stderr)
         return env
@@ -298,7 +304,7 @@ class NcuBackend(Backend):
     def _read(art: Artifacts, metrics: tuple[str, ...], deep: bool, reader_dir: str | None) -> list[Action]:
         args = json.dumps({"report": str(art.report), "metrics": list(metrics), "deep": deep,
                            "reader_dir": reader_dir, "out": str(art.actions)})
-        out = subprocess.run([sys.executable, "-m", "nsightx_ncu._report", args], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "nsightx_ncu._reader", args], capture_output=True,
                              text=True, env=worker_env(), check=False)
         if out.returncode != 0 or not art.actions.exists():
             raise MeasurementError(
@@ -310,11 +316,11 @@ class NcuBackend(Backend):
 
     def _check(
         self, plan: Plan, art: Artifacts, rc: int, timed_out: bool, options: NcuOptions,
-        merged: MergeResult, read_problem: str,
+        merged: MergeResult, read_problem: str, missing: list[str],
     ) -> None:
         error = _read_error(art.error)
         tail = log_tail(art.log)
-        where = f"\nncu log: {art.log}\n--- last lines ---\n{tail}"
+        where = f"\nncu log: {art.log}\n--- last lines of the log ---\n{tail}"
         done = [r for r in merged.runs if r.config >= 0]
         kept = f"{len(done)} measured run(s) completed and were kept"
         if timed_out:
@@ -342,6 +348,11 @@ class NcuBackend(Backend):
             raise MeasurementError(f"{read_problem}{where}")
         if not art.report.exists():
             raise MeasurementError(f"ncu finished but wrote no report at {art.report}.{where}")
+        if missing:
+            raise MeasurementError(
+                f"ncu returned no value for metric(s) {missing} in any of the {merged.profiled} profiled "
+                "kernel(s): the name is not a metric ncu knows for this GPU. List the metrics with "
+                "`ncu --query-metrics` (base names; add a suffix such as .sum, .avg or .max).{where}")
         regions = sum(len(r.regions) for r in done)
         if regions and merged.profiled == 0:
             raise MeasurementError(

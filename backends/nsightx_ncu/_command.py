@@ -17,9 +17,9 @@ from pydantic import Field, ValidationError, field_validator
 from nsightx._errors import ConfigError, ConfigTypeError
 from nsightx._model import Frozen
 from nsightx._records import RegionId
+from nsightx_ncu._reader import DOMAIN
 
-DOMAIN = "nsightx"
-"""NVTX domain that carries the identity of each measured region."""
+__all__ = ["DOMAIN", "NcuOptions", "build_command", "check_metrics", "nvtx_filter", "parse_range_name", "range_name"]
 
 # Printable ASCII punctuation kept as is in range names; '%', '|', '/' and '@' are escaped because they
 # separate fields, NVTX filter levels and the domain.

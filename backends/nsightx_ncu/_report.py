@@ -1,30 +1,19 @@
-"""Reading an ``.ncu-rep`` back into nsightx records.
+"""Turning the report's actions into nsightx records (pure functions).
 
-Two layers. :func:`read_report` walks the report with ``ncu_report`` (the module in the ncu install's
-``extras/python``, or the ``ncu-report`` package) and returns plain :class:`Action` rows. The backend runs it in a
-short-lived child process (``python -m nsightx_ncu._report``), so the user's process never maps an Nsight Compute
-library. :func:`merge_runs` and :func:`environment` are pure: they attribute each action to its region by the
-NVTX range name it carries (never by position) and merge it with the worker's host-side records.
+:mod:`nsightx_ncu._reader` walks the report (in a child process) into plain :class:`Action` rows; here each
+action is attributed to its region by the NVTX range name it carries (never by position) and merged with the
+worker's host-side records, and the device facts become the environment.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from nsightx._records import Record, RegionId, RegionRun, RunRecords, Scalar
-from nsightx_ncu._command import DOMAIN, parse_range_name
-
-DEVICE_METRICS: tuple[str, ...] = (
-    "device__attribute_display_name",
-    "device__attribute_clock_rate",
-    "device__attribute_memory_clock_rate",
-)
-"""Device attributes every report holds; they fill the environment, not the records."""
+from nsightx_ncu._command import parse_range_name
+from nsightx_ncu._reader import Action
 
 SM_CLOCK_METRIC = "gpc__cycles_elapsed.avg.per_second"
 """When collected, its mean over the profiled kernels is recorded as ``MeasuredComputeClock`` (kHz)."""
@@ -36,111 +25,13 @@ _PER_UNIT_HZ: Mapping[str, float] = {"second": 1.0, "msecond": 1e3, "usecond": 1
 _HZ_UNITS: Mapping[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
 
-@dataclass
-class Action:
-    """One profiled result (a kernel, or a whole range under range replay), reduced to plain data."""
-
-    kernel: str
-    """Demangled kernel name (the action's name under range replay)."""
-    workload: str
-    """``kernel``, ``range``, ``graph`` or ``other``."""
-    ranges: list[str] = field(default_factory=list)
-    """Names of the ``nsightx``-domain NVTX ranges open around it (innermost last)."""
-    metrics: dict[str, tuple[Scalar, str]] = field(default_factory=dict)
-    """Metric name -> (value, unit) for the metrics read."""
-
-    @property
-    def region(self) -> RegionId | None:
-        """The region identity carried by its NVTX range (the innermost one that parses)."""
-        for name in reversed(self.ranges):
-            region = parse_range_name(name)
-            if region is not None:
-                return region
-        return None
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready form."""
-        return {"kernel": self.kernel, "workload": self.workload, "ranges": self.ranges,
-                "metrics": {k: list(v) for k, v in self.metrics.items()}}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Action:
-        """Inverse of :meth:`to_json`."""
-        return cls(kernel=data["kernel"], workload=data["workload"], ranges=list(data["ranges"]),
-                   metrics={k: (v[0], v[1]) for k, v in data["metrics"].items()})
-
-
-def _import_reader(reader_dir: str | None) -> Any:
-    if reader_dir:
-        sys.path.insert(0, reader_dir)
-    import ncu_report
-
-    return ncu_report
-
-
-def _nvtx_ranges(action: Any) -> list[str]:
-    state = action.nvtx_state()
-    if state is None:
-        return []
-    names: list[str] = []
-    for domain_id in state.domains():
-        domain = state.domain_by_id(domain_id)
-        if domain is None or domain.name() != DOMAIN:
-            continue
-        names += list(domain.push_pop_ranges() or ())
-        names += list(domain.start_end_ranges() or ())
-    return names
-
-
-def _metric(action: Any, name: str, string_kind: int) -> tuple[Scalar, str] | None:
-    metric = action.metric_by_name(name)
-    if metric is None or not metric.has_value():
-        return None
-    if metric.kind() == string_kind:
-        return metric.as_string(), metric.unit() or ""
-    return float(metric.as_double()), metric.unit() or ""
-
-
-def read_report(
-    path: str, metrics: Sequence[str], *, deep: bool = False, reader_dir: str | None = None
-) -> list[Action]:
-    """Read every action of a report.
-
-    Args:
-        path: The ``.ncu-rep`` file.
-        metrics: Metric names to read (device attributes are always read).
-        deep: Also read every other numeric metric (sets and sections were collected).
-        reader_dir: Folder holding ``ncu_report.py`` (the install's ``extras/python``); ``None`` imports the
-            ``ncu-report`` package.
-
-    Returns:
-        The actions, in report order (launch order within each range).
-    """
-    ncu_report = _import_reader(reader_dir)
-    string_kind = ncu_report.IMetric.ValueKind_STRING
-    kinds = {
-        ncu_report.IAction.WorkloadType_KERNEL: "kernel",
-        ncu_report.IAction.WorkloadType_RANGE: "range",
-        ncu_report.IAction.WorkloadType_GRAPH: "graph",
-    }
-    context = ncu_report.load_report(path)
-    actions: list[Action] = []
-    for r in range(context.num_ranges()):
-        report_range = context.range_by_idx(r)
-        for a in range(report_range.num_actions()):
-            action = report_range.action_by_idx(a)
-            workload = kinds.get(action.workload_type(), "other")
-            name = action.name(ncu_report.IAction.NameBase_DEMANGLED) or action.name()
-            wanted = list(dict.fromkeys([*metrics, *DEVICE_METRICS]))
-            if deep:
-                wanted += [m for m in action.metric_names() if m not in wanted]
-            values: dict[str, tuple[Scalar, str]] = {}
-            for metric_name in wanted:
-                got = _metric(action, metric_name, string_kind)
-                if got is not None:
-                    values[metric_name] = got
-            actions.append(Action(kernel=name, workload=workload, ranges=_nvtx_ranges(action), metrics=values))
-    return actions
+def region_of(action: Action) -> RegionId | None:
+    """The region identity carried by an action's NVTX ranges (the innermost one that parses)."""
+    for name in reversed(action.ranges):
+        region = parse_range_name(name)
+        if region is not None:
+            return region
+    return None
 
 
 @dataclass
@@ -194,7 +85,7 @@ def merge_runs(
     by_run: dict[tuple[int, int], list[Action]] = {}
     unattributed = 0
     for action in actions:
-        region = action.region
+        region = region_of(action)
         if region is None:
             unattributed += 1
             continue
@@ -211,7 +102,7 @@ def merge_runs(
         counts: dict[str, int] = {}
         records: list[Record] = []
         for action in placed:
-            region = action.region
+            region = region_of(action)
             assert region is not None  # grouped above
             ann = region.annotation
             if ann in failed:  # the core reports a failed region as NaN from its RegionRun
@@ -269,16 +160,3 @@ def environment(actions: Sequence[Action]) -> dict[str, Scalar]:
     if clocks:
         env["MeasuredComputeClock"] = round(sum(clocks) / len(clocks))
     return env
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Child-process entry: ``python -m nsightx_ncu._report '<json arguments>'``; writes the actions as JSON."""
-    args = json.loads((sys.argv if argv is None else argv)[1])
-    actions = read_report(args["report"], args["metrics"], deep=args["deep"], reader_dir=args["reader_dir"])
-    with open(args["out"], "w", encoding="utf-8") as fh:
-        json.dump([a.to_json() for a in actions], fh)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
