@@ -114,6 +114,7 @@ def run_loop(
     checked_baseline = plan.normalize_against is None
     try:
         for ci in range(len(plan.configs)):
+            progress.start_config(ci)
             config_values = collectors.run(CollectionScope.CONFIG, config=ci)
             for r in range(-plan.warmup, 0):
                 runner.run(ci, r)
