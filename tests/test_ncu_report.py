@@ -11,10 +11,10 @@ import math
 from pathlib import Path
 
 import pytest
-
-from nsightx._records import RegionRun, RunRecords
 from nsightx_ncu._reader import Action, read_report
 from nsightx_ncu._report import environment, merge_runs, region_of
+
+from nsightx._records import RegionRun, RunRecords
 
 pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
 
