@@ -10,8 +10,8 @@
   :data:`CLOSE_PAUSE_RUNS` runs apart, ``thermal_cont`` rises by :data:`ADAPT_STEP_C` (up to
   :data:`CONT_MAX_C`) so each pause buys more runs. When a pause times out, ``thermal_cont`` drops by the same
   step and is never raised that high again; if the idle GPU could not even get above ``thermal_wait``,
-  ``thermal_wait`` drops below the headroom reached, so the sweep goes on (with a warning) instead of
-  waiting a full timeout before every run.
+  ``thermal_wait`` drops to :data:`ADAPT_STEP_C` below the headroom reached, so the sweep goes on (with a
+  warning) instead of waiting a full timeout before every run.
 
 The guard reads temperatures from a :class:`TemperatureSource`. Nothing here knows NVML: a plugin offers a
 source through the ``nsightx_temperature_source`` hook (the first-party ``nvml`` plugin does), and tests pass a
@@ -236,7 +236,7 @@ class ThermalGuard:
         self._cont_ceiling = max(self.cont - ADAPT_STEP_C, self.wait + 1)
         self.cont = self._cont_ceiling
         if reading.headroom_c <= self.wait:
-            self.wait = math.floor(reading.headroom_c) - 1
+            self.wait = math.floor(reading.headroom_c) - ADAPT_STEP_C  # a margin for sensor jitter
             self.cont = max(self.cont, self.wait + 1)
         message = (f"thermal_mode='auto': {reading.device or 'the GPU'} stayed at {reading.headroom_c:g} °C of "
                    f"headroom after {seconds:.0f} s of cooling; thermal_cont {old_cont:g} -> {self.cont:g} °C")

@@ -97,9 +97,9 @@ def test_auto_timeout_lowers_cont_and_goes_on(monkeypatch):
 def test_auto_timeout_while_still_hot_lowers_wait(monkeypatch):
     # an idle GPU that cannot get above wait: auto must not spend a full timeout before every run
     guard, clock, _ = guard_over(monkeypatch, temp=84, timeout=10)  # 5 °C of headroom, constant
-    with pytest.warns(RuntimeWarning, match="thermal_wait 10 -> 4"):
+    with pytest.warns(RuntimeWarning, match="thermal_wait 10 -> 2"):
         guard.before_run()
-    assert (guard.wait, guard.cont) == (4, 17)
+    assert (guard.wait, guard.cont) == (2, 17)
     for _ in range(3):
         guard.before_run()
     assert len(guard.pauses) == 1 and clock.now == 10.0
