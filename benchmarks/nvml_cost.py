@@ -19,6 +19,7 @@ real GPU sweep.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import statistics
@@ -61,11 +62,11 @@ def per_call_costs(reads: int) -> dict[str, Any]:
     for name, call in (("sm_clock", nvml.sm_clock_mhz), ("mem_clock", nvml.mem_clock_mhz),
                        ("temperature", nvml.temperature_c), ("power", nvml.power_w),
                        ("clock_event_reasons", nvml.event_reasons)):
-        out[f"query_{name}"] = timed_us(lambda call=call: call(h), reads)
+        out[f"query_{name}"] = timed_us(functools.partial(call, h), reads)
     run = RunConditions()
     for device in (None, 0):
         ctx = CollectContext(scope=CollectionScope.RUN, function="f", config=0, run=0, device=device)
-        out[f"run_collect_device_{device}"] = timed_us(lambda ctx=ctx: run.collect(ctx), reads)
+        out[f"run_collect_device_{device}"] = timed_us(functools.partial(run.collect, ctx), reads)
     out["run_collect_sample"] = run.collect(CollectContext(scope=CollectionScope.RUN, function="f", run=0))
     once = DeviceInfo()
     ctx = CollectContext(scope=CollectionScope.ONCE, function="f")
