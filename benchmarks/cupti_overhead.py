@@ -77,18 +77,37 @@ def run_ncu(ncu: str, cache: str, outdir: Path) -> dict[int, list[float]]:
     if proc.returncode != 0:
         print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
         return {}
+    parsed = subprocess.run([sys.executable, __file__, "--parse-ncu", str(rep) + ".ncu-rep"], capture_output=True,
+                            text=True, check=False)  # ncu_report in its own process: it clashes with CUPTI here
+    if parsed.returncode != 0:
+        print("ncu report parse failed:", parsed.stdout[-2000:], parsed.stderr[-2000:], sep="\n")
+        return {}
+    doc = json.loads(parsed.stdout.strip().splitlines()[-1])
+    unit = doc["unit"]
+    sums = {tuple(int(x) for x in k.split(",")): v for k, v in doc["sums"].items()}
+    print(f"ncu metric unit: {unit}; {len(sums)} (n, run) ranges", flush=True)
+    scale = 1e3 if unit in ("usecond", "us") else 1.0
+    out: dict[int, list[float]] = {}
+    for (n, r), v in sorted(sums.items()):
+        if r >= 0:
+            out.setdefault(n, []).append(v * scale)
+    return out
+
+
+def parse_ncu(path: str) -> None:
+    """Print {"unit", "sums": {"n,run": summed gpu__time_duration.sum}} of an ncu report as one JSON line."""
     sys.path.insert(0, "/opt/nvidia/nsight-compute/2025.3.1/extras/python")
     import ncu_report
 
-    ctx = ncu_report.load_report(str(rep) + ".ncu-rep")
-    sums: dict[tuple[int, int], float] = {}
+    ctx = ncu_report.load_report(path)
+    sums: dict[str, float] = {}
     unit = None
     for ri in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(ri)
         for ai in range(rng.num_actions()):
             act = rng.action_by_idx(ai)
             state = act.nvtx_state()
-            names = []
+            names: list[str] = []
             for d in state.domains() if state is not None else ():
                 dom = state.domain_by_id(d)
                 if dom.name() == NVTX_DOMAIN:
@@ -99,15 +118,9 @@ def run_ncu(ncu: str, cache: str, outdir: Path) -> dict[int, list[float]]:
             n_s, r_s = label[4:].split("_r")
             metric = act.metric_by_name("gpu__time_duration.sum")
             unit = metric.unit()
-            key = (int(n_s), int(r_s))
+            key = f"{int(n_s)},{int(r_s)}"
             sums[key] = sums.get(key, 0.0) + float(metric.value())
-    print(f"ncu metric unit: {unit}; {len(sums)} (n, run) ranges", flush=True)
-    scale = 1e3 if unit in ("usecond", "us") else 1.0
-    out: dict[int, list[float]] = {}
-    for (n, r), v in sorted(sums.items()):
-        if r >= 0:
-            out.setdefault(n, []).append(v * scale)
-    return out
+    print(json.dumps({"unit": unit, "sums": sums}))
 
 
 # --- in-process variants ----------------------------------------------------------------------------------
@@ -179,8 +192,8 @@ def session_cost() -> dict[str, float]:
     from nsightx._plan import Plan
 
     out = {}
-    for label, cache, opts in (("filter/all", "all", {}), ("filter/none", "none", {}),
-                               ("allapis/all", "all", {"api_filter": False})):
+    for label, cache, opts in (("region/all", "all", {}), ("region/none", "none", {}),
+                               ("always/all", "all", {"api_tracing": "always"})):
         plan = Plan(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
                     metrics=("gpu__time_duration.sum",), backend="cupti", cache_control=cache, backend_options=opts)
         times = []
@@ -205,11 +218,15 @@ def main() -> int:
     ap.add_argument("--ncu", default="/usr/local/cuda/bin/ncu")
     ap.add_argument("--skip-ncu", action="store_true")
     ap.add_argument("--ncu-target", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--parse-ncu", help=argparse.SUPPRESS)
     ap.add_argument("--flush", dest="flush", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-flush", dest="flush", action="store_false", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ncu_target:
         ncu_target(args.flush)
+        return 0
+    if args.parse_ncu:
+        parse_ncu(args.parse_ncu)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     torch = _torch()
@@ -220,7 +237,7 @@ def main() -> int:
         variants[f"bare/{cache}"] = make_bare(torch, flush)
         variants[f"cupti/{cache}"] = make_profiled(torch, "cupti", cache)
         variants[f"events/{cache}"] = make_profiled(torch, "events", cache)
-    variants["cupti_allapis/all"] = make_profiled(torch, "cupti", "all", backend_options={"api_filter": False})
+    variants["cupti_apis_always/all"] = make_profiled(torch, "cupti", "all", backend_options={"api_tracing": "always"})
     variants["cupti_thermal_auto/all"] = make_profiled(torch, "cupti", "all", thermal_mode="auto")
     walls: dict[str, list[float]] = {k: [] for k in variants}
     last: dict[str, Any] = {}
@@ -250,6 +267,8 @@ def main() -> int:
     report["launch_bound_runs_cupti"] = {
         n: sum(1 for run in cupti_res.data.runs for reg in run.regions
                if SIZES[reg.config] == n and reg.attributes.get("launch_bound")) for n in SIZES}
+    out_json = args.out / "cupti_overhead.json"
+    out_json.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")  # before ncu, in case it fails
     if not args.skip_ncu and os.path.exists(args.ncu):
         report["ncu_median_ns"] = {}
         report["cupti_vs_ncu_pct"] = {}
@@ -262,7 +281,7 @@ def main() -> int:
             cup = report["per_size_median_ns"][f"cupti/{cache}"]
             report["cupti_vs_ncu_pct"][cache] = {
                 n: 100.0 * (cup[n] - m) / m for n, m in report["ncu_median_ns"][cache].items()}
-    (args.out / "cupti_overhead.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    out_json.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     print(json.dumps(report, indent=1, default=str))
     return 0
 

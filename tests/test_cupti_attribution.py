@@ -11,6 +11,7 @@ from nsightx_cupti._attribution import (
     METRIC,
     ActivityBatch,
     ApiActivity,
+    Attribution,
     KernelActivity,
     RegionWindow,
     attribute,
@@ -104,63 +105,79 @@ def test_json_round_trip_and_filter() -> None:
 
 
 # --- activity captured on the H200 ---------------------------------------------------------------------------
+# tests/fixtures/cupti/*.json: the default mode, launch APIs traced only while a region is open, so kernels
+# outside regions have no launch record at all. api_always/: APIs traced for the whole session.
+
+MODES = [pytest.param(FIXTURES, id="api_region"), pytest.param(FIXTURES / "api_always", id="api_always")]
 
 
-def _fixture(name: str) -> tuple[ActivityBatch, list[RegionWindow], dict[str, object]]:
-    return batch_from_json((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+def _fixture(folder: Path, name: str) -> tuple[ActivityBatch, list[RegionWindow], dict[str, object]]:
+    return batch_from_json((folder / f"{name}.json").read_text(encoding="utf-8"))
 
 
-def _regions(name: str) -> dict[str, list[tuple[str, str]]]:
-    batch, windows, _ = _fixture(name)
+def _regions(folder: Path, name: str) -> dict[str, list[tuple[str, str]]]:
+    batch, windows, _ = _fixture(folder, name)
     att = attribute(batch, windows)
     return {w.annotation: [(a.kernel.name, a.rule) for a in att.by_region[w.external_id]] for w in windows}
 
 
-def test_fixture_split_k_512_has_two_kernels_and_excludes_randn() -> None:
-    batch, windows, meta = _fixture("splitk_512")
+def _not_counted(att: Attribution) -> int:
+    return att.outside + len(att.untraced)
+
+
+@pytest.mark.parametrize("folder", MODES)
+def test_fixture_split_k_512_has_two_kernels_and_excludes_randn(folder: Path) -> None:
+    batch, windows, meta = _fixture(folder, "splitk_512")
     att = attribute(batch, windows)
     (w,) = windows
     kernels = att.by_region[w.external_id]
     assert len(kernels) == 2 and {a.rule for a in kernels} == {"external"}
-    assert att.outside >= 2  # the two randn kernels drawn before the region
+    assert _not_counted(att) == 2  # the two randn kernels drawn before the region
     out = to_run_output(att, windows)
     assert [r.seq for r in out.records] == [0, 1]
     assert all(0 < r.value < 1e6 for r in out.records)
     assert out.region_attributes["matmul"]["kernel_count"] == 2
+    assert "split_k" in out.records[1].kernel
     assert meta["GPU"] and "H200" in str(meta["GPU"])
 
 
-def test_fixture_graph_replay_attributes_every_graph_node() -> None:
-    batch, windows, _ = _fixture("graph_replay")
+@pytest.mark.parametrize("folder", MODES)
+def test_fixture_graph_replay_attributes_every_graph_node(folder: Path) -> None:
+    batch, windows, _ = _fixture(folder, "graph_replay")
     att = attribute(batch, windows)
     (w,) = windows
     kernels = [a.kernel for a in att.by_region[w.external_id]]
     assert len(kernels) == 3
     assert all(k.graph_id for k in kernels) and len({k.correlation_id for k in kernels}) == 1
     assert to_run_output(att, windows).region_attributes["replay"]["graph_kernels"] == 3
+    assert _not_counted(att) == 1  # x.normal_() before the replay
 
 
-def test_fixture_second_stream() -> None:
-    batch, windows, _ = _fixture("side_stream")
+@pytest.mark.parametrize("folder", MODES)
+def test_fixture_second_stream(folder: Path) -> None:
+    batch, windows, _ = _fixture(folder, "side_stream")
     att = attribute(batch, windows)
     (w,) = windows
     assert len(att.by_region[w.external_id]) == 2
     assert to_run_output(att, windows).region_attributes["streams"]["streams"] == 2
 
 
-def test_fixture_other_thread_uses_the_window_rule() -> None:
-    rules = sorted(rule for _, rule in _regions("other_thread")["threaded"])
+@pytest.mark.parametrize("folder", MODES)
+def test_fixture_other_thread_uses_the_window_rule(folder: Path) -> None:
+    rules = sorted(rule for _, rule in _regions(folder, "other_thread")["threaded"])
     assert rules == ["external", "window"]
 
 
-def test_fixture_two_regions_count_only_their_own_kernel() -> None:
-    got = _regions("two_regions")
+@pytest.mark.parametrize("folder", MODES)
+def test_fixture_two_regions_count_only_their_own_kernel(folder: Path) -> None:
+    got = _regions(folder, "two_regions")
     assert len(got["first"]) == 1 and len(got["second"]) == 1
-    batch, windows, _ = _fixture("two_regions")
-    assert attribute(batch, windows).outside >= 3  # rand, add between, neg after
+    batch, windows, _ = _fixture(folder, "two_regions")
+    assert _not_counted(attribute(batch, windows)) == 3  # rand before, add between, neg after
 
 
-def test_fixture_kernel_names_become_base_names() -> None:
-    batch, windows, _ = _fixture("two_regions")
+@pytest.mark.parametrize("folder", MODES)
+def test_fixture_kernel_names_become_base_names(folder: Path) -> None:
+    batch, windows, _ = _fixture(folder, "two_regions")
     names = {r.kernel for r in to_run_output(attribute(batch, windows), windows).records}
-    assert all(not n.startswith("_Z") for n in names), names
+    assert names == {"vectorized_elementwise_kernel"}

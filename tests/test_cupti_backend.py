@@ -17,11 +17,11 @@ from nsightx_cupti._session import CuptiSession
 
 import nsightx
 from nsightx._errors import ConfigError
-from nsightx._plan import Plan
+from nsightx._plan import Plan, ThermalSettings
 from nsightx._runloop import run_loop
 from nsightx._sink import RunSink
 
-FIXTURES = Path(__file__).parent / "fixtures" / "cupti"
+FIXTURES = Path(__file__).parent / "fixtures" / "cupti" / "api_always"
 
 
 def test_registered_with_its_capabilities(plugin_host: Any) -> None:
@@ -74,7 +74,8 @@ def test_replay_mode_range_is_a_config_error(plugin_host: Any) -> None:
 
 def _plan(**kw: Any) -> Plan:
     base: dict[str, Any] = dict(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
-                                metrics=("gpu__time_duration.sum",), backend="cupti")
+                                metrics=("gpu__time_duration.sum",), backend="cupti",
+                                thermal=ThermalSettings(mode="off"))
     base.update(kw)
     return Plan(**base)
 
@@ -107,6 +108,14 @@ class ReplayTracer:
         self.pushed: list[int] = []
         self.stack: list[int] = []
         self.collected = 0
+
+    api_tracing = "always"  # the api_always fixtures were captured so
+
+    def region_open(self) -> None:
+        pass
+
+    def region_close(self) -> None:
+        pass
 
     def push(self, external_id: int) -> None:
         self.pushed.append(external_id)
@@ -142,6 +151,7 @@ class NoDevice:
 
 def _replay(names: list[str]) -> tuple[RunSink, NoDevice]:
     runs = [batch_from_json((FIXTURES / f"{n}.json").read_text(encoding="utf-8"))[:2] for n in names]
+    runs = [(batch, windows) for batch, windows, *_ in runs]
 
     def user(i: int) -> None:
         for w in runs[i][1]:

@@ -15,7 +15,7 @@ from nsightx_cupti._attribution import METRIC
 OPTIONS = {
     "buffer_bytes": "size of each CUPTI activity buffer in bytes (default 8 MiB)",
     "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
-    "api_filter": "trace only launch APIs (default True); False traces every runtime/driver call",
+    "api_tracing": "'region' (default): launch API records only while a region is open; 'always': all session",
 }
 """``backend_options`` keys this backend accepts."""
 
@@ -93,9 +93,9 @@ class CuptiBackend(Backend):
             accepted = "; ".join(f"{k}: {v}" for k, v in OPTIONS.items())
             raise ConfigError(f"backend_options {unknown} are not understood by the cupti backend; "
                               f"it accepts {accepted}")
-        flag = plan.backend_options.get("api_filter", True)
-        if not isinstance(flag, bool):
-            raise ConfigError(f"backend_options['api_filter']={flag!r} must be True or False")
+        mode = plan.backend_options.get("api_tracing", "region")
+        if mode not in ("region", "always"):
+            raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'region' or 'always'")
         for key in ("buffer_bytes", "flush_bytes"):
             value = plan.backend_options.get(key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1 << 16):

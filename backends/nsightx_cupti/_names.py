@@ -12,6 +12,8 @@ import functools
 
 _OPEN = frozenset("INXFZJ")
 """Codes that open a construct closed by ``E`` inside template arguments."""
+_TWO_CHAR_D = frozenset("pnacsihuotTe")
+"""Second letters of two-letter ``D`` codes without further structure (``Dp``, ``Dn``, ...)."""
 
 
 class _Unparsed(Exception):
@@ -30,6 +32,15 @@ def _source_name(s: str, i: int) -> tuple[str, int]:
     return s[j:j + n], j + n
 
 
+def _skip_number_underscore(s: str, i: int) -> int:
+    """Skip ``[<digits>]_`` starting at ``i``."""
+    while i < len(s) and s[i].isdigit():
+        i += 1
+    if i >= len(s) or s[i] != "_":
+        raise _Unparsed
+    return i + 1
+
+
 def _skip_substitution(s: str, i: int) -> int:
     # S_, S<seq-id>_, St, Sa, Sb, Ss, Si, So, Sd
     if i + 1 >= len(s):
@@ -42,49 +53,86 @@ def _skip_substitution(s: str, i: int) -> int:
     return j + 1
 
 
+def _skip_discriminator(s: str, i: int) -> int:
+    """After a local entity: ``_<digit>`` or ``__<digits>_`` (or nothing)."""
+    if s.startswith("__", i):
+        return _skip_number_underscore(s, i + 2)
+    if i + 1 < len(s) and s[i] == "_" and s[i + 1].isdigit():
+        return i + 2
+    return i
+
+
 def _skip_template_args(s: str, i: int) -> int:
     """``s[i] == 'I'``; return the index just after the matching ``E``."""
-    depth = 0
+    stack: list[str] = []
     while i < len(s):
         c = s[i]
         if c.isdigit():
             _, i = _source_name(s, i)
-            continue
-        if c == "L":
+        elif c == "L":
             if s.startswith("L_Z", i):  # an external name as a template argument: closed by its own E
-                depth += 1
+                stack.append("L")
                 i += 3
-                continue
-            if i + 1 < len(s) and s[i + 1].islower():  # a literal of a builtin type, e.g. Li4E, Lm1E
+            elif i + 1 < len(s) and s[i + 1].islower():  # a literal of a builtin type, e.g. Li4E, Lm1E
                 j = s.find("E", i + 2)
                 if j < 0:
                     raise _Unparsed
                 i = j + 1
-                continue
-            raise _Unparsed
-        elif c == "U" and s.startswith("Ul", i):
-            depth += 1
-            i += 2
-            continue
+            else:
+                raise _Unparsed
+        elif c == "U":
+            if s.startswith("Ul", i):  # lambda: Ul <params> E [<n>] _
+                stack.append("U")
+                i += 2
+            elif s.startswith("Ut", i):  # unnamed type: Ut [<n>] _
+                i = _skip_number_underscore(s, i + 2)
+            else:
+                raise _Unparsed
         elif c == "S":
             i = _skip_substitution(s, i)
-            continue
         elif c == "T":
-            j = s.find("_", i + 1)
-            if j < 0:
+            i = _skip_number_underscore(s, i + 1)
+        elif c == "A":  # array: A <n> _ <type>
+            i = _skip_number_underscore(s, i + 1)
+        elif c == "D":
+            if i + 1 >= len(s):
                 raise _Unparsed
-            i = j + 1
-            continue
+            if s[i + 1] in "vF":  # Dv<n>_<type>, DF<n>_
+                i = _skip_number_underscore(s, i + 2)
+            elif s[i + 1] in _TWO_CHAR_D:
+                i += 2
+            else:
+                raise _Unparsed
         elif c in _OPEN:
-            depth += 1
+            stack.append(c)
+            i += 1
         elif c == "E":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-            if depth < 0:
+            if not stack:
                 raise _Unparsed
-        i += 1
+            opener = stack.pop()
+            i += 1
+            if not stack:
+                return i
+            if opener == "U":
+                i = _skip_number_underscore(s, i)
+            elif opener == "Z":
+                i = _skip_local_entity(s, i)
+        elif c == "_":
+            raise _Unparsed
+        else:  # builtin types, qualifiers, pointer and reference marks, operator names
+            i += 1
     raise _Unparsed
+
+
+def _skip_local_entity(s: str, i: int) -> int:
+    """After ``Z <encoding> E``: the entity's name, then an optional discriminator."""
+    if i < len(s) and s[i].isdigit():
+        _, i = _source_name(s, i)
+    elif s.startswith("Ul", i) or s.startswith("Ut", i) or s.startswith("N", i):
+        return i  # the caller's loop parses it (the lambda's number and _ are handled there)
+    elif s.startswith("s", i):  # string literal entity
+        i += 1
+    return _skip_discriminator(s, i)
 
 
 def _base(s: str) -> str:

@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 class Tracer(Protocol):
     """What the session needs from the CUPTI client (the real one is :class:`~._tracer.ActivityTracer`)."""
 
+    def region_open(self) -> None:
+        """A region opens (API tracing may start)."""
+
+    def region_close(self) -> None:
+        """A region closed (API tracing may stop)."""
+
     def push(self, external_id: int) -> None:
         """Push an external id on the calling thread's stack."""
 
@@ -149,6 +155,7 @@ class CuptiSession(Session):
     def region_enter(self, region: RegionId) -> None:
         """Open a window and push its external id on this thread."""
         ext = next(self._ids)
+        self.tracer.region_open()
         t = self.tracer.timestamp()
         self.tracer.push(ext)
         self._open[(region.annotation, region.config, region.run)] = (ext, t, threading.get_ident())
@@ -163,6 +170,7 @@ class CuptiSession(Session):
                 f"region {region.annotation!r} was closed on another thread than the one that opened it; "
                 "kernels are attributed by launch time for this region", RuntimeWarning, stacklevel=3)
         t1 = self.tracer.timestamp()
+        self.tracer.region_close()
         with self._lock:
             self._windows.append(RegionWindow(ext, region.annotation, region.config, region.run, t0, t1, tid,
                                               failed))
@@ -180,7 +188,8 @@ class CuptiSession(Session):
         if self.keep_batches:
             self.batches.append((batch, windows))
         attribution = attribute(batch, windows)
-        if attribution.untraced and windows and not self._warned_untraced:
+        traced_everywhere = getattr(self.tracer, "api_tracing", "always") == "always"
+        if attribution.untraced and windows and traced_everywhere and not self._warned_untraced:
             self._warned_untraced = True
             warnings.warn(
                 f"{len(attribution.untraced)} kernel(s) had no traced launch API record and were not counted "
@@ -202,6 +211,8 @@ class CuptiSession(Session):
         env["CuptiPython"] = cupti_python_version()
         env["Libcupti"] = loaded_libcupti()
         env["CuptiLaunchApiFilter"] = bool(getattr(self.tracer, "api_filter", False))
+        env["CuptiApiTracing"] = getattr(self.tracer, "api_tracing", None)
+        env["CuptiApiFilterError"] = getattr(self.tracer, "api_filter_error", None)
         return env
 
 
@@ -219,7 +230,7 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
     device = CudaDevice(plan.device, flush=plan.cache_control == "all", flush_bytes=opts.get("flush_bytes"))
     try:
         tracer = ActivityTracer.get()
-        tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_filter=opts.get("api_filter", True))
+        tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_tracing=opts.get("api_tracing", "region"))
         try:
             yield CuptiSession(tracer, device, plan.metrics, keep_batches=keep_batches)
         finally:

@@ -88,6 +88,11 @@ class ActivityTracer:
         self.active = False
         self.api_filter = False
         """True when only launch APIs are traced (CUPTI accepted per-API switches)."""
+        self.api_filter_error: str | None = None
+        """Why per-API switches were refused, when they were."""
+        self.api_tracing = "region"
+        """``region``: API records only while a region is open; ``always``: for the whole session."""
+        self._open_regions = 0
 
     # --- CUPTI callbacks (may run on a CUPTI thread) --------------------------------------------------------
     def _buffer_requested(self) -> tuple[int, int]:
@@ -115,12 +120,16 @@ class ActivityTracer:
             self._errors.append(f"{type(e).__name__}: {e}")
 
     # --- session-facing API ---------------------------------------------------------------------------------
-    def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_filter: bool = True) -> None:
+    def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_tracing: str = "region") -> None:
         """Register the buffer callbacks (once per process) and enable the activity kinds.
+
+        Kernel and external-correlation records are enabled for the whole session. Launch API records (needed
+        to tie a kernel to its launch) are enabled either only while a region is open (``api_tracing="region"``,
+        the default: nothing outside a region is traced, so there is less to decode) or for the whole session.
 
         Args:
             buffer_bytes: Size of each activity buffer.
-            api_filter: Trace only launch APIs (fewer records to decode per run).
+            api_tracing: ``region`` or ``always``.
 
         Raises:
             MeasurementError: another CUPTI session is active in this process.
@@ -135,10 +144,33 @@ class ActivityTracer:
             c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             self._registered = True
         self._discard()
+        self.api_tracing = api_tracing
+        self._open_regions = 0
         for kind in (self._k_runtime, self._k_driver, self._k_external, self._k_kernel):
             c.activity_enable(kind)
-        self.api_filter = self._trace_only_launches() if api_filter else False
+        self.api_filter = self._trace_only_launches()
+        if api_tracing == "region":
+            self._apis(False)
         self.active = True
+
+    def _apis(self, on: bool) -> None:
+        switch = self._cupti.activity_enable if on else self._cupti.activity_disable
+        switch(self._k_runtime)
+        switch(self._k_driver)
+
+    def region_open(self) -> None:
+        """A region opens: start tracing launch APIs (``api_tracing="region"``)."""
+        if self.api_tracing == "region":
+            self._open_regions += 1
+            if self._open_regions == 1:
+                self._apis(True)
+
+    def region_close(self) -> None:
+        """A region closed: stop tracing launch APIs (``api_tracing="region"``)."""
+        if self.api_tracing == "region" and self._open_regions > 0:
+            self._open_regions -= 1
+            if self._open_regions == 0:
+                self._apis(False)
 
     def _trace_only_launches(self) -> bool:
         """Switch off API records of everything but launches; False (all traced) when CUPTI refuses."""
@@ -150,9 +182,11 @@ class ActivityTracer:
                     if member.name in ("INVALID", "SIZE", "FORCE_INT"):
                         continue
                     switch(int(member), 1 if _LAUNCH_MARK in member.name else 0)
-        except Exception:
+        except Exception as e:
+            self.api_filter_error = f"{type(e).__name__}: {e}"[:200]
             self._enable_all_apis()
             return False
+        self.api_filter_error = None
         return True
 
     def _enable_all_apis(self) -> None:
@@ -173,8 +207,10 @@ class ActivityTracer:
         try:
             if self.api_filter:
                 self._enable_all_apis()
-            for kind in (self._k_kernel, self._k_external, self._k_driver, self._k_runtime):
+            for kind in (self._k_kernel, self._k_external):
                 c.activity_disable(kind)
+            if self.api_tracing == "always" or self._open_regions:
+                self._apis(False)
             c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED))
         finally:
             self._discard()

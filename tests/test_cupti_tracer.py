@@ -1,0 +1,201 @@
+"""The CUPTI client against a stand-in for the ``cupti.cupti`` module (CPU only).
+
+The stand-in implements only the few calls the tracer makes and delivers activity records the way cupti-python
+does (a list of objects with ``kind`` and fields, through the registered buffer-completed callback). It lets CI
+check decoding, the dropped-records error, the per-API filter fallback and API tracing limited to regions, which
+cannot be provoked on demand on a real GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from nsightx_cupti._tracer import ActivityTracer
+
+from nsightx._errors import MeasurementError
+
+
+class Kind(enum.IntEnum):
+    CONCURRENT_KERNEL = 10
+    RUNTIME = 5
+    DRIVER = 6
+    EXTERNAL_CORRELATION = 40
+
+
+class ExtKind(enum.IntEnum):
+    CUSTOM0 = 2
+    CUSTOM1 = 3
+    CUSTOM2 = 4
+
+
+class Flag(enum.IntEnum):
+    FLUSH_FORCED = 1
+
+
+class RuntimeCbid(enum.IntEnum):
+    INVALID = 0
+    cudaLaunchKernel_v7000 = 211
+    cudaGetDevice_v3020 = 17
+
+
+class DriverCbid(enum.IntEnum):
+    INVALID = 0
+    cuLaunchKernel = 307
+    cuCtxGetCurrent = 9
+
+
+class FakeCupti:
+    ActivityKind = Kind
+    ExternalCorrelationKind = ExtKind
+    ActivityFlag = Flag
+    RuntimeApiTraceCbid = RuntimeCbid
+    DriverApiTraceCbid = DriverCbid
+
+    def __init__(self, per_api: bool = False) -> None:
+        self.per_api = per_api
+        self.enabled: set[int] = set()
+        self.api_switches: dict[tuple[str, int], int] = {}
+        self.to_deliver: list[Any] = []
+        self.dropped = 0
+        self.stack: list[int] = []
+        self.requested: Any = None
+        self.completed: Any = None
+        self.calls: list[str] = []
+
+    def activity_register_callbacks(self, requested: Any, completed: Any) -> None:
+        self.requested, self.completed = requested, completed
+
+    def activity_enable(self, kind: int) -> None:
+        self.enabled.add(int(kind))
+        self.calls.append(f"enable {Kind(kind).name}")
+
+    def activity_disable(self, kind: int) -> None:
+        self.enabled.discard(int(kind))
+        self.calls.append(f"disable {Kind(kind).name}")
+
+    def activity_enable_runtime_api(self, cbid: int, on: int) -> None:
+        if not self.per_api:
+            raise RuntimeError("cuptiActivityEnableRuntimeApi not found in libcupti")
+        self.api_switches[("runtime", cbid)] = on
+
+    def activity_enable_driver_api(self, cbid: int, on: int) -> None:
+        if not self.per_api:
+            raise RuntimeError("cuptiActivityEnableDriverApi not found in libcupti")
+        self.api_switches[("driver", cbid)] = on
+
+    def activity_flush_all(self, flag: int) -> None:
+        records, self.to_deliver = self.to_deliver, []
+        if records:
+            size, _ = self.requested()
+            assert size > 0
+            self.completed(records)
+
+    def activity_get_num_dropped_records(self, ctx: int, stream: int, address: int) -> None:
+        ctypes.c_size_t.from_address(address).value = self.dropped
+        self.dropped = 0
+
+    def activity_push_external_correlation_id(self, kind: int, ext: int) -> None:
+        assert kind == ExtKind.CUSTOM2
+        self.stack.append(ext)
+
+    def activity_pop_external_correlation_id(self, kind: int) -> int:
+        return self.stack.pop()
+
+    def get_timestamp(self) -> int:
+        return 1000
+
+
+def kernel(name: str, corr: int, start: int, end: int) -> Any:
+    return SimpleNamespace(kind=Kind.CONCURRENT_KERNEL, name=name, start=start, end=end, correlation_id=corr,
+                           stream_id=7, device_id=0, context_id=1, graph_id=0, graph_node_id=0)
+
+
+def api(corr: int, start: int) -> Any:
+    return SimpleNamespace(kind=Kind.RUNTIME, correlation_id=corr, start=start, end=start + 5, thread_id=11,
+                           cbid=211)
+
+
+def ext(corr: int, external_id: int, kind: int = ExtKind.CUSTOM2) -> Any:
+    return SimpleNamespace(kind=Kind.EXTERNAL_CORRELATION, correlation_id=corr, external_id=external_id,
+                           external_kind=kind)
+
+
+def test_decodes_kernels_apis_and_only_its_own_external_kind() -> None:
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake)
+    tracer.start(api_tracing="always")
+    fake.to_deliver = [kernel("k", 3, 100, 150), api(3, 50), ext(3, 9), ext(3, 77, kind=ExtKind.CUSTOM0)]
+    batch = tracer.collect()
+    assert [(k.name, k.duration) for k in batch.kernels] == [("k", 50)]
+    assert batch.apis[3].start == 50 and batch.externals == {3: 9}
+    tracer.stop()
+    assert fake.enabled == set()
+
+
+def test_dropped_records_are_a_measurement_error() -> None:
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake)
+    tracer.start()
+    fake.to_deliver = [kernel("k", 3, 100, 150)]
+    fake.dropped = 12
+    with pytest.raises(MeasurementError, match="dropped 12 activity records"):
+        tracer.collect()
+    assert tracer.collect().kernels == []  # the count was consumed; later runs are judged on their own
+    tracer.stop()
+
+
+def test_a_bad_record_is_reported_at_collect_not_raised_into_cupti() -> None:
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake)
+    tracer.start()
+    fake.to_deliver = [SimpleNamespace(kind=Kind.CONCURRENT_KERNEL, name="broken")]
+    with pytest.raises(MeasurementError, match="could not be decoded"):
+        tracer.collect()
+    tracer.stop()
+
+
+def test_per_api_filter_falls_back_when_libcupti_lacks_it() -> None:
+    fake = FakeCupti(per_api=False)
+    tracer = ActivityTracer(fake)
+    tracer.start()
+    assert tracer.api_filter is False and "not found" in (tracer.api_filter_error or "")
+    tracer.stop()
+
+
+def test_per_api_filter_keeps_only_launches_and_is_undone_at_stop() -> None:
+    fake = FakeCupti(per_api=True)
+    tracer = ActivityTracer(fake)
+    tracer.start()
+    assert tracer.api_filter is True
+    assert fake.api_switches[("runtime", RuntimeCbid.cudaLaunchKernel_v7000)] == 1
+    assert fake.api_switches[("runtime", RuntimeCbid.cudaGetDevice_v3020)] == 0
+    assert fake.api_switches[("driver", DriverCbid.cuCtxGetCurrent)] == 0
+    tracer.stop()
+    assert set(fake.api_switches.values()) == {1}
+
+
+def test_region_mode_traces_apis_only_inside_regions() -> None:
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake)
+    tracer.start(api_tracing="region")
+    assert Kind.RUNTIME not in fake.enabled and Kind.CONCURRENT_KERNEL in fake.enabled
+    tracer.region_open()
+    assert {Kind.RUNTIME, Kind.DRIVER} <= fake.enabled
+    tracer.region_close()
+    assert Kind.RUNTIME not in fake.enabled and Kind.DRIVER not in fake.enabled
+    tracer.stop()
+    assert fake.enabled == set()
+
+
+def test_sessions_cannot_nest() -> None:
+    tracer = ActivityTracer(FakeCupti())
+    tracer.start()
+    with pytest.raises(MeasurementError, match="cannot nest"):
+        tracer.start()
+    tracer.stop()
+    tracer.start()  # and a later one works
+    tracer.stop()
