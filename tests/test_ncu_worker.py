@@ -70,7 +70,8 @@ def test_user_function_raising_names_config_and_run_and_keeps_earlier_runs(tmp_p
 
 
 def test_range_replay_unsupported_api_becomes_a_clear_error(monkeypatch):
-    monkeypatch.setenv("FAKE_NCU_SAY", "==ERROR== Skipping invalid capture range (RecordStatusUnsupportedApi)")
+    # What ncu 2025.3.1 printed on the H200 for a range around a first (cold) torch matmul.
+    monkeypatch.setenv("FAKE_NCU_SAY", (FIXTURES / "range_unsupported.log").read_text())
     monkeypatch.setenv("FAKE_NCU_EXIT", "9")
 
     def work(n):
@@ -186,3 +187,25 @@ def test_function_from_main_end_to_end_with_a_captured_report(tmp_path):
     assert "H200" in data["gpu"]
     assert data["loaded"] == []  # the report was read in a child process
     assert Path(data["report"]).is_file()
+
+
+def test_unknown_metric_is_an_error_naming_it(monkeypatch):
+    """ncu 2025.3.1 says nothing about an unknown metric (fixtures/ncu/bad_metric.log): nsightx must."""
+    report = FIXTURES / "one_metric.ncu-rep"
+    if not report.exists():
+        pytest.skip("fixture not captured yet")
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(report))
+    monkeypatch.setenv("FAKE_NCU_SAY", (FIXTURES / "bad_metric.log").read_text())
+
+    def scale(n):
+        with nsightx.annotate("scale"):
+            pass
+
+    plan = make_plan(scale, ((1,), (2,)), metrics=("gpu__time_duration.sum", "nsightx__no_such.sum"))
+    sink = RunSink()
+    with pytest.raises(nsightx.MeasurementError) as info:
+        NcuBackend().execute(plan, sink)
+    text = str(info.value)
+    assert "['nsightx__no_such.sum']" in text and "ncu --query-metrics" in text and "ncu log:" in text
+    assert "Profiling" in text  # the log tail
+    assert len(sink.runs) == 4  # what was measured is kept

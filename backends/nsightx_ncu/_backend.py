@@ -352,7 +352,7 @@ class NcuBackend(Backend):
             raise MeasurementError(
                 f"ncu returned no value for metric(s) {missing} in any of the {merged.profiled} profiled "
                 "kernel(s): the name is not a metric ncu knows for this GPU. List the metrics with "
-                "`ncu --query-metrics` (base names; add a suffix such as .sum, .avg or .max).{where}")
+                f"`ncu --query-metrics` (base names; add a suffix such as .sum, .avg or .max).{where}")
         regions = sum(len(r.regions) for r in done)
         if regions and merged.profiled == 0:
             raise MeasurementError(
