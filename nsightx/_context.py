@@ -16,7 +16,7 @@ from nsightx._errors import AnnotationError
 
 if TYPE_CHECKING:  # kept out of import time: `import nsightx` must not load pydantic
     from nsightx._backend import Session
-    from nsightx._records import RegionId, RegionRun
+    from nsightx._records import RegionId
 
 
 @dataclass
@@ -31,7 +31,8 @@ class RunState:
     used: set[str] = field(default_factory=set)
     open_name: str | None = None
     open_start: int = 0
-    regions: list[RegionRun] = field(default_factory=list)
+    regions: list[tuple[str, int, bool]] = field(default_factory=list)
+    """(annotation, host nanoseconds, failed) of each region closed in this run, in closing order."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def enter(self, name: str) -> RegionId:
@@ -53,7 +54,7 @@ class RunState:
             self.on_annotation(name)
         from nsightx._records import RegionId
 
-        region = RegionId.model_construct(annotation=name, config=self.config, run=self.run)
+        region = RegionId(name, self.config, self.run)
         self.session.region_enter(region)
         self.open_start = time.perf_counter_ns()
         return region
@@ -62,19 +63,8 @@ class RunState:
         """Close the region opened by :meth:`enter`."""
         end = time.perf_counter_ns()
         self.session.region_exit(region, failed)
-        from nsightx._records import RegionRun
-
         with self.lock:
-            self.regions.append(
-                RegionRun.model_construct(
-                    annotation=region.annotation,
-                    config=region.config,
-                    run=region.run,
-                    host_ns=end - self.open_start,
-                    failed=failed,
-                    attributes={},
-                )
-            )
+            self.regions.append((region.annotation, end - self.open_start, failed))
             self.open_name = None
 
 

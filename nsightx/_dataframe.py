@@ -168,7 +168,7 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     out["MinValue"] = value.min().to_numpy()
     out["MaxValue"] = value.max().to_numpy()
     out["NumRuns"] = value.count().to_numpy().astype("int64")
-    out["Kernel"] = grouped["Kernel"].agg(_kernel_name).to_numpy()
+    out["Kernel"] = _kernel_names(frame, out, keys)
     for name in _ENV_COLUMNS:
         out[name] = data.environment.get(name)
     out["Unit"] = grouped["Unit"].first().to_numpy()
@@ -249,8 +249,10 @@ def _geomean(values: pd.Series) -> float:
     return float(np.exp(np.mean(np.log(arr)))) if arr.size else math.nan
 
 
-def _kernel_name(names: pd.Series) -> str:
-    ok = names[names != "failed"]
-    if ok.empty:
-        return "failed"
-    return str(ok.mode().iloc[0])
+def _kernel_names(frame: pd.DataFrame, out: pd.DataFrame, keys: list[str]) -> Any:
+    """The most frequent kernel name of each group's successful runs (``failed`` if none succeeded)."""
+    ok = frame[frame["Kernel"] != "failed"]
+    counts = ok.groupby([*keys, "Kernel"], sort=False).size().reset_index(name="_n")
+    best = counts.sort_values("_n", ascending=False, kind="stable").drop_duplicates(keys)
+    merged = out[keys].merge(best[[*keys, "Kernel"]], on=keys, how="left")
+    return merged["Kernel"].fillna("failed").to_numpy()

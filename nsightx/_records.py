@@ -8,6 +8,7 @@ than the next (cuBLAS split-K, autotuning), and each record still lands on the r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from nsightx._model import Frozen
 
@@ -15,8 +16,11 @@ Scalar = float | int | str | bool | None
 """A value a collector or a run attribute may hold."""
 
 
-class RegionId(Frozen):
-    """Identity of one execution of one annotated region."""
+class RegionId(NamedTuple):
+    """Identity of one execution of one annotated region.
+
+    A named tuple rather than a model: one is made each time a region opens, on the measured path.
+    """
 
     annotation: str
     """The name given to :func:`nsightx.annotate`."""
@@ -24,6 +28,11 @@ class RegionId(Frozen):
     """Index of the config in the plan (0-based)."""
     run: int
     """Index of the measured run within the config (0-based; warm-up runs are negative and never stored)."""
+
+    @classmethod
+    def model_construct(cls, **fields: Any) -> RegionId:
+        """Build from keyword fields (kept so code written against the model form keeps working)."""
+        return cls(**fields)
 
 
 class Record(Frozen):

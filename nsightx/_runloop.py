@@ -176,14 +176,14 @@ def _run_records(ci: int, r: int, state: _context.RunState, output: RunOutput,
                  values: list[CollectorValue]) -> RunRecords:
     regions = tuple(
         RegionRun(
-            annotation=reg.annotation,
+            annotation=name,
             config=ci,
             run=r,
-            host_ns=reg.host_ns,
-            failed=reg.failed,
-            attributes=output.region_attributes.get(reg.annotation, {}),
+            host_ns=host_ns,
+            failed=failed,
+            attributes=output.region_attributes.get(name, {}),
         )
-        for reg in state.regions
+        for name, host_ns, failed in state.regions
     )
     return RunRecords(config=ci, run=r, records=tuple(output.records), regions=regions,
                       collectors=tuple(values))

@@ -52,6 +52,7 @@ def combine_records(
     """
     ignored = set(ignore_kernels)
     groups: dict[tuple[str, int, int, str], list[Record]] = defaultdict(list)
+    region_metrics: dict[tuple[str, int, int], dict[str, None]] = defaultdict(dict)
     failed: set[tuple[str, int, int]] = set()
     order: list[tuple[str, int, int]] = []
     seen_regions: set[tuple[str, int, int]] = set()
@@ -71,6 +72,7 @@ def combine_records(
                 seen_regions.add(rid)
                 order.append(rid)
             groups[_key(rec)].append(rec)
+            region_metrics[rid][rec.metric] = None
     out: list[RunValue] = []
     for rid in order:
         ann, cfg, run_i = rid
@@ -81,7 +83,7 @@ def combine_records(
                 for m in metrics
             )
             continue
-        for metric in _metrics_of(groups, rid, metrics):
+        for metric in _metrics_of(region_metrics.get(rid, {}), metrics):
             recs = groups.get((ann, cfg, run_i, metric))
             if not recs:
                 continue
@@ -89,12 +91,10 @@ def combine_records(
     return out
 
 
-def _metrics_of(
-    groups: Mapping[tuple[str, int, int, str], list[Record]], rid: tuple[str, int, int], metrics: Sequence[str]
-) -> list[str]:
-    present = [m for m in metrics if (*rid, m) in groups]
+def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str]) -> list[str]:
+    present = [m for m in metrics if m in measured]
     # Backends may report extra metrics (ncu sections): keep them after the requested ones.
-    extra = sorted({k[3] for k in groups if k[:3] == rid} - set(metrics))
+    extra = sorted(set(measured) - set(metrics))
     return present + extra
 
 

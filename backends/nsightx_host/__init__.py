@@ -26,7 +26,7 @@ class HostSession(Session):
 
     def __init__(self) -> None:
         self._start: dict[str, int] = {}
-        self._records: list[Record] = []
+        self._spans: list[tuple[RegionId, int]] = []
 
     def region_enter(self, region: RegionId) -> None:
         """Note the start time (the last thing before the user's code runs)."""
@@ -35,15 +35,16 @@ class HostSession(Session):
     def region_exit(self, region: RegionId, failed: bool) -> None:
         """Record the elapsed time (the first thing after the user's code returns)."""
         end = time.perf_counter_ns()
-        start = self._start.pop(region.annotation)
-        self._records.append(Record.model_construct(
-            annotation=region.annotation, config=region.config, run=region.run, kernel="region",
-            metric=METRIC, value=float(end - start), unit="ns", seq=0))
+        self._spans.append((region, end - self._start.pop(region.annotation)))
 
     def finish_run(self, config: int, run: int) -> RunOutput:
-        """Hand back this run's records."""
-        records, self._records = self._records, []
-        return RunOutput(records=records)
+        """Turn this run's spans into records (off the measured path)."""
+        spans, self._spans = self._spans, []
+        return RunOutput(records=[
+            Record.model_construct(annotation=r.annotation, config=r.config, run=r.run, kernel="region",
+                                   metric=METRIC, value=float(ns), unit="ns", seq=0)
+            for r, ns in spans
+        ])
 
     def environment(self) -> Mapping[str, Scalar]:
         """The CPU stands where a GPU name would."""
