@@ -14,7 +14,7 @@ import pytest
 from nsightx_ncu._reader import Action, read_report
 from nsightx_ncu._report import environment, merge_runs, region_of
 
-from nsightx._records import RegionRun, RunRecords
+from nsightx._records import CollectorValue, RegionRun, RunRecords
 
 pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
 
@@ -75,6 +75,19 @@ def test_several_metrics_with_several_passes_and_the_measured_sm_clock():
     assert [r.metric for r in merged.runs[0].records] == list(FIVE)
     clock = environment(actions)["MeasuredComputeClock"]
     assert 1_000_000 < clock < 2_100_000  # kHz, the SM clock while the kernels ran (rated: 1,980,000)
+    per_run = [cv for run in merged.runs for cv in run.collectors]
+    assert [(cv.name, cv.scope, cv.config, cv.run) for cv in per_run] == [
+        ("MeasuredSMClockMHz", "run", c, r) for c in range(2) for r in range(2)]
+    assert all(1000 < cv.value < 2100 for cv in per_run)
+
+
+def test_measured_clock_does_not_override_a_collector_value():
+    actions = read("multi_pass", FIVE)
+    runs = [run.model_copy(update={"collectors": (CollectorValue(
+        name="MeasuredSMClockMHz", scope="run", config=run.config, run=run.run, value=1755.0),)})
+        for run in worker_runs(["scale"], 2)]
+    merged = merge_runs(actions, runs, FIVE)
+    assert [[cv.value for cv in run.collectors] for run in merged.runs] == [[1755.0]] * 4
 
 
 def test_two_kernel_region_keeps_launch_order_and_an_escaped_annotation():

@@ -209,3 +209,25 @@ def test_unknown_metric_is_an_error_naming_it(monkeypatch):
     assert "['nsightx__no_such.sum']" in text and "ncu --query-metrics" in text and "ncu log:" in text
     assert "Profiling" in text  # the log tail
     assert len(sink.runs) == 4  # what was measured is kept
+
+
+def test_measured_sm_clock_reaches_the_row(monkeypatch, tmp_path):
+    """With gpc__cycles_elapsed.avg.per_second collected, each row shows the measured SM clock."""
+    report = FIXTURES / "multi_pass.ncu-rep"
+    if not report.exists():
+        pytest.skip("fixture not captured yet")
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(report))
+    metrics = ["gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second"]
+
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=2, backend="ncu", metrics=metrics, verbosity=0,
+                            clock_control="none", thermal_mode="off", info_collectors=[])
+    def scale(n):
+        with nsightx.annotate("scale"):
+            pass
+
+    res = scale()
+    df = res.to_dataframe()
+    assert {"ComputeClock", "MeasuredSMClockMHz_Avg"} <= set(df.columns)
+    assert (df["ComputeClock"] == 1_980_000).all()  # rated, kHz
+    assert df["MeasuredSMClockMHz_Avg"].between(1000, 2100).all()  # measured while the kernels ran, MHz
+    assert 1_000_000 < res.environment["MeasuredComputeClock"] < 2_100_000

@@ -11,12 +11,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nsightx._records import Record, RegionId, RegionRun, RunRecords, Scalar
+from nsightx._records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
 from nsightx_ncu._command import parse_range_name
 from nsightx_ncu._reader import Action
 
 SM_CLOCK_METRIC = "gpc__cycles_elapsed.avg.per_second"
-"""When collected, its mean over the profiled kernels is recorded as ``MeasuredComputeClock`` (kHz)."""
+"""When collected, its mean over each run's kernels becomes that run's ``MeasuredSMClockMHz`` value, and its mean
+over all kernels the environment's ``MeasuredComputeClock`` (kHz)."""
+
+MEASURED_SM_CLOCK_COLUMN = "MeasuredSMClockMHz"
+"""The RUN-scope column the core shows as the measured SM clock (the nvml plugin writes it too)."""
 
 UNIT_ALIASES: Mapping[str, str] = {"nsecond": "ns", "usecond": "us", "msecond": "ms", "second": "s"}
 """Time units renamed to the short forms the other backends use; every other ncu unit is kept as is."""
@@ -120,9 +124,28 @@ def merge_runs(
                 **reg.attributes, "kernel_count": counts.get(reg.annotation, 0)}})
             for reg in run.regions
         )
-        out.append(run.model_copy(update={"records": (*run.records, *records), "regions": regions}))
+        collectors = (*run.collectors, *_measured_clock(run, placed))
+        out.append(run.model_copy(update={"records": (*run.records, *records), "regions": regions,
+                                          "collectors": collectors}))
     unattributed += sum(len(v) for v in by_run.values())
     return MergeResult(runs=out, profiled=profiled, unattributed=unattributed)
+
+
+def _measured_clock(run: RunRecords, placed: Sequence[Action]) -> list[CollectorValue]:
+    """The run's mean measured SM clock (MHz) as the RUN-scope value the core shows next to ``ComputeClock``.
+
+    Added only when ``gpc__cycles_elapsed.avg.per_second`` was collected and no collector (e.g. the nvml plugin)
+    already wrote that value for the run.
+    """
+    if any(cv.name == MEASURED_SM_CLOCK_COLUMN for cv in run.collectors):
+        return []
+    clocks = [_to_khz(_numeric(a.metrics[SM_CLOCK_METRIC][0]), a.metrics[SM_CLOCK_METRIC][1])
+              for a in placed if SM_CLOCK_METRIC in a.metrics]
+    clocks = [c for c in clocks if not math.isnan(c)]
+    if not clocks:
+        return []
+    mhz = round(sum(clocks) / len(clocks) / 1e3, 1)
+    return [CollectorValue(name=MEASURED_SM_CLOCK_COLUMN, scope="run", config=run.config, run=run.run, value=mhz)]
 
 
 def _to_khz(value: float, unit: str) -> float:
