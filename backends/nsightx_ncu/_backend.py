@@ -210,7 +210,11 @@ class NcuBackend(Backend):
         """
         options = NcuOptions.from_mapping(plan.backend_options)
         metrics = check_metrics(plan.metrics or self.capabilities.default_metrics)
-        install = _locate.require_ncu(explicit=options.ncu_path)
+        if options.ncu_path:
+            install = _locate.require_ncu(explicit=options.ncu_path)
+        else:  # the search availability() made (one `ncu --version`) is reused; a miss is searched again
+            found = _cached_search(os.environ.get("PATH", ""), os.environ.get(_locate.ENV_VAR, ""))
+            install = found.install or _locate.require_ncu()
         missing = _locate.missing_worker_modules()
         if missing:
             raise BackendUnavailableError(
