@@ -6,8 +6,9 @@ Runs the sweep twice, ``thermal_mode="off"`` then ``"auto"`` (default band: paus
 slowdown temperature, resume at 20), with ``output_csv=True``, and copies each call's per-run
 (``profiled_data``) and aggregated (``processed_data``) CSV into DIR as ``profiled_data-<mode>.csv`` and
 ``processed_data-<mode>.csv``. Then it forces the guard to act on real hardware without touching the GPU's
-settings: ``thermal_wait`` is set above the headroom the GPU has now, with ``thermal_timeout=3``: ``auto`` must
-pause 3 s, lower its band and go on (``profiled_data-forced.csv``); ``manual`` must raise CoolingTimeoutError.
+settings: just before each of two calls, ``thermal_wait`` is set 20 °C above the headroom the GPU has then (out
+of reach of a few seconds of cooling), with ``thermal_timeout=3``: ``auto`` must pause 3 s, lower its band and
+go on (``profiled_data-forced.csv``); ``manual`` must raise CoolingTimeoutError.
 
 The backend is the first of cupti, events, host that is available and runs; under host the region
 synchronises, so it times the kernel plus launch.
@@ -122,10 +123,16 @@ def main() -> int:
 
     from nsightx_nvml._collectors import NvmlTemperatureSource
 
-    headroom = int(NvmlTemperatureSource(None).read().headroom_c)
-    wait, cont = headroom + 5, headroom + 8
-    print(f"\n=== forced pause: headroom now {headroom} °C; thermal_wait={wait}, thermal_cont={cont}, timeout 3 s ===")
+    def band() -> tuple[int, int]:
+        # the headroom changes by several °C within seconds after load (seen on the H200): read it just before
+        headroom = int(NvmlTemperatureSource(None).read().headroom_c)
+        wait, cont = headroom + 20, headroom + 25
+        print(f"\n=== forced pause: headroom now {headroom} °C; thermal_wait={wait}, thermal_cont={cont}, "
+              "timeout 3 s ===")
+        return wait, cont
+
     prefix = f"{work}/forced/"
+    wait, cont = band()
     t = time.perf_counter()
     res = make(chosen, [4096], 5, prefix, thermal_mode="auto", thermal_wait=wait, thermal_cont=cont,
                thermal_timeout=3)()
@@ -136,6 +143,7 @@ def main() -> int:
     if not (pauses[0] >= 2.9 and max(pauses[1:]) < 1.0):
         print(f"CHECK FAILED: expected one ~3 s pause on run 0, got {pauses}")
         failures += 1
+    wait, cont = band()
     t = time.perf_counter()
     try:
         make(chosen, [4096], 5, f"{work}/manual/", thermal_mode="manual", thermal_wait=wait, thermal_cont=cont,
