@@ -206,6 +206,57 @@ def session_cost() -> dict[str, float]:
     return out
 
 
+def probe(torch: Any) -> dict[str, float]:
+    """Median host cost (us) of the tracer's per-run steps in isolation (4 tiny kernels per iteration)."""
+    from nsightx_cupti import _driver
+    from nsightx_cupti._tracer import ActivityTracer
+
+    x = torch.ones(1024, device="cuda")
+    tracer = ActivityTracer.get()
+    samples: dict[str, list[int]] = {}
+
+    def timed(label: str, fn: Any, reps: int = 40) -> None:
+        for _ in range(reps):
+            t0 = time.perf_counter_ns()
+            fn()
+            samples.setdefault(label, []).append(time.perf_counter_ns() - t0)
+
+    def launch4() -> None:
+        for _ in range(4):
+            x.add_(1)
+
+    def launch4_sync() -> None:
+        launch4()
+        _driver.synchronize()
+
+    def open_close() -> None:
+        tracer.region_open()
+        tracer.region_close()
+
+    for flag, nbytes in (("forced", 256 << 10), ("forced", 8 << 20), ("plain", 256 << 10)):
+        tag = f"{flag}/{nbytes >> 10}KiB"
+        tracer.start(nbytes, api_tracing="region", flush_flag=flag)
+        try:
+            launch4()
+            _driver.synchronize()
+            tracer.collect()
+            timed(f"collect_nothing_new/{tag}", tracer.collect)
+            for _ in range(40):
+                launch4()
+                _driver.synchronize()
+                t0 = time.perf_counter_ns()
+                tracer.collect()
+                samples.setdefault(f"collect_after_4_kernels/{tag}", []).append(time.perf_counter_ns() - t0)
+            if flag == "forced" and nbytes == 256 << 10:
+                timed("region_open_close", open_close)
+                timed("launch4_sync_traced", launch4_sync)
+                timed("dropped_query", tracer.dropped)
+        finally:
+            tracer.stop()
+    timed("launch4_sync_untraced", launch4_sync)
+    return {k: statistics.median(v) / 1e3 for k, v in samples.items()}
+
+
 def rsd(values: list[float]) -> float:
     """Relative standard deviation (sample), percent."""
     return 100.0 * statistics.stdev(values) / statistics.fmean(values)
@@ -237,8 +288,8 @@ def main() -> int:
         variants[f"bare/{cache}"] = make_bare(torch, flush)
         variants[f"cupti/{cache}"] = make_profiled(torch, "cupti", cache)
         variants[f"events/{cache}"] = make_profiled(torch, "events", cache)
-    variants["cupti_apis_always/all"] = make_profiled(torch, "cupti", "all", backend_options={"api_tracing": "always"})
-    variants["cupti_thermal_auto/all"] = make_profiled(torch, "cupti", "all", thermal_mode="auto")
+    variants["cupti_buf8m/all"] = make_profiled(torch, "cupti", "all", backend_options={"buffer_bytes": 8 << 20})
+    variants["cupti_plainflush/all"] = make_profiled(torch, "cupti", "all", backend_options={"cupti_flush": "plain"})
     walls: dict[str, list[float]] = {k: [] for k in variants}
     last: dict[str, Any] = {}
     for name, fn in variants.items():  # warm-up: cuBLAS handles, CUPTI load, allocator
@@ -259,6 +310,10 @@ def main() -> int:
     report["per_size_median_ns"] = {k: {n: statistics.median(x) for n, x in v.items()} for k, v in values.items()}
     report["rsd_pct"] = {k: {n: rsd(x) for n, x in v.items()} for k, v in values.items()}
     report["session_open_close_ms"] = session_cost()
+    report["cupti_step_costs"] = {k: {key: val for key, val in v.environment.items() if key.startswith("CuptiPer")
+                                      or key.startswith("CuptiUs")}
+                                  for k, v in last.items() if k.startswith("cupti")}
+    report["probe_us"] = probe(torch)
     cupti_res = last["cupti/all"]
     report["cupti_environment"] = dict(cupti_res.environment)
     report["kernels_per_run_cupti"] = {

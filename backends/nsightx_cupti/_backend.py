@@ -13,9 +13,10 @@ from nsightx._plan import Plan
 from nsightx_cupti._attribution import METRIC
 
 OPTIONS = {
-    "buffer_bytes": "size of each CUPTI activity buffer in bytes (default 8 MiB)",
+    "buffer_bytes": "size of each CUPTI activity buffer in bytes (default 256 KiB)",
     "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
     "api_tracing": "'region' (default): launch API records only while a region is open; 'always': all session",
+    "cupti_flush": "'forced' (default); 'plain' is for overhead studies and may lose kernels",
 }
 """``backend_options`` keys this backend accepts."""
 
@@ -96,6 +97,9 @@ class CuptiBackend(Backend):
         mode = plan.backend_options.get("api_tracing", "region")
         if mode not in ("region", "always"):
             raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'region' or 'always'")
+        flush = plan.backend_options.get("cupti_flush", "forced")
+        if flush not in ("forced", "plain"):
+            raise ConfigError(f"backend_options['cupti_flush']={flush!r} must be 'forced' or 'plain'")
         for key in ("buffer_bytes", "flush_bytes"):
             value = plan.backend_options.get(key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1 << 16):

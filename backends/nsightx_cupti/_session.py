@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -147,6 +148,8 @@ class CuptiSession(Session):
         self._windows: list[RegionWindow] = []
         self._lock = threading.Lock()
         self._warned_untraced = False
+        self.cost_ns: dict[str, int] = {"sync": 0, "collect": 0, "attribute": 0, "runs": 0}
+        """Cumulative host time of :meth:`finish_run`'s steps (the backend's own overhead), ns."""
 
     def start_run(self, config: int, run: int) -> None:
         """Flush L2 (when asked) before the user's function runs."""
@@ -181,8 +184,11 @@ class CuptiSession(Session):
         Raises:
             MeasurementError: records were dropped or a kernel record is incomplete.
         """
+        t0 = time.perf_counter_ns()
         self.device.synchronize()
+        t1 = time.perf_counter_ns()
         batch = self.tracer.collect()
+        t2 = time.perf_counter_ns()
         with self._lock:
             windows, self._windows = self._windows, []
         if self.keep_batches:
@@ -201,7 +207,13 @@ class CuptiSession(Session):
                         f"CUPTI delivered an incomplete record for kernel {a.kernel.name[:80]!r} "
                         f"(start={a.kernel.start}, end={a.kernel.end}); it was probably still running on a "
                         "device other than the measured one. Synchronise that device inside the region.")
-        return to_run_output(attribution, windows, self.metrics)
+        out = to_run_output(attribution, windows, self.metrics)
+        cost = self.cost_ns
+        cost["sync"] += t1 - t0
+        cost["collect"] += t2 - t1
+        cost["attribute"] += time.perf_counter_ns() - t2
+        cost["runs"] += 1
+        return out
 
     def environment(self) -> Mapping[str, Scalar]:
         """Device facts plus what CUPTI was used."""
@@ -213,6 +225,14 @@ class CuptiSession(Session):
         env["CuptiLaunchApiFilter"] = bool(getattr(self.tracer, "api_filter", False))
         env["CuptiApiTracing"] = getattr(self.tracer, "api_tracing", None)
         env["CuptiApiFilterError"] = getattr(self.tracer, "api_filter_error", None)
+        runs = max(self.cost_ns["runs"], 1)
+        for step in ("sync", "collect", "attribute"):
+            env[f"CuptiUsPerRun_{step}"] = round(self.cost_ns[step] / runs / 1e3, 1)
+        stats = getattr(self.tracer, "stats", {})
+        for key in ("flush", "decode", "dropped"):
+            env[f"CuptiUsPerRun_{key}"] = round(stats.get(key, 0) / runs / 1e3, 1)
+        for key in ("buffers", "records"):
+            env[f"CuptiPerRun_{key}"] = round(stats.get(key, 0) / runs, 1)
         return env
 
 
@@ -230,7 +250,8 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
     device = CudaDevice(plan.device, flush=plan.cache_control == "all", flush_bytes=opts.get("flush_bytes"))
     try:
         tracer = ActivityTracer.get()
-        tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_tracing=opts.get("api_tracing", "region"))
+        tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_tracing=opts.get("api_tracing", "region"),
+                     flush_flag=opts.get("cupti_flush", "forced"))
         try:
             yield CuptiSession(tracer, device, plan.metrics, keep_batches=keep_batches)
         finally:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import ctypes
 import importlib.metadata
 import threading
+import time
 from typing import Any
 
 from nsightx._errors import MeasurementError
 from nsightx_cupti._attribution import ActivityBatch, ApiActivity, KernelActivity
 
-DEFAULT_BUFFER_BYTES = 8 * 1024 * 1024
-"""Size of each activity buffer handed to CUPTI."""
+DEFAULT_BUFFER_BYTES = 256 * 1024
+"""Size of each activity buffer handed to CUPTI (about 800 kernel records; CUPTI asks for more when one fills)."""
 
 _LAUNCH_MARK = "Launch"
 """Runtime/driver APIs whose name contains this are traced; the rest are switched off when CUPTI allows it."""
@@ -93,12 +94,18 @@ class ActivityTracer:
         self.api_tracing = "region"
         """``region``: API records only while a region is open; ``always``: for the whole session."""
         self._open_regions = 0
+        self.flush_flag = "forced"
+        """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
+        self.stats: dict[str, float] = {}
+        """Cumulative cost of the tracer's own work, ns: ``flush``, ``decode`` (inside the callback), ``dropped``;
+        and counts: ``collects``, ``buffers``, ``records``."""
 
     # --- CUPTI callbacks (may run on a CUPTI thread) --------------------------------------------------------
     def _buffer_requested(self) -> tuple[int, int]:
         return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities: Any) -> None:
+        t0 = time.perf_counter_ns()
         try:
             batch = ActivityBatch()
             ext_kind = self._ext_kind
@@ -116,11 +123,18 @@ class ActivityTracer:
                     batch.externals[a.correlation_id] = a.external_id
             with self._lock:
                 self._pending.extend(batch)
+                self._count("buffers", 1)
+                self._count("records", len(activities))
+                self._count("decode", time.perf_counter_ns() - t0)
         except Exception as e:  # never raise into CUPTI; report at the next collect()
             self._errors.append(f"{type(e).__name__}: {e}")
 
+    def _count(self, key: str, value: float) -> None:
+        self.stats[key] = self.stats.get(key, 0) + value
+
     # --- session-facing API ---------------------------------------------------------------------------------
-    def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_tracing: str = "region") -> None:
+    def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_tracing: str = "region",
+              flush_flag: str = "forced") -> None:
         """Register the buffer callbacks (once per process) and enable the activity kinds.
 
         Kernel and external-correlation records are enabled for the whole session. Launch API records (needed
@@ -130,6 +144,8 @@ class ActivityTracer:
         Args:
             buffer_bytes: Size of each activity buffer.
             api_tracing: ``region`` or ``always``.
+            flush_flag: ``forced`` (default) or ``plain`` (for overhead studies: CUPTI may hold back a buffer
+                whose records it has not completed, which would lose kernels of the run).
 
         Raises:
             MeasurementError: another CUPTI session is active in this process.
@@ -144,6 +160,8 @@ class ActivityTracer:
             c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             self._registered = True
         self._discard()
+        self.stats = {}
+        self.flush_flag = flush_flag
         self.api_tracing = api_tracing
         self._open_regions = 0
         for kind in (self._k_runtime, self._k_driver, self._k_external, self._k_kernel):
@@ -235,9 +253,15 @@ class ActivityTracer:
             MeasurementError: CUPTI dropped records, or a buffer could not be decoded.
         """
         c = self._cupti
-        c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED))
+        t0 = time.perf_counter_ns()
+        c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED) if self.flush_flag == "forced" else 0)
+        t1 = time.perf_counter_ns()
         dropped = self.dropped()
+        t2 = time.perf_counter_ns()
         with self._lock:
+            self._count("collects", 1)
+            self._count("flush", t1 - t0)
+            self._count("dropped", t2 - t1)
             batch, self._pending = self._pending, ActivityBatch()
             errors, self._errors = self._errors, []
         if errors:
