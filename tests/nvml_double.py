@@ -105,6 +105,8 @@ class FakeNvml:
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
         self.calls["nvmlDeviceGetHandleByIndex"] += 1
+        if not 0 <= index < len(self.gpus):
+            raise NVMLError(2)  # NVML_ERROR_INVALID_ARGUMENT
         return self.gpus[index]
 
     def nvmlDeviceGetHandleByUUID(self, uuid: str) -> FakeGpu:

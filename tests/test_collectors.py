@@ -56,9 +56,24 @@ def test_each_scope_is_called_the_right_number_of_times_with_its_context(no_defa
 
 
 def test_device_option_reaches_the_context(no_defaults):
+    from nsightx_host import HostSession
+
+    from nsightx._plan import Plan
+    from nsightx._runloop import run_loop
+    from nsightx._sink import RunSink
+
     got = []
-    sweep([InfoCollector("d", lambda ctx: got.append(ctx.device) or 0, "run")], runs=1, device=1)
-    assert set(got) == {1}
+    collector = InfoCollector("d", lambda ctx: got.append(ctx.device) or 0, "run")
+    plan = Plan(function=lambda n: None, function_name="f", params=("n",), configs=((1,),), runs=2, warmup=0,
+                metrics=("host__time_duration.sum",), backend="host", device=1, collectors=(collector,),
+                needs_gpu=False)
+    run_loop(plan, HostSession(), RunSink())
+    assert got == [1, 1]
+
+
+def test_device_on_host_backend_is_a_clear_error(no_defaults):
+    with pytest.raises(nsightx.ConfigError, match="cannot run per device"):
+        sweep([], runs=1, device=1)
 
 
 def test_nsight_python_calling_convention(no_defaults):

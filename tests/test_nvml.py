@@ -84,11 +84,19 @@ def test_cuda_ordinal_maps_to_nvml_by_uuid(plugin_host, monkeypatch):
     assert fake.calls["nvmlDeviceGetHandleByUUID"] == 1  # resolved once, then cached
 
 
-def test_explicit_device_option_is_read(plugin_host, monkeypatch):
+def test_explicit_device_in_the_context_is_read(monkeypatch):
+    # the host backend refuses device=, so the GPU backends' context is built by hand here
+    from nsightx_nvml._collectors import DeviceInfo, RunConditions
+
+    from nsightx._collectors import CollectContext
+
     install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=1000), FakeGpu(GPU_B, sm_mhz=1755)],
             cuda=FakeCuda({0: GPU_A[4:], 1: GPU_B[4:]}, current=0))
-    assert profile(runs=1, device=1).runs_dataframe()["GPUUUID"].unique().tolist() == [GPU_B]
-    assert profile(runs=1).runs_dataframe()["GPUUUID"].unique().tolist() == [GPU_A]
+    run = RunConditions()
+    for device, uuid, clock in ((1, GPU_B, 1755), (None, GPU_A, 1000), (GPU_B, GPU_B, 1755)):
+        ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=device)
+        assert run.collect(ctx)["MeasuredSMClockMHz"] == clock
+        assert DeviceInfo().collect(ctx)["GPUUUID"] == uuid
 
 
 @pytest.mark.parametrize(("visible", "expected"), [
@@ -161,3 +169,15 @@ def test_round_trip_keeps_measured_conditions(plugin_host, monkeypatch, tmp_path
     path = res.save(tmp_path / "r.json")
     again = nsightx.load(path).to_dataframe()
     assert again["ThrottledRuns"].tolist() == res.to_dataframe()["ThrottledRuns"].tolist() == [1, 0]
+
+
+def test_unmatched_device_gives_empty_columns_and_one_warning(plugin_host, monkeypatch):
+    from nsightx_nvml import _collectors
+
+    monkeypatch.setattr(_collectors, "_warned", set())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # NVML sees one GPU; CUDA would see NVML's index 3
+    install(monkeypatch, [FakeGpu(GPU_A)], cuda=FakeCuda(None))
+    with pytest.warns(RuntimeWarning, match="cannot tell which GPU") as caught:
+        raw = profile(runs=2).runs_dataframe()
+    assert len([w for w in caught if "cannot tell" in str(w.message)]) == 1
+    assert raw["MeasuredSMClockMHz"].isna().all() and raw["GPUUUID"].isna().all()

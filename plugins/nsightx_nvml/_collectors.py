@@ -6,6 +6,7 @@ without nvidia-ml-py or an NVIDIA driver pays one failed attempt and then gets n
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -81,6 +82,18 @@ def use_provider(p: Provider | None) -> Provider | None:
     return old
 
 
+_warned: set[str] = set()
+
+
+def _unmatched(error: DeviceNotFound, columns: tuple[str, ...]) -> dict[str, Scalar]:
+    """Empty values for ``columns``, with one warning per process and reason saying why."""
+    if str(error) not in _warned:
+        _warned.add(str(error))
+        warnings.warn(f"nvml: cannot tell which GPU is being profiled ({error}); its columns are empty",
+                      RuntimeWarning, stacklevel=3)
+    return dict.fromkeys(columns)
+
+
 def _safe(nvml: Nvml, unsupported: set[str], key: str, read: Callable[[Any], Scalar], handle: Any) -> Scalar:
     """Read one field; ``None`` (and never asked again) when this device does not support it."""
     if key in unsupported:
@@ -108,8 +121,8 @@ class DeviceInfo:
         nvml = devices.nvml
         try:
             dev = devices.resolve(ctx.device)
-        except DeviceNotFound:
-            return dict.fromkeys(DEVICE_COLUMNS)
+        except DeviceNotFound as e:
+            return _unmatched(e, DEVICE_COLUMNS)
         skip: set[str] = set()
         return {
             "DriverVersion": nvml.driver_version(),
@@ -147,8 +160,8 @@ class RunConditions:
             return {}
         try:
             dev = devices.resolve(ctx.device)
-        except DeviceNotFound:
-            return dict.fromkeys(RUN_COLUMNS)
+        except DeviceNotFound as e:
+            return _unmatched(e, RUN_COLUMNS)
         return self.read(devices.nvml, dev)
 
     def read(self, nvml: Nvml, dev: Resolved) -> dict[str, Scalar]:
