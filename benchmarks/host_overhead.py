@@ -82,7 +82,8 @@ def main() -> None:
     args = parser.parse_args()
     per_region, bare = region_overhead_us(args.regions)
     agg = aggregation_seconds(args.records)
-    print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, Python {platform.python_version()}")
+    cpu = platform.processor() or platform.machine()
+    print(f"machine: {platform.node()} {cpu}, Python {platform.python_version()}")
     print(f"host backend, {args.regions} regions x 20 runs: {per_region:.2f} us per annotated region "
           f"(bare loop iteration {bare:.3f} us) -> overhead {per_region - bare:.2f} us (enter + exit + record)")
     print(f"aggregate {args.records} raw values into the DataFrame: {agg:.3f} s (target < 1 s)")

@@ -38,6 +38,8 @@ class Capabilities(Frozen):
     """Accepted ``replay_mode`` values."""
     needs_gpu: bool = True
     """Whether it measures GPU work (False only for the host clock)."""
+    per_device: bool = True
+    """Whether it can measure on a chosen CUDA device (``device=``, ``parallel_devices=``)."""
     cost: int = 100
     """Relative overhead; "auto" prefers the lowest cost among the backends that fit."""
 
@@ -120,9 +122,10 @@ class Backend(abc.ABC):
 
         Returns the environment the backend measured in (GPU name, clocks, ...).
         """
+        from nsightx._device import use_device
         from nsightx._runloop import run_loop
 
-        with self.session(plan) as session:
+        with use_device(plan.device), self.session(plan) as session:
             run_loop(plan, session, sink)
             return dict(session.environment())
 

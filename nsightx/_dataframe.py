@@ -99,6 +99,14 @@ def _collector_columns(data: ResultData) -> tuple[dict[str, str], dict[Any, dict
     return {**first, **scopes}, table
 
 
+def _devices(data: ResultData) -> list[Any] | None:
+    """The device of each config (``Device`` column), or None when no device was chosen."""
+    if data.config_devices:
+        return list(data.config_devices)
+    device = data.environment.get("Device")
+    return None if device is None else [device] * len(data.plan.configs)
+
+
 def runs_frame(data: ResultData) -> pd.DataFrame:
     """One row per (run, annotation, metric): nsight-python's ``profiled_data`` layout, params last."""
     import pandas as pd
@@ -118,6 +126,9 @@ def runs_frame(data: ResultData) -> pd.DataFrame:
         cols[name] = [env.get(name)] * n
     cols["Unit"] = [v.unit for v in vals]
     cols["Tool"] = [plan.backend] * n
+    devices = _devices(data)
+    if devices is not None:
+        cols["Device"] = [devices[v.config] for v in vals]
     cols["Config"] = [v.config for v in vals]
     cols["Run"] = [v.run for v in vals]
     for name, scope in scopes.items():
@@ -206,6 +217,9 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
         out = _normalize(out, plan.normalize_against)
     out["Geomean"] = out.groupby(["Annotation", "Metric"], sort=False)["AvgValue"].transform(_geomean)
     out["Tool"] = plan.backend
+    devices = _devices(data)
+    if devices is not None:
+        out["Device"] = [devices[c] for c in out["Config"].to_numpy()]
     cfgs = configs if configs is not None else plan.configs
     idx = out["Config"].to_numpy()
     params = {p: [cfgs[c][i] for c in idx] for i, p in enumerate(plan.params)}

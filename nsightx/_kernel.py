@@ -14,6 +14,7 @@ from typing import Any, overload
 from nsightx import _configs
 from nsightx._adaptive import ADAPTIVE_OPTIONS, STOP_COLUMN, AdaptiveRuns, build_rule
 from nsightx._collectors import CollectorLike
+from nsightx._device import GpuInfo
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError
 from nsightx._output import allocate
@@ -74,7 +75,26 @@ class ProfiledFunction:
         choice = choose(self.spec, host, active_name())
         check_derive_arity(self.spec.derive_metric, len(choice.metrics), len(self.shape.names))
         collectors = self._collectors(host)
-        return self._run(resolved, choice, collectors)
+        caps = choice.backend.capabilities
+        # CPU backends may still spread configs over worker processes (parallel_devices lists worker ids).
+        if self.spec.device is not None or (self.spec.parallel_devices is not None and caps.needs_gpu):
+            if not caps.per_device:
+                others = ", ".join(n for n, cls in host.backends.items() if cls.capabilities.per_device) or "none"
+                option = "device=" if self.spec.device is not None else "parallel_devices="
+                raise ConfigError(
+                    f"backend {choice.backend.name!r} cannot run per device ({option} was given); "
+                    f"backends that can: {others}"
+                )
+        if self.spec.parallel_devices is not None:
+            from nsightx._parallel import run_parallel
+
+            return run_parallel(self, resolved, choice.backend.name)
+        gpu = None
+        if self.spec.device is not None:
+            from nsightx import _device
+
+            gpu = _device.resolve(self.spec.device, _device.visible())
+        return self._run(resolved, choice, collectors, gpu)
 
     def _resolve_configs(self, args: tuple[Any, ...], configs: Any) -> tuple[tuple[Any, ...], ...]:
         given = [what for what, present in (("decoration-time configs", self.configs is not None),
@@ -109,7 +129,11 @@ class ProfiledFunction:
         return collectors
 
     def _run(
-        self, configs: tuple[tuple[Any, ...], ...], choice: Choice, collectors: list[CollectorLike]
+        self,
+        configs: tuple[tuple[Any, ...], ...],
+        choice: Choice,
+        collectors: list[CollectorLike],
+        gpu: GpuInfo | None = None,
     ) -> ProfileResults:
         spec = self.spec
         backend = choice.backend()
@@ -131,7 +155,7 @@ class ProfiledFunction:
             verbosity=spec.verbosity,
             output_dir=location.folder if location else None,
             output_tag=location.tag if location else self.name,
-            device=spec.device,  # type: ignore[arg-type]
+            device=gpu.ordinal if gpu is not None else None,
             collectors=tuple(collectors),
             thermal=ThermalSettings(spec.thermal_mode, spec.thermal_wait, spec.thermal_cont,
                                     spec.thermal_timeout, spec.thermal_device),
@@ -148,6 +172,8 @@ class ProfiledFunction:
         finally:
             sink.close()
         elapsed = time.perf_counter() - start
+        if gpu is not None:
+            environment["Device"] = gpu.label
         environment.setdefault("Host", socket.gethostname())
         environment.setdefault("python", platform.python_version())
         environment.setdefault("nsightx", __version__)

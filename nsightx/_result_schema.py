@@ -75,6 +75,8 @@ class ResultData(Frozen):
     runs: tuple[RunRecords, ...] = ()
     """Raw per-run records, as the backend produced them."""
     values: tuple[RunValue, ...] = ()
+    config_devices: tuple[str, ...] = ()
+    """Device (``"<ordinal>:<uuid>"``) that measured each config, when configs were spread over GPUs."""
     """Per-run values after ``ignore_kernel_list``, ``combine_kernel_metrics`` and ``derive_metric``."""
 
     @model_validator(mode="before")

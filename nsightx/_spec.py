@@ -74,6 +74,8 @@ class ProfileSpec(Frozen):
     """Registered backend name or ``"auto"``; ``None``: the active tool, else ``"auto"``."""
     device: int | str | None = None
     """CUDA device (index or UUID) to measure; ``None``: the current device."""
+    parallel_devices: tuple[int | str, ...] | Literal["all"] | None = None
+    """Spread the configs over one worker process per listed device (``"all"``: every visible GPU)."""
     backend_options: Mapping[str, Any] = {}
     """Backend-specific options, passed through to the backend."""
 
@@ -155,6 +157,25 @@ def check_derive_arity(fn: Callable[..., Any] | None, n_metrics: int | None, n_p
         ) from None
 
 
+def _parallel_devices(value: object) -> tuple[int | str, ...] | Literal["all"] | None:
+    if value is None:
+        return None
+    if value == "all":
+        return "all"
+    if isinstance(value, bool) or isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigTypeError(
+            f"parallel_devices must be 'all' or a list of device ordinals/UUIDs, got {value!r}")
+    items = tuple(value)
+    if not items:
+        raise ConfigError("parallel_devices is empty; list at least one device, or use 'all'")
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, int | str) or (isinstance(v, int) and v < 0):
+            raise ConfigError(f"parallel_devices entry {v!r} is not a device ordinal (int >= 0) or UUID (str)")
+    if len(set(items)) != len(items):
+        raise ConfigError(f"parallel_devices lists a device twice: {list(items)}")
+    return items
+
+
 def build_spec(**options: Any) -> ProfileSpec:
     """Validate decorator options into a :class:`ProfileSpec`, raising a clear error on the first bad one."""
     rule = build_rule(options.get("runs", 10), **{k: options.get(k) for k in ADAPTIVE_OPTIONS})
@@ -189,6 +210,9 @@ def build_spec(**options: Any) -> ProfileSpec:
         raise ConfigTypeError(f"device must be a CUDA ordinal (int) or a GPU UUID (str), got {device!r}")
     if isinstance(device, int) and device < 0:
         raise ConfigError(f"device must be >= 0, got {device}")
+    parallel = _parallel_devices(options.get("parallel_devices"))
+    if parallel is not None and device is not None:
+        raise ConfigError("give device= or parallel_devices=, not both: parallel_devices pins one worker per device")
     combine = _callable("combine_kernel_metrics", options.get("combine_kernel_metrics"))
     _check_reducer(combine)
     normalize = options.get("normalize_against")
@@ -234,6 +258,7 @@ def build_spec(**options: Any) -> ProfileSpec:
         info_collectors=tuple(checked),
         backend=backend,
         device=device,
+        parallel_devices=parallel,
         backend_options=dict(backend_options),
     )
 

@@ -63,6 +63,7 @@ class HostBackend(Backend):
         clock_control=frozenset({"none"}),
         replay_modes=frozenset({"kernel"}),
         needs_gpu=False,
+        per_device=False,
         cost=50,
     )
 

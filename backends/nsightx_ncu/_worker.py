@@ -127,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     sink = RunSink(runs_path)
     try:
-        run_loop(plan, session, sink)
+        from nsightx._device import use_device
+
+        with use_device(plan.device):
+            run_loop(plan, session, sink)
     except BaseException as e:
         _write_error(error_path, session, e, "run")
         traceback.print_exc()

@@ -1,0 +1,125 @@
+"""Choosing the CUDA device to measure: ``device=`` as an ordinal or a GPU UUID, honouring CUDA_VISIBLE_DEVICES.
+
+Ordinals are CUDA's: indices into the devices visible to this process (after CUDA_VISIBLE_DEVICES). A UUID
+(``GPU-8f1c...``, or a unique prefix of one) is matched against the visible devices. The device list comes
+from ``nvidia-smi`` (queried only when a call names a device); making a device current uses torch when it is
+installed, else cuda-python's runtime bindings.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from nsightx._errors import BackendUnavailableError, ConfigError
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as this process sees it."""
+
+    ordinal: int
+    """CUDA ordinal in this process (after CUDA_VISIBLE_DEVICES)."""
+    index: int
+    """nvidia-smi / NVML index (physical)."""
+    uuid: str
+    name: str
+
+    @property
+    def label(self) -> str:
+        """``"<ordinal>:<uuid>"``, as the ``Device`` column shows it."""
+        return f"{self.ordinal}:{self.uuid}"
+
+
+def _all_gpus() -> list[tuple[int, str, str]]:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        raise BackendUnavailableError("no NVIDIA GPU found (nvidia-smi is not on PATH); device= needs a GPU")
+    out = subprocess.run([smi, "--query-gpu=index,uuid,name", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=30, check=False)
+    if out.returncode != 0:
+        raise BackendUnavailableError(f"nvidia-smi failed: {(out.stderr or out.stdout).strip()[:300]}")
+    gpus = []
+    for line in out.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",", 2)]
+        if len(parts) == 3 and parts[0].isdigit():
+            gpus.append((int(parts[0]), parts[1], parts[2]))
+    return gpus
+
+
+def visible(cuda_visible: str | None = None, gpus: list[tuple[int, str, str]] | None = None) -> list[GpuInfo]:
+    """The GPUs this process can use, in CUDA ordinal order.
+
+    Args:
+        cuda_visible: The CUDA_VISIBLE_DEVICES value (default: this process's environment).
+        gpus: ``(index, uuid, name)`` of every GPU (default: asked from nvidia-smi).
+    """
+    gpus = _all_gpus() if gpus is None else gpus
+    value = os.environ.get("CUDA_VISIBLE_DEVICES") if cuda_visible is None else cuda_visible
+    if value is None:
+        chosen = gpus
+    else:
+        chosen = []
+        for item in (v.strip() for v in value.split(",")):
+            if not item:
+                break
+            match = [g for g in gpus if (item.isdigit() and g[0] == int(item)) or
+                     (not item.isdigit() and g[1].startswith(item if item.startswith("GPU-") else f"GPU-{item}"))]
+            if len(match) != 1:
+                break  # CUDA stops at the first entry it cannot match
+            chosen.append(match[0])
+    return [GpuInfo(i, idx, uuid, name) for i, (idx, uuid, name) in enumerate(chosen)]
+
+
+def resolve(device: int | str, devices: list[GpuInfo]) -> GpuInfo:
+    """Find ``device`` (ordinal or UUID prefix) among ``devices``; a clear ConfigError if it is not there."""
+    listing = ", ".join(f"{g.ordinal} ({g.uuid}, {g.name})" for g in devices) or "none"
+    if isinstance(device, int):
+        if 0 <= device < len(devices):
+            return devices[device]
+        raise ConfigError(f"device={device} does not exist; visible CUDA devices: {listing}")
+    key = device if device.startswith(("GPU-", "MIG-")) else f"GPU-{device}"
+    match = [g for g in devices if g.uuid.startswith(key)]
+    if len(match) == 1:
+        return match[0]
+    what = "matches several devices" if match else "matches no visible device"
+    raise ConfigError(f"device={device!r} {what}; visible CUDA devices: {listing}")
+
+
+@contextmanager
+def use_device(ordinal: int | None) -> Iterator[None]:
+    """Make ``ordinal`` the current CUDA device of this thread for the block (no-op for ``None``)."""
+    if ordinal is None:
+        yield
+        return
+    previous = _set_device(ordinal)
+    try:
+        yield
+    finally:
+        if previous is not None and previous != ordinal:
+            _set_device(previous)
+
+
+def _set_device(ordinal: int) -> int | None:
+    try:
+        import torch
+
+        previous = int(torch.cuda.current_device()) if torch.cuda.is_initialized() else None
+        torch.cuda.set_device(ordinal)
+        return previous
+    except ImportError:
+        pass
+    try:
+        from cuda.bindings import runtime
+    except ImportError as e:
+        raise BackendUnavailableError(
+            "device= needs torch or cuda-python to select the device (pip install cuda-python)") from e
+    err, prev = runtime.cudaGetDevice()
+    (status,) = runtime.cudaSetDevice(ordinal)
+    if int(status) != 0:
+        raise ConfigError(f"cudaSetDevice({ordinal}) failed with {status}")
+    return int(prev) if int(err) == 0 else None
