@@ -174,8 +174,9 @@ class _Runner:
 
 def _run_records(ci: int, r: int, state: _context.RunState, output: RunOutput,
                  values: list[CollectorValue]) -> RunRecords:
+    # model_construct: every field comes from the run loop or the session, already typed; this runs per run.
     regions = tuple(
-        RegionRun(
+        RegionRun.model_construct(
             annotation=name,
             config=ci,
             run=r,
@@ -185,8 +186,8 @@ def _run_records(ci: int, r: int, state: _context.RunState, output: RunOutput,
         )
         for name, host_ns, failed in state.regions
     )
-    return RunRecords(config=ci, run=r, records=tuple(output.records), regions=regions,
-                      collectors=tuple(values))
+    return RunRecords.model_construct(config=ci, run=r, records=tuple(output.records), regions=regions,
+                                      collectors=tuple(values))
 
 
 def _call_user(plan: Plan, config: int) -> None:
