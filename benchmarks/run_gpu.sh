@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Every GPU test and benchmark of nsightx in one go, for one call on the GPU machine. Writes under $OUT
-# (default ./gpu-out): gpu-tests.log (pytest -m gpu), benchmarks.log, and the benchmarks' own files.
+# (default ./gpu-out): doctor-demo.log, gpu-tests.log (pytest -m gpu), benchmarks.log, and all.tgz with the
+# benchmarks' own files (kept to a few files: the device tool brings back at most 8).
 # Usage (GPU machine, repository root, nsightx importable):  bash benchmarks/run_gpu.sh
 set -u
 OUT=${OUT:-gpu-out}
-mkdir -p "$OUT/cupti"
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+mkdir -p "$WORK/cupti"
 export PYTHONUNBUFFERED=1
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
   python3 -m nsightx.cli doctor
   echo "=== nsightx demo ==="
-  (cd "$OUT" && python3 -m nsightx.cli demo --output demo-out/ && rm -rf demo-out)
+  (cd "$WORK" && python3 -m nsightx.cli demo --output demo-out/)
 } > "$OUT/doctor-demo.log" 2>&1
 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests > "$OUT/gpu-tests.log" 2>&1
 echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
 {
-  echo "=== benchmarks/cupti_overhead.py ==="; python3 benchmarks/cupti_overhead.py --out "$OUT/cupti" --reps 5
-  echo "=== benchmarks/ncu_overhead.py ==="; python3 benchmarks/ncu_overhead.py --repeats 1 --json "$OUT/ncu_overhead.json"
+  echo "=== benchmarks/cupti_overhead.py ==="; python3 benchmarks/cupti_overhead.py --out "$WORK/cupti" --reps 5
+  echo "=== benchmarks/ncu_overhead.py ==="; python3 benchmarks/ncu_overhead.py --repeats 1 --json "$WORK/ncu_overhead.json"
   date -u
 } > "$OUT/benchmarks.log" 2>&1
+tar czf "$OUT/all.tgz" -C "$WORK" .
 tail -3 "$OUT/gpu-tests.log"; tail -40 "$OUT/benchmarks.log"
