@@ -148,11 +148,11 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
                           f"its annotations are {annotations}")
     used = {*options.row_panels, *options.col_panels, *options.variant_fields}
     x_keys = list(options.x_keys) if options.x_keys is not None else [p for p in params if p not in used]
-    row_keys = [tuple(r) for r in rows[list(options.row_panels)].itertuples(index=False)]
-    col_keys = [tuple(r) for r in rows[list(options.col_panels)].itertuples(index=False)]
+    row_keys = _keys(rows, options.row_panels)
+    col_keys = _keys(rows, options.col_panels)
     row_order = list(dict.fromkeys(row_keys))
     col_order = list(dict.fromkeys(col_keys))
-    xs = [tuple(r) for r in rows[x_keys].itertuples(index=False)] if x_keys else [()] * len(rows)
+    xs = _keys(rows, x_keys)
     numeric_x = len(x_keys) == 1 and all(_is_number(x[0]) for x in xs)
     x_values: list[Any] = [x[0] if numeric_x else (_label(x_keys, x) if len(x_keys) > 1 else
                                                   (str(x[0]) if x else metric)) for x in xs]
@@ -209,6 +209,12 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
         panels=sorted(panels.values(), key=lambda p: (p.row, p.col)), series_labels=series_labels,
         normalized=str(normalized) if isinstance(normalized, str) else None, environment=env,
     )
+
+
+def _keys(rows: pd.DataFrame, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """One tuple of ``columns`` values per row (empty tuples when ``columns`` is empty: every pandas version)."""
+    values = [rows[c].tolist() for c in columns]
+    return [tuple(v[i] for v in values) for i in range(len(rows))]
 
 
 def _refuse_duplicates(rows: pd.DataFrame, idx: list[int], params: list[str], label: str, x: Any) -> None:
