@@ -2,7 +2,10 @@
 
 Run on the H200 machine (torch, cupti-python, nvidia-ml-py and ncu present)::
 
-    PYTHONPATH=$PWD:$PWD/backends:$PWD/plugins python3 docs/tutorial_numbers.py OUT_DIR
+    PYTHONPATH=$PWD:$PWD/backends:$PWD/plugins python3 docs/tutorial_numbers.py OUT_DIR [--only=a,b]
+
+``--only`` runs the named sections (``machine``, ``one_kernel``, ``how_many_runs``, ``cache_and_clocks``,
+``size_sweep``, ``counters``, ``fusion``, ``collectors``, ``ci_example``).
 
 Each section is independent: one that fails records its error in the JSON and the others still run. Written
 to OUT_DIR: ``tutorial_numbers.json`` (every number the tutorial quotes, by section), the figures
@@ -330,7 +333,7 @@ def machine() -> dict[str, Any]:
     return {"doctor": report(default_host())}
 
 
-def main(out: Path) -> int:
+def main(out: Path, only: set[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(parents=True, exist_ok=True)
     numbers: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "smoke_backend": SMOKE}
@@ -346,6 +349,8 @@ def main(out: Path) -> int:
         ("ci_example", lambda: ci_example(out)),
     ]
     for name, fn in sections:
+        if only and name not in only:
+            continue
         t0 = time.perf_counter()
         try:
             numbers[name] = fn()
@@ -360,4 +365,7 @@ def main(out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else "tutorial-out")))
+    args = sys.argv[1:]
+    picked = {s for a in args if a.startswith("--only=") for s in a.removeprefix("--only=").split(",")}
+    paths = [a for a in args if not a.startswith("--")]
+    sys.exit(main(Path(paths[0] if paths else "tutorial-out"), picked or None))

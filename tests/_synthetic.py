@@ -24,7 +24,7 @@ def make_result(
     function: str = "bench",
     units: Mapping[str, str] | None = None,
     backend: str = "cupti",
-    gpu: str = "NVIDIA H200",
+    gpu: str = "synthetic GPU",
     created: str = "2026-12-02T12:00:00+00:00",
 ) -> ProfileResults:
     """A result whose run ``i`` of (annotation, config index, metric) has value ``values[key][i]``."""
