@@ -75,6 +75,21 @@ class Session(abc.ABC):
     it), then :meth:`finish_run`, which returns the run's records.
     """
 
+    deferred: bool = False
+    """True when :meth:`finish_run` returns nothing and the records come later from :meth:`collect_runs`.
+
+    Collecting a GPU tracer's buffers costs far more than a short run (a forced CUPTI flush is ~0.5 ms), so a
+    deferred session collects once for many runs: the run loop calls :meth:`collect_runs` at the end of each
+    config, every :data:`COLLECT_EVERY` runs, and after every run when an adaptive run count needs values.
+    """
+
+    def collect_runs(self) -> Mapping[tuple[int, int], RunOutput]:
+        """For deferred sessions: the outputs of every run finished since the last call, keyed (config, run).
+
+        Warm-up runs (negative run index) may be included; they are discarded.
+        """
+        return {}
+
     def start_run(self, config: int, run: int) -> None:  # noqa: B027 - optional hook
         """Prepare a run (flush caches, reset counters). Called outside any region."""
 
@@ -93,6 +108,10 @@ class Session(abc.ABC):
     def environment(self) -> Mapping[str, Scalar]:
         """Facts about the device measured (``GPU``, ``ComputeClock``, ``MemoryClock`` in kHz, ...)."""
         return {}
+
+
+COLLECT_EVERY = 64
+"""A deferred session is collected at least this often (runs), bounding what a crash could lose."""
 
 
 class Backend(abc.ABC):

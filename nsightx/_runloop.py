@@ -13,7 +13,7 @@ from typing import Any
 
 from nsightx import _context
 from nsightx._adaptive import STOP_COLUMN, FixedRuns, StopRule
-from nsightx._backend import RunOutput, Session
+from nsightx._backend import COLLECT_EVERY, RunOutput, Session
 from nsightx._collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._enums import CollectionScope
 from nsightx._errors import ConfigError
@@ -112,6 +112,9 @@ def run_loop(
     if once:
         sink.write(RunRecords(config=-1, run=-1, collectors=tuple(once)))
     checked_baseline = plan.normalize_against is None
+    deferred = session.deferred
+    needs_values = not isinstance(rule, FixedRuns)  # an adaptive stop rule reads every run's values
+    pending: list[_Pending] = []
     try:
         for ci in range(len(plan.configs)):
             progress.start_config(ci)
@@ -124,6 +127,8 @@ def run_loop(
             while reason is None:
                 state, output, values = runner.run(ci, r)
                 progress.advance()
+                if deferred and needs_values:
+                    output = session.collect_runs().get((ci, r), output)
                 stopper.observe(output.records)
                 reason = stopper.stop_reason(r + 1)
                 if r == 0:
@@ -131,7 +136,9 @@ def run_loop(
                 if reason is not None and rule.records_reason:
                     values.append(CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value,
                                                  config=ci, value=reason))
-                sink.write(_run_records(ci, r, state, output, values))
+                pending.append((ci, r, state, output, values))
+                if not deferred or needs_values or reason is not None or len(pending) >= COLLECT_EVERY:
+                    _write_pending(session, sink, pending, collect=deferred and not needs_values)
                 if not checked_baseline:
                     _check_baseline(plan, state.used)
                     checked_baseline = True
@@ -139,6 +146,23 @@ def run_loop(
             progress.skip(rule.max_runs - r)
     finally:
         progress.close()
+        if pending:  # a run raised: keep what the deferred session already measured
+            try:
+                _write_pending(session, sink, pending, collect=deferred)
+            except Exception as e:
+                warnings.warn(f"could not collect the last {len(pending)} run(s) after a failure: {e}",
+                              RuntimeWarning, stacklevel=2)
+
+
+_Pending = tuple[int, int, _context.RunState, RunOutput, list[CollectorValue]]
+
+
+def _write_pending(session: Session, sink: RunSink, pending: list[_Pending], *, collect: bool) -> None:
+    """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them."""
+    outputs = session.collect_runs() if collect else {}
+    for ci, r, state, output, values in pending:
+        sink.write(_run_records(ci, r, state, outputs.get((ci, r), output), values))
+    pending.clear()
 
 
 class _Runner:

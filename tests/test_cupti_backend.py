@@ -149,7 +149,7 @@ class NoDevice:
         return {"GPU": "replayed"}
 
 
-def _replay(names: list[str]) -> tuple[RunSink, NoDevice]:
+def _replay(names: list[str], deferred: bool = False) -> tuple[RunSink, NoDevice]:
     runs = [batch_from_json((FIXTURES / f"{n}.json").read_text(encoding="utf-8"))[:2] for n in names]
     runs = [(batch, windows) for batch, windows, *_ in runs]
 
@@ -161,12 +161,13 @@ def _replay(names: list[str]) -> tuple[RunSink, NoDevice]:
     plan = _plan(function=user, configs=tuple((i,) for i in range(len(names))), params=("i",))
     device = NoDevice()
     sink = RunSink()
-    run_loop(plan, CuptiSession(ReplayTracer(runs), device), sink)
+    run_loop(plan, CuptiSession(ReplayTracer(runs), device, deferred=deferred), sink)
     return sink, device
 
 
-def test_session_over_captured_activity_yields_exact_records() -> None:
-    sink, device = _replay(["splitk_512", "graph_replay", "two_regions"])
+@pytest.mark.parametrize("deferred", [False, True])
+def test_session_over_captured_activity_yields_exact_records(deferred: bool) -> None:
+    sink, device = _replay(["splitk_512", "graph_replay", "two_regions"], deferred)
     assert device.flushes == 3
     by_config = {run.config: run for run in sink.runs}
     assert [r.seq for r in by_config[0].records] == [0, 1]
@@ -174,6 +175,21 @@ def test_session_over_captured_activity_yields_exact_records() -> None:
     assert len(by_config[1].records) == 3
     assert {r.annotation for r in by_config[2].records} == {"first", "second"}
     assert all(r.unit == "ns" and r.value > 0 for run in sink.runs for r in run.records)
+
+
+def test_deferred_session_collects_once_per_config_not_per_run() -> None:
+    batch, windows, *_ = batch_from_json((FIXTURES / "splitk_512.json").read_text(encoding="utf-8"))
+    tracer = ReplayTracer([(batch, windows)])
+
+    def user() -> None:
+        with nsightx.annotate(windows[0].annotation):
+            pass
+
+    session = CuptiSession(tracer, NoDevice(), deferred=True)
+    sink = RunSink()
+    run_loop(_plan(function=user, runs=1, warmup=0), session, sink)
+    assert tracer.collected == 1 and [r.seq for r in sink.runs[0].records] == [0, 1]
+    assert session.collect_runs() == {}  # nothing left over
 
 
 def test_combined_value_of_split_k_is_the_kernel_sum() -> None:

@@ -22,6 +22,7 @@ counted.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -189,10 +190,14 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow]) -> Attribut
 
 
 def _window_of(t: int, spans: Sequence[tuple[int, int, int]]) -> int | None:
-    for enter, exit_, ext in spans:
-        if enter <= t <= exit_:
-            return ext
+    """The window containing host time ``t`` (``spans`` sorted by enter time and not overlapping)."""
+    i = bisect.bisect_right(spans, (t, _MAX, _MAX)) - 1
+    if i >= 0 and spans[i][0] <= t <= spans[i][1]:
+        return spans[i][2]
     return None
+
+
+_MAX = 1 << 63
 
 
 def region_attributes(window: RegionWindow, kernels: Sequence[Attributed]) -> dict[str, Scalar]:

@@ -17,6 +17,9 @@ OPTIONS = {
     "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
     "api_tracing": "'region' (default): launch API records only while a region is open; 'always': all session",
     "cupti_flush": "'forced' (default); 'plain' is for overhead studies and may lose kernels",
+    "cupti_collect": "'config' (default): collect CUPTI's records once per config; 'run': after every run",
+    "flush_at": "'region' (default): flush L2 just before each region opens (inputs written by the function "
+                "are cold, as under ncu); 'run': once before the function runs",
 }
 """``backend_options`` keys this backend accepts."""
 
@@ -97,6 +100,10 @@ class CuptiBackend(Backend):
         mode = plan.backend_options.get("api_tracing", "region")
         if mode not in ("region", "always"):
             raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'region' or 'always'")
+        for key, allowed in (("cupti_collect", ("config", "run")), ("flush_at", ("region", "run"))):
+            if plan.backend_options.get(key, allowed[0]) not in allowed:
+                raise ConfigError(f"backend_options[{key!r}]={plan.backend_options[key]!r} must be "
+                                  f"{' or '.join(map(repr, allowed))}")
         flush = plan.backend_options.get("cupti_flush", "forced")
         if flush not in ("forced", "plain"):
             raise ConfigError(f"backend_options['cupti_flush']={flush!r} must be 'forced' or 'plain'")

@@ -1,11 +1,18 @@
 """The CUPTI session: what happens at each step of the shared run loop.
 
-``start_run``  (outside any region) with ``cache_control="all"``: reset persisting L2 lines, then overwrite a
-               buffer of at least twice the L2 size, queued on the legacy default stream.
-``region_enter`` note the CUPTI time, push a fresh external correlation id on this thread.
+``start_run``  nothing by default; with ``flush_at="run"`` the L2 flush below happens here instead.
+``region_enter`` with ``cache_control="all"``: reset persisting L2 lines, then overwrite a buffer of at least
+               twice the L2 size, queued on the legacy default stream (before the id is pushed, so the flush
+               is never counted; inputs the function wrote before the region are evicted, as ncu's
+               per-kernel flush does). Then note the CUPTI time and push a fresh external correlation id.
 ``region_exit``  pop it, note the CUPTI time. Both are a few microseconds.
-``finish_run``  synchronise the context, flush CUPTI, attribute every kernel to its region (see
-               :mod:`nsightx_cupti._attribution`), and return one record per (region, kernel) plus attributes.
+``finish_run``  deferred (the default): note the run and return at once. ``collect_runs`` (called by the run
+               loop at the end of each config, every 64 runs, or after every run for ``runs="auto"``)
+               synchronises the context, flushes CUPTI once, attributes every kernel to its region (see
+               :mod:`nsightx_cupti._attribution`) and returns one record per (region, kernel) plus attributes
+               for every run since the last collection. A forced CUPTI flush costs ~0.5 ms, more than a short
+               run, so flushing once per config instead of once per run is what keeps the overhead low.
+               With ``backend_options={"cupti_collect": "run"}`` every run is collected as it finishes.
 """
 
 from __future__ import annotations
@@ -22,7 +29,14 @@ from nsightx._backend import RunOutput, Session
 from nsightx._errors import MeasurementError
 from nsightx._records import RegionId, Scalar
 from nsightx_cupti import _driver
-from nsightx_cupti._attribution import METRIC, ActivityBatch, RegionWindow, attribute, to_run_output
+from nsightx_cupti._attribution import (
+    METRIC,
+    ActivityBatch,
+    Attribution,
+    RegionWindow,
+    attribute,
+    to_run_output,
+)
 
 if TYPE_CHECKING:
     from nsightx._plan import Plan
@@ -137,7 +151,10 @@ class CuptiSession(Session):
     """
 
     def __init__(self, tracer: Tracer, device: Device, metrics: tuple[str, ...] = (METRIC,),
-                 keep_batches: bool = False) -> None:
+                 keep_batches: bool = False, deferred: bool = False, flush_at: str = "run") -> None:
+        self.deferred = deferred
+        self.flush_at = flush_at
+        self._finished: list[tuple[int, int]] = []
         self.tracer = tracer
         self.device = device
         self.metrics = metrics
@@ -152,11 +169,17 @@ class CuptiSession(Session):
         """Cumulative host time of :meth:`finish_run`'s steps (the backend's own overhead), ns."""
 
     def start_run(self, config: int, run: int) -> None:
-        """Flush L2 (when asked) before the user's function runs."""
-        self.device.flush_l2()
+        """Flush L2 (when asked, with ``flush_at="run"``) before the user's function runs."""
+        if self.flush_at == "run":
+            self.device.flush_l2()
 
     def region_enter(self, region: RegionId) -> None:
-        """Open a window and push its external id on this thread."""
+        """Flush L2 (``flush_at="region"``), then open a window and push its external id on this thread.
+
+        The flush is queued before the id is pushed, so its kernel never counts as the region's.
+        """
+        if self.flush_at == "region":
+            self.device.flush_l2()
         ext = next(self._ids)
         self.tracer.region_open()
         t = self.tracer.timestamp()
@@ -179,11 +202,46 @@ class CuptiSession(Session):
                                               failed))
 
     def finish_run(self, config: int, run: int) -> RunOutput:
-        """Wait for the GPU, collect CUPTI's records and attribute them to this run's regions.
+        """Deferred: note the run (its records come from :meth:`collect_runs`). Otherwise collect it now.
 
         Raises:
             MeasurementError: records were dropped or a kernel record is incomplete.
         """
+        if self.deferred:
+            self._finished.append((config, run))
+            return RunOutput()
+        return self._collect()
+
+    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
+        """Collect every run finished since the last call in one CUPTI flush; outputs keyed (config, run).
+
+        Raises:
+            MeasurementError: records were dropped or a kernel record is incomplete.
+        """
+        if not self.deferred or not self._finished:
+            return {}
+        finished, self._finished = self._finished, []
+        t0 = time.perf_counter_ns()
+        attribution, windows = self._attribute()
+        by_run: dict[tuple[int, int], list[RegionWindow]] = {key: [] for key in finished}
+        for w in windows:
+            by_run.setdefault((w.config, w.run), []).append(w)
+        outputs = {key: to_run_output(attribution, ws, self.metrics) for key, ws in by_run.items()}
+        self.cost_ns["runs"] += len(by_run)
+        self.cost_ns["total"] = self.cost_ns.get("total", 0) + time.perf_counter_ns() - t0
+        return outputs
+
+    def _collect(self) -> RunOutput:
+        """Collect the one run that just finished (``cupti_collect="run"``)."""
+        t0 = time.perf_counter_ns()
+        attribution, windows = self._attribute()
+        self.cost_ns["runs"] += 1
+        out = to_run_output(attribution, windows, self.metrics)
+        self.cost_ns["total"] = self.cost_ns.get("total", 0) + time.perf_counter_ns() - t0
+        return out
+
+    def _attribute(self) -> tuple[Attribution, list[RegionWindow]]:
+        """Synchronise, flush CUPTI once, and attribute every pending window's kernels."""
         t0 = time.perf_counter_ns()
         self.device.synchronize()
         t1 = time.perf_counter_ns()
@@ -207,13 +265,11 @@ class CuptiSession(Session):
                         f"CUPTI delivered an incomplete record for kernel {a.kernel.name[:80]!r} "
                         f"(start={a.kernel.start}, end={a.kernel.end}); it was probably still running on a "
                         "device other than the measured one. Synchronise that device inside the region.")
-        out = to_run_output(attribution, windows, self.metrics)
         cost = self.cost_ns
         cost["sync"] += t1 - t0
         cost["collect"] += t2 - t1
         cost["attribute"] += time.perf_counter_ns() - t2
-        cost["runs"] += 1
-        return out
+        return attribution, windows
 
     def environment(self) -> Mapping[str, Scalar]:
         """Device facts plus what CUPTI was used."""
@@ -253,7 +309,9 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
         tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_tracing=opts.get("api_tracing", "region"),
                      flush_flag=opts.get("cupti_flush", "forced"))
         try:
-            yield CuptiSession(tracer, device, plan.metrics, keep_batches=keep_batches)
+            yield CuptiSession(tracer, device, plan.metrics, keep_batches=keep_batches,
+                               deferred=opts.get("cupti_collect", "config") != "run",
+                               flush_at=opts.get("flush_at", "region"))
         finally:
             tracer.stop()
     finally:

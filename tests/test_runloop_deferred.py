@@ -1,0 +1,83 @@
+"""The run loop with a deferred session: outputs collected once per config, written in order, kept on failure."""
+
+from __future__ import annotations
+
+import pytest
+from nsightx_host import HostSession
+
+import nsightx
+from nsightx._backend import COLLECT_EVERY, RunOutput
+from nsightx._plan import Plan
+from nsightx._runloop import run_loop
+from nsightx._sink import RunSink
+
+
+class DeferredHost(HostSession):
+    """The host session, made deferred: it hands runs back only when collected (like the CUPTI session)."""
+
+    deferred = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done: dict[tuple[int, int], RunOutput] = {}
+        self.collects = 0
+
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        self.done[(config, run)] = super().finish_run(config, run)
+        return RunOutput()
+
+    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
+        self.collects += 1
+        done, self.done = self.done, {}
+        return done
+
+
+def plan(fn, **kw) -> Plan:
+    base = dict(function=fn, function_name="f", params=("n",), configs=((1,), (2,), (3,)), runs=5, warmup=1,
+                metrics=("host__time_duration.sum",), backend="host", needs_gpu=False)
+    base.update(kw)
+    return Plan(**base)
+
+
+def work(n: int) -> None:
+    with nsightx.annotate("a"):
+        pass
+
+
+def test_collects_once_per_config_and_writes_every_measured_run_in_order():
+    session, sink = DeferredHost(), RunSink()
+    run_loop(plan(work), session, sink)
+    assert session.collects == 3
+    assert [(r.config, r.run) for r in sink.runs] == [(c, r) for c in range(3) for r in range(5)]
+    assert all(len(r.records) == 1 and r.records[0].run == r.run for r in sink.runs)
+
+
+def test_long_configs_are_collected_every_so_often():
+    session, sink = DeferredHost(), RunSink()
+    run_loop(plan(work, configs=((1,),), runs=COLLECT_EVERY + 1, warmup=0), session, sink)
+    assert session.collects == 2 and len(sink.runs) == COLLECT_EVERY + 1
+
+
+def test_adaptive_rule_collects_every_run():
+    from nsightx._adaptive import build_rule
+
+    rule = build_rule("auto", min_runs=3, max_runs=4, target_ci_pct=1e-9, time_budget_s=None)
+    session, sink = DeferredHost(), RunSink()
+    run_loop(plan(work, configs=((1,),), runs=4, warmup=0, stop_rule=rule), session, sink)
+    assert session.collects == 4 and [r.run for r in sink.runs] == [0, 1, 2, 3]
+
+
+def test_failure_keeps_the_runs_already_measured():
+    calls = {"n": 0}
+
+    def flaky(n: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 4:  # 1 warm-up + 2 measured runs of config 0 done
+            raise RuntimeError("boom")
+        work(n)
+
+    session, sink = DeferredHost(), RunSink()
+    with pytest.raises(RuntimeError, match="boom"):
+        run_loop(plan(flaky), session, sink)
+    assert [(r.config, r.run) for r in sink.runs] == [(0, 0), (0, 1)]
+    assert all(r.records for r in sink.runs)
