@@ -109,7 +109,7 @@ class EventsSession(Session):
         make = self._torch.cuda.Event
         return make(enable_timing=True), make(enable_timing=True)
 
-    def start_run(self, config: int, run: int) -> None:
+    def _flush(self, run: int) -> None:
         """Reset persisting L2 lines and overwrite the flush buffer on the current stream."""
         if self.buffer is None:
             return
@@ -118,7 +118,12 @@ class EventsSession(Session):
         self.buffer.fill_(run & 0x7F)
 
     def region_enter(self, region: RegionId) -> None:
-        """Record the start event on this thread's current stream."""
+        """Flush L2 (``cache_control="all"``), then record the start event on this thread's current stream.
+
+        The flush is queued before the start event, so it is not part of the span; inputs the function wrote
+        before the region are evicted too, as the CUPTI backend and ncu's per-kernel flush do.
+        """
+        self._flush(region.run)
         start, end = self._pair()
         self._open[(region.annotation, region.config, region.run)] = (start, end)
         start.record(self._torch.cuda.current_stream(self.device))
