@@ -160,6 +160,14 @@ def make_profiled(torch: Any, backend: str, cache: str, **options: Any) -> Any:
     import nsightx
 
     options.setdefault("thermal_mode", "off")
+    if options.pop("no_defaults", False):
+        from nsightx._plugins import LoaderSettings, PluginHost, default_host
+
+        host = default_host()
+        blocked = PluginHost(LoaderSettings(blocked=("nvml",))).load()
+        profiled = _kernel_with_host(nsightx, torch, backend, cache, blocked, options)
+        del host
+        return profiled
 
     @nsightx.analyze.kernel(configs=[(n,) for n in SIZES], runs=RUNS, warmup=WARMUP, backend=backend,
                             cache_control=cache, combine_kernel_metrics=operator.add,
@@ -171,6 +179,23 @@ def make_profiled(torch: Any, backend: str, cache: str, **options: Any) -> Any:
             a @ b
 
     return matmul
+
+
+def _kernel_with_host(nsightx: Any, torch: Any, backend: str, cache: str, host: Any, options: dict[str, Any]) -> Any:
+    """The profiled loop, run under ``host`` (a plugin host without the default nvml collectors)."""
+    from nsightx import _plugins
+
+    inner = make_profiled(torch, backend, cache, **options)
+
+    def call() -> Any:
+        previous = _plugins._default
+        _plugins.set_default_host(host)
+        try:
+            return inner()
+        finally:
+            _plugins.set_default_host(previous)
+
+    return call
 
 
 def per_size(result: Any) -> dict[int, list[float]]:
@@ -288,8 +313,13 @@ def main() -> int:
         variants[f"bare/{cache}"] = make_bare(torch, flush)
         variants[f"cupti/{cache}"] = make_profiled(torch, "cupti", cache)
         variants[f"events/{cache}"] = make_profiled(torch, "events", cache)
-    variants["cupti_buf8m/all"] = make_profiled(torch, "cupti", "all", backend_options={"buffer_bytes": 8 << 20})
-    variants["cupti_plainflush/all"] = make_profiled(torch, "cupti", "all", backend_options={"cupti_flush": "plain"})
+    # The default collects CUPTI's records once per config; "perrun" forces a collection after every run (the
+    # behaviour before deferred collection); "always" traces launch APIs for the whole session instead of
+    # switching them on and off around each region; "nocollectors" leaves out the default nvml collectors.
+    variants["cupti_perrun/all"] = make_profiled(torch, "cupti", "all", backend_options={"cupti_collect": "run"})
+    variants["cupti_always/all"] = make_profiled(torch, "cupti", "all", backend_options={"api_tracing": "always"})
+    variants["cupti_always/none"] = make_profiled(torch, "cupti", "none", backend_options={"api_tracing": "always"})
+    variants["cupti_nocollectors/all"] = make_profiled(torch, "cupti", "all", info_collectors=[], no_defaults=True)
     walls: dict[str, list[float]] = {k: [] for k in variants}
     last: dict[str, Any] = {}
     for name, fn in variants.items():  # warm-up: cuBLAS handles, CUPTI load, allocator

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Every GPU test and benchmark of nsightx in one go, for one call on the GPU machine. Writes under $OUT
-# (default ./gpu-out): doctor-demo.log, gpu-tests.log (pytest -m gpu), benchmarks.log, and all.tgz with the
-# benchmarks' own files (kept to a few files: the device tool brings back at most 8).
+# (default ./gpu-out), each file as soon as its step ends: doctor-demo.log, gpu-tests.log (pytest -m gpu),
+# cupti_overhead.json + benchmarks.log, ncu_overhead.json; all.tgz bundles the rest (the device tool brings
+# back at most 8 files).
 # Usage (GPU machine, repository root, nsightx importable):  bash benchmarks/run_gpu.sh
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
-mkdir -p "$WORK/cupti"
 export PYTHONUNBUFFERED=1
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
@@ -18,9 +18,12 @@ export PYTHONUNBUFFERED=1
 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests > "$OUT/gpu-tests.log" 2>&1
 echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
 {
-  echo "=== benchmarks/cupti_overhead.py ==="; python3 benchmarks/cupti_overhead.py --out "$WORK/cupti" --reps 5
-  echo "=== benchmarks/ncu_overhead.py ==="; python3 benchmarks/ncu_overhead.py --repeats 1 --json "$WORK/ncu_overhead.json"
+  echo "=== benchmarks/cupti_overhead.py ==="; date -u
+  python3 benchmarks/cupti_overhead.py --out "$WORK/cupti" --reps 5
+  cp "$WORK/cupti/cupti_overhead.json" "$OUT/" 2>/dev/null
+  echo "=== benchmarks/ncu_overhead.py ==="; date -u
+  python3 benchmarks/ncu_overhead.py --repeats 1 --json "$OUT/ncu_overhead.json"
   date -u
 } > "$OUT/benchmarks.log" 2>&1
-tar czf "$OUT/all.tgz" -C "$WORK" .
-tail -3 "$OUT/gpu-tests.log"; tail -40 "$OUT/benchmarks.log"
+tar czf "$OUT/all.tgz" -C "$WORK" . 2>/dev/null
+tail -3 "$OUT/gpu-tests.log"; grep -A12 '"ratio_to_bare"' "$OUT/cupti_overhead.json"; tail -12 "$OUT/benchmarks.log"
