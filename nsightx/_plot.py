@@ -220,6 +220,7 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
 
     Returns:
         A decorator. The decorated function returns the same ``ProfileResults`` as the function below it.
+        Several ``analyze.plot`` decorators may be stacked (one measurement, several figures).
 
     Raises:
         ConfigError: an option is invalid, names no parameter of the function, or the decorator is not
@@ -231,22 +232,23 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
     def decorate(profiled: Any) -> Any:
         from nsightx._kernel import ProfiledFunction
 
-        if not isinstance(profiled, ProfiledFunction):
+        inner = getattr(profiled, "profiled", profiled)  # another analyze.plot below this one
+        if not isinstance(inner, ProfiledFunction):
             raise ConfigError(
                 f"analyze.plot must be stacked above analyze.kernel (it plots the result of a profiled "
                 f"function), got {profiled!r}; write @analyze.plot(...) on the line above @analyze.kernel(...)"
             )
-        opts.check_params(profiled.shape.names, profiled.name)
+        opts.check_params(inner.shape.names, inner.name)
 
         @functools.wraps(profiled)
         def wrapper(*args: Any, **kwargs: Any) -> ProfileResults:
             results: ProfileResults = profiled(*args, **kwargs)
             written = render(results.to_dataframe(), path, opts)
-            if profiled.spec.verbosity >= VerbosityLevel.INFO:
-                print(f"nsightx: {profiled.name}: plot -> {written}", file=sys.stderr)
+            if inner.spec.verbosity >= VerbosityLevel.INFO:
+                print(f"nsightx: {inner.name}: plot -> {written}", file=sys.stderr)
             return results
 
-        wrapper.profiled = profiled  # type: ignore[attr-defined]
+        wrapper.profiled = inner  # type: ignore[attr-defined]
         return wrapper
 
     return decorate

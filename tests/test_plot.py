@@ -240,3 +240,21 @@ def test_panel_keys_without_panels_are_one_empty_key_per_row():
     frame = _sweep_result().to_dataframe()
     assert _keys(frame, []) == [()] * len(frame)
     assert _keys(frame, ["k"])[:2] == [(1,), (1,)]
+
+
+def test_stacked_plots_share_one_measurement(plugin_host, tmp_path):
+    calls = []
+
+    @nsightx.analyze.plot(str(tmp_path / "rate.png"), metric="<lambda>")
+    @nsightx.analyze.plot(str(tmp_path / "time.png"), metric="host__time_duration.sum", plot_type="bar")
+    @nsightx.analyze.kernel(configs=[100, 200], runs=2, backend="host", verbosity=SILENT,
+                            derive_metric=lambda t, n: (n / t, "items/ns"))
+    def f(n):
+        calls.append(n)
+        with nsightx.annotate("a"):
+            sum(range(n))
+
+    res = f()
+    assert isinstance(res, nsightx.ProfileResults)
+    assert (tmp_path / "rate.png").exists() and (tmp_path / "time.png").exists()
+    assert len(calls) == 2 * (2 + 1), "measured once (2 configs x (2 runs + 1 warm-up))"
