@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU test and benchmark of nsightx in one go, for one call on the GPU machine. Writes under $OUT
 # (default ./gpu-out), each file as soon as its step ends: doctor-demo.log, gpu-tests.log (pytest -m gpu),
-# cupti_overhead.json + benchmarks.log, ncu_overhead.json; all.tgz bundles the rest (the device tool brings
+# cupti_overhead.json + benchmarks.log, tutorial_numbers_sweeps.json, ncu_overhead.json; all.tgz bundles the rest (the device tool brings
 # back at most 8 files).
 # Usage (GPU machine, repository root, nsightx importable):  bash benchmarks/run_gpu.sh
 set -u
@@ -21,6 +21,9 @@ echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
   echo "=== benchmarks/cupti_overhead.py ==="; date -u
   python3 benchmarks/cupti_overhead.py --out "$WORK/cupti" --reps 5
   cp "$WORK/cupti/cupti_overhead.json" "$OUT/" 2>/dev/null
+  echo "=== docs/tutorial_numbers.py (cache and size sweeps) ==="; date -u
+  python3 docs/tutorial_numbers.py "$WORK/tutorial" --only=cache_and_clocks,size_sweep
+  cp "$WORK/tutorial/tutorial_numbers.json" "$OUT/tutorial_numbers_sweeps.json" 2>/dev/null
   echo "=== benchmarks/ncu_overhead.py ==="; date -u
   python3 benchmarks/ncu_overhead.py --repeats 1 --json "$OUT/ncu_overhead.json"
   date -u
