@@ -293,6 +293,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--ncu", default="/usr/local/cuda/bin/ncu")
     ap.add_argument("--skip-ncu", action="store_true")
+    ap.add_argument("--only", help="comma-separated variants to time (the bare loops are always timed)")
     ap.add_argument("--ncu-target", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--parse-ncu", help=argparse.SUPPRESS)
     ap.add_argument("--flush", dest="flush", action="store_true", help=argparse.SUPPRESS)
@@ -320,6 +321,9 @@ def main() -> int:
     variants["cupti_always/all"] = make_profiled(torch, "cupti", "all", backend_options={"api_tracing": "always"})
     variants["cupti_always/none"] = make_profiled(torch, "cupti", "none", backend_options={"api_tracing": "always"})
     variants["cupti_nocollectors/all"] = make_profiled(torch, "cupti", "all", info_collectors=[], no_defaults=True)
+    if args.only:
+        keep = set(args.only.split(",")) | {"bare/none", "bare/all"}
+        variants = {k: v for k, v in variants.items() if k in keep}
     walls: dict[str, list[float]] = {k: [] for k in variants}
     last: dict[str, Any] = {}
     for name, fn in variants.items():  # warm-up: cuBLAS handles, CUPTI load, allocator
@@ -344,7 +348,7 @@ def main() -> int:
                                       or key.startswith("CuptiUs")}
                                   for k, v in last.items() if k.startswith("cupti")}
     report["probe_us"] = probe(torch)
-    cupti_res = last["cupti/all"]
+    cupti_res = last.get("cupti/all") or next(v for k, v in last.items() if k.startswith("cupti"))
     report["cupti_environment"] = dict(cupti_res.environment)
     report["kernels_per_run_cupti"] = {
         n: sorted({reg.attributes.get("kernel_count") for run in cupti_res.data.runs for reg in run.regions
