@@ -57,7 +57,8 @@ def report(host: PluginHost) -> str:
         mark = "yes" if avail.available else "no "
         version = f" [{avail.version}]" if avail.version else ""
         lines.append(f"  {mark} {name:<8}{version} {cls.description}")
-        lines.append(f"      {avail.reason}")
+        reason = "\n      ".join(part.strip() for part in avail.reason.splitlines())
+        lines.append(f"      {reason}")
         if not avail.available and avail.remedy:
             lines.append(f"      fix: {avail.remedy}")
         any_gpu |= avail.available and cls.capabilities.needs_gpu
