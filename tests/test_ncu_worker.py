@@ -167,8 +167,6 @@ MAIN = textwrap.dedent('''
 def test_function_from_main_end_to_end_with_a_captured_report(tmp_path):
     """A __main__ function travels by value; the fixture report stands in for what ncu would write."""
     report = FIXTURES / "one_metric.ncu-rep"
-    if not report.exists():
-        pytest.skip("fixture not captured yet")
     script = tmp_path / "main_script.py"
     script.write_text(MAIN)
     env = {**os.environ, "FAKE_NCU_REPORT": str(report),
@@ -192,8 +190,6 @@ def test_function_from_main_end_to_end_with_a_captured_report(tmp_path):
 def test_unknown_metric_is_an_error_naming_it(monkeypatch):
     """ncu 2025.3.1 says nothing about an unknown metric (fixtures/ncu/bad_metric.log): nsightx must."""
     report = FIXTURES / "one_metric.ncu-rep"
-    if not report.exists():
-        pytest.skip("fixture not captured yet")
     monkeypatch.setenv("FAKE_NCU_REPORT", str(report))
     monkeypatch.setenv("FAKE_NCU_SAY", (FIXTURES / "bad_metric.log").read_text())
 
@@ -214,8 +210,6 @@ def test_unknown_metric_is_an_error_naming_it(monkeypatch):
 def test_measured_sm_clock_reaches_the_row(monkeypatch, tmp_path):
     """With gpc__cycles_elapsed.avg.per_second collected, each row shows the measured SM clock."""
     report = FIXTURES / "multi_pass.ncu-rep"
-    if not report.exists():
-        pytest.skip("fixture not captured yet")
     monkeypatch.setenv("FAKE_NCU_REPORT", str(report))
     metrics = ["gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second"]
 
