@@ -188,6 +188,7 @@ class ProfiledFunction:
             created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             plan=PlanInfo(
                 function=self.name, params=plan.params, configs=configs, runs=plan.runs, warmup=plan.warmup,
+                adaptive=plan.stop_rule is not None,
                 metrics=plan.metrics, backend=plan.backend, cache_control=plan.cache_control,
                 clock_control=plan.clock_control, replay_mode=plan.replay_mode,
                 normalize_against=spec.normalize_against,

@@ -27,6 +27,9 @@ class PlanInfo(Frozen):
     configs: tuple[tuple[Any, ...], ...]
     """Config values (JSON-safe: objects that JSON cannot hold are stored as their ``repr``)."""
     runs: int
+    """Measured runs per config; under ``runs="auto"`` the most allowed (``max_runs``)."""
+    adaptive: bool = False
+    """True when ``runs="auto"`` chose each config's run count (see ``NumRuns`` and ``StopReason``)."""
     warmup: int
     metrics: tuple[str, ...]
     backend: str
