@@ -239,6 +239,16 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
                 f"function), got {profiled!r}; write @analyze.plot(...) on the line above @analyze.kernel(...)"
             )
         opts.check_params(inner.shape.names, inner.name)
+        spec = inner.spec
+        if opts.metric is None and (spec.derive_metric is not None or len(spec.metrics or ()) > 1):
+            what = (
+                "derive_metric adds metrics" if spec.derive_metric is not None
+                else f"metrics={list(spec.metrics or ())}"
+            )
+            raise ConfigError(
+                f"analyze.plot on {inner.name}: the result will hold several metrics ({what}) and a plot shows "
+                "one; pass metric=<name> to analyze.plot"
+            )
 
         @functools.wraps(profiled)
         def wrapper(*args: Any, **kwargs: Any) -> ProfileResults:

@@ -258,3 +258,18 @@ def test_stacked_plots_share_one_measurement(plugin_host, tmp_path):
     assert isinstance(res, nsightx.ProfileResults)
     assert (tmp_path / "rate.png").exists() and (tmp_path / "time.png").exists()
     assert len(calls) == 2 * (2 + 1), "measured once (2 configs x (2 runs + 1 warm-up))"
+
+
+def test_several_metrics_without_metric_fail_at_decoration_before_any_run():
+    import nsightx as nx
+
+    ran = []
+
+    def body(n):
+        ran.append(n)
+
+    with pytest.raises(nx.ConfigError, match="several metrics"):
+        nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[1], derive_metric=lambda t, n: t)(body))
+    with pytest.raises(nx.ConfigError, match="several metrics"):
+        nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[1], metrics=["a", "b"])(body))
+    assert ran == []
