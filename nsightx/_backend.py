@@ -10,7 +10,7 @@ overrides ``execute`` and still feeds the same :class:`~nsightx._records.RunReco
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
@@ -155,12 +155,3 @@ def first_supported(preferred: Sequence[str], accepted: frozenset[str]) -> str:
         if value in accepted:
             return value
     return sorted(accepted)[0]
-
-
-def iter_unique(values: Sequence[str]) -> Iterator[str]:
-    """Yield ``values`` without duplicates, keeping the first occurrence's order."""
-    seen: set[str] = set()
-    for value in values:
-        if value not in seen:
-            seen.add(value)
-            yield value

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
-from nsightx._stats import t_ppf
+from nsightx._stats import ci_half_width
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -197,9 +197,8 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
         else:
             out[name] = col.first().to_numpy()
     n = out["NumRuns"].to_numpy()
-    tq = np.array([t_ppf(0.975, int(k) - 1) if k >= 2 else math.nan for k in n])
+    half = np.array([ci_half_width(float(s), int(k)) for s, k in zip(out["StdDev"], n, strict=True)])
     with np.errstate(invalid="ignore", divide="ignore"):
-        half = tq * out["StdDev"].to_numpy() / np.sqrt(n)
         rsd = 100.0 * out["StdDev"].to_numpy() / np.abs(out["AvgValue"].to_numpy())
     rsd[~np.isfinite(rsd)] = np.nan
     out["CI95_Lower"] = out["AvgValue"] - half

@@ -202,10 +202,7 @@ class ProfiledFunction:
         )
         results = ProfileResults(data, configs)
         if location is not None:
-            results.save(location.path("result", "json"))
-            if spec.output_csv:
-                results.runs_dataframe().to_csv(location.path("profiled_data", "csv"), index=False)
-                results.to_dataframe().to_csv(location.path("processed_data", "csv"), index=False)
+            results.write_outputs(location, spec.output_csv)
         if spec.verbosity >= VerbosityLevel.INFO:
             where = f" -> {location.folder}" if location else ""
             runs = (f"x {plan.runs} run(s)" if adaptive is None else

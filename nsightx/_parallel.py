@@ -165,9 +165,5 @@ def _merge(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...],
     if profiled.spec.output_prefix is not None:
         from nsightx._output import allocate
 
-        location = allocate(profiled.spec.output_prefix, profiled.name)
-        results.save(location.path("result", "json"))
-        if profiled.spec.output_csv:
-            results.runs_dataframe().to_csv(location.path("profiled_data", "csv"), index=False)
-            results.to_dataframe().to_csv(location.path("processed_data", "csv"), index=False)
+        results.write_outputs(allocate(profiled.spec.output_prefix, profiled.name), profiled.spec.output_csv)
     return results

@@ -15,6 +15,8 @@ from nsightx._result_schema import ResultData
 if TYPE_CHECKING:
     import pandas as pd
 
+    from nsightx._output import OutputLocation
+
 
 class ProfileResults:
     """The result of a profiled call: raw records, per-run values and the aggregated DataFrame.
@@ -70,6 +72,13 @@ class ProfileResults:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(self.data.model_dump_json(), encoding="utf-8")
         return out
+
+    def write_outputs(self, location: OutputLocation, csv: bool) -> None:
+        """Write ``result-<tag>.json`` and, with ``csv``, the per-run and aggregated CSVs to ``location``."""
+        self.save(location.path("result", "json"))
+        if csv:
+            self.runs_dataframe().to_csv(location.path("profiled_data", "csv"), index=False)
+            self.to_dataframe().to_csv(location.path("processed_data", "csv"), index=False)
 
     def plot(self, filename: str = "plot.png", **options: Any) -> Path:
         """Plot this result (see :func:`nsightx.analyze.plot` for the options)."""
