@@ -217,8 +217,8 @@ def session_cost() -> dict[str, float]:
     from nsightx._plan import Plan
 
     out = {}
-    for label, cache, opts in (("region/all", "all", {}), ("region/none", "none", {}),
-                               ("always/all", "all", {"api_tracing": "always"})):
+    for label, cache, opts in (("always/all", "all", {}), ("always/none", "none", {}),
+                               ("region/all", "all", {"api_tracing": "region"})):
         plan = Plan(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
                     metrics=("gpu__time_duration.sum",), backend="cupti", cache_control=cache, backend_options=opts)
         times = []
@@ -314,13 +314,14 @@ def main() -> int:
         variants[f"bare/{cache}"] = make_bare(torch, flush)
         variants[f"cupti/{cache}"] = make_profiled(torch, "cupti", cache)
         variants[f"events/{cache}"] = make_profiled(torch, "events", cache)
-    # The default collects CUPTI's records once per config; "perrun" forces a collection after every run (the
-    # behaviour before deferred collection); "always" traces launch APIs for the whole session instead of
-    # switching them on and off around each region; "nocollectors" leaves out the default nvml collectors.
+    # The default collects CUPTI's records in batches (here once per call) and traces launch APIs for the whole
+    # session minus the APIs it has seen launch nothing; "perrun" collects after every run; "region" switches API
+    # tracing on and off around each region instead; "nocollectors" leaves out the default nvml collectors.
     variants["cupti_perrun/all"] = make_profiled(torch, "cupti", "all", backend_options={"cupti_collect": "run"})
-    variants["cupti_always/all"] = make_profiled(torch, "cupti", "all", backend_options={"api_tracing": "always"})
-    variants["cupti_always/none"] = make_profiled(torch, "cupti", "none", backend_options={"api_tracing": "always"})
+    variants["cupti_region/all"] = make_profiled(torch, "cupti", "all", backend_options={"api_tracing": "region"})
     variants["cupti_nocollectors/all"] = make_profiled(torch, "cupti", "all", info_collectors=[], no_defaults=True)
+    variants["cupti_nocollectors/none"] = make_profiled(torch, "cupti", "none", info_collectors=[],
+                                                        no_defaults=True)
     if args.only:
         keep = set(args.only.split(",")) | {"bare/none", "bare/all"}
         variants = {k: v for k, v in variants.items() if k in keep}

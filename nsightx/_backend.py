@@ -78,9 +78,11 @@ class Session(abc.ABC):
     deferred: bool = False
     """True when :meth:`finish_run` returns nothing and the records come later from :meth:`collect_runs`.
 
-    Collecting a GPU tracer's buffers costs far more than a short run (a forced CUPTI flush is ~0.5 ms), so a
-    deferred session collects once for many runs: the run loop calls :meth:`collect_runs` at the end of each
-    config, every :data:`COLLECT_EVERY` runs, and after every run when an adaptive run count needs values.
+    Collecting a GPU tracer's buffers costs far more than a short run (a forced CUPTI flush with its
+    synchronisation is ~0.6 ms), and waiting for the GPU stops the host from queueing the next runs, so a deferred
+    session collects once for many runs: the run loop calls :meth:`collect_runs` every :data:`COLLECT_EVERY`
+    runs, at the end of a config when :data:`COLLECT_SECONDS` have passed since the last collection, at the end
+    of the call, when a run fails, and after every run when an adaptive run count needs values.
     """
 
     def collect_runs(self) -> Mapping[tuple[int, int], RunOutput]:
@@ -111,7 +113,11 @@ class Session(abc.ABC):
 
 
 COLLECT_EVERY = 64
-"""A deferred session is collected at least this often (runs), bounding what a crash could lose."""
+"""A deferred session is collected at least this often (runs), bounding what a hard crash could lose."""
+
+COLLECT_SECONDS = 1.0
+"""A deferred session is also collected at the end of a config once this much time has passed since the last
+collection: a short sweep is collected once, a long one about every second (its raw file grows as it goes)."""
 
 
 class Backend(abc.ABC):

@@ -7,13 +7,14 @@ the user's function with the run state installed so that :func:`nsightx.annotate
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nsightx import _context
+from nsightx import _backend, _context
 from nsightx._adaptive import STOP_COLUMN, FixedRuns, StopRule
-from nsightx._backend import COLLECT_EVERY, RunOutput, Session
+from nsightx._backend import RunOutput, Session
 from nsightx._collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._enums import CollectionScope
 from nsightx._errors import ConfigError
@@ -115,6 +116,7 @@ def run_loop(
     deferred = session.deferred
     needs_values = not isinstance(rule, FixedRuns)  # an adaptive stop rule reads every run's values
     pending: list[_Pending] = []
+    collected_at = time.perf_counter()
     try:
         for ci in range(len(plan.configs)):
             progress.start_config(ci)
@@ -137,13 +139,17 @@ def run_loop(
                     values.append(CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value,
                                                  config=ci, value=reason))
                 pending.append((ci, r, state, output, values))
-                if not deferred or needs_values or reason is not None or len(pending) >= COLLECT_EVERY:
+                if (not deferred or needs_values or len(pending) >= _backend.COLLECT_EVERY
+                        or (reason is not None and time.perf_counter() - collected_at >= _backend.COLLECT_SECONDS)):
                     _write_pending(session, sink, pending, collect=deferred and not needs_values)
+                    collected_at = time.perf_counter()
                 if not checked_baseline:
                     _check_baseline(plan, state.used)
                     checked_baseline = True
                 r += 1
             progress.skip(rule.max_runs - r)
+        if pending:
+            _write_pending(session, sink, pending, collect=deferred and not needs_values)
     finally:
         progress.close()
         if pending:  # a run raised: keep what the deferred session already measured

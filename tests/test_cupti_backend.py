@@ -128,11 +128,18 @@ class ReplayTracer:
         return self.clock.pop(0)
 
     def collect(self) -> ActivityBatch:
-        batch, windows = self.runs[self.collected]
-        self.collected += 1
-        ours = self.pushed[-len(windows):]
-        rename = {w.external_id: mine for w, mine in zip(windows, ours, strict=True)}
-        return dataclasses.replace(batch, externals={c: rename.get(e, -e) for c, e in batch.externals.items()})
+        """Deliver the captured activity of every run opened since the last call (ids renamed to ours)."""
+        out = ActivityBatch()
+        while self.collected < len(self.runs):
+            batch, windows = self.runs[self.collected]
+            first = sum(len(ws) for _, ws in self.runs[:self.collected])
+            ours = self.pushed[first:first + len(windows)]
+            if len(ours) < len(windows):
+                break
+            rename = {w.external_id: mine for w, mine in zip(windows, ours, strict=True)}
+            out.extend(dataclasses.replace(batch, externals={c: rename.get(e, -e) for c, e in batch.externals.items()}))
+            self.collected += 1
+        return out
 
 
 class NoDevice:

@@ -2,7 +2,7 @@
 
 The stand-in implements only the few calls the tracer makes and delivers activity records the way cupti-python
 does (a list of objects with ``kind`` and fields, through the registered buffer-completed callback). It lets CI
-check decoding, the dropped-records error, the per-API filter fallback and API tracing limited to regions, which
+check decoding, the dropped-records error, the learned per-API filter and API tracing limited to regions, which
 cannot be provoked on demand on a real GPU.
 """
 
@@ -114,9 +114,8 @@ def kernel(name: str, corr: int, start: int, end: int) -> Any:
                            stream_id=7, device_id=0, context_id=1, graph_id=0, graph_node_id=0)
 
 
-def api(corr: int, start: int) -> Any:
-    return SimpleNamespace(kind=Kind.RUNTIME, correlation_id=corr, start=start, end=start + 5, thread_id=11,
-                           cbid=211)
+def api(corr: int, start: int, cbid: int = RuntimeCbid.cudaLaunchKernel_v7000, kind: int = Kind.RUNTIME) -> Any:
+    return SimpleNamespace(kind=kind, correlation_id=corr, start=start, end=start + 5, thread_id=11, cbid=int(cbid))
 
 
 def ext(corr: int, external_id: int, kind: int = ExtKind.CUSTOM2) -> Any:
@@ -158,24 +157,49 @@ def test_a_bad_record_is_reported_at_collect_not_raised_into_cupti() -> None:
     tracer.stop()
 
 
-def test_per_api_filter_falls_back_when_libcupti_lacks_it() -> None:
-    fake = FakeCupti(per_api=False)
-    tracer = ActivityTracer(fake)
-    tracer.start()
-    assert tracer.api_filter is False and "not found" in (tracer.api_filter_error or "")
-    tracer.stop()
-
-
-def test_per_api_filter_keeps_only_launches_and_is_undone_at_stop() -> None:
+def test_apis_that_launched_nothing_are_switched_off_and_back_on_at_stop() -> None:
     fake = FakeCupti(per_api=True)
     tracer = ActivityTracer(fake)
     tracer.start()
-    assert tracer.api_filter is True
-    assert fake.api_switches[("runtime", RuntimeCbid.cudaLaunchKernel_v7000)] == 1
-    assert fake.api_switches[("runtime", RuntimeCbid.cudaGetDevice_v3020)] == 0
-    assert fake.api_switches[("driver", DriverCbid.cuCtxGetCurrent)] == 0
+    assert fake.api_switches == {}  # nothing learned yet: every API is traced
+    fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020),
+                       api(2, 20, cbid=DriverCbid.cuCtxGetCurrent, kind=Kind.DRIVER),
+                       api(3, 30), kernel("k", 3, 100, 150)]
+    tracer.collect()
+    assert fake.api_switches == {("runtime", 17): 0, ("driver", 9): 0}
     tracer.stop()
-    assert set(fake.api_switches.values()) == {1}
+    assert fake.api_switches == {("runtime", 17): 1, ("driver", 9): 1}  # CUPTI left as found
+    tracer.start()  # the next session of the process starts quiet
+    assert fake.api_switches == {("runtime", 17): 0, ("driver", 9): 0}
+    tracer.stop()
+
+
+def test_an_api_that_launched_a_kernel_or_is_unknown_stays_on() -> None:
+    fake = FakeCupti(per_api=True)
+    tracer = ActivityTracer(fake)
+    tracer.start()
+    # cudaGetDevice "launching" a kernel stands for any API not named Launch that does; 999 is an unknown id
+    fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020), kernel("k", 1, 100, 150),
+                       api(2, 20, cbid=999)]
+    tracer.collect()
+    fake.to_deliver = [api(4, 40, cbid=RuntimeCbid.cudaGetDevice_v3020)]  # later without a kernel: still on
+    tracer.collect()
+    assert fake.api_switches == {}
+    tracer.stop()
+
+
+def test_per_api_switches_refused_by_libcupti_are_not_asked_again() -> None:
+    fake = FakeCupti(per_api=False)
+    tracer = ActivityTracer(fake)
+    tracer.start()
+    fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020)]
+    tracer.collect()
+    assert tracer.quiet.off == set() and tracer.quiet.refused == {("runtime", 17)}
+    fake.to_deliver = [api(2, 10, cbid=RuntimeCbid.cudaGetDevice_v3020)]
+    fake.per_api = True
+    tracer.collect()
+    assert fake.api_switches == {}
+    tracer.stop()
 
 
 def test_region_mode_traces_apis_only_inside_regions() -> None:

@@ -1,4 +1,4 @@
-"""The run loop with a deferred session: outputs collected once per config, written in order, kept on failure."""
+"""The run loop with a deferred session: outputs collected in batches, written in order, kept on failure."""
 
 from __future__ import annotations
 
@@ -44,12 +44,21 @@ def work(n: int) -> None:
         pass
 
 
-def test_collects_once_per_config_and_writes_every_measured_run_in_order():
+def test_a_short_sweep_is_collected_once_and_every_measured_run_written_in_order():
     session, sink = DeferredHost(), RunSink()
     run_loop(plan(work), session, sink)
-    assert session.collects == 3
+    assert session.collects == 1
     assert [(r.config, r.run) for r in sink.runs] == [(c, r) for c in range(3) for r in range(5)]
     assert all(len(r.records) == 1 and r.records[0].run == r.run for r in sink.runs)
+
+
+def test_a_slow_sweep_is_collected_at_config_ends(monkeypatch):
+    from nsightx import _backend
+
+    monkeypatch.setattr(_backend, "COLLECT_SECONDS", 0.0)  # every config end is "a second later"
+    session, sink = DeferredHost(), RunSink()
+    run_loop(plan(work), session, sink)
+    assert session.collects == 3 and len(sink.runs) == 15
 
 
 def test_long_configs_are_collected_every_so_often():

@@ -27,7 +27,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from nsightx._backend import RunOutput
 from nsightx._records import Record, RegionId, Scalar
@@ -40,9 +40,11 @@ FIXTURE_SCHEMA = 1
 """Version of the JSON written by :func:`batch_to_json`."""
 
 
-@dataclass(frozen=True, slots=True)
-class KernelActivity:
-    """The fields of a CUPTI CONCURRENT_KERNEL record that attribution and the records need."""
+class KernelActivity(NamedTuple):
+    """The fields of a CUPTI CONCURRENT_KERNEL record that attribution and the records need.
+
+    A named tuple, because one is built per kernel inside CUPTI's buffer callback, where construction cost counts.
+    """
 
     name: str
     """Kernel name as CUPTI reports it (usually mangled)."""
@@ -69,9 +71,8 @@ class KernelActivity:
         return self.end - self.start
 
 
-@dataclass(frozen=True, slots=True)
-class ApiActivity:
-    """The fields of a CUPTI RUNTIME or DRIVER API record used by the other-thread rule."""
+class ApiActivity(NamedTuple):
+    """The fields of a CUPTI RUNTIME or DRIVER API record used by the other-thread rule (a named tuple, as above)."""
 
     correlation_id: int
     """Correlation id of the call."""
@@ -261,8 +262,8 @@ def batch_to_json(batch: ActivityBatch, windows: Sequence[RegionWindow], meta: M
         "schema": FIXTURE_SCHEMA,
         "meta": dict(meta),
         "windows": [asdict(w) for w in windows],
-        "kernels": [asdict(k) for k in batch.kernels],
-        "apis": [asdict(a) for a in sorted(batch.apis.values(), key=lambda a: a.correlation_id)],
+        "kernels": [k._asdict() for k in batch.kernels],
+        "apis": [a._asdict() for a in sorted(batch.apis.values(), key=lambda a: a.correlation_id)],
         "externals": [[c, e] for c, e in sorted(batch.externals.items())],
     }
     return json.dumps(doc, indent=1)

@@ -15,9 +15,11 @@ from nsightx_cupti._attribution import METRIC
 OPTIONS = {
     "buffer_bytes": "size of each CUPTI activity buffer in bytes (default 256 KiB)",
     "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
-    "api_tracing": "'region' (default): launch API records only while a region is open; 'always': all session",
+    "api_tracing": "'always' (default): API records for the whole session, minus APIs seen to launch nothing; "
+                   "'region': only while a region is open (switched on and off around each region)",
     "cupti_flush": "'forced' (default); 'plain' is for overhead studies and may lose kernels",
-    "cupti_collect": "'config' (default): collect CUPTI's records once per config; 'run': after every run",
+    "cupti_collect": "'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more "
+                     "after the last collection, and at the end; 'run': after every run",
     "flush_at": "'region' (default): flush L2 just before each region opens (inputs written by the function "
                 "are cold, as under ncu); 'run': once before the function runs",
 }
@@ -97,10 +99,10 @@ class CuptiBackend(Backend):
             accepted = "; ".join(f"{k}: {v}" for k, v in OPTIONS.items())
             raise ConfigError(f"backend_options {unknown} are not understood by the cupti backend; "
                               f"it accepts {accepted}")
-        mode = plan.backend_options.get("api_tracing", "region")
+        mode = plan.backend_options.get("api_tracing", "always")
         if mode not in ("region", "always"):
-            raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'region' or 'always'")
-        for key, allowed in (("cupti_collect", ("config", "run")), ("flush_at", ("region", "run"))):
+            raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'always' or 'region'")
+        for key, allowed in (("cupti_collect", ("batch", "run")), ("flush_at", ("region", "run"))):
             if plan.backend_options.get(key, allowed[0]) not in allowed:
                 raise ConfigError(f"backend_options[{key!r}]={plan.backend_options[key]!r} must be "
                                   f"{' or '.join(map(repr, allowed))}")

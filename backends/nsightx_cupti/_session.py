@@ -7,11 +7,12 @@
                per-kernel flush does). Then note the CUPTI time and push a fresh external correlation id.
 ``region_exit``  pop it, note the CUPTI time. Both are a few microseconds.
 ``finish_run``  deferred (the default): note the run and return at once. ``collect_runs`` (called by the run
-               loop at the end of each config, every 64 runs, or after every run for ``runs="auto"``)
-               synchronises the context, flushes CUPTI once, attributes every kernel to its region (see
-               :mod:`nsightx_cupti._attribution`) and returns one record per (region, kernel) plus attributes
-               for every run since the last collection. A forced CUPTI flush costs ~0.5 ms, more than a short
-               run, so flushing once per config instead of once per run is what keeps the overhead low.
+               loop every 64 runs, at a config end a second or more after the last collection, at the end of
+               the call, and after every run for ``runs="auto"``) synchronises the context, flushes CUPTI once,
+               attributes every kernel to its region (see :mod:`nsightx_cupti._attribution`) and returns one
+               record per (region, kernel) plus attributes for every run since the last collection. A forced
+               CUPTI flush costs ~0.5 ms, more than a short run, and between collections the host queues runs
+               ahead of the GPU, so collecting rarely is what keeps the overhead low.
                With ``backend_options={"cupti_collect": "run"}`` every run is collected as it finishes.
 """
 
@@ -278,9 +279,9 @@ class CuptiSession(Session):
         env = dict(self.device.environment())
         env["CuptiPython"] = cupti_python_version()
         env["Libcupti"] = loaded_libcupti()
-        env["CuptiLaunchApiFilter"] = bool(getattr(self.tracer, "api_filter", False))
         env["CuptiApiTracing"] = getattr(self.tracer, "api_tracing", None)
-        env["CuptiApiFilterError"] = getattr(self.tracer, "api_filter_error", None)
+        quiet = getattr(self.tracer, "quiet", None)
+        env["CuptiQuietApis"] = len(quiet.off) if quiet is not None else None
         runs = max(self.cost_ns["runs"], 1)
         for step in ("sync", "collect", "attribute"):
             env[f"CuptiUsPerRun_{step}"] = round(self.cost_ns[step] / runs / 1e3, 1)
@@ -306,11 +307,11 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
     device = CudaDevice(plan.device, flush=plan.cache_control == "all", flush_bytes=opts.get("flush_bytes"))
     try:
         tracer = ActivityTracer.get()
-        tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_tracing=opts.get("api_tracing", "region"),
+        tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_tracing=opts.get("api_tracing", "always"),
                      flush_flag=opts.get("cupti_flush", "forced"))
         try:
             yield CuptiSession(tracer, device, plan.metrics, keep_batches=keep_batches,
-                               deferred=opts.get("cupti_collect", "config") != "run",
+                               deferred=opts.get("cupti_collect", "batch") != "run",
                                flush_at=opts.get("flush_at", "region"))
         finally:
             tracer.stop()

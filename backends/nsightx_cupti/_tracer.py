@@ -12,6 +12,7 @@ refers to CUPTI memory after the callback returns.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.metadata
 import threading
 import time
@@ -19,15 +20,12 @@ from typing import Any
 
 from nsightx._errors import MeasurementError
 from nsightx_cupti._attribution import ActivityBatch, ApiActivity, KernelActivity
+from nsightx_cupti._quiet import ApiKey, QuietApis
 
 DEFAULT_BUFFER_BYTES = 256 * 1024
 """Size of each activity buffer handed to CUPTI (hundreds of records; CUPTI asks for another when one fills).
 
 Measured on the H200: the sweep of benchmarks/cupti_overhead.py took 1.4x longer with 8 MiB buffers."""
-
-_LAUNCH_MARK = "Launch"
-"""Runtime/driver APIs whose name contains this are traced; the rest are switched off when CUPTI allows it."""
-
 
 def cupti_module() -> Any:
     """Import and return ``cupti.cupti`` (raises ImportError when cupti-python is missing)."""
@@ -36,6 +34,7 @@ def cupti_module() -> Any:
     return cupti
 
 
+@functools.cache
 def cupti_python_version() -> str | None:
     """Installed cupti-python version, or None."""
     try:
@@ -44,13 +43,23 @@ def cupti_python_version() -> str | None:
         return None
 
 
+_libcupti_path: str | None = None
+
+
 def loaded_libcupti() -> str | None:
-    """Path of the libcupti mapped into this process (the one torch or cupti-python loaded), if any."""
+    """Path of the libcupti mapped into this process (the one torch or cupti-python loaded), if any.
+
+    Read from /proc/self/maps once it is found (a library stays mapped), so later sessions pay nothing.
+    """
+    global _libcupti_path
+    if _libcupti_path is not None:
+        return _libcupti_path
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 if "libcupti" in line:
-                    return line.split()[-1]
+                    _libcupti_path = line.split()[-1]
+                    return _libcupti_path
     except OSError:
         return None
     return None
@@ -89,12 +98,10 @@ class ActivityTracer:
         self._registered = False
         self.buffer_bytes = DEFAULT_BUFFER_BYTES
         self.active = False
-        self.api_filter = False
-        """True when only launch APIs are traced (CUPTI accepted per-API switches)."""
-        self.api_filter_error: str | None = None
-        """Why per-API switches were refused, when they were."""
-        self.api_tracing = "region"
-        """``region``: API records only while a region is open; ``always``: for the whole session."""
+        self.quiet = QuietApis(self._api_name)
+        """APIs switched off while tracing because they launched nothing (learned, kept for the process)."""
+        self.api_tracing = "always"
+        """``always``: launch API records for the whole session; ``region``: only while a region is open."""
         self._open_regions = 0
         self.flush_flag = "forced"
         """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
@@ -135,13 +142,15 @@ class ActivityTracer:
         self.stats[key] = self.stats.get(key, 0) + value
 
     # --- session-facing API ---------------------------------------------------------------------------------
-    def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_tracing: str = "region",
+    def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_tracing: str = "always",
               flush_flag: str = "forced") -> None:
         """Register the buffer callbacks (once per process) and enable the activity kinds.
 
-        Kernel and external-correlation records are enabled for the whole session. Launch API records (needed
-        to tie a kernel to its launch) are enabled either only while a region is open (``api_tracing="region"``,
-        the default: nothing outside a region is traced, so there is less to decode) or for the whole session.
+        Kernel and external-correlation records are enabled for the whole session. API records (needed to tie
+        a kernel to its launch, and without which CUPTI writes no external-correlation records) are enabled for
+        the whole session (``api_tracing="always"``, the default), minus the APIs learned to be quiet (see
+        :mod:`nsightx_cupti._quiet`), or only while a region is open (``"region"``: no toggling cost is saved
+        by it any more, ~110 us per region on the H200, but nothing outside regions is recorded).
 
         Args:
             buffer_bytes: Size of each activity buffer.
@@ -168,7 +177,8 @@ class ActivityTracer:
         self._open_regions = 0
         for kind in (self._k_runtime, self._k_driver, self._k_external, self._k_kernel):
             c.activity_enable(kind)
-        self.api_filter = self._trace_only_launches()
+        for key in sorted(self.quiet.off):
+            self._switch(key, False)
         if api_tracing == "region":
             self._apis(False)
         self.active = True
@@ -192,32 +202,32 @@ class ActivityTracer:
             if self._open_regions == 0:
                 self._apis(False)
 
-    def _trace_only_launches(self) -> bool:
-        """Switch off API records of everything but launches; False (all traced) when CUPTI refuses."""
-        c = self._cupti
+    def _api_name(self, domain: str, cbid: int) -> str | None:
+        """The API's name from cupti-python's callback-id enums, None when it does not know the id."""
+        enum = self._cupti.RuntimeApiTraceCbid if domain == "runtime" else self._cupti.DriverApiTraceCbid
         try:
-            for enum, switch in ((c.RuntimeApiTraceCbid, c.activity_enable_runtime_api),
-                                 (c.DriverApiTraceCbid, c.activity_enable_driver_api)):
-                for member in enum:
-                    if member.name in ("INVALID", "SIZE", "FORCE_INT"):
-                        continue
-                    switch(int(member), 1 if _LAUNCH_MARK in member.name else 0)
-        except Exception as e:
-            self.api_filter_error = f"{type(e).__name__}: {e}"[:200]
-            self._enable_all_apis()
+            return str(enum(cbid).name)
+        except ValueError:
+            return None
+
+    def _switch(self, key: ApiKey, on: bool) -> bool:
+        """Switch one API's records on or off; False (and never asked again) when libcupti refuses."""
+        domain, cbid = key
+        c = self._cupti
+        switch = c.activity_enable_runtime_api if domain == "runtime" else c.activity_enable_driver_api
+        try:
+            switch(cbid, 1 if on else 0)
+        except Exception:
+            self.quiet.refused.add(key)
+            self.quiet.off.discard(key)
             return False
-        self.api_filter_error = None
         return True
 
-    def _enable_all_apis(self) -> None:
-        c = self._cupti
-        for enum, switch in ((c.RuntimeApiTraceCbid, c.activity_enable_runtime_api),
-                             (c.DriverApiTraceCbid, c.activity_enable_driver_api)):
-            for member in enum:
-                try:
-                    switch(int(member), 1)
-                except Exception:
-                    return
+    def _silence(self, batch: ActivityBatch) -> None:
+        """Switch off the APIs of ``batch`` that launched nothing (kept off in later sessions of the process)."""
+        for key in self.quiet.candidates(batch):
+            if self._switch(key, False):
+                self.quiet.off.add(key)
 
     def stop(self) -> None:
         """Disable every kind this tracer enabled and drop what is still buffered."""
@@ -225,8 +235,8 @@ class ActivityTracer:
             return
         c = self._cupti
         try:
-            if self.api_filter:
-                self._enable_all_apis()
+            for key in sorted(self.quiet.off):  # leave CUPTI as found, for other clients (torch.profiler)
+                self._switch(key, True)
             for kind in (self._k_kernel, self._k_external):
                 c.activity_disable(kind)
             if self.api_tracing == "always" or self._open_regions:
@@ -268,6 +278,8 @@ class ActivityTracer:
             errors, self._errors = self._errors, []
         if errors:
             raise MeasurementError(f"CUPTI activity buffers could not be decoded: {errors[0]}")
+        if self.active:
+            self._silence(batch)
         if dropped:
             raise MeasurementError(
                 f"CUPTI dropped {dropped} activity records (its buffers were full), so kernel times of this run "
