@@ -180,7 +180,18 @@ def main() -> int:
                     "decode_us_per_run": round(minimal.decode_ns / 1e3 / (len(SIZES) * (RUNS + WARMUP)), 1)}
         return run
 
-    def nsx(cache: str = "all", **opts: Any) -> Any:
+    class Fake5:
+        """A RUN collector returning five constants: the framework's cost of collector values alone."""
+
+        name = "fake5"
+        scope = "run"
+
+        def collect(self, ctx: Any) -> dict[str, Any]:
+            return {"A": 1, "B": 2.0, "C": 3, "D": 4.5, "E": "x"}
+
+    from nsightx_cupti._session import CudaDevice
+
+    def nsx(cache: str = "all", force_reset: bool = False, **opts: Any) -> Any:
         options: dict[str, Any] = {"thermal_mode": "off"}
         host = PluginHost(LoaderSettings(blocked=("nvml",))).load() if opts.pop("no_nvml", False) else None
         options.update(opts)
@@ -213,7 +224,8 @@ def main() -> int:
         "raw_always_fulldecode": raw(full=True),
         "nsx_default": nsx(), "nsx_region": nsx(backend_options={"api_tracing": "region"}),
         "nsx_default_none": nsx("none"), "nsx_perrun": nsx(backend_options={"cupti_collect": "run"}),
-        "nsx_nocollectors": nsx(no_nvml=True),
+        "nsx_nocollectors": nsx(no_nvml=True), "nsx_forcereset": nsx(force_reset=True),
+        "nsx_fake5_no_nvml": nsx(no_nvml=True, info_collectors=[Fake5()]),
     }
     walls: dict[str, list[float]] = {k: [] for k in variants}
     for fn in variants.values():
@@ -282,9 +294,27 @@ def main() -> int:
     timed("flush_forced_after_40_small_runs", lambda: cupti.activity_flush_all(forced), reps=10, before=many)
     micro["records_per_small_run"] = round(minimal.records / (10 * 40 + 1), 1)
     from nsightx_cupti import _driver
-    from nsightx_cupti._session import CudaDevice
     timed("reset_persisting_l2_idle", _driver.reset_persisting_l2, before=torch.cuda.synchronize)
     timed("reset_persisting_l2_busy", _driver.reset_persisting_l2, before=busy)
+    timed("persisting_l2_limit", _driver.persisting_l2_limit)
+    micro["persisting_l2_limit_bytes"] = _driver.persisting_l2_limit()
+
+    def small_then(fn: Any) -> Any:
+        def go() -> None:
+            x = torch.ones(1024, device="cuda")
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            x.add_(1)
+            e1.record()
+            e1.synchronize()
+            gpu.append(e0.elapsed_time(e1) * 1e3)
+        return go
+    for label, fn in (("gpu_us_small_kernel", lambda: None), ("gpu_us_reset_then_small_kernel",
+                                                              _driver.reset_persisting_l2)):
+        gpu: list[float] = []
+        timed(label + "_host", small_then(fn))
+        micro[label] = round(statistics.median(gpu), 2)
     dev = CudaDevice(0, flush=True)
     timed("flush_l2_launch_idle", dev.flush_l2, before=torch.cuda.synchronize)
     timed("flush_l2_launch_busy", dev.flush_l2, before=busy)
@@ -313,6 +343,15 @@ def main() -> int:
         for c in cols:
             if c.scope == CollectionScope.RUN.value or str(c.scope) == "run":
                 timed(f"collector_{c.name}", lambda c=c: c.collect(ctx))
+                timed(f"collector_{c.name}_busy", lambda c=c: c.collect(ctx), before=busy)
+        from nsightx_nvml._collectors import provider
+        devices = provider().devices()
+        if devices is not None:
+            nv, h = devices.nvml, devices.resolve(0).sensors
+            for field in ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "event_reasons"):
+                fn = getattr(nv, field)
+                timed(f"nvml_{field}_idle", lambda fn=fn: fn(h), before=torch.cuda.synchronize)
+                timed(f"nvml_{field}_busy", lambda fn=fn: fn(h), before=busy)
     except Exception as e:
         micro["collector_error"] = str(e)  # type: ignore[assignment]
     report["micro_us"] = micro

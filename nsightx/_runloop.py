@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from nsightx import _backend, _context
 from nsightx._adaptive import STOP_COLUMN, FixedRuns, StopRule
@@ -25,8 +25,26 @@ from nsightx._sink import RunSink
 from nsightx._thermal import make_guard
 
 
+class _Gathered(NamedTuple):
+    """One collector's answer, kept as returned until its run is written (see :meth:`_Collectors.gather`)."""
+
+    collector: CollectorLike
+    scope: CollectionScope
+    where: dict[str, Any]
+    result: Any
+
+
+_FAILED = object()
+"""The result of a collector that raised (its column is None for that run)."""
+
+
 class _Collectors:
-    """Calls collectors of one scope and turns their results into :class:`CollectorValue` rows."""
+    """Calls collectors of one scope and turns their results into :class:`CollectorValue` rows.
+
+    RUN and ANNOTATION collectors are called when their run starts (:meth:`gather`), but their answers become
+    rows only when the run is written (:meth:`materialize`): with a deferred session that happens before it
+    waits for the GPU, so the conversion overlaps the GPU's queued work instead of delaying the next launch.
+    """
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -36,6 +54,11 @@ class _Collectors:
         self._warned: set[tuple[str, str]] = set()
 
     def run(self, scope: CollectionScope, **where: Any) -> list[CollectorValue]:
+        """Call the collectors of ``scope`` and return their rows at once (ONCE and CONFIG scopes)."""
+        return self.materialize(self.gather(scope, **where))
+
+    def gather(self, scope: CollectionScope, **where: Any) -> list[_Gathered]:
+        """Call the collectors of ``scope`` now; a mapping they return is copied, nothing else is converted."""
         collectors = self.by_scope[scope]
         if not collectors:
             return []
@@ -52,13 +75,27 @@ class _Collectors:
             device=self.plan.device,
             backend=self.plan.backend,
         )
+        return [_Gathered(c, scope, where, self._call(c, ctx)) for c in collectors]
+
+    def materialize(self, items: list[Any]) -> list[CollectorValue]:
+        """Rows for ``items`` (gathered answers; :class:`CollectorValue` rows pass through unchanged)."""
         out: list[CollectorValue] = []
-        for c in collectors:
-            for name, value in self._call(c, ctx).items():
+        for item in items:
+            if not isinstance(item, _Gathered):
+                out.append(item)
+                continue
+            c, scope, where, result = item
+            if result is _FAILED:
+                values: Mapping[str, Scalar] = {c.name: None}
+            elif isinstance(result, Mapping):
+                values = {str(k): _scalar(v) for k, v in result.items()}
+            else:
+                values = {c.name: _scalar(result)}
+            for name, value in values.items():
                 out.append(CollectorValue(name=name, scope=scope.value, value=value, **where))
         return out
 
-    def _call(self, c: CollectorLike, ctx: CollectContext) -> Mapping[str, Scalar]:
+    def _call(self, c: CollectorLike, ctx: CollectContext) -> Any:
         try:
             result: CollectResult = c.collect(ctx)
         except Exception as e:  # a collector must never cost a run
@@ -71,10 +108,8 @@ class _Collectors:
                     RuntimeWarning,
                     stacklevel=4,
                 )
-            return {c.name: None}
-        if isinstance(result, Mapping):
-            return {str(k): _scalar(v) for k, v in result.items()}
-        return {c.name: _scalar(result)}
+            return _FAILED
+        return dict(result) if isinstance(result, Mapping) else result
 
 
 def _scalar(value: object) -> Scalar:
@@ -141,7 +176,7 @@ def run_loop(
                 pending.append((ci, r, state, output, values))
                 if (not deferred or needs_values or len(pending) >= _backend.COLLECT_EVERY
                         or (reason is not None and time.perf_counter() - collected_at >= _backend.COLLECT_SECONDS)):
-                    _write_pending(session, sink, pending, collect=deferred and not needs_values)
+                    _write_pending(session, sink, pending, collectors, collect=deferred and not needs_values)
                     collected_at = time.perf_counter()
                 if not checked_baseline:
                     _check_baseline(plan, state.used)
@@ -149,24 +184,31 @@ def run_loop(
                 r += 1
             progress.skip(rule.max_runs - r)
         if pending:
-            _write_pending(session, sink, pending, collect=deferred and not needs_values)
+            _write_pending(session, sink, pending, collectors, collect=deferred and not needs_values)
     finally:
         progress.close()
         if pending:  # a run raised: keep what the deferred session already measured
             try:
-                _write_pending(session, sink, pending, collect=deferred)
+                _write_pending(session, sink, pending, collectors, collect=deferred)
             except Exception as e:
                 warnings.warn(f"could not collect the last {len(pending)} run(s) after a failure: {e}",
                               RuntimeWarning, stacklevel=2)
 
 
-_Pending = tuple[int, int, _context.RunState, RunOutput, list[CollectorValue]]
+_Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
+"""(config, run, run state, output, collector rows and gathered answers) of a run not yet written."""
 
 
-def _write_pending(session: Session, sink: RunSink, pending: list[_Pending], *, collect: bool) -> None:
-    """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them."""
+def _write_pending(session: Session, sink: RunSink, pending: list[_Pending], collectors: _Collectors, *,
+                   collect: bool) -> None:
+    """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
+
+    Collector answers become rows before the session is collected: that waits for the GPU, and the conversion
+    can run while it still works through the queued runs.
+    """
+    rows = [collectors.materialize(values) for *_, values in pending]
     outputs = session.collect_runs() if collect else {}
-    for ci, r, state, output, values in pending:
+    for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
         sink.write(_run_records(ci, r, state, outputs.get((ci, r), output), values))
     pending.clear()
 
@@ -182,17 +224,17 @@ class _Runner:
         self.invoke = invoke
         self.guard = make_guard(plan)
 
-    def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[CollectorValue]]:
+    def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
         """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""
         collectors = self.collectors
         self.guard.before_run()
         self.session.start_run(ci, r)
-        run_values = [*self.guard.take_values(ci, r), *collectors.run(CollectionScope.RUN, config=ci, run=r)] \
-            if r >= 0 else []
+        run_values: list[Any] = [*self.guard.take_values(ci, r),
+                                 *collectors.gather(CollectionScope.RUN, config=ci, run=r)] if r >= 0 else []
         state = _context.RunState(session=self.session, config=ci, run=r)
         if r >= 0 and collectors.by_scope[CollectionScope.ANNOTATION]:
             state.on_annotation = lambda name: run_values.extend(
-                collectors.run(CollectionScope.ANNOTATION, config=ci, run=r, annotation=name)
+                collectors.gather(CollectionScope.ANNOTATION, config=ci, run=r, annotation=name)
             )
         _context.set_current(state)
         try:

@@ -181,5 +181,6 @@ def install(monkeypatch: Any, gpus: list[FakeGpu], cuda: FakeCuda | None = None,
     from nsightx_nvml import _collectors
 
     fake = FakeNvml(gpus, **kw)
+    monkeypatch.setattr(_collectors, "RUN_READ_MAX_AGE_S", 0.0)  # one read per run: scripted values line up
     monkeypatch.setattr(_collectors, "_provider", _collectors.Provider(load=lambda: fake, cuda=cuda or FakeCuda()))
     return fake

@@ -203,3 +203,17 @@ def test_bad_scope_and_non_callable():
         @nsightx.analyze.kernel(configs=[(1,)], info_collectors=[object()])
         def f(n):
             pass
+
+
+def test_a_mapping_is_taken_as_it_was_when_the_run_started(no_defaults):
+    # answers become rows only when the run is written; a collector that reuses one dict must not see every
+    # run written with its last state
+    state = {"step": 0}
+
+    def counter(ctx):
+        state["step"] += 1
+        return state
+
+    res = sweep([InfoCollector("counter", counter, CollectionScope.RUN)], runs=3, annotations=("a",))
+    raw = res.runs_dataframe().drop_duplicates(["Config", "Run"])
+    assert raw["step"].tolist() == [1, 2, 3, 4, 5, 6]

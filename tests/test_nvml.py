@@ -68,6 +68,16 @@ def test_throttled_by_reason_and_by_clock_drop_unstable(plugin_host, monkeypatch
     assert df["ClockEventReasons"].tolist() == ["sw_power_cap", "none"]
 
 
+def test_runs_starting_close_together_share_one_read(plugin_host, monkeypatch):
+    from nsightx_nvml import _collectors
+
+    fake = install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=[1980, 1500, 1400])])
+    monkeypatch.setattr(_collectors, "RUN_READ_MAX_AGE_S", 3600.0)
+    raw = profile(runs=3).runs_dataframe().drop_duplicates(["Config", "Run"])
+    assert raw["MeasuredSMClockMHz"].tolist() == [1980] * 6
+    assert fake.calls["nvmlDeviceGetClockInfo"] == 2  # SM and memory clock, once for all six runs
+
+
 def test_idle_reads_do_not_count_as_clock_drops(plugin_host, monkeypatch):
     # a read while the GPU reports gpu_idle at a parked clock is not a throttled run
     install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=[345, 1980, 1980, 1980, 1980, 1980], reasons=[1, 0, 0, 0, 0, 0])])

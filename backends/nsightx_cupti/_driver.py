@@ -137,6 +137,17 @@ def device_name(device: int) -> str:
     return buf.value.decode(errors="replace")
 
 
+LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+"""``CU_LIMIT_PERSISTING_L2_CACHE_SIZE`` (cuda.h): the L2 set-aside for persisting accesses, bytes."""
+
+
+def persisting_l2_limit() -> int:
+    """The current context's persisting-L2 set-aside in bytes (0: no line can be persisting)."""
+    value = ctypes.c_size_t()
+    _check(_lib().cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(LIMIT_PERSISTING_L2_CACHE_SIZE)), "cuCtxGetLimit")
+    return value.value
+
+
 def reset_persisting_l2() -> None:
     """Demote every persisting L2 line of the current context to normal (``cuCtxResetPersistingL2Cache``)."""
     _check(_lib().cuCtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache")
