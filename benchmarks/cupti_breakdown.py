@@ -191,7 +191,7 @@ def main() -> int:
 
     from nsightx_cupti._session import CudaDevice
 
-    def nsx(cache: str = "all", force_reset: bool = False, **opts: Any) -> Any:
+    def nsx(cache: str = "all", reset: bool | None = None, **opts: Any) -> Any:
         options: dict[str, Any] = {"thermal_mode": "off"}
         host = PluginHost(LoaderSettings(blocked=("nvml",))).load() if opts.pop("no_nvml", False) else None
         options.update(opts)
@@ -223,8 +223,9 @@ def main() -> int:
         "raw_always": raw(tag="always"), "raw_always_sync": raw(sync=True), "raw_toggle": raw(toggle=True),
         "raw_always_fulldecode": raw(full=True),
         "nsx_default": nsx(), "nsx_region": nsx(backend_options={"api_tracing": "region"}),
-        "nsx_default_none": nsx("none"), "nsx_perrun": nsx(backend_options={"cupti_collect": "run"}),
-        "nsx_nocollectors": nsx(no_nvml=True), "nsx_forcereset": nsx(force_reset=True),
+        "nsx_default_none": nsx("none"),
+        "nsx_nocollectors": nsx(no_nvml=True), "nsx_noreset": nsx(reset=False),
+        "nsx_buf64k": nsx(backend_options={"buffer_bytes": 65536}),
         "nsx_fake5_no_nvml": nsx(no_nvml=True, info_collectors=[Fake5()]),
     }
     walls: dict[str, list[float]] = {k: [] for k in variants}
