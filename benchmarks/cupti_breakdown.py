@@ -77,10 +77,71 @@ class Minimal:
         self.decode_ns += time.perf_counter_ns() - t0
 
 
+def timeline(call: Any, torch: Any, reps: int = 15) -> dict[str, float]:
+    """Median per call of the time spent in the main steps of a profiled call, ms."""
+    from nsightx_cupti import _session, _tracer
+
+    import nsightx._backend as core_backend
+    import nsightx._kernel as core_kernel
+    import nsightx._runloop as runloop
+    import nsightx._transform as transform
+
+    spent: dict[str, float] = {}
+    patches: list[tuple[Any, str, Any]] = []
+
+    def wrap(owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return original(*a, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t0
+        patches.append((owner, name, original))
+        setattr(owner, name, timed)
+
+    wrap(core_kernel.ProfiledFunction, "_run", "call._run")
+    wrap(core_backend.Backend, "execute", "execute")
+    wrap(runloop, "run_loop", "run_loop")
+    wrap(runloop._Runner, "run", "runs (sum of _Runner.run)")
+    wrap(runloop, "_call_user", "user function (sum)")
+    wrap(runloop, "_write_pending", "write_pending")
+    wrap(runloop._Collectors, "materialize", "materialize collector rows")
+    wrap(_session.CuptiSession, "collect_runs", "collect_runs")
+    wrap(_session.CudaDevice, "synchronize", "sync")
+    wrap(_tracer.ActivityTracer, "collect", "cupti flush+decode")
+    wrap(_session.CudaDevice, "__init__", "device open")
+    wrap(_session.CudaDevice, "close", "device close")
+    wrap(_tracer.ActivityTracer, "start", "tracer start")
+    wrap(_tracer.ActivityTracer, "stop", "tracer stop")
+    wrap(_session.CuptiSession, "environment", "session environment")
+    wrap(transform, "combine_records", "combine_records")
+    wrap(core_kernel, "combine_records", "combine_records (kernel)")
+    wrap(_session.CuptiSession, "region_enter", "region_enter (sum)")
+    wrap(_session.CuptiSession, "region_exit", "region_exit (sum)")
+    samples: dict[str, list[float]] = {}
+    try:
+        call()
+        for _ in range(reps):
+            spent.clear()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            call()
+            spent["total"] = time.perf_counter() - t0
+            for k, v in spent.items():
+                samples.setdefault(k, []).append(v * 1e3)
+    finally:
+        for owner, name, original in reversed(patches):
+            setattr(owner, name, original)
+    return {k: round(statistics.median(v), 3) for k, v in samples.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("nsightx-out/breakdown"))
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--timeline-only", action="store_true", help="only the step timeline of the default call")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -228,6 +289,18 @@ def main() -> int:
         "nsx_buf64k": nsx(backend_options={"buffer_bytes": 65536}),
         "nsx_fake5_no_nvml": nsx(no_nvml=True, info_collectors=[Fake5()]),
     }
+    if args.timeline_only:
+        report["timeline_ms"] = timeline(variants["nsx_default"], torch)
+        bare_walls = []
+        for _ in range(15):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            variants["bare/all"]()
+            bare_walls.append((time.perf_counter() - t0) * 1e3)
+        report["timeline_ms"]["bare/all total"] = round(statistics.median(bare_walls), 3)
+        (args.out / "cupti_breakdown.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+        print(json.dumps(report["timeline_ms"], indent=1))
+        return 0
     walls: dict[str, list[float]] = {k: [] for k in variants}
     for fn in variants.values():
         fn()
@@ -357,6 +430,10 @@ def main() -> int:
         micro["collector_error"] = str(e)  # type: ignore[assignment]
     report["micro_us"] = micro
     (args.out / "cupti_breakdown.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+    # --- where one nsightx call's wall time goes (perf_counter around the main steps, no profiler) -------
+    report["timeline_ms"] = timeline(variants["nsx_default"], torch)
+    (args.out / "cupti_breakdown.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
 
     # --- profile of one nsightx call ---------------------------------------------------------------------
     prof = cProfile.Profile()
