@@ -160,3 +160,36 @@ def test_auto_picks_cupti_for_a_plain_kernel_time(plugin_host: Any, torch: Any) 
             x.add_(1)
 
     assert tiny().backend == "cupti"
+
+
+def test_flush_buffer_is_kept_between_sessions_and_can_be_released(torch: Any) -> None:
+    from nsightx_cupti import _session
+
+    first = _session.CudaDevice(0, flush=True)
+    ptr = first.buffer.ptr if first.buffer else 0
+    first.close()
+    second = _session.CudaDevice(0, flush=True)
+    assert second.buffer is not None and second.buffer.ptr == ptr  # reused, not allocated again
+    second.flush_l2()
+    second.synchronize()
+    second.close()
+    free_before = torch.cuda.mem_get_info()[0]
+    _session.release_flush_buffers()
+    assert _session._buffers == {}
+    assert torch.cuda.mem_get_info()[0] >= free_before + 2 * second.l2_bytes - (1 << 20)
+
+
+def test_quiet_apis_are_learned_and_launches_still_attributed(plugin_host: Any, torch: Any) -> None:
+    from nsightx_cupti._tracer import ActivityTracer
+
+    @nsightx.analyze.kernel(configs=[(256,)], runs=3, backend="cupti", verbosity=SILENT)
+    def mm(n: int) -> None:
+        a = torch.randn(n, n, device="cuda")
+        with nsightx.annotate("matmul"):
+            a @ a
+
+    first, second = mm(), mm()
+    assert ActivityTracer.get().quiet.off  # torch's cudaGetDevice & co. were switched off
+    assert second.environment["CuptiPerRun_records"] <= first.environment["CuptiPerRun_records"]
+    for res in (first, second):
+        assert {reg.attributes["kernel_count"] for reg in _regions(res)} == {1}
