@@ -78,7 +78,7 @@ def combine_records(
         ann, cfg, run_i = rid
         if rid in failed:
             out.extend(
-                RunValue.model_construct(annotation=ann, config=cfg, run=run_i, metric=m, value=math.nan,
+                RunValue(annotation=ann, config=cfg, run=run_i, metric=m, value=math.nan,
                                          unit=None, kernel=FAILED_KERNEL)
                 for m in metrics
             )
@@ -101,7 +101,7 @@ def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str]) -> list[st
 def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -> RunValue:
     first = recs[0]
     if len(recs) == 1:
-        return RunValue.model_construct(annotation=first.annotation, config=first.config, run=first.run,
+        return RunValue(annotation=first.annotation, config=first.config, run=first.run,
                                         metric=first.metric, value=first.value, unit=first.unit,
                                         kernel=first.kernel)
     recs = sorted(recs, key=lambda r: r.seq)
@@ -120,7 +120,7 @@ def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -
         value = functools.reduce(combine, (r.value for r in recs))
     except Exception as e:
         raise ConfigError(f"combine_kernel_metrics {combine!r} failed on {first.metric}: {e}") from e
-    return RunValue.model_construct(
+    return RunValue(
         annotation=first.annotation, config=first.config, run=first.run, metric=first.metric,
         value=float(value), unit=first.unit, kernel="|".join(r.kernel for r in recs),
     )
@@ -165,6 +165,6 @@ def derive(
                 warned = True
                 warnings.warn(f"derived metric {metric!r} has no unit; return (value, unit) to set one",
                               UserWarning, stacklevel=3)
-            out.append(RunValue.model_construct(annotation=ann, config=cfg, run=run_i, metric=str(metric),
+            out.append(RunValue(annotation=ann, config=cfg, run=run_i, metric=str(metric),
                                                 value=float(value), unit=unit, kernel=kernel))
     return out

@@ -247,7 +247,7 @@ def to_run_output(
                 continue
             for seq, a in enumerate(kernels):
                 value = float(a.kernel.duration) if a.kernel.end >= a.kernel.start > 0 else math.nan
-                out.records.append(Record.model_construct(
+                out.records.append(Record(
                     annotation=w.annotation, config=w.config, run=w.run, kernel=kernel_base_name(a.kernel.name),
                     metric=metric, value=value, unit="ns", seq=seq))
     return out

@@ -155,7 +155,7 @@ class EventsSession(Session):
                     self._pool.append((start, end))
             out.region_attributes[region.annotation] = {"span_ns": round(ms * 1e6)}
             if not failed:
-                out.records.append(Record.model_construct(
+                out.records.append(Record(
                     annotation=region.annotation, config=region.config, run=region.run, kernel="region",
                     metric=METRIC, value=ms * 1e6, unit="ns", seq=0))
         return out

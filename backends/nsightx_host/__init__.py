@@ -41,7 +41,7 @@ class HostSession(Session):
         """Turn this run's spans into records (off the measured path)."""
         spans, self._spans = self._spans, []
         return RunOutput(records=[
-            Record.model_construct(annotation=r.annotation, config=r.config, run=r.run, kernel="region",
+            Record(annotation=r.annotation, config=r.config, run=r.run, kernel="region",
                                    metric=METRIC, value=float(ns), unit="ns", seq=0)
             for r, ns in spans
         ])
