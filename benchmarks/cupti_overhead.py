@@ -341,6 +341,11 @@ def main() -> int:
                               "wall_ms_all": {k: [x * 1e3 for x in v] for k, v in walls.items()}}
     ratios = {k: v / med["bare/" + k.split("/")[1]] for k, v in med.items() if not k.startswith("bare")}
     report["ratio_to_bare"] = ratios
+    # each repetition times every variant back to back, so the per-repetition ratio cancels slow drifts of the
+    # shared machine; its median is the steadier figure
+    report["ratio_to_bare_paired_median"] = {
+        k: statistics.median(x / y for x, y in zip(v, walls["bare/" + k.split("/")[1]], strict=True))
+        for k, v in walls.items() if not k.startswith("bare")}
     values = {k: (v if k.startswith("bare") else per_size(v)) for k, v in last.items()}
     report["per_size_median_ns"] = {k: {n: statistics.median(x) for n, x in v.items()} for k, v in values.items()}
     report["rsd_pct"] = {k: {n: rsd(x) for n, x in v.items()} for k, v in values.items()}

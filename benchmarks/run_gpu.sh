@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU test and benchmark of nsightx in one go, for one call on the GPU machine. Writes under $OUT
 # (default ./gpu-out), each file as soon as its step ends: doctor-demo.log, gpu-tests.log (pytest -m gpu),
-# cupti_overhead.json + benchmarks.log, tutorial_numbers_sweeps.json, ncu_overhead.json; all.tgz bundles the rest (the device tool brings
+# cupti_overhead.json + cupti_timeline.json + benchmarks.log, tutorial_numbers_sweeps.json, ncu_overhead.json; all.tgz bundles the rest (the device tool brings
 # back at most 8 files).
 # Usage (GPU machine, repository root, nsightx importable):  bash benchmarks/run_gpu.sh
 set -u
@@ -19,8 +19,11 @@ python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests > "$OUT/gpu-tests.log"
 echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
 {
   echo "=== benchmarks/cupti_overhead.py ==="; date -u
-  python3 benchmarks/cupti_overhead.py --out "$WORK/cupti" --reps 5
+  python3 benchmarks/cupti_overhead.py --out "$WORK/cupti" --reps 9
   cp "$WORK/cupti/cupti_overhead.json" "$OUT/" 2>/dev/null
+  echo "=== benchmarks/cupti_breakdown.py --timeline-only ==="; date -u
+  python3 benchmarks/cupti_breakdown.py --out "$WORK/breakdown" --timeline-only
+  cp "$WORK/breakdown/cupti_breakdown.json" "$OUT/cupti_timeline.json" 2>/dev/null
   echo "=== docs/tutorial_numbers.py (cache and size sweeps) ==="; date -u
   python3 docs/tutorial_numbers.py "$WORK/tutorial" --only=cache_and_clocks,size_sweep
   cp "$WORK/tutorial/tutorial_numbers.json" "$OUT/tutorial_numbers_sweeps.json" 2>/dev/null
@@ -29,4 +32,4 @@ echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
   date -u
 } > "$OUT/benchmarks.log" 2>&1
 tar czf "$OUT/all.tgz" -C "$WORK" . 2>/dev/null
-tail -3 "$OUT/gpu-tests.log"; grep -A12 '"ratio_to_bare"' "$OUT/cupti_overhead.json"; tail -12 "$OUT/benchmarks.log"
+tail -3 "$OUT/gpu-tests.log"; grep -A10 '"ratio_to_bare_paired_median"' "$OUT/cupti_overhead.json"; tail -12 "$OUT/benchmarks.log"
