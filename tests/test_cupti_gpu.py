@@ -182,7 +182,8 @@ def test_flush_buffer_is_kept_between_sessions_and_can_be_released(torch: Any) -
 def test_quiet_apis_are_learned_and_launches_still_attributed(plugin_host: Any, torch: Any) -> None:
     from nsightx_cupti._tracer import ActivityTracer
 
-    @nsightx.analyze.kernel(configs=[(256,)], runs=3, backend="cupti", verbosity=SILENT)
+    @nsightx.analyze.kernel(configs=[(256,), (2048,)], runs=3, backend="cupti", verbosity=SILENT,
+                            combine_kernel_metrics=operator.add)
     def mm(n: int) -> None:
         a = torch.randn(n, n, device="cuda")
         with nsightx.annotate("matmul"):
@@ -191,5 +192,5 @@ def test_quiet_apis_are_learned_and_launches_still_attributed(plugin_host: Any, 
     first, second = mm(), mm()
     assert ActivityTracer.get().quiet.off  # torch's cudaGetDevice & co. were switched off
     assert second.environment["CuptiPerRun_records"] <= first.environment["CuptiPerRun_records"]
-    for res in (first, second):
-        assert {reg.attributes["kernel_count"] for reg in _regions(res)} == {1}
+    counts = [{reg.config: reg.attributes["kernel_count"] for reg in _regions(res)} for res in (first, second)]
+    assert counts[0] == counts[1] and min(counts[0].values()) >= 1  # every launch still found its region
