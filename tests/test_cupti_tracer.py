@@ -223,3 +223,46 @@ def test_sessions_cannot_nest() -> None:
     tracer.stop()
     tracer.start()  # and a later one works
     tracer.stop()
+
+
+def test_api_filter_off_never_switches_apis() -> None:
+    fake = FakeCupti(per_api=True)
+    tracer = ActivityTracer(fake)
+    tracer.start(api_filter="off")
+    fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020)]
+    tracer.collect()
+    assert fake.api_switches == {} and tracer.quiet.off == set()
+    tracer.stop()
+
+
+class _Device:
+    def flush_l2(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def environment(self) -> dict[str, Any]:
+        return {}
+
+
+def test_an_untraced_kernel_switches_the_learned_apis_back_on_and_warns() -> None:
+    from nsightx_cupti._session import CuptiSession
+
+    from nsightx._records import RegionId
+
+    fake = FakeCupti(per_api=True)
+    tracer = ActivityTracer(fake)
+    tracer.start()
+    fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020)]
+    tracer.collect()
+    assert fake.api_switches == {("runtime", 17): 0}
+    session = CuptiSession(tracer, _Device())
+    region = RegionId("a", 0, 0)
+    session.region_enter(region)
+    session.region_exit(region, False)
+    fake.to_deliver = [kernel("k", 99, 100, 150)]  # neither a launch record nor an external id
+    with pytest.warns(RuntimeWarning, match="switched back on.*api_filter"):
+        session.finish_run(0, 0)
+    assert fake.api_switches == {("runtime", 17): 1} and tracer.quiet.off == set()
+    tracer.stop()

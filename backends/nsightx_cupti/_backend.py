@@ -17,6 +17,7 @@ OPTIONS = {
     "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
     "api_tracing": "'always' (default): API records for the whole session, minus APIs seen to launch nothing; "
                    "'region': only while a region is open (switched on and off around each region)",
+    "api_filter": "'learn' (default): switch off APIs seen to launch nothing; 'off': record every API call",
     "cupti_flush": "'forced' (default); 'plain' is for overhead studies and may lose kernels",
     "cupti_collect": "'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more "
                      "after the last collection, and at the end; 'run': after every run",
@@ -102,7 +103,8 @@ class CuptiBackend(Backend):
         mode = plan.backend_options.get("api_tracing", "always")
         if mode not in ("region", "always"):
             raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'always' or 'region'")
-        for key, allowed in (("cupti_collect", ("batch", "run")), ("flush_at", ("region", "run"))):
+        for key, allowed in (("cupti_collect", ("batch", "run")), ("flush_at", ("region", "run")),
+                             ("api_filter", ("learn", "off"))):
             if plan.backend_options.get(key, allowed[0]) not in allowed:
                 raise ConfigError(f"backend_options[{key!r}]={plan.backend_options[key]!r} must be "
                                   f"{' or '.join(map(repr, allowed))}")

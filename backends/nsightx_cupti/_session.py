@@ -35,6 +35,7 @@ from nsightx_cupti._attribution import (
     METRIC,
     ActivityBatch,
     Attribution,
+    KernelActivity,
     RegionWindow,
     attribute,
     to_run_output,
@@ -302,11 +303,8 @@ class CuptiSession(Session):
             self.batches.append((batch, windows))
         attribution = attribute(batch, windows)
         traced_everywhere = getattr(self.tracer, "api_tracing", "always") == "always"
-        if attribution.untraced and windows and traced_everywhere and not self._warned_untraced:
-            self._warned_untraced = True
-            warnings.warn(
-                f"{len(attribution.untraced)} kernel(s) had no traced launch API record and were not counted "
-                f"(first: {attribution.untraced[0].name[:80]})", RuntimeWarning, stacklevel=2)
+        if attribution.untraced and windows and traced_everywhere:
+            self._untraced(attribution.untraced)
         for kernels in attribution.by_region.values():
             for a in kernels:
                 if a.kernel.start <= 0 or a.kernel.end < a.kernel.start:
@@ -319,6 +317,24 @@ class CuptiSession(Session):
         cost["collect"] += t2 - t1
         cost["attribute"] += time.perf_counter_ns() - t2
         return attribution, windows
+
+    def _untraced(self, kernels: list[KernelActivity]) -> None:
+        """Kernels without a launch record: if APIs were switched off, switch them back on, and say so once.
+
+        Such a kernel was launched by an API the tracer had switched off because it had launched nothing until
+        then (or before the session started). Switching the learned APIs back on makes later runs whole again;
+        the API that launched it will be seen launching and never switched off.
+        """
+        forget = getattr(self.tracer, "forget_quiet", None)
+        restored = forget() if forget is not None else 0
+        if restored or not self._warned_untraced:
+            self._warned_untraced = True
+            extra = (f"; {restored} API(s) switched off for launching nothing so far were switched back on, so "
+                     "later runs see them, but runs collected before may miss kernels they launched (pass "
+                     "backend_options={'api_filter': 'off'} to never switch APIs off)") if restored else ""
+            warnings.warn(
+                f"{len(kernels)} kernel(s) had no traced launch API record and were not counted "
+                f"(first: {kernels[0].name[:80]}){extra}", RuntimeWarning, stacklevel=3)
 
     def environment(self) -> Mapping[str, Scalar]:
         """Device facts plus what CUPTI was used."""
@@ -356,7 +372,7 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
     try:
         tracer = ActivityTracer.get()
         tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_tracing=opts.get("api_tracing", "always"),
-                     flush_flag=opts.get("cupti_flush", "forced"))
+                     flush_flag=opts.get("cupti_flush", "forced"), api_filter=opts.get("api_filter", "learn"))
         try:
             yield CuptiSession(tracer, device, plan.metrics, keep_batches=keep_batches,
                                deferred=opts.get("cupti_collect", "batch") != "run",

@@ -102,6 +102,8 @@ class ActivityTracer:
         """APIs switched off while tracing because they launched nothing (learned, kept for the process)."""
         self.api_tracing = "always"
         """``always``: launch API records for the whole session; ``region``: only while a region is open."""
+        self.api_filter = "learn"
+        """``learn``: APIs seen to launch nothing are switched off (:mod:`nsightx_cupti._quiet`); ``off``: never."""
         self._open_regions = 0
         self.flush_flag = "forced"
         """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
@@ -143,7 +145,7 @@ class ActivityTracer:
 
     # --- session-facing API ---------------------------------------------------------------------------------
     def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_tracing: str = "always",
-              flush_flag: str = "forced") -> None:
+              flush_flag: str = "forced", api_filter: str = "learn") -> None:
         """Register the buffer callbacks (once per process) and enable the activity kinds.
 
         Kernel and external-correlation records are enabled for the whole session. API records (needed to tie
@@ -157,6 +159,7 @@ class ActivityTracer:
             api_tracing: ``region`` or ``always``.
             flush_flag: ``forced`` (default) or ``plain`` (for overhead studies: CUPTI may hold back a buffer
                 whose records it has not completed, which would lose kernels of the run).
+            api_filter: ``learn`` (default): switch off APIs seen to launch nothing; ``off``: record every API.
 
         Raises:
             MeasurementError: another CUPTI session is active in this process.
@@ -177,8 +180,10 @@ class ActivityTracer:
         self._open_regions = 0
         for kind in (self._k_runtime, self._k_driver, self._k_external, self._k_kernel):
             c.activity_enable(kind)
-        for key in sorted(self.quiet.off):
-            self._switch(key, False)
+        self.api_filter = api_filter
+        if api_filter == "learn":
+            for key in sorted(self.quiet.off):
+                self._switch(key, False)
         if api_tracing == "region":
             self._apis(False)
         self.active = True
@@ -203,12 +208,21 @@ class ActivityTracer:
                 self._apis(False)
 
     def _api_name(self, domain: str, cbid: int) -> str | None:
-        """The API's name from cupti-python's callback-id enums, None when it does not know the id."""
-        enum = self._cupti.RuntimeApiTraceCbid if domain == "runtime" else self._cupti.DriverApiTraceCbid
+        """The API's name from cupti-python's callback-id enums; None for an unknown id or a missing enum."""
         try:
+            enum = self._cupti.RuntimeApiTraceCbid if domain == "runtime" else self._cupti.DriverApiTraceCbid
             return str(enum(cbid).name)
-        except ValueError:
+        except (AttributeError, ValueError):
             return None
+
+    def forget_quiet(self) -> int:
+        """Switch every API this tracer switched off back on and forget them; returns how many there were."""
+        keys = sorted(self.quiet.off)
+        if self.active and self.api_filter == "learn":
+            for key in keys:
+                self._switch(key, True)
+        self.quiet.off.clear()
+        return len(keys)
 
     def _switch(self, key: ApiKey, on: bool) -> bool:
         """Switch one API's records on or off; False (and never asked again) when libcupti refuses."""
@@ -235,8 +249,9 @@ class ActivityTracer:
             return
         c = self._cupti
         try:
-            for key in sorted(self.quiet.off):  # leave CUPTI as found, for other clients (torch.profiler)
-                self._switch(key, True)
+            if self.api_filter == "learn":  # leave CUPTI as found, for other clients (torch.profiler)
+                for key in sorted(self.quiet.off):
+                    self._switch(key, True)
             for kind in (self._k_kernel, self._k_external):
                 c.activity_disable(kind)
             if self.api_tracing == "always" or self._open_regions:
@@ -278,7 +293,7 @@ class ActivityTracer:
             errors, self._errors = self._errors, []
         if errors:
             raise MeasurementError(f"CUPTI activity buffers could not be decoded: {errors[0]}")
-        if self.active:
+        if self.active and self.api_filter == "learn":
             self._silence(batch)
         if dropped:
             raise MeasurementError(
