@@ -155,6 +155,7 @@ class ProfiledFunction:
             verbosity=spec.verbosity,
             output_dir=location.folder if location else None,
             output_tag=location.tag if location else self.name,
+            output_stem=location.stem if location else "",
             device=gpu.ordinal if gpu is not None else None,
             collectors=tuple(collectors),
             thermal=ThermalSettings(spec.thermal_mode, spec.thermal_wait, spec.thermal_cont,

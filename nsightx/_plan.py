@@ -51,6 +51,9 @@ class Plan:
     """Where raw records and artifacts go; ``None`` keeps everything in memory."""
     output_tag: str = ""
     """``<function>-<n>`` used in file names."""
+    output_stem: str = ""
+    """The file-name prefix of ``output_prefix`` (``"exp1_"`` for ``"out/exp1_"``); backends start their files'
+    names with it too, so one call's files sort together."""
     device: int | None = None
     """CUDA device ordinal to measure, ``None`` for the current device."""
     collectors: tuple[CollectorLike, ...] = ()

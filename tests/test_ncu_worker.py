@@ -225,3 +225,13 @@ def test_measured_sm_clock_reaches_the_row(monkeypatch, tmp_path):
     assert (df["ComputeClock"] == 1_980_000).all()  # rated, kHz
     assert df["MeasuredSMClockMHz_Avg"].between(1000, 2100).all()  # measured while the kernels ran, MHz
     assert 1_000_000 < res.environment["MeasuredComputeClock"] < 2_100_000
+
+
+def test_report_name_starts_with_the_output_prefix_stem(tmp_path):
+    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path, output_tag="f-0", output_stem="exp1_")
+    art = make_artifacts(plan)
+    try:
+        assert art.report == tmp_path / "exp1_ncu-f-0.ncu-rep"
+        assert art.log == tmp_path / "exp1_ncu-f-0.log"
+    finally:
+        art.private.rmdir()

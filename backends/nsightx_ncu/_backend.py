@@ -94,10 +94,11 @@ def make_artifacts(plan: Plan) -> Artifacts:
     if plan.output_dir is not None:
         where = Path(plan.output_dir)
         where.mkdir(parents=True, exist_ok=True)
-    name, n = f"ncu-{tag}", 0
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in plan.output_stem)
+    name, n = f"{stem}ncu-{tag}", 0
     while (where / f"{name}.ncu-rep").exists() or (where / f"{name}.log").exists():
-        n += 1  # another call (or another output_prefix stem) already wrote this name: never overwrite it
-        name = f"ncu-{tag}-{n}"
+        n += 1  # another call already wrote this name: never overwrite it
+        name = f"{stem}ncu-{tag}-{n}"
     return Artifacts(private=private, report=where / f"{name}.ncu-rep", log=where / f"{name}.log")
 
 
