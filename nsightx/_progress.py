@@ -61,6 +61,13 @@ class Progress:
                           f"{self.config + 1}/{self.configs}, ~{eta:.0f}s left ")
         self.stream.flush()
 
+    def update(self, done: int) -> None:
+        """Set the count of finished runs (for a run loop in another process, e.g. the ncu worker)."""
+        if done != self.done:
+            self.done = done - 1
+            self.config = min(done // max(self.total // max(self.configs, 1), 1), self.configs - 1)
+            self.advance()
+
     def skip(self, runs: int) -> None:
         """A config stopped ``runs`` short of its most runs (``runs="auto"``): shrink the total."""
         self.total -= max(runs, 0)

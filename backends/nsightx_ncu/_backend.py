@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,12 +35,17 @@ from nsightx._backend import Availability, Backend, Capabilities
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import BackendUnavailableError, MeasurementError
 from nsightx._plan import Plan
+from nsightx._progress import Progress
 from nsightx._records import Scalar
 from nsightx._sink import RunSink, read_raw
 from nsightx_ncu import _locate
 from nsightx_ncu._command import NcuOptions, build_command, check_metrics
 from nsightx_ncu._reader import Action
 from nsightx_ncu._report import MergeResult, environment, merge_runs
+from nsightx_ncu._watch import RunFileWatcher
+
+POLL_S = 0.25
+"""How often the parent looks at the worker's progress while ncu runs, seconds."""
 
 LOG_TAIL_LINES = 40
 """Lines of the ncu log quoted in error messages."""
@@ -265,7 +271,11 @@ class NcuBackend(Backend):
         )
         if plan.verbosity >= VerbosityLevel.DEBUG:
             print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
-        rc, timed_out = self._run(cmd, art, options.ncu_timeout_s)
+        progress = Progress(dataclasses.replace(plan, warmup=0))  # the worker writes measured runs only
+        try:
+            rc, timed_out = self._run(cmd, art, options.ncu_timeout_s, progress)
+        finally:
+            progress.close()
         worker_runs = read_raw(art.runs) if art.runs.exists() else []
         actions: list[Action] = []
         read_problem = ""
@@ -292,15 +302,23 @@ class NcuBackend(Backend):
         return env
 
     @staticmethod
-    def _run(cmd: list[str], art: Artifacts, timeout_s: float | None) -> tuple[int, bool]:
+    def _run(cmd: list[str], art: Artifacts, timeout_s: float | None, progress: Progress) -> tuple[int, bool]:
+        """Run ncu with its output in the log, drawing the progress line from the worker's run file."""
+        watcher = RunFileWatcher(art.runs)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with art.log.open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=worker_env(), start_new_session=True)
             try:
-                return proc.wait(timeout=timeout_s), False
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                return proc.returncode, True
+                while True:
+                    wait = POLL_S if deadline is None else min(POLL_S, max(deadline - time.monotonic(), 0.0))
+                    try:
+                        return proc.wait(timeout=wait), False
+                    except subprocess.TimeoutExpired:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            _kill_group(proc)
+                            return proc.returncode, True
+                    progress.update(watcher.poll())
             except BaseException:
                 _kill_group(proc)
                 raise
