@@ -122,7 +122,7 @@ class DeviceInfo:
     columns = DEVICE_COLUMNS
 
     def __init__(self) -> None:
-        self._fixed: dict[tuple[int, str], dict[str, Scalar]] = {}
+        self._fixed: dict[tuple[int, str], tuple[DeviceMap, dict[str, Scalar]]] = {}
 
     def collect(self, ctx: CollectContext) -> Mapping[str, Scalar]:
         """The device facts, or no columns when NVML is unavailable."""
@@ -136,15 +136,17 @@ class DeviceInfo:
             return _unmatched(e, DEVICE_COLUMNS)
         skip: set[str] = set()
         key = (id(devices), dev.label)
-        fixed = self._fixed.get(key)
+        cached = self._fixed.get(key)
+        fixed = cached[1] if cached is not None and cached[0] is devices else None
         if fixed is None:  # facts that do not change while the driver is loaded (ECC needs a reboot)
-            fixed = self._fixed[key] = {
+            fixed = {
                 "DriverVersion": nvml.driver_version(),
                 "GPUName": _safe(nvml, skip, "name", nvml.name, dev.handle),
                 "GPUUUID": _safe(nvml, skip, "uuid", nvml.uuid, dev.handle),
                 "ECCEnabled": _safe(nvml, skip, "ecc", nvml.ecc_enabled, dev.sensors),
                 "SlowdownTempC": _safe(nvml, skip, "slowdown", nvml.slowdown_c, dev.sensors),
             }
+            self._fixed[key] = (devices, fixed)
         out = dict(fixed)
         out["PowerLimitW"] = _safe(nvml, skip, "limit", nvml.power_limit_w, dev.sensors)  # an admin may change it
         return {k: out[k] for k in DEVICE_COLUMNS}
@@ -169,7 +171,7 @@ class RunConditions:
 
     def __init__(self) -> None:
         self._unsupported: dict[str, set[str]] = {}
-        self._last: dict[tuple[int, str], tuple[float, dict[str, Scalar]]] = {}
+        self._last: dict[tuple[int, str], tuple[DeviceMap, float, dict[str, Scalar]]] = {}
 
     def collect(self, ctx: CollectContext) -> Mapping[str, Scalar]:
         """The per-run readings, or no columns when NVML is unavailable."""
@@ -183,10 +185,10 @@ class RunConditions:
         now = time.perf_counter()
         key = (id(devices), dev.label)
         last = self._last.get(key)
-        if last is not None and now - last[0] < RUN_READ_MAX_AGE_S:
-            return last[1]
+        if last is not None and last[0] is devices and now - last[1] < RUN_READ_MAX_AGE_S:
+            return last[2]
         values = self.read(devices.nvml, dev)
-        self._last[key] = (now, values)
+        self._last[key] = (devices, now, values)
         return values
 
     def read(self, nvml: Nvml, dev: Resolved) -> dict[str, Scalar]:
