@@ -206,3 +206,13 @@ def test_combined_value_of_split_k_is_the_kernel_sum() -> None:
     (value,) = combine_records(sink.runs, ("gpu__time_duration.sum",), combine=operator.add)
     assert value.value == sum(r.value for r in sink.runs[0].records)
     assert "|" in value.kernel
+
+
+def test_release_flush_buffers_is_a_no_op_without_sessions() -> None:
+    import sys
+
+    import nsightx_cupti
+
+    loaded = "nsightx_cupti._session" in sys.modules
+    nsightx_cupti.release_flush_buffers()
+    assert ("nsightx_cupti._session" in sys.modules) == loaded  # it loads nothing
