@@ -27,6 +27,7 @@ DEFAULT_BUFFER_BYTES = 256 * 1024
 
 Measured on the H200: the sweep of benchmarks/cupti_overhead.py took 1.4x longer with 8 MiB buffers."""
 
+
 def cupti_module() -> Any:
     """Import and return ``cupti.cupti`` (raises ImportError when cupti-python is missing)."""
     from cupti import cupti
@@ -151,8 +152,8 @@ class ActivityTracer:
         Kernel and external-correlation records are enabled for the whole session. API records (needed to tie
         a kernel to its launch, and without which CUPTI writes no external-correlation records) are enabled for
         the whole session (``api_tracing="always"``, the default), minus the APIs learned to be quiet (see
-        :mod:`nsightx_cupti._quiet`), or only while a region is open (``"region"``: no toggling cost is saved
-        by it any more, ~110 us per region on the H200, but nothing outside regions is recorded).
+        :mod:`nsightx_cupti._quiet`), or only while a region is open (``"region"``: nothing outside regions is
+        recorded, but switching the two kinds on and off costs ~110 us per region on the H200).
 
         Args:
             buffer_bytes: Size of each activity buffer.
