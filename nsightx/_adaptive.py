@@ -182,8 +182,8 @@ def build_rule(runs: object, **options: object) -> StopRule:
         raise ConfigError(f"unknown adaptive option(s) {unknown}; accepted: {', '.join(ADAPTIVE_OPTIONS)}")
     if isinstance(runs, str) and runs.lower() == "auto":
         defaults = AdaptiveRuns()
-        min_runs = _count("min_runs", given.get("min_runs", defaults.min_runs), 2)
-        max_runs = _count("max_runs", given.get("max_runs", defaults.max_runs), 2)
+        min_runs = int_option("min_runs", given.get("min_runs", defaults.min_runs), 2)
+        max_runs = int_option("max_runs", given.get("max_runs", defaults.max_runs), 2)
         if max_runs < min_runs:
             raise ConfigError(f"max_runs ({max_runs}) must be >= min_runs ({min_runs})")
         return AdaptiveRuns(
@@ -204,7 +204,8 @@ def build_rule(runs: object, **options: object) -> StopRule:
     return FixedRuns(runs)
 
 
-def _count(option: str, value: object, minimum: int) -> int:
+def int_option(option: str, value: object, minimum: int) -> int:
+    """``value`` when it is an int (not a bool) of at least ``minimum``; else a ConfigTypeError / ConfigError."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigTypeError(f"{option} must be an int >= {minimum}, got {type(value).__name__} {value!r}")
     if value < minimum:

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from nsightx._errors import ConfigError
 from nsightx._model import Frozen
 from nsightx._records import Record, RegionId, Scalar
 
@@ -153,6 +154,30 @@ class Backend(abc.ABC):
         with use_device(plan.device), self.session(plan) as session:
             run_loop(plan, session, sink)
             return dict(session.environment())
+
+
+def check_option_names(plan: Plan, accepted: Mapping[str, str], backend: str) -> None:
+    """Reject ``backend_options`` keys not in ``accepted`` (key -> one-line meaning), naming every accepted key.
+
+    Raises:
+        ConfigError: an unknown key.
+    """
+    unknown = sorted(set(plan.backend_options) - set(accepted))
+    if unknown:
+        listed = "; ".join(f"{k}: {v}" for k, v in accepted.items())
+        raise ConfigError(f"backend_options {unknown} are not understood by the {backend} backend; it accepts "
+                          f"{listed}")
+
+
+def check_byte_option(plan: Plan, key: str, minimum: int = 1 << 16) -> None:
+    """Reject ``backend_options[key]`` unless it is absent or an int of at least ``minimum`` bytes.
+
+    Raises:
+        ConfigError: a value of another type, or too small.
+    """
+    value = plan.backend_options.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
+        raise ConfigError(f"backend_options[{key!r}]={value!r} must be an int of at least {minimum} bytes")
 
 
 def first_supported(preferred: Sequence[str], accepted: frozenset[str]) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from nsightx._adaptive import ADAPTIVE_OPTIONS, FixedRuns, build_rule
+from nsightx._adaptive import ADAPTIVE_OPTIONS, FixedRuns, build_rule, int_option
 from nsightx._collectors import CollectorLike, as_collector
 from nsightx._enums import CACHE_CONTROL, CLOCK_CONTROL, REPLAY_MODES, THERMAL_MODES, Tool, VerbosityLevel
 from nsightx._errors import ConfigError, ConfigTypeError
@@ -92,11 +92,7 @@ def _choice(option: str, value: object, accepted: Sequence[str], allow_none: boo
 def _int(option: str, value: object, minimum: int, allow_none: bool = False) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigTypeError(f"{option} must be an int >= {minimum}, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{option} must be >= {minimum}, got {value}")
-    return value
+    return int_option(option, value, minimum)
 
 
 def _str_list(option: str, value: object, example: str) -> tuple[str, ...] | None:

@@ -7,7 +7,7 @@ import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nsightx._backend import Availability, Backend, Capabilities, Session
+from nsightx._backend import Availability, Backend, Capabilities, Session, check_byte_option, check_option_names
 from nsightx._errors import BackendUnavailableError, ConfigError
 from nsightx._plan import Plan
 from nsightx_cupti._attribution import METRIC
@@ -95,11 +95,7 @@ class CuptiBackend(Backend):
         Raises:
             ConfigError: an unknown key or a bad value.
         """
-        unknown = sorted(set(plan.backend_options) - set(OPTIONS))
-        if unknown:
-            accepted = "; ".join(f"{k}: {v}" for k, v in OPTIONS.items())
-            raise ConfigError(f"backend_options {unknown} are not understood by the cupti backend; "
-                              f"it accepts {accepted}")
+        check_option_names(plan, OPTIONS, self.name)
         mode = plan.backend_options.get("api_tracing", "always")
         if mode not in ("region", "always"):
             raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'always' or 'region'")
@@ -112,9 +108,7 @@ class CuptiBackend(Backend):
         if flush not in ("forced", "plain"):
             raise ConfigError(f"backend_options['cupti_flush']={flush!r} must be 'forced' or 'plain'")
         for key in ("buffer_bytes", "flush_bytes"):
-            value = plan.backend_options.get(key)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1 << 16):
-                raise ConfigError(f"backend_options[{key!r}]={value!r} must be an int of at least 65536 bytes")
+            check_byte_option(plan, key)
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
             raise ConfigError(f"the cupti backend measures only {METRIC!r}, not {wrong}; use backend='ncu' for "

@@ -18,7 +18,15 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
+from nsightx._backend import (
+    Availability,
+    Backend,
+    Capabilities,
+    RunOutput,
+    Session,
+    check_byte_option,
+    check_option_names,
+)
 from nsightx._errors import BackendUnavailableError, ConfigError, MeasurementError
 from nsightx._plan import Plan
 from nsightx._records import Record, RegionId, Scalar
@@ -210,13 +218,8 @@ class EventsBackend(Backend):
         Raises:
             ConfigError: an unknown key, a bad value or a metric it cannot measure.
         """
-        unknown = sorted(set(plan.backend_options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"backend_options {unknown} are not understood by the events backend; it accepts "
-                              + "; ".join(f"{k}: {v}" for k, v in OPTIONS.items()))
-        value = plan.backend_options.get("flush_bytes")
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1 << 16):
-            raise ConfigError(f"backend_options['flush_bytes']={value!r} must be an int of at least 65536 bytes")
+        check_option_names(plan, OPTIONS, self.name)
+        check_byte_option(plan, "flush_bytes")
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
             raise ConfigError(f"the events backend measures only {METRIC!r} (the region's span on its stream), "
