@@ -133,13 +133,7 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
     params = param_columns(frame)
     metric = pick_metric(frame, options.metric)
     rows = frame[frame["Metric"] == metric].reset_index(drop=True)
-    named = {"row_panels": options.row_panels, "col_panels": options.col_panels,
-             "variant_fields": options.variant_fields, "x_keys": options.x_keys or ()}
-    for option, names in named.items():
-        unknown = [n for n in names if n not in params]
-        if unknown:
-            raise ConfigError(f"{option} names {unknown}, which are not parameters of the function; "
-                              f"its parameters are {params}")
+    options.check_params(params, "the function")
     annotations = list(dict.fromkeys(rows["Annotation"].tolist()))
     split = set(annotations) if options.variant_annotations is None else set(options.variant_annotations)
     missing = sorted(split - set(annotations))
