@@ -34,6 +34,7 @@ from nsightx._errors import (
     PluginError,
     ProfilerException,
     ResultSchemaError,
+    TransformError,
 )
 from nsightx._tool import activate, deactivate, get_active_tool
 from nsightx._version import __version__
@@ -101,6 +102,7 @@ __all__ = [
     "RunOutput",
     "Session",
     "Tool",
+    "TransformError",
     "VerbosityLevel",
     "__version__",
     "activate",

@@ -17,13 +17,13 @@ from nsightx._collectors import CollectorLike
 from nsightx._device import GpuInfo
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError
+from nsightx._firstrun import CheckedSink, FirstRunCheck
 from nsightx._output import allocate
 from nsightx._plan import Plan, ThermalSettings
 from nsightx._plugins import PluginHost, default_host
 from nsightx._result_schema import PlanInfo, ResultData
 from nsightx._results import ProfileResults
 from nsightx._select import Choice, choose
-from nsightx._sink import RunSink
 from nsightx._spec import ProfileSpec, build_spec, check_derive_arity, collector_objects
 from nsightx._tool import active_name
 from nsightx._transform import combine_records, derive
@@ -166,7 +166,7 @@ class ProfiledFunction:
             stop_rule=adaptive,
         )
         backend.validate(plan)
-        sink = RunSink(location.path("raw_data", "jsonl") if location else None)
+        sink = CheckedSink(location.path("raw_data", "jsonl") if location else None, check=FirstRunCheck(plan, spec))
         start = time.perf_counter()
         try:
             environment = dict(backend.execute(plan, sink))
