@@ -25,6 +25,7 @@ from nsightx._enums import CollectionScope, Tool, VerbosityLevel
 from nsightx._errors import (
     AnnotationError,
     BackendUnavailableError,
+    CompareError,
     ConfigError,
     ConfigTypeError,
     CoolingTimeoutError,
@@ -86,6 +87,7 @@ __all__ = [
     "Capabilities",
     "CollectContext",
     "CollectionScope",
+    "CompareError",
     "ConfigError",
     "ConfigTypeError",
     "CoolingTimeoutError",

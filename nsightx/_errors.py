@@ -59,6 +59,13 @@ class TransformError(NsightxError, TypeError):
         self.returned = returned
 
 
+class CompareError(NsightxError, ValueError):
+    """Two results have no row that could be compared: different functions, annotations, configs or metrics.
+
+    ``nsightx compare`` exits with status 2 on it, so that a CI gate never passes on nothing.
+    """
+
+
 class PluginError(NsightxError, RuntimeError):
     """A plugin could not be loaded, or registered a name that is already taken."""
 
