@@ -220,9 +220,9 @@ def _names(values: Iterable[str]) -> str:
 
 def _configs(samples: _SampleMap) -> str:
     seen = {k[3]: s for k, s in samples.items()}
-    parts = [", ".join(f"{p}={v}" for p, v in zip(s.params, s.config, strict=False)) or str(list(s.config))
-             for s in seen.values()]
-    shown = "; ".join(parts[:4])
+    parts = ["(" + ", ".join(f"{p}={v!r}" for p, v in zip(s.params, s.config, strict=False)) + ")"
+             if s.params else str(list(s.config)) for s in seen.values()]
+    shown = ", ".join(parts[:4])
     return shown + (f" and {len(parts) - 4} more" if len(parts) > 4 else "")
 
 

@@ -196,7 +196,7 @@ TWO = [1.0, 1.1, 0.9, 1.05]
          "bench: no annotation is in both results (baseline: 'a'; new: 'b')"),
         ({"values": {("a", 0, "m"): TWO}}, {"values": {("a", 0, "t"): TWO}},
          "bench: no metric is in both results (baseline: 'm'; new: 't')"),
-        ({"configs": [(1,)]}, {"configs": [(2,)]}, "bench: no config is in both results (baseline: n=1; new: n=2)"),
+        ({"configs": [(1,)]}, {"configs": [(2,)]}, "bench: no config is in both results (baseline: (n=1); new: (n=2))"),
         ({"values": {("a", 0, "m"): [1.0]}}, {"values": {("a", 0, "m"): [2.0]}}, "fewer than 2 valid runs"),
     ],
 )
