@@ -5,6 +5,26 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+
+class _UsageError(Exception):
+    """A command-line misuse found by argparse, carrying its one-line message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (``nsightx demo: error: ...``), not a usage block and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the misuse for :func:`main` to print as one line and turn into exit status 2."""
+        raise _UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line: a CLI prints one line per misuse, never a traceback."""
+    text = " ".join(part.strip() for part in str(error).splitlines() if part.strip())
+    return text or type(error).__name__
+
 
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
@@ -91,20 +111,39 @@ def _compare(args: argparse.Namespace) -> int:
         frame = compare(args.baseline, args.new, threshold_pct=args.threshold, alpha=args.alpha,
                         metrics=args.metric, require_all=args.require_all)
     except NsightxError as e:
-        print(f"nsightx compare: {e}", file=sys.stderr)
+        print(f"nsightx compare: {one_line(e)}", file=sys.stderr)
         return 2
     print(render_markdown(frame) if args.format == "markdown" else render_text(frame))
     return 1 if gate_failed(frame) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``nsightx`` console script."""
-    parser = argparse.ArgumentParser(prog="nsightx", description="Measure GPU kernels from Python.")
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    """Entry point of the ``nsightx`` console script.
+
+    Returns:
+        The exit status: the command's own (0, or 1 for a failed ``compare`` gate), or 2 for any misuse (a bad
+        argument, an option nsightx refuses, a file it cannot read or write), which prints one line to stderr
+        and no traceback.
+    """
+    from nsightx._errors import NsightxError
+
+    parser = _Parser(prog="nsightx", description="Measure GPU kernels from Python.")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for name, (help_text, configure, _fn) in _COMMANDS.items():
         configure(sub.add_parser(name, help=help_text, description=help_text))
-    args = parser.parse_args(argv)
-    return _COMMANDS[args.cmd][2](args)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
+    try:
+        return _COMMANDS[args.cmd][2](args)
+    except (NsightxError, OSError) as e:
+        print(f"nsightx {args.cmd}: {one_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"nsightx {args.cmd}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
