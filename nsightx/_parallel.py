@@ -18,10 +18,12 @@ import os
 import queue
 import threading
 from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 from nsightx._device import GpuInfo
 from nsightx._errors import BackendUnavailableError, ConfigError, MeasurementError
+from nsightx._mainguard import check_child, check_parent
 from nsightx._records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._result_schema import ResultData
 from nsightx._results import ProfileResults
@@ -63,7 +65,15 @@ def _targets(spec_devices: Sequence[int | str] | str, needs_gpu: bool) -> list[t
 
 
 def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...], backend: str) -> ProfileResults:
-    """Measure ``configs`` with one worker per device of ``profiled.spec.parallel_devices`` and merge."""
+    """Measure ``configs`` with one worker per device of ``profiled.spec.parallel_devices`` and merge.
+
+    Raises:
+        ConfigError: the main script calls this at its top level without a ``__main__`` guard (each spawned
+            worker would run it again), or the devices are not usable.
+        MeasurementError: a config failed in its worker, or a worker died.
+    """
+    check_child(profiled.name)
+    check_parent(profiled.name)
     try:
         import cloudpickle
     except ImportError as e:
@@ -98,8 +108,10 @@ def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...
                 try:
                     text = pool.submit(_measure, cloudpickle.dumps((remote, configs[i]))).result()
                 except BaseException as e:
+                    hint = _DIED if isinstance(e, BrokenProcessPool) else ""
                     with lock:
-                        errors.append(MeasurementError(f"config {i} {configs[i]!r} failed on device {label}: {e}"))
+                        errors.append(MeasurementError(
+                            f"config {i} {configs[i]!r} failed on device {label}: {e}{hint}"))
                     return
                 with lock:
                     results[i] = (label, text)
@@ -113,6 +125,10 @@ def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...
     if errors:
         raise errors[0]
     return _merge(profiled, configs, [results[i] for i in range(len(configs))])
+
+
+_DIED = (" (its worker process died; if the worker printed that the script needs an "
+         "`if __name__ == \"__main__\":` guard, add one around the code that runs the sweep)")
 
 
 def _folder(prefix: str) -> str:
