@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nsightx._errors import AnnotationError
+from nsightx._errors import AnnotationError, ConfigError
 from nsightx._plan import Plan
 from nsightx._records import RunRecords
 from nsightx._runloop import _check_baseline
@@ -40,13 +40,20 @@ class FirstRunCheck:
             KernelCountError: a region launched several kernels and no ``combine_kernel_metrics`` was given.
             TransformError: ``combine_kernel_metrics`` or ``derive_metric`` returned something that is not a value.
             MeasurementError: ``derive_metric`` raised.
-            ConfigError: ``combine_kernel_metrics`` raised, a derived metric is named like a measured one, or
-                ``normalize_against`` names an annotation the run did not open.
+            ConfigError: ``combine_kernel_metrics`` raised, ``ignore_kernel_list`` dropped every kernel, a derived
+                metric is named like a measured one, or ``normalize_against`` names an annotation the run did not
+                open.
         """
         self._check_measured(run)
         spec, plan = self.spec, self.plan
         values = combine_records([run], plan.metrics, ignore_kernels=spec.ignore_kernel_list,
                                  combine=spec.combine_kernel_metrics)
+        if run.records and not values:
+            kernels = sorted({r.kernel for r in run.records})
+            raise ConfigError(
+                f"ignore_kernel_list={list(spec.ignore_kernel_list)!r} drops every kernel {plan.function_name} "
+                f"launched in its first run ({kernels}): nothing would be measured; list only helper kernels"
+            )
         if spec.derive_metric is not None:
             derive(values, spec.derive_metric, plan.metrics, plan.configs, warn=False)
         if plan.normalize_against is not None:

@@ -231,6 +231,10 @@ def build_spec(**options: Any) -> ProfileSpec:
     backend_options = options.get("backend_options") or {}
     if not isinstance(backend_options, Mapping):
         raise ConfigTypeError(f"backend_options must be a dict, got {type(backend_options).__name__}")
+    bad_keys = [k for k in backend_options if not isinstance(k, str)]
+    if bad_keys:
+        raise ConfigTypeError(f"backend_options keys must be option names (str), got {bad_keys!r}; "
+                              "write backend_options={'name': value}")
     return ProfileSpec(
         runs=rule.runs if isinstance(rule, FixedRuns) else "auto",
         **{k: options.get(k) for k in ADAPTIVE_OPTIONS},

@@ -139,6 +139,13 @@ def test_unknown_baseline_fails_after_one_run(plugin_host):
     assert calls == [1]
 
 
+def test_ignoring_every_kernel_fails_after_one_run(plugin_host):
+    calls = []
+    with pytest.raises(ConfigError, match=r"ignore_kernel_list=\['region'\] drops every kernel work launched"):
+        _sweep(calls, ignore_kernel_list=["region"])()
+    assert calls == [1]
+
+
 def test_failed_first_run_is_stored_once_in_the_raw_file(plugin_host, tmp_path):
     calls = []
     with pytest.raises(TransformError):

@@ -45,6 +45,7 @@ BAD_OPTIONS = [
     ({"device": -1}, ValueError, "device must be >= 0"),
     ({"device": 1.5}, TypeError, "device must be"),
     ({"backend": 3}, TypeError, "backend must be"),
+    ({"backend_options": {1: 2}}, TypeError, "backend_options keys must be option names (str), got [1]"),
     ({"no_such_option": 1}, ValueError, "unknown option"),
     ({"metric": "x"}, ValueError, "unknown option"),
 ]
