@@ -72,20 +72,33 @@ class FirstRunCheck:
 
 
 class CheckedSink(RunSink):
-    """A :class:`RunSink` that hands the first measured run to a check before storing it.
+    """A :class:`RunSink` that hands the first measured run to a check once it is stored.
 
-    The check runs before the run is stored. When it raises, the run loop's clean-up writes the runs it still
-    holds (that one included) once more, and the spent check lets them through: each run is stored once.
+    The run is stored first, so a run that fails the check is kept (in memory and in the raw file) like any
+    other. The run loop's clean-up after an error writes the runs it still holds once more, the failed one
+    included: that second write of the same run is skipped, so each run is stored once.
     """
 
     def __init__(self, *args: Any, check: Callable[[RunRecords], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._check: Callable[[RunRecords], None] | None = check
+        self._failed: tuple[int, int] | None = None
 
     def write(self, run: RunRecords) -> None:
-        """Check ``run`` if it is the first measured one, then store it."""
+        """Store ``run``, then check it if it is the first measured one.
+
+        Raises:
+            NsightxError: whatever the check raises (the run is stored all the same).
+        """
+        if self._failed is not None and self._failed == (run.config, run.run):
+            self._failed = None  # the clean-up writing the failed run again
+            return
+        super().write(run)
         check = self._check
         if check is not None and run.config >= 0:
             self._check = None
-            check(run)
-        super().write(run)
+            try:
+                check(run)
+            except BaseException:
+                self._failed = (run.config, run.run)
+                raise

@@ -201,6 +201,20 @@ def test_checked_sink_checks_the_first_measured_run_only():
     assert [r.run for r in sink.runs] == [-1, 0, 1]
 
 
+def test_checked_sink_keeps_the_run_that_failed_the_check_once():
+    def refuse(run):
+        raise TransformError("no")
+
+    sink = CheckedSink(check=refuse)
+    first = _two_kernels()
+    with pytest.raises(TransformError):
+        sink.write(first)
+    sink.write(first)  # the run loop's clean-up writes it again
+    sink.write(first.model_copy(update={"run": 1}))
+    assert [(r.config, r.run) for r in sink.runs] == [(0, 0), (0, 1)]
+    assert sink.runs[0].records == first.records
+
+
 def test_failed_first_region_is_not_derived():
     """A region that raised under ignore_failures has NaN values, which derive_metric never sees."""
     failed = RunRecords(config=0, run=0, regions=(RegionRun(annotation="a", config=0, run=0, host_ns=1,
