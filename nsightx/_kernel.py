@@ -179,7 +179,7 @@ class ProfiledFunction:
         try:
             environment = dict(backend.execute(plan, sink))
         except (KeyboardInterrupt, Exception) as e:
-            if spec.verbosity >= VerbosityLevel.INFO:
+            if spec.verbosity >= VerbosityLevel.INFO and sink.measured:  # nothing to say when no run completed
                 print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)
             raise
         finally:

@@ -151,6 +151,7 @@ def load_raw(
             "older nsightx or by a backend's worker; nsightx._sink.read_raw reads its runs without parameters"
         )
     plan = header.plan
+    runs.sort(key=lambda r: (r.config, r.run))  # configs of parallel_devices come back in completion order
     values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list,
                              combine=combine_kernel_metrics)
     if derive_metric is not None:
