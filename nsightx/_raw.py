@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from nsightx._errors import ResultSchemaError
 from nsightx._records import RunRecords
-from nsightx._result_schema import RAW_KIND, RawHeader, ResultData, describe_errors, schema_message
+from nsightx._result_schema import RAW_KIND, RawHeader, ResultData, describe_errors, gc_paused, schema_message
 
 if TYPE_CHECKING:
     from nsightx._results import ProfileResults
@@ -81,6 +81,11 @@ def read_runs(path: str | Path) -> tuple[RawHeader | None, list[RunRecords]]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ResultSchemaError(f"cannot read raw file {str(path)!r}: {e}") from e
+    with gc_paused():
+        return _parse(path, text)
+
+
+def _parse(path: Path, text: str) -> tuple[RawHeader | None, list[RunRecords]]:
     lines = text.split("\n")
     last = len(lines)  # number of the last line; a complete file ends with "\n", so its last element is ""
     header: RawHeader | None = None

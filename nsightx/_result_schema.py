@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import ValidationError, field_validator
 
 from nsightx._errors import ResultSchemaError
 from nsightx._model import Frozen
@@ -86,17 +88,17 @@ class ResultData(Frozen):
     """Device (``"<ordinal>:<uuid>"``) that measured each config, when configs were spread over GPUs."""
     """Per-run values after ``ignore_kernel_list``, ``combine_kernel_metrics`` and ``derive_metric``."""
 
-    @model_validator(mode="before")
+    @field_validator("schema_version", mode="before")
     @classmethod
-    def _check_version(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            version: object = data.get("schema_version", SCHEMA_VERSION)
-            if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
-                raise ResultSchemaError(
-                    f"result written by schema v{version}; this nsightx reads schema v1 to "
-                    f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
-                )
-        return data
+    def _check_version(cls, version: Any) -> Any:
+        # A field validator, not a model "before" validator: that would make pydantic build the whole document
+        # as Python objects first, doubling the time and memory of nsightx.load.
+        if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+            raise ResultSchemaError(
+                f"result written by schema v{version}; this nsightx reads schema v1 to "
+                f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
+            )
+        return version
 
 
 class RawHeader(Frozen):
@@ -153,3 +155,20 @@ def schema_message(e: ValidationError) -> str | None:
         if " v" in msg and "upgrade nsightx" in msg:
             return msg.removeprefix("Value error, ")
     return None
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a whole result is built, then restore its previous state.
+
+    Loading creates hundreds of thousands of container objects and no reference cycles; on Python 3.11 the
+    collector would walk all of them again and again as they are made (it took more than half the load time
+    in ``benchmarks/load_result.py``). Reference counting still frees everything as usual.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

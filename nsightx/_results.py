@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from nsightx._errors import ConfigError, ResultSchemaError
 from nsightx._records import Record, Scalar
-from nsightx._result_schema import ResultData, describe_errors, schema_message
+from nsightx._result_schema import ResultData, describe_errors, gc_paused, schema_message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,7 +131,8 @@ def load(path: str | Path) -> ProfileResults:
     except OSError as e:
         raise ResultSchemaError(f"cannot read result file {str(path)!r}: {e}") from e
     try:
-        return ProfileResults(ResultData.model_validate_json(text))
+        with gc_paused():
+            return ProfileResults(ResultData.model_validate_json(text))
     except ValidationError as e:
         raise ResultSchemaError(
             schema_message(e) or f"{str(path)!r} is not an nsightx result: {describe_errors(e)}"
