@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import ValidationError, field_validator, model_validator
 
 from nsightx._errors import ResultSchemaError
 from nsightx._model import Frozen
@@ -15,6 +15,10 @@ from nsightx._records import RunRecords, Scalar
 from nsightx._transform import RunValue
 
 SCHEMA_VERSION: int = 1
+RAW_FORMAT: int = 1
+"""Version of the raw JSON-lines format (its header line and run lines)."""
+RAW_KIND = "nsightx-raw"
+"""The ``kind`` of a raw file's header line, which is how :func:`nsightx.load` tells a raw file from a result."""
 
 
 class PlanInfo(Frozen):
@@ -93,3 +97,59 @@ class ResultData(Frozen):
                     f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
                 )
         return data
+
+
+class RawHeader(Frozen):
+    """The first line of a raw ``raw_data-*.jsonl`` file: what the sweep was, so its runs can be read alone.
+
+    Every following line is one finished run (:class:`~nsightx.RunRecords` fields plus ``"sweep"``, which
+    must equal this header's ``sweep``).
+    """
+
+    kind: Literal["nsightx-raw"] = "nsightx-raw"
+    """Marks the file as a raw nsightx file (the first key of the first line)."""
+    format: int = RAW_FORMAT
+    """Version of the raw format; a newer one is refused with an upgrade hint."""
+    sweep: str
+    """Random id of the call that wrote the file; every run line repeats it."""
+    nsightx_version: str
+    """Version of nsightx that measured."""
+    created: str
+    """ISO 8601 time at which the sweep started."""
+    host: str | None = None
+    """Host name of the machine that measured."""
+    plan: PlanInfo
+    """What was asked: function name, parameter names, config values (JSON-safe), runs, metrics, backend."""
+
+    @field_validator("format")
+    @classmethod
+    def _check_format(cls, value: int) -> int:
+        if value > RAW_FORMAT or value < 1:
+            raise ResultSchemaError(
+                f"raw file written in format v{value}; this nsightx reads format v1 to v{RAW_FORMAT}; "
+                "upgrade nsightx (pip install -U nsightx)"
+            )
+        return value
+
+
+def describe_errors(e: ValidationError) -> str:
+    """The first problem of a validation error as ``<field path>: <problem>``, plus how many more there are.
+
+    The path is dotted, with list positions as numbers (``runs.3.records.0.value``), so a user can find the
+    field in the file.
+    """
+    errors = e.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"])
+    what = "missing" if first["type"] == "missing" else str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"field {where!r}: {what}{more}" if where else f"{what}{more}"
+
+
+def schema_message(e: ValidationError) -> str | None:
+    """The message of a :class:`ResultSchemaError` raised inside validation (a version check), if any."""
+    for err in e.errors(include_url=False):
+        msg = str(err.get("msg", ""))
+        if " v" in msg and "upgrade nsightx" in msg:
+            return msg.removeprefix("Value error, ")
+    return None
