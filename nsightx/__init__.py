@@ -25,6 +25,7 @@ from nsightx._enums import CollectionScope, Tool, VerbosityLevel
 from nsightx._errors import (
     AnnotationError,
     BackendUnavailableError,
+    CompareError,
     ConfigError,
     ConfigTypeError,
     CoolingTimeoutError,
@@ -34,6 +35,7 @@ from nsightx._errors import (
     PluginError,
     ProfilerException,
     ResultSchemaError,
+    TransformError,
 )
 from nsightx._tool import activate, deactivate, get_active_tool
 from nsightx._version import __version__
@@ -87,6 +89,7 @@ __all__ = [
     "Capabilities",
     "CollectContext",
     "CollectionScope",
+    "CompareError",
     "ConfigError",
     "ConfigTypeError",
     "CoolingTimeoutError",
@@ -103,6 +106,7 @@ __all__ = [
     "RunOutput",
     "Session",
     "Tool",
+    "TransformError",
     "VerbosityLevel",
     "__version__",
     "activate",

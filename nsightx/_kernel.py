@@ -17,13 +17,13 @@ from nsightx._collectors import CollectorLike
 from nsightx._device import GpuInfo
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError
+from nsightx._firstrun import CheckedSink, FirstRunCheck
 from nsightx._output import OutputLocation, allocate
 from nsightx._plan import Plan, ThermalSettings
 from nsightx._plugins import PluginHost, default_host
 from nsightx._result_schema import PlanInfo, RawHeader, ResultData
 from nsightx._results import ProfileResults
 from nsightx._select import Choice, choose
-from nsightx._sink import RunSink
 from nsightx._spec import ProfileSpec, build_spec, check_derive_arity, collector_objects
 from nsightx._tool import active_name
 from nsightx._transform import combine_records, derive
@@ -172,9 +172,10 @@ class ProfiledFunction:
                 location.raw.unlink(missing_ok=True)  # nothing ran: give the reserved tag back
             raise
         plan_info = self._plan_info(plan)
-        sink = RunSink() if location is None else RunSink(location.raw, RawHeader(
+        check = FirstRunCheck(plan, spec)
+        sink = CheckedSink(check=check) if location is None else CheckedSink(location.raw, RawHeader(
             sweep=location.sweep, nsightx_version=__version__, created=_now(), host=socket.gethostname(),
-            plan=plan_info))
+            plan=plan_info), check=check)
         start = time.perf_counter()
         try:
             environment = dict(backend.execute(plan, sink))
