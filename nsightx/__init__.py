@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from nsightx._collectors import CollectContext, InfoCollector
     from nsightx._compare import compare
     from nsightx._hookspecs import hookimpl
+    from nsightx._raw import load_raw
     from nsightx._records import Record, RegionId
     from nsightx._results import ProfileResults, load
 
@@ -56,6 +57,7 @@ _LAZY = {
     "CollectContext": ("nsightx._collectors", "CollectContext"),
     "ProfileResults": ("nsightx._results", "ProfileResults"),
     "load": ("nsightx._results", "load"),
+    "load_raw": ("nsightx._raw", "load_raw"),
     "compare": ("nsightx._compare", "compare"),
     "hookimpl": ("nsightx._hookspecs", "hookimpl"),
     "Backend": ("nsightx._backend", "Backend"),
@@ -116,4 +118,5 @@ __all__ = [
     "get_active_tool",
     "hookimpl",
     "load",
+    "load_raw",
 ]

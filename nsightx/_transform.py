@@ -7,6 +7,7 @@ records are grouped by (annotation, config, run, metric), never matched by posit
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -15,14 +16,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from nsightx._errors import ConfigError, KernelCountError, MeasurementError, TransformError
-from nsightx._model import Frozen
-from nsightx._records import Record, RunRecords
+from nsightx._records import Lean, Record, RunRecords
 
 FAILED_KERNEL = "failed"
 
 
-class RunValue(Frozen):
-    """One value of one metric for one region in one run, after combining and deriving."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunValue(Lean):
+    """One value of one metric for one region in one run, after combining and deriving.
+
+    A lean record type, like the raw records (see :mod:`nsightx._records`): a result holds one per run, region
+    and metric.
+    """
 
     annotation: str
     config: int
