@@ -57,6 +57,8 @@ class UnpicklableError(MeasurementError):
 def type_name(value: object) -> str:
     """``_thread.lock``, ``torch.Tensor``, ``int``: the type of ``value`` as a user would look it up."""
     kind = type(value)
+    if any(base.__module__ == "_ctypes" for base in kind.__mro__[1:]):  # made on the fly, "module" misleads
+        return f"ctypes.{kind.__qualname__}"
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
