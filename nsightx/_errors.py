@@ -40,6 +40,18 @@ class MeasurementError(NsightxError, RuntimeError):
     """A measurement could not be completed or attributed (dropped records, a worker that failed, ...)."""
 
 
+class CounterPermissionError(MeasurementError):
+    """The backend may not read the GPU's performance counters: the driver reserves them for administrators.
+
+    Under ``backend="auto"`` with only a time metric asked, nsightx then measures with another GPU backend
+    that needs no counters (with a warning); otherwise the message says how to get the permission.
+    """
+
+    def __init__(self, message: str, *, backend: str | None = None) -> None:
+        super().__init__(message)
+        self.backend = backend
+
+
 class KernelCountError(MeasurementError):
     """An annotation launched more than one kernel and no ``combine_kernel_metrics`` was given."""
 

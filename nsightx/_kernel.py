@@ -8,6 +8,7 @@ import platform
 import socket
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, overload
 
@@ -16,14 +17,14 @@ from nsightx._adaptive import ADAPTIVE_OPTIONS, STOP_COLUMN, AdaptiveRuns, build
 from nsightx._collectors import CollectorLike
 from nsightx._device import GpuInfo
 from nsightx._enums import VerbosityLevel
-from nsightx._errors import ConfigError
+from nsightx._errors import ConfigError, CounterPermissionError
 from nsightx._firstrun import CheckedSink, FirstRunCheck
 from nsightx._output import OutputLocation, allocate
 from nsightx._plan import Plan, ThermalSettings
 from nsightx._plugins import PluginHost, default_host
 from nsightx._result_schema import PlanInfo, RawHeader, ResultData
 from nsightx._results import ProfileResults
-from nsightx._select import Choice, choose
+from nsightx._select import Choice, choose, fallback
 from nsightx._spec import ProfileSpec, build_spec, check_derive_arity, collector_objects
 from nsightx._tool import active_name
 from nsightx._transform import combine_records, derive
@@ -94,7 +95,18 @@ class ProfiledFunction:
             from nsightx import _device
 
             gpu = _device.resolve(self.spec.device, _device.visible())
-        return self._run(resolved, choice, collectors, gpu)
+        try:
+            return self._run(resolved, choice, collectors, gpu)
+        except CounterPermissionError:  # "auto" with only a time metric: time it without counters
+            other = fallback(self.spec, host, active_name(), choice)
+            if other is None:
+                raise
+            dropped = f" ({', '.join(other[1])} not honoured there)" if other[1] else ""
+            warnings.warn(f"{choice.backend.name} may not read the GPU's performance counters here (admin-only; "
+                          f"see CounterPermissionError); backend='auto' asked only for a time metric, so "
+                          f"{self.name} is measured with {other[0].backend.name} instead{dropped}",
+                          RuntimeWarning, stacklevel=2)
+            return self._run(resolved, other[0], collectors, gpu)
 
     def _resolve_configs(self, args: tuple[Any, ...], configs: Any) -> tuple[tuple[Any, ...], ...]:
         given = [what for what, present in (("decoration-time configs", self.configs is not None),
