@@ -220,3 +220,28 @@ def test_failed_first_region_is_not_derived():
     failed = RunRecords(config=0, run=0, regions=(RegionRun(annotation="a", config=0, run=0, host_ns=1,
                                                             failed=True),))
     FirstRunCheck(_plan(), build_spec(derive_metric=bad_str))(failed)  # no TransformError: bad_str was not called
+
+
+def test_ncu_runs_are_checked_when_the_parent_writes_the_first_one(monkeypatch, tmp_path):
+    """The ncu backend measures in a worker and writes its runs to the sink afterwards: the check fires there."""
+    pytest.importorskip("cloudpickle")
+    pytest.importorskip("nvtx")
+    pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
+    import ncu_fake
+    from nsightx_ncu._backend import NcuBackend
+
+    ncu_fake.use_fake_ncu(monkeypatch, tmp_path)
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(ncu_fake.ONE_METRIC))
+
+    def scale(n):
+        with nsightx.annotate("scale"):
+            pass
+
+    def label(t, n):
+        return f"{t} ns"
+
+    plan = ncu_fake.make_plan(scale)
+    sink = CheckedSink(check=FirstRunCheck(plan, build_spec(derive_metric=label)))
+    with pytest.raises(TransformError, match=r"derive_metric 'label' returned '.* ns' \(str\)"):
+        NcuBackend().execute(plan, sink)
+    assert [(r.config, r.run) for r in sink.runs if r.config >= 0] == [(0, 0)]
