@@ -8,6 +8,7 @@ cloudpickled plan and NVTX session); with ``FAKE_NCU_REPORT`` it copies a report
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -235,3 +236,40 @@ def test_report_name_starts_with_the_output_prefix_stem(tmp_path):
         assert art.log == tmp_path / "exp1_ncu-f-0.log"
     finally:
         art.private.rmdir()
+
+
+def test_worker_opens_process_wide_start_end_ranges_by_default(monkeypatch):
+    import nvtx
+    from nsightx_ncu import _worker
+
+    calls = []
+    monkeypatch.setattr(nvtx, "start_range", lambda message, domain: calls.append(("start", message, domain)) or 7)
+    monkeypatch.setattr(nvtx, "end_range", lambda rid: calls.append(("end", rid)))
+    monkeypatch.setattr(nvtx, "push_range", lambda **kw: calls.append(("push", kw)))
+    session = _worker.NvtxSession(*_worker.nvtx_callables("start_end"))
+    from nsightx._records import RegionId
+
+    session.region_enter(RegionId("warm", 0, -1))  # warm-up: no range
+    session.region_exit(RegionId("warm", 0, -1), False)
+    session.region_enter(RegionId("a", 0, 1))
+    session.region_exit(RegionId("a", 0, 1), False)
+    assert calls == [("start", "a|config=0|run=1", "nsightx"), ("end", 7)]
+    with pytest.raises(ValueError, match="'start_end' or 'push_pop'"):
+        _worker.nvtx_callables("both")
+
+
+def test_default_start_end_path_end_to_end_with_a_captured_report(monkeypatch):
+    """The report captured on the H200 with start/end ranges is attributed run by run through the real worker."""
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(FIXTURES / "start_end.ncu-rep"))
+
+    def scale(n):
+        with nsightx.annotate("scale"):
+            pass
+
+    sink = RunSink()
+    env = NcuBackend().execute(make_plan(scale, ((1,),)), sink)
+    cmd = shlex.split(str(env["ncu_command"]))
+    assert cmd[cmd.index("--nvtx-include") + 1] == "regex:nsightx@.+"
+    assert [(r.config, r.run) for r in sink.runs] == [(0, 0), (0, 1)]
+    assert [r.regions[0].attributes["kernel_count"] for r in sink.runs] == [1, 1]
+    assert all(len(r.records) == 1 and r.records[0].value > 0 for r in sink.runs)

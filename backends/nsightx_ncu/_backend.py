@@ -140,7 +140,7 @@ class NcuBackend(Backend):
 
     ``backend_options`` keys (all optional): ``ncu_set`` (``--set``), ``ncu_sections`` (``--section`` each),
     ``ncu_extra_args`` (verbatim ncu arguments), ``ncu_path`` (ncu binary to use), ``ncu_keep_report``,
-    ``ncu_timeout_s`` and ``ncu_nvtx_ranges`` (``push_pop`` or ``start_end``); see
+    ``ncu_timeout_s`` and ``ncu_nvtx_ranges`` (``start_end``, the default, or ``push_pop``); see
     :class:`~nsightx_ncu._command.NcuOptions`.
 
     Example:

@@ -4,7 +4,9 @@ Started by the ncu backend as ``ncu ... python -m nsightx_ncu._worker <spec.json
 cloudpickled plan, the JSON-lines file the worker's :class:`~nsightx._sink.RunSink` writes (host times and
 collector values; metric values come from the report, in the parent) and the file a failure is described in.
 
-Warm-up runs (negative run index) push no range, so ncu's ``--nvtx-include`` filter leaves their kernels alone.
+Warm-up runs (negative run index) open no range, so ncu's ``--nvtx-include`` filter leaves their kernels alone.
+Ranges are process-wide start/end ranges by default (kernels launched by any thread while a region is open are
+profiled); ``backend_options={"ncu_nvtx_ranges": "push_pop"}`` makes them per-thread push/pop ranges.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ class NvtxSession(Session):
     """In-worker session: each measured region becomes one NVTX range in the ``nsightx`` domain.
 
     Args:
-        push: Called with a range name when a measured region opens.
-        pop: Called when it closes.
+        push: Called with a range name when a measured region opens (starts or pushes the range).
+        pop: Called when it closes (ends or pops it).
     """
 
     def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]) -> None:
@@ -60,11 +62,16 @@ def nvtx_callables(kind: str) -> tuple[Callable[[str], Any], Callable[[], Any]]:
     """Push and pop functions for the chosen NVTX range kind, from the ``nvtx`` package.
 
     Args:
-        kind: ``push_pop`` (per-thread stack) or ``start_end`` (process-wide ranges).
+        kind: ``start_end`` (process-wide ranges, the default) or ``push_pop`` (per-thread stack).
 
     Returns:
         ``(open, close)`` callables.
+
+    Raises:
+        ValueError: ``kind`` is neither.
     """
+    if kind not in ("start_end", "push_pop"):
+        raise ValueError(f"unknown NVTX range kind {kind!r}; expected 'start_end' or 'push_pop'")
     import nvtx
 
     if kind == "push_pop":
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         from nsightx._sink import RunSink
 
         plan = cloudpickle.loads(Path(spec["payload"]).read_bytes())
-        push, pop = nvtx_callables(spec.get("nvtx_ranges", "push_pop"))
+        push, pop = nvtx_callables(spec.get("nvtx_ranges", "start_end"))
         session = NvtxSession(push, pop)
     except BaseException as e:
         _write_error(error_path, session, e, "setup")
