@@ -25,6 +25,28 @@ if TYPE_CHECKING:
     from nsightx._plot import PlotOptions
 
 
+class row_panel:
+    """nsight-python's ``row_panel``: an empty marker class, kept so code that imports it runs unchanged.
+
+    In nsight-python it is exported from the top-level package and used nowhere; nsightx gives it the same
+    meaning (none). Subplot rows are chosen with ``analyze.plot(row_panels=[...])``: each distinct value of the
+    named parameters gets a row of panels (see :func:`build`).
+
+    Example:
+        >>> import nsightx as nsight
+        >>> isinstance(nsight.row_panel(), nsight.row_panel)
+        True
+    """
+
+
+class col_panel:
+    """nsight-python's ``col_panel``: an empty marker class, kept so code that imports it runs unchanged.
+
+    As with :class:`row_panel`, nothing reads it; subplot columns are chosen with
+    ``analyze.plot(col_panels=[...])``.
+    """
+
+
 @dataclass
 class Point:
     """One plotted value with its confidence interval (NaN bounds: no interval, e.g. a single run)."""
