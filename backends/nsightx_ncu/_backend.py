@@ -90,22 +90,62 @@ class Artifacts:
         return self.private / "actions.json"
 
 
+REPORT_KIND = "ncu-output"
+"""Report and log names are nsight-python's: ``<output_prefix>ncu-output-<function>-<n>.ncu-rep`` and ``.log``."""
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _first_index(plan: Plan) -> int:
+    """``n`` of the call's output tag ``<function>-<n>`` (0 when the tag carries none, e.g. without a prefix)."""
+    head, _, tail = plan.output_tag.rpartition("-")
+    return int(tail) if head == plan.function_name and tail.isdigit() else 0
+
+
+def reserve_name(folder: Path, base: str, first: int) -> tuple[Path, Path]:
+    """Claim ``<base>-<n>.ncu-rep`` and ``.log`` for the first free ``n`` from ``first``; never reuse a name.
+
+    The claim is the exclusive creation of the (empty) log, which ncu's output then fills: two calls, in this
+    process or another, can never get the same ``n``. A number whose report or log already exists is skipped.
+
+    Args:
+        folder: Where the files go.
+        base: The name before ``-<n>``, e.g. ``exp1_ncu-output-scale``.
+        first: The first ``n`` tried.
+
+    Returns:
+        ``(report, log)`` paths.
+    """
+    n = first
+    while True:
+        report, log = folder / f"{base}-{n}.ncu-rep", folder / f"{base}-{n}.log"
+        if not report.exists():
+            try:
+                os.close(os.open(log, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                return report, log
+            except FileExistsError:
+                pass
+        n += 1
+
+
 def make_artifacts(plan: Plan) -> Artifacts:
-    """Create the private folder and choose report and log paths (in ``output_dir`` when one is set)."""
+    """Create the private folder and claim report and log names (in ``output_dir`` when one is set).
+
+    The names are nsight-python's, ``<stem>ncu-output-<function>-<n>``, where ``<stem>`` is ``output_prefix``'s
+    file part and ``n`` starts at the call's number (``<function>-<n>`` of the plan's output tag) and moves on to
+    the next free one if a file of that name exists.
+    """
     private = Path(tempfile.mkdtemp(prefix="nsightx-ncu-"))
     os.chmod(private, 0o700)
-    tag = plan.output_tag or plan.function_name or "profile"
-    tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in tag)
     where = private
     if plan.output_dir is not None:
         where = Path(plan.output_dir)
         where.mkdir(parents=True, exist_ok=True)
-    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in plan.output_stem)
-    name, n = f"{stem}ncu-{tag}", 0
-    while (where / f"{name}.ncu-rep").exists() or (where / f"{name}.log").exists():
-        n += 1  # another call already wrote this name: never overwrite it
-        name = f"{stem}ncu-{tag}-{n}"
-    return Artifacts(private=private, report=where / f"{name}.ncu-rep", log=where / f"{name}.log")
+    function = _safe(plan.function_name or "profile")
+    report, log = reserve_name(where, f"{_safe(plan.output_stem)}{REPORT_KIND}-{function}", _first_index(plan))
+    return Artifacts(private=private, report=report, log=log)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -242,6 +282,9 @@ class NcuBackend(Backend):
             env["ncu_report"] = None
         if not art.log.exists():
             env["ncu_log"] = None
+        if plan.verbosity >= VerbosityLevel.INFO and env["ncu_report"] is not None:
+            print(f"nsightx: {plan.function_name}: ncu report {env['ncu_report']}, log {env['ncu_log']}",
+                  file=sys.stderr)
         return env
 
     def _execute(
@@ -272,6 +315,7 @@ class NcuBackend(Backend):
         if plan.verbosity >= VerbosityLevel.DEBUG:
             print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
         progress = Progress(dataclasses.replace(plan, warmup=0))  # the worker writes measured runs only
+        progress.label = f"{plan.function_name} -> {art.report.name}"
         try:
             rc, timed_out = self._run(cmd, art, options.ncu_timeout_s, progress)
         finally:
@@ -387,6 +431,8 @@ class NcuBackend(Backend):
     def _cleanup(art: Artifacts, options: NcuOptions, plan: Plan) -> None:
         for path in (art.payload, art.spec, art.runs, art.error, art.actions):
             path.unlink(missing_ok=True)
+        if not art.report.exists() and art.log.exists() and art.log.stat().st_size == 0:
+            art.log.unlink()  # the name was claimed but ncu never started: give it back
         if not options.ncu_keep_report and plan.output_dir is None:
             shutil.rmtree(art.private, ignore_errors=True)
         elif not any(art.private.iterdir()):
