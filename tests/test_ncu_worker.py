@@ -41,7 +41,8 @@ def fake_ncu(monkeypatch, tmp_path):
     monkeypatch.setenv("NSIGHTX_NCU", str(wrapper))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     monkeypatch.setattr(_backend._locate, "STANDARD_GLOBS", ())
-    for var in ("FAKE_NCU_EXIT", "FAKE_NCU_SAY", "FAKE_NCU_REPORT"):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the metric-name cache stays in the test
+    for var in ("FAKE_NCU_EXIT", "FAKE_NCU_SAY", "FAKE_NCU_REPORT", "FAKE_NCU_QUERY_LOG"):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -33,12 +33,12 @@ from typing import Any, ClassVar
 
 from nsightx._backend import Availability, Backend, Capabilities
 from nsightx._enums import VerbosityLevel
-from nsightx._errors import BackendUnavailableError, MeasurementError
+from nsightx._errors import BackendUnavailableError, MeasurementError, MetricErrorType, metrics_error_message
 from nsightx._plan import Plan
 from nsightx._progress import Progress
 from nsightx._records import Scalar
 from nsightx._sink import RunSink, read_raw
-from nsightx_ncu import _locate
+from nsightx_ncu import _locate, _metrics
 from nsightx_ncu._command import NcuOptions, build_command, check_metrics
 from nsightx_ncu._reader import Action
 from nsightx_ncu._report import MergeResult, environment, merge_runs
@@ -51,6 +51,9 @@ LOG_TAIL_LINES = 40
 """Lines of the ncu log quoted in error messages."""
 
 RANGE_UNSUPPORTED = "RecordStatusUnsupportedApi"
+
+PROFILING_FAILED = "PROFILING FAILED \nErrors:\n"
+"""How nsight-python's message for a failed ncu run starts (sic: the space before the line break)."""
 
 
 @dataclasses.dataclass
@@ -236,11 +239,35 @@ class NcuBackend(Backend):
     def validate(self, plan: Plan) -> None:
         """Check ``backend_options`` and metric names before anything runs.
 
+        Metric names other than the default are checked against the names the installed ncu lists for the GPU
+        (see :mod:`nsightx_ncu._metrics`), unless ``ncu_check_metrics`` is ``False``.
+
         Raises:
             ConfigError: An unknown option, a bad value or a metric name ncu cannot take.
+            UnknownMetricError: A metric name the installed ncu does not know (a ``ConfigError``); the message
+                starts with nsight-python's ``Invalid value [...] for 'metrics' parameter ...`` and names near
+                matches.
         """
-        NcuOptions.from_mapping(plan.backend_options)
-        check_metrics(plan.metrics)
+        options = NcuOptions.from_mapping(plan.backend_options)
+        metrics = check_metrics(plan.metrics)
+        asked = [m for m in metrics if m not in self.capabilities.default_metrics]
+        if options.ncu_check_metrics and asked:
+            self._check_known_metrics(asked, options, plan)
+
+    @staticmethod
+    def _check_known_metrics(asked: list[str], options: NcuOptions, plan: Plan) -> None:
+        try:
+            if options.ncu_path:
+                install: _locate.NcuInstall | None = _locate.require_ncu(explicit=options.ncu_path)
+            else:
+                install = _cached_search(os.environ.get("PATH", ""), os.environ.get(_locate.ENV_VAR, "")).install
+        except BackendUnavailableError:
+            return  # execute() says what is missing
+        if install is None:
+            return
+        known, gpu = _metrics.load_known(install.path, install.version_string, plan.device or 0)
+        if known is not None:
+            _metrics.check_known(asked, known, ncu_version=install.version_string, gpu=gpu)
 
     def execute(self, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
         """Run ``plan`` under ncu in a worker and write each run's records to ``sink``.
@@ -409,21 +436,24 @@ class NcuBackend(Backend):
         if rc != 0:
             last = (f"after config {done[-1].config} run {done[-1].run}" if done else "before the first run")
             raise MeasurementError(
-                f"ncu exited with status {rc} {last} (an ncu error, an invalid metric, or a crash of the "
-                f"worker); {kept}.{where}")
+                f"{PROFILING_FAILED}ncu exited with status {rc} {last} (an ncu error, an invalid metric, or a "
+                f"crash of the worker); {kept}.{where}")
         if read_problem:
             raise MeasurementError(f"{read_problem}{where}")
         if not art.report.exists():
-            raise MeasurementError(f"ncu finished but wrote no report at {art.report}.{where}")
+            raise MeasurementError(f"No NVIDIA Nsight Compute report found. ncu finished but wrote no report at "
+                                   f"{art.report}.{where}")
         if missing:
             raise MeasurementError(
+                f"{metrics_error_message(missing, MetricErrorType.INVALID)}\n"
                 f"ncu returned no value for metric(s) {missing} in any of the {merged.profiled} profiled "
                 "kernel(s): the name is not a metric ncu knows for this GPU. List the metrics with "
                 f"`ncu --query-metrics` (base names; add a suffix such as .sum, .avg or .max).{where}")
         regions = sum(len(r.regions) for r in done)
         if regions and merged.profiled == 0:
             raise MeasurementError(
-                f"ncu profiled no kernel inside the {regions} annotated region(s) of {plan.function_name}: "
+                f"No kernels were profiled: ncu profiled no kernel inside the {regions} annotated region(s) of "
+                f"{plan.function_name}: "
                 "either no region launched GPU work or the NVTX ranges were not seen (is the nvtx package "
                 f"working in the worker?).{where}")
 

@@ -46,6 +46,9 @@ class NcuOptions(Frozen):
     """Keep the ``.ncu-rep`` and the log; with ``False`` they are deleted once parsed (temp folder only)."""
     ncu_timeout_s: float | None = Field(default=None, gt=0)
     """Kill ncu (and the worker) after this many seconds; ``None`` waits for ever."""
+    ncu_check_metrics: bool = True
+    """Check ``metrics`` against the names the installed ncu lists for the GPU before anything runs (asked once
+    per ncu version and GPU, then cached); ``False`` leaves the names to ncu."""
     ncu_nvtx_ranges: Literal["start_end", "push_pop"] = "start_end"
     """NVTX range kind marking regions. ``start_end`` (default): process-wide ranges, so kernels that any thread
     launches while a region is open are profiled (autograd's backward threads, a ``threading.Thread``), as the
