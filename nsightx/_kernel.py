@@ -74,7 +74,7 @@ class ProfiledFunction:
         if column in self.shape.names:
             raise ConfigError(
                 f"{what} '{name}' collides with a parameter of '{self.name}'. Rename the collector so it does "
-                "not shadow a function argument column."
+                f"not shadow a function argument column. ({self.name}'s parameters: {', '.join(self.shape.names)})"
             )
 
     def __call__(self, *args: Any, configs: Any = None, **kwargs: Any) -> ProfileResults:
