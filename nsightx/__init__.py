@@ -27,9 +27,11 @@ from nsightx._enums import CollectionScope, Tool, VerbosityLevel
 from nsightx._errors import (
     AnnotationError,
     BackendUnavailableError,
+    CompareError,
     ConfigError,
     ConfigTypeError,
     CoolingTimeoutError,
+    CounterPermissionError,
     KernelCountError,
     MeasurementError,
     MetricErrorType,
@@ -38,6 +40,7 @@ from nsightx._errors import (
     ProfilerException,
     ResultSchemaError,
     ThermalControlError,
+    TransformError,
     UnknownMetricError,
 )
 from nsightx._tool import activate, deactivate, get_active_tool
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
     from nsightx._compare import compare
     from nsightx._hookspecs import hookimpl
     from nsightx._plot_layout import col_panel, row_panel
+    from nsightx._raw import load_raw
     from nsightx._records import Record, RegionId
     from nsightx._results import ProfileResults, load
 
@@ -63,6 +67,7 @@ _LAZY = {
     "CollectContext": ("nsightx._collectors", "CollectContext"),
     "ProfileResults": ("nsightx._results", "ProfileResults"),
     "load": ("nsightx._results", "load"),
+    "load_raw": ("nsightx._raw", "load_raw"),
     "compare": ("nsightx._compare", "compare"),
     "hookimpl": ("nsightx._hookspecs", "hookimpl"),
     "Backend": ("nsightx._backend", "Backend"),
@@ -94,9 +99,11 @@ __all__ = [
     "Capabilities",
     "CollectContext",
     "CollectionScope",
+    "CompareError",
     "ConfigError",
     "ConfigTypeError",
     "CoolingTimeoutError",
+    "CounterPermissionError",
     "InfoCollector",
     "KernelCountError",
     "MeasurementError",
@@ -112,6 +119,7 @@ __all__ = [
     "Session",
     "ThermalControlError",
     "Tool",
+    "TransformError",
     "UnknownMetricError",
     "VerbosityLevel",
     "__version__",
@@ -126,5 +134,6 @@ __all__ = [
     "get_active_tool",
     "hookimpl",
     "load",
+    "load_raw",
     "row_panel",
 ]

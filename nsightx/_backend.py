@@ -162,8 +162,11 @@ def check_option_names(plan: Plan, accepted: Mapping[str, str], backend: str) ->
     Raises:
         ConfigError: an unknown key.
     """
-    unknown = sorted(set(plan.backend_options) - set(accepted))
+    unknown = sorted(set(plan.backend_options) - set(accepted), key=str)
     if unknown:
+        if not accepted:
+            raise ConfigError(f"backend_options {unknown} are not understood by the {backend} backend, which takes "
+                              "no backend_options; remove them (or choose the backend they were written for)")
         listed = "; ".join(f"{k}: {v}" for k, v in accepted.items())
         raise ConfigError(f"backend_options {unknown} are not understood by the {backend} backend; it accepts "
                           f"{listed}")

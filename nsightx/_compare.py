@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nsightx._compare_stats import bootstrap_ratio_ci, holm, mann_whitney_u
-from nsightx._errors import ConfigError, ResultSchemaError
+from nsightx._errors import CompareError, ConfigError, ConfigTypeError, ResultSchemaError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,12 +54,16 @@ class _Samples:
     values: list[float] = field(default_factory=list)
 
 
+_SampleMap = dict[tuple[str, str, str, str], _Samples]
+"""Samples keyed by (function, annotation, metric, config as JSON)."""
+
+
 def _key(config: Sequence[Any]) -> str:
     return json.dumps(list(config), default=repr)
 
 
-def _samples(results: Iterable[ProfileResults]) -> dict[tuple[str, str, str, str], _Samples]:
-    out: dict[tuple[str, str, str, str], _Samples] = {}
+def _samples(results: Iterable[ProfileResults]) -> _SampleMap:
+    out: _SampleMap = {}
     for res in results:
         plan = res.data.plan
         for v in res.data.values:
@@ -124,6 +128,7 @@ def compare(
     alpha: float = DEFAULT_ALPHA,
     metrics: Sequence[str] | None = None,
     resamples: int = 4000,
+    require_all: bool = False,
 ) -> pd.DataFrame:
     """Compare two results run by run; one row per (function, annotation, config, metric).
 
@@ -132,19 +137,24 @@ def compare(
         new: The candidate, in the same forms.
         threshold_pct: Smallest change, in percent, that counts as a regression (when also significant).
         alpha: Significance level, applied to Holm-adjusted p-values.
-        metrics: Only these metrics (default: all metrics both results have).
+        metrics: Only these metrics (default: all metrics both results have); a list, each in at least one result.
         resamples: Bootstrap resamples for the ratio's interval.
+        require_all: Rows present in only one result fail the gate (:func:`gate_failed`); by default they are
+            listed and do not.
 
     Returns:
         A DataFrame with columns ``Function, Annotation, Metric, <params>, Unit, BaselineMean, NewMean,
         BaselineRuns, NewRuns, Ratio, Ratio_CI_Lower, Ratio_CI_Upper, ChangePct, PValue, PValueAdj,
         HigherIsBetter, Significant, Regression, Status``. ``Status`` is one of ``no change`` (identical
         runs), ``slower``, ``faster``, ``within noise``, ``too few runs`` (fewer than 2 valid runs on a side),
-        ``only in baseline``, ``only in new``. ``df.attrs`` holds ``baseline``, ``new``, ``threshold_pct``
-        and ``alpha``, and ``warnings`` (different backends or GPUs).
+        ``only in baseline``, ``only in new``. ``df.attrs`` holds ``baseline``, ``new``, ``threshold_pct``,
+        ``alpha``, ``require_all`` and ``warnings`` (different backends or GPUs).
 
     Raises:
-        ConfigError: a bad threshold or alpha.
+        ConfigError: a bad threshold or alpha, or a metric in neither result.
+        ConfigTypeError: ``metrics`` is a bare str (or not a list of str).
+        CompareError: no row could be compared (no function, annotation, config or metric in both results, or
+            fewer than 2 runs on a side in every row): a gate must not pass on nothing.
         ResultSchemaError: a path is not a saved result.
     """
     import pandas as pd
@@ -153,20 +163,116 @@ def compare(
         raise ConfigError(f"threshold_pct must be a number >= 0 (percent), got {threshold_pct!r}")
     if not (isinstance(alpha, int | float) and 0 < alpha < 1):
         raise ConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
+    wanted = _metric_list(metrics)
     base_results, new_results = resolve(baseline), resolve(new)
     base, cand = _samples(base_results), _samples(new_results)
     keys = list(dict.fromkeys([*base, *cand]))
-    if metrics is not None:
-        keys = [k for k in keys if k[2] in set(metrics)]
+    if wanted is not None:
+        _check_metrics_exist(wanted, base, cand)
+        keys = [k for k in keys if k[2] in wanted]
     rows = [_row(base.get(k), cand.get(k), threshold_pct, resamples) for k in keys]
     adjusted = holm([r["PValue"] for r in rows])
     for r, p_adj in zip(rows, adjusted, strict=True):
         _decide(r, p_adj, alpha, threshold_pct)
+    if not any(r["Status"] in _COMPARED for r in rows):
+        raise CompareError(_nothing_compared(base, cand, wanted))
     params = list(dict.fromkeys(p for s in [*base.values(), *cand.values()] for p in s.params))
     frame = pd.DataFrame(rows, columns=[*_FRONT, *params, *_STATS])
     frame.attrs.update(baseline=_describe(base_results), new=_describe(new_results), threshold_pct=threshold_pct,
-                       alpha=alpha, warnings=_warnings(base_results, new_results))
+                       alpha=alpha, require_all=bool(require_all), warnings=_warnings(base_results, new_results))
     return frame
+
+
+_COMPARED = frozenset({"no change", "slower", "faster", "within noise"})
+"""Statuses of a row that was actually compared (the others: only in one result, too few runs)."""
+
+_ONLY = ("only in baseline", "only in new")
+
+
+def _metric_list(metrics: object) -> frozenset[str] | None:
+    """``metrics`` as a set of names; a bare str would filter by its characters and compare nothing."""
+    if metrics is None:
+        return None
+    if isinstance(metrics, str | bytes):
+        raise ConfigTypeError(f"metrics must be a list of metric names, got the str {metrics!r}; write "
+                              f"metrics=[{metrics!r}]")
+    if not isinstance(metrics, Iterable) or isinstance(metrics, Mapping):
+        raise ConfigTypeError(f"metrics must be a list of metric names, got {type(metrics).__name__} {metrics!r}")
+    names = list(metrics)
+    bad = [m for m in names if not isinstance(m, str) or not m]
+    if bad or not names:
+        raise ConfigTypeError(f"metrics must be a non-empty list of metric names (str), got {names!r}")
+    return frozenset(names)
+
+
+def _check_metrics_exist(wanted: frozenset[str], base: _SampleMap, cand: _SampleMap) -> None:
+    have = {k[2] for k in base} | {k[2] for k in cand}
+    missing = sorted(wanted - have)
+    if missing:
+        raise ConfigError(f"metric(s) {missing} are in neither result; the results hold {_names(have)}")
+
+
+def _names(values: Iterable[str]) -> str:
+    items = sorted(set(values))
+    shown = ", ".join(repr(v) for v in items[:6])
+    return (shown + f" and {len(items) - 6} more" if len(items) > 6 else shown) or "nothing"
+
+
+def _configs(samples: _SampleMap) -> str:
+    seen = {k[3]: s for k, s in samples.items()}
+    parts = ["(" + ", ".join(f"{p}={v!r}" for p, v in zip(s.params, s.config, strict=False)) + ")"
+             if s.params else str(list(s.config)) for s in seen.values()]
+    shown = ", ".join(parts[:4])
+    return shown + (f" and {len(parts) - 4} more" if len(parts) > 4 else "")
+
+
+def _nothing_compared(base: _SampleMap, cand: _SampleMap, wanted: frozenset[str] | None) -> str:
+    """Why no row of ``base`` and ``cand`` could be compared, in terms of what each side holds."""
+    if not base or not cand:
+        empty = "baseline" if not base else "new"
+        return f"nothing to compare: the {empty} result holds no measured value"
+    reasons = _disjoint(base, cand)
+    if reasons:
+        return "nothing to compare: " + "; ".join(reasons)
+    if wanted is not None:
+        both = {k[2] for k in base} & {k[2] for k in cand}
+        return (f"nothing to compare: the metric(s) {sorted(wanted)} are not in both results; metrics in both: "
+                f"{_names(both)}")
+    return ("nothing to compare: every row in both results has fewer than 2 valid runs on a side ('too few "
+            "runs'); measure with runs=10 or more")
+
+
+def _disjoint(base: _SampleMap, cand: _SampleMap) -> list[str]:
+    """One reason per level (function, then annotation, metric, config) at which the two sides share nothing."""
+    fb, fn = {k[0] for k in base}, {k[0] for k in cand}
+    if not fb & fn:
+        return [f"no function is in both results (baseline: {_names(fb)}; new: {_names(fn)}); compare results "
+                "of the same decorated function"]
+    reasons = []
+    for f in sorted(fb & fn):
+        kb = {k: s for k, s in base.items() if k[0] == f}
+        kn = {k: s for k, s in cand.items() if k[0] == f}
+        for level, label in ((1, "annotation"), (2, "metric")):
+            vb, vn = {k[level] for k in kb}, {k[level] for k in kn}
+            if not vb & vn:
+                reasons.append(f"{f}: no {label} is in both results (baseline: {_names(vb)}; new: {_names(vn)})")
+                break
+        else:
+            if not {k[3] for k in kb} & {k[3] for k in kn}:
+                reasons.append(f"{f}: no config is in both results (baseline: {_configs(kb)}; new: {_configs(kn)})")
+    return reasons
+
+
+def gate_failed(frame: pd.DataFrame) -> bool:
+    """Whether a comparison fails the CI gate: a regression, or (``require_all``) a row only in one result."""
+    if bool(frame["Regression"].any()):
+        return True
+    return bool(frame.attrs.get("require_all")) and only_in_one(frame) > 0
+
+
+def only_in_one(frame: pd.DataFrame) -> int:
+    """How many rows of a comparison are in only one of the two results."""
+    return int(frame["Status"].isin(_ONLY).sum())
 
 
 _FRONT = ("Function", "Annotation", "Metric")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from nsightx._compare import only_in_one
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -72,9 +74,21 @@ def summary(frame: pd.DataFrame) -> str:
     n_reg = int(frame["Regression"].sum()) if len(frame) else 0
     counts = frame["Status"].value_counts().to_dict() if len(frame) else {}
     detail = ", ".join(f"{n} {s}" for s, n in counts.items())
-    if n_reg:
-        return f"FAIL: {n_reg} significant slowdown(s) larger than {threshold:g}% ({detail})"
+    missing = only_in_one(frame) if frame.attrs.get("require_all") and len(frame) else 0
+    if n_reg or missing:
+        failures = [f"{n_reg} significant slowdown(s) larger than {threshold:g}%"] if n_reg else []
+        failures += [f"{missing} row(s) in only one result (--require-all)"] if missing else []
+        return f"FAIL: {' and '.join(failures)} ({detail})"
     return f"ok: no significant slowdown larger than {threshold:g}% ({detail or 'nothing compared'})"
+
+
+def _notes(frame: pd.DataFrame) -> list[str]:
+    """What the verdict leaves out: rows in only one result, when they do not fail the gate."""
+    missing = only_in_one(frame) if len(frame) else 0
+    if not missing or frame.attrs.get("require_all"):
+        return []
+    return [f"note: {missing} row(s) are in only one result (listed above) and do not fail the gate; "
+            "--require-all makes them fail it"]
 
 
 def _gate(frame: pd.DataFrame) -> str:
@@ -97,6 +111,7 @@ def render_text(frame: pd.DataFrame) -> str:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     lines.append("")
     lines.append(summary(frame))
+    lines += _notes(frame)
     return "\n".join(lines)
 
 
@@ -118,4 +133,7 @@ def render_markdown(frame: pd.DataFrame) -> str:
         if "REGRESSION" in cells[-1]:
             cells[-1] = f"**{cells[-1]}**"
         lines.append("| " + " | ".join(cells) + " |")
+    notes = _notes(frame)
+    if notes:
+        lines += ["", *(esc(n) for n in notes)]
     return "\n".join(lines)

@@ -8,7 +8,8 @@ declaration order after the positional ones; ``*args``/``**kwargs`` stay empty.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,7 @@ def normalize(
     """
     if isinstance(configs, str | bytes):
         raise ConfigTypeError(f"configs must be an iterable of configs, got the str {configs!r}")
+    _check_container(configs)
     lazy = not isinstance(configs, Collection)  # a generator: nsight-python words the fit check differently
     try:
         items = list(configs)
@@ -96,6 +98,36 @@ def normalize(
         raise ConfigError(f"{first}: each config gives {k} value(s) and {function}({names}) takes {expects}; "
                           "give one value per parameter (trailing parameters with defaults may be left out)")
     return tuple(r + shape.defaults[k:] for r in rows)
+
+
+def _check_container(configs: object) -> None:
+    """Reject containers whose iteration would silently give the wrong configs.
+
+    A dict iterates over its keys only (``{'a': 1}`` would run with ``n='a'``), a set has no order (rows and
+    raw files would come in an arbitrary one), and ``bytearray``/``memoryview`` iterate over byte values.
+
+    Raises:
+        ConfigTypeError: ``configs`` is a mapping, a set, a bytearray or a memoryview.
+    """
+    if isinstance(configs, Mapping):
+        raise ConfigTypeError(
+            f"configs must be a list of configs, got a {type(configs).__name__} {_short(configs)}: iterating it "
+            "would give its keys only; write configs=[(1024,), (2048,)], or list(d.items()) to sweep key/value pairs"
+        )
+    if isinstance(configs, AbstractSet):
+        raise ConfigTypeError(
+            f"configs must be a list of configs, got a {type(configs).__name__} {_short(configs)}, which has no "
+            "order; write configs=sorted(...) or a list, so that configs run (and are numbered) in a known order"
+        )
+    if isinstance(configs, bytearray | memoryview):
+        raise ConfigTypeError(
+            f"configs must be a list of configs, got a {type(configs).__name__}; write configs=[...] of tuples"
+        )
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _fname(shape: FunctionShape) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,16 @@ def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> 
 
     On a CUDA machine with torch, it times ``torch.matmul`` on the GPU; elsewhere it times a NumPy matrix
     multiply on the CPU with the host backend.
+
+    Args:
+        output: The folder the files go to (created if missing), with or without a trailing separator.
+        runs: Measured runs per size.
+        backend: Backend name or ``"auto"``.
     """
     import pandas as pd
+
+    folder = Path(output)
+    prefix = os.path.join(output, "")  # a folder, never a file-name prefix: "demo-out" -> "demo-out/"
 
     if _has_cuda():
         import torch
@@ -62,7 +71,7 @@ def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> 
         return 2.0 * n**3 / t_ns / 1e3, "TFLOP/s"
 
     profiled = nsightx.analyze.kernel(
-        configs=sizes, runs=runs, backend=backend, output_prefix=output, output_csv=True,
+        configs=sizes, runs=runs, backend=backend, output_prefix=prefix, output_csv=True,
         derive_metric=flops, combine_kernel_metrics=lambda a, b: a + b,
     )(matmul)
     results = profiled()
@@ -72,8 +81,10 @@ def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> 
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.4g}".format):
         print(frame[cols].to_string(index=False))
     print(f"\nbackend: {results.backend}; GPU: {results.environment.get('GPU')}")
-    print(f"files written under {Path(output).resolve()}:")
-    for p in sorted(Path(output).glob(f"*{results.data.plan.function}*")):
-        print(f"  {p.name}")
+    print(f"files written under {folder.resolve()}:")
+    tag = Path(str(results.environment["raw_data"])).stem.removeprefix("raw_data-")
+    for p in sorted(folder.iterdir()):
+        if p.stem.endswith(f"-{tag}") or p.stem == tag:
+            print(f"  {p.name}")
     sys.stdout.flush()
     return results

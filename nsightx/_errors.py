@@ -44,8 +44,42 @@ class MeasurementError(NsightxError, RuntimeError):
     """A measurement could not be completed or attributed (dropped records, a worker that failed, ...)."""
 
 
+class CounterPermissionError(MeasurementError):
+    """The backend may not read the GPU's performance counters: the driver reserves them for administrators.
+
+    Under ``backend="auto"`` with only a time metric asked, nsightx then measures with another GPU backend
+    that needs no counters (with a warning); otherwise the message says how to get the permission.
+    """
+
+    def __init__(self, message: str, *, backend: str | None = None) -> None:
+        super().__init__(message)
+        self.backend = backend
+
+
 class KernelCountError(MeasurementError):
     """An annotation launched more than one kernel and no ``combine_kernel_metrics`` was given."""
+
+
+class TransformError(NsightxError, TypeError):
+    """``derive_metric`` or ``combine_kernel_metrics`` returned something that is not a metric value.
+
+    Checked on the first measured run, so a broken transform costs one run, not the sweep. ``function`` names
+    the callable, ``config`` is the config index (``None`` when unknown) and ``returned`` what it gave back.
+    """
+
+    def __init__(self, message: str, *, function: str = "", config: int | None = None,
+                 returned: object = None) -> None:
+        super().__init__(message)
+        self.function = function
+        self.config = config
+        self.returned = returned
+
+
+class CompareError(NsightxError, ValueError):
+    """Two results have no row that could be compared: different functions, annotations, configs or metrics.
+
+    ``nsightx compare`` exits with status 2 on it, so that a CI gate never passes on nothing.
+    """
 
 
 class PluginError(NsightxError, RuntimeError):

@@ -8,6 +8,7 @@ import platform
 import socket
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, overload
 
@@ -16,14 +17,14 @@ from nsightx._adaptive import ADAPTIVE_OPTIONS, STOP_COLUMN, AdaptiveRuns, build
 from nsightx._collectors import CollectorLike
 from nsightx._device import GpuInfo
 from nsightx._enums import VerbosityLevel
-from nsightx._errors import ConfigError
-from nsightx._output import allocate
+from nsightx._errors import ConfigError, CounterPermissionError
+from nsightx._firstrun import CheckedSink, FirstRunCheck
+from nsightx._output import OutputLocation, allocate
 from nsightx._plan import Plan, ThermalSettings
 from nsightx._plugins import PluginHost, default_host
-from nsightx._result_schema import PlanInfo, ResultData
+from nsightx._result_schema import PlanInfo, RawHeader, ResultData
 from nsightx._results import ProfileResults
-from nsightx._select import Choice, choose
-from nsightx._sink import RunSink
+from nsightx._select import Choice, choose, fallback
 from nsightx._spec import ProfileSpec, build_spec, check_derive_arity, collector_objects
 from nsightx._tool import active_name
 from nsightx._transform import combine_records, derive
@@ -107,7 +108,18 @@ class ProfiledFunction:
             from nsightx import _device
 
             gpu = _device.resolve(self.spec.device, _device.visible())
-        return self._run(resolved, choice, collectors, gpu)
+        try:
+            return self._run(resolved, choice, collectors, gpu)
+        except CounterPermissionError:  # "auto" with only a time metric: time it without counters
+            other = fallback(self.spec, host, active_name(), choice)
+            if other is None:
+                raise
+            dropped = f" ({', '.join(other[1])} not honoured there)" if other[1] else ""
+            warnings.warn(f"{choice.backend.name} may not read the GPU's performance counters here (admin-only; "
+                          f"see CounterPermissionError); backend='auto' asked only for a time metric, so "
+                          f"{self.name} is measured with {other[0].backend.name} instead{dropped}",
+                          RuntimeWarning, stacklevel=2)
+            return self._run(resolved, other[0], collectors, gpu)
 
     def _resolve_configs(self, args: tuple[Any, ...], configs: Any) -> tuple[tuple[Any, ...], ...]:
         given = [what for what, present in (("decoration-time configs", self.configs is not None),
@@ -153,9 +165,9 @@ class ProfiledFunction:
     ) -> ProfileResults:
         spec = self.spec
         backend = choice.backend()
-        location = allocate(spec.output_prefix, self.name) if spec.output_prefix is not None else None
         rule = build_rule(spec.runs, **{k: getattr(spec, k) for k in ADAPTIVE_OPTIONS})
         adaptive = rule if isinstance(rule, AdaptiveRuns) else None
+        location = allocate(spec.output_prefix, self.name) if spec.output_prefix is not None else None
         plan = Plan(
             function=_configs.make_caller(self.fn, self.shape),
             function_name=self.name,
@@ -181,11 +193,24 @@ class ProfiledFunction:
             needs_gpu=backend.capabilities.needs_gpu,
             stop_rule=adaptive,
         )
-        backend.validate(plan)
-        sink = RunSink(location.path("raw_data", "jsonl") if location else None)
+        try:
+            backend.validate(plan)
+        except BaseException:
+            if location is not None:
+                location.raw.unlink(missing_ok=True)  # nothing ran: give the reserved tag back
+            raise
+        plan_info = self._plan_info(plan)
+        check = FirstRunCheck(plan, spec)
+        sink = CheckedSink(check=check) if location is None else CheckedSink(location.raw, RawHeader(
+            sweep=location.sweep, nsightx_version=__version__, created=_now(), host=socket.gethostname(),
+            plan=plan_info), check=check)
         start = time.perf_counter()
         try:
             environment = dict(backend.execute(plan, sink))
+        except (KeyboardInterrupt, Exception) as e:
+            if spec.verbosity >= VerbosityLevel.INFO and sink.measured:  # nothing to say when no run completed
+                print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)
+            raise
         finally:
             sink.close()
         elapsed = time.perf_counter() - start
@@ -194,25 +219,17 @@ class ProfiledFunction:
         environment.setdefault("Host", socket.gethostname())
         environment.setdefault("python", platform.python_version())
         environment.setdefault("nsightx", __version__)
-        if sink.path is not None:
-            environment.setdefault("raw_data", str(sink.path))
+        if location is not None:
+            environment.setdefault("raw_data", str(location.raw))
+            environment.setdefault("sweep", location.sweep)
         values = combine_records(sink.runs, plan.metrics, ignore_kernels=spec.ignore_kernel_list,
                                  combine=spec.combine_kernel_metrics)
         if spec.derive_metric is not None:
             values = derive(values, spec.derive_metric, plan.metrics, configs)
         data = ResultData(
             nsightx_version=__version__,
-            created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            plan=PlanInfo(
-                function=self.name, params=plan.params, configs=configs, runs=plan.runs, warmup=plan.warmup,
-                adaptive=plan.stop_rule is not None,
-                metrics=plan.metrics, backend=plan.backend, cache_control=plan.cache_control,
-                clock_control=plan.clock_control, replay_mode=plan.replay_mode,
-                normalize_against=spec.normalize_against,
-                combine_kernel_metrics=_name(spec.combine_kernel_metrics),
-                derive_metric=_name(spec.derive_metric), ignore_kernel_list=spec.ignore_kernel_list,
-                device=spec.device,
-            ),
+            created=_now(),
+            plan=plan_info,
             environment=environment,
             runs=tuple(sink.runs),
             values=tuple(values),
@@ -227,6 +244,42 @@ class ProfiledFunction:
             print(f"nsightx: {self.name}: {len(configs)} config(s) {runs} on {plan.backend} "
                   f"in {elapsed:.2f} s{where}", file=sys.stderr)
         return results
+
+    def _plan_info(self, plan: Plan) -> PlanInfo:
+        """The stored description of ``plan`` (written in the raw file's header and in the result)."""
+        spec = self.spec
+        return PlanInfo(
+            function=self.name, params=plan.params, configs=plan.configs, runs=plan.runs, warmup=plan.warmup,
+            adaptive=plan.stop_rule is not None,
+            metrics=plan.metrics, backend=plan.backend, cache_control=plan.cache_control,
+            clock_control=plan.clock_control, replay_mode=plan.replay_mode,
+            normalize_against=spec.normalize_against,
+            combine_kernel_metrics=_name(spec.combine_kernel_metrics),
+            derive_metric=_name(spec.derive_metric), ignore_kernel_list=spec.ignore_kernel_list,
+            device=spec.device,
+        )
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def stopped_line(function: str, error: BaseException, runs: int, location: OutputLocation | None) -> str:
+    """The one line printed when a sweep stops early: how many runs were saved, where, and how to load them.
+
+    Args:
+        function: Name of the profiled function.
+        error: What stopped it (``KeyboardInterrupt`` or an exception from the user's function or the backend).
+        runs: Measured runs that completed.
+        location: Where the call's files go; ``None`` without ``output_prefix``.
+    """
+    what = "interrupted" if isinstance(error, KeyboardInterrupt) else f"stopped by {type(error).__name__}"
+    if location is None:
+        return (f"nsightx: {function} {what} after {runs} completed run(s); they were not saved "
+                "(give output_prefix='out/' to keep the runs of a sweep that stops)")
+    raw = str(location.raw)
+    return (f"nsightx: {function} {what} after {runs} completed run(s), saved in {raw}; "
+            f"load them with nsightx.load({raw!r})")
 
 
 def _name(fn: Callable[..., Any] | None) -> str | None:

@@ -4,8 +4,10 @@ Each worker is a spawned process pinned to its GPU with CUDA_VISIBLE_DEVICES (se
 touches CUDA), so a config never shares its GPU with another measurement. The parent keeps a queue of
 configs; one thread per device hands the next config to that device's worker as soon as it is free, so
 fast and slow configs balance out. Workers return complete results (as JSON), which are merged into one
-result whose ``Device`` column names the GPU of every row. With ``output_prefix`` each worker writes its raw
-records as it goes, under ``<prefix>dev<k>_``, so a crash keeps what was measured.
+result whose ``Device`` column names the GPU of every row. With ``output_prefix`` the parent reserves its tag
+before any worker starts (as a single-process call does), appends each config's runs to its raw file as the
+config comes back, and each worker writes its own raw records as it goes, under ``<prefix>dev<k>_``, so a crash
+keeps what was measured.
 
 The function is shipped with cloudpickle, so functions defined in ``__main__`` or a notebook work.
 """
@@ -22,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._device import GpuInfo
 from nsightx._errors import BackendUnavailableError, ConfigError, MeasurementError
+from nsightx._output import OutputLocation, allocate
 from nsightx._records import CollectorValue, Record, RegionRun, RunRecords
-from nsightx._result_schema import ResultData
+from nsightx._result_schema import RawHeader, ResultData
 from nsightx._results import ProfileResults
+from nsightx._sink import RunSink
 from nsightx._transform import RunValue
 
 if TYPE_CHECKING:
@@ -81,6 +85,8 @@ def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...
     results: dict[int, tuple[str, str]] = {}
     errors: list[BaseException] = []
     lock = threading.Lock()
+    location = None if spec.output_prefix is None else allocate(spec.output_prefix, profiled.name)
+    raw = _RawWriter(location, configs)
 
     def feed(k: int, label: str, cuda_visible: str | None) -> None:
         from nsightx._kernel import ProfiledFunction
@@ -103,16 +109,47 @@ def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...
                     return
                 with lock:
                     results[i] = (label, text)
+                    raw.add(i, text)
 
     threads = [threading.Thread(target=feed, args=(k, label, vis), daemon=True)
                for k, (label, vis) in enumerate(targets)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        raw.close()
     if errors:
         raise errors[0]
-    return _merge(profiled, configs, [results[i] for i in range(len(configs))])
+    return _merge(profiled, configs, [results[i] for i in range(len(configs))], location)
+
+
+class _RawWriter:
+    """The parent's raw file: a header from the first config that comes back, then each config's runs."""
+
+    def __init__(self, location: OutputLocation | None, configs: tuple[tuple[Any, ...], ...]) -> None:
+        self.location = location
+        self.configs = configs
+        self.sink: RunSink | None = None
+
+    def add(self, config: int, text: str) -> None:
+        """Append the runs of the one-config result ``text`` as config ``config`` of the sweep."""
+        if self.location is None:
+            return
+        data = ResultData.model_validate_json(text)
+        if self.sink is None:
+            plan = data.plan.model_copy(update={"configs": self.configs})
+            self.sink = RunSink(self.location.raw, RawHeader(
+                sweep=self.location.sweep, nsightx_version=data.nsightx_version, created=data.created,
+                host=str(data.environment.get("Host")), plan=plan))
+        for run in _shift(data, config)[0]:
+            self.sink.write(run)
+
+    def close(self) -> None:
+        """Close the file, if one was opened."""
+        if self.sink is not None:
+            self.sink.close()
 
 
 def _folder(prefix: str) -> str:
@@ -142,7 +179,7 @@ def _shift(data: ResultData, config: int) -> tuple[list[RunRecords], list[RunVal
 
 
 def _merge(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...],
-           parts: list[tuple[str, str]]) -> ProfileResults:
+           parts: list[tuple[str, str]], location: OutputLocation | None) -> ProfileResults:
     runs: list[RunRecords] = []
     values: list[RunValue] = []
     first: ResultData | None = None
@@ -158,12 +195,13 @@ def _merge(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...],
     plan = first.plan.model_copy(update={"configs": configs})
     environment = dict(first.environment)
     environment["Devices"] = ",".join(dict.fromkeys(devices))
+    if location is not None:
+        environment["raw_data"] = str(location.raw)
+        environment["sweep"] = location.sweep
     merged = ResultData(nsightx_version=first.nsightx_version, created=first.created, plan=plan,
                         environment=environment, runs=tuple(runs), values=tuple(values),
                         config_devices=tuple(devices))
     results = ProfileResults(merged, configs)
-    if profiled.spec.output_prefix is not None:
-        from nsightx._output import allocate
-
-        results.write_outputs(allocate(profiled.spec.output_prefix, profiled.name), profiled.spec.output_csv)
+    if location is not None:
+        results.write_outputs(location, profiled.spec.output_csv)
     return results

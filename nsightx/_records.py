@@ -3,14 +3,24 @@
 A backend turns what it observed into :class:`Record` objects, one per (annotation, config, run, kernel,
 metric). Identity, never position, ties a record to its region: a run may launch a different number of kernels
 than the next (cuBLAS split-K, autotuning), and each record still lands on the right row.
+
+The four record types are frozen, slotted dataclasses rather than pydantic models: a result holds hundreds of
+thousands of them, and a pydantic model instance carries a ``__dict__`` and a ``__pydantic_fields_set__`` set
+(about 1 kB each) where a slotted dataclass needs about 100 bytes; loading a saved result of 10,000 runs took
+4.5x the time and 3.5x the memory of ``json.load`` with models (``benchmarks/load_result.py``). pydantic still
+validates them wherever data comes in from outside (a result or raw file, through the ``ResultData`` model or a
+``TypeAdapter``), with the same rules as before (unknown fields are errors), and still writes them to JSON.
+Building one in Python code does not validate its fields. The ``model_*`` methods that code written against
+the model form uses are kept (:class:`Lean`), as :class:`RegionId` keeps ``model_construct``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Self
 
-from nsightx._model import Frozen
+from pydantic import ConfigDict, TypeAdapter
 
 Scalar = float | int | str | bool | None
 """A value a collector or a run attribute may hold."""
@@ -35,7 +45,56 @@ class RegionId(NamedTuple):
         return cls(**fields)
 
 
-class Record(Frozen):
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    """The (cached) TypeAdapter that validates and serialises ``cls``."""
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+class Lean:
+    """The pydantic-model methods kept on the record dataclasses (validation and JSON through a TypeAdapter)."""
+
+    __slots__ = ()
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    @classmethod
+    def model_validate(cls, obj: object) -> Self:
+        """Validate ``obj`` (a mapping or an instance) into this type; raises pydantic's ``ValidationError``."""
+        result: Self = _adapter(cls).validate_python(obj)
+        return result
+
+    @classmethod
+    def model_validate_json(cls, data: str | bytes) -> Self:
+        """Validate a JSON document into this type."""
+        result: Self = _adapter(cls).validate_json(data)
+        return result
+
+    @classmethod
+    def model_construct(cls, **fields: Any) -> Self:
+        """Build from keyword fields without validation (what the constructor does too)."""
+        return cls(**fields)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Self:
+        """A copy with the fields in ``update`` replaced."""
+        return dataclasses.replace(self, **(update or {}))  # type: ignore[type-var]
+
+    def model_dump(self) -> dict[str, Any]:
+        """The fields as plain Python values (nested records as dicts)."""
+        result: dict[str, Any] = _adapter(type(self)).dump_python(self)
+        return result
+
+    def model_dump_json(self) -> str:
+        """The record as compact JSON, as it is stored."""
+        return _adapter(type(self)).dump_json(self).decode()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Record(Lean):
     """One measured value: a metric of one kernel (or of the whole region) in one run."""
 
     annotation: str
@@ -56,7 +115,8 @@ class Record(Frozen):
     """Order of the kernel within the region (0 for the first kernel launched), to keep several kernels apart."""
 
 
-class RegionRun(Frozen):
+@dataclasses.dataclass(frozen=True, slots=True)
+class RegionRun(Lean):
     """What the run loop and the backend know about one execution of a region, besides its metric values."""
 
     annotation: str
@@ -69,11 +129,12 @@ class RegionRun(Frozen):
     """Host wall time between the region's open and close, in nanoseconds (monotonic clock)."""
     failed: bool = False
     """True when the region raised and ``ignore_failures`` swallowed it; its values are NaN."""
-    attributes: Mapping[str, Scalar] = {}
+    attributes: Mapping[str, Scalar] = dataclasses.field(default_factory=dict)
     """Backend measurements about this execution (e.g. ``kernel_count``, ``device_ns``, ``launch_bound``)."""
 
 
-class CollectorValue(Frozen):
+@dataclasses.dataclass(frozen=True, slots=True)
+class CollectorValue(Lean):
     """One value returned by an info collector."""
 
     name: str
@@ -90,7 +151,8 @@ class CollectorValue(Frozen):
     """The value; ``None`` when the collector raised."""
 
 
-class RunRecords(Frozen):
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunRecords(Lean):
     """Everything measured in one run of the user's function (one config, one run index)."""
 
     config: int

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from nsightx._errors import ResultSchemaError
+from nsightx._errors import ConfigError, ResultSchemaError
 from nsightx._records import Record, Scalar
-from nsightx._result_schema import ResultData
+from nsightx._result_schema import ResultData, describe_errors, gc_paused, schema_message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,18 +67,42 @@ class ProfileResults:
         return runs_frame(self.data)
 
     def save(self, path: str | Path) -> Path:
-        """Write the result as JSON (versioned schema); read it back with :func:`nsightx.load`."""
+        """Write the result as JSON (versioned schema); read it back with :func:`nsightx.load`.
+
+        The file is written atomically (a temporary file in the same folder, then ``os.replace``): a reader or
+        a crash sees the old file or the whole new one, never a part. Missing parent folders are created.
+
+        Raises:
+            ConfigError: ``path`` is a folder, lies under a file, or cannot be written.
+        """
+        from nsightx._output import write_atomic
+
         out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.data.model_dump_json(), encoding="utf-8")
-        return out
+        if out.is_dir():
+            raise ConfigError(
+                f"ProfileResults.save({str(path)!r}): that is a folder; give a file path such as "
+                f"{str(out / 'result.json')!r}"
+            )
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            return write_atomic(out, self.data.model_dump_json())
+        except OSError as e:
+            raise ConfigError(
+                f"ProfileResults.save({str(path)!r}) failed: {type(e).__name__}: {e.strerror or e}; give a path "
+                "in a folder you can write to"
+            ) from e
 
     def write_outputs(self, location: OutputLocation, csv: bool) -> None:
-        """Write ``result-<tag>.json`` and, with ``csv``, the per-run and aggregated CSVs to ``location``."""
+        """Write ``result-<tag>.json`` and, with ``csv``, the per-run and aggregated CSVs to ``location``.
+
+        Each file is written atomically under the tag that :func:`nsightx._output.allocate` reserved.
+        """
+        from nsightx._output import write_atomic
+
         self.save(location.path("result", "json"))
         if csv:
-            self.runs_dataframe().to_csv(location.path("profiled_data", "csv"), index=False)
-            self.to_dataframe().to_csv(location.path("processed_data", "csv"), index=False)
+            write_atomic(location.path("profiled_data", "csv"), self.runs_dataframe().to_csv(index=False))
+            write_atomic(location.path("processed_data", "csv"), self.to_dataframe().to_csv(index=False))
 
     def plot(self, filename: str = "plot.png", **options: Any) -> Path:
         """Plot this result (see :func:`nsightx.analyze.plot` for the options)."""
@@ -88,20 +112,28 @@ class ProfileResults:
 
 
 def load(path: str | Path) -> ProfileResults:
-    """Load a result saved with :meth:`ProfileResults.save`.
+    """Load a result saved with :meth:`ProfileResults.save`, or the completed runs of a raw file.
+
+    A raw ``raw_data-*.jsonl`` file (what a stopped sweep leaves behind) is recognised by its first line and
+    read with :func:`nsightx.load_raw`.
 
     Raises:
-        ResultSchemaError: the file is not a saved result, or was written by a newer schema.
+        ResultSchemaError: the file is not a saved result (the message names the first bad or missing field),
+            was written by a newer schema, or is a raw file with a damaged line.
     """
+    from nsightx._raw import load_raw, looks_raw
+
+    p = Path(path)
+    if looks_raw(p):
+        return load_raw(p)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = p.read_bytes()
     except OSError as e:
         raise ResultSchemaError(f"cannot read result file {str(path)!r}: {e}") from e
     try:
-        return ProfileResults(ResultData.model_validate_json(text))
-    except ResultSchemaError:
-        raise
+        with gc_paused():
+            return ProfileResults(ResultData.model_validate_json(text))
     except ValidationError as e:
-        if any("schema v" in str(err.get("msg", "")) for err in e.errors()):
-            raise ResultSchemaError(str(e.errors()[0]["msg"]).removeprefix("Value error, ")) from e
-        raise ResultSchemaError(f"{str(path)!r} is not an nsightx result: {e.errors()[0]['msg']}") from e
+        raise ResultSchemaError(
+            schema_message(e) or f"{str(path)!r} is not an nsightx result: {describe_errors(e)}"
+        ) from e

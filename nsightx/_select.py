@@ -94,3 +94,34 @@ def _resolve(cls: type[Backend], spec: ProfileSpec) -> Choice:
         clock_control=spec.clock_control or first_supported(("none", "base"), caps.clock_control),
         replay_mode=spec.replay_mode or first_supported(("kernel", "range", "application"), caps.replay_modes),
     )
+
+
+def fallback(
+    spec: ProfileSpec, host: PluginHost, active: str | None, failed: Choice
+) -> tuple[Choice, list[str]] | None:
+    """Another GPU backend for a call whose "auto" choice may not read the GPU's counters, if one fits.
+
+    Only for ``backend="auto"`` and only when no metric beyond a time metric was asked: ``metrics`` unset, or
+    every metric one the other backend measures. Options that backend cannot honour (e.g. ``clock_control``)
+    fall back to its defaults; they are returned so the caller can say so.
+
+    Returns:
+        ``(choice, dropped options)``, or ``None`` when there is no such backend.
+    """
+    if (spec.backend or active or "auto") != "auto":
+        return None
+    for name, avail in host.availability().items():
+        cls = host.backends[name]
+        caps = cls.capabilities
+        if cls is failed.backend or not avail.available or not caps.needs_gpu:
+            continue
+        if spec.metrics is not None and (caps.metrics is None or not set(spec.metrics) <= caps.metrics):
+            continue
+        dropped = {option: None for option, value, accepted in (
+            ("cache_control", spec.cache_control, caps.cache_control),
+            ("clock_control", spec.clock_control, caps.clock_control),
+            ("replay_mode", spec.replay_mode, caps.replay_modes),
+        ) if value is not None and value not in accepted}
+        said = [f"{option}={getattr(spec, option)!r}" for option in dropped]
+        return _resolve(cls, spec.model_copy(update=dropped)), said
+    return None

@@ -1,36 +1,72 @@
-"""Where finished runs go: kept in memory and, with an output folder, appended to disk as they finish.
+"""Where finished runs go: kept in memory and, with an output file, appended to disk as they finish.
 
-Writing each run as one JSON line the moment it completes means a crash or Ctrl-C halfway through a sweep keeps
-everything already measured; :func:`read_raw` reads such a file back.
+Writing each run as one JSON line the moment it completes means a crash, Ctrl-C or SIGKILL halfway through a
+sweep keeps everything already measured. A sink given a :class:`~nsightx._result_schema.RawHeader` writes it as
+the first line and adds the header's ``sweep`` id to every run line, so the file can be read alone
+(:func:`nsightx.load`) and a line from another sweep is recognised. :func:`read_raw` reads such a file back.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+from pydantic import TypeAdapter
 
 from nsightx._records import RunRecords
 
+if TYPE_CHECKING:
+    from nsightx._result_schema import RawHeader
+
+
+@functools.cache
+def _run_adapter() -> TypeAdapter[RunRecords]:
+    return TypeAdapter(RunRecords)
+
 
 class RunSink:
-    """Collects :class:`RunRecords`; with ``path`` set, appends each one to a JSON-lines file and flushes."""
+    """Collects :class:`RunRecords`; with ``path`` set, appends each one to a JSON-lines file and flushes.
 
-    def __init__(self, path: Path | None = None) -> None:
+    Args:
+        path: The JSON-lines file (appended to); ``None`` keeps runs in memory only.
+        header: Written as the first line at once (before any run), so that even a sweep killed during its
+            first run leaves a file that says what it was; its ``sweep`` id is added to every run line.
+    """
+
+    def __init__(self, path: Path | None = None, header: RawHeader | None = None) -> None:
         self.path = path
         self.runs: list[RunRecords] = []
-        self._fh: IO[str] | None = None
+        self._fh: IO[bytes] | None = None
+        self._suffix = b""
+        if path is not None and header is not None:
+            self._suffix = b',"sweep":' + json.dumps(header.sweep).encode() + b"}"
+            self._append(header.model_dump_json().encode())
+
+    def _append(self, line: bytes) -> None:
+        """Append one line and flush it to the operating system (it survives the process being killed)."""
+        if self._fh is None:
+            assert self.path is not None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = self.path.open("ab")
+        self._fh.write(line + b"\n")
+        self._fh.flush()
+
+    @property
+    def measured(self) -> int:
+        """How many measured runs (config index >= 0) were stored."""
+        return sum(1 for r in self.runs if r.config >= 0)
 
     def write(self, run: RunRecords) -> None:
         """Store one finished run (and write it through to disk when a path was given)."""
         self.runs.append(run)
         if self.path is None:
             return
-        if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = self.path.open("a", encoding="utf-8")
-        self._fh.write(run.model_dump_json() + "\n")
-        self._fh.flush()
+        line = _run_adapter().dump_json(run)
+        if self._suffix:
+            line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
+        self._append(line)
 
     def close(self) -> None:
         """Close the file, if one was opened."""
@@ -40,13 +76,11 @@ class RunSink:
 
 
 def read_raw(path: str | Path) -> list[RunRecords]:
-    """Read a raw ``*.runs.jsonl`` file written by :class:`RunSink` (a partial last line is skipped)."""
-    runs: list[RunRecords] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            runs.append(RunRecords.model_validate(json.loads(line)))
-        except (json.JSONDecodeError, ValueError):
-            break
-    return runs
+    """Read the runs of a raw JSON-lines file written by :class:`RunSink`, with or without a header line.
+
+    An unfinished last line is skipped with a warning; a damaged line before it raises
+    :class:`~nsightx.ResultSchemaError` naming its line number (see :func:`nsightx._raw.read_runs`).
+    """
+    from nsightx._raw import read_raw as _read
+
+    return _read(path)

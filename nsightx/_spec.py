@@ -7,6 +7,7 @@ Each check names the option, the bad value and what is accepted, and raises an e
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -193,6 +194,25 @@ def _parallel_devices(value: object) -> tuple[int | str, ...] | Literal["all"] |
     return items
 
 
+def _output_prefix(value: object) -> str | None:
+    """``output_prefix`` as a str: a ``str`` or an ``os.PathLike`` of str; anything else is refused.
+
+    The folder itself is created and checked for writing when the call starts, before the first run
+    (:func:`nsightx._output.prepare_folder`): decorating must not touch the file system.
+    """
+    if value is None:
+        return None
+    hint = "give a folder ('out/') or a folder plus file-name prefix ('out/exp1_'), as a str or pathlib.Path"
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ConfigTypeError(f"output_prefix must be a str or os.PathLike, got {type(value).__name__} {value!r}; "
+                              f"{hint}")
+    if not value.strip() or "\0" in value:
+        raise ConfigError(f"output_prefix {value!r} is not a usable path; {hint} ('./' for the current folder)")
+    return value
+
+
 def build_spec(**options: Any) -> ProfileSpec:
     """Validate decorator options into a :class:`ProfileSpec`, raising a clear error on the first bad one."""
     rule = build_rule(options.get("runs", 10), **{k: options.get(k) for k in ADAPTIVE_OPTIONS})
@@ -238,9 +258,7 @@ def build_spec(**options: Any) -> ProfileSpec:
     normalize = options.get("normalize_against")
     if normalize is not None and (not isinstance(normalize, str) or not normalize):
         raise ConfigTypeError(f"normalize_against must be an annotation name (str), got {normalize!r}")
-    output_prefix = options.get("output_prefix")
-    if output_prefix is not None and not isinstance(output_prefix, str):
-        output_prefix = str(output_prefix)
+    output_prefix = _output_prefix(options.get("output_prefix"))
     output_csv = options.get("output_csv", False)
     if not isinstance(output_csv, bool):
         raise ConfigTypeError(f"output_csv must be True or False, got {output_csv!r}")

@@ -7,6 +7,7 @@ records are grouped by (annotation, config, run, metric), never matched by posit
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -14,15 +15,19 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from nsightx._errors import ConfigError, KernelCountError, MeasurementError
-from nsightx._model import Frozen
-from nsightx._records import Record, RunRecords
+from nsightx._errors import ConfigError, KernelCountError, MeasurementError, TransformError
+from nsightx._records import Lean, Record, RunRecords
 
 FAILED_KERNEL = "failed"
 
 
-class RunValue(Frozen):
-    """One value of one metric for one region in one run, after combining and deriving."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunValue(Lean):
+    """One value of one metric for one region in one run, after combining and deriving.
+
+    A lean record type, like the raw records (see :mod:`nsightx._records`): a result holds one per run, region
+    and metric.
+    """
 
     annotation: str
     config: int
@@ -124,10 +129,40 @@ def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -
         value = functools.reduce(combine, (r.value for r in recs))
     except Exception as e:
         raise ConfigError(f"combine_kernel_metrics {combine!r} failed on {first.metric}: {e}") from e
+    number = _as_float(value)
+    if number is None:
+        raise TransformError(
+            f"combine_kernel_metrics {combine!r} returned {_show(value)} for metric {first.metric!r} of annotation "
+            f"{first.annotation!r} (config {first.config}, run {first.run}); it must return one number, as "
+            "operator.add or max do",
+            function=_fn_name(combine), config=first.config, returned=value,
+        )
     return RunValue(
         annotation=first.annotation, config=first.config, run=first.run, metric=first.metric,
-        value=float(value), unit=first.unit, kernel="|".join(r.kernel for r in recs),
+        value=number, unit=first.unit, kernel="|".join(r.kernel for r in recs),
     )
+
+
+def _as_float(value: object) -> float | None:
+    """``value`` as a float, or None when it is not a number (a str, None, a list, ...)."""
+    if value is None or isinstance(value, str | bytes):
+        return None  # float("1.5") would parse a str: a metric value must be a number
+    try:
+        return float(value)  # type: ignore[arg-type]  # int, numpy scalars, 0-d arrays, Decimal, ...
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _show(value: object, limit: int = 80) -> str:
+    """A short ``repr`` with the type, for messages about a returned value."""
+    text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _fn_name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
 
 
 def derive(
@@ -135,18 +170,28 @@ def derive(
     fn: Callable[..., Any],
     metrics: Sequence[str],
     configs: Sequence[tuple[Any, ...]],
+    *,
+    warn: bool = True,
 ) -> list[RunValue]:
     """Append the metrics ``fn(*metric_values, *config_args)`` computes for each (annotation, config, run).
 
     A scalar result is named after ``fn.__name__``; a ``(value, unit)`` tuple carries a unit; a mapping adds
-    one metric per key. A result with no unit gives ``unit=None`` and one ``UserWarning``.
+    one metric per key. A result with no unit gives ``unit=None`` and one ``UserWarning`` (unless ``warn`` is
+    false: the first-run check applies the same function without warning twice).
+
+    Raises:
+        MeasurementError: ``fn`` raised.
+        TransformError: ``fn`` returned something other than a number, a ``(number, unit)`` tuple with a str
+            unit, or a mapping of str names to those.
+        ConfigError: a derived metric is named like a measured one (their values would be pooled).
     """
     by_region: dict[tuple[str, int, int], dict[str, RunValue]] = defaultdict(dict)
     for v in values:
         by_region[(v.annotation, v.config, v.run)][v.metric] = v
     name = getattr(fn, "__name__", "derived")
+    measured = {v.metric for v in values}
     out = list(values)
-    warned = False
+    warned = not warn
     for (ann, cfg, run_i), got in by_region.items():
         if not all(m in got for m in metrics):
             continue
@@ -162,15 +207,51 @@ def derive(
                     f"derive_metric {name!r} raised {type(e).__name__}: {e} for annotation {ann!r}, "
                     f"config {cfg}, run {run_i}"
                 ) from e
-        items = result.items() if isinstance(result, Mapping) else [(name, result)]
-        for metric, item in items:
-            value, unit = (item if isinstance(item, tuple) else (item, None))
+        where = f"annotation {ann!r}, config {cfg} {tuple(configs[cfg])!r}, run {run_i}"
+        for metric, value, unit in _derived(result, name, where, cfg):
+            if metric in measured:
+                raise ConfigError(
+                    f"derive_metric {name!r} returned a metric named {metric!r}, which is also measured; its values "
+                    "would be pooled with the measured ones. Give the derived metric its own name (return "
+                    f"{{'{metric}_derived': ...}}, or rename the function)"
+                )
             if unit is None and not warned:
                 warned = True
                 warnings.warn(
                     f"Derived metric '{metric}' does not have a unit specified. Return a tuple (value, unit) "
                     "instead of just the value. np.nan will be added to the 'Unit' column in the dataframe. "
                     "(nsightx warns once per call.)", UserWarning, stacklevel=3)
-            out.append(RunValue(annotation=ann, config=cfg, run=run_i, metric=str(metric),
-                                                value=float(value), unit=unit, kernel=kernel))
+            out.append(RunValue(annotation=ann, config=cfg, run=run_i, metric=metric,
+                                                value=value, unit=unit, kernel=kernel))
+    return out
+
+
+_DERIVE_FORMS = ("it must return a number, a (number, unit) tuple with a str unit, or a dict of metric name (str) to "
+                 "either, e.g. return 2 * n**3 / t_ns / 1e3, 'TFLOP/s'")
+
+
+def _derived(result: object, name: str, where: str, config: int) -> list[tuple[str, float, str | None]]:
+    """The (metric, value, unit) triples of one ``derive_metric`` result, or a TransformError saying what is wrong."""
+    def bad(problem: str) -> TransformError:
+        return TransformError(f"derive_metric {name!r} returned {_show(result)} for {where}: {problem}; "
+                              f"{_DERIVE_FORMS}", function=name, config=config, returned=result)
+
+    items = list(result.items()) if isinstance(result, Mapping) else [(name, result)]
+    out: list[tuple[str, float, str | None]] = []
+    for metric, item in items:
+        if not isinstance(metric, str) or not metric:
+            raise bad(f"the key {metric!r} is not a metric name")
+        label = "" if metric == name and not isinstance(result, Mapping) else f"{metric!r}: "
+        if isinstance(item, tuple):
+            if len(item) != 2:
+                raise bad(f"{label}a tuple must be (value, unit), this one has {len(item)} item(s)")
+            value, unit = item
+            if unit is not None and not isinstance(unit, str):
+                raise bad(f"{label}the unit {unit!r} is of type {type(unit).__name__}, not a str")
+        else:
+            value, unit = item, None
+        number = _as_float(value)
+        if number is None:
+            raise bad(f"{label}the value {_show(value)} is not a number" if value is not result else "not a number")
+        out.append((metric, number, unit))
     return out

@@ -75,23 +75,26 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", action="append", default=None,
                    help="compare only this metric (repeatable; default: all)")
     p.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (text)")
+    p.add_argument("--require-all", action="store_true",
+                   help="fail (exit 1) when a row is in only one of the two results; by default such rows are "
+                        "listed and do not fail")
 
 
-@command("compare", "compare two saved results; exit 1 on a significant slowdown above --threshold",
-         _compare_args)
+@command("compare", "compare two saved results; exit 1 on a significant slowdown above --threshold, 2 when "
+         "nothing could be compared", _compare_args)
 def _compare(args: argparse.Namespace) -> int:
-    from nsightx._compare import compare
+    from nsightx._compare import compare, gate_failed
     from nsightx._compare_render import render_markdown, render_text
     from nsightx._errors import NsightxError
 
     try:
         frame = compare(args.baseline, args.new, threshold_pct=args.threshold, alpha=args.alpha,
-                        metrics=args.metric)
+                        metrics=args.metric, require_all=args.require_all)
     except NsightxError as e:
         print(f"nsightx compare: {e}", file=sys.stderr)
         return 2
     print(render_markdown(frame) if args.format == "markdown" else render_text(frame))
-    return 1 if bool(frame["Regression"].any()) else 0
+    return 1 if gate_failed(frame) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

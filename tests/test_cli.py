@@ -30,6 +30,17 @@ def test_demo_prints_table_and_files(tmp_path):
     assert (tmp_path / "result-matmul-0.json").exists()
 
 
+def test_demo_output_without_separator_is_a_folder(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "nsightx.cli", "demo", "--runs", "2", "--output", "demo-out",
+                          "--backend", "host"], capture_output=True, text=True, check=True, cwd=tmp_path)
+    files = ["processed_data-matmul-0.csv", "profiled_data-matmul-0.csv", "raw_data-matmul-0.jsonl",
+             "result-matmul-0.json"]
+    assert sorted(p.name for p in (tmp_path / "demo-out").iterdir()) == files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-out"]
+    listing = out.stdout.split("files written under", 1)[1].splitlines()
+    assert listing[0].strip() == f"{tmp_path / 'demo-out'}:" and [x.strip() for x in listing[1:]] == files
+
+
 def test_backends_and_plugins_commands(capsys, plugin_host):
     assert main(["backends"]) == 0
     assert "host" in capsys.readouterr().out

@@ -107,8 +107,10 @@ def test_throughput_drop_is_a_regression(tmp_path):
 
 
 def test_unmatched_rows_and_too_few_runs(tmp_path):
-    a = make_result({("x", 0, "m"): [1.0, 1.1, 0.9], ("only_a", 0, "m"): [1.0, 2.0]}, params=["n"], configs=[(1,)])
-    b = make_result({("x", 0, "m"): [1.0], ("only_b", 0, "m"): [1.0, 2.0]}, params=["n"], configs=[(1,)])
+    a = make_result({("x", 0, "m"): [1.0, 1.1, 0.9], ("only_a", 0, "m"): [1.0, 2.0], ("y", 0, "m"): [1.0, 2.0]},
+                    params=["n"], configs=[(1,)])
+    b = make_result({("x", 0, "m"): [1.0], ("only_b", 0, "m"): [1.0, 2.0], ("y", 0, "m"): [1.0, 2.0]},
+                    params=["n"], configs=[(1,)])
     frame = nsightx.compare(a, b).set_index("Annotation")
     assert frame.loc["x", "Status"] == "too few runs"
     assert frame.loc["only_a", "Status"] == "only in baseline"
@@ -123,7 +125,7 @@ def test_markdown_and_metric_filter(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("### nsightx compare: **FAIL: 4 significant slowdown(s)")
     assert "| Function | Annotation | Config |" in out and "**slower +" in out
-    assert main(["compare", str(base), str(new), "--metric", "other"]) == 0
+    assert main(["compare", str(base), str(new), "--metric", "other"]) == 2  # in neither result: not a pass
 
 
 def test_bad_input_exits_2(tmp_path, capsys):
@@ -172,3 +174,77 @@ def test_holm():
     assert holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])
     out = holm([math.nan, 0.5])
     assert math.isnan(out[0]) and out[1] == 0.5
+
+
+# --- the gate cannot pass on nothing ----------------------------------------------------------------------------
+
+
+def _saved(tmp_path, name, values, *, function="bench", configs=((1,),), units=None):
+    res = make_result(values, params=["n"], configs=list(configs), function=function, units=units)
+    return str(res.save(tmp_path / f"{name}.json"))
+
+
+TWO = [1.0, 1.1, 0.9, 1.05]
+
+
+@pytest.mark.parametrize(
+    ("base", "new", "why"),
+    [
+        ({"function": "gemm"}, {"function": "gemv"},
+         "no function is in both results (baseline: 'gemm'; new: 'gemv'); compare results of the same"),
+        ({"values": {("a", 0, "m"): TWO}}, {"values": {("b", 0, "m"): TWO}},
+         "bench: no annotation is in both results (baseline: 'a'; new: 'b')"),
+        ({"values": {("a", 0, "m"): TWO}}, {"values": {("a", 0, "t"): TWO}},
+         "bench: no metric is in both results (baseline: 'm'; new: 't')"),
+        ({"configs": [(1,)]}, {"configs": [(2,)]}, "bench: no config is in both results (baseline: (n=1); new: (n=2))"),
+        ({"values": {("a", 0, "m"): [1.0]}}, {"values": {("a", 0, "m"): [2.0]}}, "fewer than 2 valid runs"),
+    ],
+)
+def test_nothing_compared_exits_2_and_says_why(tmp_path, capsys, base, new, why):
+    def side(name, kw):
+        kw = {"values": {("a", 0, "m"): TWO}, **kw}
+        return _saved(tmp_path, name, kw.pop("values"), **kw)
+
+    a, b = side("a", base), side("b", new)
+    assert main(["compare", a, b]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nsightx compare: nothing to compare: ") and why in err
+    assert len(err.strip().splitlines()) == 1
+    with pytest.raises(nsightx.CompareError, match="nothing to compare"):
+        nsightx.compare(a, b)
+
+
+def test_metric_in_neither_result_exits_2(tmp_path, capsys):
+    a = _saved(tmp_path, "a", {("a", 0, "m"): TWO})
+    assert main(["compare", a, a, "--metric", "m", "--metric", "typo"]) == 2
+    assert "metric(s) ['typo'] are in neither result; the results hold 'm'" in capsys.readouterr().err
+
+
+def test_metric_in_one_result_only_exits_2(tmp_path, capsys):
+    a = _saved(tmp_path, "a", {("a", 0, "m"): TWO, ("a", 0, "t"): TWO})
+    b = _saved(tmp_path, "b", {("a", 0, "m"): TWO})
+    assert main(["compare", a, b, "--metric", "t"]) == 2
+    assert "the metric(s) ['t'] are not in both results; metrics in both: 'm'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("metrics", ["m", b"m", 3, ["m", 3], [], {"m": 1}])
+def test_python_api_refuses_a_bare_str_or_bad_metrics(tmp_path, metrics):
+    a = _saved(tmp_path, "a", {("a", 0, "m"): TWO})
+    with pytest.raises(nsightx.ConfigTypeError, match="metrics must be a"):
+        nsightx.compare(a, a, metrics=metrics)
+
+
+def test_rows_in_one_result_are_listed_and_fail_only_with_require_all(tmp_path, capsys):
+    a = _saved(tmp_path, "a", {("a", 0, "m"): TWO, ("gone", 0, "m"): TWO})
+    b = _saved(tmp_path, "b", {("a", 0, "m"): TWO, ("added", 0, "m"): TWO})
+    assert main(["compare", a, b]) == 0
+    out = capsys.readouterr().out
+    assert any("gone" in ln and "only in baseline" in ln for ln in out.splitlines())
+    assert any("added" in ln and "only in new" in ln for ln in out.splitlines())
+    assert "note: 2 row(s) are in only one result (listed above) and do not fail the gate" in out
+    assert main(["compare", a, b, "--require-all"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL: 2 row(s) in only one result (--require-all)" in out and "note:" not in out
+    assert main(["compare", a, b, "--require-all", "--format", "markdown"]) == 1
+    assert "**FAIL: 2 row(s) in only one result (--require-all)" in capsys.readouterr().out
+    assert main(["compare", a, a, "--require-all"]) == 0

@@ -237,3 +237,50 @@ def test_switching_tools(plugin_host):
         nsightx.deactivate()
     with pytest.raises(ConfigError, match="unknown backend"):
         nsightx.activate("nope")
+
+
+def _stopping(prefix, error, at=5, verbosity=nsightx.VerbosityLevel.INFO):
+    calls = {"n": 0}
+
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=verbosity,
+                            output_prefix=prefix)
+    def f(n):
+        calls["n"] += 1
+        if calls["n"] == at:
+            raise error
+        with nsightx.annotate("a"):
+            pass
+
+    return f
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), ValueError("bad input")])
+def test_stopped_sweep_prints_one_line_with_where_and_how_to_load(plugin_host, tmp_path, capsys, error):
+    with pytest.raises(type(error)):
+        _stopping(str(tmp_path) + "/", error)()
+    lines = capsys.readouterr().err.splitlines()
+    raw = tmp_path / "raw_data-f-0.jsonl"
+    what = "interrupted" if isinstance(error, KeyboardInterrupt) else "stopped by ValueError"
+    assert lines == [f"nsightx: f {what} after 4 completed run(s), saved in {raw}; "
+                     f"load them with nsightx.load({str(raw)!r})"]
+    assert nsightx.load(raw).to_dataframe()["NumRuns"].tolist() == [3, 1]  # the hint works as printed
+
+
+def test_stopped_sweep_without_output_prefix_says_how_to_keep_runs(plugin_host, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        _stopping(None, KeyboardInterrupt())()
+    assert capsys.readouterr().err.splitlines() == [
+        "nsightx: f interrupted after 4 completed run(s); they were not saved "
+        "(give output_prefix='out/' to keep the runs of a sweep that stops)"]
+
+
+def test_stopped_sweep_is_quiet_when_silent(plugin_host, tmp_path, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        _stopping(str(tmp_path) + "/", KeyboardInterrupt(), verbosity=nsightx.VerbosityLevel.SILENT)()
+    assert capsys.readouterr().err == ""
+
+
+def test_sweep_stopped_before_any_run_completed_prints_nothing(plugin_host, tmp_path, capsys):
+    with pytest.raises(ValueError, match="bad input"):
+        _stopping(str(tmp_path) + "/", ValueError("bad input"), at=1)()
+    assert capsys.readouterr().err == ""

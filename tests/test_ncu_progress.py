@@ -1,21 +1,18 @@
-"""The progress line of an ncu call, drawn in the parent from the worker's run file (CPU only).
+"""The progress line of an ncu call, drawn in the parent from the worker's channel messages (CPU only).
 
-A child process that appends run lines stands in for ncu and its worker: the boundary is the process and the
-file, and everything on this side of it (the watcher, the polling loop, the progress line) is the real code.
+The messages are fed to the real :class:`~nsightx_ncu._serve.WorkerRequests` as the worker sends them; the
+end-to-end path (the real worker under the fake ncu) is covered in test_ncu_channel.py.
 """
 
 from __future__ import annotations
 
 import io
-import sys
-import textwrap
-from pathlib import Path
 
-from nsightx_ncu._backend import Artifacts, NcuBackend
-from nsightx_ncu._watch import RunFileWatcher
+from nsightx_ncu._serve import WorkerRequests
 
-from nsightx._plan import Plan
+from nsightx._plan import Plan, ThermalSettings
 from nsightx._progress import Progress
+from nsightx._thermal import NoGuard
 
 
 class Tty(io.StringIO):
@@ -23,43 +20,39 @@ class Tty(io.StringIO):
         return True
 
 
-def _plan(configs: int, runs: int) -> Plan:
+def _plan(configs: int, runs: int, warmup: int = 0) -> Plan:
     return Plan(function=lambda n: None, function_name="f", params=("n",),
-                configs=tuple((i,) for i in range(configs)), runs=runs, warmup=0,
-                metrics=("gpu__time_duration.sum",), backend="ncu")
+                configs=tuple((i,) for i in range(configs)), runs=runs, warmup=warmup,
+                metrics=("gpu__time_duration.sum",), backend="ncu", thermal=ThermalSettings(mode="off"))
 
 
-def test_watcher_counts_measured_runs_and_waits_for_whole_lines(tmp_path: Path) -> None:
-    path = tmp_path / "runs.jsonl"
-    watcher = RunFileWatcher(path)
-    assert watcher.poll() == 0  # no file yet
-    path.write_bytes(b'{"config":-1,"run":-1}\n{"config":0,"run":0}\n{"config":0,"ru')
-    assert watcher.poll() == 1  # the ONCE line is not a run, the half line not yet
-    with path.open("ab") as fh:
-        fh.write(b'n":1}\n')
-    assert watcher.poll() == 2
+def _sweep(requests: WorkerRequests, configs: int, runs: int, warmup: int) -> None:
+    requests.handle({"op": "hello", "pid": 1})
+    for c in range(configs):
+        for r in range(-warmup, runs):
+            assert requests.handle({"op": "run", "config": c, "run": r}) == {"values": []}
+            assert requests.handle({"op": "ran", "config": c, "run": r}) is None
 
 
-def test_progress_line_follows_the_worker(tmp_path: Path) -> None:
-    art = Artifacts(private=tmp_path, report=tmp_path / "r.ncu-rep", log=tmp_path / "r.log")
-    child = textwrap.dedent(f"""
-        import time
-        with open({str(art.runs)!r}, "a") as fh:
-            for r in range(4):
-                fh.write('{{"config":%d,"run":%d}}\\n' % (r // 2, r % 2)); fh.flush(); time.sleep(0.3)
-    """)
+def test_progress_line_follows_the_worker_messages() -> None:
     stream = Tty()
-    progress = Progress(_plan(2, 2), delay_s=0.0, stream=stream)
-    rc, timed_out = NcuBackend._run([sys.executable, "-c", child], art, 30.0, progress)
+    plan = _plan(2, 2, warmup=1)
+    progress = Progress(plan, delay_s=0.0, stream=stream)
+    requests = WorkerRequests(plan, NoGuard(), progress)
+    _sweep(requests, 2, 2, 1)
     progress.close()
-    assert (rc, timed_out) == (0, False)
     out = stream.getvalue()
-    assert "f: [" in out and "4/4 runs, config 2/2" in out
-    assert "1/4 runs" in out or "2/4 runs" in out  # drawn while the child was still running
+    assert "f: [" in out and "6/6 runs, config 2/2" in out  # warm-up runs count, as in process
+    assert requests.passes == 1 and requests.last is not None and requests.last.finished
 
 
-def test_timeout_kills_the_worker(tmp_path: Path) -> None:
-    art = Artifacts(private=tmp_path, report=tmp_path / "r.ncu-rep", log=tmp_path / "r.log")
-    progress = Progress(_plan(1, 1), stream=io.StringIO())
-    rc, timed_out = NcuBackend._run([sys.executable, "-c", "import time; time.sleep(30)"], art, 0.5, progress)
-    assert timed_out and rc != 0
+def test_application_replay_passes_restart_the_count() -> None:
+    stream = Tty()
+    plan = _plan(1, 2)
+    progress = Progress(plan, delay_s=0.0, stream=stream)
+    requests = WorkerRequests(plan, NoGuard(), progress)
+    _sweep(requests, 1, 2, 0)
+    _sweep(requests, 1, 2, 0)
+    progress.close()
+    assert requests.passes == 2 and progress.done == 2
+    assert "3/2" not in stream.getvalue()

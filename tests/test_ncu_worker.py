@@ -15,42 +15,30 @@ import sys
 import textwrap
 from pathlib import Path
 
+import ncu_fake
 import pytest
-from nsightx_ncu import _backend
 from nsightx_ncu._backend import NcuBackend, make_artifacts, worker_env
 
 import nsightx
-from nsightx._plan import Plan
+from nsightx._plan import Plan, ThermalSettings
 from nsightx._sink import RunSink
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")
 pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
-FAKE = FIXTURES / "fake_ncu.py"
-ROOT = Path(__file__).parent.parent
+FIXTURES = ncu_fake.FIXTURES
+ROOT = ncu_fake.ROOT
 
 
 @pytest.fixture(autouse=True)
 def fake_ncu(monkeypatch, tmp_path):
-    wrapper = tmp_path / "fake-bin" / "ncu"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("NSIGHTX_NCU", str(wrapper))
-    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    monkeypatch.setattr(_backend._locate, "STANDARD_GLOBS", ())
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the metric-name cache stays in the test
-    for var in ("FAKE_NCU_EXIT", "FAKE_NCU_SAY", "FAKE_NCU_REPORT", "FAKE_NCU_QUERY_LOG"):
-        monkeypatch.delenv(var, raising=False)
+    ncu_fake.use_fake_ncu(monkeypatch, tmp_path)
 
 
 def make_plan(fn, configs, runs=2, warmup=1, **kw) -> Plan:
-    args = {"function": fn, "function_name": fn.__name__, "params": ("n",), "configs": configs, "runs": runs,
-            "warmup": warmup, "metrics": ("gpu__time_duration.sum",), "backend": "ncu"}
-    args.update(kw)
-    return Plan(**args)
+    kw.setdefault("thermal", ThermalSettings())  # these tests keep the default guard (none on CPU: it warns)
+    return ncu_fake.make_plan(fn, configs, runs=runs, warmup=warmup, **kw)
 
 
 def test_user_function_raising_names_config_and_run_and_keeps_earlier_runs(tmp_path):
@@ -63,7 +51,7 @@ def test_user_function_raising_names_config_and_run_and_keeps_earlier_runs(tmp_p
     with pytest.raises(nsightx.MeasurementError) as info:
         NcuBackend().execute(make_plan(work, ((1,), (2,))), sink)
     text = str(info.value)
-    assert "config 1 (args (2,)), run -1" in text
+    assert "config 1 (args (2,)), warm-up run -1" in text
     assert "MemoryError: pretend CUDA out of memory" in text
     assert "2 measured run(s) completed and were kept" in text
     assert "ncu log:" in text and "Traceback" in text
@@ -126,7 +114,7 @@ def test_unpicklable_plan_is_reported():
         with lock:
             pass
 
-    with pytest.raises(nsightx.MeasurementError, match="could not pickle work"):
+    with pytest.raises(nsightx.MeasurementError, match="cannot send work to the ncu worker: closure variable `lock`"):
         NcuBackend().execute(make_plan(work, ((1,),)), RunSink())
 
 
@@ -340,6 +328,6 @@ def test_a_call_that_never_started_ncu_gives_its_claim_back(tmp_path):
             pass
 
     plan = make_plan(work, ((1,),), output_dir=tmp_path / "out", output_tag="work-0")
-    with pytest.raises(nsightx.MeasurementError, match="could not pickle"):
+    with pytest.raises(nsightx.MeasurementError, match="cannot be pickled"):
         NcuBackend().execute(plan, RunSink())
     assert list((tmp_path / "out").iterdir()) == []

@@ -102,3 +102,51 @@ def test_records_and_region_host_time(plugin_host):
     regions = [reg for run in res.data.runs for reg in run.regions]
     assert all(reg.host_ns > 0 for reg in regions)
     assert repr(res).startswith("ProfileResults(f, backend='host'")
+
+
+def test_save_replaces_the_file_atomically(plugin_host, tmp_path):
+    target = tmp_path / "r.json"
+    target.write_text("old result")
+    (tmp_path / "reader.json").hardlink_to(target)  # a reader holding the old file
+    make()().save(target)
+    assert (tmp_path / "reader.json").read_text() == "old result"  # a new file was put in place, not rewritten
+    assert nsightx.load(target).data.plan.function == "f"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "reader.json"]  # no temporary file left
+
+
+def test_save_to_a_folder_is_a_clear_error(plugin_host, tmp_path):
+    with pytest.raises(nsightx.ConfigError, match=r"save\(.*\): that is a folder; give a file path such as"):
+        make()().save(tmp_path)
+
+
+def test_save_under_a_file_is_a_clear_error(plugin_host, tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(nsightx.ConfigError, match=r"save\(.*\) failed: .*Error"):
+        make()().save(tmp_path / "file" / "r.json")
+
+
+@pytest.mark.parametrize(("drop", "field"), [(("plan", "params"), "plan.params"), (("created",), "created"),
+                                             (("runs", 0, "records", 0, "metric"), "runs.0.records.0.metric")])
+def test_load_of_a_file_missing_a_field_names_the_field(plugin_host, tmp_path, drop, field):
+    path = make()().save(tmp_path / "r.json")
+    doc = json.loads(path.read_text())
+    where = doc
+    for key in drop[:-1]:
+        where = where[key]
+    del where[drop[-1]]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ResultSchemaError, match=rf"is not an nsightx result: field '{field}': missing"):
+        nsightx.load(path)
+
+
+def test_loaded_records_are_lean_and_keep_the_model_methods(plugin_host, tmp_path):
+    back = nsightx.load(make()().save(tmp_path / "r.json"))
+    run, value = back.data.runs[0], back.data.values[0]
+    # slotted: ~100 bytes each instead of a pydantic model's ~1 kB (benchmarks/load_result.py)
+    for obj in (run, run.records[0], run.regions[0], value):
+        assert not hasattr(obj, "__dict__"), type(obj).__name__
+    assert run.model_copy(update={"config": 7}).config == 7 and run.config == 0
+    assert type(run).model_validate(run.model_dump()) == run
+    assert type(run).model_validate_json(run.model_dump_json()) == run
+    with pytest.raises(ValueError, match=r"surprise\n  Unexpected keyword argument"):
+        type(run).model_validate({**run.model_dump(), "surprise": 1})

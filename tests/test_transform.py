@@ -62,3 +62,24 @@ def test_derive_uses_config_args():
     values = combine_records([run(0, 0, [("k", 10.0)])], ["t"])
     out = derive(values, lambda t, n: (n / t, "items/ns"), ["t"], [(40,)])
     assert out[-1].value == 4.0 and out[-1].unit == "items/ns" and out[-1].metric == "<lambda>"
+
+
+def test_derive_accepts_any_number_type():
+    import decimal
+    import fractions
+
+    import numpy as np
+
+    values = combine_records([run(0, 0, [("k", 10.0)])], ["t"])
+    for number in (3, 3.0, np.float32(3.0), np.int64(3), np.array(3.0), decimal.Decimal(3), fractions.Fraction(3)):
+        out = derive(values, lambda t, n, v=number: (v, "x"), ["t"], [(40,)])
+        assert out[-1].value == 3.0 and type(out[-1].value) is float
+
+
+def test_derive_refuses_a_numeric_str():
+    """float("1.5") would parse it: a str is refused even when it looks like a number."""
+    from nsightx import TransformError
+
+    values = combine_records([run(0, 0, [("k", 10.0)])], ["t"])
+    with pytest.raises(TransformError, match=r"returned '1\.5' \(str\)"):
+        derive(values, lambda t, n: "1.5", ["t"], [(40,)])

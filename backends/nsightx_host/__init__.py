@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
+from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session, check_option_names
 from nsightx._hookspecs import hookimpl
 from nsightx._plan import Plan
 from nsightx._records import Record, RegionId, Scalar
@@ -71,6 +71,14 @@ class HostBackend(Backend):
     def availability(cls) -> Availability:
         """Always available."""
         return Availability(available=True, reason="host clock (time.perf_counter_ns)")
+
+    def validate(self, plan: Plan) -> None:
+        """Reject every ``backend_options`` key: the host clock has no options, and a typo must not pass silently.
+
+        Raises:
+            ConfigError: any key in ``backend_options``.
+        """
+        check_option_names(plan, {}, self.name)
 
     @contextmanager
     def session(self, plan: Plan) -> Iterator[Session]:

@@ -3,13 +3,18 @@
 Flow of :meth:`NcuBackend.execute`:
 
 1. Find ncu (:mod:`nsightx_ncu._locate`) and validate ``backend_options`` (:class:`~nsightx_ncu._command.NcuOptions`).
-2. Write the plan, cloudpickled (so functions defined in ``__main__`` or a notebook travel by value), into a
-   private folder (mode 0700) together with a small JSON spec.
-3. Start ``ncu ... python -m nsightx_ncu._worker spec.json`` without a shell; its output goes to the log file.
+2. Build the thermal guard here and replace the plan's collectors with proxies (:mod:`nsightx_ncu._serve`);
+   pickle that plan (:mod:`nsightx_ncu._payload`: a function of an importable module travels by reference, one
+   of ``__main__`` or a notebook by value; a value that cannot travel is named before ncu starts) into a private
+   folder (mode 0700) with a small JSON spec, next to the channel's socket (:mod:`nsightx_ncu._channel`).
+3. Start ``ncu ... python -m nsightx_ncu._worker spec.json`` without a shell and serve it
+   (:mod:`nsightx_ncu._supervise`): the worker asks for collector values and the guard at each config, run and
+   region; everything printed goes to the log, the user's own lines also to the user's stdout/stderr.
 4. Read the report in a child process (``python -m nsightx_ncu._reader``), merge it with the worker's runs by NVTX
    identity, and write every run to the sink.
 5. Raise :class:`~nsightx._errors.MeasurementError` (with the log tail, and the config and run that failed) if the
-   worker or ncu failed, after the runs already measured were written.
+   worker or ncu failed, after the runs already measured were written; :class:`~nsightx.CounterPermissionError`
+   when ncu may not read the performance counters.
 
 The user's process never loads Nsight Compute, so CUPTI (or anything else) can be used in it afterwards.
 """
@@ -22,30 +27,35 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from nsightx._backend import Availability, Backend, Capabilities
 from nsightx._enums import VerbosityLevel
-from nsightx._errors import BackendUnavailableError, MeasurementError, MetricErrorType, metrics_error_message
-from nsightx._plan import Plan
+from nsightx._errors import (
+    BackendUnavailableError,
+    CounterPermissionError,
+    MeasurementError,
+    MetricErrorType,
+    metrics_error_message,
+)
+from nsightx._plan import Plan, ThermalSettings
 from nsightx._progress import Progress
 from nsightx._records import Scalar
 from nsightx._sink import RunSink, read_raw
+from nsightx._thermal import make_guard
 from nsightx_ncu import _locate, _metrics
+from nsightx_ncu._channel import ENV_CHANNEL
 from nsightx_ncu._command import NcuOptions, build_command, check_metrics
+from nsightx_ncu._payload import dump_plan
 from nsightx_ncu._reader import Action
 from nsightx_ncu._report import MergeResult, environment, merge_runs
-from nsightx_ncu._watch import RunFileWatcher
-
-POLL_S = 0.25
-"""How often the parent looks at the worker's progress while ncu runs, seconds."""
+from nsightx_ncu._serve import WorkerRequests, worker_collectors
+from nsightx_ncu._supervise import Outcome, listening, supervise
 
 LOG_TAIL_LINES = 40
 """Lines of the ncu log quoted in error messages."""
@@ -54,6 +64,15 @@ RANGE_UNSUPPORTED = "RecordStatusUnsupportedApi"
 
 PROFILING_FAILED = "PROFILING FAILED \nErrors:\n"
 """How nsight-python's message for a failed ncu run starts (sic: the space before the line break)."""
+
+PERMISSION_HELP = (
+    "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): the NVIDIA driver lets only "
+    "administrators use them. Either run as an administrator (root, or a user with CAP_SYS_ADMIN; from driver "
+    "R565 CAP_PERFMON also works; in a container start it with --cap-add=SYS_ADMIN), or let every user profile: "
+    "add `options nvidia NVreg_RestrictProfilingToAdminUsers=0` to a file in /etc/modprobe.d/, rebuild the "
+    "initramfs and reboot (see https://developer.nvidia.com/ERR_NVGPUCTRPERM). To time kernels without counters, "
+    "use backend='cupti' (or backend='auto' with the default time metric)."
+)
 
 
 @dataclasses.dataclass
@@ -160,16 +179,19 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+def worker_env(base: Mapping[str, str] | None = None, channel: str | None = None) -> dict[str, str]:
     """The worker's environment: this process's, with its ``sys.path`` in ``PYTHONPATH``.
 
     That makes nsightx, this package and any module a by-reference pickled function lives in importable there.
+    ``channel`` (the parent's socket) is also set as ``NSIGHTX_NCU_CHANNEL``, which marks the worker.
     """
     env = dict(os.environ if base is None else base)
     entries = [os.path.abspath(p or os.getcwd()) for p in sys.path]
     existing = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = os.pathsep.join([*dict.fromkeys(entries), *([existing] if existing else [])])
     env["PYTHONUNBUFFERED"] = "1"
+    if channel is not None:
+        env[ENV_CHANNEL] = channel
     return env
 
 
@@ -279,9 +301,18 @@ class NcuBackend(Backend):
 
         Raises:
             BackendUnavailableError: No usable ncu, report reader, cloudpickle or nvtx.
+            UnpicklableError: A value the function uses (a global, a closure variable, a config argument)
+                cannot be sent to the worker; raised before ncu starts (see :mod:`nsightx_ncu._payload`).
+            CounterPermissionError: ncu may not read the performance counters (admin-only).
             MeasurementError: ncu or the worker failed (the message holds the log tail and the failed config
                 and run; runs measured before the failure are already in ``sink``).
         """
+        if os.environ.get(ENV_CHANNEL):
+            raise MeasurementError(
+                f"{plan.function_name} was called with backend='ncu' inside the ncu worker: the worker imported "
+                "the module of the profiled function and that import itself starts a profiled call. Put the "
+                "module's top-level calls under `if __name__ == \"__main__\":` (or define the function in "
+                "another module than the one that runs the sweep).")
         options = NcuOptions.from_mapping(plan.backend_options)
         metrics = check_metrics(plan.metrics or self.capabilities.default_metrics)
         if options.ncu_path:
@@ -318,35 +349,34 @@ class NcuBackend(Backend):
         self, plan: Plan, sink: RunSink, options: NcuOptions, metrics: tuple[str, ...],
         install: _locate.NcuInstall, reader_dir: str | None, art: Artifacts,
     ) -> dict[str, Scalar]:
-        import cloudpickle
-
-        worker_plan = dataclasses.replace(plan, output_dir=None, metrics=metrics)
-        try:
-            art.payload.write_bytes(cloudpickle.dumps(worker_plan))
-        except Exception as e:
-            raise MeasurementError(
-                f"could not pickle {plan.function_name} (its configs or collectors) for the ncu worker: "
-                f"{type(e).__name__}: {e}; the function, its arguments and its globals must be picklable "
-                "by cloudpickle"
-            ) from e
-        art.spec.write_text(json.dumps({
-            "payload": str(art.payload), "runs": str(art.runs), "error": str(art.error),
-            "nvtx_ranges": options.ncu_nvtx_ranges,
-        }), encoding="utf-8")
-        app = [sys.executable, "-m", "nsightx_ncu._worker", str(art.spec)]
-        cmd = build_command(
-            install.path, report=art.report, app=app, metrics=metrics, replay_mode=plan.replay_mode,
-            cache_control=plan.cache_control, clock_control=plan.clock_control, options=options,
-            verbose=plan.verbosity >= VerbosityLevel.DEBUG,
-        )
-        if plan.verbosity >= VerbosityLevel.DEBUG:
-            print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
-        progress = Progress(dataclasses.replace(plan, warmup=0))  # the worker writes measured runs only
+        guard = make_guard(plan)  # here, in the user's process, like the collectors
+        worker_plan = dataclasses.replace(plan, output_dir=None, metrics=metrics,
+                                          collectors=worker_collectors(plan, guard),
+                                          thermal=ThermalSettings(mode="off"))
+        art.payload.write_bytes(dump_plan(worker_plan))
+        progress = Progress(plan)
         progress.label = f"{plan.function_name} -> {art.report.name}"
-        try:
-            rc, timed_out = self._run(cmd, art, options.ncu_timeout_s, progress)
-        finally:
-            progress.close()
+        requests = WorkerRequests(plan, guard, progress)
+        debug = plan.verbosity >= VerbosityLevel.DEBUG
+        with listening(art.private) as (listener, channel):
+            art.spec.write_text(json.dumps({
+                "payload": str(art.payload), "runs": str(art.runs), "error": str(art.error),
+                "nvtx_ranges": options.ncu_nvtx_ranges, "channel": channel,
+            }), encoding="utf-8")
+            app = [sys.executable, "-m", "nsightx_ncu._worker", str(art.spec)]
+            cmd = build_command(
+                install.path, report=art.report, app=app, metrics=metrics, replay_mode=plan.replay_mode,
+                cache_control=plan.cache_control, clock_control=plan.clock_control, options=options, verbose=debug,
+            )
+            if debug:
+                print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
+            try:
+                outcome = supervise(cmd, env=worker_env(channel=channel), log=art.log, listener=listener,
+                                    requests=requests, timeout_s=options.ncu_timeout_s, show_tool_lines=debug)
+            finally:
+                progress.close()
+        if outcome.permission_denied:  # nothing was measured: keep the sink empty (auto may measure elsewhere)
+            raise CounterPermissionError(f"{PERMISSION_HELP}\nncu log: {art.log}", backend=self.name)
         worker_runs = read_raw(art.runs) if art.runs.exists() else []
         actions: list[Action] = []
         read_problem = ""
@@ -367,32 +397,10 @@ class NcuBackend(Backend):
             "ncu_log": str(art.log),
             "ncu_command": shlex.join(cmd),
         }
-        self._check(plan, art, rc, timed_out, options, merged, read_problem, missing)
-        if plan.verbosity >= VerbosityLevel.DEBUG:
+        self._check(plan, art, outcome, options, merged, read_problem, missing, requests)
+        if debug:
             print(log_tail(art.log, 200), file=sys.stderr)
         return env
-
-    @staticmethod
-    def _run(cmd: list[str], art: Artifacts, timeout_s: float | None, progress: Progress) -> tuple[int, bool]:
-        """Run ncu with its output in the log, drawing the progress line from the worker's run file."""
-        watcher = RunFileWatcher(art.runs)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with art.log.open("wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=worker_env(), start_new_session=True)
-            try:
-                while True:
-                    wait = POLL_S if deadline is None else min(POLL_S, max(deadline - time.monotonic(), 0.0))
-                    try:
-                        return proc.wait(timeout=wait), False
-                    except subprocess.TimeoutExpired:
-                        if deadline is not None and time.monotonic() >= deadline:
-                            _kill_group(proc)
-                            return proc.returncode, True
-                    progress.update(watcher.poll())
-            except BaseException:
-                _kill_group(proc)
-                raise
 
     @staticmethod
     def _read(art: Artifacts, metrics: tuple[str, ...], deep: bool, reader_dir: str | None) -> list[Action]:
@@ -409,21 +417,22 @@ class NcuBackend(Backend):
         return [Action.from_json(d) for d in data]
 
     def _check(
-        self, plan: Plan, art: Artifacts, rc: int, timed_out: bool, options: NcuOptions,
-        merged: MergeResult, read_problem: str, missing: list[str],
+        self, plan: Plan, art: Artifacts, outcome: Outcome, options: NcuOptions, merged: MergeResult,
+        read_problem: str, missing: list[str], requests: WorkerRequests,
     ) -> None:
         error = _read_error(art.error)
         tail = log_tail(art.log)
         where = f"\nncu log: {art.log}\n--- last lines of the log ---\n{tail}"
         done = [r for r in merged.runs if r.config >= 0]
         kept = f"{len(done)} measured run(s) completed and were kept"
-        if timed_out:
+        if requests.failure is not None:  # the parent's own error (a thermal timeout): as on other backends
+            raise requests.failure
+        if outcome.timed_out:
             raise MeasurementError(
                 f"ncu did not finish within ncu_timeout_s={options.ncu_timeout_s}s and was killed; {kept}.{where}")
         if error is not None:
             failed_at = ("while loading the plan in the worker" if error.get("stage") == "setup" else
-                         f"at config {error.get('config')} (args {_config_args(plan, error.get('config'))}), "
-                         f"run {error.get('run')}")
+                         f"at {_run_label(plan, error.get('config'), error.get('run'))}")
             raise MeasurementError(
                 f"{plan.function_name} failed in the ncu worker {failed_at}: {error.get('type')}: "
                 f"{error.get('message')}; {kept} (the traceback is in the log).{where}")
@@ -433,11 +442,17 @@ class NcuBackend(Backend):
                 "region calls a CUDA API that range replay does not support (cuBLAS and many torch operators "
                 "do). Use replay_mode='kernel' (each kernel replayed alone) or replay_mode='application' "
                 f"(the whole worker re-run per pass); {kept}.{where}")
-        if rc != 0:
-            last = (f"after config {done[-1].config} run {done[-1].run}" if done else "before the first run")
+        last = requests.last
+        if last is not None and not last.finished and requests.clean_exits < requests.passes:
             raise MeasurementError(
-                f"{PROFILING_FAILED}ncu exited with status {rc} {last} (an ncu error, an invalid metric, or a "
-                f"crash of the worker); {kept}.{where}")
+                f"the ncu worker died at {_run_label(plan, last.config, last.run)} without finishing it (ncu "
+                f"exited with {_status(outcome.returncode)}): it was killed (by the out-of-memory killer, a "
+                f"signal, or os._exit) or crashed inside the function; {kept}.{where}")
+        if outcome.returncode != 0:
+            after = (f"after config {done[-1].config} run {done[-1].run}" if done else "before the first run")
+            raise MeasurementError(
+                f"{PROFILING_FAILED}ncu exited with {_status(outcome.returncode)} {after} (an ncu error, an "
+                f"invalid metric, or a crash of the worker); {kept}.{where}")
         if read_problem:
             raise MeasurementError(f"{read_problem}{where}")
         if not art.report.exists():
@@ -486,10 +501,12 @@ def _config_args(plan: Plan, config: Any) -> str:
     return "?"
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill ncu and the worker it started (they share the process group made for ncu)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
-    proc.wait()
+def _run_label(plan: Plan, config: Any, run: Any) -> str:
+    """``config 1 (args (2,)), run 0`` (``warm-up run -1`` for a warm-up)."""
+    kind = "warm-up run" if isinstance(run, int) and run < 0 else "run"
+    return f"config {config} (args {_config_args(plan, config)}), {kind} {run}"
+
+
+def _status(rc: int) -> str:
+    """The exit status of ncu in words (a negative one is the signal that killed it)."""
+    return f"signal {-rc}" if rc < 0 else f"status {rc}"

@@ -1,12 +1,16 @@
 """The worker: runs the shared run loop under ncu and marks every measured region with an NVTX range.
 
 Started by the ncu backend as ``ncu ... python -m nsightx_ncu._worker <spec.json>``. The spec names the
-cloudpickled plan, the JSON-lines file the worker's :class:`~nsightx._sink.RunSink` writes (host times and
-collector values; metric values come from the report, in the parent) and the file a failure is described in.
+pickled plan, the JSON-lines file the worker's :class:`~nsightx._sink.RunSink` writes (host times and
+collector values; metric values come from the report, in the parent), the file a failure is described in, and
+the parent's channel socket (:mod:`nsightx_ncu._channel`): the plan's collectors are proxies that ask the
+parent, and each run start waits for the parent's thermal guard and RUN collectors.
 
 Warm-up runs (negative run index) open no range, so ncu's ``--nvtx-include`` filter leaves their kernels alone.
 Ranges are process-wide start/end ranges by default (kernels launched by any thread while a region is open are
 profiled); ``backend_options={"ncu_nvtx_ranges": "push_pop"}`` makes them per-thread push/pop ranges.
+The worker's own diagnostics (a traceback) are printed with a ``==NSIGHTX==`` prefix: like ncu's ``==PROF==``
+lines they stay in the log, while what the user's function prints reaches the user's terminal.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Any
 
 from nsightx._backend import RunOutput, Session
 from nsightx._records import RegionId
+from nsightx_ncu import _channel
+from nsightx_ncu._channel import ParentLink
 from nsightx_ncu._command import DOMAIN, range_name
 
 EXIT_FAILED = 3
@@ -32,16 +38,23 @@ class NvtxSession(Session):
     Args:
         push: Called with a range name when a measured region opens (starts or pushes the range).
         pop: Called when it closes (ends or pops it).
+        link: The channel to the parent (``None``: no parent to tell, as in unit tests).
     """
 
-    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]) -> None:
+    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any], link: ParentLink | None = None) -> None:
         self._push, self._pop = push, pop
+        self._link = link
         self.config: int | None = None
         self.run: int | None = None
 
     def start_run(self, config: int, run: int) -> None:
-        """Remember which run is in progress (named in the error file if it fails)."""
+        """Remember which run is in progress (named in the error file if it fails) and wait for the parent.
+
+        The parent runs the thermal guard and, for a measured run, the RUN collectors before it answers.
+        """
         self.config, self.run = config, run
+        if self._link is not None:
+            self._link.start_run(config, run)
 
     def region_enter(self, region: RegionId) -> None:
         """Open the region's NVTX range (measured runs only)."""
@@ -54,7 +67,9 @@ class NvtxSession(Session):
             self._pop()
 
     def finish_run(self, config: int, run: int) -> RunOutput:
-        """Nothing to return: metric values are read from the report by the parent."""
+        """Tell the parent (progress line); nothing to return: metric values are read from the report."""
+        if self._link is not None:
+            self._link.finish_run(config, run)
         return RunOutput()
 
 
@@ -106,6 +121,16 @@ def _write_error(path: Path, session: NvtxSession | None, exc: BaseException, st
     path.write_text(json.dumps(info), encoding="utf-8")
 
 
+def _print_traceback(exc: BaseException) -> None:
+    """The traceback into the log only: each line carries the prefix the parent keeps off the user's terminal."""
+    lines = "".join(traceback.format_exception(exc)).splitlines()
+    print("\n".join(f"{TAG} {line}" for line in lines), file=sys.stderr, flush=True)
+
+
+TAG = "==NSIGHTX=="
+"""Prefix of the worker's own lines (the parent routes them to the log, like ncu's ``==PROF==`` lines)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the plan described by the spec file named in ``argv[1]``.
 
@@ -119,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     runs_path.unlink(missing_ok=True)
     error_path.unlink(missing_ok=True)
     session: NvtxSession | None = None
+    link: ParentLink | None = None
     try:
+        if spec.get("channel"):
+            link = ParentLink.connect(spec["channel"])
+            _channel.install(link)
         import cloudpickle
 
         from nsightx._runloop import run_loop
@@ -127,23 +156,29 @@ def main(argv: list[str] | None = None) -> int:
 
         plan = cloudpickle.loads(Path(spec["payload"]).read_bytes())
         push, pop = nvtx_callables(spec.get("nvtx_ranges", "start_end"))
-        session = NvtxSession(push, pop)
+        session = NvtxSession(push, pop, link)
     except BaseException as e:
         _write_error(error_path, session, e, "setup")
-        traceback.print_exc()
+        _print_traceback(e)
+        if link is not None:
+            link.close(clean=False)
         return EXIT_FAILED
     sink = RunSink(runs_path)
+    clean = False
     try:
         from nsightx._device import use_device
 
         with use_device(plan.device):
             run_loop(plan, session, sink)
+        clean = True
     except BaseException as e:
         _write_error(error_path, session, e, "run")
-        traceback.print_exc()
+        _print_traceback(e)
         return EXIT_FAILED
     finally:
         sink.close()
+        if link is not None:
+            link.close(clean=clean)
     return 0
 
 

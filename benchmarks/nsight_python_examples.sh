@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run NVIDIA's nsight-python examples (its examples/ folder with test_examples.py, fetched separately and kept out
+# of this repository) through nsightx, all in one pytest process: a tiny `nsight` package that *is* nsightx
+# (sys.modules["nsight"] = nsightx) goes first on PYTHONPATH, so `import nsight` in the examples gets nsightx.
+# Usage (GPU machine, nsightx importable):  bash benchmarks/nsight_python_examples.sh EXAMPLES_DIR LOG [pytest args]
+set -u
+src=$(cd "$1" && pwd); log=$2; shift 2
+work=$(mktemp -d)
+cp -r "$src" "$work/examples"
+mkdir -p "$work/shim/nsight"
+cat > "$work/shim/nsight/__init__.py" <<'PY'
+"""`import nsight` gives nsightx itself, so nsight-python code runs unchanged on nsightx."""
+import sys
+
+import nsightx
+
+sys.modules[__name__] = nsightx
+PY
+cd "$work" || exit 1
+{
+  echo "# nsight-python examples through nsightx ($(date -u)); examples from github NVIDIA/nsight-python"
+  PYTHONPATH="$work/shim:$work:${PYTHONPATH:-}" python3 -c "import nsight, nsightx; assert nsight is nsightx; print('nsight ->', nsight.__file__)"
+  PYTHONPATH="$work/shim:$work:${PYTHONPATH:-}" timeout "${EXAMPLES_TIMEOUT:-420}" python3 -m pytest -v -rA -p no:cacheprovider \
+    examples/test_examples.py "$@"
+  echo "pytest rc=$?"
+  ls -la examples/ | grep -E '\.(png|csv|ncu-rep|log)$'
+} 2>&1 | tee "$log"

@@ -1,0 +1,55 @@
+"""Configs given in a container nsightx cannot sweep in a known order are refused, at decoration and call time."""
+
+from __future__ import annotations
+
+import pytest
+
+import nsightx
+from nsightx import ConfigTypeError
+
+SILENT = nsightx.VerbosityLevel.SILENT
+
+
+def _work(n):
+    with nsightx.annotate("a"):
+        pass
+
+
+def _decorate(**options):
+    return nsightx.analyze.kernel(runs=1, warmup=0, backend="host", verbosity=SILENT, **options)
+
+
+BAD = [
+    ({"a": 1}, "iterating it would give its keys only"),
+    ({1: "x", 2: "y"}, "its keys only"),
+    ({1, 2}, "has no order"),
+    (frozenset({3}), "has no order"),
+    ("ab", "got the str"),
+    (b"ab", "got the str"),
+    (bytearray(b"ab"), "bytearray"),
+]
+
+
+@pytest.mark.parametrize(("configs", "match"), BAD)
+def test_bad_container_refused_at_decoration(plugin_host, configs, match):
+    calls = []
+
+    def work(n):
+        calls.append(n)
+
+    with pytest.raises(ConfigTypeError, match=match):
+        _decorate(configs=configs)(work)
+    assert calls == []
+
+
+@pytest.mark.parametrize(("configs", "match"), BAD)
+def test_bad_container_refused_at_call_time(plugin_host, configs, match):
+    profiled = _decorate()(_work)
+    with pytest.raises(ConfigTypeError, match=match):
+        profiled(configs=configs)
+
+
+def test_lists_tuples_ranges_and_generators_still_work(plugin_host):
+    profiled = _decorate()(_work)
+    for configs in ([1, 2], (1, 2), range(1, 3), (n for n in (1, 2)), [(1,), (2,)]):
+        assert profiled(configs=configs).to_dataframe()["n"].tolist() == [1, 2]

@@ -1,0 +1,111 @@
+"""Files under output_prefix: tags reserved atomically, folders checked before any run, prefix types."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import nsightx
+from nsightx import ConfigError, ConfigTypeError
+from nsightx._output import allocate
+from nsightx._raw import read_runs
+
+sys.path.insert(0, str(Path(__file__).parent))
+import out_workload
+
+SILENT = nsightx.VerbosityLevel.SILENT
+
+
+def counting(prefix, calls):
+    @nsightx.analyze.kernel(configs=[1, 2], runs=2, backend="host", verbosity=SILENT, output_prefix=prefix)
+    def f(n):
+        calls.append(n)
+        with nsightx.annotate("a"):
+            pass
+
+    return f
+
+
+def test_four_processes_started_together_get_distinct_complete_files(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    values = [101, 202, 303, 404]
+    procs = [ctx.Process(target=out_workload.sweep_at_once, args=(str(tmp_path) + "/", v, barrier, out))
+             for v in values]
+    for p in procs:
+        p.start()
+    reported = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert sorted(p.name for p in tmp_path.glob("result-*")) == [f"result-shared-{i}.json" for i in range(4)]
+    assert len({raw for _, _, raw in reported}) == 4
+    for pid, value, raw in reported:
+        tag = Path(raw).name.removeprefix("raw_data-").removesuffix(".jsonl")
+        res = nsightx.load(tmp_path / f"result-{tag}.json")
+        df = res.to_dataframe()
+        assert df["n"].tolist() == [value] and df["NumRuns"].tolist() == [3] and df["pid"].tolist() == [pid]
+        header, runs = read_runs(raw)  # every line carries this sweep's id (read_runs checks it)
+        assert header is not None and header.sweep == res.environment["sweep"]
+        assert header.plan.configs == ((value,),)
+        assert [(r.config, r.run) for r in runs] == [(-1, -1), (0, 0), (0, 1), (0, 2)]
+        assert [c.value for c in runs[0].collectors] == [pid]
+
+
+def test_tag_skips_numbers_used_by_files_of_other_calls(tmp_path):
+    (tmp_path / "result-f-0.json").write_text("{}")  # a call whose raw file was deleted
+    loc = allocate(str(tmp_path) + "/", "f")
+    assert loc.tag == "f-1" and loc.raw.exists()
+    assert not (tmp_path / "raw_data-f-0.jsonl").exists()
+    assert (tmp_path / "result-f-0.json").read_text() == "{}"
+    assert allocate(str(tmp_path) + "/", "f").tag == "f-2"
+
+
+def test_prefix_under_a_file_is_config_error_before_any_run(tmp_path):
+    (tmp_path / "file").write_text("x")
+    calls: list[int] = []
+    with pytest.raises(ConfigError, match=r"output_prefix=.*file/sub/.*cannot be created or written"):
+        counting(str(tmp_path / "file" / "sub") + "/", calls)()
+    assert calls == []
+
+
+@pytest.mark.parametrize("prefix", ["/proc/nsightx-test/", "/proc/self/"])
+def test_prefix_under_proc_is_config_error_before_any_run(prefix):
+    calls: list[int] = []
+    with pytest.raises(ConfigError, match="output_prefix"):
+        counting(prefix, calls)()
+    assert calls == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a read-only folder")
+def test_unwritable_folder_fails_before_the_first_run(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    calls: list[int] = []
+    try:
+        with pytest.raises(ConfigError, match=r"output_prefix.*PermissionError"):
+            counting(str(folder) + "/", calls)()
+    finally:
+        folder.chmod(0o700)
+    assert calls == []
+
+
+@pytest.mark.parametrize("bad", [123, b"x/", 1.5, ["out/"]])
+def test_output_prefix_must_be_str_or_pathlike(bad):
+    with pytest.raises(ConfigTypeError, match=r"output_prefix must be a str or os.PathLike"):
+        nsightx.analyze.kernel(output_prefix=bad)
+
+
+def test_output_prefix_empty_is_config_error():
+    with pytest.raises(ConfigError, match=r"output_prefix '' is not a usable path"):
+        nsightx.analyze.kernel(output_prefix="")
+
+
+def test_output_prefix_pathlike_is_accepted(plugin_host, tmp_path):
+    counting(tmp_path, [])()  # an existing folder, given as a Path
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_data-f-0.jsonl", "result-f-0.json"]
