@@ -12,7 +12,9 @@
     df = bench().to_dataframe()
 
 Importing this package does no work: no subprocess, no CUDA, no plugin loading, no environment changes.
-Submodules (``analyze``, ``experimental``) and heavy names load on first attribute access.
+Submodules (``analyze``, ``experimental``, ``exceptions``) and heavy names load on first attribute access.
+Every name nsight-python's top-level package exports (``col_panel`` and ``row_panel`` included) is here with
+the same meaning.
 """
 
 from __future__ import annotations
@@ -32,21 +34,25 @@ from nsightx._errors import (
     CounterPermissionError,
     KernelCountError,
     MeasurementError,
+    MetricErrorType,
     NsightxError,
     PluginError,
     ProfilerException,
     ResultSchemaError,
+    ThermalControlError,
     TransformError,
+    UnknownMetricError,
 )
 from nsightx._tool import activate, deactivate, get_active_tool
 from nsightx._version import __version__
 
 if TYPE_CHECKING:
-    from nsightx import analyze, experimental
+    from nsightx import analyze, exceptions, experimental
     from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
     from nsightx._collectors import CollectContext, InfoCollector
     from nsightx._compare import compare
     from nsightx._hookspecs import hookimpl
+    from nsightx._plot_layout import col_panel, row_panel
     from nsightx._raw import load_raw
     from nsightx._records import Record, RegionId
     from nsightx._results import ProfileResults, load
@@ -54,6 +60,9 @@ if TYPE_CHECKING:
 _LAZY = {
     "analyze": ("nsightx.analyze", None),
     "experimental": ("nsightx.experimental", None),
+    "exceptions": ("nsightx.exceptions", None),
+    "col_panel": ("nsightx._plot_layout", "col_panel"),
+    "row_panel": ("nsightx._plot_layout", "row_panel"),
     "InfoCollector": ("nsightx._collectors", "InfoCollector"),
     "CollectContext": ("nsightx._collectors", "CollectContext"),
     "ProfileResults": ("nsightx._results", "ProfileResults"),
@@ -98,6 +107,7 @@ __all__ = [
     "InfoCollector",
     "KernelCountError",
     "MeasurementError",
+    "MetricErrorType",
     "NsightxError",
     "PluginError",
     "ProfileResults",
@@ -107,18 +117,23 @@ __all__ = [
     "ResultSchemaError",
     "RunOutput",
     "Session",
+    "ThermalControlError",
     "Tool",
     "TransformError",
+    "UnknownMetricError",
     "VerbosityLevel",
     "__version__",
     "activate",
     "analyze",
     "annotate",
+    "col_panel",
     "compare",
     "deactivate",
+    "exceptions",
     "experimental",
     "get_active_tool",
     "hookimpl",
     "load",
     "load_raw",
+    "row_panel",
 ]

@@ -87,7 +87,7 @@ class InfoCollector:
             raise ConfigTypeError(f"collector {name!r}: callback must be callable, got {type(callback).__name__}")
         self.name = name
         self.callback = callback
-        self.scope = parse_scope(scope)
+        self.scope = parse_scope(scope, collector=name)
         self.legacy_args = legacy_args
 
     def __repr__(self) -> str:
@@ -105,15 +105,28 @@ class InfoCollector:
         return self.callback(*_trim_to_arity(self.callback, args))
 
 
-def parse_scope(scope: CollectionScope | str) -> CollectionScope:
-    """Turn a scope or its string value into a :class:`CollectionScope`, with a clear error."""
+def parse_scope(scope: CollectionScope | str, collector: str | None = None) -> CollectionScope:
+    """Turn a scope or its string value into a :class:`CollectionScope`, with a clear error.
+
+    Args:
+        scope: A :class:`CollectionScope` or its value (``"once"``, ``"config"``, ``"run"``, ``"annotation"``).
+        collector: The collector's name, when known (the message then starts with nsight-python's sentence for
+            a collector entry; without it, with its sentence for ``experimental.collect``).
+
+    Raises:
+        ConfigError: An unknown scope.
+    """
     if isinstance(scope, CollectionScope):
         return scope
     try:
         return CollectionScope(str(scope).lower())
     except ValueError:
         accepted = ", ".join(repr(s.value) for s in CollectionScope)
-        raise ConfigError(f"invalid collector scope {scope!r}; accepted: {accepted}") from None
+        their = (f"Invalid collection scope {scope!r}. Expected one of {accepted} or a CollectionScope."
+                 if collector is None else
+                 f"Invalid scope {scope!r} for collector {collector!r}. Expected one of "
+                 f"{sorted(s.value for s in CollectionScope)} or a CollectionScope.")
+        raise ConfigError(f"{their} Use nsightx.CollectionScope.RUN (or another member) or its value") from None
 
 
 def _trim_to_arity(callback: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -136,18 +149,26 @@ def as_collector(item: object) -> CollectorLike:
     """
     if isinstance(item, tuple):
         if len(item) != 3:
-            raise ConfigError(f"an info_collectors tuple must be (name, callable, scope); got {item!r}")
+            raise ConfigError(f"Tuple-format info collector must be (name, callback, scope); got {item!r}. "
+                              "Give three items, e.g. ('temp', read_temp, 'run')")
         name, callback, scope = item
+        if not isinstance(name, str) or not name or not callable(callback):
+            raise ConfigTypeError(
+                f"Tuple-format info collector must be (str name, callable callback, scope); got {item!r}. "
+                "The name must be a non-empty str and the callback callable")
         return InfoCollector(name, callback, scope, legacy_args=True)
     marked = getattr(item, "__nsightx_collector__", None)
     if isinstance(marked, InfoCollector):
         return marked
     if isinstance(item, CollectorLike):
-        parse_scope(item.scope)
+        parse_scope(item.scope, collector=getattr(item, "name", None))
         return item
+    their = (f"Collector function {getattr(item, '__name__', item)} is missing "
+             "@nsight.experimental.collect(scope=...) decorator" if callable(item) else
+             f"Invalid collector type: {type(item)}. Expected tuple (name, callback, scope) or decorated function.")
     raise ConfigTypeError(
-        f"info_collectors entry {item!r} is not a collector; pass an InfoCollector, a (name, callable, scope) "
-        "tuple, or a function decorated with @nsightx.experimental.collect(scope=...)"
+        f"{their.rstrip('.')}. info_collectors entry {item!r} is not a collector; pass an InfoCollector, a "
+        "(name, callable, scope) tuple, or a function decorated with @nsightx.experimental.collect(scope=...)"
     )
 
 
@@ -165,7 +186,7 @@ def collect(_func: Callable[..., Any] | None = None, *, scope: CollectionScope |
 
     def mark(func: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(func):
-            raise ConfigTypeError(f"collect() needs a callable, got {type(func).__name__}")
+            raise ConfigTypeError(f"collect can only decorate a callable; got {type(func).__name__} {func!r}")
         name = getattr(func, "__name__", type(func).__name__)
         func.__nsightx_collector__ = InfoCollector(name, func, parsed, legacy_args=True)  # type: ignore[attr-defined]
         return func

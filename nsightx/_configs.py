@@ -8,7 +8,7 @@ declaration order after the positional ones; ``*args``/``**kwargs`` stay empty.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
@@ -48,11 +48,22 @@ def shape_of(fn: Callable[..., Any]) -> FunctionShape:
     return FunctionShape(tuple(p.name for p in params), len(pos), tuple(p.default for p in params))
 
 
-def normalize(shape: FunctionShape, configs: Iterable[Any]) -> tuple[tuple[Any, ...], ...]:
-    """Return each config as a full argument tuple, or raise a ConfigError naming the problem."""
+def normalize(
+    shape: FunctionShape, configs: Iterable[Any], function: str = "function"
+) -> tuple[tuple[Any, ...], ...]:
+    """Return each config as a full argument tuple, or raise a ConfigError naming the problem.
+
+    Messages start with nsight-python's sentence for the same problem (see docs/compat.md).
+
+    Args:
+        shape: The function's parameters.
+        configs: The configs as given (a collection or a generator).
+        function: The function's name, for messages.
+    """
     if isinstance(configs, str | bytes):
         raise ConfigTypeError(f"configs must be an iterable of configs, got the str {configs!r}")
     _check_container(configs)
+    lazy = not isinstance(configs, Collection)  # a generator: nsight-python words the fit check differently
     try:
         items = list(configs)
     except TypeError:
@@ -74,12 +85,18 @@ def normalize(shape: FunctionShape, configs: Iterable[Any]) -> tuple[tuple[Any, 
     lengths = sorted({len(r) for r in rows})
     if len(lengths) > 1:
         found = [len(r) for r in rows]
-        raise ConfigError(f"all configs must have the same number of arguments; found lengths {found}")
+        raise ConfigError(
+            f"All configs must have the same number of arguments. Found lengths: {found}. Give every config "
+            "the same number of values (trailing parameters with defaults may be left out of all of them)"
+        )
     k = lengths[0]
     if not shape.required <= k <= n:
         expects = str(n) if shape.required == n else f"between {shape.required} and {n}"
         names = ", ".join(shape.names)
-        raise ConfigError(f"configs have {k} argument(s), but the function expects {expects} ({names})")
+        first = (f"Function '{function}' does not support the input configuration" if lazy else
+                 f"Configs have {k} arguments, but function expects {expects}")
+        raise ConfigError(f"{first}: each config gives {k} value(s) and {function}({names}) takes {expects}; "
+                          "give one value per parameter (trailing parameters with defaults may be left out)")
     return tuple(r + shape.defaults[k:] for r in rows)
 
 

@@ -40,13 +40,13 @@ class RunState:
         with self.lock:
             if self.open_name is not None:
                 raise AnnotationError(
-                    f"nested annotations are not supported: cannot open {name!r} while {self.open_name!r} "
-                    "is open; close the outer one first or merge the regions"
+                    f"Nested annotations are not supported. Cannot enter annotation '{name}' while another "
+                    f"annotation is active. {self.open_name!r} is open: close it first or merge the regions"
                 )
             if name in self.used:
                 raise AnnotationError(
-                    f"annotation name {name!r} was already used in this run; each region in one run needs "
-                    "its own name (e.g. add a suffix)"
+                    f"Annotation name '{name}' has already been used in this profiling run. Each annotation "
+                    "must have a unique name. Give each region of one run its own name (e.g. add a suffix)"
                 )
             self.used.add(name)
             self.open_name = name

@@ -234,7 +234,8 @@ def _normalize(out: pd.DataFrame, baseline: str) -> pd.DataFrame:
     base = out[out["Annotation"] == baseline].set_index(["Config", "Metric"])["AvgValue"]
     if base.empty:
         names = sorted(out["Annotation"].unique())
-        raise ConfigError(f"normalize_against={baseline!r} names no annotation in the result; found {names}")
+        raise ConfigError(f"Annotation '{baseline}' not found in data. normalize_against={baseline!r} names no "
+                          f"annotation in the result; found {names}")
     index = list(zip(out["Config"], out["Metric"], strict=True))
     missing = sorted({k for k in index if k not in base.index}, key=str)
     if missing:

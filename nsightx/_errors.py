@@ -1,11 +1,15 @@
 """The exception hierarchy.
 
 Every error nsightx raises derives from :class:`NsightxError`, and also from the builtin that matches its
-meaning, so ``except ValueError`` in user code keeps working. ``ProfilerException`` is an alias kept for code
-written against nsight-python.
+meaning, so ``except ValueError`` in user code keeps working. nsight-python's names (``ProfilerException``,
+``ThermalControlError``, ``MetricErrorType``, ...) are here too; :mod:`nsightx.exceptions` gathers them under
+that library's module name.
 """
 
 from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
 
 
 class NsightxError(Exception):
@@ -90,5 +94,54 @@ class ResultSchemaError(NsightxError, ValueError):
     """A saved result could not be read: unknown schema version or a damaged file."""
 
 
-class CoolingTimeoutError(NsightxError, RuntimeError):
+class ThermalControlError(NsightxError, RuntimeError):
+    """Thermal control cannot go on safely (nsight-python's base class of :class:`CoolingTimeoutError`)."""
+
+
+class CoolingTimeoutError(ThermalControlError):
     """The GPU did not cool down within ``thermal_timeout`` under ``thermal_mode="manual"``."""
+
+
+class MetricErrorType(enum.Enum):
+    """Why a metric name was refused (nsight-python's enum, with its values)."""
+
+    INVALID = "Invalid"
+    """The name is not a metric the installed ncu knows for this GPU."""
+    UNSUPPORTED = "Unsupported"
+    """The name is valid but the chosen backend cannot collect it."""
+
+
+def metrics_error_message(metrics: Sequence[str] | str, error_type: MetricErrorType) -> str:
+    """nsight-python's two sentences about refused metric names, which nsightx's metric errors start with.
+
+    Args:
+        metrics: The refused names (a list is shown as a Python list, as nsight-python shows it).
+        error_type: Invalid or unsupported.
+
+    Returns:
+        ``Invalid value ['x'] for 'metrics' parameter for nsight.analyze.kernel().``, a line break, then
+        ``Please refer ncu --query-metrics for list of supported metrics.`` (with the given type and names).
+
+    Example:
+        >>> metrics_error_message(["x"], MetricErrorType.INVALID).splitlines()[0]
+        "Invalid value ['x'] for 'metrics' parameter for nsight.analyze.kernel()."
+    """
+    shown = metrics if isinstance(metrics, str) else list(metrics)
+    return (f"{error_type.value} value {shown} for 'metrics' parameter for nsight.analyze.kernel().\n"
+            "Please refer ncu --query-metrics for list of supported metrics.")
+
+
+class UnknownMetricError(ConfigError):
+    """Metric names the installed ncu does not know for this GPU; raised before anything runs.
+
+    Attributes:
+        metrics: The unknown names, in the order given.
+        suggestions: For each unknown name, the closest names ncu knows (possibly none).
+        error_type: Always :attr:`MetricErrorType.INVALID`.
+    """
+
+    def __init__(self, message: str, *, metrics: Sequence[str], suggestions: dict[str, list[str]]) -> None:
+        super().__init__(message)
+        self.metrics = tuple(metrics)
+        self.suggestions = suggestions
+        self.error_type = MetricErrorType.INVALID

@@ -46,7 +46,7 @@ class ProfiledFunction:
         self.spec = spec
         self.shape = _configs.shape_of(fn)
         self.name = getattr(fn, "__name__", "function")
-        self.configs = None if configs is None else _configs.normalize(self.shape, configs)
+        self.configs = None if configs is None else _configs.normalize(self.shape, configs, self.name)
         check_derive_arity(spec.derive_metric, len(spec.metrics) if spec.metrics else None, len(self.shape.names))
         self._check_collector_names(collector_objects(spec))
         functools.update_wrapper(self, fn)
@@ -54,22 +54,35 @@ class ProfiledFunction:
     def _check_collector_names(self, collectors: list[CollectorLike]) -> None:
         seen: set[str] = set()
         for c in collectors:
+            if c.name in seen:
+                raise ConfigError(
+                    f"Duplicate info collector name '{c.name}'. Each collector must have a unique name (the "
+                    "function name becomes the column name). Rename one of them (InfoCollector(name, ...) or "
+                    "the function's name)"
+                )
+            seen.add(c.name)
             columns = getattr(c, "columns", None)  # optional: the keys a mapping-returning collector fills
             for col in (c.name, *(columns if isinstance(columns, tuple) else ())):
-                if col in RESERVED_COLUMNS or col in self.shape.names:
-                    raise ConfigError(
-                        f"info collector {c.name!r}: column {col!r} collides with a result column or a "
-                        f"parameter of {self.name}; rename the collector (or the parameter)"
-                    )
-            if c.name in seen:
-                raise ConfigError(f"two info collectors are named {c.name!r}; collector names must be unique")
-            seen.add(c.name)
+                self._check_collector_column(c.name, col)
+
+    def _check_collector_column(self, name: str, column: str) -> None:
+        what = "Info collector name" if column == name else f"Column '{column}' of info collector"
+        if column in RESERVED_COLUMNS:
+            raise ConfigError(
+                f"{what} '{name}' collides with a reserved profiler column. Reserved names: "
+                f"{sorted(RESERVED_COLUMNS)}. Rename the collector"
+            )
+        if column in self.shape.names:
+            raise ConfigError(
+                f"{what} '{name}' collides with a parameter of '{self.name}'. Rename the collector so it does "
+                f"not shadow a function argument column. ({self.name}'s parameters: {', '.join(self.shape.names)})"
+            )
 
     def __call__(self, *args: Any, configs: Any = None, **kwargs: Any) -> ProfileResults:
         if kwargs:
             raise ConfigError(
-                f"keyword arguments are not supported when calling a profiled function: {sorted(kwargs)}; "
-                "pass values positionally or through configs=[...]"
+                f"Keyword arguments are not supported yet: {list(kwargs)}. A profiled function takes its values "
+                f"positionally: call {self.name}(...) with positional values or {self.name}(configs=[...])"
             )
         resolved = self._resolve_configs(args, configs)
         host = default_host()
@@ -113,20 +126,23 @@ class ProfiledFunction:
                                             ("call-time configs=", configs is not None),
                                             ("positional arguments", bool(args))) if present]
         if len(given) > 1:
+            first = ("You have provided configs at decoration time and at runtime. Provide configs at decoration "
+                     "time or at runtime. " if self.configs is not None else "")
             raise ConfigError(
-                f"{self.name} got {' and '.join(given)}; give configs in exactly one place "
+                f"{first}{self.name} got {' and '.join(given)}; give configs in exactly one place "
                 "(at decoration, or configs=[...] at call time, or one config as positional arguments)"
             )
         if self.configs is not None:
             return self.configs
         if configs is not None:
-            return _configs.normalize(self.shape, configs)
+            return _configs.normalize(self.shape, configs, self.name)
         if args:
-            return _configs.normalize(self.shape, [args])
+            return _configs.normalize(self.shape, [args], self.name)
         if self.shape.required:
             raise ConfigError(
-                f"no configs for {self.name}, which requires {self.shape.required} argument(s); give configs at "
-                "decoration time (configs=[...]) or at call time"
+                "You have provided no configs. Provide configs at decoration time or at runtime. "
+                f"{self.name} requires {self.shape.required} argument(s) ({', '.join(self.shape.names)}): write "
+                f"@analyze.kernel(configs=[...]) or call {self.name}(configs=[...])"
             )
         return _configs.normalize(self.shape, [()])
 

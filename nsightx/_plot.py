@@ -65,7 +65,11 @@ class PlotOptions:
         for option, names in roles.items():
             unknown = [n for n in names if n not in params]
             if unknown:
-                raise ConfigError(f"{option}={list(names)} names {unknown}, which are not parameters of "
+                first = ""
+                if option == "x_keys":  # nsight-python checks x_keys only, against the non-panel fields
+                    fields = [p for p in params if p not in (*self.row_panels, *self.col_panels)]
+                    first = f"Field '{unknown[0]}' is not present in the DataFrame. Available fields: {fields}. "
+                raise ConfigError(f"{first}{option}={list(names)} names {unknown}, which are not parameters of "
                                   f"{function}; its parameters are {list(params)}")
 
 
@@ -144,6 +148,11 @@ def plot_options(**options: Any) -> PlotOptions:
     )
     roles = {"row_panels": opts.row_panels, "col_panels": opts.col_panels, "variant_fields": opts.variant_fields,
              "x_keys": opts.x_keys or ()}
+    overlap = sorted(set(opts.x_keys or ()) & {*opts.row_panels, *opts.col_panels, *opts.variant_fields})
+    if overlap:
+        shown = "{" + ", ".join(repr(n) for n in overlap) + "}"
+        raise ConfigError(f"x_keys cannot contain fields used in row_panels, col_panels, or variant_fields: {shown}. "
+                          "Give each parameter one role")
     owner: dict[str, str] = {}
     for option, names in roles.items():
         for n in names:
@@ -241,13 +250,13 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
         opts.check_params(inner.shape.names, inner.name)
         spec = inner.spec
         if opts.metric is None and (spec.derive_metric is not None or len(spec.metrics or ()) > 1):
-            what = (
-                "derive_metric adds metrics" if spec.derive_metric is not None
-                else f"metrics={list(spec.metrics or ())}"
-            )
+            asked = len(spec.metrics or ("",))
+            count, what = ((f"at least {asked + 1}", "derive_metric adds metrics") if spec.derive_metric is not None
+                           else (str(asked), f"metrics={list(spec.metrics or ())}"))
             raise ConfigError(
-                f"analyze.plot on {inner.name}: the result will hold several metrics ({what}) and a plot shows "
-                "one; pass metric=<name> to analyze.plot"
+                f"Cannot visualize multiple metrics ({count} > 1) with the @nsight.analyze.plot decorator. "
+                f"Please specify a metric to plot. analyze.plot on {inner.name}: the result will hold several "
+                f"metrics ({what}) and a plot shows one; pass metric=<name> to analyze.plot"
             )
 
         @functools.wraps(profiled)

@@ -25,6 +25,28 @@ if TYPE_CHECKING:
     from nsightx._plot import PlotOptions
 
 
+class row_panel:
+    """nsight-python's ``row_panel``: an empty marker class, kept so code that imports it runs unchanged.
+
+    In nsight-python it is exported from the top-level package and used nowhere; nsightx gives it the same
+    meaning (none). Subplot rows are chosen with ``analyze.plot(row_panels=[...])``: each distinct value of the
+    named parameters gets a row of panels (see :func:`build`).
+
+    Example:
+        >>> import nsightx as nsight
+        >>> isinstance(nsight.row_panel(), nsight.row_panel)
+        True
+    """
+
+
+class col_panel:
+    """nsight-python's ``col_panel``: an empty marker class, kept so code that imports it runs unchanged.
+
+    As with :class:`row_panel`, nothing reads it; subplot columns are chosen with
+    ``analyze.plot(col_panels=[...])``.
+    """
+
+
 @dataclass
 class Point:
     """One plotted value with its confidence interval (NaN bounds: no interval, e.g. a single run)."""
@@ -108,11 +130,17 @@ def pick_metric(frame: pd.DataFrame, metric: str | None) -> str:
     if metric is None:
         if len(found) == 1:
             return str(found[0])
+        if not found:
+            raise ConfigError("No metrics found in the profile results. Please ensure that the profiler is "
+                              "configured correctly. The frame has no rows to plot.")
         raise ConfigError(
-            f"the result has {len(found)} metrics {found}; a plot shows one: pass metric=<one of them>"
+            f"Cannot visualize multiple metrics ({len(found)} > 1) with the @nsight.analyze.plot decorator. "
+            f"Please specify a metric to plot. The metrics found are: {found}. A plot shows one: pass "
+            "metric=<one of them>"
         )
     if metric not in found:
-        raise ConfigError(f"metric {metric!r} is not in the result; its metrics are {found}")
+        raise ConfigError(f"Metric '{metric}' not found in the profile results. Please check the metric name and "
+                          f"try again. The metrics found are: {found}. Pass metric=<one of them>")
     return metric
 
 

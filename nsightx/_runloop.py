@@ -103,8 +103,8 @@ class _Collectors:
             if key not in self._warned:
                 self._warned.add(key)
                 warnings.warn(
-                    f"info collector {c.name!r} ({ctx.scope.value}) raised {type(e).__name__}: {e}; "
-                    "its column is empty where it failed",
+                    f"Info collector '{c.name}' ({ctx.scope.value} scope) raised {type(e).__name__}: {e}. Its "
+                    "column will be None for failed runs. (nsightx warns once per collector and scope.)",
                     RuntimeWarning,
                     stacklevel=4,
                 )
@@ -266,8 +266,9 @@ def _call_user(plan: Plan, config: int) -> None:
     result = plan.function(*plan.configs[config])
     if result is not None:
         warnings.warn(
-            f"{plan.function_name} returned {type(result).__name__}; the return value of a profiled function "
-            "is ignored (the decorated call returns ProfileResults)",
+            f"Function '{plan.function_name}' returns a value, but the return value for a function which is "
+            "decorated with nsight.analyze.kernel is ignored and instead the ProfileResults object is returned. "
+            f"(It returned {type(result).__name__}; keep what you need in an undecorated helper.)",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -277,6 +278,6 @@ def _check_baseline(plan: Plan, seen: set[str]) -> None:
     if plan.normalize_against not in seen:
         names = ", ".join(sorted(seen)) or "none"
         raise ConfigError(
-            f"normalize_against={plan.normalize_against!r} names no annotation of {plan.function_name}; "
-            f"the first run opened: {names}"
+            f"Annotation '{plan.normalize_against}' not found in data. normalize_against="
+            f"{plan.normalize_against!r} names no annotation of {plan.function_name}; the first run opened: {names}"
         )

@@ -81,13 +81,24 @@ class ProfileSpec(Frozen):
     """Backend-specific options, passed through to the backend."""
 
 
+_THEIR_CHOICE_SENTENCE = {
+    "cache_control": "cache_control must be 'none', or 'all'",
+    "clock_control": "clock_control must be 'none', or 'base'",
+    "replay_mode": "replay_mode must be 'kernel', or 'range'",
+}
+"""nsight-python's sentence for a bad value of these options; nsightx's message starts with it."""
+
+
 def _choice(option: str, value: object, accepted: Sequence[str], allow_none: bool = True) -> str | None:
     if value is None and allow_none:
         return None
     if isinstance(value, str) and value.lower() in accepted:
         return value.lower()
     names = " or ".join(repr(a) for a in accepted)
-    raise ConfigError(f"invalid {option} {value!r}; expected {names}")
+    their = _THEIR_CHOICE_SENTENCE.get(option)
+    if their is None:
+        raise ConfigError(f"invalid {option} {value!r}; expected {names}")
+    raise ConfigError(f"{their}; got {value!r}. nsightx accepts {names}")
 
 
 def _int(option: str, value: object, minimum: int, allow_none: bool = False) -> int | None:
@@ -118,8 +129,16 @@ def _callable(option: str, value: object) -> Callable[..., Any] | None:
     if value is None:
         return None
     if not callable(value):
-        raise ConfigTypeError(f"{option} must be callable, got {type(value).__name__} {value!r}")
+        their = _THEIR_CALLABLE_SENTENCE.get(option, f"{option} must be callable")
+        raise ConfigTypeError(f"{their}; got {type(value).__name__} {value!r}")
     return value
+
+
+_THEIR_CALLABLE_SENTENCE = {
+    "derive_metric": "derive_metric must be a callable function",
+    "combine_kernel_metrics": "Profiler error: combine_kernel_metrics must be a binary function",
+}
+"""nsight-python's sentence when these options are not callable (or, for the reducer, not binary)."""
 
 
 def _check_reducer(fn: Callable[..., Any] | None) -> None:
@@ -133,7 +152,8 @@ def _check_reducer(fn: Callable[..., Any] | None) -> None:
         sig.bind(0.0, 0.0)
     except TypeError:
         raise ConfigError(
-            f"combine_kernel_metrics={fn!r} must accept two values (a, b) and return one; its signature is {sig}"
+            f"{_THEIR_CALLABLE_SENTENCE['combine_kernel_metrics']}: combine_kernel_metrics={fn!r} must accept two "
+            f"values (a, b) and return one; its signature is {sig}"
         ) from None
 
 
@@ -149,8 +169,9 @@ def check_derive_arity(fn: Callable[..., Any] | None, n_metrics: int | None, n_p
         sig.bind(*([0.0] * (n_metrics + n_params)))
     except TypeError:
         raise ConfigError(
-            f"derive_metric {getattr(fn, '__name__', fn)!r} must accept {n_metrics + n_params} positional "
-            f"arguments ({n_metrics} metric value(s) then {n_params} config argument(s)); its signature is {sig}"
+            f"derive_metric expects {n_metrics + n_params} parameters ({n_metrics} metric values + {n_params} "
+            f"configs), but has {len(sig.parameters)} parameters. derive_metric {getattr(fn, '__name__', fn)!r} "
+            f"must accept the metric values then the config arguments, positionally; its signature is {sig}"
         ) from None
 
 
@@ -204,10 +225,13 @@ def build_spec(**options: Any) -> ProfileSpec:
             raise ConfigError(f"metrics lists {dupes} more than once")
     thermal_wait = _int("thermal_wait", options.get("thermal_wait"), 0, allow_none=True)
     thermal_cont = _int("thermal_cont", options.get("thermal_cont"), 0, allow_none=True)
-    if (thermal_cont if thermal_cont is not None else 20) <= (thermal_wait if thermal_wait is not None else 10):
+    cont = thermal_cont if thermal_cont is not None else 20
+    wait = thermal_wait if thermal_wait is not None else 10
+    if cont <= wait:
         raise ConfigError(
-            f"thermal_cont ({thermal_cont if thermal_cont is not None else 20} °C) must be greater than "
-            f"thermal_wait ({thermal_wait if thermal_wait is not None else 10} °C)"
+            f"Invalid thermal control parameters: thermal_cont ({cont}°C) must be greater than thermal_wait "
+            f"({wait}°C). thermal_cont is the target thermal headroom after cooling, thermal_wait is the "
+            "threshold that triggers cooling. (Left out, thermal_wait is 10 and thermal_cont 20.)"
         )
     verbosity = options.get("verbosity", VerbosityLevel.INFO)
     try:

@@ -227,6 +227,8 @@ class ThermalGuard:
     def _on_timeout(self, reading: ThermalReading, seconds: float) -> None:
         if self.mode == "manual":
             raise CoolingTimeoutError(
+                f"Timeout after {self.timeout:g}s. Cannot reach thermal_cont={self.cont:g}°C (current thermal "
+                f"headroom: {reading.headroom_c:g}°C). "
                 f"{reading.device or 'the GPU'} did not cool to {self.cont:g} °C of headroom within "
                 f"thermal_timeout={self.timeout:g} s: it is at {reading.temperature_c:g} °C, "
                 f"{reading.headroom_c:g} °C below its slowdown temperature {reading.slowdown_c:g} °C; raise "
@@ -301,6 +303,7 @@ def _plugin_source(device: int | str | None) -> TemperatureSource | None:
         source, reason = None, f"the temperature source failed: {type(e).__name__}: {e}"
     if source is None and reason not in _warned_no_source:
         _warned_no_source.add(reason)
-        warnings.warn(f"thermal control is on but {reason}; runs are not paused for cooling. "
+        warnings.warn(f"Nsight Python Thermovision is not supported on this machine: thermal control is on but "
+                      f"{reason}; runs are not paused for cooling. "
                       "Pass thermal_mode='off' to silence this.", RuntimeWarning, stacklevel=4)
     return source

@@ -113,13 +113,17 @@ def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -
     if combine is None:
         names = "\n".join(f"  {r.seq}: {r.kernel}" for r in recs)
         raise KernelCountError(
-            f"region {first.annotation!r} launched {len(recs)} kernels in config {first.config}, run "
-            f"{first.run} (metric {first.metric}), and nsightx reports one value per region.\n"
-            "Fix it with one of:\n"
-            "  - combine_kernel_metrics=operator.add (sum) or max, or any function (a, b) -> value\n"
-            "  - ignore_kernel_list=[...] to drop helper kernels\n"
-            "  - replay_mode='range' on the ncu backend, to measure the region as a whole\n"
-            f"Kernels:\n{names}"
+            f"More than one (total={len(recs)}) kernel is launched within the {first.annotation} annotation.\n"
+            "We expect one kernel per annotation.\n"
+            f"nsightx counted them in config {first.config}, run {first.run} (metric {first.metric}); it reports "
+            "one value per region.\n"
+            "Try one of the following solutions:\n"
+            "  - Use `combine_kernel_metrics = lambda x, y: ...` (or operator.add, max: any function (a, b) -> "
+            "value) to combine the metrics of multiple kernels\n"
+            "  - Add some of the kernels to the ignore_kernel_list\n"
+            "  - Use `replay_mode='range'` (ncu backend) to profile the entire annotated range instead of "
+            "individual kernels\n"
+            f"Kernels are:\n{names}"
         )
     try:
         value = functools.reduce(combine, (r.value for r in recs))
@@ -213,8 +217,10 @@ def derive(
                 )
             if unit is None and not warned:
                 warned = True
-                warnings.warn(f"derived metric {metric!r} has no unit; return (value, unit) to set one",
-                              UserWarning, stacklevel=3)
+                warnings.warn(
+                    f"Derived metric '{metric}' does not have a unit specified. Return a tuple (value, unit) "
+                    "instead of just the value. np.nan will be added to the 'Unit' column in the dataframe. "
+                    "(nsightx warns once per call.)", UserWarning, stacklevel=3)
             out.append(RunValue(annotation=ann, config=cfg, run=run_i, metric=metric,
                                                 value=value, unit=unit, kernel=kernel))
     return out

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from nsightx._collectors import collect
+from nsightx._enums import CollectionScope
 
-__all__ = ["collect"]
+__all__ = ["CollectionScope", "collect"]

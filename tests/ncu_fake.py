@@ -18,7 +18,7 @@ FAKE = FIXTURES / "fake_ncu.py"
 ONE_METRIC = FIXTURES / "one_metric.ncu-rep"
 """A report of annotation ``scale`` over configs (1,), (2,) with runs=2 (what :func:`make_plan` describes)."""
 ROOT = Path(__file__).parent.parent
-FAKE_VARS = ("FAKE_NCU_EXIT", "FAKE_NCU_SAY", "FAKE_NCU_REPORT", "FAKE_NCU_PASSES")
+FAKE_VARS = ("FAKE_NCU_EXIT", "FAKE_NCU_SAY", "FAKE_NCU_REPORT", "FAKE_NCU_PASSES", "FAKE_NCU_QUERY_LOG")
 
 
 def use_fake_ncu(monkeypatch: Any, tmp_path: Path) -> None:
@@ -32,6 +32,7 @@ def use_fake_ncu(monkeypatch: Any, tmp_path: Path) -> None:
     monkeypatch.setenv("NSIGHTX_NCU", str(wrapper))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     monkeypatch.setattr(_backend._locate, "STANDARD_GLOBS", ())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the metric-name cache stays in the test
     for var in FAKE_VARS:
         monkeypatch.delenv(var, raising=False)
 

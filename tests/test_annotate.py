@@ -45,7 +45,7 @@ def test_nested_annotation_is_error(plugin_host):
         with nsightx.annotate("outer"), nsightx.annotate("inner"):
             pass
 
-    with pytest.raises(AnnotationError, match="nested annotations") as info:
+    with pytest.raises(AnnotationError, match="Nested annotations are not supported") as info:
         profile(f)
     assert isinstance(info.value, ValueError)
 
@@ -56,7 +56,7 @@ def test_reused_name_in_one_run_is_error(plugin_host):
             with nsightx.annotate("same"):
                 pass
 
-    with pytest.raises(AnnotationError, match="already used in this run"):
+    with pytest.raises(AnnotationError, match="has already been used in this profiling run"):
         profile(f)
 
 

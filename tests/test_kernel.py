@@ -120,7 +120,7 @@ def test_warmup_runs_are_discarded(plugin_host):
         ({"configs": [(1, 2, 3)]}, {}, "expects between 1 and 2"),
         ({"configs": [(1,)]}, {"configs": [(2,)]}, "exactly one place"),
         ({"configs": [(1,)]}, {"args": (2,)}, "exactly one place"),
-        ({"configs": [(1,)]}, {"kwargs": {"n": 3}}, "keyword arguments are not supported"),
+        ({"configs": [(1,)]}, {"kwargs": {"n": 3}}, "Keyword arguments are not supported yet"),
     ],
 )
 def test_config_errors_before_any_run(plugin_host, decoration, call, message):
@@ -194,7 +194,7 @@ def test_derive_metric_scalar_tuple_and_mapping(plugin_host):
         with nsightx.annotate("a"):
             pass
 
-    with pytest.warns(UserWarning, match="no unit"):
+    with pytest.warns(UserWarning, match="does not have a unit specified"):
         df = f().to_dataframe()
     units = dict(zip(df["Metric"], df["Unit"], strict=True))
     assert units["host__time_duration.sum"] == "ns" and units["per_n"] == "ns/item"

@@ -35,7 +35,7 @@ def test_default_command_is_exact():
         "--force-overwrite",
         "--target-processes", "all",
         "--nvtx",
-        "--nvtx-include", "regex:nsightx@.+/",
+        "--nvtx-include", "regex:nsightx@.+",  # process-wide start/end ranges (no trailing '/')
         "--replay-mode", "kernel",
         "--cache-control", "all",
         "--clock-control", "none",
@@ -85,10 +85,10 @@ def test_set_and_sections():
     assert opts.deep and not NcuOptions().deep
 
 
-def test_extra_args_verbose_and_start_end_filter():
-    opts = NcuOptions(ncu_extra_args=("--launch-skip", "2"), ncu_nvtx_ranges="start_end")
+def test_extra_args_verbose_and_push_pop_filter():
+    opts = NcuOptions(ncu_extra_args=("--launch-skip", "2"), ncu_nvtx_ranges="push_pop")
     cmd = build(options=opts, verbose=True)
-    assert value_of(cmd, "--nvtx-include") == "regex:nsightx@.+"
+    assert value_of(cmd, "--nvtx-include") == "regex:nsightx@.+/"
     assert "--verbose" in cmd
     assert cmd[-len(APP) - 2:-len(APP)] == ["--launch-skip", "2"]
 
@@ -141,3 +141,5 @@ def test_range_name_is_readable_and_foreign_names_are_ignored():
 def test_nvtx_filter_kinds():
     assert nvtx_filter("push_pop") == "regex:nsightx@.+/"
     assert nvtx_filter("start_end") == "regex:nsightx@.+"
+    assert nvtx_filter() == nvtx_filter("start_end")
+    assert NcuOptions().ncu_nvtx_ranges == "start_end"

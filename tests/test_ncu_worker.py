@@ -8,6 +8,7 @@ cloudpickled plan and NVTX session); with ``FAKE_NCU_REPORT`` it copies a report
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -118,12 +119,12 @@ def test_unpicklable_plan_is_reported():
 
 
 def test_private_folder_is_0700_and_report_goes_to_output_dir(tmp_path):
-    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path / "out", output_tag="f-0")
+    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path / "out", output_tag="f-0", function_name="f")
     art = make_artifacts(plan)
     try:
         assert stat.S_IMODE(os.stat(art.private).st_mode) == 0o700
-        assert art.report == tmp_path / "out" / "ncu-f-0.ncu-rep"
-        assert art.log == tmp_path / "out" / "ncu-f-0.log"
+        assert art.report == tmp_path / "out" / "ncu-output-f-0.ncu-rep"
+        assert art.log == tmp_path / "out" / "ncu-output-f-0.log"
         assert art.payload.parent == art.private
     finally:
         art.private.rmdir()
@@ -217,10 +218,116 @@ def test_measured_sm_clock_reaches_the_row(monkeypatch, tmp_path):
 
 
 def test_report_name_starts_with_the_output_prefix_stem(tmp_path):
-    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path, output_tag="f-0", output_stem="exp1_")
+    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path, output_tag="f-0", output_stem="exp1_",
+                     function_name="f")
     art = make_artifacts(plan)
     try:
-        assert art.report == tmp_path / "exp1_ncu-f-0.ncu-rep"
-        assert art.log == tmp_path / "exp1_ncu-f-0.log"
+        assert art.report == tmp_path / "exp1_ncu-output-f-0.ncu-rep"
+        assert art.log == tmp_path / "exp1_ncu-output-f-0.log"
     finally:
         art.private.rmdir()
+
+
+def test_worker_opens_process_wide_start_end_ranges_by_default(monkeypatch):
+    import nvtx
+    from nsightx_ncu import _worker
+
+    calls = []
+    monkeypatch.setattr(nvtx, "start_range", lambda message, domain: calls.append(("start", message, domain)) or 7)
+    monkeypatch.setattr(nvtx, "end_range", lambda rid: calls.append(("end", rid)))
+    monkeypatch.setattr(nvtx, "push_range", lambda **kw: calls.append(("push", kw)))
+    session = _worker.NvtxSession(*_worker.nvtx_callables("start_end"))
+    from nsightx._records import RegionId
+
+    session.region_enter(RegionId("warm", 0, -1))  # warm-up: no range
+    session.region_exit(RegionId("warm", 0, -1), False)
+    session.region_enter(RegionId("a", 0, 1))
+    session.region_exit(RegionId("a", 0, 1), False)
+    assert calls == [("start", "a|config=0|run=1", "nsightx"), ("end", 7)]
+    with pytest.raises(ValueError, match="'start_end' or 'push_pop'"):
+        _worker.nvtx_callables("both")
+
+
+def test_default_start_end_path_end_to_end_with_a_captured_report(monkeypatch):
+    """The report captured on the H200 with start/end ranges is attributed run by run through the real worker."""
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(FIXTURES / "start_end.ncu-rep"))
+
+    def scale(n):
+        with nsightx.annotate("scale"):
+            pass
+
+    sink = RunSink()
+    env = NcuBackend().execute(make_plan(scale, ((1,),)), sink)
+    cmd = shlex.split(str(env["ncu_command"]))
+    assert cmd[cmd.index("--nvtx-include") + 1] == "regex:nsightx@.+"
+    assert [(r.config, r.run) for r in sink.runs] == [(0, 0), (0, 1)]
+    assert [r.regions[0].attributes["kernel_count"] for r in sink.runs] == [1, 1]
+    assert all(len(r.records) == 1 and r.records[0].value > 0 for r in sink.runs)
+
+
+def test_report_names_are_nsight_pythons_and_never_overwrite(tmp_path):
+    """``<prefix>ncu-output-<function>-<n>``; a taken name (report or log) moves on to the next free n."""
+    (tmp_path / "exp1_ncu-output-f-0.ncu-rep").write_text("someone else's report")
+    (tmp_path / "exp1_ncu-output-f-1.log").write_text("someone else's log")
+    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path, output_tag="f-0", output_stem="exp1_",
+                     function_name="f")
+    first, second = make_artifacts(plan), make_artifacts(plan)  # the second call is refused the claimed name
+    try:
+        assert (first.report.name, first.log.name) == ("exp1_ncu-output-f-2.ncu-rep", "exp1_ncu-output-f-2.log")
+        assert second.report.name == "exp1_ncu-output-f-3.ncu-rep"
+        assert first.log.exists() and not first.report.exists()  # the claim is the exclusively created log
+        assert (tmp_path / "exp1_ncu-output-f-0.ncu-rep").read_text() == "someone else's report"
+        assert (tmp_path / "exp1_ncu-output-f-1.log").read_text() == "someone else's log"
+    finally:
+        first.private.rmdir()
+        second.private.rmdir()
+
+
+def test_claims_from_many_threads_never_collide(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nsightx_ncu._backend import reserve_name
+
+    with ThreadPoolExecutor(8) as pool:
+        names = list(pool.map(lambda _: reserve_name(tmp_path, "ncu-output-f", 0)[0].name, range(32)))
+    assert sorted(names, key=lambda n: int(n.removesuffix(".ncu-rep").rsplit("-", 1)[1])) == [
+        f"ncu-output-f-{n}.ncu-rep" for n in range(32)]
+
+
+def test_names_written_are_in_the_environment_and_the_info_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(FIXTURES / "start_end.ncu-rep"))
+    out = tmp_path / "out"
+
+    @nsightx.analyze.kernel(runs=2, backend="ncu", output_prefix=f"{out}/exp1_", clock_control="none",
+                            thermal_mode="off", info_collectors=[])
+    def scale():
+        with nsightx.annotate("scale"):
+            pass
+
+    (out).mkdir()
+    (out / "exp1_ncu-output-scale-0.ncu-rep").write_text("kept")  # e.g. from an nsight-python run
+    envs = [scale().environment for _ in range(2)]
+    reports = [Path(str(e["ncu_report"])).name for e in envs]
+    logs = [Path(str(e["ncu_log"])).name for e in envs]
+    assert reports == ["exp1_ncu-output-scale-1.ncu-rep", "exp1_ncu-output-scale-2.ncu-rep"]
+    assert logs == ["exp1_ncu-output-scale-1.log", "exp1_ncu-output-scale-2.log"]
+    assert all(Path(str(e["ncu_report"])).stat().st_size > 1000 and Path(str(e["ncu_log"])).is_file() for e in envs)
+    assert (out / "exp1_ncu-output-scale-0.ncu-rep").read_text() == "kept"
+    err = capsys.readouterr().err
+    for e in envs:
+        assert f"nsightx: scale: ncu report {e['ncu_report']}, log {e['ncu_log']}" in err
+
+
+def test_a_call_that_never_started_ncu_gives_its_claim_back(tmp_path):
+    import threading
+
+    lock = threading.Lock()
+
+    def work(n):
+        with lock:
+            pass
+
+    plan = make_plan(work, ((1,),), output_dir=tmp_path / "out", output_tag="work-0")
+    with pytest.raises(nsightx.MeasurementError, match="cannot be pickled"):
+        NcuBackend().execute(plan, RunSink())
+    assert list((tmp_path / "out").iterdir()) == []

@@ -162,7 +162,7 @@ def test_several_metrics_need_metric(plugin_host, tmp_path):
     with pytest.raises(ConfigError, match="pass metric=") as e:
         res.plot(str(tmp_path / "x.png"))
     assert "host__time_duration.sum" in str(e.value) and "<lambda>" in str(e.value)
-    with pytest.raises(ConfigError, match="'nope' is not in the result"):
+    with pytest.raises(ConfigError, match="Metric 'nope' not found in the profile results"):
         res.plot(str(tmp_path / "x.png"), metric="nope")
     res.plot(str(tmp_path / "x.png"), metric="<lambda>")
     assert (tmp_path / "x.png").exists()

@@ -36,13 +36,19 @@ from typing import Any, ClassVar
 
 from nsightx._backend import Availability, Backend, Capabilities
 from nsightx._enums import VerbosityLevel
-from nsightx._errors import BackendUnavailableError, CounterPermissionError, MeasurementError
+from nsightx._errors import (
+    BackendUnavailableError,
+    CounterPermissionError,
+    MeasurementError,
+    MetricErrorType,
+    metrics_error_message,
+)
 from nsightx._plan import Plan, ThermalSettings
 from nsightx._progress import Progress
 from nsightx._records import Scalar
 from nsightx._sink import RunSink, read_raw
 from nsightx._thermal import make_guard
-from nsightx_ncu import _locate
+from nsightx_ncu import _locate, _metrics
 from nsightx_ncu._channel import ENV_CHANNEL
 from nsightx_ncu._command import NcuOptions, build_command, check_metrics
 from nsightx_ncu._payload import dump_plan
@@ -55,6 +61,9 @@ LOG_TAIL_LINES = 40
 """Lines of the ncu log quoted in error messages."""
 
 RANGE_UNSUPPORTED = "RecordStatusUnsupportedApi"
+
+PROFILING_FAILED = "PROFILING FAILED \nErrors:\n"
+"""How nsight-python's message for a failed ncu run starts (sic: the space before the line break)."""
 
 PERMISSION_HELP = (
     "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): the NVIDIA driver lets only "
@@ -103,22 +112,62 @@ class Artifacts:
         return self.private / "actions.json"
 
 
+REPORT_KIND = "ncu-output"
+"""Report and log names are nsight-python's: ``<output_prefix>ncu-output-<function>-<n>.ncu-rep`` and ``.log``."""
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _first_index(plan: Plan) -> int:
+    """``n`` of the call's output tag ``<function>-<n>`` (0 when the tag carries none, e.g. without a prefix)."""
+    head, _, tail = plan.output_tag.rpartition("-")
+    return int(tail) if head == plan.function_name and tail.isdigit() else 0
+
+
+def reserve_name(folder: Path, base: str, first: int) -> tuple[Path, Path]:
+    """Claim ``<base>-<n>.ncu-rep`` and ``.log`` for the first free ``n`` from ``first``; never reuse a name.
+
+    The claim is the exclusive creation of the (empty) log, which ncu's output then fills: two calls, in this
+    process or another, can never get the same ``n``. A number whose report or log already exists is skipped.
+
+    Args:
+        folder: Where the files go.
+        base: The name before ``-<n>``, e.g. ``exp1_ncu-output-scale``.
+        first: The first ``n`` tried.
+
+    Returns:
+        ``(report, log)`` paths.
+    """
+    n = first
+    while True:
+        report, log = folder / f"{base}-{n}.ncu-rep", folder / f"{base}-{n}.log"
+        if not report.exists():
+            try:
+                os.close(os.open(log, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                return report, log
+            except FileExistsError:
+                pass
+        n += 1
+
+
 def make_artifacts(plan: Plan) -> Artifacts:
-    """Create the private folder and choose report and log paths (in ``output_dir`` when one is set)."""
+    """Create the private folder and claim report and log names (in ``output_dir`` when one is set).
+
+    The names are nsight-python's, ``<stem>ncu-output-<function>-<n>``, where ``<stem>`` is ``output_prefix``'s
+    file part and ``n`` starts at the call's number (``<function>-<n>`` of the plan's output tag) and moves on to
+    the next free one if a file of that name exists.
+    """
     private = Path(tempfile.mkdtemp(prefix="nsightx-ncu-"))
     os.chmod(private, 0o700)
-    tag = plan.output_tag or plan.function_name or "profile"
-    tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in tag)
     where = private
     if plan.output_dir is not None:
         where = Path(plan.output_dir)
         where.mkdir(parents=True, exist_ok=True)
-    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in plan.output_stem)
-    name, n = f"{stem}ncu-{tag}", 0
-    while (where / f"{name}.ncu-rep").exists() or (where / f"{name}.log").exists():
-        n += 1  # another call already wrote this name: never overwrite it
-        name = f"{stem}ncu-{tag}-{n}"
-    return Artifacts(private=private, report=where / f"{name}.ncu-rep", log=where / f"{name}.log")
+    function = _safe(plan.function_name or "profile")
+    report, log = reserve_name(where, f"{_safe(plan.output_stem)}{REPORT_KIND}-{function}", _first_index(plan))
+    return Artifacts(private=private, report=report, log=log)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -156,7 +205,7 @@ class NcuBackend(Backend):
 
     ``backend_options`` keys (all optional): ``ncu_set`` (``--set``), ``ncu_sections`` (``--section`` each),
     ``ncu_extra_args`` (verbatim ncu arguments), ``ncu_path`` (ncu binary to use), ``ncu_keep_report``,
-    ``ncu_timeout_s`` and ``ncu_nvtx_ranges`` (``push_pop`` or ``start_end``); see
+    ``ncu_timeout_s`` and ``ncu_nvtx_ranges`` (``start_end``, the default, or ``push_pop``); see
     :class:`~nsightx_ncu._command.NcuOptions`.
 
     Example:
@@ -212,11 +261,35 @@ class NcuBackend(Backend):
     def validate(self, plan: Plan) -> None:
         """Check ``backend_options`` and metric names before anything runs.
 
+        Metric names other than the default are checked against the names the installed ncu lists for the GPU
+        (see :mod:`nsightx_ncu._metrics`), unless ``ncu_check_metrics`` is ``False``.
+
         Raises:
             ConfigError: An unknown option, a bad value or a metric name ncu cannot take.
+            UnknownMetricError: A metric name the installed ncu does not know (a ``ConfigError``); the message
+                starts with nsight-python's ``Invalid value [...] for 'metrics' parameter ...`` and names near
+                matches.
         """
-        NcuOptions.from_mapping(plan.backend_options)
-        check_metrics(plan.metrics)
+        options = NcuOptions.from_mapping(plan.backend_options)
+        metrics = check_metrics(plan.metrics)
+        asked = [m for m in metrics if m not in self.capabilities.default_metrics]
+        if options.ncu_check_metrics and asked:
+            self._check_known_metrics(asked, options, plan)
+
+    @staticmethod
+    def _check_known_metrics(asked: list[str], options: NcuOptions, plan: Plan) -> None:
+        try:
+            if options.ncu_path:
+                install: _locate.NcuInstall | None = _locate.require_ncu(explicit=options.ncu_path)
+            else:
+                install = _cached_search(os.environ.get("PATH", ""), os.environ.get(_locate.ENV_VAR, "")).install
+        except BackendUnavailableError:
+            return  # execute() says what is missing
+        if install is None:
+            return
+        known, gpu = _metrics.load_known(install.path, install.version_string, plan.device or 0)
+        if known is not None:
+            _metrics.check_known(asked, known, ncu_version=install.version_string, gpu=gpu)
 
     def execute(self, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
         """Run ``plan`` under ncu in a worker and write each run's records to ``sink``.
@@ -267,6 +340,9 @@ class NcuBackend(Backend):
             env["ncu_report"] = None
         if not art.log.exists():
             env["ncu_log"] = None
+        if plan.verbosity >= VerbosityLevel.INFO and env["ncu_report"] is not None:
+            print(f"nsightx: {plan.function_name}: ncu report {env['ncu_report']}, log {env['ncu_log']}",
+                  file=sys.stderr)
         return env
 
     def _execute(
@@ -279,6 +355,7 @@ class NcuBackend(Backend):
                                           thermal=ThermalSettings(mode="off"))
         art.payload.write_bytes(dump_plan(worker_plan))
         progress = Progress(plan)
+        progress.label = f"{plan.function_name} -> {art.report.name}"
         requests = WorkerRequests(plan, guard, progress)
         debug = plan.verbosity >= VerbosityLevel.DEBUG
         with listening(art.private) as (listener, channel):
@@ -374,21 +451,24 @@ class NcuBackend(Backend):
         if outcome.returncode != 0:
             after = (f"after config {done[-1].config} run {done[-1].run}" if done else "before the first run")
             raise MeasurementError(
-                f"ncu exited with {_status(outcome.returncode)} {after} (an ncu error, an invalid metric, or a "
-                f"crash of the worker); {kept}.{where}")
+                f"{PROFILING_FAILED}ncu exited with {_status(outcome.returncode)} {after} (an ncu error, an "
+                f"invalid metric, or a crash of the worker); {kept}.{where}")
         if read_problem:
             raise MeasurementError(f"{read_problem}{where}")
         if not art.report.exists():
-            raise MeasurementError(f"ncu finished but wrote no report at {art.report}.{where}")
+            raise MeasurementError(f"No NVIDIA Nsight Compute report found. ncu finished but wrote no report at "
+                                   f"{art.report}.{where}")
         if missing:
             raise MeasurementError(
+                f"{metrics_error_message(missing, MetricErrorType.INVALID)}\n"
                 f"ncu returned no value for metric(s) {missing} in any of the {merged.profiled} profiled "
                 "kernel(s): the name is not a metric ncu knows for this GPU. List the metrics with "
                 f"`ncu --query-metrics` (base names; add a suffix such as .sum, .avg or .max).{where}")
         regions = sum(len(r.regions) for r in done)
         if regions and merged.profiled == 0:
             raise MeasurementError(
-                f"ncu profiled no kernel inside the {regions} annotated region(s) of {plan.function_name}: "
+                f"No kernels were profiled: ncu profiled no kernel inside the {regions} annotated region(s) of "
+                f"{plan.function_name}: "
                 "either no region launched GPU work or the NVTX ranges were not seen (is the nvtx package "
                 f"working in the worker?).{where}")
 
@@ -396,6 +476,8 @@ class NcuBackend(Backend):
     def _cleanup(art: Artifacts, options: NcuOptions, plan: Plan) -> None:
         for path in (art.payload, art.spec, art.runs, art.error, art.actions):
             path.unlink(missing_ok=True)
+        if not art.report.exists() and art.log.exists() and art.log.stat().st_size == 0:
+            art.log.unlink()  # the name was claimed but ncu never started: give it back
         if not options.ncu_keep_report and plan.output_dir is None:
             shutil.rmtree(art.private, ignore_errors=True)
         elif not any(art.private.iterdir()):

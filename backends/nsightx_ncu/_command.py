@@ -46,8 +46,14 @@ class NcuOptions(Frozen):
     """Keep the ``.ncu-rep`` and the log; with ``False`` they are deleted once parsed (temp folder only)."""
     ncu_timeout_s: float | None = Field(default=None, gt=0)
     """Kill ncu (and the worker) after this many seconds; ``None`` waits for ever."""
-    ncu_nvtx_ranges: Literal["push_pop", "start_end"] = "push_pop"
-    """NVTX range kind marking regions: per-thread push/pop ranges, or process-wide start/end ranges."""
+    ncu_check_metrics: bool = True
+    """Check ``metrics`` against the names the installed ncu lists for the GPU before anything runs (asked once
+    per ncu version and GPU, then cached); ``False`` leaves the names to ncu."""
+    ncu_nvtx_ranges: Literal["start_end", "push_pop"] = "start_end"
+    """NVTX range kind marking regions. ``start_end`` (default): process-wide ranges, so kernels that any thread
+    launches while a region is open are profiled (autograd's backward threads, a ``threading.Thread``), as the
+    cupti backend counts them. ``push_pop``: per-thread ranges, counting only the kernels of the thread that opened
+    the region (for a process whose other threads launch unrelated GPU work meanwhile)."""
 
     @field_validator("ncu_set")
     @classmethod
@@ -157,10 +163,16 @@ def parse_range_name(name: str) -> RegionId | None:
     return RegionId(annotation=unquote(parts[0]), config=config, run=run)
 
 
-def nvtx_filter(kind: str = "push_pop") -> str:
+def nvtx_filter(kind: str = "start_end") -> str:
     """The ``--nvtx-include`` expression selecting every range of the nsightx domain.
 
-    Push/pop ranges end with ``/`` in ncu's filter syntax; start/end ranges do not.
+    In ncu's filter syntax an expression ending with ``/`` selects push/pop (per-thread) ranges, one without it
+    start/end (process-wide) ranges; ``<domain>@`` picks the domain and ``regex:`` makes the range name a regular
+    expression.
+
+    Example:
+        >>> nvtx_filter("start_end"), nvtx_filter("push_pop")
+        ('regex:nsightx@.+', 'regex:nsightx@.+/')
     """
     return f"regex:{DOMAIN}@.+/" if kind == "push_pop" else f"regex:{DOMAIN}@.+"
 

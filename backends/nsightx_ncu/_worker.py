@@ -6,7 +6,9 @@ collector values; metric values come from the report, in the parent), the file a
 the parent's channel socket (:mod:`nsightx_ncu._channel`): the plan's collectors are proxies that ask the
 parent, and each run start waits for the parent's thermal guard and RUN collectors.
 
-Warm-up runs (negative run index) push no range, so ncu's ``--nvtx-include`` filter leaves their kernels alone.
+Warm-up runs (negative run index) open no range, so ncu's ``--nvtx-include`` filter leaves their kernels alone.
+Ranges are process-wide start/end ranges by default (kernels launched by any thread while a region is open are
+profiled); ``backend_options={"ncu_nvtx_ranges": "push_pop"}`` makes them per-thread push/pop ranges.
 The worker's own diagnostics (a traceback) are printed with a ``==NSIGHTX==`` prefix: like ncu's ``==PROF==``
 lines they stay in the log, while what the user's function prints reaches the user's terminal.
 """
@@ -34,8 +36,8 @@ class NvtxSession(Session):
     """In-worker session: each measured region becomes one NVTX range in the ``nsightx`` domain.
 
     Args:
-        push: Called with a range name when a measured region opens.
-        pop: Called when it closes.
+        push: Called with a range name when a measured region opens (starts or pushes the range).
+        pop: Called when it closes (ends or pops it).
         link: The channel to the parent (``None``: no parent to tell, as in unit tests).
     """
 
@@ -75,11 +77,16 @@ def nvtx_callables(kind: str) -> tuple[Callable[[str], Any], Callable[[], Any]]:
     """Push and pop functions for the chosen NVTX range kind, from the ``nvtx`` package.
 
     Args:
-        kind: ``push_pop`` (per-thread stack) or ``start_end`` (process-wide ranges).
+        kind: ``start_end`` (process-wide ranges, the default) or ``push_pop`` (per-thread stack).
 
     Returns:
         ``(open, close)`` callables.
+
+    Raises:
+        ValueError: ``kind`` is neither.
     """
+    if kind not in ("start_end", "push_pop"):
+        raise ValueError(f"unknown NVTX range kind {kind!r}; expected 'start_end' or 'push_pop'")
     import nvtx
 
     if kind == "push_pop":
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         from nsightx._sink import RunSink
 
         plan = cloudpickle.loads(Path(spec["payload"]).read_bytes())
-        push, pop = nvtx_callables(spec.get("nvtx_ranges", "push_pop"))
+        push, pop = nvtx_callables(spec.get("nvtx_ranges", "start_end"))
         session = NvtxSession(push, pop, link)
     except BaseException as e:
         _write_error(error_path, session, e, "setup")

@@ -1,0 +1,176 @@
+"""Checking metric names against the installed ncu before anything runs.
+
+ncu is asked once per ncu version and GPU (``ncu --query-metrics --query-metrics-mode all --devices <n>``, which
+lists every metric name with every suffix), and the answer is kept in the user's cache folder
+(``$XDG_CACHE_HOME/nsightx``, else ``~/.cache/nsightx``), one file per ncu version and GPU name. A name is known
+when ncu lists it, or when its base name is listed and every part of its suffix is a suffix ncu uses
+(``.sum``, ``.avg``, ``.per_second``, ``.pct_of_peak_sustained_elapsed``, ...). Names ncu does not list but accepts
+(device attributes, launch statistics, ``breakdown:``/``regex:`` forms) are not checked.
+
+When the answer cannot be had (ncu fails or is slow, no GPU visible), nothing is refused: the sweep runs and
+ncu's own checks apply. ``backend_options={"ncu_check_metrics": False}`` skips the check.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsightx._errors import MetricErrorType, UnknownMetricError, metrics_error_message
+
+QUERY_TIMEOUT_S = 120.0
+"""Longest wait for ncu's metric listing."""
+
+UNLISTED_PREFIXES: tuple[str, ...] = ("device__", "launch__", "profiler__", "numa__", "pmsampling__")
+"""Metric families ncu accepts but does not list under ``--query-metrics``: never refused."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_]+__[A-Za-z0-9_.]+$")
+
+
+@dataclass(frozen=True)
+class KnownMetrics:
+    """The metric names one ncu knows for one GPU."""
+
+    names: frozenset[str]
+    """Every listed name, suffixes included (``dram__bytes_read.sum.per_second``)."""
+
+    @functools.cached_property
+    def bases(self) -> frozenset[str]:
+        """Base names (before the first ``.``)."""
+        return frozenset(n.split(".", 1)[0] for n in self.names)
+
+    @functools.cached_property
+    def suffix_parts(self) -> frozenset[str]:
+        """Every dot-separated suffix part seen (``sum``, ``avg``, ``per_second``, ...)."""
+        return frozenset(part for n in self.names for part in n.split(".")[1:])
+
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` is a metric ncu accepts (unlisted families and prefixed forms count as known)."""
+        if name in self.names or ":" in name or name.startswith(UNLISTED_PREFIXES):
+            return True
+        base, _, suffix = name.partition(".")
+        parts = self.suffix_parts
+        return base in self.bases and all(p in parts for p in suffix.split(".") if suffix)
+
+    def near(self, name: str, n: int = 3) -> list[str]:
+        """The closest known names (same family first), for a "did you mean" hint."""
+        family = name.split("__", 1)[0]
+        pool = [m for m in self.names if m.split("__", 1)[0] == family] or list(self.names)
+        return difflib.get_close_matches(name, pool, n=n, cutoff=0.6)
+
+
+def parse_listing(text: str) -> KnownMetrics:
+    """Read ncu's ``--query-metrics`` table: the first column of each row that is a metric name."""
+    names = set()
+    for line in text.splitlines():
+        first = line.split(maxsplit=1)[0] if line.strip() else ""
+        if _NAME.match(first):
+            names.add(first)
+    return KnownMetrics(frozenset(names))
+
+
+def query_command(ncu: str | Path, device: int) -> list[str]:
+    """The ncu command that lists every metric name, suffixes included, for one device.
+
+    Example:
+        >>> query_command("ncu", 0)
+        ['ncu', '--query-metrics', '--query-metrics-mode', 'all', '--devices', '0']
+    """
+    return [str(ncu), "--query-metrics", "--query-metrics-mode", "all", "--devices", str(device)]
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/nsightx`` (or ``~/.cache/nsightx``)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "nsightx"
+
+
+def cache_file(ncu_version: str, gpu: str) -> Path:
+    """Where the listing of one ncu version for one GPU is kept."""
+    slug = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{ncu_version}--{gpu}").strip("_")
+    return cache_dir() / "ncu-metrics" / f"{slug}.txt"
+
+
+def gpu_name(device: int) -> str | None:
+    """The name of CUDA device ``device`` (from nvidia-smi), or ``None`` when it cannot be told."""
+    from nsightx import _device
+
+    try:
+        devices = _device.visible()
+    except Exception:
+        return None
+    return devices[device].name if 0 <= device < len(devices) else None
+
+
+def load_known(ncu: str | Path, ncu_version: str, device: int) -> tuple[KnownMetrics | None, str | None]:
+    """The names ncu knows for ``device``: from the cache, else asked from ncu once and cached.
+
+    Returns:
+        The names (``None`` when ncu could not be asked: the check is then skipped) and the GPU's name (``None``
+        when it cannot be told; the answer is then used but not cached).
+    """
+    gpu = gpu_name(device)
+    path = cache_file(ncu_version, gpu) if gpu else None
+    if path is not None and path.is_file():
+        known = parse_listing(path.read_text(encoding="utf-8", errors="replace"))
+        if known.names:
+            return known, gpu
+    try:
+        out = subprocess.run(query_command(ncu, device), capture_output=True, text=True, timeout=QUERY_TIMEOUT_S,
+                             stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, gpu
+    known = parse_listing(out.stdout)
+    if out.returncode != 0 or len(known.names) < 10:
+        return None, gpu
+    if path is not None:
+        _write_atomically(path, "\n".join(sorted(known.names)) + "\n")
+    return known, gpu
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache only costs asking again next time
+
+
+def unknown_metrics(metrics: Iterable[str], known: KnownMetrics) -> list[str]:
+    """The names in ``metrics`` that ``known`` does not accept, in order."""
+    return [m for m in metrics if not known.knows(m)]
+
+
+def check_known(metrics: Sequence[str], known: KnownMetrics, *, ncu_version: str, gpu: str | None) -> None:
+    """Raise :class:`~nsightx.UnknownMetricError` naming every unknown metric, with near matches.
+
+    The message starts with nsight-python's sentence for an invalid metric.
+
+    Raises:
+        UnknownMetricError: At least one name is unknown.
+    """
+    bad = unknown_metrics(metrics, known)
+    if not bad:
+        return
+    suggestions = {m: known.near(m) for m in bad}
+    lines = [f"  - {m!r}: " + (f"did you mean {' or '.join(repr(s) for s in near)}?" if near else "no close match")
+             for m, near in suggestions.items()]
+    raise UnknownMetricError(
+        f"{metrics_error_message(bad, MetricErrorType.INVALID)}\n"
+        f"ncu {ncu_version} does not know {'this metric' if len(bad) == 1 else 'these metrics'} for "
+        f"{gpu or 'this GPU'}:\n" + "\n".join(lines) + "\n"
+        "Nothing was run. Fix the name(s): `ncu --query-metrics --query-metrics-mode all` lists every name with "
+        "its suffixes. If ncu does accept a name, skip this check with backend_options={'ncu_check_metrics': "
+        "False}.",
+        metrics=bad, suggestions=suggestions,
+    )
