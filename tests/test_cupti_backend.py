@@ -16,7 +16,7 @@ from nsightx_cupti._backend import CuptiBackend
 from nsightx_cupti._session import CuptiSession
 
 import nsightx
-from nsightx._errors import ConfigError
+from nsightx._errors import ConfigError, MeasurementError
 from nsightx._plan import Plan, ThermalSettings
 from nsightx._runloop import run_loop
 from nsightx._sink import RunSink
@@ -156,9 +156,21 @@ class NoDevice:
         return {"GPU": "replayed"}
 
 
-def _replay(names: list[str], deferred: bool = False) -> tuple[RunSink, NoDevice]:
+class NamingReplayTracer(ReplayTracer):
+    """The replay tracer plus the launch-call names cupti-python's enums give the fixtures' API ids."""
+
+    LAUNCHES = frozenset({("runtime", 211), ("runtime", 430)})  # cudaLaunchKernel_v7000, cudaLaunchKernelExC_v11060
+
+    def launches_kernels(self, api: Any) -> bool:
+        return (api.domain, api.cbid) in self.LAUNCHES
+
+
+def _replay(names: list[str], deferred: bool = False, tracer: type[ReplayTracer] = ReplayTracer,
+            drop_kernels: bool = False) -> tuple[RunSink, NoDevice]:
     runs = [batch_from_json((FIXTURES / f"{n}.json").read_text(encoding="utf-8"))[:2] for n in names]
     runs = [(batch, windows) for batch, windows, *_ in runs]
+    if drop_kernels:  # what another CUPTI client switching kernel records off leaves us
+        runs = [(dataclasses.replace(batch, kernels=[]), windows) for batch, windows in runs]
 
     def user(i: int) -> None:
         for w in runs[i][1]:
@@ -168,7 +180,7 @@ def _replay(names: list[str], deferred: bool = False) -> tuple[RunSink, NoDevice
     plan = _plan(function=user, configs=tuple((i,) for i in range(len(names))), params=("i",))
     device = NoDevice()
     sink = RunSink()
-    run_loop(plan, CuptiSession(ReplayTracer(runs), device, deferred=deferred), sink)
+    run_loop(plan, CuptiSession(tracer(runs), device, deferred=deferred), sink)
     return sink, device
 
 
@@ -216,3 +228,18 @@ def test_release_flush_buffers_is_a_no_op_without_sessions() -> None:
     loaded = "nsightx_cupti._session" in sys.modules
     nsightx_cupti.release_flush_buffers()
     assert ("nsightx_cupti._session" in sys.modules) == loaded  # it loads nothing
+
+
+ALL_FIXTURES = ["splitk_512", "graph_replay", "two_regions", "side_stream", "other_thread"]
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_every_captured_scenario_passes_the_launch_check(deferred: bool) -> None:
+    sink, _ = _replay(ALL_FIXTURES, deferred, tracer=NamingReplayTracer)
+    assert all(run.records for run in sink.runs)
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_launch_calls_without_kernel_records_are_an_error_not_an_empty_result(deferred: bool) -> None:
+    with pytest.raises(MeasurementError, match=r"region 'matmul' .* made 2 kernel launch call\(s\).*torch\.profiler"):
+        _replay(["splitk_512"], deferred, tracer=NamingReplayTracer, drop_kernels=True)
