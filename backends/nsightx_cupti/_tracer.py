@@ -134,6 +134,9 @@ class ActivityTracer:
         self._cupti = cupti
         self._canary = canary
         self._canary_pending = False
+        self.reregister = True
+        """Register the callbacks at every :meth:`start` (False: a dispatcher in front of this tracer registered
+        them and forwards to it; ``benchmarks/cupti_breakdown.py`` does, to compare with a minimal client)."""
         kinds = cupti.ActivityKind
         self._k_kernel = int(kinds.CONCURRENT_KERNEL)
         self._k_runtime = int(kinds.RUNTIME)
@@ -225,8 +228,8 @@ class ActivityTracer:
                 "profile this call with backend='events'")
         c = self._cupti
         self.buffer_bytes = buffer_bytes
-        # again at every start: another client (torch.profiler, nsys) may have registered its own since
-        c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+        if self.reregister:  # at every start: another client (torch.profiler, nsys) may have taken them since
+            c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
         self._discard()
         self.stats = {}
         self.flush_flag = flush_flag
