@@ -225,8 +225,8 @@ def silent_launches(batch: ActivityBatch, windows: Sequence[RegionWindow], attri
         api = batch.apis.get(corr)
         if api is not None and launches_kernels(api):
             launches[ext] = launches.get(ext, 0) + 1
-    return [(w, launches[w.external_id]) for w in windows
-            if launches.get(w.external_id) and not attribution.by_region.get(w.external_id)]
+    return [(w, launches[w.external_id]) for w in windows  # a failed region's launch may have failed too
+            if not w.failed and launches.get(w.external_id) and not attribution.by_region.get(w.external_id)]
 
 
 def region_attributes(window: RegionWindow, kernels: Sequence[Attributed]) -> dict[str, Scalar]:

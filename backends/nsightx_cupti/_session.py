@@ -347,8 +347,9 @@ class CuptiSession(Session):
             raise MeasurementError(
                 f"region {w.annotation!r} (config {w.config}, run {w.run}) made {n} kernel launch call(s) that "
                 f"CUPTI recorded, but CUPTI delivered no kernel record for it ({len(silent)} region(s) so): "
-                f"{OTHER_CLIENTS}. Profile with nsightx before or after that tool rather than while it runs, or "
-                "use backend='events'")
+                f"{OTHER_CLIENTS} (or the kernels ran on a device other than the measured one and had not "
+                "finished). Profile with nsightx before or after that tool rather than while it runs, or use "
+                "backend='events'")
 
     def _untraced(self, kernels: list[KernelActivity]) -> None:
         """Kernels without a launch record: if APIs were switched off, switch them back on, and say so once.

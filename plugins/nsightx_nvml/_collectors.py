@@ -276,6 +276,7 @@ class NvmlTemperatureSource:
         self.device = device
         self._provider = source
         self._slowdown: dict[str, int] = {}
+        self._resolved: dict[int, Resolved] = {}
 
     def read(self) -> ThermalReading:
         """Read now.
@@ -288,13 +289,24 @@ class NvmlTemperatureSource:
         devices = p.devices()
         if devices is None:
             raise RuntimeError(p.error)
-        dev = devices.resolve(self.device)
+        dev = self._resolved.get(id(devices)) or self._resolve(devices)
         nvml = devices.nvml
         key = dev.label
         if key not in self._slowdown:
             self._slowdown[key] = nvml.slowdown_c(dev.sensors)
         return ThermalReading(temperature_c=self._temperature(devices, dev), slowdown_c=self._slowdown[key],
                               device=dev.label)
+
+    def _resolve(self, devices: DeviceMap) -> Resolved:
+        """Match the watched device once per source (a source lives for one profiled call, on one device).
+
+        Matching ``None`` asks the CUDA driver for the current device, a driver call that CUPTI traces; the
+        guard reads before every run.
+        """
+        dev = devices.resolve(self.device)
+        if dev.how == "uuid":  # exact; the other ways are re-checked until CUDA is up
+            self._resolved[id(devices)] = dev
+        return dev
 
     def _temperature(self, devices: DeviceMap, dev: Resolved) -> float:
         """The running sampler's temperature of ``dev`` when it is fresh enough, else a direct NVML read."""
