@@ -7,6 +7,7 @@ session returned an empty result with no error. Now it either measures correctly
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import pytest
@@ -34,7 +35,8 @@ def _kernel_counts(result: Any) -> list[int]:
 def _profiled(torch: Any) -> Any:
     x = torch.ones(1 << 12, device="cuda")
 
-    @nsightx.analyze.kernel(runs=3, backend="cupti", thermal_mode="off", verbosity=SILENT)
+    @nsightx.analyze.kernel(runs=3, backend="cupti", thermal_mode="off", verbosity=SILENT,
+                            combine_kernel_metrics=operator.add)
     def add() -> None:
         with nsightx.annotate("add"):
             x.add_(1)
@@ -78,4 +80,4 @@ def test_cupti_while_torch_profiler_records_is_a_clear_error(plugin_host: Any, t
     except MeasurementError as e:
         assert "torch.profiler" in str(e)
     else:
-        assert len(res.records) == 6
+        assert len(res.records) == 6 and _kernel_counts(res) == [2, 2, 2]

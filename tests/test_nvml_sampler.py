@@ -53,11 +53,26 @@ def test_start_samples_at_once_then_periodically_and_stop_keeps_the_last() -> No
     s.start()
     first = s.latest()
     assert first is not None and first.values == {"n": 0}  # the first sample is taken before start() returns
-    assert _wait_for(lambda: s.samples >= 4)
+    assert _wait_for(lambda: (s.demand(), s.samples >= 4)[1])  # runs keep starting: it keeps sampling
     s.stop()
     assert not s.running and not _sampler_threads()
     last = s.latest()
     assert last is not None and last.values["n"] >= 3 and last.taken_ns > first.taken_ns
+
+
+def test_without_runs_starting_it_parks_and_the_next_run_wakes_it() -> None:
+    s = Sampler(lambda: {"n": 1}, period_s=0.001)
+    s.start()
+    try:
+        assert _wait_for(lambda: s.parks >= 1)  # nobody called demand(): parked after two periods
+        parked_at = s.samples
+        time.sleep(0.02)  # twenty periods
+        assert s.samples == parked_at  # no NVML query while parked
+        s.demand()
+        assert _wait_for(lambda: s.samples > parked_at)
+    finally:
+        s.stop()
+    assert not _sampler_threads()
 
 
 def test_a_failing_read_keeps_the_previous_sample() -> None:
@@ -71,7 +86,7 @@ def test_a_failing_read_keeps_the_previous_sample() -> None:
 
     s = Sampler(read, period_s=0.001)
     s.start()
-    assert _wait_for(lambda: calls["n"] >= 3)
+    assert _wait_for(lambda: (s.demand(), calls["n"] >= 3)[1])
     s.stop()
     latest = s.latest()
     assert latest is not None and latest.values == {"n": 1}
@@ -258,3 +273,43 @@ def test_stop_runs_when_the_call_fails(plugin_host: Any) -> None:
     with pytest.raises(ValueError, match="user bug"):
         f()
     assert events == ["start", "stop"]
+
+
+def test_a_run_after_the_sampler_parked_gets_a_read_made_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    readers: list[str] = []
+
+    def sm(_now: float) -> int:
+        readers.append(threading.current_thread().name)
+        return 1980
+
+    install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=sm)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.001)
+    monkeypatch.setattr(_collectors, "STALE_SAMPLE_S", 0.005)
+    me = threading.current_thread().name
+    run = RunConditions()
+    ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=0)
+    run.start(ctx)
+    try:
+        sampler = _sampler.running(run._sweep[0])
+        assert sampler is not None and _wait_for(lambda: sampler.parks >= 1)  # a long run: nobody asks
+        time.sleep(0.01)
+        before = readers.count(me)
+        values = run.collect(ctx)  # the next run starts after the wait
+        assert readers.count(me) == before + 1  # read for it, on its own thread, before it starts
+        assert values[AGE_COLUMN] < 5.0
+    finally:
+        run.stop()
+
+
+def test_slow_fields_are_queried_less_often_than_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = install(monkeypatch, [FakeGpu(GPU_A)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_collectors, "SLOW_FIELDS_MAX_AGE_S", 3600.0)
+    run = RunConditions()
+    nvml = _collectors.provider().devices()
+    assert nvml is not None
+    dev = nvml.resolve(0)
+    readings = [run.read(nvml.nvml, dev) for _ in range(5)]
+    assert fake.calls["nvmlDeviceGetCurrentClocksEventReasons"] == 5
+    assert fake.calls["nvmlDeviceGetTemperature"] == 1 and fake.calls["nvmlDeviceGetPowerUsage"] == 1
+    assert fake.calls["nvmlDeviceGetClockInfo"] == 5 + 1  # the SM clock every time, the memory clock once
+    assert all(r == readings[0] for r in readings) and set(readings[0]) == set(RUN_COLUMNS) - {AGE_COLUMN}

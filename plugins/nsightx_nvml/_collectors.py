@@ -35,6 +35,19 @@ proxy), a run that starts within this many seconds of the last direct read of th
 again: five NVML queries take ~15 us on an idle H200 but ~200 us while it runs kernels, which is more than a
 whole short run."""
 
+STALE_SAMPLE_S = 0.05
+"""A run whose latest sample is older than this (the sampler parked while the host waited for a long run) has
+its values read at once, on the calling thread: ~0.2 ms on a busy H200, under 0.5% of a run that came so late."""
+
+SLOW_FIELDS = ("MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW")
+"""Fields read at most every :data:`SLOW_FIELDS_MAX_AGE_S`; the SM clock and clock-event reasons, which can
+change from one millisecond to the next, are read in every sample."""
+
+SLOW_FIELDS_MAX_AGE_S = 0.1
+"""How old the slow fields of a sample may be. Temperature moves by about a degree per second, power is NVML's
+average over about a second, and the memory clock changes with the power state (which moves the SM clock too).
+Each NVML query costs ~40 us while the GPU works, so three fewer per sample matter."""
+
 TEMPERATURE_MAX_AGE_S = 0.5
 """The thermal guard takes the sampler's temperature when it is at most this old, else reads NVML itself.
 Temperature moves by about a degree per second under load; the guard's band is several degrees wide."""
@@ -170,11 +183,14 @@ class RunConditions:
 
     During a profiled call the run loop calls :meth:`start` first, which starts (or joins) the background
     sampler of the profiled device (:mod:`nsightx_nvml._sampler`), and :meth:`stop` at the end. :meth:`collect`,
-    called just before each run, then makes no NVML call: it copies the latest sample, which was read before
-    the run started, and adds ``NvmlSampleAgeMs``, how long before (at most about one sampling period plus the
-    length of one sample: ~5.2 ms on a busy H200). Called without :meth:`start` (e.g. by a proxy that asks
-    for one value at a time), it reads NVML directly, sharing a read with runs that start less than
-    :data:`RUN_READ_MAX_AGE_S` later. Either way it returns a plain mapping of scalars.
+    called just before each run, then makes no NVML call: it tells the sampler a run starts and copies the
+    latest sample, which was read before the run started, adding ``NvmlSampleAgeMs``, how long before (at most
+    about one sampling period plus the length of one sample, ~5.2 ms on a busy H200, while runs keep starting;
+    a run that starts after the sampler parked, :data:`STALE_SAMPLE_S` after the last sample, gets a read made
+    for it). The :data:`SLOW_FIELDS` may be up to :data:`SLOW_FIELDS_MAX_AGE_S` older than the sample. Called
+    without :meth:`start` (e.g. by a proxy that asks for one value at a time), it reads NVML directly, sharing a
+    read with runs that start less than :data:`RUN_READ_MAX_AGE_S` later. Either way it returns a plain mapping
+    of scalars.
 
     A field the device does not support is ``None``, and is not asked again.
     """
@@ -188,6 +204,7 @@ class RunConditions:
         self._last: dict[tuple[int, str], tuple[DeviceMap, Sample]] = {}
         self._leases: list[tuple[int, str]] = []
         self._sweep: dict[int | str | None, tuple[int, str]] = {}
+        self._slow: dict[str, tuple[int, dict[str, Scalar]]] = {}
 
     def start(self, ctx: CollectContext) -> None:
         """A profiled call starts: start the sampler of ``ctx.device`` (nothing when NVML is unavailable)."""
@@ -221,9 +238,15 @@ class RunConditions:
         now = time.perf_counter_ns()
         key = self._sweep.get(ctx.device)
         sampler = _sampler.running(key) if key is not None else None
-        sample = sampler.latest() if sampler is not None else None
-        if sample is None:
+        if sampler is None:
             return self._direct(ctx, now)
+        sampler.demand()
+        sample = sampler.latest()
+        if sample is None or (now - sample.taken_ns) / 1e9 > STALE_SAMPLE_S:
+            sample = sampler.sample() or sample  # parked during a long wait: read now, before the run
+            now = time.perf_counter_ns()
+            if sample is None:
+                return dict.fromkeys(RUN_COLUMNS)
         values = dict(sample.values)
         values[AGE_COLUMN] = sample.age_ms(now)
         return values
@@ -247,17 +270,28 @@ class RunConditions:
         return values
 
     def read(self, nvml: Nvml, dev: Resolved) -> dict[str, Scalar]:
-        """Read the five values from ``dev`` (on the sampler thread, or directly)."""
+        """Read the five values from ``dev`` (on the sampler thread, or directly).
+
+        The SM clock and the clock-event reasons are queried every time; the :data:`SLOW_FIELDS` only when the
+        last query of them is :data:`SLOW_FIELDS_MAX_AGE_S` old.
+        """
         skip = self._unsupported.setdefault(dev.label, set())
         h = dev.sensors
         mask = _safe(nvml, skip, "reasons", nvml.event_reasons, h)
-        return {
+        fast: dict[str, Scalar] = {
             "MeasuredSMClockMHz": _safe(nvml, skip, "sm", nvml.sm_clock_mhz, h),
-            "MeasuredMemClockMHz": _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
-            "GPUTemperatureC": _safe(nvml, skip, "temp", nvml.temperature_c, h),
-            "GPUPowerW": _safe(nvml, skip, "power", nvml.power_w, h),
             "ClockEventReasons": reason_names(int(mask)) if isinstance(mask, int) else None,
         }
+        now = time.perf_counter_ns()
+        slow = self._slow.get(dev.label)
+        if slow is None or (now - slow[0]) / 1e9 >= SLOW_FIELDS_MAX_AGE_S:
+            slow = (now, {
+                "MeasuredMemClockMHz": _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
+                "GPUTemperatureC": _safe(nvml, skip, "temp", nvml.temperature_c, h),
+                "GPUPowerW": _safe(nvml, skip, "power", nvml.power_w, h),
+            })
+            self._slow[dev.label] = slow
+        return {k: fast[k] if k in fast else slow[1][k] for k in READ_COLUMNS}
 
     def availability(self) -> str:
         """Whether NVML works here (shown by ``nsightx plugins``)."""

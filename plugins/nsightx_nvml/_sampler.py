@@ -7,12 +7,17 @@ publishes each sample with the time its reads began; the collector called before
 published by then, so the value it stores was read *before the run started*, at most about one period plus the
 length of one sample earlier (``NvmlSampleAgeMs`` says how long before, for every run).
 
-The calls cost the measured thread almost nothing: pynvml calls NVML through ``ctypes.CDLL``, which releases the
-GIL for the duration of each C call, so the thread only holds the GIL for the few microseconds of Python around
-each query. A sampler lives exactly as long as the sweeps that use it: the RUN collector starts one when a
-profiled call starts (:meth:`nsightx_nvml._collectors.RunConditions.start`) and stops it when the call ends; it is
-never started at import. Several calls on one device (threads, ``parallel_devices``) share one sampler through a
-reference count.
+The thread samples only while runs keep starting (:meth:`Sampler.demand`): it parks after
+:data:`IDLE_PERIODS` periods without one, so it makes no NVML call while the host waits for queued GPU work, a
+thermal pause or the next call. The first H200 measurement of an always-sampling thread showed why: it cost
+more than the reads it replaced, on a sweep whose host waits for the GPU most of the time
+(``benchmarks/results/2026-12-03-cost-run1-after.json``).
+
+The calls cost the measured thread little: pynvml calls NVML through ``ctypes.CDLL``, which releases the GIL
+for the duration of each C call, so the thread only holds the GIL for the few microseconds of Python around each
+query. A sampler lives exactly as long as the sweeps that use it: the RUN collector starts one when a profiled
+call starts (:meth:`nsightx_nvml._collectors.RunConditions.start`) and stops it when the call ends; it is never
+started at import. Several calls on one device (threads) share one sampler through a reference count.
 """
 
 from __future__ import annotations
@@ -25,12 +30,17 @@ from dataclasses import dataclass
 from nsightx._records import Scalar
 
 SAMPLE_PERIOD_S = 0.005
-"""Seconds between two samples of one device; 0 starts no sampler (every run then reads NVML itself, before it
-starts, as nsightx did before 0.x: the tests that script one value per run use that).
+"""Seconds between two samples of one device while runs keep starting; 0 starts no sampler (every run then reads
+NVML itself, before it starts: the tests that script one value per run use that).
 
-Short enough that a run's values are at most a few milliseconds old (clocks and power change on the scale of
-milliseconds to seconds; temperature on the scale of seconds), long enough that the sampler's share of a CPU
-core stays around 1-4% while the GPU is busy (five queries of ~40 us every 5 ms)."""
+Short enough that a run's values are at most a few milliseconds old (clocks change on the scale of milliseconds).
+"""
+
+IDLE_PERIODS = 2
+"""The sampler parks (makes no NVML call) once no run has started for this many periods, and wakes up at the
+next run start. Measured on the H200 (``benchmarks/results/2026-12-03-cost-run1-after.json``): a sampler that
+kept querying while the host waited for a GPU-bound sweep to finish cost 3.5-7% of the sweep's wall time, more
+than the queries made between runs before; while the host waits, nothing new needs to be read."""
 
 JOIN_TIMEOUT_S = 1.0
 """How long :meth:`Sampler.stop` waits for the thread to finish its current sample."""
@@ -51,11 +61,14 @@ class Sample:
 
 
 class Sampler:
-    """Reads one device every ``period_s`` seconds on a daemon thread and keeps the latest sample.
+    """Reads one device on a daemon thread every ``period_s`` seconds while it is in demand; keeps the latest sample.
+
+    :meth:`demand` (called when a run starts) keeps it sampling; after :data:`IDLE_PERIODS` periods without a
+    call it parks until the next one.
 
     Args:
-        read: Makes the queries and returns the readings (called on the sampler thread, never concurrently).
-        period_s: Seconds between the start of one sample's wait and the next sample.
+        read: Makes the queries and returns the readings (called on the sampler thread, or by :meth:`sample`).
+        period_s: Seconds between two samples.
         clock: Nanosecond clock the samples are stamped with (the run loop's ``time.perf_counter_ns``).
         name: Thread name, for debuggers and ``threading.enumerate()``.
 
@@ -74,24 +87,31 @@ class Sampler:
         self._clock = clock
         self._name = name
         self._latest: Sample | None = None
-        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._wanted = threading.Event()
+        self._demand_ns = 0
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
         self.samples = 0
         """Samples taken so far (tests and the benchmark read it)."""
+        self.parks = 0
+        """Times the thread parked for lack of demand."""
         self.error: str | None = None
         """The last failure of ``read`` (the previous sample stays the latest)."""
 
     @property
     def running(self) -> bool:
         """True while the thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
     def start(self) -> None:
         """Take one sample now (so the first run has one) and start the thread. A no-op while running."""
         if self.running:
             return
-        self._wake.clear()
+        self._stopped.clear()
         self.sample()
+        self.demand()
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
         self._thread.start()
 
@@ -100,26 +120,45 @@ class Sampler:
         thread, self._thread = self._thread, None
         if thread is None:
             return
-        self._wake.set()
+        self._stopped.set()
+        self._wanted.set()
         thread.join(JOIN_TIMEOUT_S)
+
+    def demand(self) -> None:
+        """A run starts: keep sampling (wake the thread if it parked). Cheap: a clock read and a flag test."""
+        self._demand_ns = self._clock()
+        if not self._wanted.is_set():
+            self._wanted.set()
 
     def latest(self) -> Sample | None:
         """The most recent complete sample (``None`` before the first). Lock-free: one reference read."""
         return self._latest
 
-    def sample(self) -> None:
-        """Take one sample on the calling thread and publish it."""
-        taken = self._clock()
-        try:
-            values = dict(self._read())
-        except Exception as e:  # a failed read keeps the previous sample; the thread goes on
-            self.error = f"{type(e).__name__}: {e}"
-            return
-        self._latest = Sample(taken, values)
-        self.samples += 1
+    def sample(self) -> Sample | None:
+        """Take one sample on the calling thread, publish it and return it (``None`` when the read failed)."""
+        with self._lock:  # the thread and a caller reading inline never query at once
+            taken = self._clock()
+            try:
+                values = dict(self._read())
+            except Exception as e:  # a failed read keeps the previous sample; the thread goes on
+                self.error = f"{type(e).__name__}: {e}"
+                return None
+            sample = self._latest = Sample(taken, values)
+            self.samples += 1
+            return sample
+
+    def _idle(self) -> bool:
+        return self._clock() - self._demand_ns > IDLE_PERIODS * self.period_s * 1e9
 
     def _loop(self) -> None:
-        while not self._wake.wait(self.period_s):
+        while not self._stopped.wait(self.period_s):
+            if self._idle():
+                self._wanted.clear()
+                if self._idle():  # checked again after clearing: a demand in between is not lost
+                    self.parks += 1
+                    self._wanted.wait()
+                    if self._stopped.is_set():
+                        return
             self.sample()
 
 
