@@ -243,3 +243,44 @@ def test_every_captured_scenario_passes_the_launch_check(deferred: bool) -> None
 def test_launch_calls_without_kernel_records_are_an_error_not_an_empty_result(deferred: bool) -> None:
     with pytest.raises(MeasurementError, match=r"region 'matmul' .* made 2 kernel launch call\(s\).*torch\.profiler"):
         _replay(["splitk_512"], deferred, tracer=NamingReplayTracer, drop_kernels=True)
+
+
+class FakeLibcuda:
+    """The CUDA driver at the ctypes boundary: answers the calls the flush makes, and counts them."""
+
+    def __init__(self, limits: list[int]) -> None:
+        self.limits = limits
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        import ctypes
+
+        def call(*args: Any) -> int:
+            self.calls.append(name)
+            out = {"cuCtxGetCurrent": (ctypes.c_void_p, 7), "cuDevicePrimaryCtxRetain": (ctypes.c_void_p, 7),
+                   "cuDeviceGetAttribute": (ctypes.c_int, 1 << 20), "cuMemAlloc_v2": (ctypes.c_uint64, 4096)}
+            if name == "cuCtxGetLimit":
+                out[name] = (ctypes.c_size_t, self.limits.pop(0) if len(self.limits) > 1 else self.limits[0])
+            if name in out:
+                kind, value = out[name]
+                ctypes.cast(args[0], ctypes.POINTER(kind)).contents.value = value
+            return 0
+
+        return call
+
+
+def test_the_persisting_limit_is_asked_until_a_set_aside_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nsightx_cupti import _driver, _session
+
+    lib = FakeLibcuda(limits=[0, 0, 1 << 20])  # the function raises the set-aside during the third run
+    monkeypatch.setattr(_driver, "_lib", lambda: lib)
+    monkeypatch.setattr(_session, "_buffers", {})
+    monkeypatch.setattr(_session, "_facts", {})
+    device = _session.CudaDevice(0, flush=True)
+    lib.calls.clear()
+    for _ in range(5):
+        device.flush_l2()
+    assert lib.calls.count("cuMemsetD32Async") == 5
+    assert lib.calls.count("cuCtxGetLimit") == 3  # 0, 0, then seen: not asked again
+    assert lib.calls.count("cuCtxResetPersistingL2Cache") == 3  # runs 3, 4 and 5
+    assert "cuCtxPushCurrent_v2" not in lib.calls  # its context was current: nothing pushed

@@ -130,6 +130,7 @@ class CudaDevice:
         self.l2_bytes = int(self._facts()["L2Bytes"] or 0)
         self.buffer: _driver.DeviceBuffer | None = None
         self.reset_persisting = False
+        self._persisting_seen = False
         if flush:
             nbytes = max(flush_bytes or 0, 2 * self.l2_bytes, 1 << 20)
             kept = _buffers.get(device)
@@ -163,7 +164,9 @@ class CudaDevice:
 
         Persisting lines need a set-aside (``cudaLimitPersistingL2CacheSize``); while the context's is 0, none
         can exist and the reset (~15 us of host time and ~7 us of GPU time per run on a busy H200) is skipped.
-        The limit is read before every run (a host-side query, ~1 us) because the user's function may change it.
+        The limit is read before every run (a host-side query, ~1 us; CUPTI traces it) while it is 0, because
+        the user's function may raise it; once it was seen above 0 in this session, every run resets without
+        asking again (a reset with no persisting line left is merely unneeded).
         This runs before every region, so it makes the driver calls directly: the context is pushed only when
         another one is current (never, with torch: its current context is the primary one).
         """
@@ -175,7 +178,8 @@ class CudaDevice:
         if pushed:
             _driver.push(ctx)
         try:
-            if self.reset_persisting and _driver.persisting_l2_limit() > 0:
+            if self.reset_persisting and (self._persisting_seen or self.persisting_possible()):
+                self._persisting_seen = True
                 _driver.reset_persisting_l2()
             buffer.overwrite()
         finally:
