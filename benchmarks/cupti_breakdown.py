@@ -160,7 +160,7 @@ def main() -> int:
     dispatch = Dispatch()
     cupti.activity_register_callbacks(dispatch.on_requested, dispatch.on_completed)
     tracer = ActivityTracer.get()
-    tracer._registered = True
+    tracer.reregister = False  # the dispatcher holds the callbacks and forwards to the tracer
     minimal = Minimal(cupti)
     K = cupti.ActivityKind
     k_rt, k_drv, k_ext, k_kernel = int(K.RUNTIME), int(K.DRIVER), int(K.EXTERNAL_CORRELATION), \

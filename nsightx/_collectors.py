@@ -47,7 +47,14 @@ CollectResult = Scalar | Mapping[str, Scalar]
 
 @runtime_checkable
 class CollectorLike(Protocol):
-    """Anything with a name, a scope and ``collect(ctx)`` is a collector (plugins may ship their own class)."""
+    """Anything with a name, a scope and ``collect(ctx)`` is a collector (plugins may ship their own class).
+
+    Optional, not part of the protocol check: ``start(ctx)`` and ``stop()``. When a collector has both, the run
+    loop calls ``start`` with a ONCE-scope context before anything else of a profiled call and ``stop`` after
+    everything, also when the call fails, so a collector can keep a resource exactly as long as a sweep (the
+    nvml plugin runs a sampler thread there). ``collect`` must still work without them, returning plain
+    values: a caller may ask one value at a time (e.g. a proxy in another process).
+    """
 
     name: str
     scope: CollectionScope

@@ -6,6 +6,7 @@ other threads launch while it is open, and annotations from any thread belong to
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -52,9 +53,7 @@ class RunState:
             self.open_name = name
         if self.on_annotation is not None:
             self.on_annotation(name)
-        from nsightx._records import RegionId
-
-        region = RegionId(name, self.config, self.run)
+        region = _region_id()(name, self.config, self.run)
         self.session.region_enter(region)
         self.open_start = time.perf_counter_ns()
         return region
@@ -66,6 +65,17 @@ class RunState:
         with self.lock:
             self.regions.append((region.annotation, end - self.open_start, failed))
             self.open_name = None
+
+
+@functools.cache
+def _region_id() -> type[RegionId]:
+    """:class:`~nsightx._records.RegionId`, imported on first use (not at ``import nsightx``: it loads pydantic).
+
+    A cached call instead of an import statement in :meth:`RunState.enter`, which runs before every region.
+    """
+    from nsightx._records import RegionId
+
+    return RegionId
 
 
 _current: RunState | None = None

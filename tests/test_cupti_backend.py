@@ -16,7 +16,7 @@ from nsightx_cupti._backend import CuptiBackend
 from nsightx_cupti._session import CuptiSession
 
 import nsightx
-from nsightx._errors import ConfigError
+from nsightx._errors import ConfigError, MeasurementError
 from nsightx._plan import Plan, ThermalSettings
 from nsightx._runloop import run_loop
 from nsightx._sink import RunSink
@@ -156,9 +156,21 @@ class NoDevice:
         return {"GPU": "replayed"}
 
 
-def _replay(names: list[str], deferred: bool = False) -> tuple[RunSink, NoDevice]:
+class NamingReplayTracer(ReplayTracer):
+    """The replay tracer plus the launch-call names cupti-python's enums give the fixtures' API ids."""
+
+    LAUNCHES = frozenset({("runtime", 211), ("runtime", 430)})  # cudaLaunchKernel_v7000, cudaLaunchKernelExC_v11060
+
+    def launches_kernels(self, api: Any) -> bool:
+        return (api.domain, api.cbid) in self.LAUNCHES
+
+
+def _replay(names: list[str], deferred: bool = False, tracer: type[ReplayTracer] = ReplayTracer,
+            drop_kernels: bool = False) -> tuple[RunSink, NoDevice]:
     runs = [batch_from_json((FIXTURES / f"{n}.json").read_text(encoding="utf-8"))[:2] for n in names]
     runs = [(batch, windows) for batch, windows, *_ in runs]
+    if drop_kernels:  # what another CUPTI client switching kernel records off leaves us
+        runs = [(dataclasses.replace(batch, kernels=[]), windows) for batch, windows in runs]
 
     def user(i: int) -> None:
         for w in runs[i][1]:
@@ -168,7 +180,7 @@ def _replay(names: list[str], deferred: bool = False) -> tuple[RunSink, NoDevice
     plan = _plan(function=user, configs=tuple((i,) for i in range(len(names))), params=("i",))
     device = NoDevice()
     sink = RunSink()
-    run_loop(plan, CuptiSession(ReplayTracer(runs), device, deferred=deferred), sink)
+    run_loop(plan, CuptiSession(tracer(runs), device, deferred=deferred), sink)
     return sink, device
 
 
@@ -216,3 +228,59 @@ def test_release_flush_buffers_is_a_no_op_without_sessions() -> None:
     loaded = "nsightx_cupti._session" in sys.modules
     nsightx_cupti.release_flush_buffers()
     assert ("nsightx_cupti._session" in sys.modules) == loaded  # it loads nothing
+
+
+ALL_FIXTURES = ["splitk_512", "graph_replay", "two_regions", "side_stream", "other_thread"]
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_every_captured_scenario_passes_the_launch_check(deferred: bool) -> None:
+    sink, _ = _replay(ALL_FIXTURES, deferred, tracer=NamingReplayTracer)
+    assert all(run.records for run in sink.runs)
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_launch_calls_without_kernel_records_are_an_error_not_an_empty_result(deferred: bool) -> None:
+    with pytest.raises(MeasurementError, match=r"region 'matmul' .* made 2 kernel launch call\(s\).*torch\.profiler"):
+        _replay(["splitk_512"], deferred, tracer=NamingReplayTracer, drop_kernels=True)
+
+
+class FakeLibcuda:
+    """The CUDA driver at the ctypes boundary: answers the calls the flush makes, and counts them."""
+
+    def __init__(self, limits: list[int]) -> None:
+        self.limits = limits
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        import ctypes
+
+        def call(*args: Any) -> int:
+            self.calls.append(name)
+            out = {"cuCtxGetCurrent": (ctypes.c_void_p, 7), "cuDevicePrimaryCtxRetain": (ctypes.c_void_p, 7),
+                   "cuDeviceGetAttribute": (ctypes.c_int, 1 << 20), "cuMemAlloc_v2": (ctypes.c_uint64, 4096)}
+            if name == "cuCtxGetLimit":
+                out[name] = (ctypes.c_size_t, self.limits.pop(0) if len(self.limits) > 1 else self.limits[0])
+            if name in out:
+                kind, value = out[name]
+                ctypes.cast(args[0], ctypes.POINTER(kind)).contents.value = value
+            return 0
+
+        return call
+
+
+def test_the_persisting_limit_is_asked_until_a_set_aside_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nsightx_cupti import _driver, _session
+
+    lib = FakeLibcuda(limits=[0, 0, 1 << 20])  # the function raises the set-aside during the third run
+    monkeypatch.setattr(_driver, "_lib", lambda: lib)
+    monkeypatch.setattr(_session, "_buffers", {})
+    monkeypatch.setattr(_session, "_facts", {})
+    device = _session.CudaDevice(0, flush=True)
+    lib.calls.clear()
+    for _ in range(5):
+        device.flush_l2()
+    assert lib.calls.count("cuMemsetD32Async") == 5
+    assert lib.calls.count("cuCtxGetLimit") == 3  # 0, 0, then seen: not asked again
+    assert lib.calls.count("cuCtxResetPersistingL2Cache") == 3  # runs 3, 4 and 5
+    assert "cuCtxPushCurrent_v2" not in lib.calls  # its context was current: nothing pushed

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from nsightx_cupti._tracer import ActivityTracer
+from nsightx_cupti._attribution import ApiActivity
+from nsightx_cupti._tracer import CANARY_ID, ActivityTracer
 
 from nsightx._errors import MeasurementError
 
@@ -65,6 +66,7 @@ class FakeCupti:
         self.requested: Any = None
         self.completed: Any = None
         self.calls: list[str] = []
+        self.next_corr = 1000
 
     def activity_register_callbacks(self, requested: Any, completed: Any) -> None:
         self.requested, self.completed = requested, completed
@@ -108,6 +110,22 @@ class FakeCupti:
     def get_timestamp(self) -> int:
         return 1000
 
+    # --- what the process does besides calling cupti-python ---------------------------------------------------
+    def driver_call(self, cbid: int = DriverCbid.cuCtxGetCurrent) -> None:
+        """A CUDA driver call of the process: recorded (with the pushed external id) while DRIVER is enabled."""
+        if Kind.DRIVER not in self.enabled:
+            return
+        self.next_corr += 1
+        self.to_deliver.append(api(self.next_corr, 10 * self.next_corr, cbid=cbid, kind=Kind.DRIVER))
+        if self.stack:
+            self.to_deliver.append(ext(self.next_corr, self.stack[-1]))
+
+    def other_client(self) -> list[Any]:
+        """Another CUPTI client (torch.profiler's Kineto) registers its callbacks; returns what it receives."""
+        received: list[Any] = []
+        self.activity_register_callbacks(lambda: (1 << 20, 0), received.extend)
+        return received
+
 
 def kernel(name: str, corr: int, start: int, end: int) -> Any:
     return SimpleNamespace(kind=Kind.CONCURRENT_KERNEL, name=name, start=start, end=end, correlation_id=corr,
@@ -125,7 +143,7 @@ def ext(corr: int, external_id: int, kind: int = ExtKind.CUSTOM2) -> Any:
 
 def test_decodes_kernels_apis_and_only_its_own_external_kind() -> None:
     fake = FakeCupti()
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start(api_tracing="always")
     fake.to_deliver = [kernel("k", 3, 100, 150), api(3, 50), ext(3, 9), ext(3, 77, kind=ExtKind.CUSTOM0)]
     batch = tracer.collect()
@@ -137,7 +155,7 @@ def test_decodes_kernels_apis_and_only_its_own_external_kind() -> None:
 
 def test_dropped_records_are_a_measurement_error() -> None:
     fake = FakeCupti()
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start()
     fake.to_deliver = [kernel("k", 3, 100, 150)]
     fake.dropped = 12
@@ -149,7 +167,7 @@ def test_dropped_records_are_a_measurement_error() -> None:
 
 def test_a_bad_record_is_reported_at_collect_not_raised_into_cupti() -> None:
     fake = FakeCupti()
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start()
     fake.to_deliver = [SimpleNamespace(kind=Kind.CONCURRENT_KERNEL, name="broken")]
     with pytest.raises(MeasurementError, match="could not be decoded"):
@@ -159,7 +177,7 @@ def test_a_bad_record_is_reported_at_collect_not_raised_into_cupti() -> None:
 
 def test_apis_that_launched_nothing_are_switched_off_and_back_on_at_stop() -> None:
     fake = FakeCupti(per_api=True)
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start()
     assert fake.api_switches == {}  # nothing learned yet: every API is traced
     fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020),
@@ -176,7 +194,7 @@ def test_apis_that_launched_nothing_are_switched_off_and_back_on_at_stop() -> No
 
 def test_an_api_that_launched_a_kernel_or_is_unknown_stays_on() -> None:
     fake = FakeCupti(per_api=True)
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start()
     # cudaGetDevice "launching" a kernel stands for any API not named Launch that does; 999 is an unknown id
     fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020), kernel("k", 1, 100, 150),
@@ -190,7 +208,7 @@ def test_an_api_that_launched_a_kernel_or_is_unknown_stays_on() -> None:
 
 def test_per_api_switches_refused_by_libcupti_are_not_asked_again() -> None:
     fake = FakeCupti(per_api=False)
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start()
     fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020)]
     tracer.collect()
@@ -204,7 +222,7 @@ def test_per_api_switches_refused_by_libcupti_are_not_asked_again() -> None:
 
 def test_region_mode_traces_apis_only_inside_regions() -> None:
     fake = FakeCupti()
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start(api_tracing="region")
     assert Kind.RUNTIME not in fake.enabled and Kind.CONCURRENT_KERNEL in fake.enabled
     tracer.region_open()
@@ -216,7 +234,7 @@ def test_region_mode_traces_apis_only_inside_regions() -> None:
 
 
 def test_sessions_cannot_nest() -> None:
-    tracer = ActivityTracer(FakeCupti())
+    tracer = ActivityTracer(FakeCupti(), canary=None)
     tracer.start()
     with pytest.raises(MeasurementError, match="cannot nest"):
         tracer.start()
@@ -227,7 +245,7 @@ def test_sessions_cannot_nest() -> None:
 
 def test_api_filter_off_never_switches_apis() -> None:
     fake = FakeCupti(per_api=True)
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start(api_filter="off")
     fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020)]
     tracer.collect()
@@ -252,7 +270,7 @@ def test_an_untraced_kernel_switches_the_learned_apis_back_on_and_warns() -> Non
     from nsightx._records import RegionId
 
     fake = FakeCupti(per_api=True)
-    tracer = ActivityTracer(fake)
+    tracer = ActivityTracer(fake, canary=None)
     tracer.start()
     fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020)]
     tracer.collect()
@@ -266,3 +284,74 @@ def test_an_untraced_kernel_switches_the_learned_apis_back_on_and_warns() -> Non
         session.finish_run(0, 0)
     assert fake.api_switches == {("runtime", 17): 1} and tracer.quiet.off == set()
     tracer.stop()
+
+
+# --- other CUPTI clients ---------------------------------------------------------------------------------------
+
+
+def test_callbacks_taken_by_another_client_are_taken_back_at_the_next_start() -> None:
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake, canary=fake.driver_call)
+    tracer.start()
+    tracer.stop()
+    kineto = fake.other_client()  # e.g. a torch.profiler session between two profiled calls
+    tracer.start()
+    fake.to_deliver.append(kernel("k", 3, 100, 150))
+    batch = tracer.collect()
+    assert [k.name for k in batch.kernels] == ["k"] and kineto == []
+    assert CANARY_ID not in batch.externals.values()  # the canary's own records are not handed on
+    tracer.stop()
+
+
+def test_activity_that_never_arrives_is_a_clear_error_not_an_empty_result() -> None:
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake, canary=fake.driver_call)
+    tracer.start()
+    kineto = fake.other_client()  # takes the callbacks while our session runs
+    fake.to_deliver.append(kernel("k", 3, 100, 150))
+    with pytest.raises(MeasurementError, match=r"no activity records.*torch\.profiler.*backend='events'"):
+        tracer.collect()
+    assert len(kineto) == 3  # the canary's API and external records, and the kernel, went to the other client
+    tracer.stop()
+
+
+def test_a_canary_that_is_not_traced_is_no_error_when_other_records_arrive() -> None:
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake, canary=lambda: None)  # a call CUPTI does not record
+    tracer.start()
+    fake.to_deliver = [kernel("k", 3, 100, 150), api(3, 50)]
+    assert len(tracer.collect().kernels) == 1
+    tracer.stop()
+
+
+def test_the_injected_tool_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake, canary=fake.driver_call)
+    tracer.start()
+    fake.other_client()
+    with pytest.raises(MeasurementError, match="libToolsInjection64"):
+        tracer.collect()
+    tracer.stop()
+
+
+def test_start_refuses_while_torch_profiler_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    flag = SimpleNamespace(_is_profiler_enabled=True)
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(autograd=SimpleNamespace(profiler=flag)))
+    tracer = ActivityTracer(FakeCupti(), canary=None)
+    with pytest.raises(MeasurementError, match=r"torch\.profiler is recording"):
+        tracer.start()
+    assert not tracer.active
+    flag._is_profiler_enabled = False
+    tracer.start()
+    tracer.stop()
+
+
+def test_kernel_launch_calls_are_named_by_cbid() -> None:
+    tracer = ActivityTracer(FakeCupti(), canary=None)
+    launch = ApiActivity(1, 0, 1, cbid=int(RuntimeCbid.cudaLaunchKernel_v7000), domain="runtime")
+    other = ApiActivity(2, 0, 1, cbid=int(RuntimeCbid.cudaGetDevice_v3020), domain="runtime")
+    unknown = ApiActivity(3, 0, 1, cbid=999, domain="runtime")
+    assert [tracer.launches_kernels(a) for a in (launch, other, unknown)] == [True, False, False]

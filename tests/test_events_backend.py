@@ -61,3 +61,10 @@ def test_validate() -> None:
         EventsBackend().validate(_plan(backend_options={"buffer_bytes": 1 << 20}))
     with pytest.raises(ConfigError, match="span on its stream"):
         EventsBackend().validate(_plan(metrics=("gpu__time_duration.sum",)))
+
+
+def test_validate_events_collect() -> None:
+    for ok in ("batch", "run"):
+        EventsBackend().validate(_plan(backend_options={"events_collect": ok}))
+    with pytest.raises(ConfigError, match=r"events_collect.*'batch' or 'run'"):
+        EventsBackend().validate(_plan(backend_options={"events_collect": "never"}))

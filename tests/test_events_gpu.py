@@ -57,3 +57,45 @@ def test_events_cache_none_and_all(plugin_host: Any, torch: Any) -> None:
         res = scale()
         assert all(r.value > 0 for r in res.records)
         assert (res.environment["FlushBytes"] > 0) == (cache == "all")
+
+
+def test_batched_reads_give_every_run_its_own_span(plugin_host: Any, torch: Any) -> None:
+    # deferred (default) and per-run reading measure the same spans: one record per (config, run), none lost
+    a = torch.randn(1024, 1024, device="cuda")
+    results = {}
+    for collect in ("batch", "run"):
+        @nsightx.analyze.kernel(configs=[(1,), (4,)], runs=7, backend="events", verbosity=SILENT,
+                                backend_options={"events_collect": collect})
+        def mm(k: int) -> None:
+            with nsightx.annotate("mm"):
+                for _ in range(k):
+                    a @ a
+
+        results[collect] = res = mm()
+        assert res.environment["EventsCollect"] == collect
+        assert sorted((r.config, r.run) for r in res.records) == [(c, r) for c in (0, 1) for r in range(7)]
+    for cfg in (0, 1):
+        batch = statistics.median(r.value for r in results["batch"].records if r.config == cfg)
+        per_run = statistics.median(r.value for r in results["run"].records if r.config == cfg)
+        assert 0.5 < batch / per_run < 1.5, (cfg, batch, per_run)
+    four = statistics.median(r.value for r in results["batch"].records if r.config == 1)
+    one = statistics.median(r.value for r in results["batch"].records if r.config == 0)
+    assert 2.5 < four / one < 5.5  # four matmuls span about four times one
+
+
+def test_a_failed_region_has_no_record_but_its_run_is_kept(plugin_host: Any, torch: Any) -> None:
+    x = torch.randn(1 << 16, device="cuda")
+
+    @nsightx.analyze.kernel(runs=4, backend="events", verbosity=SILENT)
+    def flaky() -> None:
+        with nsightx.annotate("ok"):
+            x.mul_(1.0)
+        with nsightx.annotate("bad", ignore_failures=True):
+            x.mul_(1.0)
+            raise RuntimeError("boom")
+
+    with pytest.warns(RuntimeWarning, match="boom"):
+        res = flaky()
+    assert sorted({r.annotation for r in res.records}) == ["ok"] and len(res.records) == 4
+    spans = [reg.attributes["span_ns"] for run in res.data.runs for reg in run.regions if reg.annotation == "bad"]
+    assert len(spans) == 4 and all(s > 0 for s in spans)

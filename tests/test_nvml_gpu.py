@@ -49,3 +49,20 @@ def test_thermal_source_reads_real_headroom(cuda):
 
     reading = NvmlTemperatureSource(None).read()
     assert 0 < reading.headroom_c < 100 and reading.device == f"CUDA device {cuda.cuda.current_device()}"
+
+
+def test_sampler_feeds_a_cupti_call_and_stops_with_it(plugin_host, cuda):
+    import threading
+
+    a = cuda.randn(2048, 2048, device="cuda")
+
+    @nsightx.analyze.kernel(runs=20, backend="cupti", verbosity=nsightx.VerbosityLevel.SILENT)
+    def mm():
+        with nsightx.annotate("mm"):
+            a @ a
+
+    raw = mm().runs_dataframe().drop_duplicates(["Config", "Run"])
+    assert not [t for t in threading.enumerate() if t.name == "nsightx-nvml-sampler"]
+    assert (raw["MeasuredSMClockMHz"] > 100).all() and raw["GPUTemperatureC"].between(5, 110).all()
+    ages = raw["NvmlSampleAgeMs"]
+    assert (ages >= 0).all() and ages.max() < 100, ages.tolist()  # a few ms old, never from an earlier call

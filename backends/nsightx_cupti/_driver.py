@@ -103,18 +103,27 @@ def set_current(ctx: int) -> None:
     _check(_lib().cuCtxSetCurrent(ctypes.c_void_p(ctx)), "cuCtxSetCurrent")
 
 
+def push(ctx: int) -> None:
+    """Make ``ctx`` current on the calling thread, above the one that was (undo with :func:`pop`)."""
+    _check(_lib().cuCtxPushCurrent_v2(ctypes.c_void_p(ctx)), "cuCtxPushCurrent")
+
+
+def pop() -> None:
+    """Undo :func:`push`."""
+    _lib().cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+
+
 @contextmanager
 def using(ctx: int) -> Iterator[None]:
     """Run the block with ``ctx`` current, pushing it only if another context is current."""
     if current_context() == ctx:
         yield
         return
-    lib = _lib()
-    _check(lib.cuCtxPushCurrent_v2(ctypes.c_void_p(ctx)), "cuCtxPushCurrent")
+    push(ctx)
     try:
         yield
     finally:
-        lib.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+        pop()
 
 
 def synchronize() -> None:
@@ -162,12 +171,14 @@ class DeviceBuffer:
         _check(_lib().cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(self.nbytes)), "cuMemAlloc")
         self.ptr = ptr.value
         self._value = 0
+        self._args = (ctypes.c_uint64(self.ptr), ctypes.c_size_t(self.nbytes // 4), ctypes.c_void_p(0))
+        """The call's fixed arguments, made once (it is made before every region)."""
 
     def overwrite(self) -> None:
         """Queue a memset of the whole buffer on the legacy default stream (ordered with torch's default)."""
         self._value = (self._value + 1) & 0xFF
-        _check(_lib().cuMemsetD32Async(ctypes.c_uint64(self.ptr), ctypes.c_uint32(self._value * 0x01010101),
-                                       ctypes.c_size_t(self.nbytes // 4), ctypes.c_void_p(0)),
+        ptr, count, stream = self._args
+        _check(_lib().cuMemsetD32Async(ptr, ctypes.c_uint32(self._value * 0x01010101), count, stream),
                "cuMemsetD32Async")
 
     def free(self) -> None:

@@ -38,8 +38,11 @@ from nsightx_cupti._attribution import (
     KernelActivity,
     RegionWindow,
     attribute,
+    silent_launches,
     to_run_output,
+    to_run_outputs,
 )
+from nsightx_cupti._tracer import OTHER_CLIENTS
 
 if TYPE_CHECKING:
     from nsightx._plan import Plan
@@ -127,6 +130,7 @@ class CudaDevice:
         self.l2_bytes = int(self._facts()["L2Bytes"] or 0)
         self.buffer: _driver.DeviceBuffer | None = None
         self.reset_persisting = False
+        self._persisting_seen = False
         if flush:
             nbytes = max(flush_bytes or 0, 2 * self.l2_bytes, 1 << 20)
             kept = _buffers.get(device)
@@ -160,14 +164,27 @@ class CudaDevice:
 
         Persisting lines need a set-aside (``cudaLimitPersistingL2CacheSize``); while the context's is 0, none
         can exist and the reset (~15 us of host time and ~7 us of GPU time per run on a busy H200) is skipped.
-        The limit is read before every run (a host-side query, ~2 us) because the user's function may change it.
+        The limit is read before every run (a host-side query, ~1 us; CUPTI traces it) while it is 0, because
+        the user's function may raise it; once it was seen above 0 in this session, every run resets without
+        asking again (a reset with no persisting line left is merely unneeded).
+        This runs before every region, so it makes the driver calls directly: the context is pushed only when
+        another one is current (never, with torch: its current context is the primary one).
         """
-        if self.buffer is None:
+        buffer = self.buffer
+        if buffer is None:
             return
-        with _driver.using(self.ctx):
-            if self.reset_persisting and self.persisting_possible():
+        ctx = self.ctx
+        pushed = _driver.current_context() != ctx
+        if pushed:
+            _driver.push(ctx)
+        try:
+            if self.reset_persisting and (self._persisting_seen or self.persisting_possible()):
+                self._persisting_seen = True
                 _driver.reset_persisting_l2()
-            self.buffer.overwrite()
+            buffer.overwrite()
+        finally:
+            if pushed:
+                _driver.pop()
 
     def persisting_possible(self) -> bool:
         """Whether the current context has a persisting-L2 set-aside."""
@@ -276,7 +293,7 @@ class CuptiSession(Session):
         by_run: dict[tuple[int, int], list[RegionWindow]] = {key: [] for key in finished}
         for w in windows:
             by_run.setdefault((w.config, w.run), []).append(w)
-        outputs = {key: to_run_output(attribution, ws, self.metrics) for key, ws in by_run.items()}
+        outputs = to_run_outputs(attribution, by_run, self.metrics)
         self.cost_ns["runs"] += len(by_run)
         self.cost_ns["total"] = self.cost_ns.get("total", 0) + time.perf_counter_ns() - t0
         return outputs
@@ -302,6 +319,7 @@ class CuptiSession(Session):
         if self.keep_batches:
             self.batches.append((batch, windows))
         attribution = attribute(batch, windows)
+        self._check_silent(batch, windows, attribution)
         traced_everywhere = getattr(self.tracer, "api_tracing", "always") == "always"
         if attribution.untraced and windows and traced_everywhere:
             self._untraced(attribution.untraced)
@@ -317,6 +335,25 @@ class CuptiSession(Session):
         cost["collect"] += t2 - t1
         cost["attribute"] += time.perf_counter_ns() - t2
         return attribution, windows
+
+    def _check_silent(self, batch: ActivityBatch, windows: list[RegionWindow], attribution: Attribution) -> None:
+        """A region that made kernel launch calls but got no kernel record is an error, never an empty result.
+
+        Raises:
+            MeasurementError: naming the first such region, the likely cause and the fix.
+        """
+        launches_kernels = getattr(self.tracer, "launches_kernels", None)
+        if launches_kernels is None:
+            return
+        silent = silent_launches(batch, windows, attribution, launches_kernels)
+        if silent:
+            w, n = silent[0]
+            raise MeasurementError(
+                f"region {w.annotation!r} (config {w.config}, run {w.run}) made {n} kernel launch call(s) that "
+                f"CUPTI recorded, but CUPTI delivered no kernel record for it ({len(silent)} region(s) so): "
+                f"{OTHER_CLIENTS} (or the kernels ran on a device other than the measured one and had not "
+                "finished). Profile with nsightx before or after that tool rather than while it runs, or use "
+                "backend='events'")
 
     def _untraced(self, kernels: list[KernelActivity]) -> None:
         """Kernels without a launch record: if APIs were switched off, switch them back on, and say so once.

@@ -7,6 +7,17 @@ libcupti 13.0 that torch loads.
 
 Records are copied out of CUPTI's buffer into small tuples inside the buffer-completed callback, so nothing
 refers to CUPTI memory after the callback returns.
+
+**Other CUPTI clients.** CUPTI keeps one set of activity callbacks per process. Another client in the same
+process (torch.profiler's Kineto, Nsight Systems or compute-sanitizer injected through
+``CUDA_INJECTION64_PATH``) registers its own, or finalises CUPTI when it is done, and from then on our records
+go elsewhere or nowhere: after one ``torch.profiler`` session a CUPTI call returned no records and no error
+(``benchmarks/results/2026-12-03-diag-alloc-once.json``). So every :meth:`ActivityTracer.start` registers the
+callbacks again and enables the kinds again (which also re-initialises a finalised CUPTI), refuses to start
+while torch.profiler is recording, and makes one traced driver call under a reserved external id, the
+*canary*. The first collection of the session must deliver it; if it delivers nothing at all, CUPTI is not
+reporting to this process's tracer and :meth:`ActivityTracer.collect` raises a :class:`MeasurementError` naming
+the likely cause, instead of an empty result.
 """
 
 from __future__ import annotations
@@ -14,8 +25,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.metadata
+import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from nsightx._errors import MeasurementError
@@ -26,6 +40,37 @@ DEFAULT_BUFFER_BYTES = 256 * 1024
 """Size of each activity buffer handed to CUPTI (hundreds of records; CUPTI asks for another when one fills).
 
 Measured on the H200: the sweep of benchmarks/cupti_overhead.py took 1.4x longer with 8 MiB buffers."""
+
+
+CANARY_ID = (1 << 63) - 1
+"""External id pushed around the start-of-session canary call (sessions count their ids up from 1)."""
+
+OTHER_CLIENTS = ("another CUPTI client in this process took CUPTI's activity callbacks or finalised CUPTI: "
+                 "torch.profiler (Kineto), Nsight Systems, compute-sanitizer or another CUPTI-based tool")
+"""The likely cause of activity that does not arrive, for error messages."""
+
+
+def _default_canary() -> None:
+    """One cheap driver API call (``cuCtxGetCurrent``), traced by CUPTI's DRIVER kind."""
+    from nsightx_cupti import _driver
+
+    _driver.current_context()
+
+
+def _injected_tool() -> str | None:
+    """The tool injected into this process by CUDA (``CUDA_INJECTION64_PATH``: nsys, ncu, compute-sanitizer)."""
+    return os.environ.get("CUDA_INJECTION64_PATH") or None
+
+
+def torch_profiler_recording() -> bool:
+    """Whether torch.profiler (or autograd's profiler) is recording now; False when torch is not imported."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.autograd.profiler._is_profiler_enabled)
+    except Exception:  # a torch without this flag: cannot tell
+        return False
 
 
 def cupti_module() -> Any:
@@ -85,8 +130,13 @@ class ActivityTracer:
                 cls._instance = cls(cupti_module())
             return cls._instance
 
-    def __init__(self, cupti: Any) -> None:
+    def __init__(self, cupti: Any, canary: Callable[[], None] | None = _default_canary) -> None:
         self._cupti = cupti
+        self._canary = canary
+        self._canary_pending = False
+        self.reregister = True
+        """Register the callbacks at every :meth:`start` (False: a dispatcher in front of this tracer registered
+        them and forwards to it; ``benchmarks/cupti_breakdown.py`` does, to compare with a minimal client)."""
         kinds = cupti.ActivityKind
         self._k_kernel = int(kinds.CONCURRENT_KERNEL)
         self._k_runtime = int(kinds.RUNTIME)
@@ -96,7 +146,6 @@ class ActivityTracer:
         self._lock = threading.Lock()
         self._pending = ActivityBatch()
         self._errors: list[str] = []
-        self._registered = False
         self.buffer_bytes = DEFAULT_BUFFER_BYTES
         self.active = False
         self.quiet = QuietApis(self._api_name)
@@ -147,7 +196,10 @@ class ActivityTracer:
     # --- session-facing API ---------------------------------------------------------------------------------
     def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_tracing: str = "always",
               flush_flag: str = "forced", api_filter: str = "learn") -> None:
-        """Register the buffer callbacks (once per process) and enable the activity kinds.
+        """Register the buffer callbacks, enable the activity kinds, and make the canary call.
+
+        The callbacks are registered at every start, not once per process: another CUPTI client may have
+        replaced them since the last session (see the module docstring).
 
         Kernel and external-correlation records are enabled for the whole session. API records (needed to tie
         a kernel to its launch, and without which CUPTI writes no external-correlation records) are enabled for
@@ -163,17 +215,21 @@ class ActivityTracer:
             api_filter: ``learn`` (default): switch off APIs seen to launch nothing; ``off``: record every API.
 
         Raises:
-            MeasurementError: another CUPTI session is active in this process.
+            MeasurementError: another CUPTI session is active in this process, or torch.profiler is recording.
         """
         if self.active:
             raise MeasurementError(
                 "a CUPTI session is already running in this process; CUPTI sessions cannot nest (finish the "
                 "outer profiled call first, or use backend='events' for the inner one)")
+        if torch_profiler_recording():
+            raise MeasurementError(
+                "torch.profiler is recording in this process and holds CUPTI's activity callbacks, which CUPTI "
+                "gives to one client at a time; end the torch.profiler session before the profiled call, or "
+                "profile this call with backend='events'")
         c = self._cupti
         self.buffer_bytes = buffer_bytes
-        if not self._registered:
+        if self.reregister:  # at every start: another client (torch.profiler, nsys) may have taken them since
             c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
-            self._registered = True
         self._discard()
         self.stats = {}
         self.flush_flag = flush_flag
@@ -181,6 +237,7 @@ class ActivityTracer:
         self._open_regions = 0
         for kind in (self._k_runtime, self._k_driver, self._k_external, self._k_kernel):
             c.activity_enable(kind)
+        self._canary_pending = self._sing()
         self.api_filter = api_filter
         if api_filter == "learn":
             for key in sorted(self.quiet.off):
@@ -188,6 +245,41 @@ class ActivityTracer:
         if api_tracing == "region":
             self._apis(False)
         self.active = True
+
+    def _sing(self) -> bool:
+        """Make the canary call under :data:`CANARY_ID` (before any API is switched off); False if it failed."""
+        if self._canary is None:
+            return False
+        c = self._cupti
+        c.activity_push_external_correlation_id(self._ext_kind, CANARY_ID)
+        try:
+            self._canary()
+        except Exception:  # no driver to call (tests without one): nothing to check later
+            return False
+        finally:
+            c.activity_pop_external_correlation_id(self._ext_kind)
+        return True
+
+    def _check_canary(self, batch: ActivityBatch) -> None:
+        """First collection of a session: CUPTI must have delivered something, at least the canary's record.
+
+        Raises:
+            MeasurementError: nothing at all arrived (another client has CUPTI).
+        """
+        self._canary_pending = False
+        canary = [corr for corr, ext in batch.externals.items() if ext == CANARY_ID]
+        for corr in canary:
+            del batch.externals[corr]
+            batch.apis.pop(corr, None)
+        if canary or batch.kernels or batch.apis or batch.externals:
+            return  # CUPTI reports to us (a canary API switched off elsewhere still leaves other records)
+        tool = _injected_tool()
+        hint = f" (CUDA_INJECTION64_PATH={tool} injects one into this process)" if tool else ""
+        raise MeasurementError(
+            "CUPTI delivered no activity records to nsightx in this session, not even the one it makes itself "
+            f"at the session start, so no kernel of it could be timed: {OTHER_CLIENTS}{hint}. Profile with "
+            "nsightx before torch.profiler in the process, run it in a process of its own, or use "
+            "backend='events'")
 
     def _apis(self, on: bool) -> None:
         switch = self._cupti.activity_enable if on else self._cupti.activity_disable
@@ -215,6 +307,15 @@ class ActivityTracer:
             return str(enum(cbid).name)
         except (AttributeError, ValueError):
             return None
+
+    def launches_kernels(self, api: ApiActivity) -> bool:
+        """Whether ``api`` is a call that always launches a kernel (``cudaLaunchKernel``, ``cuLaunchKernelEx``...).
+
+        Graph launches (a graph may hold no kernel) and host-function launches are not counted; an id the
+        installed cupti-python cannot name is not either.
+        """
+        name = self._api_name(api.domain, api.cbid)
+        return name is not None and "Launch" in name and "HostFunc" not in name and "Graph" not in name
 
     def forget_quiet(self) -> int:
         """Switch every API this tracer switched off back on and forget them; returns how many there were."""
@@ -294,6 +395,8 @@ class ActivityTracer:
             errors, self._errors = self._errors, []
         if errors:
             raise MeasurementError(f"CUPTI activity buffers could not be decoded: {errors[0]}")
+        if self._canary_pending and self.active:
+            self._check_canary(batch)
         if self.active and self.api_filter == "learn":
             self._silence(batch)
         if dropped:

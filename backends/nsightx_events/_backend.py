@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from nsightx._backend import (
     Availability,
     Backend,
@@ -34,7 +36,10 @@ from nsightx._records import Record, RegionId, Scalar
 METRIC = "region__stream_span_duration"
 """Elapsed time between the region's open and close events on its stream, ns (not a kernel sum)."""
 
-OPTIONS = {"flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)"}
+OPTIONS = {"flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
+           "events_collect": "'batch' (default): read the events every 64 runs, at config ends a second or more "
+                             "after the last read, and at the end; 'run': wait for and read every run's events "
+                             "as it ends"}
 """``backend_options`` keys this backend accepts."""
 
 
@@ -83,20 +88,53 @@ def _reset_persisting_l2() -> bool:
         return False
 
 
+_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+"""``CU_LIMIT_PERSISTING_L2_CACHE_SIZE`` (cuda.h)."""
+
+
+def _persisting_possible() -> bool:
+    """Whether the current context has a persisting-L2 set-aside (else no line can be persisting).
+
+    A host-side query (~1 us), asked before every flush while the set-aside is 0, because the user's function may
+    raise it; the reset it saves costs ~15 us of host time and ~7 us of GPU time per run. Once a set-aside was
+    seen, the session resets before every run without asking again.
+    """
+    value = ctypes.c_size_t()
+    try:
+        lib = _libcuda()
+    except OSError:
+        return False
+    ok = lib.cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(_LIMIT_PERSISTING_L2_CACHE_SIZE)) == 0
+    return not ok or value.value > 0  # when the driver cannot say, reset to be safe
+
+
 class EventsSession(Session):
-    """Records a start and an end event on the current stream around each region.
+    """Records a start and an end event on the current stream around each region; reads them in batches.
+
+    Deferred (like the CUPTI session): :meth:`finish_run` only notes the run, and :meth:`collect_runs`, which
+    the run loop calls every 64 runs, at config ends and at the end of the call, waits for the recorded events
+    and reads every pair at once. Synchronising after every run kept the host from queueing the next run while
+    the GPU worked, and cost the whole host time of each run on top of its GPU time (1.23x a bare loop on the
+    allocated-once matmul sweep, ``benchmarks/results/2026-12-03-diag-alloc-once.json``). A span is still the
+    time between its own two events on its stream, so what it measures is unchanged; without the per-run wait
+    the GPU no longer idles between runs, so a short region's start event no longer fires before its first
+    kernel has even been launched (less launch latency inside the span).
 
     Args:
         device: CUDA device ordinal (None: torch's current device).
         flush: Overwrite a buffer of at least twice the L2 size before each run (``cache_control="all"``).
         flush_bytes: Flush buffer size override.
+        deferred: False reads every run's events at its end (the behaviour before deferred collection).
     """
 
-    def __init__(self, device: int | None, flush: bool, flush_bytes: int | None = None) -> None:
+    def __init__(self, device: int | None, flush: bool, flush_bytes: int | None = None,
+                 deferred: bool = True) -> None:
         import torch
 
         self._torch = torch
+        self.deferred = deferred
         self.device = torch.device("cuda", torch.cuda.current_device() if device is None else device)
+        self._index = int(self.device.index or 0)
         props = torch.cuda.get_device_properties(self.device)
         self.gpu = props.name
         self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
@@ -107,8 +145,11 @@ class EventsSession(Session):
         self._pool: list[tuple[Any, Any]] = []
         self._open: dict[tuple[str, int, int], tuple[Any, Any]] = {}
         self._done: list[tuple[RegionId, bool, Any, Any]] = []
+        self._finished: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._persisting_ok = True
+        self.resets = 0
+        """Persisting-L2 resets made (only while the context has a set-aside)."""
 
     def _pair(self) -> tuple[Any, Any]:
         with self._lock:
@@ -118,11 +159,13 @@ class EventsSession(Session):
         return make(enable_timing=True), make(enable_timing=True)
 
     def _flush(self, run: int) -> None:
-        """Reset persisting L2 lines and overwrite the flush buffer on the current stream."""
+        """Reset persisting L2 lines (when any can exist), then overwrite the flush buffer on the current stream."""
         if self.buffer is None:
             return
-        if self._persisting_ok:  # the current context is torch's: its current device
+        # the current context is torch's (its current device); once a set-aside was seen, reset without asking
+        if self._persisting_ok and (self.resets or _persisting_possible()):
             self._persisting_ok = _reset_persisting_l2()
+            self.resets += 1
         self.buffer.fill_(run & 0x7F)
 
     def region_enter(self, region: RegionId) -> None:
@@ -134,45 +177,72 @@ class EventsSession(Session):
         self._flush(region.run)
         start, end = self._pair()
         self._open[(region.annotation, region.config, region.run)] = (start, end)
-        start.record(self._torch.cuda.current_stream(self.device))
+        start.record(self._torch.cuda.current_stream(self._index))
 
     def region_exit(self, region: RegionId, failed: bool) -> None:
         """Record the end event on this thread's current stream."""
         start, end = self._open.pop((region.annotation, region.config, region.run))
-        end.record(self._torch.cuda.current_stream(self.device))
+        end.record(self._torch.cuda.current_stream(self._index))
         with self._lock:
             self._done.append((region, failed, start, end))
 
     def finish_run(self, config: int, run: int) -> RunOutput:
-        """Wait for each end event and turn each pair into one record.
+        """Deferred: note the run (its records come from :meth:`collect_runs`). Otherwise read it now.
 
         Raises:
             MeasurementError: an event pair could not be read.
         """
+        if self.deferred:
+            self._finished.append((config, run))
+            return RunOutput()
+        return self._read().get((config, run), RunOutput())
+
+    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
+        """Wait for every run finished since the last call and read its events; outputs keyed (config, run).
+
+        Raises:
+            MeasurementError: an event pair could not be read.
+        """
+        if not self.deferred or not self._finished:
+            return {}
+        finished, self._finished = self._finished, []
+        outputs = {key: RunOutput() for key in finished}
+        outputs.update(self._read())
+        return outputs
+
+    def _read(self) -> dict[tuple[int, int], RunOutput]:
+        """Wait for each recorded end event and turn each pair into one record (then back to the pool)."""
         with self._lock:
             done, self._done = self._done, []
-        out = RunOutput()
-        for region, failed, start, end in done:
-            try:
-                end.synchronize()
-                ms = start.elapsed_time(end)
-            except RuntimeError as e:
-                raise MeasurementError(f"CUDA events of region {region.annotation!r} could not be read: {e}") from e
-            finally:
-                with self._lock:
-                    self._pool.append((start, end))
-            out.region_attributes[region.annotation] = {"span_ns": round(ms * 1e6)}
-            if not failed:
-                out.records.append(Record(
-                    annotation=region.annotation, config=region.config, run=region.run, kernel="region",
-                    metric=METRIC, value=ms * 1e6, unit="ns", seq=0))
+        out: dict[tuple[int, int], RunOutput] = {}
+        fields: list[dict[str, Any]] = []
+        try:
+            for region, failed, start, end in done:
+                try:
+                    end.synchronize()
+                    ms = start.elapsed_time(end)
+                except RuntimeError as e:
+                    raise MeasurementError(
+                        f"CUDA events of region {region.annotation!r} could not be read: {e}") from e
+                run = out.setdefault((region.config, region.run), RunOutput())
+                run.region_attributes[region.annotation] = {"span_ns": round(ms * 1e6)}
+                if not failed:
+                    fields.append({"annotation": region.annotation, "config": region.config, "run": region.run,
+                                   "kernel": "region", "metric": METRIC, "value": ms * 1e6, "unit": "ns",
+                                   "seq": 0})
+        finally:
+            with self._lock:
+                self._pool.extend((start, end) for _, _, start, end in done)
+        for record in _records_adapter().validate_python(fields):  # one batch: cheaper than a model each
+            out[(record.config, record.run)].records.append(record)
         return out
 
     def environment(self) -> Mapping[str, Scalar]:
         """GPU name and rated clocks (kHz) from the driver, L2 and flush sizes."""
         env: dict[str, Scalar] = {"GPU": self.gpu, "Device": self.device.index, "L2Bytes": self.l2_bytes,
                                   "FlushBytes": 0 if self.buffer is None else self.buffer.numel() * 4,
-                                  "PersistingL2Reset": self._persisting_ok if self.buffer is not None else None}
+                                  "PersistingL2Reset": self._persisting_ok if self.buffer is not None else None,
+                                  "EventsCollect": "batch" if self.deferred else "run"}
         try:
             lib = _libcuda()
             for key, attr in (("ComputeClock", 13), ("MemoryClock", 36)):
@@ -182,6 +252,12 @@ class EventsSession(Session):
         except OSError:
             pass
         return env
+
+
+@functools.cache
+def _records_adapter() -> TypeAdapter[list[Record]]:
+    """Validates a batch of records given as plain fields."""
+    return TypeAdapter(list[Record])
 
 
 class EventsBackend(Backend):
@@ -220,6 +296,9 @@ class EventsBackend(Backend):
         """
         check_option_names(plan, OPTIONS, self.name)
         check_byte_option(plan, "flush_bytes")
+        collect = plan.backend_options.get("events_collect", "batch")
+        if collect not in ("batch", "run"):
+            raise ConfigError(f"backend_options['events_collect']={collect!r} must be 'batch' or 'run'")
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
             raise ConfigError(f"the events backend measures only {METRIC!r} (the region's span on its stream), "
@@ -237,7 +316,8 @@ class EventsBackend(Backend):
             raise BackendUnavailableError(f"backend 'events' is not available: {avail.reason}. {avail.remedy}",
                                           backend=self.name)
         session = EventsSession(plan.device, flush=plan.cache_control == "all",
-                                flush_bytes=plan.backend_options.get("flush_bytes"))
+                                flush_bytes=plan.backend_options.get("flush_bytes"),
+                                deferred=plan.backend_options.get("events_collect", "batch") != "run")
         try:
             yield session
         finally:

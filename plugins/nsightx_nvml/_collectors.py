@@ -15,20 +15,42 @@ from nsightx._collectors import CollectContext
 from nsightx._enums import CollectionScope
 from nsightx._records import Scalar
 from nsightx._thermal import ThermalReading
+from nsightx_nvml import _sampler
 from nsightx_nvml._device import CudaDriver, DeviceMap, DeviceNotFound, LibCuda, Resolved
 from nsightx_nvml._lib import Nvml, import_pynvml, reason_names
+from nsightx_nvml._sampler import Sample
 
 DEVICE_COLUMNS = ("DriverVersion", "GPUName", "GPUUUID", "PowerLimitW", "ECCEnabled", "SlowdownTempC")
 """ONCE columns: facts about the profiled device."""
-RUN_COLUMNS = ("MeasuredSMClockMHz", "MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW", "ClockEventReasons")
-"""RUN columns: the device's state read just before each measured run."""
+AGE_COLUMN = "NvmlSampleAgeMs"
+"""RUN column: how long before the run started its NVML values were read, in milliseconds."""
+READ_COLUMNS = ("MeasuredSMClockMHz", "MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW", "ClockEventReasons")
+"""The RUN columns read from NVML."""
+RUN_COLUMNS = (*READ_COLUMNS, AGE_COLUMN)
+"""RUN columns: the device's state read just before each measured run, and how long before."""
 
 RUN_READ_MAX_AGE_S = 0.010
-"""A run that starts within this many seconds of the last read of the same device gets that read again.
+"""Without a sampler (``collect`` called outside a sweep the collector was started for, e.g. by a parent-side
+proxy), a run that starts within this many seconds of the last direct read of the same device gets that read
+again: five NVML queries take ~15 us on an idle H200 but ~200 us while it runs kernels, which is more than a
+whole short run."""
 
-Five NVML queries take ~15 us on an idle H200 but ~55 us while it runs kernels, which is more than a whole short
-run; runs that start this close together start in the same conditions, and a run that lasts longer than this
-always gets a fresh read."""
+STALE_SAMPLE_S = 0.05
+"""A run whose latest sample is older than this (the sampler parked while the host waited for a long run) has
+its values read at once, on the calling thread: ~0.2 ms on a busy H200, under 0.5% of a run that came so late."""
+
+SLOW_FIELDS = ("MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW")
+"""Fields read at most every :data:`SLOW_FIELDS_MAX_AGE_S`; the SM clock and clock-event reasons, which can
+change from one millisecond to the next, are read in every sample."""
+
+SLOW_FIELDS_MAX_AGE_S = 0.1
+"""How old the slow fields of a sample may be. Temperature moves by about a degree per second, power is NVML's
+average over about a second, and the memory clock changes with the power state (which moves the SM clock too).
+Each NVML query costs ~40 us while the GPU works, so three fewer per sample matter."""
+
+TEMPERATURE_MAX_AGE_S = 0.5
+"""The thermal guard takes the sampler's temperature when it is at most this old, else reads NVML itself.
+Temperature moves by about a degree per second under load; the guard's band is several degrees wide."""
 
 
 class Provider:
@@ -157,12 +179,20 @@ class DeviceInfo:
 
 
 class RunConditions:
-    """RUN: SM and memory clocks, temperature, power and clock-event reasons, read just before each run.
+    """RUN: SM and memory clocks, temperature, power and clock-event reasons, as the run starts, and their age.
 
-    The read happens after the previous run and the thermal guard, right before the user's function is
-    called: it describes the state the run starts in. Runs starting less than :data:`RUN_READ_MAX_AGE_S` after
-    the last read share it (short runs queue faster than NVML answers). A field the device does not support is
-    ``None``, and is not asked again.
+    During a profiled call the run loop calls :meth:`start` first, which starts (or joins) the background
+    sampler of the profiled device (:mod:`nsightx_nvml._sampler`), and :meth:`stop` at the end. :meth:`collect`,
+    called just before each run, then makes no NVML call: it tells the sampler a run starts and copies the
+    latest sample, which was read before the run started, adding ``NvmlSampleAgeMs``, how long before (at most
+    about one sampling period plus the length of one sample, ~5.2 ms on a busy H200, while runs keep starting;
+    a run that starts after the sampler parked, :data:`STALE_SAMPLE_S` after the last sample, gets a read made
+    for it). The :data:`SLOW_FIELDS` may be up to :data:`SLOW_FIELDS_MAX_AGE_S` older than the sample. Called
+    without :meth:`start` (e.g. by a proxy that asks for one value at a time), it reads NVML directly, sharing a
+    read with runs that start less than :data:`RUN_READ_MAX_AGE_S` later. Either way it returns a plain mapping
+    of scalars.
+
+    A field the device does not support is ``None``, and is not asked again.
     """
 
     name = "nvml.run"
@@ -171,10 +201,58 @@ class RunConditions:
 
     def __init__(self) -> None:
         self._unsupported: dict[str, set[str]] = {}
-        self._last: dict[tuple[int, str], tuple[DeviceMap, float, dict[str, Scalar]]] = {}
+        self._last: dict[tuple[int, str], tuple[DeviceMap, Sample]] = {}
+        self._leases: list[tuple[int, str]] = []
+        self._sweep: dict[int | str | None, tuple[int, str]] = {}
+        self._slow: dict[str, tuple[int, dict[str, Scalar]]] = {}
+
+    def start(self, ctx: CollectContext) -> None:
+        """A profiled call starts: start the sampler of ``ctx.device`` (nothing when NVML is unavailable)."""
+        devices = provider().devices()
+        if devices is None:
+            return
+        try:
+            dev = devices.resolve(ctx.device)
+        except DeviceNotFound:
+            return  # collect() warns, once
+        key = (id(devices), dev.label)
+        nvml = devices.nvml
+        _sampler.acquire(key, lambda: self.read(nvml, dev))
+        self._leases.append(key)
+        self._sweep[ctx.device] = key
+
+    def stop(self) -> None:
+        """The profiled call ended: leave the sampler its :meth:`start` joined (its last user stops it).
+
+        Calls of one collector may overlap (two threads profiling at once), so each stop undoes one start.
+        """
+        if not self._leases:
+            return
+        key = self._leases.pop()
+        if key not in self._leases:
+            self._sweep = {d: k for d, k in self._sweep.items() if k != key}
+        _sampler.release(key)
 
     def collect(self, ctx: CollectContext) -> Mapping[str, Scalar]:
-        """The per-run readings, or no columns when NVML is unavailable."""
+        """The readings the run starts with, or no columns when NVML is unavailable."""
+        now = time.perf_counter_ns()
+        key = self._sweep.get(ctx.device)
+        sampler = _sampler.running(key) if key is not None else None
+        if sampler is None:
+            return self._direct(ctx, now)
+        sampler.demand()
+        sample = sampler.latest()
+        if sample is None or (now - sample.taken_ns) / 1e9 > STALE_SAMPLE_S:
+            sample = sampler.sample() or sample  # parked during a long wait: read now, before the run
+            now = time.perf_counter_ns()
+            if sample is None:
+                return dict.fromkeys(RUN_COLUMNS)
+        values = dict(sample.values)
+        values[AGE_COLUMN] = sample.age_ms(now)
+        return values
+
+    def _direct(self, ctx: CollectContext, now: int) -> Mapping[str, Scalar]:
+        """Read NVML on the calling thread (no sampler runs for this device)."""
         devices = provider().devices()
         if devices is None:
             return {}
@@ -182,27 +260,38 @@ class RunConditions:
             dev = devices.resolve(ctx.device)
         except DeviceNotFound as e:
             return _unmatched(e, RUN_COLUMNS)
-        now = time.perf_counter()
         key = (id(devices), dev.label)
         last = self._last.get(key)
-        if last is not None and last[0] is devices and now - last[1] < RUN_READ_MAX_AGE_S:
-            return last[2]
-        values = self.read(devices.nvml, dev)
-        self._last[key] = (devices, now, values)
+        if last is None or last[0] is not devices or (now - last[1].taken_ns) / 1e9 >= RUN_READ_MAX_AGE_S:
+            last = (devices, Sample(now, self.read(devices.nvml, dev)))
+            self._last[key] = last
+        values = dict(last[1].values)
+        values[AGE_COLUMN] = last[1].age_ms(now)
         return values
 
     def read(self, nvml: Nvml, dev: Resolved) -> dict[str, Scalar]:
-        """Read the five values from ``dev``."""
+        """Read the five values from ``dev`` (on the sampler thread, or directly).
+
+        The SM clock and the clock-event reasons are queried every time; the :data:`SLOW_FIELDS` only when the
+        last query of them is :data:`SLOW_FIELDS_MAX_AGE_S` old.
+        """
         skip = self._unsupported.setdefault(dev.label, set())
         h = dev.sensors
         mask = _safe(nvml, skip, "reasons", nvml.event_reasons, h)
-        return {
+        fast: dict[str, Scalar] = {
             "MeasuredSMClockMHz": _safe(nvml, skip, "sm", nvml.sm_clock_mhz, h),
-            "MeasuredMemClockMHz": _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
-            "GPUTemperatureC": _safe(nvml, skip, "temp", nvml.temperature_c, h),
-            "GPUPowerW": _safe(nvml, skip, "power", nvml.power_w, h),
             "ClockEventReasons": reason_names(int(mask)) if isinstance(mask, int) else None,
         }
+        now = time.perf_counter_ns()
+        slow = self._slow.get(dev.label)
+        if slow is None or (now - slow[0]) / 1e9 >= SLOW_FIELDS_MAX_AGE_S:
+            slow = (now, {
+                "MeasuredMemClockMHz": _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
+                "GPUTemperatureC": _safe(nvml, skip, "temp", nvml.temperature_c, h),
+                "GPUPowerW": _safe(nvml, skip, "power", nvml.power_w, h),
+            })
+            self._slow[dev.label] = slow
+        return {k: fast[k] if k in fast else slow[1][k] for k in READ_COLUMNS}
 
     def availability(self) -> str:
         """Whether NVML works here (shown by ``nsightx plugins``)."""
@@ -221,6 +310,7 @@ class NvmlTemperatureSource:
         self.device = device
         self._provider = source
         self._slowdown: dict[str, int] = {}
+        self._resolved: dict[int, Resolved] = {}
 
     def read(self) -> ThermalReading:
         """Read now.
@@ -233,10 +323,32 @@ class NvmlTemperatureSource:
         devices = p.devices()
         if devices is None:
             raise RuntimeError(p.error)
-        dev = devices.resolve(self.device)
+        dev = self._resolved.get(id(devices)) or self._resolve(devices)
         nvml = devices.nvml
         key = dev.label
         if key not in self._slowdown:
             self._slowdown[key] = nvml.slowdown_c(dev.sensors)
-        return ThermalReading(temperature_c=nvml.temperature_c(dev.sensors), slowdown_c=self._slowdown[key],
+        return ThermalReading(temperature_c=self._temperature(devices, dev), slowdown_c=self._slowdown[key],
                               device=dev.label)
+
+    def _resolve(self, devices: DeviceMap) -> Resolved:
+        """Match the watched device once per source (a source lives for one profiled call, on one device).
+
+        Matching ``None`` asks the CUDA driver for the current device, a driver call that CUPTI traces; the
+        guard reads before every run.
+        """
+        dev = devices.resolve(self.device)
+        if dev.how == "uuid":  # exact; the other ways are re-checked until CUDA is up
+            self._resolved[id(devices)] = dev
+        return dev
+
+    def _temperature(self, devices: DeviceMap, dev: Resolved) -> float:
+        """The running sampler's temperature of ``dev`` when it is fresh enough, else a direct NVML read."""
+        sampler = _sampler.running((id(devices), dev.label))
+        sample = sampler.latest() if sampler is not None else None
+        if sample is not None:
+            value = sample.values.get("GPUTemperatureC")
+            fresh = (time.perf_counter_ns() - sample.taken_ns) / 1e9 <= TEMPERATURE_MAX_AGE_S
+            if isinstance(value, int | float) and fresh:
+                return float(value)
+        return float(devices.nvml.temperature_c(dev.sensors))

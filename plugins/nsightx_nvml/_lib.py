@@ -7,6 +7,7 @@ itself with a scripted double, so the code above this wrapper, and the wrapper, 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
@@ -25,8 +26,12 @@ CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
 """NVML clock-event (formerly "throttle") reason bits and the names nsightx writes for them."""
 
 
+@functools.lru_cache(maxsize=64)
 def reason_names(mask: int) -> str:
-    """``"none"`` for 0, else the set bits' names joined by ``|`` (unknown bits as ``bit_0x...``)."""
+    """``"none"`` for 0, else the set bits' names joined by ``|`` (unknown bits as ``bit_0x...``).
+
+    Cached: the sampler thread asks for the same few masks again and again, holding the GIL meanwhile.
+    """
     if mask == 0:
         return "none"
     names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]

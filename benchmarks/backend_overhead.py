@@ -1,0 +1,304 @@
+"""Issue 13's benchmark: what the in-process backends (cupti, events) cost over a bare CUDA-events loop.
+
+    PYTHONPATH=.:backends:plugins python benchmarks/backend_overhead.py --out OUTDIR [--reps 9] [--tree PATH]
+
+``--tree PATH`` measures the nsightx found in another source tree (``PATH``, ``PATH/backends`` and
+``PATH/plugins`` go first on ``sys.path``), so the same script can measure "before" code next to this branch: run
+it once with ``--tree`` pointing at a copy of the old tree and once without, in one call on the GPU machine, and
+compare the ratios (each process measures its own bare loop).
+
+Workloads, each with default options (``cache_control="all"``: persisting-L2 reset and a 2 x L2 overwrite before
+every region; thermal guard on; warm-up 1):
+
+* ``sweep_once``: fp32 matmul n = 512, 1024, 2048, 4096, 10 runs each, inputs allocated once outside the function
+  (the shape kernel authors write most);
+* ``sweep_randn``: the same with both inputs drawn by ``torch.randn`` in every run, outside the region;
+* ``small_once``: n = 512 x 40 runs, inputs allocated once (host-bound: ~13 us of kernels per run);
+* ``tiny``: a 16 KiB elementwise op (4096 fp32 ``mul_``) x 200 runs, where the per-run cost of the harness and
+  the flush dominate.
+
+Variants: ``bare`` (per run: persisting-L2 reset, the same flush, one pair of CUDA events around the work, a
+synchronise, as a careful hand-written loop does), ``cupti`` and ``events`` with the default collectors (the
+nvml plugin: clocks, temperature, power, and the thermal guard's temperatures), and both with the nvml plugin
+blocked (``*_nocollectors``). All variants of a workload are timed in turn, ``--reps`` times after a warm-up
+(the order rotates every repetition); the wall time of one whole call is compared. Reported per workload:
+median wall time, ratio of medians to ``bare``, the median of the per-repetition ratios (paired: slow drifts of
+the shared machine cancel), the host cost per run over ``bare``, and per-size medians of the measured values (so
+a cheaper harness that measured something else would show).
+
+Writes OUTDIR/backend_overhead.json and OUTDIR/backend_overhead_profiles.txt (a cProfile of one ``tiny`` call
+per backend: what bounds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import ctypes
+import io
+import json
+import operator
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SWEEP = (512, 1024, 2048, 4096)
+TINY_FLOATS = 4096  # 16 KiB of fp32
+
+
+class Workload:
+    """One benchmark shape: its configs, runs, and how a run's work is made."""
+
+    def __init__(self, name: str, sizes: tuple[int, ...], runs: int, randn: bool, tiny: bool = False) -> None:
+        self.name = name
+        self.sizes = sizes
+        self.runs = runs
+        self.randn = randn
+        self.tiny = tiny
+
+    def inputs(self, torch: Any) -> dict[int, tuple[Any, Any]]:
+        """Inputs allocated once (also the tiny op's tensor)."""
+        if self.tiny:
+            return {n: (torch.ones(n, device="cuda"), None) for n in self.sizes}
+        return {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in self.sizes}
+
+    def prepare(self, torch: Any, inputs: dict[int, tuple[Any, Any]], n: int) -> tuple[Any, Any]:
+        """Per run, outside the region: the inputs (drawn again for ``randn`` workloads)."""
+        if self.randn:
+            return torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+        return inputs[n]
+
+    def work(self, a: Any, b: Any) -> None:
+        """The measured work."""
+        if self.tiny:
+            a.mul_(1.0)
+        else:
+            a @ b
+
+
+WORKLOADS = {
+    "sweep_once": Workload("sweep_once", SWEEP, 10, randn=False),
+    "sweep_randn": Workload("sweep_randn", SWEEP, 10, randn=True),
+    "small_once": Workload("small_once", (512,), 40, randn=False),
+    "tiny": Workload("tiny", (TINY_FLOATS,), 200, randn=False, tiny=True),
+}
+
+
+def use_tree(tree: str | None) -> dict[str, Any]:
+    """Put ``tree`` (a source checkout of nsightx) first on ``sys.path``; say what nsightx is then imported."""
+    if tree:
+        root = Path(tree).resolve()
+        for sub in ("plugins", "backends", ""):
+            sys.path.insert(0, str(root / sub) if sub else str(root))
+    import nsightx
+
+    info: dict[str, Any] = {"tree": tree, "nsightx_file": nsightx.__file__,
+                            "nsightx_version": getattr(nsightx, "__version__", None)}
+    head = Path(tree or ".") / "TREE_COMMIT"
+    if head.exists():
+        info["tree_commit"] = head.read_text(encoding="utf-8").strip()
+    else:
+        try:
+            info["tree_commit"] = subprocess.run(["git", "-C", tree or ".", "rev-parse", "HEAD"], capture_output=True,
+                                                 text=True, check=False).stdout.strip() or None
+        except OSError:
+            info["tree_commit"] = None
+    try:
+        from nsightx_nvml import _sampler  # this branch and later: the background sampler
+
+        info["nvml_sample_period_s"] = _sampler.SAMPLE_PERIOD_S
+    except ImportError:
+        info["nvml_sample_period_s"] = None
+    return info
+
+
+def make_bare(torch: Any, w: Workload) -> Callable[[], list[float]]:
+    """The reference loop: reset, flush, events around the work, synchronise, every run."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    reset = ctypes.CDLL("libcuda.so.1").cuCtxResetPersistingL2Cache
+    inputs = w.inputs(torch)
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def loop() -> list[float]:
+        out = []
+        for n in w.sizes:
+            for r in range(-1, w.runs):
+                a, b = w.prepare(torch, inputs, n)
+                reset()
+                buf.fill_(r & 0x7F)
+                e0.record()
+                w.work(a, b)
+                e1.record()
+                e1.synchronize()
+                if r >= 0:
+                    out.append(e0.elapsed_time(e1) * 1e6)
+        return out
+
+    return loop
+
+
+def make_profiled(torch: Any, w: Workload, backend: str, collectors: bool) -> Callable[[], Any]:
+    """The same loop as a decorated function measured by ``backend`` (default options)."""
+    import nsightx
+    from nsightx import _plugins
+
+    inputs = w.inputs(torch)
+    combine = {} if w.tiny else {"combine_kernel_metrics": operator.add}
+
+    @nsightx.analyze.kernel(configs=[(n,) for n in w.sizes], runs=w.runs, warmup=1, backend=backend,
+                            verbosity=nsightx.VerbosityLevel.SILENT, **combine)
+    def fn(n: int) -> None:
+        a, b = w.prepare(torch, inputs, n)
+        with nsightx.annotate("work"):
+            w.work(a, b)
+
+    if collectors:
+        return fn
+    host = _plugins.PluginHost(_plugins.LoaderSettings(blocked=("nvml",))).load()
+
+    def call() -> Any:
+        previous = _plugins._default
+        _plugins.set_default_host(host)
+        try:
+            return fn()
+        finally:
+            _plugins.set_default_host(previous)
+
+    return call
+
+
+def variants(torch: Any, w: Workload, backends: tuple[str, ...]) -> dict[str, Callable[[], Any]]:
+    """Every variant of one workload."""
+    out: dict[str, Callable[[], Any]] = {"bare": make_bare(torch, w)}
+    for backend in backends:
+        out[backend] = make_profiled(torch, w, backend, True)
+        out[f"{backend}_nocollectors"] = make_profiled(torch, w, backend, False)
+    return out
+
+
+def per_size(w: Workload, result: Any) -> dict[int, float]:
+    """Median measured value per size, ns (a profiled result's records summed per run; a bare list as is)."""
+    if isinstance(result, list):
+        per = len(result) // len(w.sizes)
+        return {n: statistics.median(result[i * per:(i + 1) * per]) for i, n in enumerate(w.sizes)}
+    by_run: dict[tuple[int, int], float] = {}
+    for rec in result.records:
+        key = (rec.config, rec.run)
+        by_run[key] = by_run.get(key, 0.0) + rec.value
+    return {n: statistics.median(v for (c, _), v in by_run.items() if c == i) for i, n in enumerate(w.sizes)}
+
+
+def region_attrs(result: Any) -> dict[str, Any]:
+    """Median region attributes of a CUPTI result (host launch time vs. kernel time: what bounds a run)."""
+    regs = [reg for run in result.data.runs for reg in run.regions]
+    out: dict[str, Any] = {}
+    for key in ("launch_ns", "device_ns", "kernel_count"):
+        vals = [reg.attributes[key] for reg in regs if key in reg.attributes]
+        if vals:
+            out[key] = statistics.median(vals)
+    out["launch_bound_regions"] = sum(1 for reg in regs if reg.attributes.get("launch_bound"))
+    out["regions"] = len(regs)
+    ages = [cv.value for run in result.data.runs for cv in run.collectors if cv.name == "NvmlSampleAgeMs"]
+    if ages:
+        out["nvml_sample_age_ms"] = {"median": statistics.median(ages), "max": max(ages)}
+    return out
+
+
+def measure(torch: Any, w: Workload, reps: int, backends: tuple[str, ...]) -> dict[str, Any]:
+    """Time every variant of ``w`` ``reps`` times, interleaved, and summarise."""
+    fns = variants(torch, w, backends)
+    names = list(fns)
+    last = {k: fn() for k, fn in fns.items()}  # warm-up: cuBLAS, CUPTI, allocator, plugin hosts
+    walls: dict[str, list[float]] = {k: [] for k in names}
+    for rep in range(reps):
+        order = names[rep % len(names):] + names[:rep % len(names)]
+        for k in order:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            last[k] = fns[k]()
+            walls[k].append((time.perf_counter() - t0) * 1e3)
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    runs = len(w.sizes) * (w.runs + 1)
+    out: dict[str, Any] = {
+        "runs_per_call": runs,
+        "median_ms": med,
+        "ratio_of_medians": {k: med[k] / med["bare"] for k in names},
+        "ratio_paired_median": {k: statistics.median(x / y for x, y in zip(walls[k], walls["bare"], strict=True))
+                                for k in names},
+        "host_us_per_run_over_bare": {k: (med[k] - med["bare"]) * 1e3 / runs for k in names},
+        "all_ms": walls,
+        "per_size_median_ns": {k: per_size(w, v) for k, v in last.items()},
+    }
+    if "cupti" in last:
+        out["cupti_regions"] = region_attrs(last["cupti"])
+        out["cupti_environment"] = {k: v for k, v in last["cupti"].environment.items() if k.startswith("Cupti")}
+    if "events" in last:
+        out["events_environment"] = dict(last["events"].environment)
+    return out
+
+
+def profile_tiny(torch: Any, backends: tuple[str, ...]) -> str:
+    """A cProfile of one tiny call per backend, by total and cumulative time."""
+    w = WORKLOADS["tiny"]
+    text = []
+    for backend in backends:
+        fn = make_profiled(torch, w, backend, True)
+        fn()
+        prof = cProfile.Profile()
+        prof.enable()
+        fn()
+        prof.disable()
+        s = io.StringIO()
+        st = pstats.Stats(prof, stream=s)
+        st.sort_stats("tottime").print_stats(25)
+        st.sort_stats("cumulative").print_stats(30)
+        text.append(f"##### {backend} (tiny, default options)\n{s.getvalue()}")
+    return "\n\n".join(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("nsightx-out/backend-overhead"))
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--tree", help="source tree of the nsightx to measure (default: the importable one)")
+    ap.add_argument("--only", help="comma-separated workloads (default: all)")
+    ap.add_argument("--tag", default="", help="suffix of the output file names (e.g. 'before')")
+    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile of the tiny workload")
+    ap.add_argument("--backends", default="cupti,events", help="comma-separated backends (default: cupti,events)")
+    args = ap.parse_args()
+    info = use_tree(args.tree)
+    warnings.simplefilter("ignore")  # e.g. "no temperature source" when the nvml plugin is blocked
+    args.out.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.zeros(1, device="cuda")
+    report: dict[str, Any] = {"argv": sys.argv, "cwd": os.getcwd(), "gpu": torch.cuda.get_device_name(0),
+                              "torch": torch.__version__, "python": sys.version.split()[0], "reps": args.reps,
+                              **info, "workloads": {}}
+    print(json.dumps(info), flush=True)
+    tag = f"_{args.tag}" if args.tag else ""
+    path = args.out / f"backend_overhead{tag}.json"
+    chosen = args.only.split(",") if args.only else list(WORKLOADS)
+    backends = tuple(args.backends.split(","))
+    for name in chosen:
+        t0 = time.perf_counter()
+        res = report["workloads"][name] = measure(torch, WORKLOADS[name], args.reps, backends)
+        print(f"{name} ({time.perf_counter() - t0:.1f} s): paired ratios "
+              + json.dumps({k: round(v, 3) for k, v in res["ratio_paired_median"].items()}), flush=True)
+        path.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    if not args.no_profile:
+        (args.out / f"backend_overhead{tag}_profiles.txt").write_text(profile_tiny(torch, backends), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""A background NVML sampler: the per-run conditions are read off the measured path and joined to runs by time.
+
+Why: one NVML query costs ~2 us on an idle H200 but ~40 us while it runs kernels, and the RUN collector makes
+five, so reading them before every run put up to 0.2 ms of host time between two runs
+(benchmarks/results/2026-12-03-diag-alloc-once.json). A thread now reads them every :data:`SAMPLE_PERIOD_S` and
+publishes each sample with the time its reads began; the collector called before a run takes the latest sample
+published by then, so the value it stores was read *before the run started*, at most about one period plus the
+length of one sample earlier (``NvmlSampleAgeMs`` says how long before, for every run).
+
+The thread samples only while runs keep starting (:meth:`Sampler.demand`): it parks after
+:data:`IDLE_PERIODS` periods without one, so it makes no NVML call while the host waits for queued GPU work, a
+thermal pause or the next call. The first H200 measurement of an always-sampling thread showed why: it cost
+more than the reads it replaced, on a sweep whose host waits for the GPU most of the time
+(``benchmarks/results/2026-12-03-cost-run1-after.json``).
+
+The calls cost the measured thread little: pynvml calls NVML through ``ctypes.CDLL``, which releases the GIL
+for the duration of each C call, so the thread only holds the GIL for the few microseconds of Python around each
+query. A sampler lives exactly as long as the sweeps that use it: the RUN collector starts one when a profiled
+call starts (:meth:`nsightx_nvml._collectors.RunConditions.start`) and stops it when the call ends; it is never
+started at import. Several calls on one device (threads) share one sampler through a reference count.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+
+from nsightx._records import Scalar
+
+SAMPLE_PERIOD_S = 0.005
+"""Seconds between two samples of one device while runs keep starting; 0 starts no sampler (every run then reads
+NVML itself, before it starts: the tests that script one value per run use that).
+
+Short enough that a run's values are at most a few milliseconds old (clocks change on the scale of milliseconds).
+"""
+
+IDLE_PERIODS = 2
+"""The sampler parks (makes no NVML call) once no run has started for this many periods, and wakes up at the
+next run start. Measured on the H200 (``benchmarks/results/2026-12-03-cost-run1-after.json``): a sampler that
+kept querying while the host waited for a GPU-bound sweep to finish cost 3.5-7% of the sweep's wall time, more
+than the queries made between runs before; while the host waits, nothing new needs to be read."""
+
+JOIN_TIMEOUT_S = 1.0
+"""How long :meth:`Sampler.stop` waits for the thread to finish its current sample."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One set of readings of one device."""
+
+    taken_ns: int
+    """``time.perf_counter_ns()`` when the first query of the sample began."""
+    values: Mapping[str, Scalar]
+    """The readings, keyed by column name."""
+
+    def age_ms(self, now_ns: int) -> float:
+        """How long before ``now_ns`` the sample's reads began, in milliseconds (rounded to microseconds)."""
+        return round((now_ns - self.taken_ns) / 1e6, 3)
+
+
+class Sampler:
+    """Reads one device on a daemon thread every ``period_s`` seconds while it is in demand; keeps the latest sample.
+
+    :meth:`demand` (called when a run starts) keeps it sampling; after :data:`IDLE_PERIODS` periods without a
+    call it parks until the next one.
+
+    Args:
+        read: Makes the queries and returns the readings (called on the sampler thread, or by :meth:`sample`).
+        period_s: Seconds between two samples.
+        clock: Nanosecond clock the samples are stamped with (the run loop's ``time.perf_counter_ns``).
+        name: Thread name, for debuggers and ``threading.enumerate()``.
+
+    Example:
+        >>> s = Sampler(lambda: {"x": 1}, period_s=0.001)
+        >>> s.start(); s.latest().values["x"]
+        1
+        >>> s.stop(); s.running
+        False
+    """
+
+    def __init__(self, read: Callable[[], Mapping[str, Scalar]], period_s: float = SAMPLE_PERIOD_S,
+                 clock: Callable[[], int] = time.perf_counter_ns, name: str = "nsightx-nvml-sampler") -> None:
+        self._read = read
+        self.period_s = period_s
+        self._clock = clock
+        self._name = name
+        self._latest: Sample | None = None
+        self._stopped = threading.Event()
+        self._wanted = threading.Event()
+        self._demand_ns = 0
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.samples = 0
+        """Samples taken so far (tests and the benchmark read it)."""
+        self.parks = 0
+        """Times the thread parked for lack of demand."""
+        self.error: str | None = None
+        """The last failure of ``read`` (the previous sample stays the latest)."""
+
+    @property
+    def running(self) -> bool:
+        """True while the thread is alive."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def start(self) -> None:
+        """Take one sample now (so the first run has one) and start the thread. A no-op while running."""
+        if self.running:
+            return
+        self._stopped.clear()
+        self.sample()
+        self.demand()
+        self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and wait for its current sample to finish; the latest sample is kept."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stopped.set()
+        self._wanted.set()
+        thread.join(JOIN_TIMEOUT_S)
+
+    def demand(self) -> None:
+        """A run starts: keep sampling (wake the thread if it parked). Cheap: a clock read and a flag test."""
+        self._demand_ns = self._clock()
+        if not self._wanted.is_set():
+            self._wanted.set()
+
+    def latest(self) -> Sample | None:
+        """The most recent complete sample (``None`` before the first). Lock-free: one reference read."""
+        return self._latest
+
+    def sample(self) -> Sample | None:
+        """Take one sample on the calling thread, publish it and return it (``None`` when the read failed)."""
+        with self._lock:  # the thread and a caller reading inline never query at once
+            taken = self._clock()
+            try:
+                values = dict(self._read())
+            except Exception as e:  # a failed read keeps the previous sample; the thread goes on
+                self.error = f"{type(e).__name__}: {e}"
+                return None
+            sample = self._latest = Sample(taken, values)
+            self.samples += 1
+            return sample
+
+    def _idle(self) -> bool:
+        return self._clock() - self._demand_ns > IDLE_PERIODS * self.period_s * 1e9
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self.period_s):
+            if self._idle():
+                self._wanted.clear()
+                if self._idle():  # checked again after clearing: a demand in between is not lost
+                    self.parks += 1
+                    self._wanted.wait()
+                    if self._stopped.is_set():
+                        return
+            self.sample()
+
+
+class _Lease:
+    """A sampler and the number of sweeps using it."""
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+        self.users = 0
+
+
+_leases: dict[Hashable, _Lease] = {}
+_lock = threading.Lock()
+
+
+def acquire(key: Hashable, read: Callable[[], Mapping[str, Scalar]], period_s: float | None = None) -> Sampler:
+    """Start (or join) the sampler of ``key``, one device; every call needs one :func:`release` later.
+
+    Args:
+        key: Identifies the device (the collectors use the NVML connection and the device label).
+        read: What a sample reads, used when this call starts the sampler.
+        period_s: Sampling period; ``None``: :data:`SAMPLE_PERIOD_S` as it is when the sampler starts.
+    """
+    with _lock:
+        lease = _leases.get(key)
+        if lease is None:
+            lease = _leases[key] = _Lease(Sampler(read, SAMPLE_PERIOD_S if period_s is None else period_s))
+        lease.users += 1
+        if lease.users == 1 and lease.sampler.period_s > 0:
+            lease.sampler.start()
+        return lease.sampler
+
+
+def release(key: Hashable) -> None:
+    """Leave the sampler of ``key``; the last user stops it and forgets it."""
+    with _lock:
+        lease = _leases.get(key)
+        if lease is None:
+            return
+        lease.users -= 1
+        if lease.users > 0:
+            return
+        del _leases[key]
+    lease.sampler.stop()
+
+
+def running(key: Hashable) -> Sampler | None:
+    """The sampler of ``key`` while some sweep uses it and it samples, else ``None`` (no lock)."""
+    lease = _leases.get(key)
+    return lease.sampler if lease is not None and lease.sampler.running else None

@@ -1,0 +1,315 @@
+"""The nvml plugin's background sampler: its thread, its leases, and its values joined to runs by time.
+
+NVML itself is the scripted double of ``nvml_double`` (the library boundary); the sampler, the collectors, the
+run loop and the host backend are the real code, with a real thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from nsightx_nvml import _collectors, _sampler
+from nsightx_nvml._collectors import AGE_COLUMN, RUN_COLUMNS, NvmlTemperatureSource, RunConditions
+from nsightx_nvml._sampler import Sampler
+from nvml_double import GPU_A, FakeCuda, FakeGpu, install
+
+import nsightx
+from nsightx._collectors import CollectContext
+
+SILENT = nsightx.VerbosityLevel.SILENT
+THREAD = "nsightx-nvml-sampler"
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_samplers() -> Any:
+    """Stop samplers a failed test left running, so one failure does not fail the tests after it."""
+    yield
+    for key in list(_sampler._leases):
+        lease = _sampler._leases.pop(key)
+        lease.sampler.stop()
+
+
+def _sampler_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == THREAD]
+
+
+def _wait_for(predicate: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.001)
+    return predicate()
+
+
+def test_start_samples_at_once_then_periodically_and_stop_keeps_the_last() -> None:
+    counter = iter(range(1_000_000))
+    s = Sampler(lambda: {"n": next(counter)}, period_s=0.001)
+    assert s.latest() is None and not s.running
+    s.start()
+    first = s.latest()
+    assert first is not None and first.values == {"n": 0}  # the first sample is taken before start() returns
+    assert _wait_for(lambda: (s.demand(), s.samples >= 4)[1])  # runs keep starting: it keeps sampling
+    s.stop()
+    assert not s.running and not _sampler_threads()
+    last = s.latest()
+    assert last is not None and last.values["n"] >= 3 and last.taken_ns > first.taken_ns
+
+
+def test_without_runs_starting_it_parks_and_the_next_run_wakes_it() -> None:
+    s = Sampler(lambda: {"n": 1}, period_s=0.001)
+    s.start()
+    try:
+        assert _wait_for(lambda: s.parks >= 1)  # nobody called demand(): parked after two periods
+        parked_at = s.samples
+        time.sleep(0.02)  # twenty periods
+        assert s.samples == parked_at  # no NVML query while parked
+        s.demand()
+        assert _wait_for(lambda: s.samples > parked_at)
+    finally:
+        s.stop()
+    assert not _sampler_threads()
+
+
+def test_a_failing_read_keeps_the_previous_sample() -> None:
+    calls = {"n": 0}
+
+    def read() -> dict[str, int]:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise RuntimeError("GPU fell off the bus")
+        return {"n": 1}
+
+    s = Sampler(read, period_s=0.001)
+    s.start()
+    assert _wait_for(lambda: (s.demand(), calls["n"] >= 3)[1])
+    s.stop()
+    latest = s.latest()
+    assert latest is not None and latest.values == {"n": 1}
+    assert s.error is not None and "fell off the bus" in s.error
+
+
+def test_leases_share_one_sampler_and_the_last_release_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.001)
+    a = _sampler.acquire("dev", lambda: {"x": 1})
+    b = _sampler.acquire("dev", lambda: {"x": 2})
+    assert a is b and _sampler.running("dev") is a and len(_sampler_threads()) == 1
+    _sampler.release("dev")
+    assert _sampler.running("dev") is a
+    _sampler.release("dev")
+    assert _sampler.running("dev") is None and not a.running and not _sampler_threads()
+    _sampler.release("dev")  # an extra release is harmless
+
+
+def test_period_zero_starts_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.0)
+    _sampler.acquire("dev0", lambda: {"x": 1})
+    try:
+        assert _sampler.running("dev0") is None and not _sampler_threads()
+    finally:
+        _sampler.release("dev0")
+
+
+def test_importing_the_plugin_starts_nothing() -> None:
+    import importlib
+
+    import nsightx_nvml
+
+    importlib.reload(nsightx_nvml)
+    assert not _sampler_threads()
+
+
+def _sampled_gpu(reads: list[int], threads: list[str] | None = None) -> FakeGpu:
+    """A GPU whose SM clock is the number of the read (so a run's value names the sample it came from)."""
+
+    def sm(_now: float) -> int:
+        reads.append(time.perf_counter_ns())
+        if threads is not None:
+            threads.append(threading.current_thread().name)
+        return len(reads)
+
+    return FakeGpu(GPU_A, sm_mhz=sm)
+
+
+def test_each_run_gets_a_sample_read_before_it_started(plugin_host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[int] = []
+    threads: list[str] = []
+    install(monkeypatch, [_sampled_gpu(reads, threads)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.001)
+    started: list[int] = []
+
+    @nsightx.analyze.kernel(runs=8, warmup=0, backend="host", verbosity=SILENT)
+    def f() -> None:
+        started.append(time.perf_counter_ns())
+        with nsightx.annotate("a"):
+            time.sleep(0.003)
+
+    raw = f().runs_dataframe().drop_duplicates(["Config", "Run"])
+    assert not _sampler_threads()  # stopped when the call ended
+    ids = raw["MeasuredSMClockMHz"].astype(int).tolist()
+    ages = raw[AGE_COLUMN].tolist()
+    assert len(set(ids)) > 1  # later runs got later samples
+    for run, (sample, age) in enumerate(zip(ids, ages, strict=True)):
+        read_at = reads[sample - 1]
+        assert read_at <= started[run], f"run {run} got a sample read after it started"
+        assert age > 0.0  # the sample's reads began before collect(), which comes before the run
+    assert ids == sorted(ids)
+    # the measured thread read once, when the call started; every later read was the sampler thread's
+    assert threads.count(threading.current_thread().name) == 1
+    assert set(threads[1:]) == {THREAD}
+
+
+def test_collect_without_start_reads_directly_and_returns_plain_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what a parent-side proxy does: one collect() per run, no start(); the answer must be JSON-able
+    fake = install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=[1980, 1500])], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.001)
+    run = RunConditions()
+    ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=0)
+    first, second = run.collect(ctx), run.collect(ctx)
+    assert (first["MeasuredSMClockMHz"], second["MeasuredSMClockMHz"]) == (1980, 1500)
+    assert set(first) == set(RUN_COLUMNS) and first[AGE_COLUMN] == 0.0
+    assert json.loads(json.dumps(first)) == first
+    assert fake.calls["nvmlDeviceGetClockInfo"] == 4 and not _sampler_threads()
+
+
+def test_started_collector_copies_samples_and_the_thermal_source_shares_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    readers: list[str] = []
+
+    def temp(_now: float) -> int:
+        readers.append(threading.current_thread().name)
+        return 61
+
+    install(monkeypatch, [FakeGpu(GPU_A, temp_c=temp)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.001)
+    me = threading.current_thread().name
+    run = RunConditions()
+    ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=None)
+    run.start(ctx)
+    try:
+        assert len(_sampler_threads()) == 1 and readers[0] == me  # the first sample, taken by start()
+        reading = NvmlTemperatureSource(None).read()
+        assert reading.temperature_c == 61 and reading.headroom_c == 89 - 61
+        values = run.collect(ctx)
+        assert values["GPUTemperatureC"] == 61 and values[AGE_COLUMN] >= 0
+        assert _wait_for(lambda: THREAD in readers)
+        assert readers.count(me) == 1  # neither the thermal read nor collect() queried NVML
+    finally:
+        run.stop()
+    assert not _sampler_threads()
+    NvmlTemperatureSource(None).read()  # no sampler any more: a direct read
+    assert readers.count(me) == 2
+
+
+def test_stale_sample_is_not_used_by_the_thermal_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, [FakeGpu(GPU_A, temp_c=[50, 70])], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 3600.0)  # one sample at start, then none for an hour
+    monkeypatch.setattr(_collectors, "TEMPERATURE_MAX_AGE_S", 0.0)
+    run = RunConditions()
+    run.start(CollectContext(scope=nsightx.CollectionScope.ONCE, function="f"))
+    try:
+        assert NvmlTemperatureSource(None).read().temperature_c == 70  # the sample (50) is too old: read again
+    finally:
+        run.stop()
+
+
+def test_a_collector_start_failure_warns_and_the_call_goes_on(plugin_host: Any) -> None:
+    events: list[str] = []
+
+    class Broken:
+        name = "broken"
+        scope = nsightx.CollectionScope.RUN
+
+        def start(self, ctx: CollectContext) -> None:
+            raise RuntimeError("no sensor")
+
+        def stop(self) -> None:
+            events.append("stop")
+
+        def collect(self, ctx: CollectContext) -> int:
+            return 1
+
+    class Counted(Broken):
+        name = "counted"
+
+        def start(self, ctx: CollectContext) -> None:
+            events.append(f"start {ctx.scope.value}")
+
+    @nsightx.analyze.kernel(runs=2, backend="host", verbosity=SILENT, info_collectors=[Broken(), Counted()])
+    def f() -> None:
+        with nsightx.annotate("a"):
+            pass
+
+    with pytest.warns(RuntimeWarning, match="'broken' \\(in start\\(\\)\\) raised RuntimeError: no sensor"):
+        raw = f().runs_dataframe()
+    assert events == ["start once", "stop"]  # only the started one is stopped
+    assert raw["broken"].tolist() == [1, 1] and raw["counted"].tolist() == [1, 1]
+
+
+def test_stop_runs_when_the_call_fails(plugin_host: Any) -> None:
+    events: list[str] = []
+
+    class Tracked:
+        name = "tracked"
+        scope = nsightx.CollectionScope.RUN
+
+        def start(self, ctx: CollectContext) -> None:
+            events.append("start")
+
+        def stop(self) -> None:
+            events.append("stop")
+
+        def collect(self, ctx: CollectContext) -> int:
+            return 1
+
+    @nsightx.analyze.kernel(runs=2, backend="host", verbosity=SILENT, info_collectors=[Tracked()])
+    def f() -> None:
+        raise ValueError("user bug")
+
+    with pytest.raises(ValueError, match="user bug"):
+        f()
+    assert events == ["start", "stop"]
+
+
+def test_a_run_after_the_sampler_parked_gets_a_read_made_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    readers: list[str] = []
+
+    def sm(_now: float) -> int:
+        readers.append(threading.current_thread().name)
+        return 1980
+
+    install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=sm)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.001)
+    monkeypatch.setattr(_collectors, "STALE_SAMPLE_S", 0.005)
+    me = threading.current_thread().name
+    run = RunConditions()
+    ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=0)
+    run.start(ctx)
+    try:
+        sampler = _sampler.running(run._sweep[0])
+        assert sampler is not None and _wait_for(lambda: sampler.parks >= 1)  # a long run: nobody asks
+        time.sleep(0.01)
+        before = readers.count(me)
+        values = run.collect(ctx)  # the next run starts after the wait
+        assert readers.count(me) == before + 1  # read for it, on its own thread, before it starts
+        assert values[AGE_COLUMN] < 5.0
+    finally:
+        run.stop()
+
+
+def test_slow_fields_are_queried_less_often_than_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = install(monkeypatch, [FakeGpu(GPU_A)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_collectors, "SLOW_FIELDS_MAX_AGE_S", 3600.0)
+    run = RunConditions()
+    nvml = _collectors.provider().devices()
+    assert nvml is not None
+    dev = nvml.resolve(0)
+    readings = [run.read(nvml.nvml, dev) for _ in range(5)]
+    assert fake.calls["nvmlDeviceGetCurrentClocksEventReasons"] == 5
+    assert fake.calls["nvmlDeviceGetTemperature"] == 1 and fake.calls["nvmlDeviceGetPowerUsage"] == 1
+    assert fake.calls["nvmlDeviceGetClockInfo"] == 5 + 1  # the SM clock every time, the memory clock once
+    assert all(r == readings[0] for r in readings) and set(readings[0]) == set(RUN_COLUMNS) - {AGE_COLUMN}
