@@ -35,4 +35,4 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(default=False, venv_backend="none")
 def gpu(session: nox.Session) -> None:
     """Every GPU test and benchmark, on a GPU machine, writing under $OUT (see benchmarks/run_gpu.sh)."""
-    session.run("bash", "benchmarks/run_gpu.sh", external=True)
+    session.run("bash", "benchmarks/run_gpu.sh", *session.posargs, external=True)

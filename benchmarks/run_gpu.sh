@@ -1,44 +1,89 @@
 #!/usr/bin/env bash
-# Every GPU test and benchmark of nsightx in one go, for one call on the GPU machine. Writes under $OUT
-# (default ./gpu-out), each file as soon as its step ends: doctor-demo.log, gpu-tests.log (pytest -m gpu),
-# cupti_overhead.json + backend_overhead.json + benchmarks.log, tutorial_numbers_sweeps.json, ncu_overhead.json; all.tgz
-# bundles the rest (cupti_timeline.json, backend_overhead_before.json, profiles; the device tool brings back at most
-# 8 files).
-# Usage (GPU machine, repository root, nsightx importable):  bash benchmarks/run_gpu.sh
-# With BEFORE_TREE=PATH (a source copy of an older nsightx, e.g. main at 137bee0), backend_overhead.py also measures
-# that tree in a process of its own, for a before/after comparison of the same benchmark.
+# Every GPU test and benchmark of nsightx, for the GPU machine, in two stages that each fit one 10-minute call.
+# Writes under $OUT (default ./gpu-out), each file as soon as its step ends (the device tool brings back at most
+# 8 files; the rest is bundled in <stage>.tgz).
+#
+#   bash benchmarks/run_gpu.sh tests   doctor + demo (doctor-demo.log), every `pytest -m gpu` test (gpu-tests.log)
+#   bash benchmarks/run_gpu.sh bench   backend_overhead.json (+ _before with BEFORE_TREE), the issue-12 tutorial
+#                                      script on ncu and cupti, attribution.json, ncu report names, ncu's metric
+#                                      list, ncu_overhead.json; bench.log has each step's output
+#   bash benchmarks/run_gpu.sh examples  NVIDIA's nsight-python examples (EXAMPLES=their examples/ folder)
+#   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
+#
+# Usage (GPU machine, repository root, nsightx importable). Never changes clocks: nothing here uses
+# clock_control="base".
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+ROOT=$(pwd)
 WORK=$(mktemp -d)
 export PYTHONUNBUFFERED=1
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
-  python3 -m nsightx.cli doctor
-  echo "=== nsightx demo ==="
-  (cd "$WORK" && python3 -m nsightx.cli demo --output demo-out/)
-} > "$OUT/doctor-demo.log" 2>&1
-python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests > "$OUT/gpu-tests.log" 2>&1
-echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
-{
-  echo "=== benchmarks/cupti_overhead.py ==="; date -u
-  python3 benchmarks/cupti_overhead.py --out "$WORK/cupti" --reps 9
-  cp "$WORK/cupti/cupti_overhead.json" "$OUT/" 2>/dev/null
-  echo "=== benchmarks/backend_overhead.py (issue 13: both input patterns, tiny kernel, with/without collectors) ==="; date -u
-  python3 benchmarks/backend_overhead.py --out "$WORK/overhead" --reps 9
-  cp "$WORK/overhead/backend_overhead.json" "$OUT/" 2>/dev/null
-  if [ -n "${BEFORE_TREE:-}" ]; then
-    python3 benchmarks/backend_overhead.py --out "$WORK/overhead" --reps 9 --tree "$BEFORE_TREE" --tag before
-  fi
-  echo "=== benchmarks/cupti_breakdown.py --timeline-only ==="; date -u
-  python3 benchmarks/cupti_breakdown.py --out "$WORK/breakdown" --timeline-only
-  cp "$WORK/breakdown/cupti_breakdown.json" "$WORK/cupti_timeline.json" 2>/dev/null  # in all.tgz
-  echo "=== docs/tutorial_numbers.py (cache and size sweeps) ==="; date -u
-  python3 docs/tutorial_numbers.py "$WORK/tutorial" --only=cache_and_clocks,size_sweep
-  cp "$WORK/tutorial/tutorial_numbers.json" "$OUT/tutorial_numbers_sweeps.json" 2>/dev/null
-  echo "=== benchmarks/ncu_overhead.py ==="; date -u
-  python3 benchmarks/ncu_overhead.py --repeats 1 --json "$OUT/ncu_overhead.json"
-  date -u
-} > "$OUT/benchmarks.log" 2>&1
-tar czf "$OUT/all.tgz" -C "$WORK" . 2>/dev/null
-tail -3 "$OUT/gpu-tests.log"; grep -A10 '"ratio_to_bare_paired_median"' "$OUT/cupti_overhead.json"; tail -12 "$OUT/benchmarks.log"
+export XDG_CACHE_HOME="$WORK/cache"  # the ncu metric list is asked for afresh and lands in the bundle
+
+step() { echo; echo "=== $* ($(date -u +%T)) ==="; }
+
+stage_tests() {
+  {
+    date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
+    python3 -m nsightx.cli doctor
+    step "nsightx demo"
+    (cd "$WORK" && python3 -m nsightx.cli demo --output demo-out)
+  } > "$OUT/doctor-demo.log" 2>&1
+  # pytest-timeout is on the GPU image: one hung test must not eat the call
+  timeout "${TESTS_TIMEOUT:-480}" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=15 \
+    -p timeout --timeout 150 tests > "$OUT/gpu-tests.log" 2>&1
+  echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
+  tail -4 "$OUT/gpu-tests.log"
+}
+
+stage_bench() {
+  {
+    step "benchmarks/backend_overhead.py (issue 13)"
+    timeout 150 python3 benchmarks/backend_overhead.py --out "$WORK/overhead" --reps 9
+    cp "$WORK/overhead/backend_overhead.json" "$OUT/" 2>/dev/null
+    if [ -n "${BEFORE_TREE:-}" ]; then
+      timeout 150 python3 benchmarks/backend_overhead.py --out "$WORK/overhead" --reps 9 --tree "$BEFORE_TREE" \
+        --tag before
+      cp "$WORK/overhead"/backend_overhead*before*.json "$OUT/" 2>/dev/null
+    fi
+    step "issue 12's tutorial script, ncu then cupti"
+    for b in ncu cupti; do
+      timeout 120 python3 benchmarks/ncu_tutorial_script.py "$b" "$WORK/tutorial-$b/heat_"
+      echo "tutorial script on $b: rc=$?"
+    done
+    step "benchmarks/attribution_table.py (issue 20, part 1)"
+    timeout 150 python3 benchmarks/attribution_table.py --json "$OUT/attribution.json"
+    echo "attribution_table rc=$?"
+    step "benchmarks/ncu_report_names.py (issue 20, part 4)"
+    timeout 90 python3 benchmarks/ncu_report_names.py --json "$WORK/ncu_report_names.json" --dir "$WORK/names"
+    echo "ncu_report_names rc=$?"
+    step "ncu --query-metrics format and the cached list"
+    /usr/local/cuda/bin/ncu --query-metrics --query-metrics-mode all --devices 0 2>&1 | head -12
+    find "$XDG_CACHE_HOME" -type f -exec ls -la {} + 2>/dev/null
+    step "benchmarks/ncu_overhead.py"
+    timeout 150 python3 benchmarks/ncu_overhead.py --repeats 1 --json "$OUT/ncu_overhead.json"
+    date -u
+  } > "$OUT/bench.log" 2>&1
+  grep -E "paired|ratio" "$OUT/bench.log" | head -20
+  grep -E "rc=" "$OUT/bench.log" | tail -12
+}
+
+stage_examples() {
+  # NVIDIA's nsight-python examples (EXAMPLES=their examples/ folder, not kept in this repository)
+  [ -n "${EXAMPLES:-}" ] || { echo "examples: set EXAMPLES=path/to/nsight-python/examples" >&2; return 2; }
+  EXAMPLES_TIMEOUT=${EXAMPLES_TIMEOUT:-420} bash "$ROOT/benchmarks/nsight_python_examples.sh" "$EXAMPLES" \
+    "$OUT/examples.log" > /dev/null 2>&1
+  grep -E "PASSED|FAILED|ERROR|SKIPPED|rc=" "$OUT/examples.log" | tail -20
+}
+
+[ $# -gt 0 ] || set -- tests bench examples
+for stage in "$@"; do
+  case "$stage" in
+    tests) stage_tests ;;
+    bench) stage_bench ;;
+    examples) stage_examples ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples]" >&2; exit 2 ;;
+  esac
+done
+tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
