@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import operator
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -211,8 +212,20 @@ def test_invalid_metric_names_ncu_message_and_log() -> None:
         with nsightx.annotate("scale"):
             x.mul_(2)
 
-    with pytest.raises(nsightx.MeasurementError, match="ncu log:") as info:
+    # refused before any work: the name is checked against the installed ncu's metric list
+    with pytest.raises(nsightx.ConfigError, match=re.escape("Invalid value ['nsightx__no_such.sum']")):
         scale()
+
+    # with the check off, ncu itself refuses it: the error quotes its log
+    @nsightx.analyze.kernel(configs=[(1024,)], runs=1, backend="ncu", metrics=["nsightx__no_such.sum"],
+                            backend_options={"ncu_check_metrics": False}, **SILENT)
+    def unchecked(n: int) -> None:
+        x = torch.ones(n, device="cuda")
+        with nsightx.annotate("scale"):
+            x.mul_(2)
+
+    with pytest.raises(nsightx.MeasurementError, match="ncu log:") as info:
+        unchecked()
     assert "nsightx__no_such" in str(info.value)
 
 

@@ -154,6 +154,8 @@ class Sampler:
         while not self._stopped.wait(self.period_s):
             if self._idle():
                 self._wanted.clear()
+                if self._stopped.is_set():  # stop() set both flags before the clear: its wake-up is gone
+                    return
                 if self._idle():  # checked again after clearing: a demand in between is not lost
                     self.parks += 1
                     self._wanted.wait()
