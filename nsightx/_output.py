@@ -133,10 +133,12 @@ def allocate(prefix: str, function: str) -> OutputLocation:
 def write_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``.
 
-    A reader (or a crash) sees either the old file or the whole new one, never a part.
+    A reader (or a crash) sees either the old file or the whole new one, never a part. The file gets the mode a
+    plain ``open()`` would give it (``0o666`` less the umask), not the private ``0o600`` of a temporary file.
     """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -144,3 +146,10 @@ def write_atomic(path: Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back: the only portable way)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -109,3 +109,17 @@ def test_output_prefix_empty_is_config_error():
 def test_output_prefix_pathlike_is_accepted(plugin_host, tmp_path):
     counting(tmp_path, [])()  # an existing folder, given as a Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_data-f-0.jsonl", "result-f-0.json"]
+
+
+def test_atomic_files_get_the_mode_a_plain_open_gives(tmp_path):
+    import os
+    import stat
+
+    from nsightx._output import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        path = write_atomic(tmp_path / "result.json", "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not the 0o600 of a temporary file
