@@ -23,6 +23,7 @@ def lint(session: nox.Session) -> None:
     """ruff over the whole tree."""
     session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
 
 
 @nox.session

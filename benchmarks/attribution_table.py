@@ -43,8 +43,13 @@ STATE: dict[str, Any] = {}
 
 def _build(torch: Any) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512)).cuda()
-    STATE.update(model=model, inp=torch.randn(64, 512, device="cuda"), a=torch.randn(1 << 16, device="cuda"),
-                 b=torch.randn(1 << 16, device="cuda"), side=torch.cuda.Stream())
+    STATE.update(
+        model=model,
+        inp=torch.randn(64, 512, device="cuda"),
+        a=torch.randn(1 << 16, device="cuda"),
+        b=torch.randn(1 << 16, device="cuda"),
+        side=torch.cuda.Stream(),
+    )
     gx = torch.randn(1 << 16, device="cuda")
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
@@ -94,8 +99,13 @@ def one(backend: str, ranges: str | None) -> dict[str, Any]:
     """Measure in this process; the counts per region and run, or the error."""
     import nsightx
 
-    options: dict[str, Any] = {"runs": RUNS, "combine_kernel_metrics": operator.add, "verbosity": 0,
-                               "thermal_mode": "off", "backend": backend}
+    options: dict[str, Any] = {
+        "runs": RUNS,
+        "combine_kernel_metrics": operator.add,
+        "verbosity": 0,
+        "thermal_mode": "off",
+        "backend": backend,
+    }
     if backend == "ncu":
         options["clock_control"] = "none"
     if ranges is not None:
@@ -111,8 +121,11 @@ def one(backend: str, ranges: str | None) -> dict[str, Any]:
             continue
         for reg in run.regions:
             per_region.setdefault(reg.annotation, []).append(int(reg.attributes.get("kernel_count", 0)))
-    return {"counts": per_region, "seconds": round(time.perf_counter() - start, 2),
-            "environment": {k: v for k, v in res.environment.items() if k in ("GPU", "ncu_version")}}
+    return {
+        "counts": per_region,
+        "seconds": round(time.perf_counter() - start, 2),
+        "environment": {k: v for k, v in res.environment.items() if k in ("GPU", "ncu_version")},
+    }
 
 
 def cell(data: dict[str, Any], region: str) -> str:
@@ -122,8 +135,11 @@ def cell(data: dict[str, Any], region: str) -> str:
     values = sorted(set(counts))
     if not values:
         return "-"
-    return f"{values[0]} kernel{'s' if values[0] != 1 else ''} per run" if len(values) == 1 else \
-        f"{'/'.join(map(str, values))} (varies)"
+    return (
+        f"{values[0]} kernel{'s' if values[0] != 1 else ''} per run"
+        if len(values) == 1
+        else f"{'/'.join(map(str, values))} (varies)"
+    )
 
 
 def main() -> int:
@@ -137,8 +153,9 @@ def main() -> int:
         return 0
     columns: dict[str, dict[str, Any]] = {}
     for label, backend, ranges in COLUMNS:
-        out = subprocess.run([sys.executable, __file__, "--one", backend, ranges or "-"], capture_output=True,
-                             text=True, check=False)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", backend, ranges or "-"], capture_output=True, text=True, check=False
+        )
         lines = out.stdout.strip().splitlines()
         try:
             columns[label] = json.loads(lines[-1])
@@ -153,12 +170,25 @@ def main() -> int:
     same = "counts" in cupti and "counts" in ncu and cupti["counts"] == ncu["counts"]
     print(f"\nncu (default) equals cupti in every region and run: {same}")
     if args.json:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=False).stdout.strip()
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"command": " ".join([sys.executable, *sys.argv]), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-                       "machine": {"host": platform.node(), "gpu": smi, "python": platform.python_version()},
-                       "runs": RUNS, "columns": columns, "ncu_equals_cupti": same}, fh, indent=1)
+            json.dump(
+                {
+                    "command": " ".join([sys.executable, *sys.argv]),
+                    "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "machine": {"host": platform.node(), "gpu": smi, "python": platform.python_version()},
+                    "runs": RUNS,
+                    "columns": columns,
+                    "ncu_equals_cupti": same,
+                },
+                fh,
+                indent=1,
+            )
     return 0 if same else 1
 
 

@@ -99,15 +99,22 @@ def use_tree(tree: str | None) -> dict[str, Any]:
             sys.path.insert(0, str(root / sub) if sub else str(root))
     import nsightx
 
-    info: dict[str, Any] = {"tree": tree, "nsightx_file": nsightx.__file__,
-                            "nsightx_version": getattr(nsightx, "__version__", None)}
+    info: dict[str, Any] = {
+        "tree": tree,
+        "nsightx_file": nsightx.__file__,
+        "nsightx_version": getattr(nsightx, "__version__", None),
+    }
     head = Path(tree or ".") / "TREE_COMMIT"
     if head.exists():
         info["tree_commit"] = head.read_text(encoding="utf-8").strip()
     else:
         try:
-            info["tree_commit"] = subprocess.run(["git", "-C", tree or ".", "rev-parse", "HEAD"], capture_output=True,
-                                                 text=True, check=False).stdout.strip() or None
+            info["tree_commit"] = (
+                subprocess.run(
+                    ["git", "-C", tree or ".", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+                ).stdout.strip()
+                or None
+            )
         except OSError:
             info["tree_commit"] = None
     try:
@@ -153,8 +160,14 @@ def make_profiled(torch: Any, w: Workload, backend: str, collectors: bool) -> Ca
     inputs = w.inputs(torch)
     combine = {} if w.tiny else {"combine_kernel_metrics": operator.add}
 
-    @nsightx.analyze.kernel(configs=[(n,) for n in w.sizes], runs=w.runs, warmup=1, backend=backend,
-                            verbosity=nsightx.VerbosityLevel.SILENT, **combine)
+    @nsightx.analyze.kernel(
+        configs=[(n,) for n in w.sizes],
+        runs=w.runs,
+        warmup=1,
+        backend=backend,
+        verbosity=nsightx.VerbosityLevel.SILENT,
+        **combine,
+    )
     def fn(n: int) -> None:
         a, b = w.prepare(torch, inputs, n)
         with nsightx.annotate("work"):
@@ -188,7 +201,7 @@ def per_size(w: Workload, result: Any) -> dict[int, float]:
     """Median measured value per size, ns (a profiled result's records summed per run; a bare list as is)."""
     if isinstance(result, list):
         per = len(result) // len(w.sizes)
-        return {n: statistics.median(result[i * per:(i + 1) * per]) for i, n in enumerate(w.sizes)}
+        return {n: statistics.median(result[i * per : (i + 1) * per]) for i, n in enumerate(w.sizes)}
     by_run: dict[tuple[int, int], float] = {}
     for rec in result.records:
         key = (rec.config, rec.run)
@@ -219,7 +232,7 @@ def measure(torch: Any, w: Workload, reps: int, backends: tuple[str, ...]) -> di
     last = {k: fn() for k, fn in fns.items()}  # warm-up: cuBLAS, CUPTI, allocator, plugin hosts
     walls: dict[str, list[float]] = {k: [] for k in names}
     for rep in range(reps):
-        order = names[rep % len(names):] + names[:rep % len(names)]
+        order = names[rep % len(names) :] + names[: rep % len(names)]
         for k in order:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -231,8 +244,9 @@ def measure(torch: Any, w: Workload, reps: int, backends: tuple[str, ...]) -> di
         "runs_per_call": runs,
         "median_ms": med,
         "ratio_of_medians": {k: med[k] / med["bare"] for k in names},
-        "ratio_paired_median": {k: statistics.median(x / y for x, y in zip(walls[k], walls["bare"], strict=True))
-                                for k in names},
+        "ratio_paired_median": {
+            k: statistics.median(x / y for x, y in zip(walls[k], walls["bare"], strict=True)) for k in names
+        },
         "host_us_per_run_over_bare": {k: (med[k] - med["bare"]) * 1e3 / runs for k in names},
         "all_ms": walls,
         "per_size_median_ns": {k: per_size(w, v) for k, v in last.items()},
@@ -281,9 +295,16 @@ def main() -> int:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.zeros(1, device="cuda")
-    report: dict[str, Any] = {"argv": sys.argv, "cwd": os.getcwd(), "gpu": torch.cuda.get_device_name(0),
-                              "torch": torch.__version__, "python": sys.version.split()[0], "reps": args.reps,
-                              **info, "workloads": {}}
+    report: dict[str, Any] = {
+        "argv": sys.argv,
+        "cwd": os.getcwd(),
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "reps": args.reps,
+        **info,
+        "workloads": {},
+    }
     print(json.dumps(info), flush=True)
     tag = f"_{args.tag}" if args.tag else ""
     path = args.out / f"backend_overhead{tag}.json"
@@ -292,8 +313,11 @@ def main() -> int:
     for name in chosen:
         t0 = time.perf_counter()
         res = report["workloads"][name] = measure(torch, WORKLOADS[name], args.reps, backends)
-        print(f"{name} ({time.perf_counter() - t0:.1f} s): paired ratios "
-              + json.dumps({k: round(v, 3) for k, v in res["ratio_paired_median"].items()}), flush=True)
+        print(
+            f"{name} ({time.perf_counter() - t0:.1f} s): paired ratios "
+            + json.dumps({k: round(v, 3) for k, v in res["ratio_paired_median"].items()}),
+            flush=True,
+        )
         path.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     if not args.no_profile:
         (args.out / f"backend_overhead{tag}_profiles.txt").write_text(profile_tiny(torch, backends), encoding="utf-8")

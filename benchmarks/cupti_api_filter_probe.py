@@ -65,10 +65,13 @@ def main() -> int:
         seen.update(kernels=[], ext={}, records=0, api_names={})
         t0 = time.perf_counter()
         loop()
-        report[label] = {"records_per_run": seen["records"] / 20, "kernels": len(seen["kernels"]),
-                         "kernels_with_ext_id": sum(1 for c in seen["kernels"] if c in seen["ext"]),
-                         "wall_ms": round((time.perf_counter() - t0) * 1e3, 2),
-                         "api_records_by_cbid": dict(sorted(seen["api_names"].items(), key=lambda kv: -kv[1])[:25])}
+        report[label] = {
+            "records_per_run": seen["records"] / 20,
+            "kernels": len(seen["kernels"]),
+            "kernels_with_ext_id": sum(1 for c in seen["kernels"] if c in seen["ext"]),
+            "wall_ms": round((time.perf_counter() - t0) * 1e3, 2),
+            "api_records_by_cbid": dict(sorted(seen["api_names"].items(), key=lambda kv: -kv[1])[:25]),
+        }
 
     for k in kinds:
         cupti.activity_enable(k)
@@ -76,8 +79,10 @@ def main() -> int:
     traced("unfiltered")
     refused: dict[str, list[str]] = {}
     accepted: dict[str, int] = {}
-    for label, enum, switch in (("runtime", cupti.RuntimeApiTraceCbid, cupti.activity_enable_runtime_api),
-                                ("driver", cupti.DriverApiTraceCbid, cupti.activity_enable_driver_api)):
+    for label, enum, switch in (
+        ("runtime", cupti.RuntimeApiTraceCbid, cupti.activity_enable_runtime_api),
+        ("driver", cupti.DriverApiTraceCbid, cupti.activity_enable_driver_api),
+    ):
         for member in enum:
             if member.name in ("INVALID", "SIZE", "FORCE_INT"):
                 continue
@@ -89,12 +94,16 @@ def main() -> int:
     report["accepted"] = accepted
     report["refused_count"] = {k: len(v) for k, v in refused.items()}
     report["refused_first"] = {k: v[:12] for k, v in refused.items()}
-    report["enum_sizes"] = {"runtime_SIZE": int(cupti.RuntimeApiTraceCbid.SIZE),
-                            "driver_SIZE": int(cupti.DriverApiTraceCbid.SIZE)}
+    report["enum_sizes"] = {
+        "runtime_SIZE": int(cupti.RuntimeApiTraceCbid.SIZE),
+        "driver_SIZE": int(cupti.DriverApiTraceCbid.SIZE),
+    }
     loop()
     traced("filtered")
-    for enum, switch in ((cupti.RuntimeApiTraceCbid, cupti.activity_enable_runtime_api),
-                         (cupti.DriverApiTraceCbid, cupti.activity_enable_driver_api)):
+    for enum, switch in (
+        (cupti.RuntimeApiTraceCbid, cupti.activity_enable_runtime_api),
+        (cupti.DriverApiTraceCbid, cupti.activity_enable_driver_api),
+    ):
         for member in enum:
             try:
                 switch(int(member), 1)

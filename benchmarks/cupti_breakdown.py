@@ -98,6 +98,7 @@ def timeline(call: Any, torch: Any, reps: int = 15) -> dict[str, float]:
                 return original(*a, **kw)
             finally:
                 spent[label] = spent.get(label, 0.0) + time.perf_counter() - t0
+
         patches.append((owner, name, original))
         setattr(owner, name, timed)
 
@@ -163,8 +164,7 @@ def main() -> int:
     tracer.reregister = False  # the dispatcher holds the callbacks and forwards to the tracer
     minimal = Minimal(cupti)
     K = cupti.ActivityKind
-    k_rt, k_drv, k_ext, k_kernel = int(K.RUNTIME), int(K.DRIVER), int(K.EXTERNAL_CORRELATION), \
-        int(K.CONCURRENT_KERNEL)
+    k_rt, k_drv, k_ext, k_kernel = int(K.RUNTIME), int(K.DRIVER), int(K.EXTERNAL_CORRELATION), int(K.CONCURRENT_KERNEL)
     ext_kind = int(cupti.ExternalCorrelationKind.CUSTOM2)
     forced = int(cupti.ActivityFlag.FLUSH_FORCED)
 
@@ -186,10 +186,17 @@ def main() -> int:
                     e1.record()
                     e1.synchronize()
                     e0.elapsed_time(e1)
+
         return run
 
-    def raw(apis: tuple[int, ...] = (k_rt, k_drv), toggle: bool = False, sync: bool = False,
-            cfgflush: bool = False, full: bool = False, tag: str = "") -> Any:
+    def raw(
+        apis: tuple[int, ...] = (k_rt, k_drv),
+        toggle: bool = False,
+        sync: bool = False,
+        cfgflush: bool = False,
+        full: bool = False,
+        tag: str = "",
+    ) -> Any:
         def run() -> None:
             minimal.reset()
             if full:
@@ -231,14 +238,16 @@ def main() -> int:
                     cupti.activity_disable(k)
             cupti.activity_flush_all(forced)
             if tag:
-                kernels = minimal.kernels if not full else [(k.correlation_id, 0, 0) for k in
-                                                            tracer._pending.kernels]
+                kernels = minimal.kernels if not full else [(k.correlation_id, 0, 0) for k in tracer._pending.kernels]
                 exts = minimal.ext if not full else tracer._pending.externals
                 matched = sum(1 for c, _s, _e in kernels if c in exts)
                 report.setdefault("attribution", {})[tag] = {
-                    "kernels": len(kernels), "kernels_with_ext_id": matched,
+                    "kernels": len(kernels),
+                    "kernels_with_ext_id": matched,
                     "records_per_run": round(minimal.records / (len(SIZES) * (RUNS + WARMUP)), 1),
-                    "decode_us_per_run": round(minimal.decode_ns / 1e3 / (len(SIZES) * (RUNS + WARMUP)), 1)}
+                    "decode_us_per_run": round(minimal.decode_ns / 1e3 / (len(SIZES) * (RUNS + WARMUP)), 1),
+                }
+
         return run
 
     class Fake5:
@@ -257,9 +266,16 @@ def main() -> int:
         host = PluginHost(LoaderSettings(blocked=("nvml",))).load() if opts.pop("no_nvml", False) else None
         options.update(opts)
 
-        @nsightx.analyze.kernel(configs=[(n,) for n in SIZES], runs=RUNS, warmup=WARMUP, backend="cupti",
-                                cache_control=cache, combine_kernel_metrics=operator.add,
-                                verbosity=nsightx.VerbosityLevel.SILENT, **options)
+        @nsightx.analyze.kernel(
+            configs=[(n,) for n in SIZES],
+            runs=RUNS,
+            warmup=WARMUP,
+            backend="cupti",
+            cache_control=cache,
+            combine_kernel_metrics=operator.add,
+            verbosity=nsightx.VerbosityLevel.SILENT,
+            **options,
+        )
         def matmul(n: int) -> None:
             a = torch.randn(n, n, device="cuda")
             b = torch.randn(n, n, device="cuda")
@@ -277,15 +293,21 @@ def main() -> int:
                 return matmul()
             finally:
                 _plugins.set_default_host(previous)
+
         return run
 
     variants: dict[str, Any] = {
-        "bare/none": bare(False), "bare/all": bare(True),
-        "raw_always": raw(tag="always"), "raw_always_sync": raw(sync=True), "raw_toggle": raw(toggle=True),
+        "bare/none": bare(False),
+        "bare/all": bare(True),
+        "raw_always": raw(tag="always"),
+        "raw_always_sync": raw(sync=True),
+        "raw_toggle": raw(toggle=True),
         "raw_always_fulldecode": raw(full=True),
-        "nsx_default": nsx(), "nsx_region": nsx(backend_options={"api_tracing": "region"}),
+        "nsx_default": nsx(),
+        "nsx_region": nsx(backend_options={"api_tracing": "region"}),
         "nsx_default_none": nsx("none"),
-        "nsx_nocollectors": nsx(no_nvml=True), "nsx_noreset": nsx(reset=False),
+        "nsx_nocollectors": nsx(no_nvml=True),
+        "nsx_noreset": nsx(reset=False),
         "nsx_buf64k": nsx(backend_options={"buffer_bytes": 65536}),
         "nsx_fake5_no_nvml": nsx(no_nvml=True, info_collectors=[Fake5()]),
     }
@@ -353,8 +375,13 @@ def main() -> int:
     timed("toggle_on_busy", toggle_on, before=lambda: (busy(), toggle_off()))
     timed("toggle_off_busy", toggle_off, before=lambda: (busy(), toggle_on()))
     toggle_on()
-    timed("push_pop", lambda: (cupti.activity_push_external_correlation_id(ext_kind, 7),
-                               cupti.activity_pop_external_correlation_id(ext_kind)))
+    timed(
+        "push_pop",
+        lambda: (
+            cupti.activity_push_external_correlation_id(ext_kind, 7),
+            cupti.activity_pop_external_correlation_id(ext_kind),
+        ),
+    )
     timed("get_timestamp", cupti.get_timestamp)
     timed("flush_forced_empty", lambda: cupti.activity_flush_all(forced), before=torch.cuda.synchronize)
     timed("flush_plain_empty", lambda: cupti.activity_flush_all(0), before=torch.cuda.synchronize)
@@ -364,10 +391,12 @@ def main() -> int:
             x = torch.randn(64, 64, device="cuda")
             x @ x
         torch.cuda.synchronize()
+
     minimal.reset()
     timed("flush_forced_after_40_small_runs", lambda: cupti.activity_flush_all(forced), reps=10, before=many)
     micro["records_per_small_run"] = round(minimal.records / (10 * 40 + 1), 1)
     from nsightx_cupti import _driver
+
     timed("reset_persisting_l2_idle", _driver.reset_persisting_l2, before=torch.cuda.synchronize)
     timed("reset_persisting_l2_busy", _driver.reset_persisting_l2, before=busy)
     timed("persisting_l2_limit", _driver.persisting_l2_limit)
@@ -383,9 +412,13 @@ def main() -> int:
             e1.record()
             e1.synchronize()
             gpu.append(e0.elapsed_time(e1) * 1e3)
+
         return go
-    for label, fn in (("gpu_us_small_kernel", lambda: None), ("gpu_us_reset_then_small_kernel",
-                                                              _driver.reset_persisting_l2)):
+
+    for label, fn in (
+        ("gpu_us_small_kernel", lambda: None),
+        ("gpu_us_reset_then_small_kernel", _driver.reset_persisting_l2),
+    ):
         gpu: list[float] = []
         timed(label + "_host", small_then(fn))
         micro[label] = round(statistics.median(gpu), 2)
@@ -408,17 +441,29 @@ def main() -> int:
         import pynvml  # noqa: F401
 
         from nsightx._plugins import default_host
+
         host = default_host()
         cols = host.default_collectors()
         from nsightx._collectors import CollectContext
         from nsightx._enums import CollectionScope
-        ctx = CollectContext(scope=CollectionScope.RUN, function="f", args=(), params={}, config=0, run=0,
-                             annotation=None, device=0, backend="cupti")
+
+        ctx = CollectContext(
+            scope=CollectionScope.RUN,
+            function="f",
+            args=(),
+            params={},
+            config=0,
+            run=0,
+            annotation=None,
+            device=0,
+            backend="cupti",
+        )
         for c in cols:
             if c.scope == CollectionScope.RUN.value or str(c.scope) == "run":
                 timed(f"collector_{c.name}", lambda c=c: c.collect(ctx))
                 timed(f"collector_{c.name}_busy", lambda c=c: c.collect(ctx), before=busy)
         from nsightx_nvml._collectors import provider
+
         devices = provider().devices()
         if devices is not None:
             nv, h = devices.nvml, devices.resolve(0).sensors
@@ -448,8 +493,9 @@ def main() -> int:
     (args.out / "cupti_profile.txt").write_text(s.getvalue(), encoding="utf-8")
     report["nsx_default_env"] = {k: v for k, v in res.environment.items() if str(k).startswith("Cupti")}
     (args.out / "cupti_breakdown.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-    print(json.dumps({k: report[k] for k in ("ratio_to_bare_all", "micro_us", "nsx_default_env")},
-                     indent=1, default=str))
+    print(
+        json.dumps({k: report[k] for k in ("ratio_to_bare_all", "micro_us", "nsx_default_env")}, indent=1, default=str)
+    )
     return 0
 
 

@@ -67,9 +67,25 @@ def ncu_target(flush: bool) -> None:
 def run_ncu(ncu: str, cache: str, outdir: Path) -> dict[int, list[float]]:
     """Profile the loop under ncu; returns n -> per-run sums of gpu__time_duration.sum (ns)."""
     rep = Path("/tmp") / f"nsightx_bench_ncu_{cache}"
-    cmd = [ncu, "--clock-control", "none", "--cache-control", cache, "--nvtx", "--nvtx-include",
-           f"regex:{NVTX_DOMAIN}@mm_.*/", "--metrics", "gpu__time_duration.sum", "-f", "-o", str(rep),
-           sys.executable, __file__, "--ncu-target", "--flush" if cache == "all" else "--no-flush"]
+    cmd = [
+        ncu,
+        "--clock-control",
+        "none",
+        "--cache-control",
+        cache,
+        "--nvtx",
+        "--nvtx-include",
+        f"regex:{NVTX_DOMAIN}@mm_.*/",
+        "--metrics",
+        "gpu__time_duration.sum",
+        "-f",
+        "-o",
+        str(rep),
+        sys.executable,
+        __file__,
+        "--ncu-target",
+        "--flush" if cache == "all" else "--no-flush",
+    ]
     print("$ " + " ".join(cmd), flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -77,8 +93,9 @@ def run_ncu(ncu: str, cache: str, outdir: Path) -> dict[int, list[float]]:
     if proc.returncode != 0:
         print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
         return {}
-    parsed = subprocess.run([sys.executable, __file__, "--parse-ncu", str(rep) + ".ncu-rep"], capture_output=True,
-                            text=True, check=False)  # ncu_report in its own process: it clashes with CUPTI here
+    parsed = subprocess.run(
+        [sys.executable, __file__, "--parse-ncu", str(rep) + ".ncu-rep"], capture_output=True, text=True, check=False
+    )  # ncu_report in its own process: it clashes with CUPTI here
     if parsed.returncode != 0:
         print("ncu report parse failed:", parsed.stdout[-2000:], parsed.stderr[-2000:], sep="\n")
         return {}
@@ -178,9 +195,16 @@ def make_profiled(torch: Any, backend: str, cache: str, **options: Any) -> Any:
         del host
         return profiled
 
-    @nsightx.analyze.kernel(configs=[(n,) for n in SIZES], runs=RUNS, warmup=WARMUP, backend=backend,
-                            cache_control=cache, combine_kernel_metrics=operator.add,
-                            verbosity=nsightx.VerbosityLevel.SILENT, **options)
+    @nsightx.analyze.kernel(
+        configs=[(n,) for n in SIZES],
+        runs=RUNS,
+        warmup=WARMUP,
+        backend=backend,
+        cache_control=cache,
+        combine_kernel_metrics=operator.add,
+        verbosity=nsightx.VerbosityLevel.SILENT,
+        **options,
+    )
     def matmul(n: int) -> None:
         a = torch.randn(n, n, device="cuda")
         b = torch.randn(n, n, device="cuda")
@@ -226,10 +250,23 @@ def session_cost() -> dict[str, float]:
     from nsightx._plan import Plan
 
     out = {}
-    for label, cache, opts in (("always/all", "all", {}), ("always/none", "none", {}),
-                               ("region/all", "all", {"api_tracing": "region"})):
-        plan = Plan(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
-                    metrics=("gpu__time_duration.sum",), backend="cupti", cache_control=cache, backend_options=opts)
+    for label, cache, opts in (
+        ("always/all", "all", {}),
+        ("always/none", "none", {}),
+        ("region/all", "all", {"api_tracing": "region"}),
+    ):
+        plan = Plan(
+            function=lambda: None,
+            function_name="f",
+            params=(),
+            configs=((),),
+            runs=1,
+            warmup=0,
+            metrics=("gpu__time_duration.sum",),
+            backend="cupti",
+            cache_control=cache,
+            backend_options=opts,
+        )
         times = []
         for _ in range(5):
             t0 = time.perf_counter()
@@ -331,8 +368,7 @@ def main() -> int:
     variants["cupti_perrun/all"] = make_profiled(torch, "cupti", "all", backend_options={"cupti_collect": "run"})
     variants["cupti_region/all"] = make_profiled(torch, "cupti", "all", backend_options={"api_tracing": "region"})
     variants["cupti_nocollectors/all"] = make_profiled(torch, "cupti", "all", info_collectors=[], no_defaults=True)
-    variants["cupti_nocollectors/none"] = make_profiled(torch, "cupti", "none", info_collectors=[],
-                                                        no_defaults=True)
+    variants["cupti_nocollectors/none"] = make_profiled(torch, "cupti", "none", info_collectors=[], no_defaults=True)
     if args.only:
         keep = set(args.only.split(",")) | {"bare/none", "bare/all", "bare_reset/all"}
         variants = {k: v for k, v in variants.items() if k in keep}
@@ -347,38 +383,63 @@ def main() -> int:
             last[name] = fn()
             walls[name].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) * 1e3 for k, v in walls.items()}
-    report: dict[str, Any] = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                              "reps": args.reps, "wall_ms_median": med,
-                              "wall_ms_all": {k: [x * 1e3 for x in v] for k, v in walls.items()}}
+    report: dict[str, Any] = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "reps": args.reps,
+        "wall_ms_median": med,
+        "wall_ms_all": {k: [x * 1e3 for x in v] for k, v in walls.items()},
+    }
     ratios = {k: v / med["bare/" + k.split("/")[1]] for k, v in med.items() if not k.startswith("bare/")}
     report["ratio_to_bare"] = ratios
     # each repetition times every variant back to back, so the per-repetition ratio cancels slow drifts of the
     # shared machine; its median is the steadier figure
     if "bare_reset/all" in walls:  # the reference with the whole of cache_control="all" (persisting reset too)
-        report["ratio_to_bare_reset_all"] = {k: med[k] / med["bare_reset/all"] for k in med if k.endswith("/all")
-                                             and not k.startswith("bare")}
+        report["ratio_to_bare_reset_all"] = {
+            k: med[k] / med["bare_reset/all"] for k in med if k.endswith("/all") and not k.startswith("bare")
+        }
         report["ratio_to_bare_reset_all_paired_median"] = {
             k: statistics.median(x / y for x, y in zip(v, walls["bare_reset/all"], strict=True))
-            for k, v in walls.items() if k.endswith("/all") and not k.startswith("bare")}
+            for k, v in walls.items()
+            if k.endswith("/all") and not k.startswith("bare")
+        }
     report["ratio_to_bare_paired_median"] = {
         k: statistics.median(x / y for x, y in zip(v, walls["bare/" + k.split("/")[1]], strict=True))
-        for k, v in walls.items() if not k.startswith("bare/")}
+        for k, v in walls.items()
+        if not k.startswith("bare/")
+    }
     values = {k: (v if k.startswith("bare") else per_size(v)) for k, v in last.items()}
     report["per_size_median_ns"] = {k: {n: statistics.median(x) for n, x in v.items()} for k, v in values.items()}
     report["rsd_pct"] = {k: {n: rsd(x) for n, x in v.items()} for k, v in values.items()}
     report["session_open_close_ms"] = session_cost()
-    report["cupti_step_costs"] = {k: {key: val for key, val in v.environment.items() if key.startswith("CuptiPer")
-                                      or key.startswith("CuptiUs")}
-                                  for k, v in last.items() if k.startswith("cupti")}
+    report["cupti_step_costs"] = {
+        k: {key: val for key, val in v.environment.items() if key.startswith("CuptiPer") or key.startswith("CuptiUs")}
+        for k, v in last.items()
+        if k.startswith("cupti")
+    }
     report["probe_us"] = probe(torch)
     cupti_res = last.get("cupti/all") or next(v for k, v in last.items() if k.startswith("cupti"))
     report["cupti_environment"] = dict(cupti_res.environment)
     report["kernels_per_run_cupti"] = {
-        n: sorted({reg.attributes.get("kernel_count") for run in cupti_res.data.runs for reg in run.regions
-                   if SIZES[reg.config] == n}) for n in SIZES}
+        n: sorted(
+            {
+                reg.attributes.get("kernel_count")
+                for run in cupti_res.data.runs
+                for reg in run.regions
+                if SIZES[reg.config] == n
+            }
+        )
+        for n in SIZES
+    }
     report["launch_bound_runs_cupti"] = {
-        n: sum(1 for run in cupti_res.data.runs for reg in run.regions
-               if SIZES[reg.config] == n and reg.attributes.get("launch_bound")) for n in SIZES}
+        n: sum(
+            1
+            for run in cupti_res.data.runs
+            for reg in run.regions
+            if SIZES[reg.config] == n and reg.attributes.get("launch_bound")
+        )
+        for n in SIZES
+    }
     out_json = args.out / "cupti_overhead.json"
     out_json.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")  # before ncu, in case it fails
     if not args.skip_ncu and os.path.exists(args.ncu):
@@ -392,7 +453,8 @@ def main() -> int:
             report["ncu_rsd_pct_" + cache] = {n: rsd(v) for n, v in got.items() if len(v) > 1}
             cup = report["per_size_median_ns"][f"cupti/{cache}"]
             report["cupti_vs_ncu_pct"][cache] = {
-                n: 100.0 * (cup[n] - m) / m for n, m in report["ncu_median_ns"][cache].items()}
+                n: 100.0 * (cup[n] - m) / m for n, m in report["ncu_median_ns"][cache].items()
+            }
     out_json.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     print(json.dumps(report, indent=1, default=str))
     return 0

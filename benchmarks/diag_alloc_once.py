@@ -39,9 +39,15 @@ def profiled(torch: Any, backend: str, sizes: tuple[int, ...], runs: int, nvml: 
 
     inputs = {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in sizes}
 
-    @nsightx.analyze.kernel(configs=[(n,) for n in sizes], runs=runs, warmup=1, backend=backend,
-                            combine_kernel_metrics=operator.add, thermal_mode="off",
-                            verbosity=nsightx.VerbosityLevel.SILENT)
+    @nsightx.analyze.kernel(
+        configs=[(n,) for n in sizes],
+        runs=runs,
+        warmup=1,
+        backend=backend,
+        combine_kernel_metrics=operator.add,
+        thermal_mode="off",
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
     def matmul(n: int) -> None:
         a, b = inputs[n]
         with nsightx.annotate("matmul"):

@@ -46,8 +46,10 @@ def main() -> int:
             op()
         e1.record()
         e1.synchronize()
-        out[name] = {"single_us": round(statistics.median(single[10:]), 2),
-                     "queued_us_each": round(e0.elapsed_time(e1) * 1e3 / 100, 2)}
+        out[name] = {
+            "single_us": round(statistics.median(single[10:]), 2),
+            "queued_us_each": round(e0.elapsed_time(e1) * 1e3 / 100, 2),
+        }
     dev.close()
     text = json.dumps(out, indent=1)
     with open(sys.argv[1] if len(sys.argv) > 1 else "flush_cost.json", "w", encoding="utf-8") as fh:

@@ -54,18 +54,41 @@ def aggregation_seconds(n_records: int) -> float:
     n_ann, n_cfg = 10, 100
     runs = n_records // (n_ann * n_cfg)
     values = tuple(
-        RunValue.model_construct(annotation=f"a{a}", config=c, run=r, metric="t", value=float(1000 + r % 7),
-                                 unit="ns", kernel="k")
-        for c in range(n_cfg) for r in range(runs) for a in range(n_ann)
+        RunValue.model_construct(
+            annotation=f"a{a}", config=c, run=r, metric="t", value=float(1000 + r % 7), unit="ns", kernel="k"
+        )
+        for c in range(n_cfg)
+        for r in range(runs)
+        for a in range(n_ann)
     )
-    regions = tuple(RunRecords.model_construct(config=c, run=r, records=(), collectors=(), regions=(
-        RegionRun.model_construct(annotation="a0", config=c, run=r, host_ns=1, failed=False, attributes={}),))
-        for c in range(n_cfg) for r in range(runs))
-    plan = PlanInfo(function="f", params=("n",), configs=tuple((c,) for c in range(n_cfg)), runs=runs, warmup=0,
-                    metrics=("t",), backend="host", cache_control="none", clock_control="none",
-                    replay_mode="kernel")
-    data = ResultData.model_construct(schema_version=1, nsightx_version="bench", created="now", plan=plan,
-                                      environment={}, runs=regions, values=values)
+    regions = tuple(
+        RunRecords.model_construct(
+            config=c,
+            run=r,
+            records=(),
+            collectors=(),
+            regions=(
+                RegionRun.model_construct(annotation="a0", config=c, run=r, host_ns=1, failed=False, attributes={}),
+            ),
+        )
+        for c in range(n_cfg)
+        for r in range(runs)
+    )
+    plan = PlanInfo(
+        function="f",
+        params=("n",),
+        configs=tuple((c,) for c in range(n_cfg)),
+        runs=runs,
+        warmup=0,
+        metrics=("t",),
+        backend="host",
+        cache_control="none",
+        clock_control="none",
+        replay_mode="kernel",
+    )
+    data = ResultData.model_construct(
+        schema_version=1, nsightx_version="bench", created="now", plan=plan, environment={}, runs=regions, values=values
+    )
     times = []
     for _ in range(3):
         t = time.perf_counter()
@@ -84,8 +107,10 @@ def main() -> None:
     agg = aggregation_seconds(args.records)
     cpu = platform.processor() or platform.machine()
     print(f"machine: {platform.node()} {cpu}, Python {platform.python_version()}")
-    print(f"host backend, {args.regions} regions x 20 runs: {per_region:.2f} us per annotated region "
-          f"(bare loop iteration {bare:.3f} us) -> overhead {per_region - bare:.2f} us (enter + exit + record)")
+    print(
+        f"host backend, {args.regions} regions x 20 runs: {per_region:.2f} us per annotated region "
+        f"(bare loop iteration {bare:.3f} us) -> overhead {per_region - bare:.2f} us (enter + exit + record)"
+    )
     print(f"aggregate {args.records} raw values into the DataFrame: {agg:.3f} s (target < 1 s)")
 
 

@@ -65,8 +65,9 @@ def build_result(path: Path, configs: int, runs: int, regions: int) -> float:
 
     names = [f"region{i}" for i in range(regions)]
 
-    @nsightx.analyze.kernel(configs=list(range(configs)), runs=runs, warmup=0, backend="host",
-                            verbosity=nsightx.VerbosityLevel.SILENT)
+    @nsightx.analyze.kernel(
+        configs=list(range(configs)), runs=runs, warmup=0, backend="host", verbosity=nsightx.VerbosityLevel.SILENT
+    )
     def sweep(n: int) -> None:
         for name in names:
             with nsightx.annotate(name):
@@ -78,8 +79,9 @@ def build_result(path: Path, configs: int, runs: int, regions: int) -> float:
 
 
 def _child(mode: str, what: str, path: Path) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-c", _CHILD, mode, what, str(path)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, what, str(path)], capture_output=True, text=True, check=True
+    )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -112,23 +114,41 @@ def main() -> None:
     j, n = numbers["json"], numbers["nsightx"]
     ratios = {k: n[k] / j[k] if j[k] else float("inf") for k in j}
     print(f"machine: {platform.machine()}, Python {platform.python_version()}, {platform.platform()}")
-    print(f"result: {args.configs} configs x {args.runs} runs x {args.regions} regions (host backend), "
-          f"{size / 1e6:.1f} MB, measured and saved in {built:.1f} s")
+    print(
+        f"result: {args.configs} configs x {args.runs} runs x {args.regions} regions (host backend), "
+        f"{size / 1e6:.1f} MB, measured and saved in {built:.1f} s"
+    )
     print(f"{'':>10} {'time s':>9} {'tracemalloc MB':>15} {'maxrss growth MB':>17}")
     for name, row in (("json.load", j), ("nsightx", n)):
-        print(f"{name:>10} {row['seconds']:9.3f} {row['tracemalloc_peak_bytes'] / 1e6:15.1f} "
-              f"{row['maxrss_growth_bytes'] / 1e6:17.1f}")
-    print(f"{'ratio':>10} {ratios['seconds']:8.2f}x {ratios['tracemalloc_peak_bytes']:14.2f}x "
-          f"{ratios['maxrss_growth_bytes']:16.2f}x   (target <= 2x)")
+        print(
+            f"{name:>10} {row['seconds']:9.3f} {row['tracemalloc_peak_bytes'] / 1e6:15.1f} "
+            f"{row['maxrss_growth_bytes'] / 1e6:17.1f}"
+        )
+    print(
+        f"{'ratio':>10} {ratios['seconds']:8.2f}x {ratios['tracemalloc_peak_bytes']:14.2f}x "
+        f"{ratios['maxrss_growth_bytes']:16.2f}x   (target <= 2x)"
+    )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "command": "python " + " ".join(sys.argv),
-            "machine": {"arch": platform.machine(), "python": platform.python_version(),
-                        "platform": platform.platform()},
-            "file": {"configs": args.configs, "runs": args.runs, "regions": args.regions, "bytes": size},
-            "json_load": j, "nsightx_load": n, "ratios": ratios,
-        }, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "command": "python " + " ".join(sys.argv),
+                    "machine": {
+                        "arch": platform.machine(),
+                        "python": platform.python_version(),
+                        "platform": platform.platform(),
+                    },
+                    "file": {"configs": args.configs, "runs": args.runs, "regions": args.regions, "bytes": size},
+                    "json_load": j,
+                    "nsightx_load": n,
+                    "ratios": ratios,
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

@@ -32,11 +32,16 @@ RUNS = 10
 WARMUP = 1
 METRIC_SETS = {
     "1 metric": ("gpu__time_duration.sum",),
-    "5 metrics": ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-                  "dram__bytes_read.sum", "gpc__cycles_elapsed.avg.per_second", "l1tex__t_bytes.sum"),
+    "5 metrics": (
+        "gpu__time_duration.sum",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__bytes_read.sum",
+        "gpc__cycles_elapsed.avg.per_second",
+        "l1tex__t_bytes.sum",
+    ),
 }
 
-PLAIN = r'''
+PLAIN = r"""
 import sys
 import nvtx
 import torch
@@ -52,7 +57,7 @@ for c, n in enumerate(sizes):
         if rng is not None:
             nvtx.end_range(rng)
 torch.cuda.synchronize()
-'''
+"""
 
 
 def matmul(n: int) -> None:
@@ -73,9 +78,15 @@ def run_plain(metrics: tuple[str, ...], sizes: tuple[int, ...], runs: int, work:
 
     script = work / "plain.py"
     script.write_text(PLAIN, encoding="utf-8")
-    cmd = build_command(require_ncu().path, report=work / "plain.ncu-rep",
-                        app=[sys.executable, str(script), ",".join(map(str, sizes)), str(runs), str(WARMUP)],
-                        metrics=metrics, replay_mode="kernel", cache_control="all", clock_control="none")
+    cmd = build_command(
+        require_ncu().path,
+        report=work / "plain.ncu-rep",
+        app=[sys.executable, str(script), ",".join(map(str, sizes)), str(runs), str(WARMUP)],
+        metrics=metrics,
+        replay_mode="kernel",
+        cache_control="all",
+        clock_control="none",
+    )
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
@@ -88,9 +99,16 @@ def run_nsightx(metrics: tuple[str, ...], sizes: tuple[int, ...], runs: int) -> 
     import nsightx
 
     profiled = nsightx.analyze.kernel(
-        configs=[(n,) for n in sizes], runs=runs, warmup=WARMUP, backend="ncu", metrics=list(metrics),
+        configs=[(n,) for n in sizes],
+        runs=runs,
+        warmup=WARMUP,
+        backend="ncu",
+        metrics=list(metrics),
         combine_kernel_metrics=operator.add,  # cuBLAS runs n=512 as two kernels (split-K)
-        cache_control="all", clock_control="none", replay_mode="kernel", verbosity=0,
+        cache_control="all",
+        clock_control="none",
+        replay_mode="kernel",
+        verbosity=0,
     )(matmul)
     start = time.perf_counter()
     res = profiled()
@@ -101,13 +119,23 @@ def run_nsightx(metrics: tuple[str, ...], sizes: tuple[int, ...], runs: int) -> 
     parse_s = None
     if isinstance(report, str):
         with tempfile.TemporaryDirectory() as tmp:
-            args = json.dumps({"report": report, "metrics": list(metrics), "deep": False,
-                               "reader_dir": _reader_dir(), "out": str(Path(tmp) / "a.json")})
+            args = json.dumps(
+                {
+                    "report": report,
+                    "metrics": list(metrics),
+                    "deep": False,
+                    "reader_dir": _reader_dir(),
+                    "out": str(Path(tmp) / "a.json"),
+                }
+            )
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "nsightx_ncu._reader", args], check=True)
             parse_s = time.perf_counter() - t0
-    return {"wall_s": wall, "report_parse_s": parse_s,
-            "avg_ns": dict(zip(map(int, times["n"]), times["AvgValue"].round(1), strict=False))}
+    return {
+        "wall_s": wall,
+        "report_parse_s": parse_s,
+        "avg_ns": dict(zip(map(int, times["n"]), times["AvgValue"].round(1), strict=False)),
+    }
 
 
 def _reader_dir() -> str | None:
@@ -128,8 +156,11 @@ def warm_metric_list() -> dict[str, object]:
     install = require_ncu()
     start = time.perf_counter()
     known, gpu = load_known(install.path, install.version_string, 0)
-    return {"metric_list_s": round(time.perf_counter() - start, 2), "gpu": gpu,
-            "names": None if known is None else len(known.names)}
+    return {
+        "metric_list_s": round(time.perf_counter() - start, 2),
+        "gpu": gpu,
+        "names": None if known is None else len(known.names),
+    }
 
 
 def main() -> int:
@@ -156,19 +187,37 @@ def main() -> int:
                     print(json.dumps(row), flush=True)
     summary = []
     for label in METRIC_SETS:
-        plain = statistics.median(float(r["wall_s"]) for r in results  # type: ignore[arg-type]
-                                  if r.get("metrics") == label and r.get("side") == "plain")
-        ours = statistics.median(float(r["wall_s"]) for r in results  # type: ignore[arg-type]
-                                 if r.get("metrics") == label and r.get("side") == "nsightx")
-        summary.append({"metrics": label, "plain_s": round(plain, 2), "nsightx_s": round(ours, 2),
-                        "ratio": round(ours / plain, 3)})
+        plain = statistics.median(
+            float(r["wall_s"])
+            for r in results  # type: ignore[arg-type]
+            if r.get("metrics") == label and r.get("side") == "plain"
+        )
+        ours = statistics.median(
+            float(r["wall_s"])
+            for r in results  # type: ignore[arg-type]
+            if r.get("metrics") == label and r.get("side") == "nsightx"
+        )
+        summary.append(
+            {"metrics": label, "plain_s": round(plain, 2), "nsightx_s": round(ours, 2), "ratio": round(ours / plain, 3)}
+        )
     print("\n| metrics | plain ncu (s) | nsightx ncu backend (s) | ratio |\n|---|---|---|---|")
     for s in summary:
         print(f"| {s['metrics']} | {s['plain_s']} | {s['nsightx_s']} | {s['ratio']} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": platform.node(), "python": platform.python_version(),
-                                               "sizes": sizes, "runs": args.runs, "repeats": args.repeats,
-                                               "measurements": results, "summary": summary}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "machine": platform.node(),
+                    "python": platform.python_version(),
+                    "sizes": sizes,
+                    "runs": args.runs,
+                    "repeats": args.repeats,
+                    "measurements": results,
+                    "summary": summary,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

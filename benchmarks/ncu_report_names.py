@@ -39,8 +39,9 @@ def main() -> int:
     args = parser.parse_args()
     folder = Path(args.dir or tempfile.mkdtemp(prefix="nsightx-names-"))
     folder.mkdir(parents=True, exist_ok=True)
-    profiled = nsightx.analyze.kernel(configs=[(1 << 16,)], runs=2, backend="ncu", output_prefix=f"{folder}/exp1_",
-                                      clock_control="none")(scale)
+    profiled = nsightx.analyze.kernel(
+        configs=[(1 << 16,)], runs=2, backend="ncu", output_prefix=f"{folder}/exp1_", clock_control="none"
+    )(scale)
     calls = [dict(profiled().environment)]
     taken = folder / "exp1_ncu-output-scale-1.ncu-rep"
     taken.write_text("placeholder: an earlier run's report")
@@ -54,7 +55,8 @@ def main() -> int:
     }
     names = [Path(str(c["ncu_report"])).name for c in out["written"]]  # type: ignore[index]
     out["as_expected"] = names == [f"exp1_ncu-output-scale-{n}.ncu-rep" for n in (0, 2, 3)] and bool(
-        out["placeholder_untouched"])
+        out["placeholder_untouched"]
+    )
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")

@@ -74,13 +74,20 @@ for name in written:
     print(f"  {name}")
 raw = sorted(folder.glob("*profiled_data-*.csv"))
 per_run = pd.read_csv(raw[0]) if raw else None
-print(json.dumps({
-    "backend": backend,
-    "collector_columns": ours,
-    "rows": len(df),
-    "files": written,
-    "ncu_report": results.environment.get("ncu_report"),
-    "per_run_columns": [c for c in (per_run.columns if per_run is not None else ())
-                        if c in ("sm_clock_mhz", "temperature_c", "driver_version")],
-    "per_run_sm_clock_mhz": per_run["sm_clock_mhz"].tolist()[:6] if per_run is not None else None,
-}))
+print(
+    json.dumps(
+        {
+            "backend": backend,
+            "collector_columns": ours,
+            "rows": len(df),
+            "files": written,
+            "ncu_report": results.environment.get("ncu_report"),
+            "per_run_columns": [
+                c
+                for c in (per_run.columns if per_run is not None else ())
+                if c in ("sm_clock_mhz", "temperature_c", "driver_version")
+            ],
+            "per_run_sm_clock_mhz": per_run["sm_clock_mhz"].tolist()[:6] if per_run is not None else None,
+        }
+    )
+)

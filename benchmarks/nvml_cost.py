@@ -56,12 +56,20 @@ def per_call_costs(reads: int) -> dict[str, Any]:
     nvml = devices.nvml
     dev = devices.resolve(0)
     h = dev.sensors
-    out: dict[str, Any] = {"nvml_init_ms": round(init_ms, 2), "matched_by": dev.how,
-                           "gpu": nvml.name(dev.handle), "uuid": nvml.uuid(dev.handle),
-                           "driver": nvml.driver_version()}
-    for name, call in (("sm_clock", nvml.sm_clock_mhz), ("mem_clock", nvml.mem_clock_mhz),
-                       ("temperature", nvml.temperature_c), ("power", nvml.power_w),
-                       ("clock_event_reasons", nvml.event_reasons)):
+    out: dict[str, Any] = {
+        "nvml_init_ms": round(init_ms, 2),
+        "matched_by": dev.how,
+        "gpu": nvml.name(dev.handle),
+        "uuid": nvml.uuid(dev.handle),
+        "driver": nvml.driver_version(),
+    }
+    for name, call in (
+        ("sm_clock", nvml.sm_clock_mhz),
+        ("mem_clock", nvml.mem_clock_mhz),
+        ("temperature", nvml.temperature_c),
+        ("power", nvml.power_w),
+        ("clock_event_reasons", nvml.event_reasons),
+    ):
         out[f"query_{name}"] = timed_us(functools.partial(call, h), reads)
     run = RunConditions()
     for device in (None, 0):
@@ -75,8 +83,11 @@ def per_call_costs(reads: int) -> dict[str, Any]:
     source = NvmlTemperatureSource(None)
     out["thermal_read"] = timed_us(source.read, reads)
     reading = source.read()
-    out["thermal_sample"] = {"temperature_c": reading.temperature_c, "slowdown_c": reading.slowdown_c,
-                             "headroom_c": reading.headroom_c}
+    out["thermal_sample"] = {
+        "temperature_c": reading.temperature_c,
+        "slowdown_c": reading.slowdown_c,
+        "headroom_c": reading.headroom_c,
+    }
     return out
 
 
@@ -87,8 +98,9 @@ def end_to_end(runs: int, repeats: int = 5) -> dict[str, Any]:
         host = _plugins.PluginHost(_plugins.LoaderSettings(blocked=blocked)).load()
         _plugins.set_default_host(host)
 
-        @nsightx.analyze.kernel(runs=runs, warmup=0, backend="host", verbosity=nsightx.VerbosityLevel.SILENT,
-                                thermal_mode="off")
+        @nsightx.analyze.kernel(
+            runs=runs, warmup=0, backend="host", verbosity=nsightx.VerbosityLevel.SILENT, thermal_mode="off"
+        )
         def empty() -> None:
             with nsightx.annotate("r"):
                 pass
@@ -103,8 +115,12 @@ def end_to_end(runs: int, repeats: int = 5) -> dict[str, Any]:
     off = per_run_us(("nvml",))
     on = per_run_us(())
     _plugins.set_default_host(None)
-    return {"runs": runs, "per_run_us_nvml_blocked": round(off, 2), "per_run_us_nvml_on": round(on, 2),
-            "added_per_run_us": round(on - off, 2)}
+    return {
+        "runs": runs,
+        "per_run_us_nvml_blocked": round(off, 2),
+        "per_run_us_nvml_on": round(on, 2),
+        "added_per_run_us": round(on - off, 2),
+    }
 
 
 def main() -> None:
@@ -115,8 +131,12 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--no-cuda", action="store_true")
     args = parser.parse_args()
-    result: dict[str, Any] = {"machine": platform.node(), "python": platform.python_version(),
-                              "nsightx": nsightx.__version__, "cuda_up": False}
+    result: dict[str, Any] = {
+        "machine": platform.node(),
+        "python": platform.python_version(),
+        "nsightx": nsightx.__version__,
+        "cuda_up": False,
+    }
     if not args.no_cuda:
         try:
             import torch

@@ -28,11 +28,34 @@ from typing import Any
 
 import nsightx
 
-PER_RUN = ["Config", "Run", "n", "Value", "MeasuredSMClockMHz", "MeasuredMemClockMHz", "GPUTemperatureC",
-           "GPUPowerW", "ClockEventReasons", "Throttled", "ThermalPauseS"]
-SUMMARY = ["n", "AvgValue", "RelativeStdDevPct", "NumRuns", "MeasuredSMClockMHz_Avg", "MeasuredSMClockMHz_Min",
-           "GPUTemperatureC_Max", "GPUPowerW_Max", "ClockEventReasons", "ThrottledRuns", "StableMeasurement",
-           "ThermalPauseS_Max", "Unit"]
+PER_RUN = [
+    "Config",
+    "Run",
+    "n",
+    "Value",
+    "MeasuredSMClockMHz",
+    "MeasuredMemClockMHz",
+    "GPUTemperatureC",
+    "GPUPowerW",
+    "ClockEventReasons",
+    "Throttled",
+    "ThermalPauseS",
+]
+SUMMARY = [
+    "n",
+    "AvgValue",
+    "RelativeStdDevPct",
+    "NumRuns",
+    "MeasuredSMClockMHz_Avg",
+    "MeasuredSMClockMHz_Min",
+    "GPUTemperatureC_Max",
+    "GPUPowerW_Max",
+    "ClockEventReasons",
+    "ThrottledRuns",
+    "StableMeasurement",
+    "ThermalPauseS_Max",
+    "Unit",
+]
 
 
 def make(backend: str, sizes: list[int], runs: int, prefix: str, **thermal: Any) -> Any:
@@ -41,8 +64,15 @@ def make(backend: str, sizes: list[int], runs: int, prefix: str, **thermal: Any)
 
     sync = backend == "host"
 
-    @nsightx.analyze.kernel(configs=[(n,) for n in sizes], runs=runs, backend=backend, output_prefix=prefix,
-                            output_csv=True, verbosity=nsightx.VerbosityLevel.INFO, **thermal)
+    @nsightx.analyze.kernel(
+        configs=[(n,) for n in sizes],
+        runs=runs,
+        backend=backend,
+        output_prefix=prefix,
+        output_csv=True,
+        verbosity=nsightx.VerbosityLevel.INFO,
+        **thermal,
+    )
     def matmul(n: int) -> None:
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -76,8 +106,11 @@ def show(res: Any, label: str) -> None:
     print(raw[[c for c in PER_RUN if c in raw.columns]].groupby("Config").head(5).to_string(index=False))
     print(f"\n=== {label}: aggregated ===")
     print(df[[c for c in SUMMARY if c in df.columns]].to_string(index=False))
-    once = [c for c in ("GPUName", "GPUUUID", "DriverVersion", "PowerLimitW", "ECCEnabled", "SlowdownTempC")
-            if c in df.columns]
+    once = [
+        c
+        for c in ("GPUName", "GPUUUID", "DriverVersion", "PowerLimitW", "ECCEnabled", "SlowdownTempC")
+        if c in df.columns
+    ]
     print(df[once].iloc[:1].to_string(index=False))
 
 
@@ -127,15 +160,17 @@ def main() -> int:
         # the headroom changes by several °C within seconds after load (seen on the H200): read it just before
         headroom = int(NvmlTemperatureSource(None).read().headroom_c)
         wait, cont = headroom + 20, headroom + 25
-        print(f"\n=== forced pause: headroom now {headroom} °C; thermal_wait={wait}, thermal_cont={cont}, "
-              "timeout 3 s ===")
+        print(
+            f"\n=== forced pause: headroom now {headroom} °C; thermal_wait={wait}, thermal_cont={cont}, timeout 3 s ==="
+        )
         return wait, cont
 
     prefix = f"{work}/forced/"
     wait, cont = band()
     t = time.perf_counter()
-    res = make(chosen, [4096], 5, prefix, thermal_mode="auto", thermal_wait=wait, thermal_cont=cont,
-               thermal_timeout=3)()
+    res = make(
+        chosen, [4096], 5, prefix, thermal_mode="auto", thermal_wait=wait, thermal_cont=cont, thermal_timeout=3
+    )()
     print(f"auto: {time.perf_counter() - t:.2f} s")
     show(res, "forced auto")
     copy_csvs(prefix, out, "forced")
@@ -146,8 +181,16 @@ def main() -> int:
     wait, cont = band()
     t = time.perf_counter()
     try:
-        make(chosen, [4096], 5, f"{work}/manual/", thermal_mode="manual", thermal_wait=wait, thermal_cont=cont,
-             thermal_timeout=3)()
+        make(
+            chosen,
+            [4096],
+            5,
+            f"{work}/manual/",
+            thermal_mode="manual",
+            thermal_wait=wait,
+            thermal_cont=cont,
+            thermal_timeout=3,
+        )()
         print("CHECK FAILED: manual did not raise")
         failures += 1
     except nsightx.CoolingTimeoutError as e:

@@ -36,8 +36,9 @@ def sweep(devices: list[int] | None, host: bool) -> tuple[float, object]:
     fn = workload_host if host else workload_gpu
     configs = [1, 2, 3, 4, 5, 6, 7, 8] if host else [1024, 2048, 3072, 4096, 1024, 2048, 3072, 4096]
     options = {"backend": "host"} if host else {"combine_kernel_metrics": lambda a, b: a + b}
-    profiled = nsightx.analyze.kernel(configs=configs, runs=10, verbosity=nsightx.VerbosityLevel.SILENT,
-                                      parallel_devices=devices, **options)(fn)
+    profiled = nsightx.analyze.kernel(
+        configs=configs, runs=10, verbosity=nsightx.VerbosityLevel.SILENT, parallel_devices=devices, **options
+    )(fn)
     t = time.perf_counter()
     res = profiled()
     return time.perf_counter() - t, res
@@ -52,8 +53,10 @@ def main() -> None:
     print(f"8 configs x 10 runs: one worker {one_t:.2f} s, two workers {two_t:.2f} s, ratio {two_t / one_t:.2f}")
     a, b = one.to_dataframe(), two.to_dataframe()  # type: ignore[attr-defined]
     for (_, ra), (_, rb) in zip(a.iterrows(), b.iterrows(), strict=True):
-        print(f"  config {ra.iloc[2]!s:>5}  one: {ra['AvgValue']:.4g}  two: {rb['AvgValue']:.4g} "
-              f"({rb['Device']})  diff {100 * (rb['AvgValue'] / ra['AvgValue'] - 1):+.1f}%")
+        print(
+            f"  config {ra.iloc[2]!s:>5}  one: {ra['AvgValue']:.4g}  two: {rb['AvgValue']:.4g} "
+            f"({rb['Device']})  diff {100 * (rb['AvgValue'] / ra['AvgValue'] - 1):+.1f}%"
+        )
 
 
 if __name__ == "__main__":

@@ -38,26 +38,64 @@ def main() -> None:
     numbers = json.loads(RESULTS.read_text(encoding="utf-8"))
     img = HERE / "img"
 
-    cache = pd.concat([frame(numbers["cache_and_clocks"][mode], "mib", f"cache_control={mode!r}")
-                       for mode in ("none", "all")], ignore_index=True)
-    plot_frame(cache, img / "tutorial_cache.png", metric="gbps", plot_type="bar", annotate_points=True,
-               title="torch.add(x, 1) on the H200: warm vs flushed L2 (CUPTI, 20 runs, 95% CI)",
-               ylabel="effective bandwidth (GB/s, read + write)", plot_width=9, plot_height=4.5)
+    cache = pd.concat(
+        [frame(numbers["cache_and_clocks"][mode], "mib", f"cache_control={mode!r}") for mode in ("none", "all")],
+        ignore_index=True,
+    )
+    plot_frame(
+        cache,
+        img / "tutorial_cache.png",
+        metric="gbps",
+        plot_type="bar",
+        annotate_points=True,
+        title="torch.add(x, 1) on the H200: warm vs flushed L2 (CUPTI, 20 runs, 95% CI)",
+        ylabel="effective bandwidth (GB/s, read + write)",
+        plot_width=9,
+        plot_height=4.5,
+    )
 
     sweep = numbers["size_sweep"]
     plain = frame(sweep["plain"], "n")
-    plot_frame(plain, img / "tutorial_sweep.png", metric="tflops", annotate_points=True,
-               title="matmul on the H200 (CUPTI kernel time, 10 runs, 95% CI)", ylabel="TFLOP/s")
+    plot_frame(
+        plain,
+        img / "tutorial_sweep.png",
+        metric="tflops",
+        annotate_points=True,
+        title="matmul on the H200 (CUPTI kernel time, 10 runs, 95% CI)",
+        ylabel="TFLOP/s",
+    )
     normalized = frame(sweep["normalized"], "n")
-    plot_frame(normalized, img / "tutorial_speedup.png", metric="gpu__time_duration.sum", plot_type="bar",
-               annotate_points=True, title="matmul time relative to fp32 (lower is faster)")
+    plot_frame(
+        normalized,
+        img / "tutorial_speedup.png",
+        metric="gpu__time_duration.sum",
+        plot_type="bar",
+        annotate_points=True,
+        title="matmul time relative to fp32 (lower is faster)",
+    )
 
     with pd.option_context("display.width", 200, "display.float_format", "{:.6g}".format):
-        for name, data, param in (("cache_and_clocks", cache, "mib"), ("size_sweep plain", plain, "n"),
-                                  ("size_sweep normalized", normalized, "n")):
-            cols = [c for c in ("Annotation", "Metric", param, "AvgValue", "Unit", "CI95_Lower", "CI95_Upper",
-                                "RelativeStdDevPct", "MeasuredSMClockMHz_Min", "MeasuredMemClockMHz_Avg")
-                    if c in data.columns]
+        for name, data, param in (
+            ("cache_and_clocks", cache, "mib"),
+            ("size_sweep plain", plain, "n"),
+            ("size_sweep normalized", normalized, "n"),
+        ):
+            cols = [
+                c
+                for c in (
+                    "Annotation",
+                    "Metric",
+                    param,
+                    "AvgValue",
+                    "Unit",
+                    "CI95_Lower",
+                    "CI95_Upper",
+                    "RelativeStdDevPct",
+                    "MeasuredSMClockMHz_Min",
+                    "MeasuredMemClockMHz_Avg",
+                )
+                if c in data.columns
+            ]
             print(f"--- {name}\n{data[cols].to_string(index=False)}")
 
 

@@ -76,13 +76,41 @@ def one_kernel() -> dict[str, Any]:
 
     res = matmul()
     frame = res.to_dataframe()
-    return {"rows": rows(frame, ["Annotation", "n", "Metric", "Kernel", "AvgValue", "MedianValue", "StdDev",
-                                 "MinValue", "MaxValue", "NumRuns", "CI95_Lower", "CI95_Upper",
-                                 "RelativeStdDevPct", "StableMeasurement", "MeasuredSMClockMHz_Avg",
-                                 "MeasuredSMClockMHz_Min", "MeasuredSMClockMHz_Max", "MeasuredMemClockMHz_Avg",
-                                 "GPUTemperatureC_Avg", "GPUPowerW_Avg", "ThrottledRuns", "ThermalPauseS_Avg",
-                                 "GPU", "ComputeClock", "MemoryClock", "Tool"]),
-            "columns": list(frame.columns), "environment": dict(res.environment)}
+    return {
+        "rows": rows(
+            frame,
+            [
+                "Annotation",
+                "n",
+                "Metric",
+                "Kernel",
+                "AvgValue",
+                "MedianValue",
+                "StdDev",
+                "MinValue",
+                "MaxValue",
+                "NumRuns",
+                "CI95_Lower",
+                "CI95_Upper",
+                "RelativeStdDevPct",
+                "StableMeasurement",
+                "MeasuredSMClockMHz_Avg",
+                "MeasuredSMClockMHz_Min",
+                "MeasuredSMClockMHz_Max",
+                "MeasuredMemClockMHz_Avg",
+                "GPUTemperatureC_Avg",
+                "GPUPowerW_Avg",
+                "ThrottledRuns",
+                "ThermalPauseS_Avg",
+                "GPU",
+                "ComputeClock",
+                "MemoryClock",
+                "Tool",
+            ],
+        ),
+        "columns": list(frame.columns),
+        "environment": dict(res.environment),
+    }
 
 
 # --- 2. how many runs -----------------------------------------------------------------------------------------
@@ -97,11 +125,20 @@ def how_many_runs() -> dict[str, Any]:
             torch.matmul(a, b)
 
     sizes = [512, 1024, 2048, 4096]
-    fixed = nsightx.analyze.kernel(configs=sizes, runs=10, backend=backend("cupti"), verbosity=SILENT,
-                                   combine_kernel_metrics=operator.add)(matmul)
-    auto = nsightx.analyze.kernel(configs=sizes, runs="auto", min_runs=5, max_runs=200, target_ci_pct=0.5,
-                                  time_budget_s=3.0, backend=backend("cupti"), verbosity=SILENT,
-                                  combine_kernel_metrics=operator.add)(matmul)
+    fixed = nsightx.analyze.kernel(
+        configs=sizes, runs=10, backend=backend("cupti"), verbosity=SILENT, combine_kernel_metrics=operator.add
+    )(matmul)
+    auto = nsightx.analyze.kernel(
+        configs=sizes,
+        runs="auto",
+        min_runs=5,
+        max_runs=200,
+        target_ci_pct=0.5,
+        time_budget_s=3.0,
+        backend=backend("cupti"),
+        verbosity=SILENT,
+        combine_kernel_metrics=operator.add,
+    )(matmul)
     t0 = time.perf_counter()
     f = fixed().to_dataframe()
     t1 = time.perf_counter()
@@ -130,21 +167,45 @@ def cache_and_clocks(out: Path) -> dict[str, Any]:
     result: dict[str, Any] = {}
     frames = []
     for cache in ("none", "all"):
-        res = nsightx.analyze.kernel(configs=sizes, runs=20, cache_control=None if SMOKE else cache,
-                                     backend=backend("cupti"), verbosity=SILENT, derive_metric=gbps)(add)()
+        res = nsightx.analyze.kernel(
+            configs=sizes,
+            runs=20,
+            cache_control=None if SMOKE else cache,
+            backend=backend("cupti"),
+            verbosity=SILENT,
+            derive_metric=gbps,
+        )(add)()
         frame = res.to_dataframe()
-        result[cache] = rows(frame, ["mib", "Metric", "AvgValue", "Unit", "CI95_Lower", "CI95_Upper",
-                                     "RelativeStdDevPct", "MeasuredSMClockMHz_Avg", "MeasuredSMClockMHz_Min",
-                                     "MeasuredMemClockMHz_Avg"])
+        result[cache] = rows(
+            frame,
+            [
+                "mib",
+                "Metric",
+                "AvgValue",
+                "Unit",
+                "CI95_Lower",
+                "CI95_Upper",
+                "RelativeStdDevPct",
+                "MeasuredSMClockMHz_Avg",
+                "MeasuredSMClockMHz_Min",
+                "MeasuredMemClockMHz_Avg",
+            ],
+        )
         frame = frame.copy()
         frame["Annotation"] = f"cache_control={cache!r}"
         frames.append(frame)
     import pandas as pd
 
     both = pd.concat(frames, ignore_index=True)
-    nsightx._plot.plot_frame(both, out / "tutorial_cache.png", metric="gbps", plot_type="bar",
-                             title="torch.add(x, 1) on the H200: warm vs flushed L2 (CUPTI)",
-                             ylabel="effective bandwidth (GB/s, read + write)", annotate_points=True)
+    nsightx._plot.plot_frame(
+        both,
+        out / "tutorial_cache.png",
+        metric="gbps",
+        plot_type="bar",
+        title="torch.add(x, 1) on the H200: warm vs flushed L2 (CUPTI)",
+        ylabel="effective bandwidth (GB/s, read + write)",
+        annotate_points=True,
+    )
     return result
 
 
@@ -153,10 +214,15 @@ def cache_and_clocks(out: Path) -> dict[str, Any]:
 
 def sweep_fn(torch: Any) -> Callable[[int], None]:
     def sweep(n: int) -> None:
-        a, b, a16, b16 = tensors(("sweep", n), lambda: (
-            torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda"),
-            torch.randn(n, n, device="cuda", dtype=torch.bfloat16),
-            torch.randn(n, n, device="cuda", dtype=torch.bfloat16)))
+        a, b, a16, b16 = tensors(
+            ("sweep", n),
+            lambda: (
+                torch.randn(n, n, device="cuda"),
+                torch.randn(n, n, device="cuda"),
+                torch.randn(n, n, device="cuda", dtype=torch.bfloat16),
+                torch.randn(n, n, device="cuda", dtype=torch.bfloat16),
+            ),
+        )
         torch.set_float32_matmul_precision("highest")
         with nsightx.annotate("fp32"):
             torch.matmul(a, b)
@@ -178,35 +244,70 @@ def size_sweep(out: Path) -> dict[str, Any]:
     import torch
 
     sizes = [1024, 2048, 4096, 8192]
-    opts: dict[str, Any] = {"configs": sizes, "runs": 10, "backend": backend("cupti"), "verbosity": SILENT,
-                            "combine_kernel_metrics": operator.add, "derive_metric": tflops}
-    plain = nsightx.analyze.plot(str(out / "tutorial_sweep.png"), metric="tflops", annotate_points=True,
-                                 title="matmul on the H200 (CUPTI kernel time)", ylabel="TFLOP/s")(
-        nsightx.analyze.kernel(**opts)(sweep_fn(torch)))
-    normalized = nsightx.analyze.plot(str(out / "tutorial_speedup.png"), metric="gpu__time_duration.sum" if not
-                                      SMOKE else "host__time_duration.sum", plot_type="bar", annotate_points=True,
-                                      title="matmul time relative to fp32 (lower is faster)")(
-        nsightx.analyze.kernel(normalize_against="fp32", **opts)(sweep_fn(torch)))
+    opts: dict[str, Any] = {
+        "configs": sizes,
+        "runs": 10,
+        "backend": backend("cupti"),
+        "verbosity": SILENT,
+        "combine_kernel_metrics": operator.add,
+        "derive_metric": tflops,
+    }
+    plain = nsightx.analyze.plot(
+        str(out / "tutorial_sweep.png"),
+        metric="tflops",
+        annotate_points=True,
+        title="matmul on the H200 (CUPTI kernel time)",
+        ylabel="TFLOP/s",
+    )(nsightx.analyze.kernel(**opts)(sweep_fn(torch)))
+    normalized = nsightx.analyze.plot(
+        str(out / "tutorial_speedup.png"),
+        metric="gpu__time_duration.sum" if not SMOKE else "host__time_duration.sum",
+        plot_type="bar",
+        annotate_points=True,
+        title="matmul time relative to fp32 (lower is faster)",
+    )(nsightx.analyze.kernel(normalize_against="fp32", **opts)(sweep_fn(torch)))
     a = plain().to_dataframe()
     b = normalized().to_dataframe()
-    cols = ["Annotation", "n", "Metric", "Kernel", "AvgValue", "Unit", "CI95_Lower", "CI95_Upper", "NumRuns",
-            "RelativeStdDevPct", "Normalized", "NormalizationValue", "Geomean"]
+    cols = [
+        "Annotation",
+        "n",
+        "Metric",
+        "Kernel",
+        "AvgValue",
+        "Unit",
+        "CI95_Lower",
+        "CI95_Upper",
+        "NumRuns",
+        "RelativeStdDevPct",
+        "Normalized",
+        "NormalizationValue",
+        "Geomean",
+    ]
     return {"plain": rows(a, cols), "normalized": rows(b, cols)}
 
 
 # --- 5 + 8 + 9. compute- vs memory-bound from ncu counters; CUPTI vs events vs ncu; the .ncu-rep ---------------
 
-BOUND_METRICS = ["gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-                 "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum",
-                 "dram__bytes_write.sum"]
+BOUND_METRICS = [
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+]
 
 
 def bound_fn(torch: Any) -> Callable[[], None]:
     def bound() -> None:
-        a, b, x, y = tensors("bound", lambda: (
-            torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16),
-            torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16),
-            torch.randn(1 << 26, device="cuda"), torch.empty(1 << 26, device="cuda")))
+        a, b, x, y = tensors(
+            "bound",
+            lambda: (
+                torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16),
+                torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16),
+                torch.randn(1 << 26, device="cuda"),
+                torch.empty(1 << 26, device="cuda"),
+            ),
+        )
         with nsightx.annotate("matmul_bf16_4096"):
             torch.matmul(a, b)
         with nsightx.annotate("add_256MiB"):
@@ -221,12 +322,32 @@ def counters() -> dict[str, Any]:
     _tensors.clear()  # the worker gets the function by value: send no CUDA tensors along
 
     ncu_dir = WORK / "ncu"
-    res = nsightx.analyze.kernel(runs=3, backend=backend("ncu"), metrics=metrics(BOUND_METRICS),
-                                 cache_control=None if SMOKE else "all", clock_control=None if SMOKE else "none",
-                                 output_prefix=str(ncu_dir) + "/", verbosity=SILENT)(bound_fn(torch))()
+    res = nsightx.analyze.kernel(
+        runs=3,
+        backend=backend("ncu"),
+        metrics=metrics(BOUND_METRICS),
+        cache_control=None if SMOKE else "all",
+        clock_control=None if SMOKE else "none",
+        output_prefix=str(ncu_dir) + "/",
+        verbosity=SILENT,
+    )(bound_fn(torch))()
     frame = res.to_dataframe()
-    out: dict[str, Any] = {"ncu": rows(frame, ["Annotation", "Metric", "Kernel", "AvgValue", "Unit", "NumRuns",
-                                               "CI95_Lower", "CI95_Upper", "RelativeStdDevPct"])}
+    out: dict[str, Any] = {
+        "ncu": rows(
+            frame,
+            [
+                "Annotation",
+                "Metric",
+                "Kernel",
+                "AvgValue",
+                "Unit",
+                "NumRuns",
+                "CI95_Lower",
+                "CI95_Upper",
+                "RelativeStdDevPct",
+            ],
+        )
+    }
     env = dict(res.environment)
     out["environment"] = {k: v for k, v in env.items() if k.startswith("ncu") or k in ("GPU", "ComputeClock")}
     report = env.get("ncu_report")
@@ -236,10 +357,17 @@ def counters() -> dict[str, Any]:
     out["files"] = sorted(p.name for p in ncu_dir.iterdir()) if ncu_dir.exists() else []
     for name, cache in (("cupti_cold", "all"), ("cupti_warm", "none"), ("events_cold", "all")):
         tool = "events" if name.startswith("events") else "cupti"
-        r = nsightx.analyze.kernel(runs=20, backend=backend(tool), cache_control=None if SMOKE else cache,
-                                   verbosity=SILENT, combine_kernel_metrics=operator.add)(bound_fn(torch))()
-        out[name] = rows(r.to_dataframe(), ["Annotation", "Metric", "Kernel", "AvgValue", "CI95_Lower",
-                                            "CI95_Upper", "RelativeStdDevPct", "NumRuns"])
+        r = nsightx.analyze.kernel(
+            runs=20,
+            backend=backend(tool),
+            cache_control=None if SMOKE else cache,
+            verbosity=SILENT,
+            combine_kernel_metrics=operator.add,
+        )(bound_fn(torch))()
+        out[name] = rows(
+            r.to_dataframe(),
+            ["Annotation", "Metric", "Kernel", "AvgValue", "CI95_Lower", "CI95_Upper", "RelativeStdDevPct", "NumRuns"],
+        )
     return out
 
 
@@ -259,12 +387,19 @@ def fusion() -> dict[str, Any]:
             torch.nn.functional.silu(x)
 
     res = nsightx.analyze.kernel(
-        runs=3, backend=backend("ncu"), combine_kernel_metrics=operator.add, cache_control=None if SMOKE else "all",
-        clock_control=None if SMOKE else "none", verbosity=SILENT,
+        runs=3,
+        backend=backend("ncu"),
+        combine_kernel_metrics=operator.add,
+        cache_control=None if SMOKE else "all",
+        clock_control=None if SMOKE else "none",
+        verbosity=SILENT,
         metrics=metrics(["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"]),
     )(silu)()
-    return {"ncu": rows(res.to_dataframe(), ["Annotation", "Metric", "Kernel", "AvgValue", "Unit", "NumRuns",
-                                              "RelativeStdDevPct"])}
+    return {
+        "ncu": rows(
+            res.to_dataframe(), ["Annotation", "Metric", "Kernel", "AvgValue", "Unit", "NumRuns", "RelativeStdDevPct"]
+        )
+    }
 
 
 # --- 7. collectors and thermal mode ---------------------------------------------------------------------------
@@ -277,19 +412,43 @@ def collectors() -> dict[str, Any]:
     def input_mib(n: int) -> float:
         return 2 * n * n * 4 / (1 << 20)
 
-    @nsightx.analyze.kernel(configs=[2048, 8192], runs=10, backend=backend("cupti"), verbosity=SILENT,
-                            info_collectors=[input_mib, "env"], thermal_mode="auto")
+    @nsightx.analyze.kernel(
+        configs=[2048, 8192],
+        runs=10,
+        backend=backend("cupti"),
+        verbosity=SILENT,
+        info_collectors=[input_mib, "env"],
+        thermal_mode="auto",
+    )
     def matmul(n: int) -> None:
         a, b = tensors(("f32", n), lambda: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")))
         with nsightx.annotate("matmul"):
             torch.matmul(a, b)
 
     frame = matmul().to_dataframe()
-    return {"columns": list(frame.columns),
-            "rows": rows(frame, ["n", "AvgValue", "input_mib", "MeasuredSMClockMHz_Avg", "MeasuredSMClockMHz_Min",
-                                 "MeasuredMemClockMHz_Avg", "GPUTemperatureC_Max", "GPUPowerW_Avg",
-                                 "ClockEventReasons", "ThrottledRuns", "ThermalPauseS_Avg", "StableMeasurement",
-                                 "DriverVersion", "SlowdownTempC", "PowerLimitW"])}
+    return {
+        "columns": list(frame.columns),
+        "rows": rows(
+            frame,
+            [
+                "n",
+                "AvgValue",
+                "input_mib",
+                "MeasuredSMClockMHz_Avg",
+                "MeasuredSMClockMHz_Min",
+                "MeasuredMemClockMHz_Avg",
+                "GPUTemperatureC_Max",
+                "GPUPowerW_Avg",
+                "ClockEventReasons",
+                "ThrottledRuns",
+                "ThermalPauseS_Avg",
+                "StableMeasurement",
+                "DriverVersion",
+                "SlowdownTempC",
+                "PowerLimitW",
+            ],
+        ),
+    }
 
 
 # --- the CI example (docs/ci.md) ------------------------------------------------------------------------------
@@ -308,8 +467,13 @@ def ci_example(out: Path) -> dict[str, Any]:
                 torch.matmul(a, b)
             torch.set_float32_matmul_precision("highest")
 
-        return nsightx.analyze.kernel(configs=[1024, 2048, 4096], runs=20, backend=backend("cupti"),
-                                      combine_kernel_metrics=operator.add, verbosity=SILENT)(gemm)
+        return nsightx.analyze.kernel(
+            configs=[1024, 2048, 4096],
+            runs=20,
+            backend=backend("cupti"),
+            combine_kernel_metrics=operator.add,
+            verbosity=SILENT,
+        )(gemm)
 
     base = make("high")().save(WORK / "ci" / "baseline.json")
     again = make("high")().save(WORK / "ci" / "rerun.json")
@@ -317,8 +481,12 @@ def ci_example(out: Path) -> dict[str, Any]:
     shutil.copy(base, out / "ci_baseline.json")
     shutil.copy(slow, out / "ci_new.json")
     result: dict[str, Any] = {}
-    for name, new, fmt in (("rerun", again, "text"), ("slow", slow, "text"), ("slow_markdown", slow, "markdown"),
-                           ("identical", base, "text")):
+    for name, new, fmt in (
+        ("rerun", again, "text"),
+        ("slow", slow, "text"),
+        ("slow_markdown", slow, "markdown"),
+        ("identical", base, "text"),
+    ):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             code = main(["compare", str(base), str(new), "--threshold", "5", "--format", fmt])

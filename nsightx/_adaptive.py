@@ -108,8 +108,10 @@ class AdaptiveRuns:
 
     def describe(self) -> str:
         """One line for the INFO summary."""
-        return (f"auto ({self.min_runs}-{self.max_runs} runs, CI +/-{self.target_ci_pct:g}%, "
-                f"{self.time_budget_s:g} s/config)")
+        return (
+            f"auto ({self.min_runs}-{self.max_runs} runs, CI +/-{self.target_ci_pct:g}%, "
+            f"{self.time_budget_s:g} s/config)"
+        )
 
 
 StopRule = FixedRuns | AdaptiveRuns

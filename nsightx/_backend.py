@@ -165,11 +165,12 @@ def check_option_names(plan: Plan, accepted: Mapping[str, str], backend: str) ->
     unknown = sorted(set(plan.backend_options) - set(accepted), key=str)
     if unknown:
         if not accepted:
-            raise ConfigError(f"backend_options {unknown} are not understood by the {backend} backend, which takes "
-                              "no backend_options; remove them (or choose the backend they were written for)")
+            raise ConfigError(
+                f"backend_options {unknown} are not understood by the {backend} backend, which takes "
+                "no backend_options; remove them (or choose the backend they were written for)"
+            )
         listed = "; ".join(f"{k}: {v}" for k, v in accepted.items())
-        raise ConfigError(f"backend_options {unknown} are not understood by the {backend} backend; it accepts "
-                          f"{listed}")
+        raise ConfigError(f"backend_options {unknown} are not understood by the {backend} backend; it accepts {listed}")
 
 
 def check_byte_option(plan: Plan, key: str, minimum: int = 1 << 16) -> None:

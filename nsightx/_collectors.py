@@ -129,10 +129,12 @@ def parse_scope(scope: CollectionScope | str, collector: str | None = None) -> C
         return CollectionScope(str(scope).lower())
     except ValueError:
         accepted = ", ".join(repr(s.value) for s in CollectionScope)
-        their = (f"Invalid collection scope {scope!r}. Expected one of {accepted} or a CollectionScope."
-                 if collector is None else
-                 f"Invalid scope {scope!r} for collector {collector!r}. Expected one of "
-                 f"{sorted(s.value for s in CollectionScope)} or a CollectionScope.")
+        their = (
+            f"Invalid collection scope {scope!r}. Expected one of {accepted} or a CollectionScope."
+            if collector is None
+            else f"Invalid scope {scope!r} for collector {collector!r}. Expected one of "
+            f"{sorted(s.value for s in CollectionScope)} or a CollectionScope."
+        )
         raise ConfigError(f"{their} Use nsightx.CollectionScope.RUN (or another member) or its value") from None
 
 
@@ -156,13 +158,16 @@ def as_collector(item: object) -> CollectorLike:
     """
     if isinstance(item, tuple):
         if len(item) != 3:
-            raise ConfigError(f"Tuple-format info collector must be (name, callback, scope); got {item!r}. "
-                              "Give three items, e.g. ('temp', read_temp, 'run')")
+            raise ConfigError(
+                f"Tuple-format info collector must be (name, callback, scope); got {item!r}. "
+                "Give three items, e.g. ('temp', read_temp, 'run')"
+            )
         name, callback, scope = item
         if not isinstance(name, str) or not name or not callable(callback):
             raise ConfigTypeError(
                 f"Tuple-format info collector must be (str name, callable callback, scope); got {item!r}. "
-                "The name must be a non-empty str and the callback callable")
+                "The name must be a non-empty str and the callback callable"
+            )
         return InfoCollector(name, callback, scope, legacy_args=True)
     marked = getattr(item, "__nsightx_collector__", None)
     if isinstance(marked, InfoCollector):
@@ -170,9 +175,12 @@ def as_collector(item: object) -> CollectorLike:
     if isinstance(item, CollectorLike):
         parse_scope(item.scope, collector=getattr(item, "name", None))
         return item
-    their = (f"Collector function {getattr(item, '__name__', item)} is missing "
-             "@nsight.experimental.collect(scope=...) decorator" if callable(item) else
-             f"Invalid collector type: {type(item)}. Expected tuple (name, callback, scope) or decorated function.")
+    their = (
+        f"Collector function {getattr(item, '__name__', item)} is missing "
+        "@nsight.experimental.collect(scope=...) decorator"
+        if callable(item)
+        else f"Invalid collector type: {type(item)}. Expected tuple (name, callback, scope) or decorated function."
+    )
     raise ConfigTypeError(
         f"{their.rstrip('.')}. info_collectors entry {item!r} is not a collector; pass an InfoCollector, a "
         "(name, callable, scope) tuple, or a function decorated with @nsightx.experimental.collect(scope=...)"

@@ -178,8 +178,14 @@ def compare(
         raise CompareError(_nothing_compared(base, cand, wanted))
     params = list(dict.fromkeys(p for s in [*base.values(), *cand.values()] for p in s.params))
     frame = pd.DataFrame(rows, columns=[*_FRONT, *params, *_STATS])
-    frame.attrs.update(baseline=_describe(base_results), new=_describe(new_results), threshold_pct=threshold_pct,
-                       alpha=alpha, require_all=bool(require_all), warnings=_warnings(base_results, new_results))
+    frame.attrs.update(
+        baseline=_describe(base_results),
+        new=_describe(new_results),
+        threshold_pct=threshold_pct,
+        alpha=alpha,
+        require_all=bool(require_all),
+        warnings=_warnings(base_results, new_results),
+    )
     return frame
 
 
@@ -194,8 +200,9 @@ def _metric_list(metrics: object) -> frozenset[str] | None:
     if metrics is None:
         return None
     if isinstance(metrics, str | bytes):
-        raise ConfigTypeError(f"metrics must be a list of metric names, got the str {metrics!r}; write "
-                              f"metrics=[{metrics!r}]")
+        raise ConfigTypeError(
+            f"metrics must be a list of metric names, got the str {metrics!r}; write metrics=[{metrics!r}]"
+        )
     if not isinstance(metrics, Iterable) or isinstance(metrics, Mapping):
         raise ConfigTypeError(f"metrics must be a list of metric names, got {type(metrics).__name__} {metrics!r}")
     names = list(metrics)
@@ -220,8 +227,12 @@ def _names(values: Iterable[str]) -> str:
 
 def _configs(samples: _SampleMap) -> str:
     seen = {k[3]: s for k, s in samples.items()}
-    parts = ["(" + ", ".join(f"{p}={v!r}" for p, v in zip(s.params, s.config, strict=False)) + ")"
-             if s.params else str(list(s.config)) for s in seen.values()]
+    parts = [
+        "(" + ", ".join(f"{p}={v!r}" for p, v in zip(s.params, s.config, strict=False)) + ")"
+        if s.params
+        else str(list(s.config))
+        for s in seen.values()
+    ]
     shown = ", ".join(parts[:4])
     return shown + (f" and {len(parts) - 4} more" if len(parts) > 4 else "")
 
@@ -236,18 +247,24 @@ def _nothing_compared(base: _SampleMap, cand: _SampleMap, wanted: frozenset[str]
         return "nothing to compare: " + "; ".join(reasons)
     if wanted is not None:
         both = {k[2] for k in base} & {k[2] for k in cand}
-        return (f"nothing to compare: the metric(s) {sorted(wanted)} are not in both results; metrics in both: "
-                f"{_names(both)}")
-    return ("nothing to compare: every row in both results has fewer than 2 valid runs on a side ('too few "
-            "runs'); measure with runs=10 or more")
+        return (
+            f"nothing to compare: the metric(s) {sorted(wanted)} are not in both results; metrics in both: "
+            f"{_names(both)}"
+        )
+    return (
+        "nothing to compare: every row in both results has fewer than 2 valid runs on a side ('too few "
+        "runs'); measure with runs=10 or more"
+    )
 
 
 def _disjoint(base: _SampleMap, cand: _SampleMap) -> list[str]:
     """One reason per level (function, then annotation, metric, config) at which the two sides share nothing."""
     fb, fn = {k[0] for k in base}, {k[0] for k in cand}
     if not fb & fn:
-        return [f"no function is in both results (baseline: {_names(fb)}; new: {_names(fn)}); compare results "
-                "of the same decorated function"]
+        return [
+            f"no function is in both results (baseline: {_names(fb)}; new: {_names(fn)}); compare results "
+            "of the same decorated function"
+        ]
     reasons = []
     for f in sorted(fb & fn):
         kb = {k: s for k, s in base.items() if k[0] == f}
@@ -276,29 +293,57 @@ def only_in_one(frame: pd.DataFrame) -> int:
 
 
 _FRONT = ("Function", "Annotation", "Metric")
-_STATS = ("Unit", "BaselineMean", "NewMean", "BaselineRuns", "NewRuns", "Ratio", "Ratio_CI_Lower",
-          "Ratio_CI_Upper", "ChangePct", "PValue", "PValueAdj", "HigherIsBetter", "Significant", "Regression",
-          "Status")
+_STATS = (
+    "Unit",
+    "BaselineMean",
+    "NewMean",
+    "BaselineRuns",
+    "NewRuns",
+    "Ratio",
+    "Ratio_CI_Lower",
+    "Ratio_CI_Upper",
+    "ChangePct",
+    "PValue",
+    "PValueAdj",
+    "HigherIsBetter",
+    "Significant",
+    "Regression",
+    "Status",
+)
 
 
 def _row(a: _Samples | None, b: _Samples | None, threshold_pct: float, resamples: int) -> dict[str, Any]:
     s = a or b
     assert s is not None
-    row: dict[str, Any] = {"Function": s.function, "Annotation": s.annotation, "Metric": s.metric,
-                           **dict(zip(s.params, s.config, strict=False)), "Unit": s.unit,
-                           "HigherIsBetter": higher_is_better(s.unit, s.metric), "Significant": False,
-                           "Regression": False}
+    row: dict[str, Any] = {
+        "Function": s.function,
+        "Annotation": s.annotation,
+        "Metric": s.metric,
+        **dict(zip(s.params, s.config, strict=False)),
+        "Unit": s.unit,
+        "HigherIsBetter": higher_is_better(s.unit, s.metric),
+        "Significant": False,
+        "Regression": False,
+    }
     xa = a.values if a else []
     xb = b.values if b else []
-    row.update(BaselineMean=_mean(xa), NewMean=_mean(xb), BaselineRuns=len(xa), NewRuns=len(xb),
-               Ratio=math.nan, Ratio_CI_Lower=math.nan, Ratio_CI_Upper=math.nan, ChangePct=math.nan,
-               PValue=math.nan, PValueAdj=math.nan)
+    row.update(
+        BaselineMean=_mean(xa),
+        NewMean=_mean(xb),
+        BaselineRuns=len(xa),
+        NewRuns=len(xb),
+        Ratio=math.nan,
+        Ratio_CI_Lower=math.nan,
+        Ratio_CI_Upper=math.nan,
+        ChangePct=math.nan,
+        PValue=math.nan,
+        PValueAdj=math.nan,
+    )
     if a is None or b is None:
         row["Status"] = "only in new" if a is None else "only in baseline"
         return row
     if xa and sorted(xa) == sorted(xb):
-        row.update(Ratio=1.0, Ratio_CI_Lower=1.0, Ratio_CI_Upper=1.0, ChangePct=0.0, PValue=1.0,
-                   Status="no change")
+        row.update(Ratio=1.0, Ratio_CI_Lower=1.0, Ratio_CI_Upper=1.0, ChangePct=0.0, PValue=1.0, Status="no change")
         return row
     if len(xa) < 2 or len(xb) < 2 or row["BaselineMean"] == 0:
         row["Status"] = "too few runs"
@@ -342,14 +387,18 @@ def _warnings(base: Sequence[ProfileResults], new: Sequence[ProfileResults]) -> 
         if b is None:
             continue
         if b.backend != r.backend:
-            out.append(f"{r.data.plan.function}: baseline measured with {b.backend!r}, new with {r.backend!r}; "
-                       "backends measure different things (see the backend guide), so ratios mix methods")
+            out.append(
+                f"{r.data.plan.function}: baseline measured with {b.backend!r}, new with {r.backend!r}; "
+                "backends measure different things (see the backend guide), so ratios mix methods"
+            )
         gb, gn = b.environment.get("GPU"), r.environment.get("GPU")
         if gb != gn:
             out.append(f"{r.data.plan.function}: baseline ran on {gb!r}, new on {gn!r}")
         if b.data.plan.cache_control != r.data.plan.cache_control:
-            out.append(f"{r.data.plan.function}: cache_control differs ({b.data.plan.cache_control!r} vs "
-                       f"{r.data.plan.cache_control!r})")
+            out.append(
+                f"{r.data.plan.function}: cache_control differs ({b.data.plan.cache_control!r} vs "
+                f"{r.data.plan.cache_control!r})"
+            )
     return out
 
 

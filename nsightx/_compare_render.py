@@ -11,9 +11,26 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
-_FIXED = ("Function", "Annotation", "Metric", "Unit", "BaselineMean", "NewMean", "BaselineRuns", "NewRuns",
-          "Ratio", "Ratio_CI_Lower", "Ratio_CI_Upper", "ChangePct", "PValue", "PValueAdj", "HigherIsBetter",
-          "Significant", "Regression", "Status")
+_FIXED = (
+    "Function",
+    "Annotation",
+    "Metric",
+    "Unit",
+    "BaselineMean",
+    "NewMean",
+    "BaselineRuns",
+    "NewRuns",
+    "Ratio",
+    "Ratio_CI_Lower",
+    "Ratio_CI_Upper",
+    "ChangePct",
+    "PValue",
+    "PValueAdj",
+    "HigherIsBetter",
+    "Significant",
+    "Regression",
+    "Status",
+)
 
 
 def format_value(value: float, unit: str | None) -> str:
@@ -50,19 +67,37 @@ def _status(row: Any, threshold_pct: float) -> str:
 def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     params = [c for c in frame.columns if c not in _FIXED]
     threshold = float(frame.attrs.get("threshold_pct", 0.0))
-    header = ["Function", "Annotation", "Config", "Metric", "Baseline", "New", "Ratio", "95% CI", "p (Holm)",
-              "Runs", "Status"]
+    header = [
+        "Function",
+        "Annotation",
+        "Config",
+        "Metric",
+        "Baseline",
+        "New",
+        "Ratio",
+        "95% CI",
+        "p (Holm)",
+        "Runs",
+        "Status",
+    ]
     rows = []
     for _, r in frame.iterrows():
-        ci = (f"[{r['Ratio_CI_Lower']:.3f}, {r['Ratio_CI_Upper']:.3f}]"
-              if math.isfinite(r["Ratio_CI_Lower"]) else "-")
-        rows.append([
-            str(r["Function"]), str(r["Annotation"]), _config(r, params), str(r["Metric"]),
-            format_value(r["BaselineMean"], r["Unit"]), format_value(r["NewMean"], r["Unit"]),
-            f"{r['Ratio']:.3f}" if math.isfinite(r["Ratio"]) else "-", ci,
-            f"{r['PValueAdj']:.2g}" if math.isfinite(r["PValueAdj"]) else "-",
-            f"{r['BaselineRuns']}/{r['NewRuns']}", _status(r, threshold),
-        ])
+        ci = f"[{r['Ratio_CI_Lower']:.3f}, {r['Ratio_CI_Upper']:.3f}]" if math.isfinite(r["Ratio_CI_Lower"]) else "-"
+        rows.append(
+            [
+                str(r["Function"]),
+                str(r["Annotation"]),
+                _config(r, params),
+                str(r["Metric"]),
+                format_value(r["BaselineMean"], r["Unit"]),
+                format_value(r["NewMean"], r["Unit"]),
+                f"{r['Ratio']:.3f}" if math.isfinite(r["Ratio"]) else "-",
+                ci,
+                f"{r['PValueAdj']:.2g}" if math.isfinite(r["PValueAdj"]) else "-",
+                f"{r['BaselineRuns']}/{r['NewRuns']}",
+                _status(r, threshold),
+            ]
+        )
     return header, rows
 
 
@@ -87,22 +122,25 @@ def _notes(frame: pd.DataFrame) -> list[str]:
     missing = only_in_one(frame) if len(frame) else 0
     if not missing or frame.attrs.get("require_all"):
         return []
-    return [f"note: {missing} row(s) are in only one result (listed above) and do not fail the gate; "
-            "--require-all makes them fail it"]
+    return [
+        f"note: {missing} row(s) are in only one result (listed above) and do not fail the gate; "
+        "--require-all makes them fail it"
+    ]
 
 
 def _gate(frame: pd.DataFrame) -> str:
-    return (f"gate: a slowdown fails when it is larger than {float(frame.attrs.get('threshold_pct', 0)):g}% and "
-            f"significant (Mann-Whitney U on the runs, Holm-adjusted p < {frame.attrs.get('alpha', 0.05):g}, "
-            "and the 95% bootstrap interval of the ratio of means excludes 1)")
+    return (
+        f"gate: a slowdown fails when it is larger than {float(frame.attrs.get('threshold_pct', 0)):g}% and "
+        f"significant (Mann-Whitney U on the runs, Holm-adjusted p < {frame.attrs.get('alpha', 0.05):g}, "
+        "and the 95% bootstrap interval of the ratio of means excludes 1)"
+    )
 
 
 def render_text(frame: pd.DataFrame) -> str:
     """A plain-text table for a terminal or a CI log."""
     header, rows = _cells(frame)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = [f"baseline: {frame.attrs.get('baseline', '?')}", f"new:      {frame.attrs.get('new', '?')}",
-             _gate(frame)]
+    lines = [f"baseline: {frame.attrs.get('baseline', '?')}", f"new:      {frame.attrs.get('new', '?')}", _gate(frame)]
     lines += [f"warning: {w}" for w in frame.attrs.get("warnings", [])]
     lines.append("")
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
@@ -123,9 +161,13 @@ def render_markdown(frame: pd.DataFrame) -> str:
         return cell.replace("|", "\\|")
 
     verdict = summary(frame)
-    lines = [f"### nsightx compare: {'**' + verdict + '**' if verdict.startswith('FAIL') else verdict}", "",
-             f"- baseline: {esc(str(frame.attrs.get('baseline', '?')))}",
-             f"- new: {esc(str(frame.attrs.get('new', '?')))}", f"- {_gate(frame)}"]
+    lines = [
+        f"### nsightx compare: {'**' + verdict + '**' if verdict.startswith('FAIL') else verdict}",
+        "",
+        f"- baseline: {esc(str(frame.attrs.get('baseline', '?')))}",
+        f"- new: {esc(str(frame.attrs.get('new', '?')))}",
+        f"- {_gate(frame)}",
+    ]
     lines += [f"- warning: {esc(w)}" for w in frame.attrs.get("warnings", [])]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in rows:

@@ -87,7 +87,11 @@ def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> tuple[float, float
 
 
 def bootstrap_ratio_ci(
-    baseline: Sequence[float], new: Sequence[float], *, confidence: float = 0.95, resamples: int = 4000,
+    baseline: Sequence[float],
+    new: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 4000,
     seed: int = 0,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of ``mean(new) / mean(baseline)``.

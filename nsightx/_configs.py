@@ -48,9 +48,7 @@ def shape_of(fn: Callable[..., Any]) -> FunctionShape:
     return FunctionShape(tuple(p.name for p in params), len(pos), tuple(p.default for p in params))
 
 
-def normalize(
-    shape: FunctionShape, configs: Iterable[Any], function: str = "function"
-) -> tuple[tuple[Any, ...], ...]:
+def normalize(shape: FunctionShape, configs: Iterable[Any], function: str = "function") -> tuple[tuple[Any, ...], ...]:
     """Return each config as a full argument tuple, or raise a ConfigError naming the problem.
 
     Messages start with nsight-python's sentence for the same problem (see docs/compat.md).
@@ -93,10 +91,15 @@ def normalize(
     if not shape.required <= k <= n:
         expects = str(n) if shape.required == n else f"between {shape.required} and {n}"
         names = ", ".join(shape.names)
-        first = (f"Function '{function}' does not support the input configuration" if lazy else
-                 f"Configs have {k} arguments, but function expects {expects}")
-        raise ConfigError(f"{first}: each config gives {k} value(s) and {function}({names}) takes {expects}; "
-                          "give one value per parameter (trailing parameters with defaults may be left out)")
+        first = (
+            f"Function '{function}' does not support the input configuration"
+            if lazy
+            else f"Configs have {k} arguments, but function expects {expects}"
+        )
+        raise ConfigError(
+            f"{first}: each config gives {k} value(s) and {function}({names}) takes {expects}; "
+            "give one value per parameter (trailing parameters with defaults may be left out)"
+        )
     return tuple(r + shape.defaults[k:] for r in rows)
 
 

@@ -206,8 +206,13 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     out["RelativeStdDevPct"] = rsd
     stable = pd.array([None if math.isnan(r) else bool(r < STABLE_RSD_PCT) for r in rsd], dtype="boolean")
     if "Throttled" in frame:
-        count = frame["Throttled"].fillna(False).astype("int64").groupby([frame[k] for k in keys], sort=False,
-                                                                        dropna=False).sum()
+        count = (
+            frame["Throttled"]
+            .fillna(False)
+            .astype("int64")
+            .groupby([frame[k] for k in keys], sort=False, dropna=False)
+            .sum()
+        )
         out["ThrottledRuns"] = count.to_numpy().astype("int64")
         stable[out["ThrottledRuns"].to_numpy() > 0] = False
     out["StableMeasurement"] = stable
@@ -234,8 +239,10 @@ def _normalize(out: pd.DataFrame, baseline: str) -> pd.DataFrame:
     base = out[out["Annotation"] == baseline].set_index(["Config", "Metric"])["AvgValue"]
     if base.empty:
         names = sorted(out["Annotation"].unique())
-        raise ConfigError(f"Annotation '{baseline}' not found in data. normalize_against={baseline!r} names no "
-                          f"annotation in the result; found {names}")
+        raise ConfigError(
+            f"Annotation '{baseline}' not found in data. normalize_against={baseline!r} names no "
+            f"annotation in the result; found {names}"
+        )
     index = list(zip(out["Config"], out["Metric"], strict=True))
     missing = sorted({k for k in index if k not in base.index}, key=str)
     if missing:

@@ -71,13 +71,28 @@ def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> 
         return 2.0 * n**3 / t_ns / 1e3, "TFLOP/s"
 
     profiled = nsightx.analyze.kernel(
-        configs=sizes, runs=runs, backend=backend, output_prefix=prefix, output_csv=True,
-        derive_metric=flops, combine_kernel_metrics=lambda a, b: a + b,
+        configs=sizes,
+        runs=runs,
+        backend=backend,
+        output_prefix=prefix,
+        output_csv=True,
+        derive_metric=flops,
+        combine_kernel_metrics=lambda a, b: a + b,
     )(matmul)
     results = profiled()
     frame = results.to_dataframe()
-    cols = ["Annotation", "n", "Metric", "AvgValue", "Unit", "CI95_Lower", "CI95_Upper", "RelativeStdDevPct",
-            "NumRuns", "Tool"]
+    cols = [
+        "Annotation",
+        "n",
+        "Metric",
+        "AvgValue",
+        "Unit",
+        "CI95_Lower",
+        "CI95_Upper",
+        "RelativeStdDevPct",
+        "NumRuns",
+        "Tool",
+    ]
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.4g}".format):
         print(frame[cols].to_string(index=False))
     print(f"\nbackend: {results.backend}; GPU: {results.environment.get('GPU')}")

@@ -39,8 +39,13 @@ def _all_gpus() -> list[tuple[int, str, str]]:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         raise BackendUnavailableError("no NVIDIA GPU found (nvidia-smi is not on PATH); device= needs a GPU")
-    out = subprocess.run([smi, "--query-gpu=index,uuid,name", "--format=csv,noheader"],
-                         capture_output=True, text=True, timeout=30, check=False)
+    out = subprocess.run(
+        [smi, "--query-gpu=index,uuid,name", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     if out.returncode != 0:
         raise BackendUnavailableError(f"nvidia-smi failed: {(out.stderr or out.stdout).strip()[:300]}")
     gpus = []
@@ -67,8 +72,12 @@ def visible(cuda_visible: str | None = None, gpus: list[tuple[int, str, str]] | 
         for item in (v.strip() for v in value.split(",")):
             if not item:
                 break
-            match = [g for g in gpus if (item.isdigit() and g[0] == int(item)) or
-                     (not item.isdigit() and g[1].startswith(item if item.startswith("GPU-") else f"GPU-{item}"))]
+            match = [
+                g
+                for g in gpus
+                if (item.isdigit() and g[0] == int(item))
+                or (not item.isdigit() and g[1].startswith(item if item.startswith("GPU-") else f"GPU-{item}"))
+            ]
             if len(match) != 1:
                 break  # CUDA stops at the first entry it cannot match
             chosen.append(match[0])
@@ -117,7 +126,8 @@ def _set_device(ordinal: int) -> int | None:
         from cuda.bindings import runtime
     except ImportError as e:
         raise BackendUnavailableError(
-            "device= needs torch or cuda-python to select the device (pip install cuda-python)") from e
+            "device= needs torch or cuda-python to select the device (pip install cuda-python)"
+        ) from e
     err, prev = runtime.cudaGetDevice()
     (status,) = runtime.cudaSetDevice(ordinal)
     if int(status) != 0:

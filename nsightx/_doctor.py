@@ -27,7 +27,10 @@ def _gpu_lines() -> list[str]:
     try:
         out = subprocess.run(
             [smi, "--query-gpu=index,name,driver_version,uuid", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=False,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return [f"GPU: nvidia-smi failed: {e}"]
@@ -45,8 +48,15 @@ def report(host: PluginHost) -> str:
     lines += _gpu_lines()
     ncu = shutil.which("ncu")
     lines.append(f"ncu on PATH: {ncu or 'not found'}")
-    for dist in ("cupti-python", "nvidia-cuda-cupti", "nvidia-cuda-cupti-cu12", "nvidia-ml-py", "torch",
-                 "cloudpickle", "matplotlib"):
+    for dist in (
+        "cupti-python",
+        "nvidia-cuda-cupti",
+        "nvidia-cuda-cupti-cu12",
+        "nvidia-ml-py",
+        "torch",
+        "cloudpickle",
+        "matplotlib",
+    ):
         v = _version(dist)
         lines.append(f"{dist}: {v or 'not installed'}")
     lines.append("")

@@ -67,8 +67,7 @@ class TransformError(NsightxError, TypeError):
     the callable, ``config`` is the config index (``None`` when unknown) and ``returned`` what it gave back.
     """
 
-    def __init__(self, message: str, *, function: str = "", config: int | None = None,
-                 returned: object = None) -> None:
+    def __init__(self, message: str, *, function: str = "", config: int | None = None, returned: object = None) -> None:
         super().__init__(message)
         self.function = function
         self.config = config
@@ -127,8 +126,10 @@ def metrics_error_message(metrics: Sequence[str] | str, error_type: MetricErrorT
         "Invalid value ['x'] for 'metrics' parameter for nsight.analyze.kernel()."
     """
     shown = metrics if isinstance(metrics, str) else list(metrics)
-    return (f"{error_type.value} value {shown} for 'metrics' parameter for nsight.analyze.kernel().\n"
-            "Please refer ncu --query-metrics for list of supported metrics.")
+    return (
+        f"{error_type.value} value {shown} for 'metrics' parameter for nsight.analyze.kernel().\n"
+        "Please refer ncu --query-metrics for list of supported metrics."
+    )
 
 
 class UnknownMetricError(ConfigError):

@@ -46,8 +46,9 @@ class FirstRunCheck:
         """
         self._check_measured(run)
         spec, plan = self.spec, self.plan
-        values = combine_records([run], plan.metrics, ignore_kernels=spec.ignore_kernel_list,
-                                 combine=spec.combine_kernel_metrics)
+        values = combine_records(
+            [run], plan.metrics, ignore_kernels=spec.ignore_kernel_list, combine=spec.combine_kernel_metrics
+        )
         if run.records and not values:
             kernels = sorted({r.kernel for r in run.records})
             raise ConfigError(
@@ -67,7 +68,7 @@ class FirstRunCheck:
         raise AnnotationError(
             f"nothing was measured: {plan.function_name} opened no nsightx.annotate region in its first run "
             f"(config {run.config} {tuple(args)!r}); nsightx times only annotated regions, so wrap the work to "
-            f"measure inside {plan.function_name} in `with nsightx.annotate(\"name\"):`"
+            f'measure inside {plan.function_name} in `with nsightx.annotate("name"):`'
         )
 
 

@@ -30,12 +30,39 @@ from nsightx._tool import active_name
 from nsightx._transform import combine_records, derive
 from nsightx._version import __version__
 
-RESERVED_COLUMNS = frozenset({
-    "Annotation", "Value", "Metric", "Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit", "Tool",
-    "Config", "Run", "AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "NumRuns", "CI95_Lower",
-    "CI95_Upper", "RelativeStdDevPct", "StableMeasurement", "Normalized", "NormalizationValue", "Geomean",
-    "ThrottledRuns", "Throttled", "ThermalPauseS", STOP_COLUMN,
-})
+RESERVED_COLUMNS = frozenset(
+    {
+        "Annotation",
+        "Value",
+        "Metric",
+        "Kernel",
+        "GPU",
+        "Host",
+        "ComputeClock",
+        "MemoryClock",
+        "Unit",
+        "Tool",
+        "Config",
+        "Run",
+        "AvgValue",
+        "MedianValue",
+        "StdDev",
+        "MinValue",
+        "MaxValue",
+        "NumRuns",
+        "CI95_Lower",
+        "CI95_Upper",
+        "RelativeStdDevPct",
+        "StableMeasurement",
+        "Normalized",
+        "NormalizationValue",
+        "Geomean",
+        "ThrottledRuns",
+        "Throttled",
+        "ThermalPauseS",
+        STOP_COLUMN,
+    }
+)
 
 
 class ProfiledFunction:
@@ -115,19 +142,32 @@ class ProfiledFunction:
             if other is None:
                 raise
             dropped = f" ({', '.join(other[1])} not honoured there)" if other[1] else ""
-            warnings.warn(f"{choice.backend.name} may not read the GPU's performance counters here (admin-only; "
-                          f"see CounterPermissionError); backend='auto' asked only for a time metric, so "
-                          f"{self.name} is measured with {other[0].backend.name} instead{dropped}",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"{choice.backend.name} may not read the GPU's performance counters here (admin-only; "
+                f"see CounterPermissionError); backend='auto' asked only for a time metric, so "
+                f"{self.name} is measured with {other[0].backend.name} instead{dropped}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             return self._run(resolved, other[0], collectors, gpu)
 
     def _resolve_configs(self, args: tuple[Any, ...], configs: Any) -> tuple[tuple[Any, ...], ...]:
-        given = [what for what, present in (("decoration-time configs", self.configs is not None),
-                                            ("call-time configs=", configs is not None),
-                                            ("positional arguments", bool(args))) if present]
+        given = [
+            what
+            for what, present in (
+                ("decoration-time configs", self.configs is not None),
+                ("call-time configs=", configs is not None),
+                ("positional arguments", bool(args)),
+            )
+            if present
+        ]
         if len(given) > 1:
-            first = ("You have provided configs at decoration time and at runtime. Provide configs at decoration "
-                     "time or at runtime. " if self.configs is not None else "")
+            first = (
+                "You have provided configs at decoration time and at runtime. Provide configs at decoration "
+                "time or at runtime. "
+                if self.configs is not None
+                else ""
+            )
             raise ConfigError(
                 f"{first}{self.name} got {' and '.join(given)}; give configs in exactly one place "
                 "(at decoration, or configs=[...] at call time, or one config as positional arguments)"
@@ -186,8 +226,9 @@ class ProfiledFunction:
             output_stem=location.stem if location else "",
             device=gpu.ordinal if gpu is not None else None,
             collectors=tuple(collectors),
-            thermal=ThermalSettings(spec.thermal_mode, spec.thermal_wait, spec.thermal_cont,
-                                    spec.thermal_timeout, spec.thermal_device),
+            thermal=ThermalSettings(
+                spec.thermal_mode, spec.thermal_wait, spec.thermal_cont, spec.thermal_timeout, spec.thermal_device
+            ),
             backend_options=spec.backend_options,
             normalize_against=spec.normalize_against,
             needs_gpu=backend.capabilities.needs_gpu,
@@ -201,9 +242,21 @@ class ProfiledFunction:
             raise
         plan_info = self._plan_info(plan)
         check = FirstRunCheck(plan, spec)
-        sink = CheckedSink(check=check) if location is None else CheckedSink(location.raw, RawHeader(
-            sweep=location.sweep, nsightx_version=__version__, created=_now(), host=socket.gethostname(),
-            plan=plan_info), check=check)
+        sink = (
+            CheckedSink(check=check)
+            if location is None
+            else CheckedSink(
+                location.raw,
+                RawHeader(
+                    sweep=location.sweep,
+                    nsightx_version=__version__,
+                    created=_now(),
+                    host=socket.gethostname(),
+                    plan=plan_info,
+                ),
+                check=check,
+            )
+        )
         start = time.perf_counter()
         try:
             environment = dict(backend.execute(plan, sink))
@@ -222,8 +275,9 @@ class ProfiledFunction:
         if location is not None:
             environment.setdefault("raw_data", str(location.raw))
             environment.setdefault("sweep", location.sweep)
-        values = combine_records(sink.runs, plan.metrics, ignore_kernels=spec.ignore_kernel_list,
-                                 combine=spec.combine_kernel_metrics)
+        values = combine_records(
+            sink.runs, plan.metrics, ignore_kernels=spec.ignore_kernel_list, combine=spec.combine_kernel_metrics
+        )
         if spec.derive_metric is not None:
             values = derive(values, spec.derive_metric, plan.metrics, configs)
         data = ResultData(
@@ -239,23 +293,36 @@ class ProfiledFunction:
             results.write_outputs(location, spec.output_csv)
         if spec.verbosity >= VerbosityLevel.INFO:
             where = f" -> {location.folder}" if location else ""
-            runs = (f"x {plan.runs} run(s)" if adaptive is None else
-                    f"{sum(r.config >= 0 for r in sink.runs)} run(s) in all, {adaptive.describe()}")
-            print(f"nsightx: {self.name}: {len(configs)} config(s) {runs} on {plan.backend} "
-                  f"in {elapsed:.2f} s{where}", file=sys.stderr)
+            runs = (
+                f"x {plan.runs} run(s)"
+                if adaptive is None
+                else f"{sum(r.config >= 0 for r in sink.runs)} run(s) in all, {adaptive.describe()}"
+            )
+            print(
+                f"nsightx: {self.name}: {len(configs)} config(s) {runs} on {plan.backend} in {elapsed:.2f} s{where}",
+                file=sys.stderr,
+            )
         return results
 
     def _plan_info(self, plan: Plan) -> PlanInfo:
         """The stored description of ``plan`` (written in the raw file's header and in the result)."""
         spec = self.spec
         return PlanInfo(
-            function=self.name, params=plan.params, configs=plan.configs, runs=plan.runs, warmup=plan.warmup,
+            function=self.name,
+            params=plan.params,
+            configs=plan.configs,
+            runs=plan.runs,
+            warmup=plan.warmup,
             adaptive=plan.stop_rule is not None,
-            metrics=plan.metrics, backend=plan.backend, cache_control=plan.cache_control,
-            clock_control=plan.clock_control, replay_mode=plan.replay_mode,
+            metrics=plan.metrics,
+            backend=plan.backend,
+            cache_control=plan.cache_control,
+            clock_control=plan.clock_control,
+            replay_mode=plan.replay_mode,
             normalize_against=spec.normalize_against,
             combine_kernel_metrics=_name(spec.combine_kernel_metrics),
-            derive_metric=_name(spec.derive_metric), ignore_kernel_list=spec.ignore_kernel_list,
+            derive_metric=_name(spec.derive_metric),
+            ignore_kernel_list=spec.ignore_kernel_list,
             device=spec.device,
         )
 
@@ -275,11 +342,15 @@ def stopped_line(function: str, error: BaseException, runs: int, location: Outpu
     """
     what = "interrupted" if isinstance(error, KeyboardInterrupt) else f"stopped by {type(error).__name__}"
     if location is None:
-        return (f"nsightx: {function} {what} after {runs} completed run(s); they were not saved "
-                "(give output_prefix='out/' to keep the runs of a sweep that stops)")
+        return (
+            f"nsightx: {function} {what} after {runs} completed run(s); they were not saved "
+            "(give output_prefix='out/' to keep the runs of a sweep that stops)"
+        )
     raw = str(location.raw)
-    return (f"nsightx: {function} {what} after {runs} completed run(s), saved in {raw}; "
-            f"load them with nsightx.load({raw!r})")
+    return (
+        f"nsightx: {function} {what} after {runs} completed run(s), saved in {raw}; "
+        f"load them with nsightx.load({raw!r})"
+    )
 
 
 def _name(fn: Callable[..., Any] | None) -> str | None:

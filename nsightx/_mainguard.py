@@ -43,8 +43,11 @@ def check_child(function_name: str) -> None:
     """
     if not getattr(multiprocessing.current_process(), "_inheriting", False):
         return
-    print(f"nsightx: a parallel_devices worker, importing the main script, called {function_name} again; "
-          f"{GUARD_ADVICE}", file=sys.stderr, flush=True)
+    print(
+        f"nsightx: a parallel_devices worker, importing the main script, called {function_name} again; {GUARD_ADVICE}",
+        file=sys.stderr,
+        flush=True,
+    )
     os._exit(1)
 
 
@@ -67,7 +70,7 @@ def check_parent(function_name: str) -> None:
         return
     raise ConfigError(
         f"{function_name} uses parallel_devices but is called from the top level of {path} (line {line}), not "
-        f"under `if __name__ == \"__main__\":`; {GUARD_ADVICE}"
+        f'under `if __name__ == "__main__":`; {GUARD_ADVICE}'
     )
 
 
@@ -109,5 +112,6 @@ def _guarded(path: str, line: int) -> bool | None:
         end = getattr(stmt, "end_lineno", None) or stmt.lineno
         if stmt.lineno <= line <= end:
             return isinstance(stmt, ast.If) and any(
-                isinstance(node, ast.Name) and node.id == "__name__" for node in ast.walk(stmt.test))
+                isinstance(node, ast.Name) and node.id == "__name__" for node in ast.walk(stmt.test)
+            )
     return None

@@ -102,8 +102,9 @@ def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...
         from nsightx._kernel import ProfiledFunction
 
         prefix = None if spec.output_prefix is None else f"{_folder(spec.output_prefix)}dev{k}_"
-        worker_spec = spec.model_copy(update={"parallel_devices": None, "device": None, "backend": backend,
-                                              "output_prefix": prefix})
+        worker_spec = spec.model_copy(
+            update={"parallel_devices": None, "device": None, "backend": backend, "output_prefix": prefix}
+        )
         remote = ProfiledFunction(profiled.fn, worker_spec, None)
         with cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=_pin, initargs=(cuda_visible,)) as pool:
             while not errors:
@@ -116,15 +117,17 @@ def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...
                 except BaseException as e:
                     hint = _DIED if isinstance(e, BrokenProcessPool) else ""
                     with lock:
-                        errors.append(MeasurementError(
-                            f"config {i} {configs[i]!r} failed on device {label}: {e}{hint}"))
+                        errors.append(
+                            MeasurementError(f"config {i} {configs[i]!r} failed on device {label}: {e}{hint}")
+                        )
                     return
                 with lock:
                     results[i] = (label, text)
                     raw.add(i, text)
 
-    threads = [threading.Thread(target=feed, args=(k, label, vis), daemon=True)
-               for k, (label, vis) in enumerate(targets)]
+    threads = [
+        threading.Thread(target=feed, args=(k, label, vis), daemon=True) for k, (label, vis) in enumerate(targets)
+    ]
     try:
         for t in threads:
             t.start()
@@ -152,9 +155,16 @@ class _RawWriter:
         data = ResultData.model_validate_json(text)
         if self.sink is None:
             plan = data.plan.model_copy(update={"configs": self.configs})
-            self.sink = RunSink(self.location.raw, RawHeader(
-                sweep=self.location.sweep, nsightx_version=data.nsightx_version, created=data.created,
-                host=str(data.environment.get("Host")), plan=plan))
+            self.sink = RunSink(
+                self.location.raw,
+                RawHeader(
+                    sweep=self.location.sweep,
+                    nsightx_version=data.nsightx_version,
+                    created=data.created,
+                    host=str(data.environment.get("Host")),
+                    plan=plan,
+                ),
+            )
         for run in _shift(data, config)[0]:
             self.sink.write(run)
 
@@ -164,8 +174,10 @@ class _RawWriter:
             self.sink.close()
 
 
-_DIED = (" (its worker process died; if the worker printed that the script needs an "
-         "`if __name__ == \"__main__\":` guard, add one around the code that runs the sweep)")
+_DIED = (
+    " (its worker process died; if the worker printed that the script needs an "
+    '`if __name__ == "__main__":` guard, add one around the code that runs the sweep)'
+)
 
 
 def _folder(prefix: str) -> str:
@@ -177,6 +189,7 @@ def _folder(prefix: str) -> str:
 
 def _shift(data: ResultData, config: int) -> tuple[list[RunRecords], list[RunValue]]:
     """Renumber a one-config result's config index 0 as ``config``."""
+
     def rec(r: Record) -> Record:
         return r.model_copy(update={"config": config})
 
@@ -186,16 +199,27 @@ def _shift(data: ResultData, config: int) -> tuple[list[RunRecords], list[RunVal
     def col(c: CollectorValue) -> CollectorValue:
         return c if c.config is None else c.model_copy(update={"config": config})
 
-    runs = [r.model_copy(update={"config": config if r.config >= 0 else r.config,
-                                 "records": tuple(rec(x) for x in r.records),
-                                 "regions": tuple(reg(x) for x in r.regions),
-                                 "collectors": tuple(col(x) for x in r.collectors)}) for r in data.runs]
+    runs = [
+        r.model_copy(
+            update={
+                "config": config if r.config >= 0 else r.config,
+                "records": tuple(rec(x) for x in r.records),
+                "regions": tuple(reg(x) for x in r.regions),
+                "collectors": tuple(col(x) for x in r.collectors),
+            }
+        )
+        for r in data.runs
+    ]
     values = [v.model_copy(update={"config": config}) for v in data.values]
     return runs, values
 
 
-def _merge(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...],
-           parts: list[tuple[str, str]], location: OutputLocation | None) -> ProfileResults:
+def _merge(
+    profiled: ProfiledFunction,
+    configs: tuple[tuple[Any, ...], ...],
+    parts: list[tuple[str, str]],
+    location: OutputLocation | None,
+) -> ProfileResults:
     runs: list[RunRecords] = []
     values: list[RunValue] = []
     first: ResultData | None = None
@@ -214,9 +238,15 @@ def _merge(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...],
     if location is not None:
         environment["raw_data"] = str(location.raw)
         environment["sweep"] = location.sweep
-    merged = ResultData(nsightx_version=first.nsightx_version, created=first.created, plan=plan,
-                        environment=environment, runs=tuple(runs), values=tuple(values),
-                        config_devices=tuple(devices))
+    merged = ResultData(
+        nsightx_version=first.nsightx_version,
+        created=first.created,
+        plan=plan,
+        environment=environment,
+        runs=tuple(runs),
+        values=tuple(values),
+        config_devices=tuple(devices),
+    )
     results = ProfileResults(merged, configs)
     if location is not None:
         results.write_outputs(location, profiled.spec.output_csv)

@@ -60,8 +60,12 @@ class PlotOptions:
         Raises:
             ConfigError: a name is not a parameter, or one parameter has two roles.
         """
-        roles = {"row_panels": self.row_panels, "col_panels": self.col_panels,
-                 "variant_fields": self.variant_fields, "x_keys": self.x_keys or ()}
+        roles = {
+            "row_panels": self.row_panels,
+            "col_panels": self.col_panels,
+            "variant_fields": self.variant_fields,
+            "x_keys": self.x_keys or (),
+        }
         for option, names in roles.items():
             unknown = [n for n in names if n not in params]
             if unknown:
@@ -69,8 +73,10 @@ class PlotOptions:
                 if option == "x_keys":  # nsight-python checks x_keys only, against the non-panel fields
                     fields = [p for p in params if p not in (*self.row_panels, *self.col_panels)]
                     first = f"Field '{unknown[0]}' is not present in the DataFrame. Available fields: {fields}. "
-                raise ConfigError(f"{first}{option}={list(names)} names {unknown}, which are not parameters of "
-                                  f"{function}; its parameters are {list(params)}")
+                raise ConfigError(
+                    f"{first}{option}={list(names)} names {unknown}, which are not parameters of "
+                    f"{function}; its parameters are {list(params)}"
+                )
 
 
 def _names(option: str, value: object, *, allow_none: bool = False) -> tuple[str, ...] | None:
@@ -133,7 +139,10 @@ def plot_options(**options: Any) -> PlotOptions:
     if callback is not None and not callable(callback):
         raise ConfigTypeError(f"plot_callback must be callable (it receives the matplotlib Figure), got {callback!r}")
     opts = PlotOptions(
-        metric=metric, title=title if title is not None else DEFAULT_TITLE, ylabel=ylabel, plot_type=plot_type,
+        metric=metric,
+        title=title if title is not None else DEFAULT_TITLE,
+        ylabel=ylabel,
+        plot_type=plot_type,
         row_panels=_names("row_panels", options.get("row_panels")) or (),
         col_panels=_names("col_panels", options.get("col_panels")) or (),
         x_keys=_names("x_keys", options.get("x_keys"), allow_none=True),
@@ -146,13 +155,19 @@ def plot_options(**options: Any) -> PlotOptions:
         plot_height=_size("plot_height", options.get("plot_height", 4.0)),
         print_data=_flag("print_data", options.get("print_data", False)),
     )
-    roles = {"row_panels": opts.row_panels, "col_panels": opts.col_panels, "variant_fields": opts.variant_fields,
-             "x_keys": opts.x_keys or ()}
+    roles = {
+        "row_panels": opts.row_panels,
+        "col_panels": opts.col_panels,
+        "variant_fields": opts.variant_fields,
+        "x_keys": opts.x_keys or (),
+    }
     overlap = sorted(set(opts.x_keys or ()) & {*opts.row_panels, *opts.col_panels, *opts.variant_fields})
     if overlap:
         shown = "{" + ", ".join(repr(n) for n in overlap) + "}"
-        raise ConfigError(f"x_keys cannot contain fields used in row_panels, col_panels, or variant_fields: {shown}. "
-                          "Give each parameter one role")
+        raise ConfigError(
+            f"x_keys cannot contain fields used in row_panels, col_panels, or variant_fields: {shown}. "
+            "Give each parameter one role"
+        )
     owner: dict[str, str] = {}
     for option, names in roles.items():
         for n in names:
@@ -172,8 +187,10 @@ def _check_filename(filename: object) -> Path:
     path = Path(filename)
     ext = path.suffix.lower().lstrip(".")
     if ext not in FILE_TYPES:
-        raise ConfigError(f"cannot tell the image format of {str(filename)!r} (extension {ext!r}); "
-                          f"use one of {', '.join('.' + e for e in FILE_TYPES)}")
+        raise ConfigError(
+            f"cannot tell the image format of {str(filename)!r} (extension {ext!r}); "
+            f"use one of {', '.join('.' + e for e in FILE_TYPES)}"
+        )
     return path
 
 
@@ -251,8 +268,11 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
         spec = inner.spec
         if opts.metric is None and (spec.derive_metric is not None or len(spec.metrics or ()) > 1):
             asked = len(spec.metrics or ("",))
-            count, what = ((f"at least {asked + 1}", "derive_metric adds metrics") if spec.derive_metric is not None
-                           else (str(asked), f"metrics={list(spec.metrics or ())}"))
+            count, what = (
+                (f"at least {asked + 1}", "derive_metric adds metrics")
+                if spec.derive_metric is not None
+                else (str(asked), f"metrics={list(spec.metrics or ())}")
+            )
             raise ConfigError(
                 f"Cannot visualize multiple metrics ({count} > 1) with the @nsight.analyze.plot decorator. "
                 f"Please specify a metric to plot. analyze.plot on {inner.name}: the result will hold several "

@@ -63,8 +63,16 @@ def _draw_line(ax: Axes, series: Series, pos: dict[Any, float], st: dict[str, An
     pts = sorted(series.points, key=lambda p: pos[p.x])
     xs = [pos[p.x] for p in pts]
     ys = [p.y for p in pts]
-    ax.plot(xs, ys, label=series.label, color=st["color"], marker=st["marker"], linestyle=st["linestyle"],
-            linewidth=1.6, markersize=5)
+    ax.plot(
+        xs,
+        ys,
+        label=series.label,
+        color=st["color"],
+        marker=st["marker"],
+        linestyle=st["linestyle"],
+        linewidth=1.6,
+        markersize=5,
+    )
     lo = [p.lower for p in pts]
     hi = [p.upper for p in pts]
     if any(math.isfinite(v) for v in lo):
@@ -73,8 +81,15 @@ def _draw_line(ax: Axes, series: Series, pos: dict[Any, float], st: dict[str, An
     if opts.annotate_points:
         for x, y in zip(xs, ys, strict=True):
             if math.isfinite(y):
-                ax.annotate(_fmt(y), (x, y), textcoords="offset points", xytext=(0, 6), ha="center",
-                            fontsize=7, color=st["color"])
+                ax.annotate(
+                    _fmt(y),
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(0, 6),
+                    ha="center",
+                    fontsize=7,
+                    color=st["color"],
+                )
     if series.aggregate is not None and math.isfinite(series.aggregate):
         ax.axhline(series.aggregate, color=st["color"], linestyle=(0, (1, 3)), linewidth=1.2)
 
@@ -103,18 +118,28 @@ def _draw_bars(ax: Axes, panel_series: list[Series], layout: Layout, opts: PlotO
             xs.append(agg_at - 0.4 + width * (k + 0.5))
             ys.append(series.aggregate)
             pts.append(Point(x=opts.show_aggregate, y=series.aggregate, lower=math.nan, upper=math.nan, runs=0))
-        ax.bar(xs, ys, width=width * 0.95, color=st["color"], label=series.label, edgecolor="black",
-               linewidth=0.4)
+        ax.bar(xs, ys, width=width * 0.95, color=st["color"], label=series.label, edgecolor="black", linewidth=0.4)
         if any(math.isfinite(p.lower) for p in pts):
             ax.errorbar(xs, ys, yerr=_yerr(pts), fmt="none", ecolor="black", elinewidth=1, capsize=max(1, 6 / n))
         if opts.annotate_points:
             for x, y in zip(xs, ys, strict=True):
                 if math.isfinite(y):
-                    ax.annotate(_fmt(y), (x, y), textcoords="offset points", xytext=(0, 3), ha="center",
-                                fontsize=6 if n > 3 else 7, rotation=90 if n > 3 else 0, va="bottom")
+                    ax.annotate(
+                        _fmt(y),
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=(0, 3),
+                        ha="center",
+                        fontsize=6 if n > 3 else 7,
+                        rotation=90 if n > 3 else 0,
+                        va="bottom",
+                    )
     ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, rotation=30 if max((len(s) for s in labels), default=0) > 6 else 0,
-                       ha="right" if max((len(s) for s in labels), default=0) > 6 else "center")
+    ax.set_xticklabels(
+        labels,
+        rotation=30 if max((len(s) for s in labels), default=0) > 6 else 0,
+        ha="right" if max((len(s) for s in labels), default=0) > 6 else "center",
+    )
     return labels
 
 
@@ -124,8 +149,10 @@ def draw(layout: Layout, path: Path, opts: PlotOptions) -> Path:
 
     legend_cols = 1 if len(layout.series_labels) <= 16 else 2
     legend_width = 2.6 * legend_cols
-    fig = Figure(figsize=(opts.plot_width * layout.n_cols + legend_width, opts.plot_height * layout.n_rows + 0.8),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(opts.plot_width * layout.n_cols + legend_width, opts.plot_height * layout.n_rows + 0.8),
+        layout="constrained",
+    )
     axes = fig.subplots(layout.n_rows, layout.n_cols, squeeze=False)
     ylabel = opts.ylabel or _default_ylabel(layout)
     pos = _positions(layout)
@@ -161,9 +188,16 @@ def draw(layout: Layout, path: Path, opts: PlotOptions) -> Path:
             if c == 0:
                 ax.set_ylabel(ylabel)
     handles, labels = _legend_entries(axes, layout)
-    fig.legend(handles, labels, loc="outside right upper", ncols=legend_cols, fontsize=8,
-               title="95% CI shown" + (f"; dotted: {opts.show_aggregate}" if opts.show_aggregate and
-                                       opts.plot_type == "line" else ""), title_fontsize=8)
+    fig.legend(
+        handles,
+        labels,
+        loc="outside right upper",
+        ncols=legend_cols,
+        fontsize=8,
+        title="95% CI shown"
+        + (f"; dotted: {opts.show_aggregate}" if opts.show_aggregate and opts.plot_type == "line" else ""),
+        title_fontsize=8,
+    )
     subtitle = "; ".join(layout.environment)
     fig.suptitle(opts.title + (f"\n{subtitle}" if subtitle else ""), fontsize=12)
     if opts.plot_callback is not None:

@@ -104,9 +104,18 @@ class Layout:
         import pandas as pd
 
         rows = [
-            {"Panel": p.title or "-", "Series": s.label, self.x_label or "x": pt.x,
-             f"{self.metric} [{self.unit}]": pt.y, "CI95_Lower": pt.lower, "CI95_Upper": pt.upper, "NumRuns": pt.runs}
-            for p in self.panels for s in p.series for pt in s.points
+            {
+                "Panel": p.title or "-",
+                "Series": s.label,
+                self.x_label or "x": pt.x,
+                f"{self.metric} [{self.unit}]": pt.y,
+                "CI95_Lower": pt.lower,
+                "CI95_Upper": pt.upper,
+                "NumRuns": pt.runs,
+            }
+            for p in self.panels
+            for s in p.series
+            for pt in s.points
         ]
         return pd.DataFrame(rows)
 
@@ -131,16 +140,20 @@ def pick_metric(frame: pd.DataFrame, metric: str | None) -> str:
         if len(found) == 1:
             return str(found[0])
         if not found:
-            raise ConfigError("No metrics found in the profile results. Please ensure that the profiler is "
-                              "configured correctly. The frame has no rows to plot.")
+            raise ConfigError(
+                "No metrics found in the profile results. Please ensure that the profiler is "
+                "configured correctly. The frame has no rows to plot."
+            )
         raise ConfigError(
             f"Cannot visualize multiple metrics ({len(found)} > 1) with the @nsight.analyze.plot decorator. "
             f"Please specify a metric to plot. The metrics found are: {found}. A plot shows one: pass "
             "metric=<one of them>"
         )
     if metric not in found:
-        raise ConfigError(f"Metric '{metric}' not found in the profile results. Please check the metric name and "
-                          f"try again. The metrics found are: {found}. Pass metric=<one of them>")
+        raise ConfigError(
+            f"Metric '{metric}' not found in the profile results. Please check the metric name and "
+            f"try again. The metrics found are: {found}. Pass metric=<one of them>"
+        )
     return metric
 
 
@@ -166,8 +179,9 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
     split = set(annotations) if options.variant_annotations is None else set(options.variant_annotations)
     missing = sorted(split - set(annotations))
     if missing:
-        raise ConfigError(f"variant_annotations names {missing}, which are not in the result; "
-                          f"its annotations are {annotations}")
+        raise ConfigError(
+            f"variant_annotations names {missing}, which are not in the result; its annotations are {annotations}"
+        )
     used = {*options.row_panels, *options.col_panels, *options.variant_fields}
     x_keys = list(options.x_keys) if options.x_keys is not None else [p for p in params if p not in used]
     row_keys = _keys(rows, options.row_panels)
@@ -176,8 +190,9 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
     col_order = list(dict.fromkeys(col_keys))
     xs = _keys(rows, x_keys)
     numeric_x = len(x_keys) == 1 and all(_is_number(x[0]) for x in xs)
-    x_values: list[Any] = [x[0] if numeric_x else (_label(x_keys, x) if len(x_keys) > 1 else
-                                                  (str(x[0]) if x else metric)) for x in xs]
+    x_values: list[Any] = [
+        x[0] if numeric_x else (_label(x_keys, x) if len(x_keys) > 1 else (str(x[0]) if x else metric)) for x in xs
+    ]
     panels: dict[tuple[int, int], Panel] = {}
     points: dict[tuple[int, int, str, Any], list[int]] = {}
     series_labels: list[str] = []
@@ -192,8 +207,9 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
             pooled.add(label)
         r, c = row_order.index(row_keys[i]), col_order.index(col_keys[i])
         if (r, c) not in panels:
-            title = " | ".join(t for t in (_label(options.row_panels, row_keys[i]),
-                                           _label(options.col_panels, col_keys[i])) if t)
+            title = " | ".join(
+                t for t in (_label(options.row_panels, row_keys[i]), _label(options.col_panels, col_keys[i])) if t
+            )
             panels[(r, c)] = Panel(r, c, title)
         points.setdefault((r, c, label, x_values[i]), []).append(i)
         if label not in series_labels:
@@ -217,8 +233,13 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
                 s.aggregate = _aggregate([p.y for p in s.points], options.show_aggregate)
     units = [str(u) for u in dict.fromkeys(rows["Unit"].tolist()) if isinstance(u, str) and u]
     normalized = rows["Normalized"].iloc[0] if "Normalized" in rows and len(rows) else False
-    env = [f"{col} {v}" for col in ("GPU", "Host") if col in rows
-           for v in dict.fromkeys(rows[col].tolist()) if isinstance(v, str) and v]
+    env = [
+        f"{col} {v}"
+        for col in ("GPU", "Host")
+        if col in rows
+        for v in dict.fromkeys(rows[col].tolist())
+        if isinstance(v, str) and v
+    ]
     unit = "/".join(units)
     if normalized is False or not isinstance(normalized, str):
         unit = _rescale(panels.values(), unit)
@@ -226,10 +247,17 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
     if numeric_x:
         x_order = sorted(x_order)
     return Layout(
-        metric=metric, unit=unit, x_label=", ".join(x_keys) if x_keys else "",
-        numeric_x=numeric_x, x_order=x_order, n_rows=max(len(row_order), 1), n_cols=max(len(col_order), 1),
-        panels=sorted(panels.values(), key=lambda p: (p.row, p.col)), series_labels=series_labels,
-        normalized=str(normalized) if isinstance(normalized, str) else None, environment=env,
+        metric=metric,
+        unit=unit,
+        x_label=", ".join(x_keys) if x_keys else "",
+        numeric_x=numeric_x,
+        x_order=x_order,
+        n_rows=max(len(row_order), 1),
+        n_cols=max(len(col_order), 1),
+        panels=sorted(panels.values(), key=lambda p: (p.row, p.col)),
+        series_labels=series_labels,
+        normalized=str(normalized) if isinstance(normalized, str) else None,
+        environment=env,
     )
 
 

@@ -168,21 +168,25 @@ class PluginHost:
                 impl = getattr(plugin, hook, None)
                 if impl is None:
                     continue
-                caller = self.pm.subset_hook_caller(hook, remove_plugins=[p for p in self.pm.get_plugins()
-                                                                        if p is not plugin])
+                caller = self.pm.subset_hook_caller(
+                    hook, remove_plugins=[p for p in self.pm.get_plugins() if p is not plugin]
+                )
                 caller(register=registrar)
 
     def _add_backend(self, backend: type[Backend], plugin: str) -> None:
         if not (isinstance(backend, type) and issubclass(backend, Backend)):
-            raise PluginError(f"plugin {plugin!r} registered {backend!r}, which is not a Backend subclass",
-                              plugin=plugin)
+            raise PluginError(
+                f"plugin {plugin!r} registered {backend!r}, which is not a Backend subclass", plugin=plugin
+            )
         name = getattr(backend, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {plugin!r}: backend {backend.__name__} has no name", plugin=plugin)
         if name in self.backends and self.backends[name] is not backend:
             raise PluginError(
                 f"plugin {plugin!r} registers backend {name!r}, already registered by "
-                f"{self.backend_plugin[name]!r}; block one with NSIGHTX_BLOCK_PLUGINS", plugin=plugin)
+                f"{self.backend_plugin[name]!r}; block one with NSIGHTX_BLOCK_PLUGINS",
+                plugin=plugin,
+            )
         self.backends[name] = backend
         self.backend_plugin[name] = plugin
 
@@ -190,7 +194,9 @@ class PluginHost:
         if name in self.collector_sets and self.collector_sets[name].plugin != plugin:
             raise PluginError(
                 f"plugin {plugin!r} registers collector set {name!r}, already registered by "
-                f"{self.collector_sets[name].plugin!r}; block one with NSIGHTX_BLOCK_PLUGINS", plugin=plugin)
+                f"{self.collector_sets[name].plugin!r}; block one with NSIGHTX_BLOCK_PLUGINS",
+                plugin=plugin,
+            )
         self.collector_sets[name] = CollectorSet(name, collectors, default, plugin)
 
     # --- typed queries -------------------------------------------------------------------------------

@@ -57,8 +57,10 @@ class Progress:
         frac = min(self.done / max(self.total, 1), 1.0)
         bar = "#" * int(frac * 30)
         eta = (now - self.start) / max(frac, 1e-9) * (1 - frac)
-        self.stream.write(f"\r{self.label}: [{bar:<30}] {self.done}/{self.total} runs, config "
-                          f"{self.config + 1}/{self.configs}, ~{eta:.0f}s left ")
+        self.stream.write(
+            f"\r{self.label}: [{bar:<30}] {self.done}/{self.total} runs, config "
+            f"{self.config + 1}/{self.configs}, ~{eta:.0f}s left "
+        )
         self.stream.flush()
 
     def update(self, done: int) -> None:

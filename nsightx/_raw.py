@@ -97,8 +97,12 @@ def _parse(path: Path, text: str) -> tuple[RawHeader | None, list[RunRecords]]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             if number == last:  # no newline after it: the writer was stopped in the middle of this line
-                warnings.warn(f"{path}: skipped the unfinished last line {number} (the sweep was stopped while "
-                              f"writing it); {len(runs)} complete run line(s) read", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"{path}: skipped the unfinished last line {number} (the sweep was stopped while "
+                    f"writing it); {len(runs)} complete run line(s) read",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
                 break
             raise ResultSchemaError(
                 f"{str(path)!r} line {number} is damaged ({e.msg} at column {e.colno}); the lines after it cannot "
@@ -157,16 +161,19 @@ def load_raw(
         )
     plan = header.plan
     runs.sort(key=lambda r: (r.config, r.run))  # configs of parallel_devices come back in completion order
-    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list,
-                             combine=combine_kernel_metrics)
+    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine_kernel_metrics)
     if derive_metric is not None:
         values = derive(values, derive_metric, plan.metrics, plan.configs)
     data = ResultData(
         nsightx_version=header.nsightx_version,
         created=header.created,
         plan=plan,
-        environment={"Host": header.host, "nsightx": header.nsightx_version, "raw_data": str(path),
-                     "sweep": header.sweep},
+        environment={
+            "Host": header.host,
+            "nsightx": header.nsightx_version,
+            "raw_data": str(path),
+            "sweep": header.sweep,
+        },
         runs=tuple(runs),
         values=tuple(values),
     )

@@ -34,8 +34,10 @@ class ProfileResults:
     def __repr__(self) -> str:
         p = self.data.plan
         runs = f"auto (<= {p.runs}) runs" if p.adaptive else f"{p.runs} run(s)"
-        return (f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
-                f"{len(self.data.values)} values)")
+        return (
+            f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
+            f"{len(self.data.values)} values)"
+        )
 
     @property
     def backend(self) -> str:

@@ -112,11 +112,22 @@ class _Collectors:
         params: Mapping[str, Any] = {}
         if config is not None:  # built once per config: the same read-only mapping for all its runs
             cached = self._params.get(config)
-            params = cached if cached is not None else self._params.setdefault(
-                config, dict(zip(plan.params, args, strict=False)))
-        return CollectContext(scope=scope, function=plan.function_name, args=args, params=params, config=config,
-                              run=where.get("run"), annotation=where.get("annotation"), device=plan.device,
-                              backend=plan.backend)
+            params = (
+                cached
+                if cached is not None
+                else self._params.setdefault(config, dict(zip(plan.params, args, strict=False)))
+            )
+        return CollectContext(
+            scope=scope,
+            function=plan.function_name,
+            args=args,
+            params=params,
+            config=config,
+            run=where.get("run"),
+            annotation=where.get("annotation"),
+            device=plan.device,
+            backend=plan.backend,
+        )
 
     def materialize(self, items: list[Any]) -> list[dict[str, Any]]:
         """Rows for ``items``, as the fields of :class:`CollectorValue` (validated later, in a batch).
@@ -196,8 +207,9 @@ def run_loop(
         collectors.stop()
 
 
-def _run_configs(plan: Plan, session: Session, sink: RunSink, collectors: _Collectors,
-                 call: Callable[[Plan, int], Any]) -> None:
+def _run_configs(
+    plan: Plan, session: Session, sink: RunSink, collectors: _Collectors, call: Callable[[Plan, int], Any]
+) -> None:
     """The body of :func:`run_loop`, between the collectors' start and stop."""
     runner = _Runner(plan, session, collectors, call)
     rule: StopRule = plan.stop_rule or FixedRuns(plan.runs)
@@ -229,11 +241,16 @@ def _run_configs(plan: Plan, session: Session, sink: RunSink, collectors: _Colle
                 if r == 0:
                     values = config_values + values
                 if reason is not None and rule.records_reason:
-                    values.append(CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value,
-                                                 config=ci, value=reason))
+                    values.append(
+                        CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value, config=ci, value=reason)
+                    )
                 pending.append((ci, r, state, output, values))
-                if (not deferred or needs_values or len(pending) >= _backend.COLLECT_EVERY
-                        or (reason is not None and time.perf_counter() - collected_at >= _backend.COLLECT_SECONDS)):
+                if (
+                    not deferred
+                    or needs_values
+                    or len(pending) >= _backend.COLLECT_EVERY
+                    or (reason is not None and time.perf_counter() - collected_at >= _backend.COLLECT_SECONDS)
+                ):
                     _write_pending(session, sink, pending, collectors, collect=deferred and not needs_values)
                     collected_at = time.perf_counter()
                 if not checked_baseline:
@@ -249,16 +266,20 @@ def _run_configs(plan: Plan, session: Session, sink: RunSink, collectors: _Colle
             try:
                 _write_pending(session, sink, pending, collectors, collect=deferred)
             except Exception as e:
-                warnings.warn(f"could not collect the last {len(pending)} run(s) after a failure: {e}",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"could not collect the last {len(pending)} run(s) after a failure: {e}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
 
 _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
 """(config, run, run state, output, collector rows and gathered answers) of a run not yet written."""
 
 
-def _write_pending(session: Session, sink: RunSink, pending: list[_Pending], collectors: _Collectors, *,
-                   collect: bool) -> None:
+def _write_pending(
+    session: Session, sink: RunSink, pending: list[_Pending], collectors: _Collectors, *, collect: bool
+) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
     Collector answers become rows before the session is collected: that waits for the GPU, and the conversion
@@ -267,8 +288,10 @@ def _write_pending(session: Session, sink: RunSink, pending: list[_Pending], col
     """
     rows = [collectors.materialize(values) for *_, values in pending]
     outputs = session.collect_runs() if collect else {}
-    fields = [_run_fields(ci, r, state, outputs.get((ci, r), output), values)
-              for (ci, r, state, output, _), values in zip(pending, rows, strict=True)]
+    fields = [
+        _run_fields(ci, r, state, outputs.get((ci, r), output), values)
+        for (ci, r, state, output, _), values in zip(pending, rows, strict=True)
+    ]
     for run in _runs_adapter().validate_python(fields):
         sink.write(run)
     pending.clear()
@@ -283,8 +306,9 @@ def _runs_adapter() -> TypeAdapter[list[RunRecords]]:
 class _Runner:
     """One run of the user's function: thermal guard, run preparation, RUN collectors, the call itself."""
 
-    def __init__(self, plan: Plan, session: Session, collectors: _Collectors,
-                 invoke: Callable[[Plan, int], Any]) -> None:
+    def __init__(
+        self, plan: Plan, session: Session, collectors: _Collectors, invoke: Callable[[Plan, int], Any]
+    ) -> None:
         self.plan = plan
         self.session = session
         self.collectors = collectors
@@ -296,8 +320,11 @@ class _Runner:
         collectors = self.collectors
         self.guard.before_run()
         self.session.start_run(ci, r)
-        run_values: list[Any] = [*self.guard.take_values(ci, r),
-                                 *collectors.gather(CollectionScope.RUN, config=ci, run=r)] if r >= 0 else []
+        run_values: list[Any] = (
+            [*self.guard.take_values(ci, r), *collectors.gather(CollectionScope.RUN, config=ci, run=r)]
+            if r >= 0
+            else []
+        )
         state = _context.RunState(session=self.session, config=ci, run=r)
         if r >= 0 and collectors.by_scope[CollectionScope.ANNOTATION]:
             state.on_annotation = lambda name: run_values.extend(
@@ -311,12 +338,20 @@ class _Runner:
         return state, self.session.finish_run(ci, r), run_values
 
 
-def _run_fields(ci: int, r: int, state: _context.RunState, output: RunOutput,
-                values: list[Any]) -> dict[str, Any]:
+def _run_fields(ci: int, r: int, state: _context.RunState, output: RunOutput, values: list[Any]) -> dict[str, Any]:
     """The fields of one run's :class:`RunRecords` (validated by the caller, with the other runs of a batch)."""
     attributes = output.region_attributes
-    regions = [{"annotation": name, "config": ci, "run": r, "host_ns": host_ns, "failed": failed,
-                "attributes": attributes.get(name, {})} for name, host_ns, failed in state.regions]
+    regions = [
+        {
+            "annotation": name,
+            "config": ci,
+            "run": r,
+            "host_ns": host_ns,
+            "failed": failed,
+            "attributes": attributes.get(name, {}),
+        }
+        for name, host_ns, failed in state.regions
+    ]
     return {"config": ci, "run": r, "records": output.records, "regions": regions, "collectors": values}
 
 

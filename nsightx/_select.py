@@ -56,9 +56,7 @@ def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
         why = _misfits(spec, cls.capabilities)
         if why:
             others = ", ".join(_supporting(host, spec)) or "none"
-            raise ConfigError(
-                f"backend {name!r} cannot deliver {'; '.join(why)}. Backends that can: {others}"
-            )
+            raise ConfigError(f"backend {name!r} cannot deliver {'; '.join(why)}. Backends that can: {others}")
         avail = cls.availability()
         if not avail.available:
             raise BackendUnavailableError(
@@ -79,7 +77,8 @@ def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
         else:
             return _resolve(cls, spec)
     raise BackendUnavailableError(
-        "no available backend can deliver what was asked:\n" + "\n".join(reasons)
+        "no available backend can deliver what was asked:\n"
+        + "\n".join(reasons)
         + "\nRun `nsightx doctor` to see what is missing.",
         backend="auto",
     )
@@ -117,11 +116,15 @@ def fallback(
             continue
         if spec.metrics is not None and (caps.metrics is None or not set(spec.metrics) <= caps.metrics):
             continue
-        dropped = {option: None for option, value, accepted in (
-            ("cache_control", spec.cache_control, caps.cache_control),
-            ("clock_control", spec.clock_control, caps.clock_control),
-            ("replay_mode", spec.replay_mode, caps.replay_modes),
-        ) if value is not None and value not in accepted}
+        dropped = {
+            option: None
+            for option, value, accepted in (
+                ("cache_control", spec.cache_control, caps.cache_control),
+                ("clock_control", spec.clock_control, caps.clock_control),
+                ("replay_mode", spec.replay_mode, caps.replay_modes),
+            )
+            if value is not None and value not in accepted
+        }
         said = [f"{option}={getattr(spec, option)!r}" for option in dropped]
         return _resolve(cls, spec.model_copy(update=dropped)), said
     return None

@@ -181,8 +181,7 @@ def _parallel_devices(value: object) -> tuple[int | str, ...] | Literal["all"] |
     if value == "all":
         return "all"
     if isinstance(value, bool) or isinstance(value, str) or not isinstance(value, Sequence):
-        raise ConfigTypeError(
-            f"parallel_devices must be 'all' or a list of device ordinals/UUIDs, got {value!r}")
+        raise ConfigTypeError(f"parallel_devices must be 'all' or a list of device ordinals/UUIDs, got {value!r}")
     items = tuple(value)
     if not items:
         raise ConfigError("parallel_devices is empty; list at least one device, or use 'all'")
@@ -206,8 +205,9 @@ def _output_prefix(value: object) -> str | None:
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
-        raise ConfigTypeError(f"output_prefix must be a str or os.PathLike, got {type(value).__name__} {value!r}; "
-                              f"{hint}")
+        raise ConfigTypeError(
+            f"output_prefix must be a str or os.PathLike, got {type(value).__name__} {value!r}; {hint}"
+        )
     if not value.strip() or "\0" in value:
         raise ConfigError(f"output_prefix {value!r} is not a usable path; {hint} ('./' for the current folder)")
     return value
@@ -264,9 +264,7 @@ def build_spec(**options: Any) -> ProfileSpec:
         raise ConfigTypeError(f"output_csv must be True or False, got {output_csv!r}")
     collectors = options.get("info_collectors") or ()
     if isinstance(collectors, str) or not isinstance(collectors, Sequence):
-        raise ConfigTypeError(
-            f"info_collectors must be a list, got {type(collectors).__name__} {collectors!r}"
-        )
+        raise ConfigTypeError(f"info_collectors must be a list, got {type(collectors).__name__} {collectors!r}")
     checked: list[Any] = []
     for c in collectors:
         checked.append(c if isinstance(c, str) else as_collector(c))
@@ -275,8 +273,10 @@ def build_spec(**options: Any) -> ProfileSpec:
         raise ConfigTypeError(f"backend_options must be a dict, got {type(backend_options).__name__}")
     bad_keys = [k for k in backend_options if not isinstance(k, str)]
     if bad_keys:
-        raise ConfigTypeError(f"backend_options keys must be option names (str), got {bad_keys!r}; "
-                              "write backend_options={'name': value}")
+        raise ConfigTypeError(
+            f"backend_options keys must be option names (str), got {bad_keys!r}; "
+            "write backend_options={'name': value}"
+        )
     return ProfileSpec(
         runs=rule.runs if isinstance(rule, FixedRuns) else "auto",
         **{k: options.get(k) for k in ADAPTIVE_OPTIONS},

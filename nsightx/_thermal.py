@@ -174,8 +174,7 @@ class ThermalGuard:
     def take_values(self, config: int, run: int) -> list[CollectorValue]:
         """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN value."""
         value, self._pending_s = round(self._pending_s, 3), 0.0
-        return [CollectorValue(name=PAUSE_COLUMN, scope=CollectionScope.RUN.value, config=config, run=run,
-                               value=value)]
+        return [CollectorValue(name=PAUSE_COLUMN, scope=CollectionScope.RUN.value, config=config, run=run, value=value)]
 
     def _read(self) -> ThermalReading | None:
         if self._broken:
@@ -184,8 +183,12 @@ class ThermalGuard:
             return self.source.read()
         except Exception as e:  # a monitoring failure must not cost the measurement
             self._broken = True
-            warnings.warn(f"thermal guard: reading the temperature failed ({type(e).__name__}: {e}); "
-                          "runs are no longer paused for cooling in this call", RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"thermal guard: reading the temperature failed ({type(e).__name__}: {e}); "
+                "runs are no longer paused for cooling in this call",
+                RuntimeWarning,
+                stacklevel=4,
+            )
             return None
 
     def _pause(self, first: ThermalReading) -> None:
@@ -196,8 +199,10 @@ class ThermalGuard:
         reading: ThermalReading | None = first
         last = first
         timed_out = False
-        self._say(f"{first.device or 'GPU'} at {first.temperature_c:g} °C, {first.headroom_c:g} °C below slowdown; "
-                  f"pausing until {self.cont:g} °C of headroom (at most {self.timeout:g} s)")
+        self._say(
+            f"{first.device or 'GPU'} at {first.temperature_c:g} °C, {first.headroom_c:g} °C below slowdown; "
+            f"pausing until {self.cont:g} °C of headroom (at most {self.timeout:g} s)"
+        )
         while reading is not None and reading.headroom_c < self.cont:
             last = reading
             elapsed = clock() - start
@@ -210,8 +215,11 @@ class ThermalGuard:
             last = reading
         seconds = clock() - start
         self._pending_s += seconds
-        self.pauses.append(Pause(seconds=seconds, start_headroom_c=first.headroom_c,
-                                 end_headroom_c=last.headroom_c, timed_out=timed_out))
+        self.pauses.append(
+            Pause(
+                seconds=seconds, start_headroom_c=first.headroom_c, end_headroom_c=last.headroom_c, timed_out=timed_out
+            )
+        )
         self._runs_since_pause = 0
         if timed_out:
             self._on_timeout(last, seconds)
@@ -240,8 +248,10 @@ class ThermalGuard:
         if reading.headroom_c <= self.wait:
             self.wait = math.floor(reading.headroom_c) - ADAPT_STEP_C  # a margin for sensor jitter
             self.cont = max(self.cont, self.wait + 1)
-        message = (f"thermal_mode='auto': {reading.device or 'the GPU'} stayed at {reading.headroom_c:g} °C of "
-                   f"headroom after {seconds:.0f} s of cooling; thermal_cont {old_cont:g} -> {self.cont:g} °C")
+        message = (
+            f"thermal_mode='auto': {reading.device or 'the GPU'} stayed at {reading.headroom_c:g} °C of "
+            f"headroom after {seconds:.0f} s of cooling; thermal_cont {old_cont:g} -> {self.cont:g} °C"
+        )
         if self.wait != old_wait:
             message += f", thermal_wait {old_wait:g} -> {self.wait:g} °C (runs now go on close to slowdown)"
         warnings.warn(message, RuntimeWarning, stacklevel=4)
@@ -303,7 +313,11 @@ def _plugin_source(device: int | str | None) -> TemperatureSource | None:
         source, reason = None, f"the temperature source failed: {type(e).__name__}: {e}"
     if source is None and reason not in _warned_no_source:
         _warned_no_source.add(reason)
-        warnings.warn(f"Nsight Python Thermovision is not supported on this machine: thermal control is on but "
-                      f"{reason}; runs are not paused for cooling. "
-                      "Pass thermal_mode='off' to silence this.", RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            f"Nsight Python Thermovision is not supported on this machine: thermal control is on but "
+            f"{reason}; runs are not paused for cooling. "
+            "Pass thermal_mode='off' to silence this.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
     return source

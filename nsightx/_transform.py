@@ -83,8 +83,9 @@ def combine_records(
         ann, cfg, run_i = rid
         if rid in failed:
             out.extend(
-                RunValue(annotation=ann, config=cfg, run=run_i, metric=m, value=math.nan,
-                                         unit=None, kernel=FAILED_KERNEL)
+                RunValue(
+                    annotation=ann, config=cfg, run=run_i, metric=m, value=math.nan, unit=None, kernel=FAILED_KERNEL
+                )
                 for m in metrics
             )
             continue
@@ -106,9 +107,15 @@ def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str]) -> list[st
 def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -> RunValue:
     first = recs[0]
     if len(recs) == 1:
-        return RunValue(annotation=first.annotation, config=first.config, run=first.run,
-                                        metric=first.metric, value=first.value, unit=first.unit,
-                                        kernel=first.kernel)
+        return RunValue(
+            annotation=first.annotation,
+            config=first.config,
+            run=first.run,
+            metric=first.metric,
+            value=first.value,
+            unit=first.unit,
+            kernel=first.kernel,
+        )
     recs = sorted(recs, key=lambda r: r.seq)
     if combine is None:
         names = "\n".join(f"  {r.seq}: {r.kernel}" for r in recs)
@@ -135,11 +142,18 @@ def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -
             f"combine_kernel_metrics {combine!r} returned {_show(value)} for metric {first.metric!r} of annotation "
             f"{first.annotation!r} (config {first.config}, run {first.run}); it must return one number, as "
             "operator.add or max do",
-            function=_fn_name(combine), config=first.config, returned=value,
+            function=_fn_name(combine),
+            config=first.config,
+            returned=value,
         )
     return RunValue(
-        annotation=first.annotation, config=first.config, run=first.run, metric=first.metric,
-        value=number, unit=first.unit, kernel="|".join(r.kernel for r in recs),
+        annotation=first.annotation,
+        config=first.config,
+        run=first.run,
+        metric=first.metric,
+        value=number,
+        unit=first.unit,
+        kernel="|".join(r.kernel for r in recs),
     )
 
 
@@ -220,21 +234,32 @@ def derive(
                 warnings.warn(
                     f"Derived metric '{metric}' does not have a unit specified. Return a tuple (value, unit) "
                     "instead of just the value. np.nan will be added to the 'Unit' column in the dataframe. "
-                    "(nsightx warns once per call.)", UserWarning, stacklevel=3)
-            out.append(RunValue(annotation=ann, config=cfg, run=run_i, metric=metric,
-                                                value=value, unit=unit, kernel=kernel))
+                    "(nsightx warns once per call.)",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            out.append(
+                RunValue(annotation=ann, config=cfg, run=run_i, metric=metric, value=value, unit=unit, kernel=kernel)
+            )
     return out
 
 
-_DERIVE_FORMS = ("it must return a number, a (number, unit) tuple with a str unit, or a dict of metric name (str) to "
-                 "either, e.g. return 2 * n**3 / t_ns / 1e3, 'TFLOP/s'")
+_DERIVE_FORMS = (
+    "it must return a number, a (number, unit) tuple with a str unit, or a dict of metric name (str) to "
+    "either, e.g. return 2 * n**3 / t_ns / 1e3, 'TFLOP/s'"
+)
 
 
 def _derived(result: object, name: str, where: str, config: int) -> list[tuple[str, float, str | None]]:
     """The (metric, value, unit) triples of one ``derive_metric`` result, or a TransformError saying what is wrong."""
+
     def bad(problem: str) -> TransformError:
-        return TransformError(f"derive_metric {name!r} returned {_show(result)} for {where}: {problem}; "
-                              f"{_DERIVE_FORMS}", function=name, config=config, returned=result)
+        return TransformError(
+            f"derive_metric {name!r} returned {_show(result)} for {where}: {problem}; {_DERIVE_FORMS}",
+            function=name,
+            config=config,
+            returned=result,
+        )
 
     items = list(result.items()) if isinstance(result, Mapping) else [(name, result)]
     out: list[tuple[str, float, str | None]] = []

@@ -71,8 +71,10 @@ def _backends(args: argparse.Namespace) -> int:
     host = default_host()
     for name, avail in host.availability().items():
         cls = host.backends[name]
-        print(f"{name:<8} {'available' if avail.available else 'unavailable':<11} "
-              f"plugin={host.backend_plugin[name]:<10} {avail.reason}")
+        print(
+            f"{name:<8} {'available' if avail.available else 'unavailable':<11} "
+            f"plugin={host.backend_plugin[name]:<10} {avail.reason}"
+        )
         del cls
     return 0
 
@@ -89,27 +91,45 @@ def _plugins_cmd(args: argparse.Namespace) -> int:
 def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("baseline", help="saved result (result-*.json) or a folder of them: the reference")
     p.add_argument("new", help="saved result or folder to check against the baseline")
-    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
-                   help="smallest significant slowdown, in percent, that fails (exit 1); default 5")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="smallest significant slowdown, in percent, that fails (exit 1); default 5",
+    )
     p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm adjustment (0.05)")
-    p.add_argument("--metric", action="append", default=None,
-                   help="compare only this metric (repeatable; default: all)")
+    p.add_argument(
+        "--metric", action="append", default=None, help="compare only this metric (repeatable; default: all)"
+    )
     p.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (text)")
-    p.add_argument("--require-all", action="store_true",
-                   help="fail (exit 1) when a row is in only one of the two results; by default such rows are "
-                        "listed and do not fail")
+    p.add_argument(
+        "--require-all",
+        action="store_true",
+        help="fail (exit 1) when a row is in only one of the two results; by default such rows are "
+        "listed and do not fail",
+    )
 
 
-@command("compare", "compare two saved results; exit 1 on a significant slowdown above --threshold, 2 when "
-         "nothing could be compared", _compare_args)
+@command(
+    "compare",
+    "compare two saved results; exit 1 on a significant slowdown above --threshold, 2 when nothing could be compared",
+    _compare_args,
+)
 def _compare(args: argparse.Namespace) -> int:
     from nsightx._compare import compare, gate_failed
     from nsightx._compare_render import render_markdown, render_text
     from nsightx._errors import NsightxError
 
     try:
-        frame = compare(args.baseline, args.new, threshold_pct=args.threshold, alpha=args.alpha,
-                        metrics=args.metric, require_all=args.require_all)
+        frame = compare(
+            args.baseline,
+            args.new,
+            threshold_pct=args.threshold,
+            alpha=args.alpha,
+            metrics=args.metric,
+            require_all=args.require_all,
+        )
     except NsightxError as e:
         print(f"nsightx compare: {one_line(e)}", file=sys.stderr)
         return 2

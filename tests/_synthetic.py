@@ -37,18 +37,28 @@ def make_result(
             metrics.append(metric)
         for run, v in enumerate(series):
             unit = units.get(metric, "ns")
-            vals.append(RunValue(annotation=ann, config=cfg, run=run, metric=metric, value=float(v), unit=unit,
-                                 kernel="kernel"))
+            vals.append(
+                RunValue(annotation=ann, config=cfg, run=run, metric=metric, value=float(v), unit=unit, kernel="kernel")
+            )
             by_run.setdefault((cfg, run), []).append(
-                Record(annotation=ann, config=cfg, run=run, kernel="kernel", metric=metric, value=float(v),
-                       unit=unit))
+                Record(annotation=ann, config=cfg, run=run, kernel="kernel", metric=metric, value=float(v), unit=unit)
+            )
     runs = tuple(RunRecords(config=c, run=r, records=tuple(recs)) for (c, r), recs in sorted(by_run.items()))
     data = ResultData(
         nsightx_version="0.1.0",
         created=created,
-        plan=PlanInfo(function=function, params=tuple(params), configs=tuple(tuple(c) for c in configs),
-                      runs=max(len(s) for s in values.values()), warmup=1, metrics=tuple(metrics),
-                      backend=backend, cache_control="none", clock_control="none", replay_mode="kernel"),
+        plan=PlanInfo(
+            function=function,
+            params=tuple(params),
+            configs=tuple(tuple(c) for c in configs),
+            runs=max(len(s) for s in values.values()),
+            warmup=1,
+            metrics=tuple(metrics),
+            backend=backend,
+            cache_control="none",
+            clock_control="none",
+            replay_mode="kernel",
+        ),
         environment={"GPU": gpu, "Host": "testhost"},
         runs=runs,
         values=tuple(vals),

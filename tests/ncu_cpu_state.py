@@ -17,8 +17,15 @@ LOCK = threading.Lock()
 LOG = open(os.devnull, "w")
 atexit.register(LOG.close)
 POINTER = ctypes.pointer(ctypes.c_int(3))
-SILENT = {"backend": "ncu", "verbosity": 0, "clock_control": "none", "thermal_mode": "off", "info_collectors": [],
-          "configs": [(1,), (2,)], "runs": 2}
+SILENT = {
+    "backend": "ncu",
+    "verbosity": 0,
+    "clock_control": "none",
+    "thermal_mode": "off",
+    "info_collectors": [],
+    "configs": [(1,), (2,)],
+    "runs": 2,
+}
 
 
 @nsightx.analyze.kernel(**SILENT)

@@ -37,12 +37,21 @@ def use_fake_ncu(monkeypatch: Any, tmp_path: Path) -> None:
         monkeypatch.delenv(var, raising=False)
 
 
-def make_plan(fn: Any, configs: tuple[tuple[Any, ...], ...] = ((1,), (2,)), runs: int = 2, warmup: int = 1,
-              **kw: Any) -> Plan:
+def make_plan(
+    fn: Any, configs: tuple[tuple[Any, ...], ...] = ((1,), (2,)), runs: int = 2, warmup: int = 1, **kw: Any
+) -> Plan:
     """A plan for ``fn(n)`` on the ncu backend, thermal guard off unless ``thermal=`` says otherwise."""
-    args: dict[str, Any] = {"function": fn, "function_name": fn.__name__, "params": ("n",), "configs": configs,
-                            "runs": runs, "warmup": warmup, "metrics": ("gpu__time_duration.sum",),
-                            "backend": "ncu", "thermal": ThermalSettings(mode="off")}
+    args: dict[str, Any] = {
+        "function": fn,
+        "function_name": fn.__name__,
+        "params": ("n",),
+        "configs": configs,
+        "runs": runs,
+        "warmup": warmup,
+        "metrics": ("gpu__time_duration.sum",),
+        "backend": "ncu",
+        "thermal": ThermalSettings(mode="off"),
+    }
     args.update(kw)
     return Plan(**args)
 
@@ -51,5 +60,8 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     """The environment for a script run as ``__main__`` that imports nsightx from this checkout."""
     import os
 
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins"),
-                                                         *sys.path]), **extra}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins"), *sys.path]),
+        **extra,
+    }

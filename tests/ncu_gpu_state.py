@@ -20,8 +20,16 @@ import torch
 
 import nsightx
 
-KINDS = ("nvml_handle", "ctypes_pointer", "lock", "open_file", "cuda_tensor", "gpu_module", "cuda_core_kernel",
-         "cuda_stream")
+KINDS = (
+    "nvml_handle",
+    "ctypes_pointer",
+    "lock",
+    "open_file",
+    "cuda_tensor",
+    "gpu_module",
+    "cuda_core_kernel",
+    "cuda_stream",
+)
 
 pynvml.nvmlInit()
 NVML_HANDLE = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -40,16 +48,25 @@ try:  # cuda.core moved out of .experimental in newer releases
         from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
     _dev = Device()
     _dev.set_current()
-    CUDA_CORE_PROGRAM = Program('extern "C" __global__ void bump(float* x) { x[threadIdx.x] += 1.0f; }', "c++",
-                                options=ProgramOptions(arch=f"sm_{_dev.arch}"))
+    CUDA_CORE_PROGRAM = Program(
+        'extern "C" __global__ void bump(float* x) { x[threadIdx.x] += 1.0f; }',
+        "c++",
+        options=ProgramOptions(arch=f"sm_{_dev.arch}"),
+    )
     CUDA_CORE_KERNEL = CUDA_CORE_PROGRAM.compile("cubin").get_kernel("bump")
     CUDA_CORE_STREAM = _dev.create_stream()
 except Exception as e:  # reported by the test instead of failing the import
     CUDA_CORE_ERROR = f"{type(e).__name__}: {e}"
     CUDA_CORE_KERNEL = None
 
-OPTIONS = {"configs": [(1 << 16,)], "runs": 2, "backend": "ncu", "verbosity": 0, "clock_control": "none",
-           "thermal_mode": "off"}
+OPTIONS = {
+    "configs": [(1 << 16,)],
+    "runs": 2,
+    "backend": "ncu",
+    "verbosity": 0,
+    "clock_control": "none",
+    "thermal_mode": "off",
+}
 
 
 @nsightx.analyze.kernel(**OPTIONS)
@@ -120,8 +137,13 @@ def outcome(kind: str) -> dict[str, object]:
     try:
         df = globals()[kind]().to_dataframe()
     except nsightx.NsightxError as e:
-        return {"kind": kind, "error": type(e).__name__, "what": getattr(e, "what", ""),
-                "type_name": getattr(e, "type_name", ""), "message": str(e)[:3000]}
+        return {
+            "kind": kind,
+            "error": type(e).__name__,
+            "what": getattr(e, "what", ""),
+            "type_name": getattr(e, "type_name", ""),
+            "message": str(e)[:3000],
+        }
     return {"kind": kind, "runs": df["NumRuns"].tolist(), "avg": df["AvgValue"].tolist()}
 
 

@@ -65,8 +65,13 @@ class FakeNvml:
     NVML_FEATURE_ENABLED = 1
     NVMLError = NVMLError
 
-    def __init__(self, gpus: list[FakeGpu], clock: FakeClock | None = None, driver: str = "580.159.04",
-                 driver_loaded: bool = True) -> None:
+    def __init__(
+        self,
+        gpus: list[FakeGpu],
+        clock: FakeClock | None = None,
+        driver: str = "580.159.04",
+        driver_loaded: bool = True,
+    ) -> None:
         self.gpus = gpus
         self.clock = clock or FakeClock()
         self.driver = driver

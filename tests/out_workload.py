@@ -21,8 +21,15 @@ SILENT = nsightx.VerbosityLevel.SILENT
 def sweep_at_once(prefix: str, value: int, barrier: Any, out: Any) -> None:
     """Wait for the other processes, then sweep config ``value`` into ``prefix``; report (pid, value, raw path)."""
 
-    @nsightx.analyze.kernel(configs=[value], runs=3, warmup=0, backend="host", verbosity=SILENT,
-                            output_prefix=prefix, info_collectors=[("pid", os.getpid, "once")])
+    @nsightx.analyze.kernel(
+        configs=[value],
+        runs=3,
+        warmup=0,
+        backend="host",
+        verbosity=SILENT,
+        output_prefix=prefix,
+        info_collectors=[("pid", os.getpid, "once")],
+    )
     def shared(n: int) -> None:
         with nsightx.annotate("a"):
             sum(range(n))
@@ -36,8 +43,9 @@ def killed_midway(prefix: str, signal_file: str, k: int) -> None:
     """Sweep n in (10, 20, 30), 3 runs each; when run k + 1 starts, write ``signal_file`` and block."""
     calls = {"n": 0}
 
-    @nsightx.analyze.kernel(configs=[10, 20, 30], runs=3, warmup=0, backend="host", verbosity=SILENT,
-                            output_prefix=prefix)
+    @nsightx.analyze.kernel(
+        configs=[10, 20, 30], runs=3, warmup=0, backend="host", verbosity=SILENT, output_prefix=prefix
+    )
     def victim(n: int) -> None:
         calls["n"] += 1
         if calls["n"] == k + 1:

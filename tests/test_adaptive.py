@@ -20,8 +20,16 @@ SILENT = nsightx.VerbosityLevel.SILENT
 def test_noisy_region_takes_more_runs_than_quiet_one(plugin_host):
     rng = random.Random(7)
 
-    @nsightx.analyze.kernel(configs=["quiet", "noisy"], runs="auto", min_runs=5, max_runs=60, target_ci_pct=2.0,
-                            time_budget_s=20.0, backend="host", verbosity=SILENT)
+    @nsightx.analyze.kernel(
+        configs=["quiet", "noisy"],
+        runs="auto",
+        min_runs=5,
+        max_runs=60,
+        target_ci_pct=2.0,
+        time_budget_s=20.0,
+        backend="host",
+        verbosity=SILENT,
+    )
     def region(kind):
         # the quiet region sleeps long enough that a loaded machine's ~0.1 ms wake-up jitter stays well under 2%
         spread, base = (0.0, 0.02) if kind == "quiet" else (0.8, 0.004)
@@ -41,8 +49,17 @@ def test_noisy_region_takes_more_runs_than_quiet_one(plugin_host):
 def test_time_budget_is_respected(plugin_host):
     budget = 0.25
 
-    @nsightx.analyze.kernel(configs=[0.01, 0.02], runs="auto", min_runs=3, max_runs=10_000,
-                            target_ci_pct=1e-6, time_budget_s=budget, warmup=0, backend="host", verbosity=SILENT)
+    @nsightx.analyze.kernel(
+        configs=[0.01, 0.02],
+        runs="auto",
+        min_runs=3,
+        max_runs=10_000,
+        target_ci_pct=1e-6,
+        time_budget_s=budget,
+        warmup=0,
+        backend="host",
+        verbosity=SILENT,
+    )
     def slow(seconds):
         with nsightx.annotate("sleep"):
             time.sleep(seconds * random.uniform(0.5, 1.5))

@@ -25,8 +25,13 @@ nsightx = pytest.importorskip("nsightx")
 REGIONS = ("backward", "thread", "side_stream", "graph", "plain")
 BATCH = 64
 WIDTH = 512
-OPTIONS: dict[str, Any] = {"runs": 2, "combine_kernel_metrics": operator.add, "verbosity": 0,
-                           "clock_control": "none", "thermal_mode": "off"}
+OPTIONS: dict[str, Any] = {
+    "runs": 2,
+    "combine_kernel_metrics": operator.add,
+    "verbosity": 0,
+    "clock_control": "none",
+    "thermal_mode": "off",
+}
 
 
 def _ready(backend: str) -> bool:
@@ -93,8 +98,12 @@ def make_workload() -> Any:
 
 def counts(result: Any) -> dict[tuple[str, int], int]:
     """Kernels per (region, run): the backends' ``kernel_count`` attribute, checked against the records."""
-    by_attr = {(reg.annotation, reg.run): int(reg.attributes["kernel_count"])
-               for run in result.data.runs if run.config >= 0 for reg in run.regions}
+    by_attr = {
+        (reg.annotation, reg.run): int(reg.attributes["kernel_count"])
+        for run in result.data.runs
+        if run.config >= 0
+        for reg in run.regions
+    }
     metric = result.data.plan.metrics[0]
     by_records = Counter((r.annotation, r.run) for r in result.records if r.metric == metric)
     assert {k: by_records.get(k, 0) for k in by_attr} == by_attr, "kernel_count disagrees with the records"

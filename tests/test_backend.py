@@ -12,9 +12,18 @@ BACKENDS = ("host", "events", "cupti", "ncu")
 
 
 def _plan(backend: str, options: dict[object, object]) -> Plan:
-    return Plan(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
-                metrics=("gpu__time_duration.sum",) if backend != "host" else ("host__time_duration.sum",),
-                backend=backend, thermal=ThermalSettings(mode="off"), backend_options=options)
+    return Plan(
+        function=lambda: None,
+        function_name="f",
+        params=(),
+        configs=((),),
+        runs=1,
+        warmup=0,
+        metrics=("gpu__time_duration.sum",) if backend != "host" else ("host__time_duration.sum",),
+        backend=backend,
+        thermal=ThermalSettings(mode="off"),
+        backend_options=options,
+    )
 
 
 @pytest.mark.parametrize("name", BACKENDS)
@@ -32,8 +41,13 @@ def test_host_backend_says_it_takes_no_options(plugin_host):
 def test_unknown_host_option_fails_before_the_function_runs(plugin_host, tmp_path):
     calls = []
 
-    @nsightx.analyze.kernel(configs=[1], runs=1, backend="host", backend_options={"cache_flush": True},
-                            verbosity=nsightx.VerbosityLevel.SILENT)
+    @nsightx.analyze.kernel(
+        configs=[1],
+        runs=1,
+        backend="host",
+        backend_options={"cache_flush": True},
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
     def work(n):
         calls.append(n)
         with nsightx.annotate("a"):

@@ -23,18 +23,42 @@ def test_doctor_explains_no_gpu(capsys, plugin_host):
 
 
 def test_demo_prints_table_and_files(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "nsightx.cli", "demo", "--runs", "3", "--output",
-                          str(tmp_path) + "/", "--backend", "host"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nsightx.cli",
+            "demo",
+            "--runs",
+            "3",
+            "--output",
+            str(tmp_path) + "/",
+            "--backend",
+            "host",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "AvgValue" in out.stdout and "matmul" in out.stdout and "TFLOP/s" in out.stdout
     assert "processed_data-matmul-0.csv" in out.stdout
     assert (tmp_path / "result-matmul-0.json").exists()
 
 
 def test_demo_output_without_separator_is_a_folder(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "nsightx.cli", "demo", "--runs", "2", "--output", "demo-out",
-                          "--backend", "host"], capture_output=True, text=True, check=True, cwd=tmp_path)
-    files = ["processed_data-matmul-0.csv", "profiled_data-matmul-0.csv", "raw_data-matmul-0.jsonl",
-             "result-matmul-0.json"]
+    out = subprocess.run(
+        [sys.executable, "-m", "nsightx.cli", "demo", "--runs", "2", "--output", "demo-out", "--backend", "host"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    files = [
+        "processed_data-matmul-0.csv",
+        "profiled_data-matmul-0.csv",
+        "raw_data-matmul-0.jsonl",
+        "result-matmul-0.json",
+    ]
     assert sorted(p.name for p in (tmp_path / "demo-out").iterdir()) == files
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-out"]
     listing = out.stdout.split("files written under", 1)[1].splitlines()
@@ -81,8 +105,10 @@ def test_unavailable_backend_message_is_joined_into_one_line(capsys, plugin_host
 
 
 def test_console_script_misuse_has_no_traceback():
-    out = subprocess.run([sys.executable, "-m", "nsightx.cli", "demo", "--backend", "nonexistent"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "nsightx.cli", "demo", "--backend", "nonexistent"], capture_output=True, text=True
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [
-        "nsightx demo: unknown backend 'nonexistent'; registered backends: cupti, events, host, ncu, or 'auto'"]
+        "nsightx demo: unknown backend 'nonexistent'; registered backends: cupti, events, host, ncu, or 'auto'"
+    ]

@@ -15,8 +15,16 @@ CONFIGS = [(3, "x"), (5, "y")]
 
 
 def sweep(collectors, runs=3, warmup=1, annotations=("a", "b"), **options):
-    @nsightx.analyze.kernel(configs=CONFIGS, runs=runs, warmup=warmup, backend="host", verbosity=SILENT,
-                            info_collectors=collectors, thermal_mode="off", **options)
+    @nsightx.analyze.kernel(
+        configs=CONFIGS,
+        runs=runs,
+        warmup=warmup,
+        backend="host",
+        verbosity=SILENT,
+        info_collectors=collectors,
+        thermal_mode="off",
+        **options,
+    )
     def work(n, tag):
         for name in annotations:
             with nsightx.annotate(name):
@@ -48,7 +56,9 @@ def test_each_scope_is_called_the_right_number_of_times_with_its_context(no_defa
     assert len(ann) == 2 * 3 * 2  # each region opening of each measured run
     assert once[0].args == () and once[0].config is None and once[0].function == "work"
     assert [(c.config, c.args, dict(c.params)) for c in config] == [
-        (0, (3, "x"), {"n": 3, "tag": "x"}), (1, (5, "y"), {"n": 5, "tag": "y"})]
+        (0, (3, "x"), {"n": 3, "tag": "x"}),
+        (1, (5, "y"), {"n": 5, "tag": "y"}),
+    ]
     assert [(c.config, c.run) for c in run] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     assert [(c.run, c.annotation) for c in ann[:4]] == [(0, "a"), (0, "b"), (1, "a"), (1, "b")]
     assert {c.backend for c in run} == {"host"} and {c.device for c in run} == {None}
@@ -64,9 +74,19 @@ def test_device_option_reaches_the_context(no_defaults):
 
     got = []
     collector = InfoCollector("d", lambda ctx: got.append(ctx.device) or 0, "run")
-    plan = Plan(function=lambda n: None, function_name="f", params=("n",), configs=((1,),), runs=2, warmup=0,
-                metrics=("host__time_duration.sum",), backend="host", device=1, collectors=(collector,),
-                needs_gpu=False)
+    plan = Plan(
+        function=lambda n: None,
+        function_name="f",
+        params=("n",),
+        configs=((1,),),
+        runs=2,
+        warmup=0,
+        metrics=("host__time_duration.sum",),
+        backend="host",
+        device=1,
+        collectors=(collector,),
+        needs_gpu=False,
+    )
     run_loop(plan, HostSession(), RunSink())
     assert got == [1, 1]
 
@@ -103,8 +123,9 @@ def test_nsight_python_calling_convention(no_defaults):
         calls.setdefault("tuple", []).append(args)
         return len(args)
 
-    df = sweep([driver, size, both, region, ("nargs", varargs, "run")], runs=1, warmup=0,
-               annotations=("a",)).to_dataframe()
+    df = sweep(
+        [driver, size, both, region, ("nargs", varargs, "run")], runs=1, warmup=0, annotations=("a",)
+    ).to_dataframe()
     assert calls["once"] == () and calls["config"] == [3, 5]
     assert calls["run"] == [(3, "x"), (5, "y")] and calls["tuple"] == [(3, "x"), (5, "y")]
     assert calls["annotation"] == [("a", 3, "x"), ("a", 5, "y")]
@@ -116,11 +137,16 @@ def test_nsight_python_calling_convention(no_defaults):
 
 def test_aggregated_columns(no_defaults):
     counter = iter(range(100))
-    res = sweep([
-        InfoCollector("k", lambda ctx: next(counter), "run"),
-        InfoCollector("host", lambda ctx: "box", "once"),
-        InfoCollector("pair", lambda ctx: {"lo": ctx.run, "hi": 10 * ctx.run}, "run"),
-    ], runs=3, warmup=0, annotations=("a",))
+    res = sweep(
+        [
+            InfoCollector("k", lambda ctx: next(counter), "run"),
+            InfoCollector("host", lambda ctx: "box", "once"),
+            InfoCollector("pair", lambda ctx: {"lo": ctx.run, "hi": 10 * ctx.run}, "run"),
+        ],
+        runs=3,
+        warmup=0,
+        annotations=("a",),
+    )
     raw = res.runs_dataframe()
     assert raw["k"].tolist() == [0, 1, 2, 3, 4, 5]
     assert raw.columns[-2:].tolist() == ["n", "tag"]  # parameters stay last
@@ -139,8 +165,12 @@ def test_failing_collector_gives_empty_values_and_one_warning(no_defaults):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = sweep([InfoCollector("flaky", flaky, "run"), InfoCollector("dead", lambda ctx: 1 / 0, "config")],
-                    runs=3, warmup=0, annotations=("a",))
+        res = sweep(
+            [InfoCollector("flaky", flaky, "run"), InfoCollector("dead", lambda ctx: 1 / 0, "config")],
+            runs=3,
+            warmup=0,
+            annotations=("a",),
+        )
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert sum("'flaky'" in m for m in messages) == 1 and sum("'dead'" in m for m in messages) == 1
     assert "OSError: sensor busy" in next(m for m in messages if "'flaky'" in m)
@@ -155,16 +185,20 @@ def test_failing_collector_gives_empty_values_and_one_warning(no_defaults):
 def test_name_collisions_fail_at_decoration(name, no_defaults):
     ran = []
     with pytest.raises(ConfigError, match=repr(name)):
+
         @nsightx.analyze.kernel(configs=[(1,)], backend="host", info_collectors=[(name, lambda: 1, "once")])
         def f(n):
             ran.append(n)
+
     assert ran == []
 
 
 def test_duplicate_names_fail():
     with pytest.raises(ConfigError, match="Duplicate info collector name"):
-        @nsightx.analyze.kernel(configs=[(1,)], backend="host",
-                                info_collectors=[("v", lambda: 1, "once"), ("v", lambda: 2, "run")])
+
+        @nsightx.analyze.kernel(
+            configs=[(1,)], backend="host", info_collectors=[("v", lambda: 1, "once"), ("v", lambda: 2, "run")]
+        )
         def f(n):
             pass
 
@@ -200,6 +234,7 @@ def test_bad_scope_and_non_callable():
     with pytest.raises(ConfigTypeError):
         collect(42, scope="run")
     with pytest.raises(ConfigTypeError):
+
         @nsightx.analyze.kernel(configs=[(1,)], info_collectors=[object()])
         def f(n):
             pass

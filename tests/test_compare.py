@@ -72,8 +72,13 @@ def test_identical_inputs_say_no_change(tmp_path, capsys):
 
 
 def test_real_host_results_from_output_prefix(plugin_host, tmp_path, capsys):
-    @nsightx.analyze.kernel(configs=[2000, 4000], runs=5, backend="host", output_prefix=str(tmp_path / "a") + "/",
-                            verbosity=nsightx.VerbosityLevel.SILENT)
+    @nsightx.analyze.kernel(
+        configs=[2000, 4000],
+        runs=5,
+        backend="host",
+        output_prefix=str(tmp_path / "a") + "/",
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
     def build(n):
         with nsightx.annotate("list"):
             list(range(n))
@@ -107,10 +112,14 @@ def test_throughput_drop_is_a_regression(tmp_path):
 
 
 def test_unmatched_rows_and_too_few_runs(tmp_path):
-    a = make_result({("x", 0, "m"): [1.0, 1.1, 0.9], ("only_a", 0, "m"): [1.0, 2.0], ("y", 0, "m"): [1.0, 2.0]},
-                    params=["n"], configs=[(1,)])
-    b = make_result({("x", 0, "m"): [1.0], ("only_b", 0, "m"): [1.0, 2.0], ("y", 0, "m"): [1.0, 2.0]},
-                    params=["n"], configs=[(1,)])
+    a = make_result(
+        {("x", 0, "m"): [1.0, 1.1, 0.9], ("only_a", 0, "m"): [1.0, 2.0], ("y", 0, "m"): [1.0, 2.0]},
+        params=["n"],
+        configs=[(1,)],
+    )
+    b = make_result(
+        {("x", 0, "m"): [1.0], ("only_b", 0, "m"): [1.0, 2.0], ("y", 0, "m"): [1.0, 2.0]}, params=["n"], configs=[(1,)]
+    )
     frame = nsightx.compare(a, b).set_index("Annotation")
     assert frame.loc["x", "Status"] == "too few runs"
     assert frame.loc["only_a", "Status"] == "only in baseline"
@@ -190,12 +199,21 @@ TWO = [1.0, 1.1, 0.9, 1.05]
 @pytest.mark.parametrize(
     ("base", "new", "why"),
     [
-        ({"function": "gemm"}, {"function": "gemv"},
-         "no function is in both results (baseline: 'gemm'; new: 'gemv'); compare results of the same"),
-        ({"values": {("a", 0, "m"): TWO}}, {"values": {("b", 0, "m"): TWO}},
-         "bench: no annotation is in both results (baseline: 'a'; new: 'b')"),
-        ({"values": {("a", 0, "m"): TWO}}, {"values": {("a", 0, "t"): TWO}},
-         "bench: no metric is in both results (baseline: 'm'; new: 't')"),
+        (
+            {"function": "gemm"},
+            {"function": "gemv"},
+            "no function is in both results (baseline: 'gemm'; new: 'gemv'); compare results of the same",
+        ),
+        (
+            {"values": {("a", 0, "m"): TWO}},
+            {"values": {("b", 0, "m"): TWO}},
+            "bench: no annotation is in both results (baseline: 'a'; new: 'b')",
+        ),
+        (
+            {"values": {("a", 0, "m"): TWO}},
+            {"values": {("a", 0, "t"): TWO}},
+            "bench: no metric is in both results (baseline: 'm'; new: 't')",
+        ),
         ({"configs": [(1,)]}, {"configs": [(2,)]}, "bench: no config is in both results (baseline: (n=1); new: (n=2))"),
         ({"values": {("a", 0, "m"): [1.0]}}, {"values": {("a", 0, "m"): [2.0]}}, "fewer than 2 valid runs"),
     ],

@@ -243,8 +243,9 @@ def cooling_timeout(tmp: Path, mp: pytest.MonkeyPatch) -> None:
 
     clock = FakeClock()
     install(mp, [FakeGpu(GPU_A, temp_c=85)], clock=clock)
-    guard = ThermalGuard(NvmlTemperatureSource(None), mode="manual", timeout=5, clock=clock.monotonic,
-                         sleep=clock.sleep)
+    guard = ThermalGuard(
+        NvmlTemperatureSource(None), mode="manual", timeout=5, clock=clock.monotonic, sleep=clock.sleep
+    )
     guard.before_run()
 
 
@@ -260,8 +261,19 @@ def thermal_unsupported(tmp: Path, mp: pytest.MonkeyPatch) -> None:
     mp.setattr(_collectors, "_provider", _collectors.Provider(load=missing))
     mp.setattr(_thermal, "_warned_no_source", set())
     mp.setattr(_plugins, "_default", _plugins.PluginHost(_plugins.LoaderSettings()).load())
-    _thermal.make_guard(Plan(function=_none, function_name="f", params=(), configs=((),), runs=1, warmup=0,
-                             metrics=("t",), backend="x", needs_gpu=True))
+    _thermal.make_guard(
+        Plan(
+            function=_none,
+            function_name="f",
+            params=(),
+            configs=((),),
+            runs=1,
+            warmup=0,
+            metrics=("t",),
+            backend="x",
+            needs_gpu=True,
+        )
+    )
 
 
 def fake_ncu(mp: pytest.MonkeyPatch, tmp: Path, **env: str) -> None:
@@ -281,8 +293,14 @@ def fake_ncu(mp: pytest.MonkeyPatch, tmp: Path, **env: str) -> None:
         mp.setenv(key, value)
 
 
-NCU: dict[str, Any] = {"backend": "ncu", "runs": 2, "verbosity": 0, "clock_control": "none",
-                       "thermal_mode": "off", "info_collectors": []}
+NCU: dict[str, Any] = {
+    "backend": "ncu",
+    "runs": 2,
+    "verbosity": 0,
+    "clock_control": "none",
+    "thermal_mode": "off",
+    "info_collectors": [],
+}
 
 
 def ncu_invalid_metric(tmp: Path, mp: pytest.MonkeyPatch) -> None:
@@ -316,92 +334,234 @@ CFG, ANN, KC = nsight.ConfigError, nsight.AnnotationError, nsight.KernelCountErr
 TYPE = nsight.ConfigTypeError
 
 ROWS: list[Row] = [
-    Row("no configs for a function with parameters",
-        "You have provided no configs. Provide configs at decoration time or at runtime.", no_configs, CFG),
-    Row("configs at decoration and at call time",
+    Row(
+        "no configs for a function with parameters",
+        "You have provided no configs. Provide configs at decoration time or at runtime.",
+        no_configs,
+        CFG,
+    ),
+    Row(
+        "configs at decoration and at call time",
         "You have provided configs at decoration time and at runtime. Provide configs at decoration time or at "
-        "runtime.", configs_twice, CFG),
+        "runtime.",
+        configs_twice,
+        CFG,
+    ),
     Row("`configs=[]`", "configs cannot be empty", empty_configs, CFG),
-    Row("configs of different lengths",
-        "All configs must have the same number of arguments. Found lengths: [1, 2, 1]", lengths_differ, CFG),
+    Row(
+        "configs of different lengths",
+        "All configs must have the same number of arguments. Found lengths: [1, 2, 1]",
+        lengths_differ,
+        CFG,
+    ),
     Row("config length does not fit the function", "Configs have 2 arguments, but function expects 1", arity, CFG),
-    Row("config length outside required..all parameters",
-        "Configs have 3 arguments, but function expects between 1 and 2", arity_between, CFG),
-    Row("a generator of configs that do not fit", "Function '_two' does not support the input configuration",
-        arity_generator, CFG),
+    Row(
+        "config length outside required..all parameters",
+        "Configs have 3 arguments, but function expects between 1 and 2",
+        arity_between,
+        CFG,
+    ),
+    Row(
+        "a generator of configs that do not fit",
+        "Function '_two' does not support the input configuration",
+        arity_generator,
+        CFG,
+    ),
     Row("keyword arguments at call time", "Keyword arguments are not supported yet: ['y']", keyword_arguments, CFG),
-    Row("nested annotation", "Nested annotations are not supported. Cannot enter annotation 'inner' while another "
-        "annotation is active.", nested, ANN),
-    Row("annotation name reused in one run", "Annotation name 'a' has already been used in this profiling run. "
-        "Each annotation must have a unique name.", reused, ANN),
-    Row("a region launched more than one kernel, no combine function",
+    Row(
+        "nested annotation",
+        "Nested annotations are not supported. Cannot enter annotation 'inner' while another annotation is active.",
+        nested,
+        ANN,
+    ),
+    Row(
+        "annotation name reused in one run",
+        "Annotation name 'a' has already been used in this profiling run. Each annotation must have a unique name.",
+        reused,
+        ANN,
+    ),
+    Row(
+        "a region launched more than one kernel, no combine function",
         "More than one (total=2) kernel is launched within the pair/a|b@c 1% annotation.\n"
-        "We expect one kernel per annotation.", ncu_two_kernels, KC, backend="ncu (fake)"),
-    Row("derived metric without a unit (warning)", "Derived metric 'twice' does not have a unit specified. Return "
+        "We expect one kernel per annotation.",
+        ncu_two_kernels,
+        KC,
+        backend="ncu (fake)",
+    ),
+    Row(
+        "derived metric without a unit (warning)",
+        "Derived metric 'twice' does not have a unit specified. Return "
         "a tuple (value, unit) instead of just the value. np.nan will be added to the 'Unit' column in the "
-        "dataframe.", derived_without_unit, warning=UserWarning),
-    Row("the profiled function returns a value (warning)", "Function 'f' returns a value, but the return value for "
+        "dataframe.",
+        derived_without_unit,
+        warning=UserWarning,
+    ),
+    Row(
+        "the profiled function returns a value (warning)",
+        "Function 'f' returns a value, but the return value for "
         "a function which is decorated with nsight.analyze.kernel is ignored and instead the ProfileResults object "
-        "is returned.", returns_a_value, warning=RuntimeWarning),
-    Row("plotting a metric that is not in the result", "Metric 'nope' not found in the profile results. Please "
+        "is returned.",
+        returns_a_value,
+        warning=RuntimeWarning,
+    ),
+    Row(
+        "plotting a metric that is not in the result",
+        "Metric 'nope' not found in the profile results. Please "
         "check the metric name and try again. The metrics found are: ['host__time_duration.sum'].",
-        plot_unknown_metric, CFG),
-    Row("plotting a result with several metrics, no `metric=`", "Cannot visualize multiple metrics (2 > 1) with "
+        plot_unknown_metric,
+        CFG,
+    ),
+    Row(
+        "plotting a result with several metrics, no `metric=`",
+        "Cannot visualize multiple metrics (2 > 1) with "
         "the @nsight.analyze.plot decorator. Please specify a metric to plot. The metrics found are: "
-        "['host__time_duration.sum', '<lambda>']", plot_several_metrics, CFG),
-    Row("`analyze.plot` without `metric=` over several metrics (at decoration)", "Cannot visualize multiple "
+        "['host__time_duration.sum', '<lambda>']",
+        plot_several_metrics,
+        CFG,
+    ),
+    Row(
+        "`analyze.plot` without `metric=` over several metrics (at decoration)",
+        "Cannot visualize multiple "
         "metrics (at least 2 > 1) with the @nsight.analyze.plot decorator. Please specify a metric to plot.",
-        plot_several_metrics_at_decoration, CFG),
-    Row("plotting a frame with no metric", "No metrics found in the profile results. Please ensure that the "
-        "profiler is configured correctly.", plot_no_metrics, CFG),
-    Row("`x_keys` names no parameter", "Field 'q' is not present in the DataFrame. Available fields: ['n', 'k']",
-        plot_x_keys_unknown, CFG),
-    Row("`x_keys` shares a parameter with the panels or variants", "x_keys cannot contain fields used in "
-        "row_panels, col_panels, or variant_fields: {'n'}", plot_x_keys_overlap, CFG),
-    Row("an invalid metric name (ncu)", "Invalid value ['gpu__time_duraton.sum'] for 'metrics' parameter for "
+        plot_several_metrics_at_decoration,
+        CFG,
+    ),
+    Row(
+        "plotting a frame with no metric",
+        "No metrics found in the profile results. Please ensure that the profiler is configured correctly.",
+        plot_no_metrics,
+        CFG,
+    ),
+    Row(
+        "`x_keys` names no parameter",
+        "Field 'q' is not present in the DataFrame. Available fields: ['n', 'k']",
+        plot_x_keys_unknown,
+        CFG,
+    ),
+    Row(
+        "`x_keys` shares a parameter with the panels or variants",
+        "x_keys cannot contain fields used in row_panels, col_panels, or variant_fields: {'n'}",
+        plot_x_keys_overlap,
+        CFG,
+    ),
+    Row(
+        "an invalid metric name (ncu)",
+        "Invalid value ['gpu__time_duraton.sum'] for 'metrics' parameter for "
         "nsight.analyze.kernel().\nPlease refer ncu --query-metrics for list of supported metrics.",
-        ncu_invalid_metric, nsight.UnknownMetricError, backend="ncu (fake)"),
+        ncu_invalid_metric,
+        nsight.UnknownMetricError,
+        backend="ncu (fake)",
+    ),
     Row("bad `cache_control`", "cache_control must be 'none', or 'all'", bad_choice("cache_control", "some"), CFG),
     Row("bad `clock_control`", "clock_control must be 'none', or 'base'", bad_choice("clock_control", "turbo"), CFG),
     Row("bad `replay_mode`", "replay_mode must be 'kernel', or 'range'", bad_choice("replay_mode", "app"), CFG),
-    Row("`thermal_cont <= thermal_wait`", "Invalid thermal control parameters: thermal_cont (20°C) must be greater "
+    Row(
+        "`thermal_cont <= thermal_wait`",
+        "Invalid thermal control parameters: thermal_cont (20°C) must be greater "
         "than thermal_wait (30°C). thermal_cont is the target thermal headroom after cooling, thermal_wait is the "
-        "threshold that triggers cooling.", thermal_band, CFG),
+        "threshold that triggers cooling.",
+        thermal_band,
+        CFG,
+    ),
     Row("`derive_metric` not callable", "derive_metric must be a callable function", derive_not_callable, TYPE),
-    Row("`derive_metric` takes the wrong number of arguments", "derive_metric expects 2 parameters (1 metric "
-        "values + 1 configs), but has 3 parameters", derive_arity, CFG),
-    Row("`combine_kernel_metrics` not a binary function", "Profiler error: combine_kernel_metrics must be a binary "
-        "function", reducer_not_binary, CFG),
+    Row(
+        "`derive_metric` takes the wrong number of arguments",
+        "derive_metric expects 2 parameters (1 metric values + 1 configs), but has 3 parameters",
+        derive_arity,
+        CFG,
+    ),
+    Row(
+        "`combine_kernel_metrics` not a binary function",
+        "Profiler error: combine_kernel_metrics must be a binary function",
+        reducer_not_binary,
+        CFG,
+    ),
     Row("`normalize_against` names no annotation", "Annotation 'nope' not found in data.", normalize_unknown, CFG),
-    Row("two collectors with one name", "Duplicate info collector name 'c'. Each collector must have a unique name "
-        "(the function name becomes the column name).", collectors_duplicate, CFG),
-    Row("a collector named like a result column", "Info collector name 'GPU' collides with a reserved profiler "
-        "column. Reserved names: [", collector_reserved, CFG),
-    Row("a collector named like a parameter", "Info collector name 'n' collides with a parameter of '_one'. Rename "
-        "the collector so it does not shadow a function argument column.", collector_parameter, CFG),
-    Row("a collector raises (warning)", "Info collector 'temp' (run scope) raised OSError: sensor gone. Its column "
-        "will be None for failed runs.", collector_fails, warning=RuntimeWarning),
-    Row("`experimental.collect` with a bad scope", "Invalid collection scope 'sometimes'. Expected one of 'once', "
-        "'config', 'run', 'annotation' or a CollectionScope.", collect_bad_scope, CFG),
-    Row("a collector entry with a bad scope", "Invalid scope 'sometimes' for collector 'a'. Expected one of "
-        "['annotation', 'config', 'once', 'run'] or a CollectionScope.", collector_bad_scope, CFG),
-    Row("a collector tuple of the wrong length", "Tuple-format info collector must be (name, callback, scope); got "
-        "('a', <built-in function print>).", collector_tuple_length, CFG),
-    Row("a collector tuple of the wrong types", "Tuple-format info collector must be (str name, callable callback, "
-        "scope); got (1, 2, 'run').", collector_tuple_types, TYPE),
-    Row("a plain function as a collector", "Collector function gpu_temp is missing "
-        "@nsight.experimental.collect(scope=...) decorator", collector_undecorated, TYPE),
-    Row("a collector of another type", "Invalid collector type: <class 'int'>. Expected tuple (name, callback, "
-        "scope) or decorated function.", collector_bad_type, TYPE),
-    Row("`experimental.collect` on a non-callable", "collect can only decorate a callable", collect_not_callable,
-        TYPE),
-    Row("`thermal_mode=\"manual\"` and the GPU does not cool in time", "Timeout after 5s. Cannot reach "
-        "thermal_cont=20°C (current thermal headroom: 4°C).", cooling_timeout, nsight.CoolingTimeoutError),
-    Row("no temperature can be read (warning)", "Nsight Python Thermovision is not supported on this machine",
-        thermal_unsupported, warning=RuntimeWarning),
+    Row(
+        "two collectors with one name",
+        "Duplicate info collector name 'c'. Each collector must have a unique name "
+        "(the function name becomes the column name).",
+        collectors_duplicate,
+        CFG,
+    ),
+    Row(
+        "a collector named like a result column",
+        "Info collector name 'GPU' collides with a reserved profiler column. Reserved names: [",
+        collector_reserved,
+        CFG,
+    ),
+    Row(
+        "a collector named like a parameter",
+        "Info collector name 'n' collides with a parameter of '_one'. Rename "
+        "the collector so it does not shadow a function argument column.",
+        collector_parameter,
+        CFG,
+    ),
+    Row(
+        "a collector raises (warning)",
+        "Info collector 'temp' (run scope) raised OSError: sensor gone. Its column will be None for failed runs.",
+        collector_fails,
+        warning=RuntimeWarning,
+    ),
+    Row(
+        "`experimental.collect` with a bad scope",
+        "Invalid collection scope 'sometimes'. Expected one of 'once', "
+        "'config', 'run', 'annotation' or a CollectionScope.",
+        collect_bad_scope,
+        CFG,
+    ),
+    Row(
+        "a collector entry with a bad scope",
+        "Invalid scope 'sometimes' for collector 'a'. Expected one of "
+        "['annotation', 'config', 'once', 'run'] or a CollectionScope.",
+        collector_bad_scope,
+        CFG,
+    ),
+    Row(
+        "a collector tuple of the wrong length",
+        "Tuple-format info collector must be (name, callback, scope); got ('a', <built-in function print>).",
+        collector_tuple_length,
+        CFG,
+    ),
+    Row(
+        "a collector tuple of the wrong types",
+        "Tuple-format info collector must be (str name, callable callback, scope); got (1, 2, 'run').",
+        collector_tuple_types,
+        TYPE,
+    ),
+    Row(
+        "a plain function as a collector",
+        "Collector function gpu_temp is missing @nsight.experimental.collect(scope=...) decorator",
+        collector_undecorated,
+        TYPE,
+    ),
+    Row(
+        "a collector of another type",
+        "Invalid collector type: <class 'int'>. Expected tuple (name, callback, scope) or decorated function.",
+        collector_bad_type,
+        TYPE,
+    ),
+    Row("`experimental.collect` on a non-callable", "collect can only decorate a callable", collect_not_callable, TYPE),
+    Row(
+        '`thermal_mode="manual"` and the GPU does not cool in time',
+        "Timeout after 5s. Cannot reach thermal_cont=20°C (current thermal headroom: 4°C).",
+        cooling_timeout,
+        nsight.CoolingTimeoutError,
+    ),
+    Row(
+        "no temperature can be read (warning)",
+        "Nsight Python Thermovision is not supported on this machine",
+        thermal_unsupported,
+        warning=RuntimeWarning,
+    ),
     Row("ncu failed", "PROFILING FAILED \nErrors:\n", ncu_failed, nsight.MeasurementError, backend="ncu (fake)"),
-    Row("ncu wrote no report", "No NVIDIA Nsight Compute report found.", ncu_no_report, nsight.MeasurementError,
-        backend="ncu (fake)"),
+    Row(
+        "ncu wrote no report",
+        "No NVIDIA Nsight Compute report found.",
+        ncu_no_report,
+        nsight.MeasurementError,
+        backend="ncu (fake)",
+    ),
 ]
 
 
@@ -421,8 +581,9 @@ def capture(row: Row, tmp: Path, mp: pytest.MonkeyPatch) -> str:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.condition for r in ROWS])
-def test_message_starts_with_nsight_pythons_sentence(row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     plugin_host: Any) -> None:
+def test_message_starts_with_nsight_pythons_sentence(
+    row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin_host: Any
+) -> None:
     if row.backend.startswith("ncu"):
         pytest.importorskip("cloudpickle")
         pytest.importorskip("nvtx")
@@ -451,8 +612,10 @@ def render_table() -> str:
     """The markdown table of docs/compat.md (runs every trigger)."""
     from nsightx import _plugins
 
-    lines = ["| condition | backend | nsight-python's sentence | nsightx raises / warns: full message |",
-             "| --- | --- | --- | --- |"]
+    lines = [
+        "| condition | backend | nsight-python's sentence | nsightx raises / warns: full message |",
+        "| --- | --- | --- | --- |",
+    ]
     mp = pytest.MonkeyPatch()
     host = _plugins.PluginHost(_plugins.LoaderSettings()).load()
     previous = _plugins._default

@@ -44,7 +44,9 @@ def test_external_id_wins_and_kernels_outside_are_not_counted() -> None:
     assert att.outside == 2
     out = to_run_output(att, [_w(7, "r", 24, 27)])
     assert [(r.kernel, r.value, r.seq, r.unit, r.metric) for r in out.records] == [
-        ("a", 8.0, 0, "ns", METRIC), ("b", 5.0, 1, "ns", METRIC)]
+        ("a", 8.0, 0, "ns", METRIC),
+        ("b", 5.0, 1, "ns", METRIC),
+    ]
     attrs = out.region_attributes["r"]
     assert attrs["kernel_count"] == 2 and attrs["device_ns"] == 13 and attrs["span_ns"] == 15
     assert attrs["launch_ns"] == 3 and attrs["launch_bound"] is False
@@ -53,8 +55,11 @@ def test_external_id_wins_and_kernels_outside_are_not_counted() -> None:
 def test_other_thread_launch_inside_the_window_belongs_to_the_region() -> None:
     batch = ActivityBatch(
         kernels=[_k("mine", 2, 30, 40), _k("theirs", 3, 41, 50), _k("late", 4, 51, 52)],
-        apis={2: ApiActivity(2, 21, 22, thread_id=1), 3: ApiActivity(3, 23, 24, thread_id=2),
-              4: ApiActivity(4, 31, 32, thread_id=2)},
+        apis={
+            2: ApiActivity(2, 21, 22, thread_id=1),
+            3: ApiActivity(3, 23, 24, thread_id=2),
+            4: ApiActivity(4, 31, 32, thread_id=2),
+        },
         externals={2: 5},
     )
     att = attribute(batch, [_w(5, "r", 20, 30)])
@@ -83,8 +88,11 @@ def test_failed_region_gives_no_records_but_keeps_attributes() -> None:
 
 
 def test_two_regions_and_incomplete_timestamps() -> None:
-    batch = ActivityBatch(kernels=[_k("x", 1, 0, 0), _k("y", 2, 20, 30)],
-                          apis={1: ApiActivity(1, 1, 2), 2: ApiActivity(2, 11, 12)}, externals={1: 1, 2: 2})
+    batch = ActivityBatch(
+        kernels=[_k("x", 1, 0, 0), _k("y", 2, 20, 30)],
+        apis={1: ApiActivity(1, 1, 2), 2: ApiActivity(2, 11, 12)},
+        externals={1: 1, 2: 2},
+    )
     windows = [_w(1, "first", 0, 5), _w(2, "second", 10, 15)]
     out = to_run_output(attribute(batch, windows), windows)
     assert math.isnan(out.records[0].value) and out.records[0].annotation == "first"
@@ -92,9 +100,11 @@ def test_two_regions_and_incomplete_timestamps() -> None:
 
 
 def test_json_round_trip_and_filter() -> None:
-    batch = ActivityBatch(kernels=[_k("k", 2, 30, 40, graph_id=4)], apis={2: ApiActivity(2, 21, 22),
-                                                                        8: ApiActivity(8, 1, 2)},
-                          externals={2: 3, 8: 3})
+    batch = ActivityBatch(
+        kernels=[_k("k", 2, 30, 40, graph_id=4)],
+        apis={2: ApiActivity(2, 21, 22), 8: ApiActivity(8, 1, 2)},
+        externals={2: 3, 8: 3},
+    )
     windows = [_w(3, "r", 20, 25)]
     small = filter_batch(batch, [2])
     again, w2, meta = batch_from_json(batch_to_json(small, windows, {"scenario": "t"}))

@@ -73,17 +73,28 @@ def test_replay_mode_range_is_a_config_error(plugin_host: Any) -> None:
 
 
 def _plan(**kw: Any) -> Plan:
-    base: dict[str, Any] = dict(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
-                                metrics=("gpu__time_duration.sum",), backend="cupti",
-                                thermal=ThermalSettings(mode="off"))
+    base: dict[str, Any] = dict(
+        function=lambda: None,
+        function_name="f",
+        params=(),
+        configs=((),),
+        runs=1,
+        warmup=0,
+        metrics=("gpu__time_duration.sum",),
+        backend="cupti",
+        thermal=ThermalSettings(mode="off"),
+    )
     base.update(kw)
     return Plan(**base)
 
 
 @pytest.mark.parametrize(
     ("options", "match"),
-    [({"bogus": 1}, "not understood"), ({"buffer_bytes": 10}, "at least 65536"),
-     ({"flush_bytes": True}, "at least 65536")],
+    [
+        ({"bogus": 1}, "not understood"),
+        ({"buffer_bytes": 10}, "at least 65536"),
+        ({"flush_bytes": True}, "at least 65536"),
+    ],
 )
 def test_validate_rejects_bad_backend_options(options: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
@@ -132,8 +143,8 @@ class ReplayTracer:
         out = ActivityBatch()
         while self.collected < len(self.runs):
             batch, windows = self.runs[self.collected]
-            first = sum(len(ws) for _, ws in self.runs[:self.collected])
-            ours = self.pushed[first:first + len(windows)]
+            first = sum(len(ws) for _, ws in self.runs[: self.collected])
+            ours = self.pushed[first : first + len(windows)]
             if len(ours) < len(windows):
                 break
             rename = {w.external_id: mine for w, mine in zip(windows, ours, strict=True)}
@@ -165,8 +176,9 @@ class NamingReplayTracer(ReplayTracer):
         return (api.domain, api.cbid) in self.LAUNCHES
 
 
-def _replay(names: list[str], deferred: bool = False, tracer: type[ReplayTracer] = ReplayTracer,
-            drop_kernels: bool = False) -> tuple[RunSink, NoDevice]:
+def _replay(
+    names: list[str], deferred: bool = False, tracer: type[ReplayTracer] = ReplayTracer, drop_kernels: bool = False
+) -> tuple[RunSink, NoDevice]:
     runs = [batch_from_json((FIXTURES / f"{n}.json").read_text(encoding="utf-8"))[:2] for n in names]
     runs = [(batch, windows) for batch, windows, *_ in runs]
     if drop_kernels:  # what another CUPTI client switching kernel records off leaves us
@@ -257,8 +269,12 @@ class FakeLibcuda:
 
         def call(*args: Any) -> int:
             self.calls.append(name)
-            out = {"cuCtxGetCurrent": (ctypes.c_void_p, 7), "cuDevicePrimaryCtxRetain": (ctypes.c_void_p, 7),
-                   "cuDeviceGetAttribute": (ctypes.c_int, 1 << 20), "cuMemAlloc_v2": (ctypes.c_uint64, 4096)}
+            out = {
+                "cuCtxGetCurrent": (ctypes.c_void_p, 7),
+                "cuDevicePrimaryCtxRetain": (ctypes.c_void_p, 7),
+                "cuDeviceGetAttribute": (ctypes.c_int, 1 << 20),
+                "cuMemAlloc_v2": (ctypes.c_uint64, 4096),
+            }
             if name == "cuCtxGetLimit":
                 out[name] = (ctypes.c_size_t, self.limits.pop(0) if len(self.limits) > 1 else self.limits[0])
             if name in out:

@@ -35,8 +35,9 @@ def test_available_here(plugin_host: Any) -> None:
 
 
 def test_split_k_region_has_two_kernels_and_setup_is_not_counted(plugin_host: Any, torch: Any) -> None:
-    @nsightx.analyze.kernel(configs=[(512,), (1024,)], runs=3, backend="cupti",
-                            combine_kernel_metrics=operator.add, verbosity=SILENT)
+    @nsightx.analyze.kernel(
+        configs=[(512,), (1024,)], runs=3, backend="cupti", combine_kernel_metrics=operator.add, verbosity=SILENT
+    )
     def mm(n: int) -> None:
         a = torch.randn(n, n, device="cuda")  # kernels outside the region
         b = torch.randn(n, n, device="cuda")
@@ -182,8 +183,9 @@ def test_flush_buffer_is_kept_between_sessions_and_can_be_released(torch: Any) -
 def test_quiet_apis_are_learned_and_launches_still_attributed(plugin_host: Any, torch: Any) -> None:
     from nsightx_cupti._tracer import ActivityTracer
 
-    @nsightx.analyze.kernel(configs=[(256,), (2048,)], runs=3, backend="cupti", verbosity=SILENT,
-                            combine_kernel_metrics=operator.add)
+    @nsightx.analyze.kernel(
+        configs=[(256,), (2048,)], runs=3, backend="cupti", verbosity=SILENT, combine_kernel_metrics=operator.add
+    )
     def mm(n: int) -> None:
         a = torch.randn(n, n, device="cuda")
         with nsightx.annotate("matmul"):

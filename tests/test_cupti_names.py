@@ -7,15 +7,20 @@ from nsightx_cupti._names import kernel_base_name
 @pytest.mark.parametrize(
     ("mangled", "base"),
     [
-        ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
-         "vectorized_elementwise_kernel"),
+        (
+            "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+            "vectorized_elementwise_kernel",
+        ),
         ("_Z10vector_addPiS_S_i", "vector_add"),
         ("_ZL6kernelPf", "kernel"),
         ("_ZN3foo3BarIiE3bazEv", "baz"),
         ("_ZN7cutlass7Kernel2I6FooBarEEvNT_6ParamsE", "Kernel2"),
-        ("_ZN5flash24flash_fwd_splitkv_kernelI23Flash_fwd_kernel_traitsILi128ELi64ELi128ELi4ELb0ELb0EN7cutlass6"
-         "half_tE19Flash_kernel_traitsILi128ELi64ELi128ELi4ES4_EELb1ELb0ELb0ELb0ELb1ELb1ELb0ELb0EEEv16Flash_fwd_"
-         "params", "flash_fwd_splitkv_kernel"),
+        (
+            "_ZN5flash24flash_fwd_splitkv_kernelI23Flash_fwd_kernel_traitsILi128ELi64ELi128ELi4ELb0ELb0EN7cutlass6"
+            "half_tE19Flash_kernel_traitsILi128ELi64ELi128ELi4ES4_EELb1ELb0ELb0ELb0ELb1ELb1ELb0ELb0EEEv16Flash_fwd_"
+            "params",
+            "flash_fwd_splitkv_kernel",
+        ),
     ],
 )
 def test_base_name_of_mangled_kernels(mangled: str, base: str) -> None:

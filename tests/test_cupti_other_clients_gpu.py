@@ -35,8 +35,9 @@ def _kernel_counts(result: Any) -> list[int]:
 def _profiled(torch: Any) -> Any:
     x = torch.ones(1 << 12, device="cuda")
 
-    @nsightx.analyze.kernel(runs=3, backend="cupti", thermal_mode="off", verbosity=SILENT,
-                            combine_kernel_metrics=operator.add)
+    @nsightx.analyze.kernel(
+        runs=3, backend="cupti", thermal_mode="off", verbosity=SILENT, combine_kernel_metrics=operator.add
+    )
     def add() -> None:
         with nsightx.annotate("add"):
             x.add_(1)
@@ -72,8 +73,10 @@ def test_cupti_after_torch_profiler_measures_or_says_why(plugin_host: Any, torch
 
 def test_cupti_while_torch_profiler_records_is_a_clear_error(plugin_host: Any, torch: Any) -> None:
     add = _profiled(torch)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]), \
-            pytest.raises(MeasurementError, match=r"torch\.profiler is recording"):
+    with (
+        torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]),
+        pytest.raises(MeasurementError, match=r"torch\.profiler is recording"),
+    ):
         add()
     try:  # and afterwards: measures, or names the cause
         res = add()

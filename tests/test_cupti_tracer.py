@@ -128,8 +128,18 @@ class FakeCupti:
 
 
 def kernel(name: str, corr: int, start: int, end: int) -> Any:
-    return SimpleNamespace(kind=Kind.CONCURRENT_KERNEL, name=name, start=start, end=end, correlation_id=corr,
-                           stream_id=7, device_id=0, context_id=1, graph_id=0, graph_node_id=0)
+    return SimpleNamespace(
+        kind=Kind.CONCURRENT_KERNEL,
+        name=name,
+        start=start,
+        end=end,
+        correlation_id=corr,
+        stream_id=7,
+        device_id=0,
+        context_id=1,
+        graph_id=0,
+        graph_node_id=0,
+    )
 
 
 def api(corr: int, start: int, cbid: int = RuntimeCbid.cudaLaunchKernel_v7000, kind: int = Kind.RUNTIME) -> Any:
@@ -137,8 +147,9 @@ def api(corr: int, start: int, cbid: int = RuntimeCbid.cudaLaunchKernel_v7000, k
 
 
 def ext(corr: int, external_id: int, kind: int = ExtKind.CUSTOM2) -> Any:
-    return SimpleNamespace(kind=Kind.EXTERNAL_CORRELATION, correlation_id=corr, external_id=external_id,
-                           external_kind=kind)
+    return SimpleNamespace(
+        kind=Kind.EXTERNAL_CORRELATION, correlation_id=corr, external_id=external_id, external_kind=kind
+    )
 
 
 def test_decodes_kernels_apis_and_only_its_own_external_kind() -> None:
@@ -180,9 +191,12 @@ def test_apis_that_launched_nothing_are_switched_off_and_back_on_at_stop() -> No
     tracer = ActivityTracer(fake, canary=None)
     tracer.start()
     assert fake.api_switches == {}  # nothing learned yet: every API is traced
-    fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020),
-                       api(2, 20, cbid=DriverCbid.cuCtxGetCurrent, kind=Kind.DRIVER),
-                       api(3, 30), kernel("k", 3, 100, 150)]
+    fake.to_deliver = [
+        api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020),
+        api(2, 20, cbid=DriverCbid.cuCtxGetCurrent, kind=Kind.DRIVER),
+        api(3, 30),
+        kernel("k", 3, 100, 150),
+    ]
     tracer.collect()
     assert fake.api_switches == {("runtime", 17): 0, ("driver", 9): 0}
     tracer.stop()
@@ -197,8 +211,7 @@ def test_an_api_that_launched_a_kernel_or_is_unknown_stays_on() -> None:
     tracer = ActivityTracer(fake, canary=None)
     tracer.start()
     # cudaGetDevice "launching" a kernel stands for any API not named Launch that does; 999 is an unknown id
-    fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020), kernel("k", 1, 100, 150),
-                       api(2, 20, cbid=999)]
+    fake.to_deliver = [api(1, 10, cbid=RuntimeCbid.cudaGetDevice_v3020), kernel("k", 1, 100, 150), api(2, 20, cbid=999)]
     tracer.collect()
     fake.to_deliver = [api(4, 40, cbid=RuntimeCbid.cudaGetDevice_v3020)]  # later without a kernel: still on
     tracer.collect()

@@ -28,21 +28,57 @@ def make_data(samples=SAMPLES, normalize=None, params=("n",), configs=((1024,), 
     for (ann, cfg), vals in samples.items():
         for r, v in enumerate(vals):
             values.append(RunValue(annotation=ann, config=cfg, run=r, metric="t", value=v, unit="ns", kernel="k"))
-            runs.append(RunRecords(config=cfg, run=r, regions=(RegionRun(annotation=ann, config=cfg, run=r,
-                                                                          host_ns=1),)))
-    plan = PlanInfo(function="f", params=params, configs=configs, runs=4, warmup=0, metrics=("t",),
-                    backend="host", cache_control="none", clock_control="none", replay_mode="kernel",
-                    normalize_against=normalize)
-    return ResultData(nsightx_version="0", created="now", plan=plan, environment={"GPU": "X", "Host": "h"},
-                      runs=tuple(runs), values=tuple(values))
+            runs.append(
+                RunRecords(config=cfg, run=r, regions=(RegionRun(annotation=ann, config=cfg, run=r, host_ns=1),))
+            )
+    plan = PlanInfo(
+        function="f",
+        params=params,
+        configs=configs,
+        runs=4,
+        warmup=0,
+        metrics=("t",),
+        backend="host",
+        cache_control="none",
+        clock_control="none",
+        replay_mode="kernel",
+        normalize_against=normalize,
+    )
+    return ResultData(
+        nsightx_version="0",
+        created="now",
+        plan=plan,
+        environment={"GPU": "X", "Host": "h"},
+        runs=tuple(runs),
+        values=tuple(values),
+    )
 
 
 def test_columns_in_nsight_python_order_plus_ours():
     df = aggregate(make_data())
     assert list(df.columns) == [
-        "Annotation", "Metric", "n", "AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "NumRuns",
-        "Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit", "CI95_Lower", "CI95_Upper",
-        "RelativeStdDevPct", "StableMeasurement", "Normalized", "Geomean", "Tool",
+        "Annotation",
+        "Metric",
+        "n",
+        "AvgValue",
+        "MedianValue",
+        "StdDev",
+        "MinValue",
+        "MaxValue",
+        "NumRuns",
+        "Kernel",
+        "GPU",
+        "Host",
+        "ComputeClock",
+        "MemoryClock",
+        "Unit",
+        "CI95_Lower",
+        "CI95_Upper",
+        "RelativeStdDevPct",
+        "StableMeasurement",
+        "Normalized",
+        "Geomean",
+        "Tool",
     ]
     assert df["Annotation"].tolist() == ["base", "fast", "base", "fast"]  # first-occurrence order
 

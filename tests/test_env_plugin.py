@@ -32,9 +32,11 @@ def fake_ncu(tmp_path, monkeypatch):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     ncu = bindir / "ncu"
-    ncu.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler'\n"
-                   "echo 'Copyright (c) 2018-2025 NVIDIA Corporation'\n"
-                   "echo 'Version 2025.3.1.0 (build 36398880) (public-release)'\n")
+    ncu.write_text(
+        "#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler'\n"
+        "echo 'Copyright (c) 2018-2025 NVIDIA Corporation'\n"
+        "echo 'Version 2025.3.1.0 (build 36398880) (public-release)'\n"
+    )
     ncu.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     _probe.ncu_version.cache_clear()

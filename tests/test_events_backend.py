@@ -49,8 +49,16 @@ def test_availability_does_not_import_torch(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def _plan(**kw: Any) -> Plan:
-    base: dict[str, Any] = dict(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
-                                metrics=(METRIC,), backend="events")
+    base: dict[str, Any] = dict(
+        function=lambda: None,
+        function_name="f",
+        params=(),
+        configs=((),),
+        runs=1,
+        warmup=0,
+        metrics=(METRIC,),
+        backend="events",
+    )
     base.update(kw)
     return Plan(**base)
 

@@ -40,8 +40,7 @@ def test_span_covers_every_kernel_of_the_region(plugin_host: Any, torch: Any) ->
     recs = events.records
     assert len(recs) == 10
     assert {(r.kernel, r.metric, r.unit) for r in recs} == {("region", "region__stream_span_duration", "ns")}
-    kernel_sum = statistics.median(
-        sum(r.value for r in cupti.records if r.run == i) for i in range(10))
+    kernel_sum = statistics.median(sum(r.value for r in cupti.records if r.run == i) for i in range(10))
     assert statistics.median(r.value for r in recs) >= kernel_sum
     assert events.environment["GPU"]
 
@@ -49,6 +48,7 @@ def test_span_covers_every_kernel_of_the_region(plugin_host: Any, torch: Any) ->
 def test_events_cache_none_and_all(plugin_host: Any, torch: Any) -> None:
     x = torch.randn(1 << 20, device="cuda")
     for cache in ("none", "all"):
+
         @nsightx.analyze.kernel(runs=3, backend="events", cache_control=cache, verbosity=SILENT)
         def scale() -> None:
             with nsightx.annotate("scale"):
@@ -65,8 +65,14 @@ def test_batched_reads_give_every_run_its_own_span(plugin_host: Any, torch: Any)
     results = {}
     for collect in ("batch", "run"):
         # no L2 flush: with one, the first matmul of a run reads cold inputs and four span ~2.3x one (H200)
-        @nsightx.analyze.kernel(configs=[(1,), (4,)], runs=7, backend="events", verbosity=SILENT,
-                                cache_control="none", backend_options={"events_collect": collect})
+        @nsightx.analyze.kernel(
+            configs=[(1,), (4,)],
+            runs=7,
+            backend="events",
+            verbosity=SILENT,
+            cache_control="none",
+            backend_options={"events_collect": collect},
+        )
         def mm(k: int) -> None:
             with nsightx.annotate("mm"):
                 for _ in range(k):

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "plugins" / "example_plugin"
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, io, contextlib
     import nsightx
     from nsightx.cli import main
@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent('''
         "agg": [c for c in res.to_dataframe().columns if c.startswith("HostLoad1m")],
         "listing": listing.getvalue(),
     }))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,9 @@ def run_with(site, env_extra=None):
     env.pop("NSIGHTX_DISABLE_PLUGIN_AUTOLOAD", None)
     env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
     env.update(env_extra or {})
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
     return out
 
 

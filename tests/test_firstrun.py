@@ -161,17 +161,26 @@ def test_failed_first_run_is_stored_once_in_the_raw_file(plugin_host, tmp_path):
 
 
 def _plan(**kw) -> Plan:
-    base = dict(function=lambda n: None, function_name="work", params=("n",), configs=((7,),), runs=1, warmup=0,
-                metrics=("gpu__time_duration.sum",), backend="cupti")
+    base = dict(
+        function=lambda n: None,
+        function_name="work",
+        params=("n",),
+        configs=((7,),),
+        runs=1,
+        warmup=0,
+        metrics=("gpu__time_duration.sum",),
+        backend="cupti",
+    )
     base.update(kw)
     return Plan(**base)
 
 
 def _two_kernels() -> RunRecords:
-    recs = tuple(Record(annotation="a", config=0, run=0, kernel=k, metric="gpu__time_duration.sum", value=v,
-                        unit="ns", seq=i) for i, (k, v) in enumerate((("gemm", 10.0), ("reduce", 2.0))))
-    return RunRecords(config=0, run=0, records=recs,
-                      regions=(RegionRun(annotation="a", config=0, run=0, host_ns=100),))
+    recs = tuple(
+        Record(annotation="a", config=0, run=0, kernel=k, metric="gpu__time_duration.sum", value=v, unit="ns", seq=i)
+        for i, (k, v) in enumerate((("gemm", 10.0), ("reduce", 2.0)))
+    )
+    return RunRecords(config=0, run=0, records=recs, regions=(RegionRun(annotation="a", config=0, run=0, host_ns=100),))
 
 
 def test_combine_returning_a_str_is_caught_on_the_first_run():
@@ -218,8 +227,7 @@ def test_checked_sink_keeps_the_run_that_failed_the_check_once():
 
 def test_failed_first_region_is_not_derived():
     """A region that raised under ignore_failures has NaN values, which derive_metric never sees."""
-    failed = RunRecords(config=0, run=0, regions=(RegionRun(annotation="a", config=0, run=0, host_ns=1,
-                                                            failed=True),))
+    failed = RunRecords(config=0, run=0, regions=(RegionRun(annotation="a", config=0, run=0, host_ns=1, failed=True),))
     FirstRunCheck(_plan(), build_spec(derive_metric=bad_str))(failed)  # no TransformError: bad_str was not called
 
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-PROBE = r'''
+PROBE = r"""
 import json, os, sys, time
 events = []
 sys.addaudithook(lambda ev, args: events.append(ev) if ev in ("subprocess.Popen", "os.system", "os.exec",
@@ -18,7 +18,7 @@ elapsed = time.perf_counter() - t0
 print(json.dumps({"elapsed": elapsed, "events": events, "env_changed": dict(os.environ) != env_before,
                   "heavy": sorted(m for m in ("pandas", "numpy", "pydantic", "torch", "cupti", "pynvml",
                                               "matplotlib", "pluggy") if m in sys.modules)}))
-'''
+"""
 
 
 def test_import_is_cheap_and_side_effect_free():

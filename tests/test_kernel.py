@@ -163,9 +163,7 @@ def test_host_backend_refuses_gpu_metric_and_names_who_can(plugin_host):
 
 
 def test_auto_without_gpu_backend_explains(plugin_host):
-    profiled = nsightx.analyze.kernel(configs=[(1,)], metrics=["sm__throughput.avg"], verbosity=SILENT)(
-        lambda n: None
-    )
+    profiled = nsightx.analyze.kernel(configs=[(1,)], metrics=["sm__throughput.avg"], verbosity=SILENT)(lambda n: None)
     with pytest.raises(nsightx.BackendUnavailableError, match="no available backend"):
         profiled()
 
@@ -242,8 +240,9 @@ def test_switching_tools(plugin_host):
 def _stopping(prefix, error, at=5, verbosity=nsightx.VerbosityLevel.INFO):
     calls = {"n": 0}
 
-    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=verbosity,
-                            output_prefix=prefix)
+    @nsightx.analyze.kernel(
+        configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=verbosity, output_prefix=prefix
+    )
     def f(n):
         calls["n"] += 1
         if calls["n"] == at:
@@ -261,8 +260,9 @@ def test_stopped_sweep_prints_one_line_with_where_and_how_to_load(plugin_host, t
     lines = capsys.readouterr().err.splitlines()
     raw = tmp_path / "raw_data-f-0.jsonl"
     what = "interrupted" if isinstance(error, KeyboardInterrupt) else "stopped by ValueError"
-    assert lines == [f"nsightx: f {what} after 4 completed run(s), saved in {raw}; "
-                     f"load them with nsightx.load({str(raw)!r})"]
+    assert lines == [
+        f"nsightx: f {what} after 4 completed run(s), saved in {raw}; load them with nsightx.load({str(raw)!r})"
+    ]
     assert nsightx.load(raw).to_dataframe()["NumRuns"].tolist() == [3, 1]  # the hint works as printed
 
 
@@ -271,7 +271,8 @@ def test_stopped_sweep_without_output_prefix_says_how_to_keep_runs(plugin_host, 
         _stopping(None, KeyboardInterrupt())()
     assert capsys.readouterr().err.splitlines() == [
         "nsightx: f interrupted after 4 completed run(s); they were not saved "
-        "(give output_prefix='out/' to keep the runs of a sweep that stops)"]
+        "(give output_prefix='out/' to keep the runs of a sweep that stops)"
+    ]
 
 
 def test_stopped_sweep_is_quiet_when_silent(plugin_host, tmp_path, capsys):

@@ -33,8 +33,7 @@ profiled = nsightx.analyze.kernel(configs=[1, 2], runs=1, warmup=0, backend="hos
 def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "bench.py"
     script.write_text(HEADER + textwrap.dedent(body))
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
 
 def test_unguarded_script_gets_one_error_before_any_worker_starts(tmp_path):
@@ -45,16 +44,21 @@ def test_unguarded_script_gets_one_error_before_any_worker_starts(tmp_path):
     assert out.stderr.count("Traceback") == 1  # the script's own uncaught error, nothing from workers
     last = out.stderr.strip().splitlines()[-1]
     line = len(HEADER.splitlines()) + 1
-    assert last.startswith("nsightx._errors.ConfigError: sleepy uses parallel_devices but is called from the top "
-                           f"level of {tmp_path / 'bench.py'} (line {line}), not under")
+    assert last.startswith(
+        "nsightx._errors.ConfigError: sleepy uses parallel_devices but is called from the top "
+        f"level of {tmp_path / 'bench.py'} (line {line}), not under"
+    )
     assert 'put the code that runs the sweep under `if __name__ == "__main__":`' in last
 
 
 def test_guarded_script_runs(tmp_path):
-    out = _run(tmp_path, """\
+    out = _run(
+        tmp_path,
+        """\
         if __name__ == "__main__":
             print(profiled().to_dataframe()["n"].unique().tolist())
-        """)
+        """,
+    )
     assert out.returncode == 0, out.stderr
     # the worker imports the script too (spawn always does): its unguarded print runs there, the sweep does not
     assert out.stdout.splitlines() == ["top level ran", "top level ran", "[1, 2]"]
@@ -62,7 +66,9 @@ def test_guarded_script_runs(tmp_path):
 
 def test_call_from_a_thread_is_caught_in_the_worker(tmp_path):
     """The parent cannot see where a thread's call came from: the worker says it, on one line, and exits."""
-    out = _run(tmp_path, """\
+    out = _run(
+        tmp_path,
+        """\
         def go():
             try:
                 profiled()
@@ -72,7 +78,8 @@ def test_call_from_a_thread_is_caught_in_the_worker(tmp_path):
         worker = threading.Thread(target=go)
         worker.start()
         worker.join()
-        """)
+        """,
+    )
     assert "bootstrapping phase" not in out.stderr and "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
     assert lines[0].startswith("nsightx: a parallel_devices worker, importing the main script, called sleepy again")

@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json
     import torch
     import nsightx
@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent('''
                      "nvml": [c for c in df.columns if c.startswith(("MeasuredSMClockMHz", "DriverVersion"))],
                      "positive": bool((df["AvgValue"] > 0).all())}
     print("RESULT " + json.dumps(out))
-''')
+""")
 
 
 def test_cupti_events_then_ncu_with_counters_in_one_process(tmp_path):
@@ -57,11 +57,17 @@ def test_cupti_events_then_ncu_with_counters_in_one_process(tmp_path):
         pytest.skip("ncu backend not available here")
     script = tmp_path / "mixed.py"
     script.write_text(SCRIPT)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, check=False,
-                         env=ncu_fake.subprocess_env())
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env=ncu_fake.subprocess_env(),
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     [line] = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
-    result = json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT ") :])
     print(json.dumps(result, indent=1))
     for name, r in result.items():
         assert r["positive"], (name, r)

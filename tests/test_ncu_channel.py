@@ -61,8 +61,12 @@ def test_collectors_run_in_the_parent_in_step_with_the_worker(monkeypatch, tmp_p
         with nsightx.annotate("scale"):
             pass
 
-    collectors = (InfoCollector("RunsDone", runs_done, "run"), InfoCollector("Once", where, "once"),
-                  InfoCollector("Cfg", where, "config"), InfoCollector("Ann", where, "annotation"))
+    collectors = (
+        InfoCollector("RunsDone", runs_done, "run"),
+        InfoCollector("Once", where, "once"),
+        InfoCollector("Cfg", where, "config"),
+        InfoCollector("Ann", where, "annotation"),
+    )
     sink = RunSink()
     NcuBackend().execute(make_plan(scale, collectors=collectors), sink)
     measured = [r for r in sink.runs if r.config >= 0]
@@ -109,7 +113,8 @@ def test_default_nvml_collectors_and_thermal_guard_run_in_the_parent(plugin_host
 
     df = scale().to_dataframe()
     assert {"DriverVersion", "GPUName", "MeasuredSMClockMHz_Avg", "GPUTemperatureC_Avg", "ThermalPauseS_Avg"} <= set(
-        df.columns)
+        df.columns
+    )
     assert (df["GPUName"] == "NVIDIA H200").all()
     assert (df["ThermalPauseS_Avg"] == 0.0).all()
     assert df["MeasuredSMClockMHz_Avg"].between(1600, 1980).all()

@@ -31,15 +31,22 @@ def value_of(cmd, flag):
 def test_default_command_is_exact():
     assert build() == [
         "/usr/local/cuda/bin/ncu",
-        "--export", "/tmp/x/r.ncu-rep",
+        "--export",
+        "/tmp/x/r.ncu-rep",
         "--force-overwrite",
-        "--target-processes", "all",
+        "--target-processes",
+        "all",
         "--nvtx",
-        "--nvtx-include", "regex:nsightx@.+",  # process-wide start/end ranges (no trailing '/')
-        "--replay-mode", "kernel",
-        "--cache-control", "all",
-        "--clock-control", "none",
-        "--metrics", "gpu__time_duration.sum",
+        "--nvtx-include",
+        "regex:nsightx@.+",  # process-wide start/end ranges (no trailing '/')
+        "--replay-mode",
+        "kernel",
+        "--cache-control",
+        "all",
+        "--clock-control",
+        "none",
+        "--metrics",
+        "gpu__time_duration.sum",
         *APP,
     ]
 
@@ -90,7 +97,7 @@ def test_extra_args_verbose_and_push_pop_filter():
     cmd = build(options=opts, verbose=True)
     assert value_of(cmd, "--nvtx-include") == "regex:nsightx@.+/"
     assert "--verbose" in cmd
-    assert cmd[-len(APP) - 2:-len(APP)] == ["--launch-skip", "2"]
+    assert cmd[-len(APP) - 2 : -len(APP)] == ["--launch-skip", "2"]
 
 
 def test_shell_characters_stay_single_arguments():

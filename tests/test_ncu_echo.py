@@ -39,8 +39,8 @@ def test_router_keeps_every_byte_in_the_log_and_passes_user_lines_on(capsys):
 
 def test_tool_lines_are_shown_when_asked(capsys):
     router = OutputRouter(io.BytesIO(), show_tool_lines=True)
-    router.feed("stdout", b"==PROF== Profiling \"kernel\"\n")
-    assert capsys.readouterr().err == "==PROF== Profiling \"kernel\"\n"
+    router.feed("stdout", b'==PROF== Profiling "kernel"\n')
+    assert capsys.readouterr().err == '==PROF== Profiling "kernel"\n'
 
 
 @pytest.mark.parametrize("verbosity", [VerbosityLevel.INFO, VerbosityLevel.DEBUG])

@@ -33,7 +33,7 @@ needs_ncu = pytest.mark.skipif("not _ncu_ready()", reason="ncu backend not avail
 
 SILENT = {"verbosity": 0, "clock_control": "none"}
 
-MAIN_SCRIPT = textwrap.dedent('''
+MAIN_SCRIPT = textwrap.dedent("""
     import json, sys
     import torch
     import nsightx
@@ -50,7 +50,7 @@ MAIN_SCRIPT = textwrap.dedent('''
     print(json.dumps({"avg": df["AvgValue"].tolist(), "runs": df["NumRuns"].tolist(),
                       "kernels": df["Kernel"].tolist(), "units": df["Unit"].tolist(),
                       "env": {k: v for k, v in res.environment.items()}}))
-''')
+""")
 
 
 def _ncu_libs_mapped() -> list[str]:
@@ -64,8 +64,13 @@ def _ncu_libs_mapped() -> list[str]:
 def test_function_defined_in_main_runs_in_the_worker(tmp_path: Path) -> None:
     script = tmp_path / "bench_main.py"
     script.write_text(MAIN_SCRIPT)
-    out = subprocess.run([sys.executable, str(script), str(tmp_path / "out") + "/"], capture_output=True,
-                         text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out") + "/"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     data = json.loads(out.stdout.strip().splitlines()[-1])
     assert data["runs"] == [3, 3]
@@ -83,8 +88,7 @@ def test_function_defined_in_main_runs_in_the_worker(tmp_path: Path) -> None:
 def test_two_kernel_region_with_combine_and_identity(tmp_path: Path) -> None:
     import torch
 
-    @nsightx.analyze.kernel(configs=[(4096,)], runs=3, backend="ncu", combine_kernel_metrics=operator.add,
-                            **SILENT)
+    @nsightx.analyze.kernel(configs=[(4096,)], runs=3, backend="ncu", combine_kernel_metrics=operator.add, **SILENT)
     def pair(n: int) -> None:
         x = torch.ones(n, device="cuda")
         with nsightx.annotate("pair"):
@@ -109,11 +113,16 @@ def test_two_kernel_region_with_combine_and_identity(tmp_path: Path) -> None:
 def test_application_replay_with_several_passes_and_measured_clock() -> None:
     import torch
 
-    metrics = ["gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-               "dram__bytes_read.sum", "gpc__cycles_elapsed.avg.per_second"]
+    metrics = [
+        "gpu__time_duration.sum",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__bytes_read.sum",
+        "gpc__cycles_elapsed.avg.per_second",
+    ]
 
-    @nsightx.analyze.kernel(configs=[(1 << 16,)], runs=2, backend="ncu", replay_mode="application",
-                            metrics=metrics, **SILENT)
+    @nsightx.analyze.kernel(
+        configs=[(1 << 16,)], runs=2, backend="ncu", replay_mode="application", metrics=metrics, **SILENT
+    )
     def scale(n: int) -> None:
         x = torch.ones(n, device="cuda")
         with nsightx.annotate("scale"):
@@ -182,8 +191,9 @@ def test_range_replay_on_matmul_after_a_warmup_run() -> None:
 def test_worker_failure_reports_config_and_keeps_runs(tmp_path: Path) -> None:
     import torch
 
-    @nsightx.analyze.kernel(configs=[(1024,), (1 << 50,)], runs=2, backend="ncu",
-                            output_prefix=str(tmp_path) + "/", **SILENT)
+    @nsightx.analyze.kernel(
+        configs=[(1024,), (1 << 50,)], runs=2, backend="ncu", output_prefix=str(tmp_path) + "/", **SILENT
+    )
     def alloc(n: int) -> None:
         x = torch.ones(n, device="cuda")  # 4 PiB for the second config: out of memory
         with nsightx.annotate("scale"):
@@ -205,8 +215,7 @@ def test_worker_failure_reports_config_and_keeps_runs(tmp_path: Path) -> None:
 def test_invalid_metric_names_ncu_message_and_log() -> None:
     import torch
 
-    @nsightx.analyze.kernel(configs=[(1024,)], runs=1, backend="ncu", metrics=["nsightx__no_such.sum"],
-                            **SILENT)
+    @nsightx.analyze.kernel(configs=[(1024,)], runs=1, backend="ncu", metrics=["nsightx__no_such.sum"], **SILENT)
     def scale(n: int) -> None:
         x = torch.ones(n, device="cuda")
         with nsightx.annotate("scale"):
@@ -217,8 +226,14 @@ def test_invalid_metric_names_ncu_message_and_log() -> None:
         scale()
 
     # with the check off, ncu itself refuses it: the error quotes its log
-    @nsightx.analyze.kernel(configs=[(1024,)], runs=1, backend="ncu", metrics=["nsightx__no_such.sum"],
-                            backend_options={"ncu_check_metrics": False}, **SILENT)
+    @nsightx.analyze.kernel(
+        configs=[(1024,)],
+        runs=1,
+        backend="ncu",
+        metrics=["nsightx__no_such.sum"],
+        backend_options={"ncu_check_metrics": False},
+        **SILENT,
+    )
     def unchecked(n: int) -> None:
         x = torch.ones(n, device="cuda")
         with nsightx.annotate("scale"):
@@ -249,6 +264,7 @@ def test_ncu_then_cupti_in_one_process() -> None:
     host = default_host()
     cupti_cls = host.backends.get("cupti")
     if cupti_cls is not None and cupti_cls.availability().available:
+
         @nsightx.analyze.kernel(configs=[(1 << 16,)], runs=2, backend="cupti", verbosity=0)
         def scale2(n: int) -> None:
             x = torch.ones(n, device="cuda")

@@ -53,8 +53,17 @@ def queries(log: Path) -> list[str]:
 
 
 def plan_with(metrics, **kw) -> Plan:
-    return Plan(function=lambda: None, function_name="f", params=(), configs=((),), runs=1, warmup=0,
-                metrics=tuple(metrics), backend="ncu", **kw)
+    return Plan(
+        function=lambda: None,
+        function_name="f",
+        params=(),
+        configs=((),),
+        runs=1,
+        warmup=0,
+        metrics=tuple(metrics),
+        backend="ncu",
+        **kw,
+    )
 
 
 def test_listing_is_parsed_and_suffix_rules_apply():
@@ -74,8 +83,16 @@ def test_unknown_metrics_are_named_with_near_matches_before_anything_runs(fake_t
     out = tmp_path / "out"
     bad = ["gpu__time_duraton.sum", "nsightx__no_such.sum"]
 
-    @nsightx.analyze.kernel(backend="ncu", runs=1, metrics=["dram__bytes_read.sum", *bad], output_prefix=f"{out}/",
-                            clock_control="none", thermal_mode="off", info_collectors=[], verbosity=0)
+    @nsightx.analyze.kernel(
+        backend="ncu",
+        runs=1,
+        metrics=["dram__bytes_read.sum", *bad],
+        output_prefix=f"{out}/",
+        clock_control="none",
+        thermal_mode="off",
+        info_collectors=[],
+        verbosity=0,
+    )
     def f():
         with nsightx.annotate("a"):
             Path(out / "ran").write_text("the function ran")
@@ -124,9 +141,15 @@ def test_real_ncu_knows_the_metrics_the_gpu_tests_use_and_refuses_a_typo():
     """On the H200: the real listing accepts every metric the other ncu GPU tests collect."""
     if not NcuBackend.availability().available:
         pytest.skip("ncu backend not available here")
-    good = ["gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum",
-            "gpc__cycles_elapsed.avg.per_second", "l1tex__t_bytes.sum", "launch__grid_size",
-            "dram__bytes_read.sum.per_second"]
+    good = [
+        "gpu__time_duration.sum",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__bytes_read.sum",
+        "gpc__cycles_elapsed.avg.per_second",
+        "l1tex__t_bytes.sum",
+        "launch__grid_size",
+        "dram__bytes_read.sum.per_second",
+    ]
     NcuBackend().validate(plan_with(good))
     with pytest.raises(nsightx.UnknownMetricError, match=re.escape(THEIR.format(["gpu__time_duraton.sum"]))):
         NcuBackend().validate(plan_with(["gpu__time_duraton.sum"]))

@@ -23,7 +23,7 @@ REAL_NCU = os.environ.get("NSIGHTX_TEST_REAL_NCU", "") not in ("", "0")
 CELLS = [
     "import json, os\nimport nsightx\nBACKEND = os.environ['NB_BACKEND']\nTORCH = os.environ.get('NB_TORCH') == '1'",
     # the profiled function, defined in a cell (the kernel's __main__)
-    '''@nsightx.analyze.kernel(configs=[(1,), (2,)], runs=2, backend=BACKEND, verbosity=0, clock_control="none",
+    """@nsightx.analyze.kernel(configs=[(1,), (2,)], runs=2, backend=BACKEND, verbosity=0, clock_control="none",
                         output_prefix=os.environ["NB_OUT"] + "/nb_")
 def scale(n):
     print(f"cell function sees n={n}")
@@ -34,11 +34,11 @@ def scale(n):
         if TORCH:
             x.mul_(n)
         else:
-            sum(range(1000 * n))''',
-    '''res = scale()
+            sum(range(1000 * n))""",
+    """res = scale()
 df = res.to_dataframe()
 print("RESULT " + json.dumps({"runs": df["NumRuns"].tolist(), "n": df["n"].tolist(),
-                              "report": res.environment.get("ncu_report")}))''',
+                              "report": res.environment.get("ncu_report")}))""",
 ]
 
 
@@ -49,16 +49,24 @@ def _run_notebook(tmp_path: Path, backend: str, *, torch: bool = False) -> tuple
     nbformat.write(nb, path)
     os.environ.update({"NB_BACKEND": backend, "NB_OUT": str(tmp_path / "out"), "NB_TORCH": "1" if torch else "0"})
     try:
-        client = nbclient.NotebookClient(nbformat.read(path, as_version=4), timeout=300, kernel_name="python3",
-                                         resources={"metadata": {"path": str(tmp_path)}})
+        client = nbclient.NotebookClient(
+            nbformat.read(path, as_version=4),
+            timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(tmp_path)}},
+        )
         executed = client.execute()
     finally:
         for var in ("NB_BACKEND", "NB_OUT", "NB_TORCH"):
             os.environ.pop(var, None)
-    text = "".join(out.get("text", "") for cell in executed.cells for out in cell.get("outputs", [])
-                   if out.get("output_type") == "stream")
+    text = "".join(
+        out.get("text", "")
+        for cell in executed.cells
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream"
+    )
     [line] = [x for x in text.splitlines() if x.startswith("RESULT ")]
-    return json.loads(line[len("RESULT "):]), text
+    return json.loads(line[len("RESULT ") :]), text
 
 
 def test_notebook_function_on_the_host_backend(tmp_path):

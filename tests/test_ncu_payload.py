@@ -57,8 +57,11 @@ def test_module_level_lock_file_and_pointer_work_by_reference(monkeypatch, capsy
 
 @pytest.mark.parametrize("kind", ["lock", "file", "pointer"])
 def test_unpicklable_closure_variable_is_named_before_ncu_starts(kind, tmp_path):
-    state = {"lock": threading.Lock, "file": lambda: open(tmp_path / "f.txt", "w"),
-             "pointer": lambda: ctypes.pointer(ctypes.c_int(1))}[kind]()
+    state = {
+        "lock": threading.Lock,
+        "file": lambda: open(tmp_path / "f.txt", "w"),
+        "pointer": lambda: ctypes.pointer(ctypes.c_int(1)),
+    }[kind]()
     expected = {"lock": "_thread.lock", "file": "_io.TextIOWrapper", "pointer": "ctypes"}[kind]
 
     def work(n):
@@ -105,7 +108,7 @@ def test_large_payload_warns_with_the_global_and_its_size(monkeypatch):
         dump_plan(make_plan(work))
 
 
-MAIN = textwrap.dedent('''
+MAIN = textwrap.dedent("""
     import ctypes, json, os, threading
     import nsightx
 
@@ -123,15 +126,21 @@ MAIN = textwrap.dedent('''
         except nsightx.MeasurementError as e:
             found[name] = [type(e).__name__, e.what, e.type_name, str(e)]
     print(json.dumps(found))
-''')
+""")
 
 
 def test_main_script_globals_that_cannot_travel_are_named(tmp_path):
     """A script run as __main__: its function travels by value, and each bad global is named with its type."""
     script = tmp_path / "bench.py"
     script.write_text(MAIN)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False,
-                         env=ncu_fake.subprocess_env())
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=ncu_fake.subprocess_env(),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found["LOCK"][:3] == ["UnpicklableError", "global `LOCK`", "_thread.lock"]

@@ -23,9 +23,11 @@ from nsightx._sink import RunSink
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")
 
-PERM = ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
-        "on the target device 0. For instructions on enabling permissions and to get more information see "
-        "https://developer.nvidia.com/ERR_NVGPUCTRPERM")
+PERM = (
+    "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
+    "on the target device 0. For instructions on enabling permissions and to get more information see "
+    "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -59,9 +61,17 @@ class GpuTimerSession(Session):
         self.start = time.perf_counter_ns()
 
     def region_exit(self, region, failed):
-        self.records.append(Record(annotation=region.annotation, config=region.config, run=region.run,
-                                   kernel="k", metric="gpu__time_duration.sum",
-                                   value=float(time.perf_counter_ns() - self.start), unit="ns"))
+        self.records.append(
+            Record(
+                annotation=region.annotation,
+                config=region.config,
+                run=region.run,
+                kernel="k",
+                metric="gpu__time_duration.sum",
+                value=float(time.perf_counter_ns() - self.start),
+                unit="ns",
+            )
+        )
 
     def finish_run(self, config, run):
         out, self.records = self.records, []
@@ -70,8 +80,9 @@ class GpuTimerSession(Session):
 
 class GpuTimer(Backend):
     name = "gputimer"
-    capabilities = Capabilities(metrics=frozenset({"gpu__time_duration.sum"}),
-                                default_metrics=("gpu__time_duration.sum",), cost=5)
+    capabilities = Capabilities(
+        metrics=frozenset({"gpu__time_duration.sum"}), default_metrics=("gpu__time_duration.sum",), cost=5
+    )
 
     @classmethod
     def availability(cls):
@@ -92,14 +103,18 @@ def test_auto_with_only_a_time_metric_falls_back_with_a_warning(plugin_host):
     plugin_host.register(TimerPlugin(), name="gputimer")
 
     # clock_control="base" is what only ncu accepts, so "auto" picks ncu first
-    @nsightx.analyze.kernel(configs=[(1,)], runs=2, clock_control="base", verbosity=0, thermal_mode="off",
-                            info_collectors=[])
+    @nsightx.analyze.kernel(
+        configs=[(1,)], runs=2, clock_control="base", verbosity=0, thermal_mode="off", info_collectors=[]
+    )
     def scale(n):
         with nsightx.annotate("scale"):
             pass
 
-    with pytest.warns(RuntimeWarning, match=r"ncu may not read .* measured with gputimer instead "
-                                            r"\(clock_control='base' not honoured there\)"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"ncu may not read .* measured with gputimer instead "
+        r"\(clock_control='base' not honoured there\)",
+    ):
         res = scale()
     assert res.environment.get("ncu_report") is None
     df = res.to_dataframe()
@@ -114,7 +129,8 @@ def test_no_fallback_for_a_named_backend_or_a_counter_metric(plugin_host):
             pass
 
     for options in ({"backend": "ncu"}, {"metrics": ["sm__throughput.avg.pct_of_peak_sustained_elapsed"]}):
-        profiled = nsightx.analyze.kernel(configs=[(1,)], runs=1, clock_control="base", verbosity=0,
-                                          thermal_mode="off", info_collectors=[], **options)(scale)
+        profiled = nsightx.analyze.kernel(
+            configs=[(1,)], runs=1, clock_control="base", verbosity=0, thermal_mode="off", info_collectors=[], **options
+        )(scale)
         with pytest.raises(nsightx.CounterPermissionError):
             profiled()

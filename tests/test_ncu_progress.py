@@ -21,9 +21,17 @@ class Tty(io.StringIO):
 
 
 def _plan(configs: int, runs: int, warmup: int = 0) -> Plan:
-    return Plan(function=lambda n: None, function_name="f", params=("n",),
-                configs=tuple((i,) for i in range(configs)), runs=runs, warmup=warmup,
-                metrics=("gpu__time_duration.sum",), backend="ncu", thermal=ThermalSettings(mode="off"))
+    return Plan(
+        function=lambda n: None,
+        function_name="f",
+        params=("n",),
+        configs=tuple((i,) for i in range(configs)),
+        runs=runs,
+        warmup=warmup,
+        metrics=("gpu__time_duration.sum",),
+        backend="ncu",
+        thermal=ThermalSettings(mode="off"),
+    )
 
 
 def _sweep(requests: WorkerRequests, configs: int, runs: int, warmup: int) -> None:

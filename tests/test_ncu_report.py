@@ -20,8 +20,13 @@ pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dep
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 TIME = "gpu__time_duration.sum"
-FIVE = ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-        "dram__bytes_read.sum", "gpc__cycles_elapsed.avg.per_second", "l1tex__t_bytes.sum")
+FIVE = (
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum",
+    "gpc__cycles_elapsed.avg.per_second",
+    "l1tex__t_bytes.sum",
+)
 PAIR = "pair/a|b@c 1%"
 
 
@@ -32,10 +37,15 @@ def read(name: str, metrics=(TIME,), deep=False) -> list[Action]:
 
 def worker_runs(annotations, configs, runs=2, failed=()) -> list[RunRecords]:
     return [
-        RunRecords(config=c, run=r, regions=tuple(
-            RegionRun(annotation=a, config=c, run=r, host_ns=1000, failed=(a, c, r) in failed)
-            for a in annotations))
-        for c in range(configs) for r in range(runs)
+        RunRecords(
+            config=c,
+            run=r,
+            regions=tuple(
+                RegionRun(annotation=a, config=c, run=r, host_ns=1000, failed=(a, c, r) in failed) for a in annotations
+            ),
+        )
+        for c in range(configs)
+        for r in range(runs)
     ]
 
 
@@ -53,7 +63,13 @@ def test_one_metric_each_kernel_maps_to_its_region_and_warmups_are_not_profiled(
     for run in merged.runs:
         (rec,) = run.records
         assert (rec.annotation, rec.config, rec.run, rec.metric, rec.unit, rec.seq) == (
-            "scale", run.config, run.run, TIME, "ns", 0)
+            "scale",
+            run.config,
+            run.run,
+            TIME,
+            "ns",
+            0,
+        )
         assert run.regions[0].attributes["kernel_count"] == 1
 
 
@@ -75,23 +91,39 @@ def test_several_metrics_with_several_passes_and_the_measured_sm_clock():
     assert 1_000_000 < clock < 2_100_000  # kHz, the SM clock while the kernels ran (rated: 1,980,000)
     per_run = [cv for run in merged.runs for cv in run.collectors]
     assert [(cv.name, cv.scope, cv.config, cv.run) for cv in per_run] == [
-        ("MeasuredSMClockMHz", "run", c, r) for c in range(2) for r in range(2)]
+        ("MeasuredSMClockMHz", "run", c, r) for c in range(2) for r in range(2)
+    ]
     assert all(1000 < cv.value < 2100 for cv in per_run)
 
 
 def test_measured_clock_does_not_override_a_collector_value():
     actions = read("multi_pass", FIVE)
-    runs = [run.model_copy(update={"collectors": (CollectorValue(
-        name="MeasuredSMClockMHz", scope="run", config=run.config, run=run.run, value=1755.0),)})
-        for run in worker_runs(["scale"], 2)]
+    runs = [
+        run.model_copy(
+            update={
+                "collectors": (
+                    CollectorValue(
+                        name="MeasuredSMClockMHz", scope="run", config=run.config, run=run.run, value=1755.0
+                    ),
+                )
+            }
+        )
+        for run in worker_runs(["scale"], 2)
+    ]
     merged = merge_runs(actions, runs, FIVE)
     assert [[cv.value for cv in run.collectors] for run in merged.runs] == [[1755.0]] * 4
 
 
 def test_two_kernel_region_keeps_launch_order_and_an_escaped_annotation():
     actions = read("two_kernels")
-    assert identities(actions) == [(PAIR, 0, 0), (PAIR, 0, 0), ("single", 0, 0),
-                                   (PAIR, 0, 1), (PAIR, 0, 1), ("single", 0, 1)]
+    assert identities(actions) == [
+        (PAIR, 0, 0),
+        (PAIR, 0, 0),
+        ("single", 0, 0),
+        (PAIR, 0, 1),
+        (PAIR, 0, 1),
+        ("single", 0, 1),
+    ]
     merged = merge_runs(actions, worker_runs([PAIR, "single"], 1), (TIME,))
     for run in merged.runs:
         pair = [r for r in run.records if r.annotation == PAIR]
@@ -113,8 +145,12 @@ def test_range_replay_gives_one_range_result_per_region():
 def test_sections_bring_their_metrics_when_deep():
     shallow = read("section")
     deep = read("section", deep=True)
-    assert set(shallow[0].metrics) == {TIME, "device__attribute_display_name", "device__attribute_clock_rate",
-                                       "device__attribute_memory_clock_rate"}
+    assert set(shallow[0].metrics) == {
+        TIME,
+        "device__attribute_display_name",
+        "device__attribute_clock_rate",
+        "device__attribute_memory_clock_rate",
+    }
     assert "sm__throughput.avg.pct_of_peak_sustained_elapsed" in deep[0].metrics
     merged = merge_runs(deep, worker_runs(["scale"], 1, runs=1), (TIME,), deep=True)
     names = [r.metric for r in merged.runs[0].records]

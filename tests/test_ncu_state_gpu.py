@@ -26,13 +26,22 @@ pytest.importorskip("pynvml")
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")
 
-KINDS = ("nvml_handle", "ctypes_pointer", "lock", "open_file", "cuda_tensor", "gpu_module", "cuda_core_kernel",
-         "cuda_stream")
-MUST_FAIL = {"nvml_handle": "NVML_HANDLE", "ctypes_pointer": "CTYPES_POINTER", "lock": "LOCK",
-             "open_file": "OPEN_FILE"}
+KINDS = (
+    "nvml_handle",
+    "ctypes_pointer",
+    "lock",
+    "open_file",
+    "cuda_tensor",
+    "gpu_module",
+    "cuda_core_kernel",
+    "cuda_stream",
+)
+MUST_FAIL = {"nvml_handle": "NVML_HANDLE", "ctypes_pointer": "CTYPES_POINTER", "lock": "LOCK", "open_file": "OPEN_FILE"}
 MUST_WORK = ("cuda_tensor", "gpu_module")
-EITHER = {"cuda_core_kernel": {"CUDA_CORE_KERNEL", "CUDA_CORE_STREAM", "LaunchConfig", "launch"},
-          "cuda_stream": {"CUDA_STREAM"}}
+EITHER = {
+    "cuda_core_kernel": {"CUDA_CORE_KERNEL", "CUDA_CORE_STREAM", "LaunchConfig", "launch"},
+    "cuda_stream": {"CUDA_STREAM"},
+}
 
 
 def _ncu_ready() -> bool:
@@ -69,10 +78,16 @@ def test_prints_in_the_worker_reach_the_users_stdout(capsys):
 @pytest.fixture(scope="module")
 def by_value() -> dict[str, dict[str, object]]:
     script = Path(__file__).parent / "ncu_gpu_state.py"
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, check=False,
-                         env=ncu_fake.subprocess_env())
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env=ncu_fake.subprocess_env(),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
-    found = [json.loads(line[len("OUTCOME "):]) for line in out.stdout.splitlines() if line.startswith("OUTCOME ")]
+    found = [json.loads(line[len("OUTCOME ") :]) for line in out.stdout.splitlines() if line.startswith("OUTCOME ")]
     return {r["kind"]: r for r in found}
 
 

@@ -137,7 +137,7 @@ def test_worker_env_carries_sys_path():
     assert str(ROOT / "backends") in parts or any(p.endswith("backends") for p in parts)
 
 
-MAIN = textwrap.dedent('''
+MAIN = textwrap.dedent("""
     import json, sys
     import nsightx
 
@@ -151,7 +151,7 @@ MAIN = textwrap.dedent('''
     print(json.dumps({"rows": df[["Annotation", "n", "NumRuns", "Unit"]].to_dict("records"),
                       "gpu": res.environment["GPU"], "loaded": sorted(m for m in sys.modules if "ncu_report" in m),
                       "report": res.environment["ncu_report"]}))
-''')
+""")
 
 
 def test_function_from_main_end_to_end_with_a_captured_report(tmp_path):
@@ -159,11 +159,14 @@ def test_function_from_main_end_to_end_with_a_captured_report(tmp_path):
     report = FIXTURES / "one_metric.ncu-rep"
     script = tmp_path / "main_script.py"
     script.write_text(MAIN)
-    env = {**os.environ, "FAKE_NCU_REPORT": str(report),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins"),
-                                          *sys.path])}
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120,
-                         check=False)
+    env = {
+        **os.environ,
+        "FAKE_NCU_REPORT": str(report),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins"), *sys.path]),
+    }
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     import json
 
@@ -203,8 +206,16 @@ def test_measured_sm_clock_reaches_the_row(monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_NCU_REPORT", str(report))
     metrics = ["gpu__time_duration.sum", "gpc__cycles_elapsed.avg.per_second"]
 
-    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=2, backend="ncu", metrics=metrics, verbosity=0,
-                            clock_control="none", thermal_mode="off", info_collectors=[])
+    @nsightx.analyze.kernel(
+        configs=[(1,), (2,)],
+        runs=2,
+        backend="ncu",
+        metrics=metrics,
+        verbosity=0,
+        clock_control="none",
+        thermal_mode="off",
+        info_collectors=[],
+    )
     def scale(n):
         with nsightx.annotate("scale"):
             pass
@@ -218,8 +229,9 @@ def test_measured_sm_clock_reaches_the_row(monkeypatch, tmp_path):
 
 
 def test_report_name_starts_with_the_output_prefix_stem(tmp_path):
-    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path, output_tag="f-0", output_stem="exp1_",
-                     function_name="f")
+    plan = make_plan(
+        lambda n: None, ((1,),), output_dir=tmp_path, output_tag="f-0", output_stem="exp1_", function_name="f"
+    )
     art = make_artifacts(plan)
     try:
         assert art.report == tmp_path / "exp1_ncu-output-f-0.ncu-rep"
@@ -269,8 +281,9 @@ def test_report_names_are_nsight_pythons_and_never_overwrite(tmp_path):
     """``<prefix>ncu-output-<function>-<n>``; a taken name (report or log) moves on to the next free n."""
     (tmp_path / "exp1_ncu-output-f-0.ncu-rep").write_text("someone else's report")
     (tmp_path / "exp1_ncu-output-f-1.log").write_text("someone else's log")
-    plan = make_plan(lambda n: None, ((1,),), output_dir=tmp_path, output_tag="f-0", output_stem="exp1_",
-                     function_name="f")
+    plan = make_plan(
+        lambda n: None, ((1,),), output_dir=tmp_path, output_tag="f-0", output_stem="exp1_", function_name="f"
+    )
     first, second = make_artifacts(plan), make_artifacts(plan)  # the second call is refused the claimed name
     try:
         assert (first.report.name, first.log.name) == ("exp1_ncu-output-f-2.ncu-rep", "exp1_ncu-output-f-2.log")
@@ -291,15 +304,22 @@ def test_claims_from_many_threads_never_collide(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         names = list(pool.map(lambda _: reserve_name(tmp_path, "ncu-output-f", 0)[0].name, range(32)))
     assert sorted(names, key=lambda n: int(n.removesuffix(".ncu-rep").rsplit("-", 1)[1])) == [
-        f"ncu-output-f-{n}.ncu-rep" for n in range(32)]
+        f"ncu-output-f-{n}.ncu-rep" for n in range(32)
+    ]
 
 
 def test_names_written_are_in_the_environment_and_the_info_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("FAKE_NCU_REPORT", str(FIXTURES / "start_end.ncu-rep"))
     out = tmp_path / "out"
 
-    @nsightx.analyze.kernel(runs=2, backend="ncu", output_prefix=f"{out}/exp1_", clock_control="none",
-                            thermal_mode="off", info_collectors=[])
+    @nsightx.analyze.kernel(
+        runs=2,
+        backend="ncu",
+        output_prefix=f"{out}/exp1_",
+        clock_control="none",
+        thermal_mode="off",
+        info_collectors=[],
+    )
     def scale():
         with nsightx.annotate("scale"):
             pass

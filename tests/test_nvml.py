@@ -16,8 +16,7 @@ SILENT = nsightx.VerbosityLevel.SILENT
 
 
 def profile(configs=((1,), (2,)), runs=3, **options):
-    @nsightx.analyze.kernel(configs=list(configs), runs=runs, warmup=0, backend="host", verbosity=SILENT,
-                            **options)
+    @nsightx.analyze.kernel(configs=list(configs), runs=runs, warmup=0, backend="host", verbosity=SILENT, **options)
     def f(n):
         with nsightx.annotate("a"):
             sum(range(n * 100))
@@ -26,8 +25,18 @@ def profile(configs=((1,), (2,)), runs=3, **options):
 
 
 def test_device_and_run_columns_with_values(plugin_host, monkeypatch):
-    install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=[1980, 1975, 1980, 1970, 1980, 1980], temp_c=[41, 42, 43, 44, 45, 46],
-                                  power_mw=[150_000, 160_000], reasons=[0, 1, 0, 0, 0, 0])])
+    install(
+        monkeypatch,
+        [
+            FakeGpu(
+                GPU_A,
+                sm_mhz=[1980, 1975, 1980, 1970, 1980, 1980],
+                temp_c=[41, 42, 43, 44, 45, 46],
+                power_mw=[150_000, 160_000],
+                reasons=[0, 1, 0, 0, 0, 0],
+            )
+        ],
+    )
     res = profile()
     raw = res.runs_dataframe()
     for col in (*DEVICE_COLUMNS, *RUN_COLUMNS):
@@ -56,8 +65,7 @@ def test_device_and_run_columns_with_values(plugin_host, monkeypatch):
 
 def test_throttled_by_reason_and_by_clock_drop_unstable(plugin_host, monkeypatch):
     # config 0: run 1 reports sw_power_cap; config 1: run 2's SM clock is far under the median
-    install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=[1980, 1980, 1980, 1980, 1980, 1500],
-                                  reasons=[0, 0x4, 0, 0, 0, 0])])
+    install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=[1980, 1980, 1980, 1980, 1980, 1500], reasons=[0, 0x4, 0, 0, 0, 0])])
     res = profile()
     raw = res.runs_dataframe()
     per_run = raw.drop_duplicates(["Config", "Run"])["Throttled"].tolist()
@@ -86,8 +94,11 @@ def test_idle_reads_do_not_count_as_clock_drops(plugin_host, monkeypatch):
 
 def test_cuda_ordinal_maps_to_nvml_by_uuid(plugin_host, monkeypatch):
     # CUDA_VISIBLE_DEVICES=1: CUDA's device 0 is NVML's device 1; the CUDA driver gives its UUID
-    fake = install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=1000), FakeGpu(GPU_B, sm_mhz=1755)],
-                   cuda=FakeCuda({0: GPU_B[4:]}, current=0))
+    fake = install(
+        monkeypatch,
+        [FakeGpu(GPU_A, sm_mhz=1000), FakeGpu(GPU_B, sm_mhz=1755)],
+        cuda=FakeCuda({0: GPU_B[4:]}, current=0),
+    )
     raw = profile(runs=2).runs_dataframe()
     assert raw["GPUUUID"].unique().tolist() == [GPU_B]
     assert raw["MeasuredSMClockMHz"].unique().tolist() == [1755]
@@ -100,8 +111,11 @@ def test_explicit_device_in_the_context_is_read(monkeypatch):
 
     from nsightx._collectors import CollectContext
 
-    install(monkeypatch, [FakeGpu(GPU_A, sm_mhz=1000), FakeGpu(GPU_B, sm_mhz=1755)],
-            cuda=FakeCuda({0: GPU_A[4:], 1: GPU_B[4:]}, current=0))
+    install(
+        monkeypatch,
+        [FakeGpu(GPU_A, sm_mhz=1000), FakeGpu(GPU_B, sm_mhz=1755)],
+        cuda=FakeCuda({0: GPU_A[4:], 1: GPU_B[4:]}, current=0),
+    )
     run = RunConditions()
     for device, uuid, clock in ((1, GPU_B, 1755), (None, GPU_A, 1000), (GPU_B, GPU_B, 1755)):
         ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=device)
@@ -109,12 +123,15 @@ def test_explicit_device_in_the_context_is_read(monkeypatch):
         assert DeviceInfo().collect(ctx)["GPUUUID"] == uuid
 
 
-@pytest.mark.parametrize(("visible", "expected"), [
-    (None, GPU_A),                       # no mask: ordinal 0 is NVML index 0
-    ("1", GPU_B),                        # index list
-    ("1,0", GPU_B),
-    ("GPU-bbbbbbbb", GPU_B),             # UUID prefix, as CUDA accepts
-])
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [
+        (None, GPU_A),  # no mask: ordinal 0 is NVML index 0
+        ("1", GPU_B),  # index list
+        ("1,0", GPU_B),
+        ("GPU-bbbbbbbb", GPU_B),  # UUID prefix, as CUDA accepts
+    ],
+)
 def test_before_cuda_is_up_visible_devices_decide(plugin_host, monkeypatch, visible, expected):
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -17,8 +17,9 @@ def cuda():
 
 
 def test_real_conditions_of_the_profiled_device(plugin_host, cuda):
-    @nsightx.analyze.kernel(configs=[(2048,)], runs=5, backend="host", verbosity=nsightx.VerbosityLevel.SILENT,
-                            thermal_mode="off")
+    @nsightx.analyze.kernel(
+        configs=[(2048,)], runs=5, backend="host", verbosity=nsightx.VerbosityLevel.SILENT, thermal_mode="off"
+    )
     def mm(n):
         a = cuda.randn(n, n, device="cuda", dtype=cuda.float16)
         cuda.cuda.synchronize()

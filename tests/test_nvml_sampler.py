@@ -176,8 +176,7 @@ def test_collect_without_start_reads_directly_and_returns_plain_values(monkeypat
     assert fake.calls["nvmlDeviceGetClockInfo"] == 4 and not _sampler_threads()
 
 
-def test_started_collector_copies_samples_and_the_thermal_source_shares_them(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_started_collector_copies_samples_and_the_thermal_source_shares_them(monkeypatch: pytest.MonkeyPatch) -> None:
     readers: list[str] = []
 
     def temp(_now: float) -> int:

@@ -34,8 +34,9 @@ def test_four_processes_started_together_get_distinct_complete_files(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(4), ctx.Queue()
     values = [101, 202, 303, 404]
-    procs = [ctx.Process(target=out_workload.sweep_at_once, args=(str(tmp_path) + "/", v, barrier, out))
-             for v in values]
+    procs = [
+        ctx.Process(target=out_workload.sweep_at_once, args=(str(tmp_path) + "/", v, barrier, out)) for v in values
+    ]
     for p in procs:
         p.start()
     reported = [out.get(timeout=60) for _ in procs]

@@ -18,8 +18,14 @@ SILENT = nsightx.VerbosityLevel.SILENT
 
 def test_configs_spread_over_workers_and_merged(tmp_path):
     configs = [1, 2, 3, 4, 5, 6]
-    profiled = nsightx.analyze.kernel(configs=configs, runs=3, backend="host", parallel_devices=[0, 1],
-                                      verbosity=SILENT, output_prefix=str(tmp_path) + "/")(par_workload.sleepy)
+    profiled = nsightx.analyze.kernel(
+        configs=configs,
+        runs=3,
+        backend="host",
+        parallel_devices=[0, 1],
+        verbosity=SILENT,
+        output_prefix=str(tmp_path) + "/",
+    )(par_workload.sleepy)
     res = profiled()
     df = res.to_dataframe()
     sleep = df[df["Annotation"] == "sleep"]
@@ -43,14 +49,16 @@ def test_configs_spread_over_workers_and_merged(tmp_path):
 
 
 def test_failing_config_names_config_and_device():
-    profiled = nsightx.analyze.kernel(configs=[1, 2, 3, 4], runs=1, backend="host", parallel_devices=[0, 1],
-                                      verbosity=SILENT)(par_workload.failing)
+    profiled = nsightx.analyze.kernel(
+        configs=[1, 2, 3, 4], runs=1, backend="host", parallel_devices=[0, 1], verbosity=SILENT
+    )(par_workload.failing)
     with pytest.raises(MeasurementError, match=r"config 2 \(3,\) failed on device [01]:cpu.*broke in worker"):
         profiled()
 
 
 def test_all_needs_gpu_backend_on_cpu():
-    profiled = nsightx.analyze.kernel(configs=[1], runs=1, backend="host", parallel_devices="all",
-                                      verbosity=SILENT)(par_workload.sleepy)
+    profiled = nsightx.analyze.kernel(configs=[1], runs=1, backend="host", parallel_devices="all", verbosity=SILENT)(
+        par_workload.sleepy
+    )
     with pytest.raises(nsightx.ConfigError, match="needs a GPU backend"):
         profiled()

@@ -59,10 +59,20 @@ def test_line_plot_with_row_and_col_panels(plugin_host, out):
         seen["axes"] = [ax for ax in fig.axes if ax.get_visible()]
         seen["legend"] = [t.get_text() for t in fig.legends[0].get_texts()]
 
-    @nsightx.analyze.plot(str(out / "line_panels.png"), row_panels=["dtype"], col_panels=["k"],
-                          show_aggregate="geomean", annotate_points=True, plot_callback=grab)
-    @nsightx.analyze.kernel(configs=[(n, k, d) for d in ("f32", "f16") for k in (1, 2) for n in (64, 128, 256)],
-                            runs=4, backend="host", verbosity=SILENT)
+    @nsightx.analyze.plot(
+        str(out / "line_panels.png"),
+        row_panels=["dtype"],
+        col_panels=["k"],
+        show_aggregate="geomean",
+        annotate_points=True,
+        plot_callback=grab,
+    )
+    @nsightx.analyze.kernel(
+        configs=[(n, k, d) for d in ("f32", "f16") for k in (1, 2) for n in (64, 128, 256)],
+        runs=4,
+        backend="host",
+        verbosity=SILENT,
+    )
     def sweep(n, k, dtype):
         for name in ("copy", "scale", "fused"):
             with nsightx.annotate(name):
@@ -86,8 +96,14 @@ def test_bar_plot_with_panels_draws_ci_whiskers_from_the_frame(out):
     res = _sweep_result()
     frame = res.to_dataframe()
     seen = {}
-    res.plot(str(out / "bar_panels.png"), plot_type="bar", row_panels=["dtype"], col_panels=["k"],
-             show_aggregate="avg", plot_callback=lambda fig: seen.setdefault("fig", fig))
+    res.plot(
+        str(out / "bar_panels.png"),
+        plot_type="bar",
+        row_panels=["dtype"],
+        col_panels=["k"],
+        show_aggregate="avg",
+        plot_callback=lambda fig: seen.setdefault("fig", fig),
+    )
     _png_size(out / "bar_panels.png")
     fig = seen["fig"]
     ax = next(a for a in fig.axes if a.get_title() == "dtype=f32 | k=1")
@@ -100,8 +116,15 @@ def test_bar_plot_with_panels_draws_ci_whiskers_from_the_frame(out):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["256", "512", "1024", "2048", "avg"]
     # whisker ends are the CI bounds of the aggregated frame
     layout = build(frame, plot_options(plot_type="bar", row_panels=["dtype"], col_panels=["k"]))
-    pt = next(p for pa in layout.panels if pa.title == "dtype=f32 | k=1" for s in pa.series if s.label == "copy"
-              for p in s.points if p.x == 512)
+    pt = next(
+        p
+        for pa in layout.panels
+        if pa.title == "dtype=f32 | k=1"
+        for s in pa.series
+        if s.label == "copy"
+        for p in s.points
+        if p.x == 512
+    )
     row = rows[(rows["Annotation"] == "copy") & (rows["n"] == 512)].iloc[0]
     assert math.isclose(pt.lower * scale, row["CI95_Lower"]) and math.isclose(pt.upper * scale, row["CI95_Upper"])
     assert layout.unit == "ms"
@@ -109,8 +132,11 @@ def test_bar_plot_with_panels_draws_ci_whiskers_from_the_frame(out):
 
 def test_every_annotation_is_drawn_however_many(out):
     names = [f"kernel_{i:02d}" for i in range(25)]
-    values = {(a, c, "gpu__time_duration.sum"): noisy(1000.0 * (i + 1) * (c + 1), 0.01, 3, seed=i * 7 + c)
-              for i, a in enumerate(names) for c in range(3)}
+    values = {
+        (a, c, "gpu__time_duration.sum"): noisy(1000.0 * (i + 1) * (c + 1), 0.01, 3, seed=i * 7 + c)
+        for i, a in enumerate(names)
+        for c in range(3)
+    }
     res = make_result(values, params=["n"], configs=[(1,), (2,), (3,)])
     seen = {}
     res.plot(str(out / "many_series.png"), plot_callback=lambda fig: seen.setdefault("fig", fig))
@@ -130,15 +156,22 @@ def test_loaded_result_plots(tmp_path, out):
     written = loaded.plot(str(out / "loaded.png"), col_panels=["dtype"], x_keys=["n"], variant_fields=["k"])
     assert written == out / "loaded.png"
     layout = build(loaded.to_dataframe(), plot_options(col_panels=["dtype"], x_keys=["n"], variant_fields=["k"]))
-    assert layout.series_labels == ["copy (k=1)", "copy (k=2)", "scale (k=1)", "scale (k=2)", "fused (k=1)",
-                                    "fused (k=2)"]
+    assert layout.series_labels == [
+        "copy (k=1)",
+        "copy (k=2)",
+        "scale (k=1)",
+        "scale (k=2)",
+        "fused (k=1)",
+        "fused (k=2)",
+    ]
 
 
 def test_variant_annotations_pool_the_others():
     frame = _sweep_result().to_dataframe()
     frame = frame[frame["dtype"] == "f32"]
-    layout = build(frame, plot_options(x_keys=["n"], variant_fields=["k"], variant_annotations=["fused"],
-                                       col_panels=["dtype"]))
+    layout = build(
+        frame, plot_options(x_keys=["n"], variant_fields=["k"], variant_annotations=["fused"], col_panels=["dtype"])
+    )
     assert layout.series_labels == ["copy (pooled over k)", "scale (pooled over k)", "fused (k=1)", "fused (k=2)"]
     copy = next(s for s in layout.panels[0].series if s.label.startswith("copy"))
     assert all(p.pooled == 2 for p in copy.points)
@@ -152,8 +185,9 @@ def test_rows_on_one_point_are_refused_not_dropped():
 
 
 def test_several_metrics_need_metric(plugin_host, tmp_path):
-    @nsightx.analyze.kernel(configs=[10, 20], runs=2, backend="host", verbosity=SILENT,
-                            derive_metric=lambda t, n: (n / t, "items/ns"))
+    @nsightx.analyze.kernel(
+        configs=[10, 20], runs=2, backend="host", verbosity=SILENT, derive_metric=lambda t, n: (n / t, "items/ns")
+    )
     def f(n):
         with nsightx.annotate("a"):
             sum(range(n))
@@ -188,10 +222,12 @@ def test_several_metrics_need_metric(plugin_host, tmp_path):
 def test_options_are_checked_when_decorating(options, error, match, tmp_path):
     ran = []
     with pytest.raises(error, match=match):
+
         @nsightx.analyze.plot(str(tmp_path / "p.png"), **options)
         @nsightx.analyze.kernel(configs=[(1, 2)], backend="host")
         def f(n, k):
             ran.append(1)
+
     assert not ran
 
 
@@ -199,6 +235,7 @@ def test_filename_extension_and_stacking_order(tmp_path):
     with pytest.raises(ConfigError, match="cannot tell the image format"):
         nsightx.analyze.plot(str(tmp_path / "plot.txt"))
     with pytest.raises(ConfigError, match=r"stacked above analyze\.kernel"):
+
         @nsightx.analyze.kernel(configs=[1], backend="host")
         @nsightx.analyze.plot(str(tmp_path / "p.png"))
         def f(n):
@@ -247,8 +284,9 @@ def test_stacked_plots_share_one_measurement(plugin_host, tmp_path):
 
     @nsightx.analyze.plot(str(tmp_path / "rate.png"), metric="<lambda>")
     @nsightx.analyze.plot(str(tmp_path / "time.png"), metric="host__time_duration.sum", plot_type="bar")
-    @nsightx.analyze.kernel(configs=[100, 200], runs=2, backend="host", verbosity=SILENT,
-                            derive_metric=lambda t, n: (n / t, "items/ns"))
+    @nsightx.analyze.kernel(
+        configs=[100, 200], runs=2, backend="host", verbosity=SILENT, derive_metric=lambda t, n: (n / t, "items/ns")
+    )
     def f(n):
         calls.append(n)
         with nsightx.annotate("a"):

@@ -86,8 +86,10 @@ def test_entry_point_plugin_adds_backend_and_collector(installed_plugin):
     assert [c.name for c in host.collectors("answer")] == ["answer"]
     set_default_host(host)
     try:
-        @nsightx.analyze.kernel(configs=[(1,)], runs=2, backend="ticks", info_collectors=["answer"],
-                                verbosity=nsightx.VerbosityLevel.SILENT)
+
+        @nsightx.analyze.kernel(
+            configs=[(1,)], runs=2, backend="ticks", info_collectors=["answer"], verbosity=nsightx.VerbosityLevel.SILENT
+        )
         def f(n):
             with nsightx.annotate("a"):
                 sum(range(1000))
@@ -113,8 +115,14 @@ def test_autoload_off_and_blocking(installed_plugin):
 
 
 def test_settings_from_environment():
-    s = LoaderSettings.from_env({"NSIGHTX_DISABLE_PLUGIN_AUTOLOAD": "1", "NSIGHTX_PLUGINS": "a, b",
-                                 "NSIGHTX_BLOCK_PLUGINS": "c", "NSIGHTX_COLLECTORS": "nvml"})
+    s = LoaderSettings.from_env(
+        {
+            "NSIGHTX_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "NSIGHTX_PLUGINS": "a, b",
+            "NSIGHTX_BLOCK_PLUGINS": "c",
+            "NSIGHTX_COLLECTORS": "nvml",
+        }
+    )
     assert (s.autoload, s.extra, s.blocked, s.default_collectors) == (False, ("a", "b"), ("c",), ("nvml",))
 
 

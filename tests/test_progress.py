@@ -40,8 +40,9 @@ def test_progress_shrinks_total_under_auto(plugin_host, monkeypatch):
     term = Terminal()
     monkeypatch.setattr(sys, "stderr", term)
 
-    @nsightx.analyze.kernel(configs=[1, 2], runs="auto", min_runs=2, max_runs=50, target_ci_pct=50.0,
-                            warmup=0, backend="host")
+    @nsightx.analyze.kernel(
+        configs=[1, 2], runs="auto", min_runs=2, max_runs=50, target_ci_pct=50.0, warmup=0, backend="host"
+    )
     def f(n):
         with nsightx.annotate("a"):
             time.sleep(0.002)

@@ -21,8 +21,14 @@ WORKLOAD = Path(__file__).parent / "out_workload.py"
 
 
 def sweep(tmp_path, runs=2):
-    @nsightx.analyze.kernel(configs=[(1, "x"), (2, object())], runs=runs, warmup=0, backend="host", verbosity=SILENT,
-                            output_prefix=str(tmp_path) + "/")
+    @nsightx.analyze.kernel(
+        configs=[(1, "x"), (2, object())],
+        runs=runs,
+        warmup=0,
+        backend="host",
+        verbosity=SILENT,
+        output_prefix=str(tmp_path) + "/",
+    )
     def f(n, label):
         with nsightx.annotate("a"):
             sum(range(n))

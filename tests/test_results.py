@@ -15,8 +15,14 @@ SILENT = nsightx.VerbosityLevel.SILENT
 
 
 def make(tmp_path=None, **options):
-    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, backend="host", verbosity=SILENT,
-                            output_prefix=str(tmp_path) + "/" if tmp_path else None, **options)
+    @nsightx.analyze.kernel(
+        configs=[(1,), (2,)],
+        runs=3,
+        backend="host",
+        verbosity=SILENT,
+        output_prefix=str(tmp_path) + "/" if tmp_path else None,
+        **options,
+    )
     def f(n):
         with nsightx.annotate("a"):
             sum(range(100 * n))
@@ -57,8 +63,14 @@ def test_output_files_and_csv_layout(plugin_host, tmp_path):
     make(tmp_path, output_csv=True)()
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [
-        "processed_data-f-0.csv", "processed_data-f-1.csv", "profiled_data-f-0.csv", "profiled_data-f-1.csv",
-        "raw_data-f-0.jsonl", "raw_data-f-1.jsonl", "result-f-0.json", "result-f-1.json",
+        "processed_data-f-0.csv",
+        "processed_data-f-1.csv",
+        "profiled_data-f-0.csv",
+        "profiled_data-f-1.csv",
+        "raw_data-f-0.jsonl",
+        "raw_data-f-1.jsonl",
+        "result-f-0.json",
+        "result-f-1.json",
     ]
     profiled = pd.read_csv(tmp_path / "profiled_data-f-0.csv")
     assert len(profiled) == 2 * 3 * 2 and profiled.columns[-1] == "n"
@@ -67,8 +79,9 @@ def test_output_files_and_csv_layout(plugin_host, tmp_path):
 
 
 def test_prefix_with_stem(plugin_host, tmp_path):
-    @nsightx.analyze.kernel(configs=[(1,)], runs=1, backend="host", verbosity=SILENT,
-                            output_prefix=str(tmp_path / "sub" / "exp1_"))
+    @nsightx.analyze.kernel(
+        configs=[(1,)], runs=1, backend="host", verbosity=SILENT, output_prefix=str(tmp_path / "sub" / "exp1_")
+    )
     def g(n):
         with nsightx.annotate("a"):
             pass
@@ -80,8 +93,9 @@ def test_prefix_with_stem(plugin_host, tmp_path):
 def test_crash_halfway_keeps_completed_runs_on_disk(plugin_host, tmp_path):
     calls = {"n": 0}
 
-    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=SILENT,
-                            output_prefix=str(tmp_path) + "/")
+    @nsightx.analyze.kernel(
+        configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=SILENT, output_prefix=str(tmp_path) + "/"
+    )
     def f(n):
         calls["n"] += 1
         if calls["n"] == 5:
@@ -125,8 +139,14 @@ def test_save_under_a_file_is_a_clear_error(plugin_host, tmp_path):
         make()().save(tmp_path / "file" / "r.json")
 
 
-@pytest.mark.parametrize(("drop", "field"), [(("plan", "params"), "plan.params"), (("created",), "created"),
-                                             (("runs", 0, "records", 0, "metric"), "runs.0.records.0.metric")])
+@pytest.mark.parametrize(
+    ("drop", "field"),
+    [
+        (("plan", "params"), "plan.params"),
+        (("created",), "created"),
+        (("runs", 0, "records", 0, "metric"), "runs.0.records.0.metric"),
+    ],
+)
 def test_load_of_a_file_missing_a_field_names_the_field(plugin_host, tmp_path, drop, field):
     path = make()().save(tmp_path / "r.json")
     doc = json.loads(path.read_text())

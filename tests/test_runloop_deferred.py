@@ -33,8 +33,17 @@ class DeferredHost(HostSession):
 
 
 def plan(fn, **kw) -> Plan:
-    base = dict(function=fn, function_name="f", params=("n",), configs=((1,), (2,), (3,)), runs=5, warmup=1,
-                metrics=("host__time_duration.sum",), backend="host", needs_gpu=False)
+    base = dict(
+        function=fn,
+        function_name="f",
+        params=("n",),
+        configs=((1,), (2,), (3,)),
+        runs=5,
+        warmup=1,
+        metrics=("host__time_duration.sum",),
+        backend="host",
+        needs_gpu=False,
+    )
     base.update(kw)
     return Plan(**base)
 

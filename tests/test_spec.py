@@ -61,9 +61,7 @@ def test_bad_option_fails_at_decoration(options, builtin, text):
 
 def test_derive_metric_arity_checked_at_decoration():
     with pytest.raises(ConfigError, match=r"derive_metric expects 3 parameters \(1 metric values \+ 2 configs\)"):
-        nsightx.analyze.kernel(configs=[(1, 2)], metrics=["m"], derive_metric=lambda t, n: t)(
-            lambda n, k: None
-        )
+        nsightx.analyze.kernel(configs=[(1, 2)], metrics=["m"], derive_metric=lambda t, n: t)(lambda n, k: None)
 
 
 def test_derive_metric_arity_checked_before_run_when_metrics_default(plugin_host):

@@ -73,11 +73,24 @@ OPTIONS: dict[str, st.SearchStrategy[Any]] = {
     "max_runs": _pick((6, 8), (1, -5, 2.5)),
     "target_ci_pct": _pick((50.0, 10), (0, -1.0, "1%", math.inf)),
     "time_budget_s": _pick((0.2, 1), (0, -1, "1s", math.nan)),
-    "metrics": _pick((None, ["host__time_duration.sum"], ("host__time_duration.sum",)),
-                     ("host__time_duration.sum", [], [""], [1], ["a", "a"], ["gpu__time_duration.sum"], 5,
-                      {"host__time_duration.sum"}, b"metric", [None])),
-    "derive_metric": _pick((None, good_derive, str_derive, none_derive, raising_derive, unit_derive, clash_derive),
-                           (lambda: 0, "per_n", 3)),
+    "metrics": _pick(
+        (None, ["host__time_duration.sum"], ("host__time_duration.sum",)),
+        (
+            "host__time_duration.sum",
+            [],
+            [""],
+            [1],
+            ["a", "a"],
+            ["gpu__time_duration.sum"],
+            5,
+            {"host__time_duration.sum"},
+            b"metric",
+            [None],
+        ),
+    ),
+    "derive_metric": _pick(
+        (None, good_derive, str_derive, none_derive, raising_derive, unit_derive, clash_derive), (lambda: 0, "per_n", 3)
+    ),
     "normalize_against": _pick((None, "a", "missing"), ("", 1, ["a"])),
     "combine_kernel_metrics": _pick((None, operator.add, max, lambda a, b: "x"), (lambda a: a, "add", 1)),
     "ignore_kernel_list": _pick((None, [], ["k"], ("k",), ["region"]), ("k", [1], {"k": 1})),
@@ -99,8 +112,10 @@ OPTIONS: dict[str, st.SearchStrategy[Any]] = {
     "backend_options": _pick(({}, None), ({"x": 1}, [("x", 1)], "x", {1: 2})),
 }
 
-CONFIGS = _pick((MISSING, None, [1, 2], [(1,), (2,)], range(1, 3), (3,), [object()]),
-                ({"a": 1}, {1, 2}, "ab", b"ab", 5, [], [(1, 2, 3)], [[1], [1, 2]], frozenset({1})))
+CONFIGS = _pick(
+    (MISSING, None, [1, 2], [(1,), (2,)], range(1, 3), (3,), [object()]),
+    ({"a": 1}, {1, 2}, "ab", b"ab", 5, [], [(1, 2, 3)], [[1], [1, 2]], frozenset({1})),
+)
 
 UNKNOWN = ("runz", "metric", "output", "configs_")
 """Misspelt option names."""
@@ -112,8 +127,12 @@ ADAPTIVE = ("min_runs", "max_runs", "target_ci_pct", "time_budget_s")
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
     """Options (most left out), the function's shape, how it is called, and whether it annotates a region."""
-    options: dict[str, Any] = {"backend": "host", "verbosity": nsightx.VerbosityLevel.SILENT, "runs": 2,
-                               "thermal_mode": "off"}
+    options: dict[str, Any] = {
+        "backend": "host",
+        "verbosity": nsightx.VerbosityLevel.SILENT,
+        "runs": 2,
+        "thermal_mode": "off",
+    }
     names = [n for n in sorted(OPTIONS) if n not in ADAPTIVE]
     for name in draw(st.permutations(names))[: draw(st.integers(0, 6))]:
         options[name] = draw(OPTIONS[name])
@@ -130,8 +149,20 @@ def cases(draw: st.DrawFn) -> Case:
         options["configs"] = configs
     if draw(st.integers(0, 19)) == 0:
         options[draw(st.sampled_from(UNKNOWN))] = 1
-    call = draw(_pick((((), ()),), (((3,), ()), (("x",), ()), ((1, 2), ()), ((), (("configs", [1, 2]),)),
-                                 ((), (("configs", {"n": 1}),)), ((), (("configs", "ab"),)), ((), (("n", 1),)))))
+    call = draw(
+        _pick(
+            (((), ()),),
+            (
+                ((3,), ()),
+                (("x",), ()),
+                ((1, 2), ()),
+                ((), (("configs", [1, 2]),)),
+                ((), (("configs", {"n": 1}),)),
+                ((), (("configs", "ab"),)),
+                ((), (("n", 1),)),
+            ),
+        )
+    )
     return Case(options, draw(st.sampled_from(SHAPES)), call[0], dict(call[1]), draw(st.integers(0, 19)) > 0)
 
 
@@ -173,8 +204,9 @@ def _warmup(options: dict[str, Any]) -> int:
     return w if isinstance(w, int) and not isinstance(w, bool) and w >= 0 else 1
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(case=cases())
 def test_any_option_combination_runs_or_raises_an_nsightx_error_early(plugin_host, case):
     calls: list[object] = []

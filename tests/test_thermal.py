@@ -30,8 +30,9 @@ def guard_over(monkeypatch, temp, mode="auto", device=None, **band):
     clock = FakeClock()
     install(monkeypatch, [FakeGpu(GPU_A, temp_c=temp)], clock=clock)
     log: list[str] = []
-    guard = ThermalGuard(NvmlTemperatureSource(device), mode=mode, clock=clock.monotonic, sleep=clock.sleep,
-                         log=log.append, **band)
+    guard = ThermalGuard(
+        NvmlTemperatureSource(device), mode=mode, clock=clock.monotonic, sleep=clock.sleep, log=log.append, **band
+    )
     return guard, clock, log
 
 
@@ -157,23 +158,37 @@ def test_source_failure_warns_once_and_stops_guarding(monkeypatch):
 
 def test_thermal_device_is_the_one_read(monkeypatch):
     clock = FakeClock()
-    install(monkeypatch, [FakeGpu(GPU_A, temp_c=30), FakeGpu(GPU_B, temp_c=85)], clock=clock,
-            cuda=FakeCuda({0: GPU_A[4:], 1: GPU_B[4:]}, current=0))
+    install(
+        monkeypatch,
+        [FakeGpu(GPU_A, temp_c=30), FakeGpu(GPU_B, temp_c=85)],
+        clock=clock,
+        cuda=FakeCuda({0: GPU_A[4:], 1: GPU_B[4:]}, current=0),
+    )
     assert NvmlTemperatureSource(1).read().temperature_c == 85
     assert NvmlTemperatureSource(None).read().temperature_c == 30
     assert NvmlTemperatureSource(GPU_B).read().headroom_c == 4
 
 
-def plan(mode="auto", needs_gpu=True, device=None, thermal_device=None, runs=3, warmup=1, timeout=None,
-         collectors=()):
+def plan(mode="auto", needs_gpu=True, device=None, thermal_device=None, runs=3, warmup=1, timeout=None, collectors=()):
     def fn(n):
         with nsightx.annotate("a"):
             sum(range(n))
 
-    return Plan(function=fn, function_name="fn", params=("n",), configs=((10,), (20,)), runs=runs, warmup=warmup,
-                metrics=("host__time_duration.sum",), backend="host", verbosity=VerbosityLevel.SILENT,
-                device=device, needs_gpu=needs_gpu, collectors=tuple(collectors),
-                thermal=ThermalSettings(mode=mode, timeout=timeout, device=thermal_device))
+    return Plan(
+        function=fn,
+        function_name="fn",
+        params=("n",),
+        configs=((10,), (20,)),
+        runs=runs,
+        warmup=warmup,
+        metrics=("host__time_duration.sum",),
+        backend="host",
+        verbosity=VerbosityLevel.SILENT,
+        device=device,
+        needs_gpu=needs_gpu,
+        collectors=tuple(collectors),
+        thermal=ThermalSettings(mode=mode, timeout=timeout, device=thermal_device),
+    )
 
 
 def test_make_guard_off_and_cpu_plans_are_unguarded(plugin_host, monkeypatch):
@@ -182,12 +197,19 @@ def test_make_guard_off_and_cpu_plans_are_unguarded(plugin_host, monkeypatch):
     assert isinstance(make_guard(plan(needs_gpu=False)), NoGuard)
     guard = make_guard(plan())
     assert isinstance(guard, ThermalGuard) and (guard.mode, guard.wait, guard.cont, guard.timeout) == (
-        "auto", 10, 20, 180)
+        "auto",
+        10,
+        20,
+        180,
+    )
 
 
 def test_make_guard_watches_thermal_device_else_profiled_device(plugin_host, monkeypatch):
-    install(monkeypatch, [FakeGpu(GPU_A, temp_c=30), FakeGpu(GPU_B, temp_c=85)],
-            cuda=FakeCuda({0: GPU_A[4:], 1: GPU_B[4:]}, current=0))
+    install(
+        monkeypatch,
+        [FakeGpu(GPU_A, temp_c=30), FakeGpu(GPU_B, temp_c=85)],
+        cuda=FakeCuda({0: GPU_A[4:], 1: GPU_B[4:]}, current=0),
+    )
     assert make_guard(plan(device=1)).source.read().temperature_c == 85
     assert make_guard(plan(device=1, thermal_device=0)).source.read().temperature_c == 30
 

@@ -14,10 +14,16 @@ from nsightx._transform import combine_records, derive
 
 
 def run(cfg, r, kernels, failed=False):
-    recs = tuple(Record(annotation="mm", config=cfg, run=r, kernel=k, metric="t", value=v, unit="ns", seq=i)
-                 for i, (k, v) in enumerate(kernels))
-    return RunRecords(config=cfg, run=r, records=recs,
-                      regions=(RegionRun(annotation="mm", config=cfg, run=r, host_ns=1, failed=failed),))
+    recs = tuple(
+        Record(annotation="mm", config=cfg, run=r, kernel=k, metric="t", value=v, unit="ns", seq=i)
+        for i, (k, v) in enumerate(kernels)
+    )
+    return RunRecords(
+        config=cfg,
+        run=r,
+        records=recs,
+        regions=(RegionRun(annotation="mm", config=cfg, run=r, host_ns=1, failed=failed),),
+    )
 
 
 # run 0 launches a split-K pair, run 1 a single kernel (autotuning changed its mind): attribution is by
@@ -48,8 +54,7 @@ def test_ignore_kernel_list_drops_exact_names():
 
 
 def test_kernels_are_combined_in_launch_order():
-    shuffled = [RunRecords(config=0, run=0, records=tuple(reversed(VARYING[0].records)),
-                           regions=VARYING[0].regions)]
+    shuffled = [RunRecords(config=0, run=0, records=tuple(reversed(VARYING[0].records)), regions=VARYING[0].regions)]
     assert combine_records(shuffled, ["t"], combine=operator.add)[0].kernel == "gemm|reduce"
 
 

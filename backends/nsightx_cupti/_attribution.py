@@ -204,8 +204,12 @@ def _window_of(t: int, spans: Sequence[tuple[int, int, int]]) -> int | None:
 _MAX = 1 << 63
 
 
-def silent_launches(batch: ActivityBatch, windows: Sequence[RegionWindow], attribution: Attribution,
-                    launches_kernels: Callable[[ApiActivity], bool]) -> list[tuple[RegionWindow, int]]:
+def silent_launches(
+    batch: ActivityBatch,
+    windows: Sequence[RegionWindow],
+    attribution: Attribution,
+    launches_kernels: Callable[[ApiActivity], bool],
+) -> list[tuple[RegionWindow, int]]:
     """Regions whose own thread made kernel launch calls but that got no kernel record at all.
 
     After a synchronise and a forced flush every kernel launched has its record, so such a region means the
@@ -225,8 +229,11 @@ def silent_launches(batch: ActivityBatch, windows: Sequence[RegionWindow], attri
         api = batch.apis.get(corr)
         if api is not None and launches_kernels(api):
             launches[ext] = launches.get(ext, 0) + 1
-    return [(w, launches[w.external_id]) for w in windows  # a failed region's launch may have failed too
-            if not w.failed and launches.get(w.external_id) and not attribution.by_region.get(w.external_id)]
+    return [
+        (w, launches[w.external_id])
+        for w in windows  # a failed region's launch may have failed too
+        if not w.failed and launches.get(w.external_id) and not attribution.by_region.get(w.external_id)
+    ]
 
 
 def region_attributes(window: RegionWindow, kernels: Sequence[Attributed]) -> dict[str, Scalar]:
@@ -267,8 +274,9 @@ def to_run_output(
     return to_run_outputs(attribution, {None: list(windows)}, metrics)[None]
 
 
-def to_run_outputs(attribution: Attribution, windows: Mapping[Any, Sequence[RegionWindow]],
-                   metrics: Sequence[str] = (METRIC,)) -> dict[Any, RunOutput]:
+def to_run_outputs(
+    attribution: Attribution, windows: Mapping[Any, Sequence[RegionWindow]], metrics: Sequence[str] = (METRIC,)
+) -> dict[Any, RunOutput]:
     """:func:`to_run_output` for several runs at once (keyed like ``windows``), validating all records in one batch.
 
     One pydantic call for a batch of records costs about a third of one call per record, and a collection
@@ -288,9 +296,18 @@ def to_run_outputs(attribution: Attribution, windows: Mapping[Any, Sequence[Regi
             for seq, a in enumerate(kernels):
                 k = a.kernel
                 value = float(k.duration) if k.end >= k.start > 0 else math.nan
-                fields.append({"annotation": w.annotation, "config": w.config, "run": w.run,
-                               "kernel": kernel_base_name(k.name), "metric": METRIC, "value": value, "unit": "ns",
-                               "seq": seq})
+                fields.append(
+                    {
+                        "annotation": w.annotation,
+                        "config": w.config,
+                        "run": w.run,
+                        "kernel": kernel_base_name(k.name),
+                        "metric": METRIC,
+                        "value": value,
+                        "unit": "ns",
+                        "seq": seq,
+                    }
+                )
                 owners.append(out)
     for out, record in zip(owners, _records_adapter().validate_python(fields), strict=True):
         out.records.append(record)

@@ -16,13 +16,13 @@ OPTIONS = {
     "buffer_bytes": "size of each CUPTI activity buffer in bytes (default 256 KiB)",
     "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
     "api_tracing": "'always' (default): API records for the whole session, minus APIs seen to launch nothing; "
-                   "'region': only while a region is open (switched on and off around each region)",
+    "'region': only while a region is open (switched on and off around each region)",
     "api_filter": "'learn' (default): switch off APIs seen to launch nothing; 'off': record every API call",
     "cupti_flush": "'forced' (default); 'plain' is for overhead studies and may lose kernels",
     "cupti_collect": "'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more "
-                     "after the last collection, and at the end; 'run': after every run",
+    "after the last collection, and at the end; 'run': after every run",
     "flush_at": "'region' (default): flush L2 just before each region opens (inputs written by the function "
-                "are cold, as under ncu); 'run': once before the function runs",
+    "are cold, as under ncu); 'run': once before the function runs",
 }
 """``backend_options`` keys this backend accepts."""
 
@@ -38,27 +38,35 @@ def _probe() -> Availability:
     try:
         count = _driver.device_count()
     except OSError as e:
-        return Availability(available=False, reason=f"no NVIDIA driver: {e}",
-                            remedy="install the NVIDIA driver, or use backend='host' on a machine without a GPU")
+        return Availability(
+            available=False,
+            reason=f"no NVIDIA driver: {e}",
+            remedy="install the NVIDIA driver, or use backend='host' on a machine without a GPU",
+        )
     except _driver.DriverError as e:
-        return Availability(available=False, reason=f"CUDA driver unusable: {e}",
-                            remedy="check CUDA_VISIBLE_DEVICES and `nvidia-smi`")
+        return Availability(
+            available=False, reason=f"CUDA driver unusable: {e}", remedy="check CUDA_VISIBLE_DEVICES and `nvidia-smi`"
+        )
     if count == 0:
-        return Availability(available=False, reason="no CUDA device visible",
-                            remedy="check CUDA_VISIBLE_DEVICES and `nvidia-smi`")
+        return Availability(
+            available=False, reason="no CUDA device visible", remedy="check CUDA_VISIBLE_DEVICES and `nvidia-smi`"
+        )
     from nsightx_cupti._tracer import cupti_module, cupti_python_version, loaded_libcupti
 
     try:
         cupti_module().get_timestamp()  # loads libcupti
     except Exception as e:
         return Availability(
-            available=False, reason=f"libcupti could not be loaded by cupti-python: {type(e).__name__}: {e}",
+            available=False,
+            reason=f"libcupti could not be loaded by cupti-python: {type(e).__name__}: {e}",
             remedy="install a CUDA toolkit or the nvidia-cuda-cupti wheel matching your driver (torch with CUDA "
-                   "ships one), or put libcupti on LD_LIBRARY_PATH")
+            "ships one), or put libcupti on LD_LIBRARY_PATH",
+        )
     version = cupti_python_version()
     lib = loaded_libcupti() or "libcupti"
-    return Availability(available=True, reason=f"cupti-python {version} using {lib}; {count} CUDA device(s)",
-                        version=version)
+    return Availability(
+        available=True, reason=f"cupti-python {version} using {lib}; {count} CUDA device(s)", version=version
+    )
 
 
 class CuptiBackend(Backend):
@@ -99,11 +107,15 @@ class CuptiBackend(Backend):
         mode = plan.backend_options.get("api_tracing", "always")
         if mode not in ("region", "always"):
             raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'always' or 'region'")
-        for key, allowed in (("cupti_collect", ("batch", "run")), ("flush_at", ("region", "run")),
-                             ("api_filter", ("learn", "off"))):
+        for key, allowed in (
+            ("cupti_collect", ("batch", "run")),
+            ("flush_at", ("region", "run")),
+            ("api_filter", ("learn", "off")),
+        ):
             if plan.backend_options.get(key, allowed[0]) not in allowed:
-                raise ConfigError(f"backend_options[{key!r}]={plan.backend_options[key]!r} must be "
-                                  f"{' or '.join(map(repr, allowed))}")
+                raise ConfigError(
+                    f"backend_options[{key!r}]={plan.backend_options[key]!r} must be {' or '.join(map(repr, allowed))}"
+                )
         flush = plan.backend_options.get("cupti_flush", "forced")
         if flush not in ("forced", "plain"):
             raise ConfigError(f"backend_options['cupti_flush']={flush!r} must be 'forced' or 'plain'")
@@ -111,8 +123,9 @@ class CuptiBackend(Backend):
             check_byte_option(plan, key)
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
-            raise ConfigError(f"the cupti backend measures only {METRIC!r}, not {wrong}; use backend='ncu' for "
-                              "hardware counters")
+            raise ConfigError(
+                f"the cupti backend measures only {METRIC!r}, not {wrong}; use backend='ncu' for hardware counters"
+            )
 
     @contextmanager
     def session(self, plan: Plan) -> Iterator[Session]:
@@ -123,8 +136,9 @@ class CuptiBackend(Backend):
         """
         avail = self.availability()
         if not avail.available:
-            raise BackendUnavailableError(f"backend 'cupti' is not available: {avail.reason}. {avail.remedy}",
-                                          backend=self.name)
+            raise BackendUnavailableError(
+                f"backend 'cupti' is not available: {avail.reason}. {avail.remedy}", backend=self.name
+            )
         from nsightx_cupti._session import open_session
 
         with open_session(plan) as session:

@@ -134,8 +134,10 @@ def synchronize() -> None:
 def attribute(attr: int, device: int) -> int:
     """``cuDeviceGetAttribute``."""
     value = ctypes.c_int()
-    _check(_lib().cuDeviceGetAttribute(ctypes.byref(value), ctypes.c_int(attr), ctypes.c_int(device)),
-           "cuDeviceGetAttribute")
+    _check(
+        _lib().cuDeviceGetAttribute(ctypes.byref(value), ctypes.c_int(attr), ctypes.c_int(device)),
+        "cuDeviceGetAttribute",
+    )
     return value.value
 
 
@@ -178,8 +180,9 @@ class DeviceBuffer:
         """Queue a memset of the whole buffer on the legacy default stream (ordered with torch's default)."""
         self._value = (self._value + 1) & 0xFF
         ptr, count, stream = self._args
-        _check(_lib().cuMemsetD32Async(ptr, ctypes.c_uint32(self._value * 0x01010101), count, stream),
-               "cuMemsetD32Async")
+        _check(
+            _lib().cuMemsetD32Async(ptr, ctypes.c_uint32(self._value * 0x01010101), count, stream), "cuMemsetD32Async"
+        )
 
     def free(self) -> None:
         """Free the allocation (idempotent)."""

@@ -29,7 +29,7 @@ def _source_name(s: str, i: int) -> tuple[str, int]:
     n = int(s[i:j])
     if n <= 0 or j + n > len(s):
         raise _Unparsed
-    return s[j:j + n], j + n
+    return s[j : j + n], j + n
 
 
 def _skip_number_underscore(s: str, i: int) -> int:

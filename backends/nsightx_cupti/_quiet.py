@@ -48,8 +48,9 @@ class QuietApis:
 
     def candidates(self, batch: ActivityBatch) -> list[ApiKey]:
         """APIs recorded in ``batch`` that launched none of its kernels and may be switched off, not yet off."""
-        self.launching.update((api.domain, api.cbid) for k in batch.kernels
-                              if (api := batch.apis.get(k.correlation_id)) is not None)
+        self.launching.update(
+            (api.domain, api.cbid) for k in batch.kernels if (api := batch.apis.get(k.correlation_id)) is not None
+        )
         seen = {(api.domain, api.cbid) for api in batch.apis.values()}
         fresh = seen - self.launching - self.off - self.refused
         return sorted(key for key in fresh if self.may_silence(key))

@@ -148,10 +148,15 @@ class CudaDevice:
     def _facts(self) -> dict[str, Scalar]:
         facts = _facts.get(self.device)
         if facts is None:
-            facts = {"GPU": _driver.device_name(self.device), "Device": self.device,
-                     "L2Bytes": _driver.attribute(_driver.ATTR_L2_CACHE_SIZE, self.device)}
-            for key, attr in (("ComputeClock", _driver.ATTR_CLOCK_RATE),
-                              ("MemoryClock", _driver.ATTR_MEMORY_CLOCK_RATE)):
+            facts = {
+                "GPU": _driver.device_name(self.device),
+                "Device": self.device,
+                "L2Bytes": _driver.attribute(_driver.ATTR_L2_CACHE_SIZE, self.device),
+            }
+            for key, attr in (
+                ("ComputeClock", _driver.ATTR_CLOCK_RATE),
+                ("MemoryClock", _driver.ATTR_MEMORY_CLOCK_RATE),
+            ):
                 try:
                     facts[key] = _driver.attribute(attr, self.device)
                 except _driver.DriverError:
@@ -217,8 +222,15 @@ class CuptiSession(Session):
         keep_batches: Keep every run's raw activity in :attr:`batches` (fixture capture, debugging).
     """
 
-    def __init__(self, tracer: Tracer, device: Device, metrics: tuple[str, ...] = (METRIC,),
-                 keep_batches: bool = False, deferred: bool = False, flush_at: str = "run") -> None:
+    def __init__(
+        self,
+        tracer: Tracer,
+        device: Device,
+        metrics: tuple[str, ...] = (METRIC,),
+        keep_batches: bool = False,
+        deferred: bool = False,
+        flush_at: str = "run",
+    ) -> None:
         self.deferred = deferred
         self.flush_at = flush_at
         self._finished: list[tuple[int, int]] = []
@@ -261,12 +273,14 @@ class CuptiSession(Session):
         else:
             warnings.warn(
                 f"region {region.annotation!r} was closed on another thread than the one that opened it; "
-                "kernels are attributed by launch time for this region", RuntimeWarning, stacklevel=3)
+                "kernels are attributed by launch time for this region",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         t1 = self.tracer.timestamp()
         self.tracer.region_close()
         with self._lock:
-            self._windows.append(RegionWindow(ext, region.annotation, region.config, region.run, t0, t1, tid,
-                                              failed))
+            self._windows.append(RegionWindow(ext, region.annotation, region.config, region.run, t0, t1, tid, failed))
 
     def finish_run(self, config: int, run: int) -> RunOutput:
         """Deferred: note the run (its records come from :meth:`collect_runs`). Otherwise collect it now.
@@ -329,7 +343,8 @@ class CuptiSession(Session):
                     raise MeasurementError(
                         f"CUPTI delivered an incomplete record for kernel {a.kernel.name[:80]!r} "
                         f"(start={a.kernel.start}, end={a.kernel.end}); it was probably still running on a "
-                        "device other than the measured one. Synchronise that device inside the region.")
+                        "device other than the measured one. Synchronise that device inside the region."
+                    )
         cost = self.cost_ns
         cost["sync"] += t1 - t0
         cost["collect"] += t2 - t1
@@ -353,7 +368,8 @@ class CuptiSession(Session):
                 f"CUPTI recorded, but CUPTI delivered no kernel record for it ({len(silent)} region(s) so): "
                 f"{OTHER_CLIENTS} (or the kernels ran on a device other than the measured one and had not "
                 "finished). Profile with nsightx before or after that tool rather than while it runs, or use "
-                "backend='events'")
+                "backend='events'"
+            )
 
     def _untraced(self, kernels: list[KernelActivity]) -> None:
         """Kernels without a launch record: if APIs were switched off, switch them back on, and say so once.
@@ -366,12 +382,21 @@ class CuptiSession(Session):
         restored = forget() if forget is not None else 0
         if restored or not self._warned_untraced:
             self._warned_untraced = True
-            extra = (f"; {restored} API(s) switched off for launching nothing so far were switched back on, so "
-                     "later runs see them, but runs collected before may miss kernels they launched (pass "
-                     "backend_options={'api_filter': 'off'} to never switch APIs off)") if restored else ""
+            extra = (
+                (
+                    f"; {restored} API(s) switched off for launching nothing so far were switched back on, so "
+                    "later runs see them, but runs collected before may miss kernels they launched (pass "
+                    "backend_options={'api_filter': 'off'} to never switch APIs off)"
+                )
+                if restored
+                else ""
+            )
             warnings.warn(
                 f"{len(kernels)} kernel(s) had no traced launch API record and were not counted "
-                f"(first: {kernels[0].name[:80]}){extra}", RuntimeWarning, stacklevel=3)
+                f"(first: {kernels[0].name[:80]}){extra}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def environment(self) -> Mapping[str, Scalar]:
         """Device facts plus what CUPTI was used."""
@@ -408,12 +433,21 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
     device = CudaDevice(plan.device, flush=plan.cache_control == "all", flush_bytes=opts.get("flush_bytes"))
     try:
         tracer = ActivityTracer.get()
-        tracer.start(opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES, api_tracing=opts.get("api_tracing", "always"),
-                     flush_flag=opts.get("cupti_flush", "forced"), api_filter=opts.get("api_filter", "learn"))
+        tracer.start(
+            opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES,
+            api_tracing=opts.get("api_tracing", "always"),
+            flush_flag=opts.get("cupti_flush", "forced"),
+            api_filter=opts.get("api_filter", "learn"),
+        )
         try:
-            yield CuptiSession(tracer, device, plan.metrics, keep_batches=keep_batches,
-                               deferred=opts.get("cupti_collect", "batch") != "run",
-                               flush_at=opts.get("flush_at", "region"))
+            yield CuptiSession(
+                tracer,
+                device,
+                plan.metrics,
+                keep_batches=keep_batches,
+                deferred=opts.get("cupti_collect", "batch") != "run",
+                flush_at=opts.get("flush_at", "region"),
+            )
         finally:
             tracer.stop()
     finally:

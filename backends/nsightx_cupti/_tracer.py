@@ -45,8 +45,10 @@ Measured on the H200: the sweep of benchmarks/cupti_overhead.py took 1.4x longer
 CANARY_ID = (1 << 63) - 1
 """External id pushed around the start-of-session canary call (sessions count their ids up from 1)."""
 
-OTHER_CLIENTS = ("another CUPTI client in this process took CUPTI's activity callbacks or finalised CUPTI: "
-                 "torch.profiler (Kineto), Nsight Systems, compute-sanitizer or another CUPTI-based tool")
+OTHER_CLIENTS = (
+    "another CUPTI client in this process took CUPTI's activity callbacks or finalised CUPTI: "
+    "torch.profiler (Kineto), Nsight Systems, compute-sanitizer or another CUPTI-based tool"
+)
 """The likely cause of activity that does not arrive, for error messages."""
 
 
@@ -173,13 +175,28 @@ class ActivityTracer:
             for a in activities:
                 kind = a.kind
                 if kind == self._k_kernel:
-                    batch.kernels.append(KernelActivity(
-                        a.name, a.start, a.end, a.correlation_id, a.stream_id, a.device_id, a.context_id,
-                        a.graph_id, a.graph_node_id))
+                    batch.kernels.append(
+                        KernelActivity(
+                            a.name,
+                            a.start,
+                            a.end,
+                            a.correlation_id,
+                            a.stream_id,
+                            a.device_id,
+                            a.context_id,
+                            a.graph_id,
+                            a.graph_node_id,
+                        )
+                    )
                 elif kind == self._k_runtime or kind == self._k_driver:
                     batch.apis[a.correlation_id] = ApiActivity(
-                        a.correlation_id, a.start, a.end, a.thread_id, a.cbid,
-                        "runtime" if kind == self._k_runtime else "driver")
+                        a.correlation_id,
+                        a.start,
+                        a.end,
+                        a.thread_id,
+                        a.cbid,
+                        "runtime" if kind == self._k_runtime else "driver",
+                    )
                 elif kind == self._k_external and a.external_kind == ext_kind:
                     batch.externals[a.correlation_id] = a.external_id
             with self._lock:
@@ -194,8 +211,13 @@ class ActivityTracer:
         self.stats[key] = self.stats.get(key, 0) + value
 
     # --- session-facing API ---------------------------------------------------------------------------------
-    def start(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, api_tracing: str = "always",
-              flush_flag: str = "forced", api_filter: str = "learn") -> None:
+    def start(
+        self,
+        buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+        api_tracing: str = "always",
+        flush_flag: str = "forced",
+        api_filter: str = "learn",
+    ) -> None:
         """Register the buffer callbacks, enable the activity kinds, and make the canary call.
 
         The callbacks are registered at every start, not once per process: another CUPTI client may have
@@ -220,12 +242,14 @@ class ActivityTracer:
         if self.active:
             raise MeasurementError(
                 "a CUPTI session is already running in this process; CUPTI sessions cannot nest (finish the "
-                "outer profiled call first, or use backend='events' for the inner one)")
+                "outer profiled call first, or use backend='events' for the inner one)"
+            )
         if torch_profiler_recording():
             raise MeasurementError(
                 "torch.profiler is recording in this process and holds CUPTI's activity callbacks, which CUPTI "
                 "gives to one client at a time; end the torch.profiler session before the profiled call, or "
-                "profile this call with backend='events'")
+                "profile this call with backend='events'"
+            )
         c = self._cupti
         self.buffer_bytes = buffer_bytes
         if self.reregister:  # at every start: another client (torch.profiler, nsys) may have taken them since
@@ -279,7 +303,8 @@ class ActivityTracer:
             "CUPTI delivered no activity records to nsightx in this session, not even the one it makes itself "
             f"at the session start, so no kernel of it could be timed: {OTHER_CLIENTS}{hint}. Profile with "
             "nsightx before torch.profiler in the process, run it in a process of its own, or use "
-            "backend='events'")
+            "backend='events'"
+        )
 
     def _apis(self, on: bool) -> None:
         switch = self._cupti.activity_enable if on else self._cupti.activity_disable
@@ -403,7 +428,8 @@ class ActivityTracer:
             raise MeasurementError(
                 f"CUPTI dropped {dropped} activity records (its buffers were full), so kernel times of this run "
                 "are incomplete. Launch fewer kernels per run, or give CUPTI bigger buffers with "
-                f"backend_options={{'buffer_bytes': {2 * self.buffer_bytes}}}")
+                f"backend_options={{'buffer_bytes': {2 * self.buffer_bytes}}}"
+            )
         return batch
 
     def dropped(self) -> int:

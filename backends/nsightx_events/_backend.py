@@ -36,10 +36,12 @@ from nsightx._records import Record, RegionId, Scalar
 METRIC = "region__stream_span_duration"
 """Elapsed time between the region's open and close events on its stream, ns (not a kernel sum)."""
 
-OPTIONS = {"flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
-           "events_collect": "'batch' (default): read the events every 64 runs, at config ends a second or more "
-                             "after the last read, and at the end; 'run': wait for and read every run's events "
-                             "as it ends"}
+OPTIONS = {
+    "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
+    "events_collect": "'batch' (default): read the events every 64 runs, at config ends a second or more "
+    "after the last read, and at the end; 'run': wait for and read every run's events "
+    "as it ends",
+}
 """``backend_options`` keys this backend accepts."""
 
 
@@ -59,24 +61,37 @@ def _cuda_devices_without_torch() -> int:
 @functools.cache
 def _probe() -> Availability:
     if importlib.util.find_spec("torch") is None:
-        return Availability(available=False, reason="torch is not installed (this backend records events with it)",
-                            remedy="pip install torch (a CUDA build), or use backend='cupti'")
+        return Availability(
+            available=False,
+            reason="torch is not installed (this backend records events with it)",
+            remedy="pip install torch (a CUDA build), or use backend='cupti'",
+        )
     if "torch" in sys.modules:  # already paid for: ask torch itself
         import torch
 
         if not torch.cuda.is_available():
-            return Availability(available=False, reason="torch sees no CUDA device",
-                                remedy="install a CUDA build of torch; check CUDA_VISIBLE_DEVICES")
-        return Availability(available=True, reason=f"torch {torch.__version__}, {torch.cuda.device_count()} "
-                            "CUDA device(s)", version=torch.__version__)
+            return Availability(
+                available=False,
+                reason="torch sees no CUDA device",
+                remedy="install a CUDA build of torch; check CUDA_VISIBLE_DEVICES",
+            )
+        return Availability(
+            available=True,
+            reason=f"torch {torch.__version__}, {torch.cuda.device_count()} CUDA device(s)",
+            version=torch.__version__,
+        )
     try:
         count = _cuda_devices_without_torch()
     except OSError:
-        return Availability(available=False, reason="no NVIDIA driver (libcuda.so.1 not found)",
-                            remedy="install the NVIDIA driver, or use backend='host'")
+        return Availability(
+            available=False,
+            reason="no NVIDIA driver (libcuda.so.1 not found)",
+            remedy="install the NVIDIA driver, or use backend='host'",
+        )
     if count == 0:
-        return Availability(available=False, reason="no CUDA device visible",
-                            remedy="check CUDA_VISIBLE_DEVICES and `nvidia-smi`")
+        return Availability(
+            available=False, reason="no CUDA device visible", remedy="check CUDA_VISIBLE_DEVICES and `nvidia-smi`"
+        )
     return Availability(available=True, reason=f"torch installed (not imported yet), {count} CUDA device(s)")
 
 
@@ -127,8 +142,7 @@ class EventsSession(Session):
         deferred: False reads every run's events at its end (the behaviour before deferred collection).
     """
 
-    def __init__(self, device: int | None, flush: bool, flush_bytes: int | None = None,
-                 deferred: bool = True) -> None:
+    def __init__(self, device: int | None, flush: bool, flush_bytes: int | None = None, deferred: bool = True) -> None:
         import torch
 
         self._torch = torch
@@ -222,14 +236,22 @@ class EventsSession(Session):
                     end.synchronize()
                     ms = start.elapsed_time(end)
                 except RuntimeError as e:
-                    raise MeasurementError(
-                        f"CUDA events of region {region.annotation!r} could not be read: {e}") from e
+                    raise MeasurementError(f"CUDA events of region {region.annotation!r} could not be read: {e}") from e
                 run = out.setdefault((region.config, region.run), RunOutput())
                 run.region_attributes[region.annotation] = {"span_ns": round(ms * 1e6)}
                 if not failed:
-                    fields.append({"annotation": region.annotation, "config": region.config, "run": region.run,
-                                   "kernel": "region", "metric": METRIC, "value": ms * 1e6, "unit": "ns",
-                                   "seq": 0})
+                    fields.append(
+                        {
+                            "annotation": region.annotation,
+                            "config": region.config,
+                            "run": region.run,
+                            "kernel": "region",
+                            "metric": METRIC,
+                            "value": ms * 1e6,
+                            "unit": "ns",
+                            "seq": 0,
+                        }
+                    )
         finally:
             with self._lock:
                 self._pool.extend((start, end) for _, _, start, end in done)
@@ -239,10 +261,14 @@ class EventsSession(Session):
 
     def environment(self) -> Mapping[str, Scalar]:
         """GPU name and rated clocks (kHz) from the driver, L2 and flush sizes."""
-        env: dict[str, Scalar] = {"GPU": self.gpu, "Device": self.device.index, "L2Bytes": self.l2_bytes,
-                                  "FlushBytes": 0 if self.buffer is None else self.buffer.numel() * 4,
-                                  "PersistingL2Reset": self._persisting_ok if self.buffer is not None else None,
-                                  "EventsCollect": "batch" if self.deferred else "run"}
+        env: dict[str, Scalar] = {
+            "GPU": self.gpu,
+            "Device": self.device.index,
+            "L2Bytes": self.l2_bytes,
+            "FlushBytes": 0 if self.buffer is None else self.buffer.numel() * 4,
+            "PersistingL2Reset": self._persisting_ok if self.buffer is not None else None,
+            "EventsCollect": "batch" if self.deferred else "run",
+        }
         try:
             lib = _libcuda()
             for key, attr in (("ComputeClock", 13), ("MemoryClock", 36)):
@@ -301,8 +327,10 @@ class EventsBackend(Backend):
             raise ConfigError(f"backend_options['events_collect']={collect!r} must be 'batch' or 'run'")
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
-            raise ConfigError(f"the events backend measures only {METRIC!r} (the region's span on its stream), "
-                              f"not {wrong}; use backend='cupti' for kernel times or 'ncu' for counters")
+            raise ConfigError(
+                f"the events backend measures only {METRIC!r} (the region's span on its stream), "
+                f"not {wrong}; use backend='cupti' for kernel times or 'ncu' for counters"
+            )
 
     @contextmanager
     def session(self, plan: Plan) -> Iterator[Session]:
@@ -313,11 +341,15 @@ class EventsBackend(Backend):
         """
         avail = self.availability()
         if not avail.available:
-            raise BackendUnavailableError(f"backend 'events' is not available: {avail.reason}. {avail.remedy}",
-                                          backend=self.name)
-        session = EventsSession(plan.device, flush=plan.cache_control == "all",
-                                flush_bytes=plan.backend_options.get("flush_bytes"),
-                                deferred=plan.backend_options.get("events_collect", "batch") != "run")
+            raise BackendUnavailableError(
+                f"backend 'events' is not available: {avail.reason}. {avail.remedy}", backend=self.name
+            )
+        session = EventsSession(
+            plan.device,
+            flush=plan.cache_control == "all",
+            flush_bytes=plan.backend_options.get("flush_bytes"),
+            deferred=plan.backend_options.get("events_collect", "batch") != "run",
+        )
         try:
             yield session
         finally:

@@ -40,11 +40,21 @@ class HostSession(Session):
     def finish_run(self, config: int, run: int) -> RunOutput:
         """Turn this run's spans into records (off the measured path)."""
         spans, self._spans = self._spans, []
-        return RunOutput(records=[
-            Record(annotation=r.annotation, config=r.config, run=r.run, kernel="region",
-                                   metric=METRIC, value=float(ns), unit="ns", seq=0)
-            for r, ns in spans
-        ])
+        return RunOutput(
+            records=[
+                Record(
+                    annotation=r.annotation,
+                    config=r.config,
+                    run=r.run,
+                    kernel="region",
+                    metric=METRIC,
+                    value=float(ns),
+                    unit="ns",
+                    seq=0,
+                )
+                for r, ns in spans
+            ]
+        )
 
     def environment(self) -> Mapping[str, Scalar]:
         """The CPU stands where a GPU name would."""

@@ -238,21 +238,24 @@ class NcuBackend(Backend):
             missing = _locate.missing_worker_modules()
             if missing:
                 return Availability(
-                    available=False, version=result.install.version_string,
+                    available=False,
+                    version=result.install.version_string,
                     reason=f"ncu {result.install.version_string} found but Python module(s) "
-                           f"{', '.join(missing)} are missing",
+                    f"{', '.join(missing)} are missing",
                     remedy="pip install 'nsightx[ncu]'",
                 )
             reader = _locate.reader_location(result.install)
             if reader is None:
                 return Availability(
-                    available=False, version=result.install.version_string,
+                    available=False,
+                    version=result.install.version_string,
                     reason=f"ncu {result.install.version_string} at {result.install.path} has no "
-                           "extras/python/ncu_report.py and the ncu-report package is not installed",
+                    "extras/python/ncu_report.py and the ncu-report package is not installed",
                     remedy="pip install ncu-report",
                 )
             return Availability(
-                available=True, version=result.install.version_string,
+                available=True,
+                version=result.install.version_string,
                 reason=f"ncu {result.install.version_string} at {result.install.path}",
             )
         except Exception as e:  # availability() must never raise
@@ -311,8 +314,9 @@ class NcuBackend(Backend):
             raise MeasurementError(
                 f"{plan.function_name} was called with backend='ncu' inside the ncu worker: the worker imported "
                 "the module of the profiled function and that import itself starts a profiled call. Put the "
-                "module's top-level calls under `if __name__ == \"__main__\":` (or define the function in "
-                "another module than the one that runs the sweep).")
+                'module\'s top-level calls under `if __name__ == "__main__":` (or define the function in '
+                "another module than the one that runs the sweep)."
+            )
         options = NcuOptions.from_mapping(plan.backend_options)
         metrics = check_metrics(plan.metrics or self.capabilities.default_metrics)
         if options.ncu_path:
@@ -330,7 +334,9 @@ class NcuBackend(Backend):
         if reader is None:
             raise BackendUnavailableError(
                 f"no ncu report reader: {install.path} has no extras/python/ncu_report.py and the ncu-report "
-                "package is not installed; pip install ncu-report", backend=self.name)
+                "package is not installed; pip install ncu-report",
+                backend=self.name,
+            )
         art = make_artifacts(plan)
         try:
             env = self._execute(plan, sink, options, metrics, install, reader[1], art)
@@ -341,38 +347,71 @@ class NcuBackend(Backend):
         if not art.log.exists():
             env["ncu_log"] = None
         if plan.verbosity >= VerbosityLevel.INFO and env["ncu_report"] is not None:
-            print(f"nsightx: {plan.function_name}: ncu report {env['ncu_report']}, log {env['ncu_log']}",
-                  file=sys.stderr)
+            print(
+                f"nsightx: {plan.function_name}: ncu report {env['ncu_report']}, log {env['ncu_log']}", file=sys.stderr
+            )
         return env
 
     def _execute(
-        self, plan: Plan, sink: RunSink, options: NcuOptions, metrics: tuple[str, ...],
-        install: _locate.NcuInstall, reader_dir: str | None, art: Artifacts,
+        self,
+        plan: Plan,
+        sink: RunSink,
+        options: NcuOptions,
+        metrics: tuple[str, ...],
+        install: _locate.NcuInstall,
+        reader_dir: str | None,
+        art: Artifacts,
     ) -> dict[str, Scalar]:
         guard = make_guard(plan)  # here, in the user's process, like the collectors
-        worker_plan = dataclasses.replace(plan, output_dir=None, metrics=metrics,
-                                          collectors=worker_collectors(plan, guard),
-                                          thermal=ThermalSettings(mode="off"))
+        worker_plan = dataclasses.replace(
+            plan,
+            output_dir=None,
+            metrics=metrics,
+            collectors=worker_collectors(plan, guard),
+            thermal=ThermalSettings(mode="off"),
+        )
         art.payload.write_bytes(dump_plan(worker_plan))
         progress = Progress(plan)
         progress.label = f"{plan.function_name} -> {art.report.name}"
         requests = WorkerRequests(plan, guard, progress)
         debug = plan.verbosity >= VerbosityLevel.DEBUG
         with listening(art.private) as (listener, channel):
-            art.spec.write_text(json.dumps({
-                "payload": str(art.payload), "runs": str(art.runs), "error": str(art.error),
-                "nvtx_ranges": options.ncu_nvtx_ranges, "channel": channel,
-            }), encoding="utf-8")
+            art.spec.write_text(
+                json.dumps(
+                    {
+                        "payload": str(art.payload),
+                        "runs": str(art.runs),
+                        "error": str(art.error),
+                        "nvtx_ranges": options.ncu_nvtx_ranges,
+                        "channel": channel,
+                    }
+                ),
+                encoding="utf-8",
+            )
             app = [sys.executable, "-m", "nsightx_ncu._worker", str(art.spec)]
             cmd = build_command(
-                install.path, report=art.report, app=app, metrics=metrics, replay_mode=plan.replay_mode,
-                cache_control=plan.cache_control, clock_control=plan.clock_control, options=options, verbose=debug,
+                install.path,
+                report=art.report,
+                app=app,
+                metrics=metrics,
+                replay_mode=plan.replay_mode,
+                cache_control=plan.cache_control,
+                clock_control=plan.clock_control,
+                options=options,
+                verbose=debug,
             )
             if debug:
                 print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
             try:
-                outcome = supervise(cmd, env=worker_env(channel=channel), log=art.log, listener=listener,
-                                    requests=requests, timeout_s=options.ncu_timeout_s, show_tool_lines=debug)
+                outcome = supervise(
+                    cmd,
+                    env=worker_env(channel=channel),
+                    log=art.log,
+                    listener=listener,
+                    requests=requests,
+                    timeout_s=options.ncu_timeout_s,
+                    show_tool_lines=debug,
+                )
             finally:
                 progress.close()
         if outcome.permission_denied:  # nothing was measured: keep the sink empty (auto may measure elsewhere)
@@ -404,10 +443,22 @@ class NcuBackend(Backend):
 
     @staticmethod
     def _read(art: Artifacts, metrics: tuple[str, ...], deep: bool, reader_dir: str | None) -> list[Action]:
-        args = json.dumps({"report": str(art.report), "metrics": list(metrics), "deep": deep,
-                           "reader_dir": reader_dir, "out": str(art.actions)})
-        out = subprocess.run([sys.executable, "-m", "nsightx_ncu._reader", args], capture_output=True,
-                             text=True, env=worker_env(), check=False)
+        args = json.dumps(
+            {
+                "report": str(art.report),
+                "metrics": list(metrics),
+                "deep": deep,
+                "reader_dir": reader_dir,
+                "out": str(art.actions),
+            }
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "nsightx_ncu._reader", args],
+            capture_output=True,
+            text=True,
+            env=worker_env(),
+            check=False,
+        )
         if out.returncode != 0 or not art.actions.exists():
             raise MeasurementError(
                 f"reading the ncu report {art.report} failed (exit {out.returncode}):\n"
@@ -417,8 +468,15 @@ class NcuBackend(Backend):
         return [Action.from_json(d) for d in data]
 
     def _check(
-        self, plan: Plan, art: Artifacts, outcome: Outcome, options: NcuOptions, merged: MergeResult,
-        read_problem: str, missing: list[str], requests: WorkerRequests,
+        self,
+        plan: Plan,
+        art: Artifacts,
+        outcome: Outcome,
+        options: NcuOptions,
+        merged: MergeResult,
+        read_problem: str,
+        missing: list[str],
+        requests: WorkerRequests,
     ) -> None:
         error = _read_error(art.error)
         tail = log_tail(art.log)
@@ -429,48 +487,59 @@ class NcuBackend(Backend):
             raise requests.failure
         if outcome.timed_out:
             raise MeasurementError(
-                f"ncu did not finish within ncu_timeout_s={options.ncu_timeout_s}s and was killed; {kept}.{where}")
+                f"ncu did not finish within ncu_timeout_s={options.ncu_timeout_s}s and was killed; {kept}.{where}"
+            )
         if error is not None:
-            failed_at = ("while loading the plan in the worker" if error.get("stage") == "setup" else
-                         f"at {_run_label(plan, error.get('config'), error.get('run'))}")
+            failed_at = (
+                "while loading the plan in the worker"
+                if error.get("stage") == "setup"
+                else f"at {_run_label(plan, error.get('config'), error.get('run'))}"
+            )
             raise MeasurementError(
                 f"{plan.function_name} failed in the ncu worker {failed_at}: {error.get('type')}: "
-                f"{error.get('message')}; {kept} (the traceback is in the log).{where}")
+                f"{error.get('message')}; {kept} (the traceback is in the log).{where}"
+            )
         if RANGE_UNSUPPORTED in tail or (plan.replay_mode == "range" and "invalid capture range" in tail):
             raise MeasurementError(
                 "ncu range replay could not capture the annotated region (RecordStatusUnsupportedApi): the "
                 "region calls a CUDA API that range replay does not support (cuBLAS and many torch operators "
                 "do). Use replay_mode='kernel' (each kernel replayed alone) or replay_mode='application' "
-                f"(the whole worker re-run per pass); {kept}.{where}")
+                f"(the whole worker re-run per pass); {kept}.{where}"
+            )
         last = requests.last
         if last is not None and not last.finished and requests.clean_exits < requests.passes:
             raise MeasurementError(
                 f"the ncu worker died at {_run_label(plan, last.config, last.run)} without finishing it (ncu "
                 f"exited with {_status(outcome.returncode)}): it was killed (by the out-of-memory killer, a "
-                f"signal, or os._exit) or crashed inside the function; {kept}.{where}")
+                f"signal, or os._exit) or crashed inside the function; {kept}.{where}"
+            )
         if outcome.returncode != 0:
-            after = (f"after config {done[-1].config} run {done[-1].run}" if done else "before the first run")
+            after = f"after config {done[-1].config} run {done[-1].run}" if done else "before the first run"
             raise MeasurementError(
                 f"{PROFILING_FAILED}ncu exited with {_status(outcome.returncode)} {after} (an ncu error, an "
-                f"invalid metric, or a crash of the worker); {kept}.{where}")
+                f"invalid metric, or a crash of the worker); {kept}.{where}"
+            )
         if read_problem:
             raise MeasurementError(f"{read_problem}{where}")
         if not art.report.exists():
-            raise MeasurementError(f"No NVIDIA Nsight Compute report found. ncu finished but wrote no report at "
-                                   f"{art.report}.{where}")
+            raise MeasurementError(
+                f"No NVIDIA Nsight Compute report found. ncu finished but wrote no report at {art.report}.{where}"
+            )
         if missing:
             raise MeasurementError(
                 f"{metrics_error_message(missing, MetricErrorType.INVALID)}\n"
                 f"ncu returned no value for metric(s) {missing} in any of the {merged.profiled} profiled "
                 "kernel(s): the name is not a metric ncu knows for this GPU. List the metrics with "
-                f"`ncu --query-metrics` (base names; add a suffix such as .sum, .avg or .max).{where}")
+                f"`ncu --query-metrics` (base names; add a suffix such as .sum, .avg or .max).{where}"
+            )
         regions = sum(len(r.regions) for r in done)
         if regions and merged.profiled == 0:
             raise MeasurementError(
                 f"No kernels were profiled: ncu profiled no kernel inside the {regions} annotated region(s) of "
                 f"{plan.function_name}: "
                 "either no region launched GPU work or the NVTX ranges were not seen (is the nvtx package "
-                f"working in the worker?).{where}")
+                f"working in the worker?).{where}"
+            )
 
     @staticmethod
     def _cleanup(art: Artifacts, options: NcuOptions, plan: Plan) -> None:

@@ -138,8 +138,9 @@ class ParentLink:
         scope = CollectionScope(ctx.scope).value
         key = (scope, ctx.config, ctx.run, ctx.annotation)
         if key != self._key:
-            answer = self.request({"op": "collect", "scope": scope, "config": ctx.config, "run": ctx.run,
-                                   "annotation": ctx.annotation})
+            answer = self.request(
+                {"op": "collect", "scope": scope, "config": ctx.config, "run": ctx.run, "annotation": ctx.annotation}
+            )
             self._store(key, answer)
         return self._values.get(name, ("failed", None))
 

@@ -156,8 +156,8 @@ def parse_range_name(name: str) -> RegionId | None:
     if len(parts) != 3 or not parts[1].startswith("config=") or not parts[2].startswith("run="):
         return None
     try:
-        config = int(parts[1][len("config="):])
-        run = int(parts[2][len("run="):])
+        config = int(parts[1][len("config=") :])
+        run = int(parts[2][len("run=") :])
     except ValueError:
         return None
     return RegionId(annotation=unquote(parts[0]), config=config, run=run)
@@ -220,14 +220,20 @@ def build_command(
         raise ConfigError("build_command needs the application's argument vector")
     cmd = [
         str(ncu),
-        "--export", str(report),
+        "--export",
+        str(report),
         "--force-overwrite",
-        "--target-processes", "all",
+        "--target-processes",
+        "all",
         "--nvtx",
-        "--nvtx-include", nvtx_filter(opts.ncu_nvtx_ranges),
-        "--replay-mode", replay_mode,
-        "--cache-control", cache_control,
-        "--clock-control", clock_control,
+        "--nvtx-include",
+        nvtx_filter(opts.ncu_nvtx_ranges),
+        "--replay-mode",
+        replay_mode,
+        "--cache-control",
+        cache_control,
+        "--clock-control",
+        clock_control,
     ]
     names = check_metrics(metrics)
     if names:

@@ -170,9 +170,7 @@ def probe(path: str, timeout_s: float = 60.0) -> tuple[tuple[int, ...] | None, s
     if not os.access(path, os.X_OK):
         return None, "not executable"
     try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.SubprocessError) as e:
         return None, f"could not run '{path} --version': {e}"
     version = parse_version(out.stdout + out.stderr)

@@ -123,8 +123,14 @@ def load_known(ncu: str | Path, ncu_version: str, device: int) -> tuple[KnownMet
         if known.names:
             return known, gpu
     try:
-        out = subprocess.run(query_command(ncu, device), capture_output=True, text=True, timeout=QUERY_TIMEOUT_S,
-                             stdin=subprocess.DEVNULL, check=False)
+        out = subprocess.run(
+            query_command(ncu, device),
+            capture_output=True,
+            text=True,
+            timeout=QUERY_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None, gpu
     known = parse_listing(out.stdout)
@@ -163,8 +169,10 @@ def check_known(metrics: Sequence[str], known: KnownMetrics, *, ncu_version: str
     if not bad:
         return
     suggestions = {m: known.near(m) for m in bad}
-    lines = [f"  - {m!r}: " + (f"did you mean {' or '.join(repr(s) for s in near)}?" if near else "no close match")
-             for m, near in suggestions.items()]
+    lines = [
+        f"  - {m!r}: " + (f"did you mean {' or '.join(repr(s) for s in near)}?" if near else "no close match")
+        for m, near in suggestions.items()
+    ]
     raise UnknownMetricError(
         f"{metrics_error_message(bad, MetricErrorType.INVALID)}\n"
         f"ncu {ncu_version} does not know {'this metric' if len(bad) == 1 else 'these metrics'} for "
@@ -172,5 +180,6 @@ def check_known(metrics: Sequence[str], known: KnownMetrics, *, ncu_version: str
         "Nothing was run. Fix the name(s): `ncu --query-metrics --query-metrics-mode all` lists every name with "
         "its suffixes. If ncu does accept a name, skip this check with backend_options={'ncu_check_metrics': "
         "False}.",
-        metrics=bad, suggestions=suggestions,
+        metrics=bad,
+        suggestions=suggestions,
     )

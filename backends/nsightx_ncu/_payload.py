@@ -156,8 +156,12 @@ def dump_plan(plan: Plan) -> bytes:
     import cloudpickle
 
     module = sys.modules.get(getattr(plan.function, "__module__", "") or "")
-    by_value = (module is not None and module.__name__ != "__main__" and getattr(module, "__spec__", None) is not None
-                and not _findable(module.__name__.split(".")[0]))
+    by_value = (
+        module is not None
+        and module.__name__ != "__main__"
+        and getattr(module, "__spec__", None) is not None
+        and not _findable(module.__name__.split(".")[0])
+    )
     if by_value:
         cloudpickle.register_pickle_by_value(module)
     try:
@@ -283,7 +287,9 @@ def _diagnose(plan: Plan, error: Exception) -> UnpicklableError:
             "imports the module, rebuilding its state; (3) if it only reads something about the run (a device "
             "handle, a clock), make that an info collector: collectors run in this process and are never "
             "pickled; (4) or measure in process with backend='cupti' or 'events', which need no pickling.",
-            what=what, type_name=kind)
+            what=what,
+            type_name=kind,
+        )
     for ci, config in enumerate(plan.configs):
         for ai, arg in enumerate(config):
             inner_error = _fails(arg)
@@ -295,11 +301,14 @@ def _diagnose(plan: Plan, error: Exception) -> UnpicklableError:
                     f"({type(inner_error).__name__}: {inner_error}). Configs travel to the worker by value. Pass "
                     "what the worker can rebuild it from (sizes, dtypes, names, paths) and build the object inside "
                     f"{name}; or measure in process with backend='cupti' or 'events'.",
-                    what=what, type_name=type_name(arg))
+                    what=what,
+                    type_name=type_name(arg),
+                )
     return UnpicklableError(
         f"cannot send {name} to the ncu worker: {type(error).__name__}: {error}. The function, the globals it "
         "uses and its configs must be picklable by cloudpickle; define the function in an importable module (it "
-        "then travels by reference) or create the state inside it.")
+        "then travels by reference) or create the state inside it."
+    )
 
 
 def _sizes(plan: Plan) -> list[tuple[str, int]]:
@@ -338,7 +347,9 @@ def _human(n: int) -> str:
 def _size_message(plan: Plan, total: int) -> str:
     big = [f"{label} is {_human(size)}" for label, size in _sizes(plan)[:3] if size >= total // 10]
     parts = "; ".join(big) or "no single global or config argument dominates"
-    return (f"the plan sent to the ncu worker for {plan.function_name} is {_human(total)} when pickled: {parts}. "
-            "It is copied into the worker on every call (GPU tensors captured by value travel through host "
-            "memory). Create large data inside the function, or in an importable module (the function then "
-            "travels by reference and the module builds its own copy).")
+    return (
+        f"the plan sent to the ncu worker for {plan.function_name} is {_human(total)} when pickled: {parts}. "
+        "It is copied into the worker on every call (GPU tensors captured by value travel through host "
+        "memory). Create large data inside the function, or in an importable module (the function then "
+        "travels by reference and the module builds its own copy)."
+    )

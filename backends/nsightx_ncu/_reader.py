@@ -42,14 +42,22 @@ class Action:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form."""
-        return {"kernel": self.kernel, "workload": self.workload, "ranges": self.ranges,
-                "metrics": {k: list(v) for k, v in self.metrics.items()}}
+        return {
+            "kernel": self.kernel,
+            "workload": self.workload,
+            "ranges": self.ranges,
+            "metrics": {k: list(v) for k, v in self.metrics.items()},
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Action:
         """Inverse of :meth:`to_json`."""
-        return cls(kernel=data["kernel"], workload=data["workload"], ranges=list(data["ranges"]),
-                   metrics={k: (v[0], v[1]) for k, v in data["metrics"].items()})
+        return cls(
+            kernel=data["kernel"],
+            workload=data["workload"],
+            ranges=list(data["ranges"]),
+            metrics={k: (v[0], v[1]) for k, v in data["metrics"].items()},
+        )
 
 
 def import_reader(reader_dir: str | None) -> Any:
@@ -119,12 +127,14 @@ def read_report(
                 got = _metric(action, metric_name, string_kind)
                 if got is not None:
                     values[metric_name] = got
-            actions.append(Action(
-                kernel=action.name(ncu_report.IAction.NameBase_DEMANGLED) or action.name(),
-                workload=kinds.get(action.workload_type(), "other"),
-                ranges=_nvtx_ranges(action),
-                metrics=values,
-            ))
+            actions.append(
+                Action(
+                    kernel=action.name(ncu_report.IAction.NameBase_DEMANGLED) or action.name(),
+                    workload=kinds.get(action.workload_type(), "other"),
+                    ranges=_nvtx_ranges(action),
+                    metrics=values,
+                )
+            )
     return actions
 
 

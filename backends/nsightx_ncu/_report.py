@@ -67,7 +67,8 @@ def _numeric(value: Scalar) -> float:
 
 def _deep_names(action: Action, requested: Sequence[str]) -> list[str]:
     return sorted(
-        m for m, (v, _u) in action.metrics.items()
+        m
+        for m, (v, _u) in action.metrics.items()
         if m not in requested and not m.startswith("device__attribute_") and not isinstance(v, str)
     )
 
@@ -117,16 +118,28 @@ def merge_runs(
             names = list(metrics) + (_deep_names(action, metrics) if deep else [])
             for name in names:
                 value, unit = action.metrics.get(name, (math.nan, ""))
-                records.append(Record(annotation=ann, config=run.config, run=run.run, kernel=kernel,
-                                      metric=name, value=_numeric(value), unit=_unit(unit), seq=seq))
+                records.append(
+                    Record(
+                        annotation=ann,
+                        config=run.config,
+                        run=run.run,
+                        kernel=kernel,
+                        metric=name,
+                        value=_numeric(value),
+                        unit=_unit(unit),
+                        seq=seq,
+                    )
+                )
         regions = tuple(
-            RegionRun.model_validate({**reg.model_dump(), "attributes": {
-                **reg.attributes, "kernel_count": counts.get(reg.annotation, 0)}})
+            RegionRun.model_validate(
+                {**reg.model_dump(), "attributes": {**reg.attributes, "kernel_count": counts.get(reg.annotation, 0)}}
+            )
             for reg in run.regions
         )
         collectors = (*run.collectors, *_measured_clock(run, placed))
-        out.append(run.model_copy(update={"records": (*run.records, *records), "regions": regions,
-                                          "collectors": collectors}))
+        out.append(
+            run.model_copy(update={"records": (*run.records, *records), "regions": regions, "collectors": collectors})
+        )
     unattributed += sum(len(v) for v in by_run.values())
     return MergeResult(runs=out, profiled=profiled, unattributed=unattributed)
 
@@ -139,8 +152,11 @@ def _measured_clock(run: RunRecords, placed: Sequence[Action]) -> list[Collector
     """
     if any(cv.name == MEASURED_SM_CLOCK_COLUMN for cv in run.collectors):
         return []
-    clocks = [_to_khz(_numeric(a.metrics[SM_CLOCK_METRIC][0]), a.metrics[SM_CLOCK_METRIC][1])
-              for a in placed if SM_CLOCK_METRIC in a.metrics]
+    clocks = [
+        _to_khz(_numeric(a.metrics[SM_CLOCK_METRIC][0]), a.metrics[SM_CLOCK_METRIC][1])
+        for a in placed
+        if SM_CLOCK_METRIC in a.metrics
+    ]
     clocks = [c for c in clocks if not math.isnan(c)]
     if not clocks:
         return []
@@ -171,14 +187,19 @@ def environment(actions: Sequence[Action]) -> dict[str, Scalar]:
         name = action.metrics.get("device__attribute_display_name")
         if name is not None:
             env["GPU"] = str(name[0])
-            for key, metric in (("ComputeClock", "device__attribute_clock_rate"),
-                                ("MemoryClock", "device__attribute_memory_clock_rate")):
+            for key, metric in (
+                ("ComputeClock", "device__attribute_clock_rate"),
+                ("MemoryClock", "device__attribute_memory_clock_rate"),
+            ):
                 if metric in action.metrics:
                     value, unit = action.metrics[metric]
                     env[key] = round(_to_khz(_numeric(value), unit))
             break
-    clocks = [_to_khz(_numeric(a.metrics[SM_CLOCK_METRIC][0]), a.metrics[SM_CLOCK_METRIC][1])
-              for a in actions if SM_CLOCK_METRIC in a.metrics]
+    clocks = [
+        _to_khz(_numeric(a.metrics[SM_CLOCK_METRIC][0]), a.metrics[SM_CLOCK_METRIC][1])
+        for a in actions
+        if SM_CLOCK_METRIC in a.metrics
+    ]
     clocks = [c for c in clocks if not math.isnan(c)]
     if clocks:
         env["MeasuredComputeClock"] = round(sum(clocks) / len(clocks))

@@ -33,8 +33,11 @@ def worker_collectors(plan: Plan, guard: Guard) -> tuple[ProxyCollector, ...]:
         proxies.append(ProxyCollector(PAUSE_COLUMN, CollectionScope.RUN))
     for c in plan.collectors:
         columns = getattr(c, "columns", None)
-        proxies.append(ProxyCollector(c.name, CollectionScope(c.scope),
-                                      tuple(str(x) for x in columns) if isinstance(columns, tuple) else None))
+        proxies.append(
+            ProxyCollector(
+                c.name, CollectionScope(c.scope), tuple(str(x) for x in columns) if isinstance(columns, tuple) else None
+            )
+        )
     return tuple(proxies)
 
 
@@ -94,8 +97,9 @@ class WorkerRequests:
                 return self._run(int(message["config"]), int(message["run"]))
             if op == "collect":
                 scope = CollectionScope(message["scope"])
-                return {"values": self._collect(scope, message.get("config"), message.get("run"),
-                                                message.get("annotation"))}
+                return {
+                    "values": self._collect(scope, message.get("config"), message.get("run"), message.get("annotation"))
+                }
         except Exception as e:  # the parent's own failure: stop the worker, re-raise here afterwards
             self.failure = e
             return {"error": {"type": type(e).__name__, "message": str(e)}}
@@ -127,16 +131,23 @@ class WorkerRequests:
         values += self._collect(CollectionScope.RUN, config, run, None)
         return {"values": values}
 
-    def _collect(self, scope: CollectionScope, config: int | None, run: int | None,
-                 annotation: str | None) -> list[list[Any]]:
+    def _collect(
+        self, scope: CollectionScope, config: int | None, run: int | None, annotation: str | None
+    ) -> list[list[Any]]:
         collectors = self._by_scope.get(scope, [])
         if not collectors:
             return []
         args = self.plan.configs[config] if config is not None else ()
         ctx = CollectContext(
-            scope=scope, function=self.plan.function_name, args=args,
-            params=dict(zip(self.plan.params, args, strict=False)), config=config, run=run, annotation=annotation,
-            device=self.plan.device, backend=self.plan.backend,
+            scope=scope,
+            function=self.plan.function_name,
+            args=args,
+            params=dict(zip(self.plan.params, args, strict=False)),
+            config=config,
+            run=run,
+            annotation=annotation,
+            device=self.plan.device,
+            backend=self.plan.backend,
         )
         return [self._call(c, ctx) for c in collectors]
 
@@ -147,8 +158,12 @@ class WorkerRequests:
             key = (ctx.scope.value, c.name)
             if key not in self._warned:
                 self._warned.add(key)
-                warnings.warn(f"info collector {c.name!r} ({ctx.scope.value}) raised {type(e).__name__}: {e}; "
-                              "its column is empty where it failed", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"info collector {c.name!r} ({ctx.scope.value}) raised {type(e).__name__}: {e}; "
+                    "its column is empty where it failed",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             return [c.name, "failed", None]
         if isinstance(result, Mapping):
             return [c.name, "mapping", {str(k): to_scalar(v) for k, v in result.items()}]

@@ -79,8 +79,14 @@ def listening(private: Path) -> Iterator[tuple[socket.socket, str]]:
 
 
 def supervise(
-    cmd: list[str], *, env: Mapping[str, str], log: Path, listener: socket.socket, requests: WorkerRequests,
-    timeout_s: float | None, show_tool_lines: bool = False,
+    cmd: list[str],
+    *,
+    env: Mapping[str, str],
+    log: Path,
+    listener: socket.socket,
+    requests: WorkerRequests,
+    timeout_s: float | None,
+    show_tool_lines: bool = False,
 ) -> Outcome:
     """Run ``cmd`` (ncu and the worker) to its end, serving the channel and routing the output.
 
@@ -101,8 +107,14 @@ def supervise(
     connections: dict[socket.socket, bytearray] = {}
     with log.open("wb") as log_file:
         router = OutputRouter(log_file, show_tool_lines=show_tool_lines)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=dict(env), start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            start_new_session=True,
+        )
         assert proc.stdout is not None and proc.stderr is not None  # both are pipes
         pipes = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
         sel.register(listener, selectors.EVENT_READ, None)
@@ -142,8 +154,13 @@ def supervise(
 
 
 def _serve_one(
-    fileobj: Any, sel: selectors.BaseSelector, listener: socket.socket, pipes: dict[int, str],
-    connections: dict[socket.socket, bytearray], router: OutputRouter, requests: WorkerRequests,
+    fileobj: Any,
+    sel: selectors.BaseSelector,
+    listener: socket.socket,
+    pipes: dict[int, str],
+    connections: dict[socket.socket, bytearray],
+    router: OutputRouter,
+    requests: WorkerRequests,
 ) -> None:
     """Handle one ready file: a new worker, a worker's message(s), or output."""
     if fileobj is listener:

@@ -90,6 +90,7 @@ def nvtx_callables(kind: str) -> tuple[Callable[[str], Any], Callable[[], Any]]:
     import nvtx
 
     if kind == "push_pop":
+
         def push(name: str) -> None:
             nvtx.push_range(message=name, domain=DOMAIN)
 

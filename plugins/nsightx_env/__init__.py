@@ -26,9 +26,21 @@ if TYPE_CHECKING:
     from nsightx._plugins import CollectorRegistrar
 
 SET_NAME = "env"
-COLUMNS = ("PythonVersion", "NsightxVersion", "TorchVersion", "TritonVersion", "JaxVersion", "CuptiPythonVersion",
-           "CudaDriverVersion", "CudaRuntimeVersion", "CuptiVersion", "NcuVersion", "Platform", "GitCommit",
-           "GitDirty")
+COLUMNS = (
+    "PythonVersion",
+    "NsightxVersion",
+    "TorchVersion",
+    "TritonVersion",
+    "JaxVersion",
+    "CuptiPythonVersion",
+    "CudaDriverVersion",
+    "CudaRuntimeVersion",
+    "CuptiVersion",
+    "NcuVersion",
+    "Platform",
+    "GitCommit",
+    "GitDirty",
+)
 
 
 class EnvInfo:

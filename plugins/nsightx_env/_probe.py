@@ -103,8 +103,7 @@ def git_state(cwd: str | None = None) -> tuple[str | None, bool | None]:
 
     def run(*args: str) -> subprocess.CompletedProcess[str] | None:
         try:
-            return subprocess.run([git, "-C", where, *args], capture_output=True, text=True, timeout=10,
-                                  check=False)
+            return subprocess.run([git, "-C", where, *args], capture_output=True, text=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
 

@@ -119,8 +119,11 @@ def _unmatched(error: DeviceNotFound, columns: tuple[str, ...]) -> dict[str, Sca
     """Empty values for ``columns``, with one warning per process and reason saying why."""
     if str(error) not in _warned:
         _warned.add(str(error))
-        warnings.warn(f"nvml: cannot tell which GPU is being profiled ({error}); its columns are empty",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"nvml: cannot tell which GPU is being profiled ({error}); its columns are empty",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return dict.fromkeys(columns)
 
 
@@ -285,11 +288,14 @@ class RunConditions:
         now = time.perf_counter_ns()
         slow = self._slow.get(dev.label)
         if slow is None or (now - slow[0]) / 1e9 >= SLOW_FIELDS_MAX_AGE_S:
-            slow = (now, {
-                "MeasuredMemClockMHz": _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
-                "GPUTemperatureC": _safe(nvml, skip, "temp", nvml.temperature_c, h),
-                "GPUPowerW": _safe(nvml, skip, "power", nvml.power_w, h),
-            })
+            slow = (
+                now,
+                {
+                    "MeasuredMemClockMHz": _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
+                    "GPUTemperatureC": _safe(nvml, skip, "temp", nvml.temperature_c, h),
+                    "GPUPowerW": _safe(nvml, skip, "power", nvml.power_w, h),
+                },
+            )
             self._slow[dev.label] = slow
         return {k: fast[k] if k in fast else slow[1][k] for k in READ_COLUMNS}
 
@@ -328,8 +334,9 @@ class NvmlTemperatureSource:
         key = dev.label
         if key not in self._slowdown:
             self._slowdown[key] = nvml.slowdown_c(dev.sensors)
-        return ThermalReading(temperature_c=self._temperature(devices, dev), slowdown_c=self._slowdown[key],
-                              device=dev.label)
+        return ThermalReading(
+            temperature_c=self._temperature(devices, dev), slowdown_c=self._slowdown[key], device=dev.label
+        )
 
     def _resolve(self, devices: DeviceMap) -> Resolved:
         """Match the watched device once per source (a source lives for one profiled call, on one device).

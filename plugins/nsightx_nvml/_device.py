@@ -179,8 +179,10 @@ class DeviceMap:
         entry = entries[ordinal]
         if entry.isdigit():
             if int(entry) >= self.nvml.count():
-                raise DeviceNotFound(f"{label}: CUDA_VISIBLE_DEVICES={visible!r} names GPU {entry}, but NVML sees "
-                                     f"only {self.nvml.count()}")
+                raise DeviceNotFound(
+                    f"{label}: CUDA_VISIBLE_DEVICES={visible!r} names GPU {entry}, but NVML sees "
+                    f"only {self.nvml.count()}"
+                )
             handle = self.nvml.by_index(int(entry))
             return Resolved(handle, self.nvml.parent(handle), "CUDA_VISIBLE_DEVICES", label)
         found = self._uuid(entry, label)

@@ -64,8 +64,10 @@ class Nvml:
 
     def __init__(self, module: Any) -> None:
         self.m = module
-        self._reasons = (getattr(module, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                         or module.nvmlDeviceGetCurrentClocksThrottleReasons)
+        self._reasons = (
+            getattr(module, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or module.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
 
     def init(self) -> None:
         """Initialise NVML (``nvmlInit``); raises the module's NVMLError when the driver is missing."""

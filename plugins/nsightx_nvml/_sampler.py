@@ -80,8 +80,13 @@ class Sampler:
         False
     """
 
-    def __init__(self, read: Callable[[], Mapping[str, Scalar]], period_s: float = SAMPLE_PERIOD_S,
-                 clock: Callable[[], int] = time.perf_counter_ns, name: str = "nsightx-nvml-sampler") -> None:
+    def __init__(
+        self,
+        read: Callable[[], Mapping[str, Scalar]],
+        period_s: float = SAMPLE_PERIOD_S,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        name: str = "nsightx-nvml-sampler",
+    ) -> None:
         self._read = read
         self.period_s = period_s
         self._clock = clock
