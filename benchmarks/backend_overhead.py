@@ -287,8 +287,14 @@ def main() -> int:
     ap.add_argument("--tag", default="", help="suffix of the output file names (e.g. 'before')")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile of the tiny workload")
     ap.add_argument("--backends", default="cupti,events", help="comma-separated backends (default: cupti,events)")
+    ap.add_argument("--nvml-period", type=float, help="nvml sampler period in seconds (default: the plugin's)")
     args = ap.parse_args()
     info = use_tree(args.tree)
+    if args.nvml_period is not None:  # an experiment: how much of the collectors' cost the sampler thread is
+        from nsightx_nvml import _sampler
+
+        _sampler.SAMPLE_PERIOD_S = args.nvml_period
+        info["nvml_sample_period_s"] = args.nvml_period
     warnings.simplefilter("ignore")  # e.g. "no temperature source" when the nvml plugin is blocked
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
