@@ -144,9 +144,9 @@ class _Collectors:
             if result is _FAILED:
                 values: Mapping[str, Scalar] = {c.name: None}
             elif type(result) is dict or isinstance(result, Mapping):
-                values = {str(k): _scalar(v) for k, v in result.items()}
+                values = {str(k): to_scalar(v) for k, v in result.items()}
             else:
-                values = {c.name: _scalar(result)}
+                values = {c.name: to_scalar(result)}
             for name, value in values.items():
                 out.append({"name": name, "scope": scope.value, "value": value, **where})
         return out
@@ -171,7 +171,11 @@ class _Collectors:
             )
 
 
-def _scalar(value: object) -> Scalar:
+def to_scalar(value: object) -> Scalar:
+    """A collector's value as the result schema takes it (the ncu backend's parent-side collectors use it too).
+
+    Scalars stay as they are, numbers such as numpy scalars and 0-d tensors become float, anything else its str.
+    """
     if value is None or isinstance(value, bool | int | float | str):
         return value
     try:

@@ -17,7 +17,7 @@ from nsightx._collectors import CollectContext, CollectorLike
 from nsightx._enums import CollectionScope
 from nsightx._plan import Plan
 from nsightx._progress import Progress
-from nsightx._records import Scalar
+from nsightx._runloop import to_scalar
 from nsightx._thermal import PAUSE_COLUMN, Guard, NoGuard
 from nsightx_ncu._channel import ProxyCollector
 
@@ -39,16 +39,6 @@ def worker_collectors(plan: Plan, guard: Guard) -> tuple[ProxyCollector, ...]:
             )
         )
     return tuple(proxies)
-
-
-def to_scalar(value: object) -> Scalar:
-    """A collector's value as something JSON and the result schema take (as the in-process run loop does)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    try:
-        return float(value)  # type: ignore[arg-type]  # numpy scalars, 0-d tensors
-    except (TypeError, ValueError):
-        return str(value)
 
 
 @dataclass
