@@ -310,6 +310,8 @@ _STATS = (
     "Regression",
     "Status",
 )
+FIXED_COLUMNS = (*_FRONT, *_STATS)
+"""Every column of a comparison frame except the parameter columns (they sit between the two groups)."""
 
 
 def _row(a: _Samples | None, b: _Samples | None, threshold_pct: float, resamples: int) -> dict[str, Any]:

@@ -5,32 +5,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from nsightx._compare import only_in_one
+from nsightx._compare import FIXED_COLUMNS, only_in_one
 
 if TYPE_CHECKING:
     import pandas as pd
 
 _TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
-_FIXED = (
-    "Function",
-    "Annotation",
-    "Metric",
-    "Unit",
-    "BaselineMean",
-    "NewMean",
-    "BaselineRuns",
-    "NewRuns",
-    "Ratio",
-    "Ratio_CI_Lower",
-    "Ratio_CI_Upper",
-    "ChangePct",
-    "PValue",
-    "PValueAdj",
-    "HigherIsBetter",
-    "Significant",
-    "Regression",
-    "Status",
-)
+_FIXED = FIXED_COLUMNS
 
 
 def format_value(value: float, unit: str | None) -> str:
