@@ -89,11 +89,8 @@ def reference(fn: types.FunctionType) -> tuple[str, str, int] | None:
     module = sys.modules.get(module_name)
     if module is None or getattr(module, "__spec__", None) is None or not _findable(module_name.split(".")[0]):
         return None
-    obj: Any = module
-    try:
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except AttributeError:
+    obj = _lookup(module, qualname)
+    if obj is _MISSING:
         return None
     for depth in range(MAX_UNWRAP + 1):
         if obj is fn:
@@ -222,13 +219,7 @@ def _by_value(obj: object) -> bool:
     qualname = obj.__qualname__
     if module is None or obj.__module__ == "__main__" or "<locals>" in qualname or "<lambda>" in qualname:
         return True
-    found: Any = module
-    try:
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except AttributeError:
-        return True
-    return found is not obj
+    return _lookup(module, qualname) is not obj
 
 
 def _own(fn: types.FunctionType) -> bool:
@@ -353,3 +344,17 @@ def _size_message(plan: Plan, total: int) -> str:
         "memory). Create large data inside the function, or in an importable module (the function then "
         "travels by reference and the module builds its own copy)."
     )
+
+
+_MISSING = object()
+
+
+def _lookup(module: types.ModuleType, qualname: str) -> Any:
+    """The object at ``module.<qualname>`` (dotted for methods and nested classes), or ``_MISSING``."""
+    obj: Any = module
+    try:
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        return _MISSING
+    return obj
