@@ -33,7 +33,10 @@ def fake_tools(monkeypatch, tmp_path):
     ncu = bin_dir / "ncu"
     ncu.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FIXTURES / "fake_ncu.py"}" "$@"\n')
     smi = bin_dir / "nvidia-smi"
-    smi.write_text('#!/bin/sh\necho "0, GPU-5c9d1e2a-0000-0000-0000-000000000000, ${FAKE_GPU:-NVIDIA H200}"\n')
+    smi.write_text(
+        f'#!/bin/sh\necho smi >> "{tmp_path / "smi.log"}"\n'
+        'echo "0, GPU-5c9d1e2a-0000-0000-0000-000000000000, ${FAKE_GPU:-NVIDIA H200}"\n'
+    )
     for tool in (ncu, smi):
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
@@ -45,7 +48,9 @@ def fake_tools(monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_NCU_QUERY_LOG", str(log))
     for var in ("FAKE_NCU_EXIT", "FAKE_NCU_SAY", "FAKE_NCU_REPORT", "FAKE_GPU"):
         monkeypatch.delenv(var, raising=False)
-    return log
+    _metrics.forget()
+    yield log
+    _metrics.forget()
 
 
 def queries(log: Path) -> list[str]:
@@ -118,10 +123,23 @@ def test_ncu_is_asked_once_per_version_and_gpu(fake_tools, tmp_path, monkeypatch
     assert len(queries(fake_tools)) == 1
     cached = tmp_path / "cache" / "nsightx" / "ncu-metrics" / "2025.3.1.0--NVIDIA_H200.txt"
     assert "gpu__time_duration.sum" in cached.read_text().splitlines()
-    monkeypatch.setenv("FAKE_GPU", "NVIDIA H100 80GB HBM3")  # another GPU: asked again, cached apart
+    assert len((tmp_path / "smi.log").read_text().splitlines()) == 1  # the GPU's name asked once per process
+    monkeypatch.setenv("FAKE_GPU", "NVIDIA H100 80GB HBM3")  # another GPU (in a new process): asked again
+    _metrics.forget()
     NcuBackend().validate(plan)
     assert len(queries(fake_tools)) == 2
     assert (cached.parent / "2025.3.1.0--NVIDIA_H100_80GB_HBM3.txt").is_file()
+
+
+def test_a_cached_listing_is_parsed_once_per_process_and_again_when_replaced(fake_tools, tmp_path):
+    plan = plan_with(["dram__bytes_read.sum"])
+    NcuBackend().validate(plan)
+    cached = tmp_path / "cache" / "nsightx" / "ncu-metrics" / "2025.3.1.0--NVIDIA_H200.txt"
+    first = _metrics.load_known("ncu", "2025.3.1.0", 0)[0]
+    assert _metrics.load_known("ncu", "2025.3.1.0", 0)[0] is first  # the same parsed object: not read again
+    cached.write_text("dram__bytes_read.sum\nnsightx__planted.sum\n")  # replaced on disk: read again
+    again = _metrics.load_known("ncu", "2025.3.1.0", 0)[0]
+    assert again is not None and again is not first and "nsightx__planted.sum" in again.names
 
 
 def test_no_query_for_the_default_metric_or_when_switched_off(fake_tools):

@@ -27,7 +27,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -52,6 +51,7 @@ from nsightx_ncu import _locate, _metrics
 from nsightx_ncu._channel import ENV_CHANNEL
 from nsightx_ncu._command import NcuOptions, build_command, check_metrics
 from nsightx_ncu._payload import dump_plan
+from nsightx_ncu._readchild import ReaderChild
 from nsightx_ncu._reader import Action
 from nsightx_ncu._report import MergeResult, environment, merge_runs
 from nsightx_ncu._serve import WorkerRequests, worker_collectors
@@ -339,7 +339,8 @@ class NcuBackend(Backend):
             )
         art = make_artifacts(plan)
         try:
-            env = self._execute(plan, sink, options, metrics, install, reader[1], art)
+            with ReaderChild(reader[1], worker_env()) as child:  # starts up while ncu profiles
+                env = self._execute(plan, sink, options, metrics, install, child, art)
         finally:
             self._cleanup(art, options, plan)
         if not art.report.exists():
@@ -359,7 +360,7 @@ class NcuBackend(Backend):
         options: NcuOptions,
         metrics: tuple[str, ...],
         install: _locate.NcuInstall,
-        reader_dir: str | None,
+        child: ReaderChild,
         art: Artifacts,
     ) -> dict[str, Scalar]:
         guard = make_guard(plan)  # here, in the user's process, like the collectors
@@ -421,7 +422,7 @@ class NcuBackend(Backend):
         read_problem = ""
         if art.report.exists():
             try:
-                actions = self._read(art, metrics, options.deep, reader_dir)
+                actions = child.read(art.report, metrics, options.deep, art.actions)
             except MeasurementError as e:
                 read_problem = str(e)
         merged = merge_runs(actions, worker_runs, metrics, deep=options.deep)
@@ -440,32 +441,6 @@ class NcuBackend(Backend):
         if debug:
             print(log_tail(art.log, 200), file=sys.stderr)
         return env
-
-    @staticmethod
-    def _read(art: Artifacts, metrics: tuple[str, ...], deep: bool, reader_dir: str | None) -> list[Action]:
-        args = json.dumps(
-            {
-                "report": str(art.report),
-                "metrics": list(metrics),
-                "deep": deep,
-                "reader_dir": reader_dir,
-                "out": str(art.actions),
-            }
-        )
-        out = subprocess.run(
-            [sys.executable, "-m", "nsightx_ncu._reader", args],
-            capture_output=True,
-            text=True,
-            env=worker_env(),
-            check=False,
-        )
-        if out.returncode != 0 or not art.actions.exists():
-            raise MeasurementError(
-                f"reading the ncu report {art.report} failed (exit {out.returncode}):\n"
-                + "\n".join((out.stderr or out.stdout).strip().splitlines()[-LOG_TAIL_LINES:])
-            )
-        data = json.loads(art.actions.read_text(encoding="utf-8"))
-        return [Action.from_json(d) for d in data]
 
     def _check(
         self,

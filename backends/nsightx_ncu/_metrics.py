@@ -17,6 +17,7 @@ import difflib
 import functools
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -98,15 +99,31 @@ def cache_file(ncu_version: str, gpu: str) -> Path:
     return cache_dir() / "ncu-metrics" / f"{slug}.txt"
 
 
+_gpu_names: dict[tuple[str | None, str | None, int], str | None] = {}
+"""GPU names already asked in this process, by (nvidia-smi path, ``CUDA_VISIBLE_DEVICES``, ordinal): one
+nvidia-smi run costs tens of milliseconds, and the GPUs of a machine do not change while a process runs."""
+
+
 def gpu_name(device: int) -> str | None:
-    """The name of CUDA device ``device`` (from nvidia-smi), or ``None`` when it cannot be told."""
+    """The name of CUDA device ``device`` (from nvidia-smi, once per process), or ``None`` when it cannot be told."""
     from nsightx import _device
 
+    key = (shutil.which("nvidia-smi"), os.environ.get("CUDA_VISIBLE_DEVICES"), device)
+    if key in _gpu_names:
+        return _gpu_names[key]
     try:
         devices = _device.visible()
     except Exception:
-        return None
-    return devices[device].name if 0 <= device < len(devices) else None
+        return None  # not remembered: a failure may be passing (nvidia-smi busy)
+    name = devices[device].name if 0 <= device < len(devices) else None
+    _gpu_names[key] = name
+    return name
+
+
+def forget() -> None:
+    """Drop what this process remembers (GPU names, parsed listings): the next check asks again."""
+    _gpu_names.clear()
+    _parsed.clear()
 
 
 def load_known(ncu: str | Path, ncu_version: str, device: int) -> tuple[KnownMetrics | None, str | None]:
@@ -119,7 +136,7 @@ def load_known(ncu: str | Path, ncu_version: str, device: int) -> tuple[KnownMet
     gpu = gpu_name(device)
     path = cache_file(ncu_version, gpu) if gpu else None
     if path is not None and path.is_file():
-        known = parse_listing(path.read_text(encoding="utf-8", errors="replace"))
+        known = _read_cached(path)
         if known.names:
             return known, gpu
     try:
@@ -139,6 +156,25 @@ def load_known(ncu: str | Path, ncu_version: str, device: int) -> tuple[KnownMet
     if path is not None:
         _write_atomically(path, "\n".join(sorted(known.names)) + "\n")
     return known, gpu
+
+
+_parsed: dict[tuple[str, int, int], KnownMetrics] = {}
+"""Cache files already read by this process, by (path, mtime, size): a listing holds ~145,000 names (8 MB on
+the H200), and parsing it again took ~0.13 s per call, with as long again for the suffix sets of a name that
+is not listed verbatim; a file replaced on disk is read again."""
+
+
+def _read_cached(path: Path) -> KnownMetrics:
+    """The listing in one of our cache files (one name per line), parsed once per process and file version."""
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    known = _parsed.get(key)
+    if known is None:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        known = KnownMetrics(frozenset(n for n in text.split() if _NAME.match(n)))
+        _parsed.clear()  # keep one listing: a process profiles one GPU with one ncu, nearly always
+        _parsed[key] = known
+    return known
 
 
 def _write_atomically(path: Path, text: str) -> None:

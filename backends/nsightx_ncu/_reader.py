@@ -139,8 +139,23 @@ def read_report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Child-process entry: ``python -m nsightx_ncu._reader '<json arguments>'``; writes the actions as JSON."""
-    args = json.loads((sys.argv if argv is None else argv)[1])
+    """Child-process entry; writes the actions of one report as JSON.
+
+    ``python -m nsightx_ncu._reader '<json arguments>'`` reads at once. ``python -m nsightx_ncu._reader --stdin
+    '{"reader_dir": ...}'`` imports the reader first and then waits for one line of JSON arguments on its
+    standard input (:class:`nsightx_ncu._readchild.ReaderChild`); an empty input (the sweep made no report)
+    ends it with nothing written.
+    """
+    argv = sys.argv if argv is None else argv
+    if argv[1] == "--stdin":
+        reader_dir = json.loads(argv[2])["reader_dir"]
+        import_reader(reader_dir)
+        line = sys.stdin.readline()
+        if not line.strip():
+            return 0
+        args = {"reader_dir": reader_dir, **json.loads(line)}
+    else:
+        args = json.loads(argv[1])
     actions = read_report(args["report"], args["metrics"], deep=args["deep"], reader_dir=args["reader_dir"])
     with open(args["out"], "w", encoding="utf-8") as fh:
         json.dump([a.to_json() for a in actions], fh)
