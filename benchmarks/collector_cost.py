@@ -12,7 +12,9 @@ same bare events loop (paired medians of the whole-call wall time):
 * ``thermal_only``: the guard's temperatures, no nvml collector;
 * ``once_only`` / ``run_only``: one of the two nvml collectors, thermal guard off;
 * ``run_direct``: the RUN collector with no sampler thread (each run reads NVML, shared within 10 ms);
-* ``fake_sampler``: a RUN collector whose sampler thread reads nothing from NVML (the thread's own cost).
+* ``fake_sampler``: a RUN collector whose sampler thread reads nothing from NVML (the thread's own cost);
+* ``default_thread``: ``default`` with the nvml sampler as a thread in this process (the design before the
+  sampler process), for the before/after in one run.
 
 Then one instrumented pass of ``default`` reports the time spent per call inside each collector entry point
 (start, stop, collect, the guard's reads), on the measured thread. Writes OUTDIR/collector_cost.json.
@@ -109,24 +111,30 @@ def make_variant(torch: Any, w: Workload, variant: str) -> Callable[[], Any]:
             w.work(a, b)
 
     def call() -> Any:
-        from nsightx_nvml import _sampler
+        from nsightx_nvml import _collectors, _sampler
 
         previous, period = _plugins._default, _sampler.SAMPLE_PERIOD_S
+        real = getattr(_collectors.Provider, "real", None)
         if host is not None:
             _plugins.set_default_host(host)
         if variant == "run_direct":
             _sampler.SAMPLE_PERIOD_S = 0
+        if variant == "default_thread" and real is not None:
+            _collectors.Provider.real = property(lambda self: False)  # type: ignore[method-assign,assignment]
         try:
             return fn()
         finally:
             _plugins.set_default_host(previous)
             _sampler.SAMPLE_PERIOD_S = period
+            if real is not None:
+                _collectors.Provider.real = real  # type: ignore[method-assign]
 
     return call
 
 
 VARIANTS = (
     "default",
+    "default_thread",
     "blocked",
     "thermal_off",
     "thermal_only",

@@ -183,11 +183,11 @@ GPU_B = "GPU-bbbbbbbb-1111-1111-1111-111111111111"
 
 def install(monkeypatch: Any, gpus: list[FakeGpu], cuda: FakeCuda | None = None, **kw: Any) -> FakeNvml:
     """Put a provider over a :class:`FakeNvml` in place of the process-wide one for one test."""
-    from nsightx_nvml import _collectors, _sampler
+    from nsightx_nvml import _collectors, _fields, _sampler
 
     fake = FakeNvml(gpus, **kw)
     monkeypatch.setattr(_collectors, "RUN_READ_MAX_AGE_S", 0.0)  # one read per run: scripted values line up
     monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.0)  # no sampler thread (tests that want one set a period)
-    monkeypatch.setattr(_collectors, "SLOW_FIELDS_MAX_AGE_S", 0.0)  # every field read every time
+    monkeypatch.setattr(_fields, "SLOW_FIELDS_MAX_AGE_S", 0.0)  # every field read every time
     monkeypatch.setattr(_collectors, "_provider", _collectors.Provider(load=lambda: fake, cuda=cuda or FakeCuda()))
     return fake

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from nsightx_nvml import _sampler
 
 import nsightx
 
@@ -63,7 +64,10 @@ def test_sampler_feeds_a_cupti_call_and_stops_with_it(plugin_host, cuda):
             a @ a
 
     raw = mm().runs_dataframe().drop_duplicates(["Config", "Run"])
-    assert not [t for t in threading.enumerate() if t.name == "nsightx-nvml-sampler"]
+    assert not [t for t in threading.enumerate() if t.name == "nsightx-nvml-sampler"]  # no thread: a process
+    parked = list(_sampler._parked.values())
+    assert len(parked) == 1 and parked[0].running and parked[0].samples > 0, parked  # sampled, then parked
+    assert parked[0].failed is None and parked[0].error is None
     assert (raw["MeasuredSMClockMHz"] > 100).all() and raw["GPUTemperatureC"].between(5, 110).all()
     ages = raw["NvmlSampleAgeMs"]
     assert (ages >= 0).all() and ages.max() < 100, ages.tolist()  # a few ms old, never from an earlier call

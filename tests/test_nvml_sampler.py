@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pytest
-from nsightx_nvml import _collectors, _sampler
+from nsightx_nvml import _collectors, _fields, _sampler
 from nsightx_nvml._collectors import AGE_COLUMN, RUN_COLUMNS, NvmlTemperatureSource, RunConditions
 from nsightx_nvml._sampler import Sampler
 from nvml_double import GPU_A, FakeCuda, FakeGpu, install
@@ -302,7 +302,7 @@ def test_a_run_after_the_sampler_parked_gets_a_read_made_for_it(monkeypatch: pyt
 
 def test_slow_fields_are_queried_less_often_than_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = install(monkeypatch, [FakeGpu(GPU_A)], cuda=FakeCuda({0: GPU_A[4:]}))
-    monkeypatch.setattr(_collectors, "SLOW_FIELDS_MAX_AGE_S", 3600.0)
+    monkeypatch.setattr(_fields, "SLOW_FIELDS_MAX_AGE_S", 3600.0)
     run = RunConditions()
     nvml = _collectors.provider().devices()
     assert nvml is not None

@@ -17,15 +17,16 @@ from nsightx._records import Scalar
 from nsightx._thermal import ThermalReading
 from nsightx_nvml import _sampler
 from nsightx_nvml._device import CudaDriver, DeviceMap, DeviceNotFound, LibCuda, Resolved
-from nsightx_nvml._lib import Nvml, import_pynvml, reason_names
-from nsightx_nvml._sampler import Sample
+from nsightx_nvml._fields import READ_COLUMNS, SLOW_FIELDS, SLOW_FIELDS_MAX_AGE_S, FieldReader, safe
+from nsightx_nvml._lib import Nvml, import_pynvml
+from nsightx_nvml._sampler import ChildSpec, Sample
+
+__all__ = ["READ_COLUMNS", "SLOW_FIELDS", "SLOW_FIELDS_MAX_AGE_S"]  # re-exported: defined with the field reader
 
 DEVICE_COLUMNS = ("DriverVersion", "GPUName", "GPUUUID", "PowerLimitW", "ECCEnabled", "SlowdownTempC")
 """ONCE columns: facts about the profiled device."""
 AGE_COLUMN = "NvmlSampleAgeMs"
 """RUN column: how long before the run started its NVML values were read, in milliseconds."""
-READ_COLUMNS = ("MeasuredSMClockMHz", "MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW", "ClockEventReasons")
-"""The RUN columns read from NVML."""
 RUN_COLUMNS = (*READ_COLUMNS, AGE_COLUMN)
 """RUN columns: the device's state read just before each measured run, and how long before."""
 
@@ -38,15 +39,6 @@ whole short run."""
 STALE_SAMPLE_S = 0.05
 """A run whose latest sample is older than this (the sampler parked while the host waited for a long run) has
 its values read at once, on the calling thread: ~0.2 ms on a busy H200, under 0.5% of a run that came so late."""
-
-SLOW_FIELDS = ("MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW")
-"""Fields read at most every :data:`SLOW_FIELDS_MAX_AGE_S`; the SM clock and clock-event reasons, which can
-change from one millisecond to the next, are read in every sample."""
-
-SLOW_FIELDS_MAX_AGE_S = 0.1
-"""How old the slow fields of a sample may be. Temperature moves by about a degree per second, power is NVML's
-average over about a second, and the memory clock changes with the power state (which moves the SM clock too).
-Each NVML query costs ~40 us while the GPU works, so three fewer per sample matter."""
 
 TEMPERATURE_MAX_AGE_S = 0.5
 """The thermal guard takes the sampler's temperature when it is at most this old, else reads NVML itself.
@@ -69,6 +61,11 @@ class Provider:
         self.error: str | None = None
         """Why NVML is unavailable (``None`` until tried, or when it works)."""
         self._tried = False
+
+    @property
+    def real(self) -> bool:
+        """Whether this provider reads the real ``pynvml`` (a sampler process can then read it too)."""
+        return self._load is import_pynvml
 
     def devices(self) -> DeviceMap | None:
         """The device map, or ``None`` if NVML cannot be used here (see :attr:`error`)."""
@@ -127,18 +124,6 @@ def _unmatched(error: DeviceNotFound, columns: tuple[str, ...]) -> dict[str, Sca
     return dict.fromkeys(columns)
 
 
-def _safe(nvml: Nvml, unsupported: set[str], key: str, read: Callable[[Any], Scalar], handle: Any) -> Scalar:
-    """Read one field; ``None`` (and never asked again) when this device does not support it."""
-    if key in unsupported:
-        return None
-    try:
-        return read(handle)
-    except nvml.error as e:
-        if nvml.is_not_supported(e):
-            unsupported.add(key)
-        return None
-
-
 class DeviceInfo:
     """ONCE: driver version, GPU name and UUID, enforced power limit, ECC state, slowdown temperature."""
 
@@ -166,14 +151,14 @@ class DeviceInfo:
         if fixed is None:  # facts that do not change while the driver is loaded (ECC needs a reboot)
             fixed = {
                 "DriverVersion": nvml.driver_version(),
-                "GPUName": _safe(nvml, skip, "name", nvml.name, dev.handle),
-                "GPUUUID": _safe(nvml, skip, "uuid", nvml.uuid, dev.handle),
-                "ECCEnabled": _safe(nvml, skip, "ecc", nvml.ecc_enabled, dev.sensors),
-                "SlowdownTempC": _safe(nvml, skip, "slowdown", nvml.slowdown_c, dev.sensors),
+                "GPUName": safe(nvml, skip, "name", nvml.name, dev.handle),
+                "GPUUUID": safe(nvml, skip, "uuid", nvml.uuid, dev.handle),
+                "ECCEnabled": safe(nvml, skip, "ecc", nvml.ecc_enabled, dev.sensors),
+                "SlowdownTempC": safe(nvml, skip, "slowdown", nvml.slowdown_c, dev.sensors),
             }
             self._fixed[key] = (devices, fixed)
         out = dict(fixed)
-        out["PowerLimitW"] = _safe(nvml, skip, "limit", nvml.power_limit_w, dev.sensors)  # an admin may change it
+        out["PowerLimitW"] = safe(nvml, skip, "limit", nvml.power_limit_w, dev.sensors)  # an admin may change it
         return {k: out[k] for k in DEVICE_COLUMNS}
 
     def availability(self) -> str:
@@ -203,11 +188,10 @@ class RunConditions:
     columns = RUN_COLUMNS
 
     def __init__(self) -> None:
-        self._unsupported: dict[str, set[str]] = {}
+        self._fields = FieldReader()
         self._last: dict[tuple[int, str], tuple[DeviceMap, Sample]] = {}
         self._leases: list[tuple[int, str]] = []
         self._sweep: dict[int | str | None, tuple[int, str]] = {}
-        self._slow: dict[str, tuple[int, dict[str, Scalar]]] = {}
 
     def start(self, ctx: CollectContext) -> None:
         """A profiled call starts: start the sampler of ``ctx.device`` (nothing when NVML is unavailable)."""
@@ -220,7 +204,9 @@ class RunConditions:
             return  # collect() warns, once
         key = (id(devices), dev.label)
         nvml = devices.nvml
-        _sampler.acquire(key, lambda: self.read(nvml, dev))
+        p = provider()
+        child = ChildSpec(nvml.uuid(dev.sensors)) if p.real else None  # a double lives only in this process
+        _sampler.acquire(key, lambda: self.read(nvml, dev), child=child)
         self._leases.append(key)
         self._sweep[ctx.device] = key
 
@@ -273,31 +259,12 @@ class RunConditions:
         return values
 
     def read(self, nvml: Nvml, dev: Resolved) -> dict[str, Scalar]:
-        """Read the five values from ``dev`` (on the sampler thread, or directly).
+        """Read the five values from ``dev`` (directly; the sampler process reads the same way).
 
         The SM clock and the clock-event reasons are queried every time; the :data:`SLOW_FIELDS` only when the
         last query of them is :data:`SLOW_FIELDS_MAX_AGE_S` old.
         """
-        skip = self._unsupported.setdefault(dev.label, set())
-        h = dev.sensors
-        mask = _safe(nvml, skip, "reasons", nvml.event_reasons, h)
-        fast: dict[str, Scalar] = {
-            "MeasuredSMClockMHz": _safe(nvml, skip, "sm", nvml.sm_clock_mhz, h),
-            "ClockEventReasons": reason_names(int(mask)) if isinstance(mask, int) else None,
-        }
-        now = time.perf_counter_ns()
-        slow = self._slow.get(dev.label)
-        if slow is None or (now - slow[0]) / 1e9 >= SLOW_FIELDS_MAX_AGE_S:
-            slow = (
-                now,
-                {
-                    "MeasuredMemClockMHz": _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
-                    "GPUTemperatureC": _safe(nvml, skip, "temp", nvml.temperature_c, h),
-                    "GPUPowerW": _safe(nvml, skip, "power", nvml.power_w, h),
-                },
-            )
-            self._slow[dev.label] = slow
-        return {k: fast[k] if k in fast else slow[1][k] for k in READ_COLUMNS}
+        return self._fields.read(nvml, dev.sensors, dev.label)
 
     def availability(self) -> str:
         """Whether NVML works here (shown by ``nsightx plugins``)."""

@@ -22,12 +22,18 @@ started at import. Several calls on one device (threads) share one sampler throu
 
 from __future__ import annotations
 
+import atexit
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from nsightx._records import Scalar
+from nsightx_nvml._shm import SharedSample
 
 SAMPLE_PERIOD_S = 0.005
 """Seconds between two samples of one device while runs keep starting; 0 starts no sampler (every run then reads
@@ -169,30 +175,221 @@ class Sampler:
             self.sample()
 
 
+@dataclass(frozen=True)
+class ChildSpec:
+    """What the sampler process needs to read one device by itself."""
+
+    uuid: str
+    """NVML UUID of the device whose sensors are read (the physical GPU under MIG)."""
+    loader: str = "pynvml"
+    """Module giving ``pynvml`` (``"module:function"``: a function returning a pynvml-like module)."""
+
+
+PARKED_POLL_LONG_S = 0.05
+"""How often a sampler process that has been parked for over a second looks for a new run."""
+
+
+class ProcessSampler:
+    """Like :class:`Sampler`, but the reads happen in a separate process (:mod:`nsightx_nvml._sampler_child`).
+
+    The sweep's thread pays a few memory reads per run (:mod:`nsightx_nvml._shm`) and no GIL hand-over: a
+    sampling thread cost a host-bound sweep ~25% on the H200 for that reason alone. The process starts with the
+    first profiled call (its first sample arrives ~0.1 s later; until then runs use the sample :meth:`start`
+    read inline, or read for themselves), parks between calls, and ends with the user's process. If it cannot
+    read NVML, it ends at once and :attr:`running` stays false for the rest of the process: the collector then
+    reads NVML itself.
+
+    Args:
+        read: Reads the device on the calling thread (the first sample, and reads made for a stale run).
+        spec: The device and NVML module for the process.
+        period_s: Seconds between two samples.
+        clock: Nanosecond clock (``time.perf_counter_ns``: CLOCK_MONOTONIC, the same in both processes).
+    """
+
+    def __init__(
+        self,
+        read: Callable[[], Mapping[str, Scalar]],
+        spec: ChildSpec,
+        period_s: float = SAMPLE_PERIOD_S,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self._read = read
+        self.spec = spec
+        self.period_s = period_s
+        self._clock = clock
+        self._shared: SharedSample | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._inline: Sample | None = None
+        self._cached: tuple[int, Sample] | None = None
+        self._lock = threading.Lock()
+        self.failed: str | None = None
+        """Why the process ended by itself (it is then not started again)."""
+
+    @property
+    def running(self) -> bool:
+        """True while the process is alive."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            if proc is not None and self.failed is None and proc.returncode != 0:
+                self.failed = self.error or f"exit status {proc.returncode}"
+                self._close()
+            return False
+        return True
+
+    @property
+    def samples(self) -> int:
+        """Samples the process has published so far."""
+        return self._shared.counters()[0] if self._shared is not None else 0
+
+    @property
+    def parks(self) -> int:
+        """Times the process parked for lack of demand."""
+        return self._shared.counters()[1] if self._shared is not None else 0
+
+    @property
+    def error(self) -> str | None:
+        """The last failure of a read in the process."""
+        return self._shared.error() if self._shared is not None else None
+
+    def start(self) -> None:
+        """Take one sample now and start the process (a no-op but a demand while it runs)."""
+        if self.running:
+            self.demand()
+            return
+        self.sample()
+        if self.failed is not None:
+            return
+        self._close()
+        self._shared = SharedSample.create()
+        self._shared.demand(self._clock())
+        args = {
+            "shm": self._shared.path,
+            "uuid": self.spec.uuid,
+            "loader": self.spec.loader,
+            "period_s": self.period_s,
+            "idle_periods": IDLE_PERIODS,
+            "parent": os.getpid(),
+            "parked_long_s": PARKED_POLL_LONG_S,
+        }
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(os.path.abspath(p or os.getcwd()) for p in sys.path))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "nsightx_nvml._sampler_child", json.dumps(args)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # a Ctrl-C of the sweep is the sweep's; the child ends with its parent
+        )
+        _stop_at_exit(self)
+
+    def stop(self) -> None:
+        """End the process (waits up to :data:`JOIN_TIMEOUT_S`) and remove its shared file."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if self._shared is not None:
+                self._shared.request_stop()
+            try:
+                proc.wait(JOIN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.unlink()
+            shared.close()
+
+    def demand(self) -> None:
+        """A run starts: keep sampling (one 8-byte write)."""
+        if self._shared is not None:
+            self._shared.demand(self._clock())
+
+    def latest(self) -> Sample | None:
+        """The newest of the process's latest sample and the last inline one."""
+        inline, shared_file, cached = self._inline, self._shared, self._cached
+        if shared_file is None:
+            return inline
+        if cached is None or cached[0] != shared_file.seq():  # a new sample: decode it once
+            snap = shared_file.snapshot()
+            if snap is None:
+                return inline
+            cached = self._cached = (snap[0], Sample(snap[1], snap[2]))
+        shared = cached[1]
+        return inline if inline is not None and inline.taken_ns > shared.taken_ns else shared
+
+    def sample(self) -> Sample | None:
+        """Read on the calling thread, keep it as the inline sample and return it (``None`` when it failed)."""
+        with self._lock:
+            taken = self._clock()
+            try:
+                values = dict(self._read())
+            except Exception:
+                return None
+            sample = self._inline = Sample(taken, values)
+            return sample
+
+
+_at_exit: list[ProcessSampler] = []
+
+
+def _stop_all() -> None:
+    for sampler in list(_at_exit):
+        sampler.stop()
+
+
+def _stop_at_exit(sampler: ProcessSampler) -> None:
+    """End ``sampler``'s process when the interpreter exits (registered once per sampler)."""
+    if not _at_exit:
+        atexit.register(_stop_all)
+    if sampler not in _at_exit:
+        _at_exit.append(sampler)
+
+
 class _Lease:
     """A sampler and the number of sweeps using it."""
 
-    def __init__(self, sampler: Sampler) -> None:
+    def __init__(self, sampler: Sampler | ProcessSampler) -> None:
         self.sampler = sampler
         self.users = 0
 
 
 _leases: dict[Hashable, _Lease] = {}
+_parked: dict[Hashable, ProcessSampler] = {}
+"""Sampler processes no sweep uses now: parked, kept for the next call on their device."""
 _lock = threading.Lock()
 
 
-def acquire(key: Hashable, read: Callable[[], Mapping[str, Scalar]], period_s: float | None = None) -> Sampler:
+def acquire(
+    key: Hashable,
+    read: Callable[[], Mapping[str, Scalar]],
+    period_s: float | None = None,
+    child: ChildSpec | None = None,
+) -> Sampler | ProcessSampler:
     """Start (or join) the sampler of ``key``, one device; every call needs one :func:`release` later.
 
     Args:
         key: Identifies the device (the collectors use the NVML connection and the device label).
-        read: What a sample reads, used when this call starts the sampler.
+        read: What a sample reads, used when this call starts the sampler (and for reads on the calling thread).
         period_s: Sampling period; ``None``: :data:`SAMPLE_PERIOD_S` as it is when the sampler starts.
+        child: How a sampler process reads the device; ``None``: a thread (NVML doubles in tests live only in
+            this process).
     """
+    period = SAMPLE_PERIOD_S if period_s is None else period_s
     with _lock:
         lease = _leases.get(key)
         if lease is None:
-            lease = _leases[key] = _Lease(Sampler(read, SAMPLE_PERIOD_S if period_s is None else period_s))
+            sampler: Sampler | ProcessSampler
+            if child is not None:
+                kept = _parked.pop(key, None)
+                sampler = kept if kept is not None and kept.spec == child else ProcessSampler(read, child, period)
+                if kept is not None and kept is not sampler:
+                    kept.stop()
+            else:
+                sampler = Sampler(read, period)
+            lease = _leases[key] = _Lease(sampler)
         lease.users += 1
         if lease.users == 1 and lease.sampler.period_s > 0:
             lease.sampler.start()
@@ -200,7 +397,7 @@ def acquire(key: Hashable, read: Callable[[], Mapping[str, Scalar]], period_s: f
 
 
 def release(key: Hashable) -> None:
-    """Leave the sampler of ``key``; the last user stops it and forgets it."""
+    """Leave the sampler of ``key``; the last user stops a thread, and parks a process for the next call."""
     with _lock:
         lease = _leases.get(key)
         if lease is None:
@@ -209,10 +406,13 @@ def release(key: Hashable) -> None:
         if lease.users > 0:
             return
         del _leases[key]
+        if isinstance(lease.sampler, ProcessSampler) and lease.sampler.running:
+            _parked[key] = lease.sampler
+            return
     lease.sampler.stop()
 
 
-def running(key: Hashable) -> Sampler | None:
+def running(key: Hashable) -> Sampler | ProcessSampler | None:
     """The sampler of ``key`` while some sweep uses it and it samples, else ``None`` (no lock)."""
     lease = _leases.get(key)
     return lease.sampler if lease is not None and lease.sampler.running else None
