@@ -9,7 +9,7 @@ asked to, when its parent is gone, or when NVML cannot start (the parent then ke
 
 Why a process: a sampling *thread* in the user's process cost that process the GIL at every NVML call it made;
 on the H200 a thread that sampled every 5 ms slowed a host-bound matmul sweep by ~25%
-(``benchmarks/results/2026-12-03-s4-collector-cost.json``), far more than the reads themselves.
+(``benchmarks/results/2026-12-03-s4-collector-cost-thread.json``), far more than the reads themselves.
 """
 
 from __future__ import annotations
