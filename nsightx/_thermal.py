@@ -27,11 +27,10 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nsightx._enums import CollectionScope, VerbosityLevel
 from nsightx._errors import CoolingTimeoutError
-from nsightx._records import CollectorValue
 
 if TYPE_CHECKING:
     from nsightx._plan import Plan, ThermalSettings
@@ -50,6 +49,14 @@ CLOSE_PAUSE_RUNS = 5
 """In ``auto``, a pause that comes fewer than this many runs after the previous one widens the band."""
 POLL_S = 1.0
 """Seconds between temperature reads while paused."""
+
+RECHECK_S = 0.05
+"""While the last read left more than :data:`RECHECK_MARGIN_C` above ``wait``, runs starting within this many
+seconds of it are not read again: temperature moves about a degree per second under load, and a read before
+every run cost ~10 us of a host-bound run's launch time on the H200."""
+
+RECHECK_MARGIN_C = 5.0
+"""Degrees of headroom above ``wait`` that let the guard skip reads for :data:`RECHECK_S`."""
 PAUSE_COLUMN = "ThermalPauseS"
 """RUN-scope column: seconds paused for cooling before the run."""
 
@@ -86,7 +93,7 @@ class Guard(Protocol):
         """Pause if the device is too hot to measure reliably (called before every run, warm-up included)."""
         ...
 
-    def take_values(self, config: int, run: int) -> list[CollectorValue]:
+    def take_values(self, config: int, run: int) -> list[dict[str, Any]]:
         """RUN-scope values to store with measured run ``run`` of ``config`` (pause time since the last one)."""
         ...
 
@@ -97,7 +104,7 @@ class NoGuard:
     def before_run(self) -> None:
         """Do nothing."""
 
-    def take_values(self, config: int, run: int) -> list[CollectorValue]:
+    def take_values(self, config: int, run: int) -> list[dict[str, Any]]:
         """No values: rows carry no ``ThermalPauseS`` column when nothing was guarded."""
         return []
 
@@ -155,6 +162,7 @@ class ThermalGuard:
     _runs_since_pause: int | None = None
     _cont_ceiling: float = CONT_MAX_C
     _broken: bool = False
+    _cool_until: float | None = None
 
     def __post_init__(self) -> None:
         if self.clock is None:
@@ -163,18 +171,33 @@ class ThermalGuard:
             self.sleep = time.sleep
 
     def before_run(self) -> None:
-        """Read the temperature; if the headroom is at or below ``wait``, pause (see the module docstring)."""
+        """Read the temperature; if the headroom is at or below ``wait``, pause (see the module docstring).
+
+        A run that starts within :data:`RECHECK_S` of a read that left a wide margin is not read again.
+        """
         if self._runs_since_pause is not None:
             self._runs_since_pause += 1
+        now = (self.clock or time.monotonic)()
+        if self._cool_until is not None and now < self._cool_until:
+            return
         reading = self._read()
         if reading is None or reading.headroom_c > self.wait:
+            wide = reading is not None and reading.headroom_c > self.wait + RECHECK_MARGIN_C
+            self._cool_until = now + RECHECK_S if wide else None
             return
+        self._cool_until = None
         self._pause(reading)
 
-    def take_values(self, config: int, run: int) -> list[CollectorValue]:
-        """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN value."""
+    def take_values(self, config: int, run: int) -> list[dict[str, Any]]:
+        """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN row.
+
+        The row holds the fields of a :class:`~nsightx._records.CollectorValue`; the run loop validates rows in
+        one batch per collection, off the path between two runs.
+        """
         value, self._pending_s = round(self._pending_s, 3), 0.0
-        return [CollectorValue(name=PAUSE_COLUMN, scope=CollectionScope.RUN.value, config=config, run=run, value=value)]
+        return [
+            {"name": PAUSE_COLUMN, "scope": CollectionScope.RUN.value, "config": config, "run": run, "value": value}
+        ]
 
     def _read(self) -> ThermalReading | None:
         if self._broken:

@@ -41,7 +41,7 @@ def test_no_pause_while_headroom_is_above_wait(monkeypatch):
     for _ in range(5):
         guard.before_run()
     assert guard.pauses == [] and clock.sleeps == []
-    assert guard.take_values(0, 0)[0].value == 0.0
+    assert guard.take_values(0, 0)[0]["value"] == 0.0
 
 
 def test_pause_until_cont_then_resume(monkeypatch):
@@ -54,9 +54,35 @@ def test_pause_until_cont_then_resume(monkeypatch):
     assert pause.start_headroom_c == 7 and pause.end_headroom_c == 21
     assert clock.sleeps == [1.0] * 7
     [value] = guard.take_values(0, 3)
-    assert (value.name, value.scope, value.config, value.run, value.value) == (PAUSE_COLUMN, "run", 0, 3, 7.0)
-    assert guard.take_values(0, 4)[0].value == 0.0  # handed out once
+    assert value == {"name": PAUSE_COLUMN, "scope": "run", "config": 0, "run": 3, "value": 7.0}
+    assert guard.take_values(0, 4)[0]["value"] == 0.0  # handed out once
     assert "pausing until 20 °C" in log[0] and "resumed after 7.0 s" in log[1]
+
+
+def test_a_cool_reading_is_trusted_for_a_moment_a_close_one_is_not(monkeypatch):
+    reads = []
+
+    def temp(t):
+        reads.append(t)
+        return 40  # 49 °C of headroom: far above wait 10
+
+    guard, clock, _ = guard_over(monkeypatch, temp=temp)
+    for _ in range(5):
+        guard.before_run()
+    assert len(reads) == 1  # runs starting within RECHECK_S of a cool read are not read again
+    clock.advance(0.06)
+    guard.before_run()
+    assert len(reads) == 2
+    close = []
+
+    def warm(t):
+        close.append(t)
+        return 76  # 13 °C of headroom: above wait, within the margin
+
+    guard, clock, _ = guard_over(monkeypatch, temp=warm)
+    for _ in range(5):
+        guard.before_run()
+    assert len(close) == 5 and guard.pauses == []  # near the threshold every run is read
 
 
 def test_boundary_pauses_at_exactly_wait(monkeypatch):
@@ -128,6 +154,7 @@ def test_auto_widens_band_when_pauses_come_close_together(monkeypatch):
             runs_between.append(run - last)
             last = run
         state["temp"] += 4
+        clock.advance(0.06)  # a run takes longer than RECHECK_S here: every run is read
     assert conts[0] == 20 and conts[1] == 20 + ADAPT_STEP_C  # the 2nd pause came < CLOSE_PAUSE_RUNS runs later
     assert runs_between[1] < CLOSE_PAUSE_RUNS
     assert max(conts) <= 50
