@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from nsightx._compare import compare
     from nsightx._hookspecs import hookimpl
     from nsightx._plot_layout import col_panel, row_panel
+    from nsightx._plugins import register_plugin, unregister_plugin
     from nsightx._raw import load_raw
     from nsightx._records import Record, RegionId
     from nsightx._results import ProfileResults, load
@@ -70,6 +71,8 @@ _LAZY = {
     "load_raw": ("nsightx._raw", "load_raw"),
     "compare": ("nsightx._compare", "compare"),
     "hookimpl": ("nsightx._hookspecs", "hookimpl"),
+    "register_plugin": ("nsightx._plugins", "register_plugin"),
+    "unregister_plugin": ("nsightx._plugins", "unregister_plugin"),
     "Backend": ("nsightx._backend", "Backend"),
     "Session": ("nsightx._backend", "Session"),
     "Capabilities": ("nsightx._backend", "Capabilities"),
@@ -135,5 +138,7 @@ __all__ = [
     "hookimpl",
     "load",
     "load_raw",
+    "register_plugin",
     "row_panel",
+    "unregister_plugin",
 ]

@@ -36,13 +36,12 @@ def _status(collectors: list[CollectorLike]) -> list[str]:
 def describe(host: PluginHost) -> str:
     """One block per loaded plugin: source and version, hooks, backends, collector sets with their columns."""
     host.load()
-    dists = {id(plugin): dist for plugin, dist in host.pm.list_plugin_distinfo()}
     lines = []
     for name, plugin in host.pm.list_name_plugin():
         if plugin is None:
             continue
-        dist = dists.get(id(plugin))
-        source = f"{dist.project_name} {dist.version}" if dist is not None else "built-in"
+        dist = host.plugin_source.get(name)
+        source = dist if dist is not None else "built-in"
         hooks = sorted(h.name for h in host.pm.get_hookcallers(plugin) or [])
         backends = sorted(n for n, p in host.backend_plugin.items() if p == name)
         sets = [s for s in host.collector_sets.values() if s.plugin == name]
@@ -58,5 +57,5 @@ def describe(host: PluginHost) -> str:
             for status in _status(cs.collectors):
                 lines.append(f"    status: {status}")
     for name, err in host.load_errors.items():
-        lines.append(f"{name}: failed to load: {err}")
+        lines.append(f"{name} ({host.plugin_source.get(name, 'not loaded')}): failed to load: {err}")
     return "\n".join(lines) if lines else "no plugins loaded"

@@ -8,7 +8,9 @@ at import time; the default host is built on first use.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -33,6 +35,22 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("env", "nsightx_env"),
 )
 """(plugin name, module) of the first-party plugins; a module that is not installed is skipped."""
+
+
+_warned: set[tuple[str, str]] = set()
+"""(plugin, error) pairs already warned about in this process."""
+
+
+def _check_known_hooks(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
+    """Refuse a plugin with a hook nsightx does not define (``check_pending`` for one plugin, with a hint)."""
+    for caller in pm.get_hookcallers(plugin) or []:
+        if not caller.has_spec():
+            known = sorted(n for n in dir(_hookspecs) if n.startswith("nsightx_"))
+            raise PluginError(
+                f"plugin {name!r} implements {caller.name!r}, which is not an nsightx hook; the hooks are: "
+                + ", ".join(known),
+                plugin=name,
+            )
 
 
 def _split(value: str | None) -> tuple[str, ...]:
@@ -109,6 +127,8 @@ class PluginHost:
     backend_plugin: dict[str, str] = field(default_factory=dict)
     collector_sets: dict[str, CollectorSet] = field(default_factory=dict)
     load_errors: dict[str, str] = field(default_factory=dict)
+    plugin_source: dict[str, str] = field(default_factory=dict)
+    """Distribution name and version of each plugin loaded from an entry point."""
     _loaded: bool = False
 
     def __post_init__(self) -> None:
@@ -121,10 +141,39 @@ class PluginHost:
             self.pm.enable_tracing()
 
     def register(self, plugin: object, name: str | None = None) -> None:
-        """Register a plugin object or module (and, if already loaded, collect what it registers)."""
-        registered = self.pm.register(plugin, name=name)
+        """Register a plugin object or module (and, if already loaded, collect what it registers).
+
+        Raises:
+            PluginError: A hook of ``plugin`` has wrong argument names or is not an nsightx hook, or what it
+                registers is refused; ``plugin`` is then not registered.
+        """
+        try:
+            registered = self.pm.register(plugin, name=name)
+            _check_known_hooks(self.pm, plugin, name or self.pm.get_name(plugin) or repr(plugin))
+        except pluggy.PluginValidationError as e:
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            raise PluginError(f"plugin {name or plugin!r}: {e}", plugin=str(name or plugin)) from e
+        except PluginError:
+            self.pm.unregister(plugin)
+            raise
         if registered is not None and self._loaded:
-            self._collect_from([plugin])
+            try:
+                self._collect_from([plugin])
+            except Exception:
+                self.pm.unregister(plugin)
+                raise
+
+    def unregister(self, name: str) -> None:
+        """Remove the plugin ``name`` and what it registered (backends and collector sets)."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is None:
+            raise ConfigError(f"no plugin named {name!r} is registered; `nsightx plugins` lists them")
+        self.pm.unregister(plugin)
+        for backend in [b for b, p in self.backend_plugin.items() if p == name]:
+            del self.backends[backend], self.backend_plugin[backend]
+        for cs in [n for n, c in self.collector_sets.items() if c.plugin == name]:
+            del self.collector_sets[cs]
 
     def load(self) -> PluginHost:
         """Load built-in, entry-point and ``NSIGHTX_PLUGINS`` plugins once, then fill the registries."""
@@ -137,15 +186,68 @@ class PluginHost:
             if mod is not None:
                 self.pm.register(mod, name=name)
         if self.settings.autoload:
-            self.pm.load_setuptools_entrypoints(_hookspecs.PROJECT)
+            self._load_entry_points()
         for module in self.settings.extra:
             if not self.pm.is_blocked(module) and not self.pm.has_plugin(module):
                 mod = self._import(module, module, missing_ok=False)
                 if mod is not None:
-                    self.pm.register(mod, name=module)
+                    self._register_checked(mod, module, "NSIGHTX_PLUGINS")
         self._loaded = True
-        self._collect_from(self.pm.get_plugins())
+        for plugin in list(self.pm.get_plugins()):
+            name = self.pm.get_name(plugin) or repr(plugin)
+            try:
+                self._collect_from([plugin])
+            except Exception as e:  # a plugin whose registration fails is dropped, not fatal
+                self.pm.unregister(plugin)
+                self._failed(name, self.plugin_source.get(name, "built-in"), e)
         return self
+
+    def _load_entry_points(self) -> None:
+        """Load each ``nsightx`` entry point on its own: one that fails is recorded and skipped (as pytest does).
+
+        pluggy's ``load_setuptools_entrypoints`` stops at the first plugin that fails to import, so one broken
+        package used to break every call.
+        """
+        for dist in importlib.metadata.distributions():
+            for ep in dist.entry_points:
+                if ep.group != _hookspecs.PROJECT or self.pm.is_blocked(ep.name) or self.pm.has_plugin(ep.name):
+                    continue
+                source = f"{dist.metadata['Name']} {dist.version}"
+                try:
+                    plugin = ep.load()
+                except Exception as e:
+                    self._failed(ep.name, source, e)
+                    continue
+                if self._register_checked(plugin, ep.name, source):
+                    self.plugin_source[ep.name] = source
+
+    def _register_checked(self, plugin: object, name: str, source: str) -> bool:
+        """Register ``plugin``; a hook pluggy refuses or does not know makes it a recorded failure instead."""
+        try:
+            self.pm.register(plugin, name=name)
+            _check_known_hooks(self.pm, plugin, name)
+        except Exception as e:
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            self._failed(name, source, e)
+            return False
+        return True
+
+    def _failed(self, name: str, source: str, error: BaseException) -> None:
+        """Record a plugin that could not be loaded, and warn once per process and plugin."""
+        text = f"{type(error).__name__}: {error}"
+        self.load_errors[name] = text
+        self.plugin_source.setdefault(name, source)
+        key = (name, text)
+        if key in _warned:
+            return
+        _warned.add(key)
+        warnings.warn(
+            f"nsightx: plugin {name!r} ({source}) could not be loaded and is skipped: {text}. `nsightx plugins` "
+            f"lists it; NSIGHTX_BLOCK_PLUGINS={name} stops loading it.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
     def _import(self, name: str, module: str, *, missing_ok: bool) -> ModuleType | None:
         try:
@@ -258,3 +360,38 @@ def set_default_host(host: PluginHost | None) -> None:
     """Replace the process-wide host (tests use a fresh one each)."""
     global _default
     _default = host
+
+
+def register_plugin(plugin: object, name: str | None = None) -> None:
+    """Register ``plugin`` (a module or an object with ``@nsightx.hookimpl`` functions) with the default host.
+
+    For plugins that are not installed as a package: a notebook cell, a test, a script. What it registers
+    (backends, collector sets) is usable at once, like an installed plugin's.
+
+    Args:
+        plugin: The module or object.
+        name: Its name in ``nsightx plugins`` and ``NSIGHTX_BLOCK_PLUGINS`` (default: pluggy's, from the object).
+
+    Raises:
+        PluginError: A hook has wrong argument names, is not an nsightx hook, or registers something refused
+            (e.g. a backend name already taken); nothing of ``plugin`` stays registered.
+
+    Example:
+        >>> import nsightx
+        >>> class Answer:
+        ...     @staticmethod
+        ...     @nsightx.hookimpl
+        ...     def nsightx_register_collectors(register):
+        ...         register("answer", [])
+        >>> register_plugin(Answer(), name="answer"); unregister_plugin("answer")
+    """
+    default_host().register(plugin, name=name)
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin from the default host, with the backends and collector sets it registered.
+
+    Raises:
+        ConfigError: No plugin of that name is registered.
+    """
+    default_host().unregister(name)
