@@ -15,7 +15,7 @@ from nsightx._plot_layout import Layout, Point, Series
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from nsightx._plot import PlotOptions
+    from nsightx._plot_options import PlotOptions
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 _LINESTYLES = ("-", "--", "-.", ":")

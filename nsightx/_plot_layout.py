@@ -22,7 +22,7 @@ from nsightx._errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nsightx._plot import PlotOptions
+    from nsightx._plot_options import PlotOptions
 
 
 class row_panel:
