@@ -1,10 +1,10 @@
 """The backend contract: what a measuring tool must provide to plug into nsightx.
 
 The core never names a backend. Backends are classes registered through the ``nsightx_register_backends``
-hook; the core asks each one for its :class:`Capabilities` and :meth:`Backend.availability`, and drives the
-chosen one through :meth:`Backend.execute`. An in-process backend only implements :meth:`Backend.session`
-and inherits ``execute``, which runs the shared run loop. A backend that measures elsewhere (the ncu worker)
-overrides ``execute`` and still feeds the same :class:`~nsightx._records.RunRecords` into the sink.
+hook; the core asks each one for its :class:`Capabilities` and :meth:`Backend.availability`. An in-process
+backend only implements :meth:`Backend.session`; the run stage drives it through the shared run loop
+(:func:`nsightx._runloop.execute`). A backend that measures elsewhere (the ncu worker) overrides
+:meth:`Backend.execute` and still feeds the same :class:`~nsightx._records.RunRecords` into the sink.
 """
 
 from __future__ import annotations
@@ -144,16 +144,21 @@ class Backend(abc.ABC):
         raise NotImplementedError(f"backend {self.name!r} does not run in process")
 
     def execute(self, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
-        """Measure every run of ``plan``, writing each run's records to ``sink`` as it completes.
+        """Measure every run of ``plan`` elsewhere, writing each run's records to ``sink`` as it completes.
 
-        Returns the environment the backend measured in (GPU name, clocks, ...).
+        Only a backend that does not measure in this process overrides this (the ncu worker). Every other backend
+        implements :meth:`session` only: the run stage (:func:`nsightx._runloop.execute`) then drives that
+        session through the shared run loop itself, so this contract does not depend on the run loop.
+
+        Returns:
+            The environment the backend measured in (GPU name, clocks, ...).
         """
-        from nsightx._device import use_device
-        from nsightx._runloop import run_loop
+        raise NotImplementedError(f"backend {self.name!r} measures in process: run it with nsightx._runloop.execute")
 
-        with use_device(plan.device), self.session(plan) as session:
-            run_loop(plan, session, sink)
-            return dict(session.environment())
+    @classmethod
+    def measures_elsewhere(cls) -> bool:
+        """Whether this backend overrides :meth:`execute` (and so measures outside the shared run loop)."""
+        return cls.execute is not Backend.execute
 
 
 def check_option_names(plan: Plan, accepted: Mapping[str, str], backend: str) -> None:
