@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, unquote
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
+from nsightx._backend import BackendOptions
 from nsightx._errors import ConfigError, ConfigTypeError
-from nsightx._model import Frozen
 from nsightx._records import RegionId
 from nsightx_ncu._reader import DOMAIN
 
@@ -26,7 +26,7 @@ __all__ = ["DOMAIN", "NcuOptions", "build_command", "check_metrics", "nvtx_filte
 _SAFE = " !\"#$&'()*+,-.:;<=>?[\\]^_`{}~"
 
 
-class NcuOptions(Frozen):
+class NcuOptions(BackendOptions):
     """Options of the ncu backend, given as ``backend_options={...}`` on the decorator.
 
     Example:
@@ -90,17 +90,7 @@ class NcuOptions(Frozen):
                     f"backend_options[{key!r}] must be a list of strings, got the str {data[key]!r}; "
                     f"write [{data[key]!r}]"
                 )
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            accepted = ", ".join(cls.model_fields)
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'backend_options'}: {err['msg']}"
-                for err in e.errors(include_url=False)
-            )
-            raise ConfigError(
-                f"invalid backend_options for the ncu backend ({problems}); accepted keys: {accepted}"
-            ) from e
+        return cls.parse(data, "ncu")
 
     @property
     def deep(self) -> bool:
