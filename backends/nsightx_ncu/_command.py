@@ -173,9 +173,9 @@ def build_command(
     report: str | Path,
     app: Sequence[str],
     metrics: Sequence[str],
-    replay_mode: str = "kernel",
-    cache_control: str = "all",
-    clock_control: str = "none",
+    replay_mode: str,
+    cache_control: str,
+    clock_control: str,
     options: NcuOptions | None = None,
     verbose: bool = False,
 ) -> list[str]:
@@ -189,6 +189,9 @@ def build_command(
         replay_mode: ``kernel``, ``range`` or ``application``.
         cache_control: ``all`` (flush caches before each replay pass) or ``none``.
         clock_control: ``none`` (leave clocks alone) or ``base`` (lock them to base).
+
+        The three come resolved from the plan: validated once by the profile spec, checked against the
+        backend's capabilities and defaulted by :func:`nsightx._select.option_defaults`; they are not checked again.
         options: Backend options (sets, sections, extra arguments, NVTX range kind).
         verbose: Add ``--verbose`` (debug verbosity).
 
@@ -196,16 +199,9 @@ def build_command(
         The command as a list of arguments, to run without a shell.
 
     Raises:
-        ConfigError: A value is outside the accepted ones.
+        ConfigError: No application, or a bad metric name.
     """
     opts = options or NcuOptions()
-    for label, value, accepted in (
-        ("replay_mode", replay_mode, ("kernel", "range", "application")),
-        ("cache_control", cache_control, ("all", "none")),
-        ("clock_control", clock_control, ("none", "base")),
-    ):
-        if value not in accepted:
-            raise ConfigError(f"invalid {label} {value!r} for the ncu backend; accepted: {', '.join(accepted)}")
     if not app:
         raise ConfigError("build_command needs the application's argument vector")
     cmd = [
