@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
 from nsightx._stats import ci_half_width
+from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,15 +32,11 @@ STABLE_RSD_PCT = 2.0
 """A row is ``StableMeasurement`` when its relative standard deviation is under this (and no run throttled)."""
 _ENV_COLUMNS = ("GPU", "Host", "ComputeClock", "MemoryClock")
 
-MEASURED_SM_CLOCK = "MeasuredSMClockMHz"
-"""RUN-scope value: the SM clock read around the run (MHz), as opposed to the rated ``ComputeClock``."""
-CLOCK_EVENT_REASONS = "ClockEventReasons"
-"""RUN-scope value: ``none`` or ``|``-joined NVML clock-event reason names (``gpu_idle``, ``sw_power_cap``, ...)."""
 NOT_THROTTLING = frozenset({"none", "gpu_idle", "applications_clocks_setting"})
 """Reasons that do not make a run throttled: an idle GPU, and clocks an administrator set on purpose."""
 CLOCK_DROP_FRACTION = 0.9
 """A run whose SM clock is under this fraction of the call's median (idle reads excluded) counts as throttled."""
-_CONDITIONS_FIRST = (MEASURED_SM_CLOCK, "MeasuredMemClockMHz")
+_CONDITIONS_FIRST = (MEASURED_SM_CLOCK, MEASURED_MEM_CLOCK)
 """Measured clocks come first among collector columns, next to the rated ones."""
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nsightx._records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
+from nsightx.columns import MEASURED_SM_CLOCK
 from nsightx_ncu._command import parse_range_name
 from nsightx_ncu._reader import Action
 
@@ -19,7 +20,7 @@ SM_CLOCK_METRIC = "gpc__cycles_elapsed.avg.per_second"
 """When collected, its mean over each run's kernels becomes that run's ``MeasuredSMClockMHz`` value, and its mean
 over all kernels the environment's ``MeasuredComputeClock`` (kHz)."""
 
-MEASURED_SM_CLOCK_COLUMN = "MeasuredSMClockMHz"
+MEASURED_SM_CLOCK_COLUMN = MEASURED_SM_CLOCK
 """The RUN-scope column the core shows as the measured SM clock (the nvml plugin writes it too)."""
 
 UNIT_ALIASES: Mapping[str, str] = {"nsecond": "ns", "usecond": "us", "msecond": "ms", "second": "s"}

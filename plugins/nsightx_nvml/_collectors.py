@@ -15,6 +15,14 @@ from nsightx._collectors import CollectContext
 from nsightx._enums import CollectionScope
 from nsightx._records import Scalar
 from nsightx._thermal import ThermalReading
+from nsightx.columns import (
+    CLOCK_EVENT_REASONS,
+    GPU_POWER,
+    GPU_TEMPERATURE,
+    MEASURED_CONDITIONS,
+    MEASURED_MEM_CLOCK,
+    MEASURED_SM_CLOCK,
+)
 from nsightx_nvml import _sampler
 from nsightx_nvml._device import CudaDriver, DeviceMap, DeviceNotFound, LibCuda, Resolved
 from nsightx_nvml._lib import Nvml, import_pynvml, reason_names
@@ -24,7 +32,7 @@ DEVICE_COLUMNS = ("DriverVersion", "GPUName", "GPUUUID", "PowerLimitW", "ECCEnab
 """ONCE columns: facts about the profiled device."""
 AGE_COLUMN = "NvmlSampleAgeMs"
 """RUN column: how long before the run started its NVML values were read, in milliseconds."""
-READ_COLUMNS = ("MeasuredSMClockMHz", "MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW", "ClockEventReasons")
+READ_COLUMNS = MEASURED_CONDITIONS
 """The RUN columns read from NVML."""
 RUN_COLUMNS = (*READ_COLUMNS, AGE_COLUMN)
 """RUN columns: the device's state read just before each measured run, and how long before."""
@@ -39,7 +47,7 @@ STALE_SAMPLE_S = 0.05
 """A run whose latest sample is older than this (the sampler parked while the host waited for a long run) has
 its values read at once, on the calling thread: ~0.2 ms on a busy H200, under 0.5% of a run that came so late."""
 
-SLOW_FIELDS = ("MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW")
+SLOW_FIELDS = (MEASURED_MEM_CLOCK, GPU_TEMPERATURE, GPU_POWER)
 """Fields read at most every :data:`SLOW_FIELDS_MAX_AGE_S`; the SM clock and clock-event reasons, which can
 change from one millisecond to the next, are read in every sample."""
 
@@ -282,8 +290,8 @@ class RunConditions:
         h = dev.sensors
         mask = _safe(nvml, skip, "reasons", nvml.event_reasons, h)
         fast: dict[str, Scalar] = {
-            "MeasuredSMClockMHz": _safe(nvml, skip, "sm", nvml.sm_clock_mhz, h),
-            "ClockEventReasons": reason_names(int(mask)) if isinstance(mask, int) else None,
+            MEASURED_SM_CLOCK: _safe(nvml, skip, "sm", nvml.sm_clock_mhz, h),
+            CLOCK_EVENT_REASONS: reason_names(int(mask)) if isinstance(mask, int) else None,
         }
         now = time.perf_counter_ns()
         slow = self._slow.get(dev.label)
@@ -291,9 +299,9 @@ class RunConditions:
             slow = (
                 now,
                 {
-                    "MeasuredMemClockMHz": _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
-                    "GPUTemperatureC": _safe(nvml, skip, "temp", nvml.temperature_c, h),
-                    "GPUPowerW": _safe(nvml, skip, "power", nvml.power_w, h),
+                    MEASURED_MEM_CLOCK: _safe(nvml, skip, "mem", nvml.mem_clock_mhz, h),
+                    GPU_TEMPERATURE: _safe(nvml, skip, "temp", nvml.temperature_c, h),
+                    GPU_POWER: _safe(nvml, skip, "power", nvml.power_w, h),
                 },
             )
             self._slow[dev.label] = slow
@@ -354,7 +362,7 @@ class NvmlTemperatureSource:
         sampler = _sampler.running((id(devices), dev.label))
         sample = sampler.latest() if sampler is not None else None
         if sample is not None:
-            value = sample.values.get("GPUTemperatureC")
+            value = sample.values.get(GPU_TEMPERATURE)
             fresh = (time.perf_counter_ns() - sample.taken_ns) / 1e9 <= TEMPERATURE_MAX_AGE_S
             if isinstance(value, int | float) and fresh:
                 return float(value)
