@@ -58,19 +58,7 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
                 f"function), got {profiled!r}; write @analyze.plot(...) on the line above @analyze.kernel(...)"
             )
         opts.check_params(inner.shape.names, inner.name)
-        spec = inner.spec
-        if opts.metric is None and (spec.derive_metric is not None or len(spec.metrics or ()) > 1):
-            asked = len(spec.metrics or ("",))
-            count, what = (
-                (f"at least {asked + 1}", "derive_metric adds metrics")
-                if spec.derive_metric is not None
-                else (str(asked), f"metrics={list(spec.metrics or ())}")
-            )
-            raise ConfigError(
-                f"Cannot visualize multiple metrics ({count} > 1) with the @nsight.analyze.plot decorator. "
-                f"Please specify a metric to plot. analyze.plot on {inner.name}: the result will hold several "
-                f"metrics ({what}) and a plot shows one; pass metric=<name> to analyze.plot"
-            )
+        _check_one_metric(inner, opts.metric)
 
         @functools.wraps(profiled)
         def wrapper(*args: Any, **kwargs: Any) -> ProfileResults:
@@ -84,3 +72,24 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
         return wrapper
 
     return decorate
+
+
+def _check_one_metric(inner: ProfiledFunction, metric: str | None) -> None:
+    """A plot shows one metric: without ``metric=``, the profiled function must give only one.
+
+    Raises:
+        ConfigError: several metrics (``metrics=`` lists more than one, or ``derive_metric`` adds some).
+    """
+    spec = inner.spec
+    if metric is None and (spec.derive_metric is not None or len(spec.metrics or ()) > 1):
+        asked = len(spec.metrics or ("",))
+        count, what = (
+            (f"at least {asked + 1}", "derive_metric adds metrics")
+            if spec.derive_metric is not None
+            else (str(asked), f"metrics={list(spec.metrics or ())}")
+        )
+        raise ConfigError(
+            f"Cannot visualize multiple metrics ({count} > 1) with the @nsight.analyze.plot decorator. "
+            f"Please specify a metric to plot. analyze.plot on {inner.name}: the result will hold several "
+            f"metrics ({what}) and a plot shows one; pass metric=<name> to analyze.plot"
+        )

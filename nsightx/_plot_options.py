@@ -140,6 +140,16 @@ def plot_options(**options: Any) -> PlotOptions:
         plot_height=_size("plot_height", options.get("plot_height", 4.0)),
         print_data=_flag("print_data", options.get("print_data", False)),
     )
+    _check_roles(opts)
+    return opts
+
+
+def _check_roles(opts: PlotOptions) -> None:
+    """Each parameter has one role (panel, variant or x); the x axis is not empty; variants need variant fields.
+
+    Raises:
+        ConfigError: a parameter with two roles, ``x_keys=[]``, or ``variant_annotations`` alone.
+    """
     roles = {
         "row_panels": opts.row_panels,
         "col_panels": opts.col_panels,
@@ -163,7 +173,6 @@ def plot_options(**options: Any) -> PlotOptions:
         raise ConfigError("x_keys=[] leaves nothing on the x axis; name at least one parameter or pass None")
     if opts.variant_annotations is not None and not opts.variant_fields:
         raise ConfigError("variant_annotations only applies with variant_fields; add variant_fields=[...]")
-    return opts
 
 
 def check_filename(filename: object) -> Path:
