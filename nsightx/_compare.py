@@ -120,6 +120,14 @@ def _describe(results: Sequence[ProfileResults]) -> str:
     return "; ".join(parts)
 
 
+def _check_gate(threshold_pct: object, alpha: object) -> None:
+    """Refuse a threshold that is not a finite percentage >= 0, or an alpha outside (0, 1)."""
+    if not (isinstance(threshold_pct, int | float) and threshold_pct >= 0 and math.isfinite(threshold_pct)):
+        raise ConfigError(f"threshold_pct must be a number >= 0 (percent), got {threshold_pct!r}")
+    if not (isinstance(alpha, int | float) and 0 < alpha < 1):
+        raise ConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
+
+
 def compare(
     baseline: object,
     new: object,
@@ -159,10 +167,7 @@ def compare(
     """
     import pandas as pd
 
-    if not (isinstance(threshold_pct, int | float) and threshold_pct >= 0 and math.isfinite(threshold_pct)):
-        raise ConfigError(f"threshold_pct must be a number >= 0 (percent), got {threshold_pct!r}")
-    if not (isinstance(alpha, int | float) and 0 < alpha < 1):
-        raise ConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
+    _check_gate(threshold_pct, alpha)
     wanted = _metric_list(metrics)
     base_results, new_results = resolve(baseline), resolve(new)
     base, cand = _samples(base_results), _samples(new_results)
