@@ -31,28 +31,34 @@ def importlib_find(name: str) -> object:
 
 def _workload() -> tuple[list[int], Callable[[int], None]]:
     """The sizes and the annotated matrix multiply: ``torch.matmul`` on a CUDA GPU, else NumPy on the CPU."""
-    if _has_cuda():
-        import torch
+    return _gpu_workload() if _has_cuda() else _cpu_workload()
 
-        def matmul(n: int) -> None:
-            a = torch.randn(n, n, device="cuda")
-            b = torch.randn(n, n, device="cuda")
-            with nsightx.annotate("matmul"):
-                torch.matmul(a, b)
-            torch.cuda.synchronize()
 
-        return [512, 1024, 2048, 4096], matmul
+def _gpu_workload() -> tuple[list[int], Callable[[int], None]]:
+    import torch
+
+    def matmul(n: int) -> None:
+        a = torch.randn(n, n, device="cuda")
+        b = torch.randn(n, n, device="cuda")
+        with nsightx.annotate("matmul"):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+
+    return [512, 1024, 2048, 4096], matmul
+
+
+def _cpu_workload() -> tuple[list[int], Callable[[int], None]]:
     import numpy as np
 
     rng = np.random.default_rng(0)
 
-    def matmul_cpu(n: int) -> None:
+    def matmul(n: int) -> None:
         a = rng.standard_normal((n, n))
         b = rng.standard_normal((n, n))
         with nsightx.annotate("matmul"):
             a @ b
 
-    return [64, 128, 256, 512], matmul_cpu
+    return [64, 128, 256, 512], matmul
 
 
 def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> Any:
