@@ -184,14 +184,21 @@ def compare(
     params = list(dict.fromkeys(p for s in [*base.values(), *cand.values()] for p in s.params))
     frame = pd.DataFrame(rows, columns=[*_FRONT, *params, *_STATS])
     frame.attrs.update(
-        baseline=_describe(base_results),
-        new=_describe(new_results),
-        threshold_pct=threshold_pct,
-        alpha=alpha,
-        require_all=bool(require_all),
-        warnings=_warnings(base_results, new_results),
+        _attrs(base_results, new_results, threshold_pct=threshold_pct, alpha=alpha, require_all=require_all)
     )
     return frame
+
+
+def _attrs(base: Any, new: Any, **settings: object) -> dict[str, object]:
+    """``df.attrs`` of a comparison: what was compared, with which settings, and the warnings."""
+    return {
+        "baseline": _describe(base),
+        "new": _describe(new),
+        "threshold_pct": settings["threshold_pct"],
+        "alpha": settings["alpha"],
+        "require_all": bool(settings["require_all"]),
+        "warnings": _warnings(base, new),
+    }
 
 
 _COMPARED = frozenset({"no change", "slower", "faster", "within noise"})
