@@ -221,15 +221,19 @@ def build_command(
         "--clock-control",
         clock_control,
     ]
-    names = check_metrics(metrics)
-    if names:
-        cmd += ["--metrics", ",".join(names)]
-    if opts.ncu_set is not None:
-        cmd += ["--set", opts.ncu_set]
-    for section in opts.ncu_sections:
-        cmd += ["--section", section]
+    cmd += _collection_args(check_metrics(metrics), opts)
     if verbose:
         cmd.append("--verbose")
     cmd += list(opts.ncu_extra_args)
     cmd += [str(a) for a in app]
     return cmd
+
+
+def _collection_args(names: Sequence[str], opts: NcuOptions) -> list[str]:
+    """``--metrics``, ``--set`` and ``--section`` arguments: what ncu collects."""
+    args = ["--metrics", ",".join(names)] if names else []
+    if opts.ncu_set is not None:
+        args += ["--set", opts.ncu_set]
+    for section in opts.ncu_sections:
+        args += ["--section", section]
+    return args
