@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._compare_stats import bootstrap_ratio_ci, holm, mann_whitney_u
 from nsightx._errors import CompareError, ConfigError, ConfigTypeError, ResultSchemaError
+from nsightx._results import ProfileResults, load
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from nsightx._results import ProfileResults
 
 DEFAULT_THRESHOLD_PCT = 5.0
 """Default smallest slowdown, in percent, that fails ``nsightx compare``."""
@@ -85,8 +84,6 @@ def resolve(source: object) -> list[ProfileResults]:
     Raises:
         ResultSchemaError: a file is not a saved result, or a folder holds none.
     """
-    from nsightx._results import ProfileResults, load
-
     if isinstance(source, ProfileResults):
         return [source]
     if isinstance(source, Sequence) and not isinstance(source, str | bytes):

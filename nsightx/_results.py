@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from nsightx._errors import ConfigError, ResultSchemaError
+from nsightx._output import OutputLocation, write_atomic
+from nsightx._plot import plot_frame
 from nsightx._records import Record, RunRecords, Scalar
 from nsightx._result_schema import PlanInfo, ResultData, describe_errors, gc_paused, schema_message
 from nsightx._sink import looks_raw, read_runs
@@ -23,8 +25,6 @@ from nsightx._version import __version__
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from nsightx._output import OutputLocation
 
 
 class ProfileResults:
@@ -86,8 +86,6 @@ class ProfileResults:
         Raises:
             ConfigError: ``path`` is a folder, lies under a file, or cannot be written.
         """
-        from nsightx._output import write_atomic
-
         out = Path(path)
         if out.is_dir():
             raise ConfigError(
@@ -108,8 +106,6 @@ class ProfileResults:
 
         Each file is written atomically under the tag that :func:`nsightx._output.allocate` reserved.
         """
-        from nsightx._output import write_atomic
-
         self.save(location.path("result", "json"))
         if csv:
             write_atomic(location.path("profiled_data", "csv"), self.runs_dataframe().to_csv(index=False))
@@ -117,8 +113,6 @@ class ProfileResults:
 
     def plot(self, filename: str = "plot.png", **options: Any) -> Path:
         """Plot this result (see :func:`nsightx.analyze.plot` for the options)."""
-        from nsightx._plot import plot_frame
-
         return plot_frame(self.to_dataframe(), filename, **options)
 
 

@@ -224,3 +224,28 @@ def _constructions(name: str) -> list[str]:
 def test_one_builder_for_results_and_plans(cls: str, builder: str) -> None:
     """Every execution path (one process, parallel workers, a raw file) builds results and plans in one place."""
     assert _constructions(cls) == [builder]
+
+
+FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
+    ("nsightx._context", "nsightx._records"): "import time: `import nsightx` (annotate) must not load pydantic",
+    ("nsightx._tool", "nsightx._plugins"): "import time: `import nsightx` (activate) must not load pluggy/pydantic",
+    ("nsightx._results", "nsightx._dataframe"): "pandas, loaded only when a DataFrame is built",
+}
+"""Function-level imports between modules of ``nsightx/`` kept on purpose (heavy or import-time-sensitive).
+
+The command line (``nsightx.cli``) imports each command's module when that command runs, so ``nsightx --help``
+stays fast; its imports are not listed one by one."""
+
+
+def test_function_level_imports_are_only_for_import_time():
+    """A function-local import of an nsightx module is for import time (heavy dependencies), never a circle."""
+    extra = sorted(
+        {
+            (e.source, e.target)
+            for e in import_edges()
+            if e.kind == "function"
+            and e.source != "nsightx.cli"
+            and (e.source, e.target) not in FUNCTION_IMPORTS_ALLOWED
+        }
+    )
+    assert not extra, f"function-level imports without a reason in FUNCTION_IMPORTS_ALLOWED: {extra}"
