@@ -1,10 +1,10 @@
 """The backend contract: what a measuring tool must provide to plug into nsightx.
 
 The core never names a backend. Backends are classes registered through the ``nsightx_register_backends``
-hook; the core asks each one for its :class:`Capabilities` and :meth:`Backend.availability`, and drives the
-chosen one through :meth:`Backend.execute`. An in-process backend only implements :meth:`Backend.session`
-and inherits ``execute``, which runs the shared run loop. A backend that measures elsewhere (the ncu worker)
-overrides ``execute`` and still feeds the same :class:`~nsightx._records.RunRecords` into the sink.
+hook; the core asks each one for its :class:`Capabilities` and :meth:`Backend.availability`. An in-process
+backend only implements :meth:`Backend.session`; the run stage drives it through the shared run loop
+(:func:`nsightx._runloop.execute`). A backend that measures elsewhere (the ncu worker) overrides
+:meth:`Backend.execute` and still feeds the same :class:`~nsightx._records.RunRecords` into the sink.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import abc
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
+
+from pydantic import BeforeValidator, ValidationError
 
 from nsightx._errors import ConfigError
 from nsightx._model import Frozen
@@ -144,44 +146,100 @@ class Backend(abc.ABC):
         raise NotImplementedError(f"backend {self.name!r} does not run in process")
 
     def execute(self, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
-        """Measure every run of ``plan``, writing each run's records to ``sink`` as it completes.
+        """Measure every run of ``plan`` elsewhere, writing each run's records to ``sink`` as it completes.
 
-        Returns the environment the backend measured in (GPU name, clocks, ...).
+        Only a backend that does not measure in this process overrides this (the ncu worker). Every other backend
+        implements :meth:`session` only: the run stage (:func:`nsightx._runloop.execute`) then drives that
+        session through the shared run loop itself, so this contract does not depend on the run loop.
+
+        Returns:
+            The environment the backend measured in (GPU name, clocks, ...).
         """
-        from nsightx._device import use_device
-        from nsightx._runloop import run_loop
+        raise NotImplementedError(f"backend {self.name!r} measures in process: run it with nsightx._runloop.execute")
 
-        with use_device(plan.device), self.session(plan) as session:
-            run_loop(plan, session, sink)
-            return dict(session.environment())
+    @classmethod
+    def measures_elsewhere(cls) -> bool:
+        """Whether this backend overrides :meth:`execute` (and so measures outside the shared run loop)."""
+        return cls.execute is not Backend.execute
 
 
-def check_option_names(plan: Plan, accepted: Mapping[str, str], backend: str) -> None:
-    """Reject ``backend_options`` keys not in ``accepted`` (key -> one-line meaning), naming every accepted key.
+class BackendOptions(Frozen):
+    """Base of a backend's ``backend_options`` model: one pydantic field per key, with its default and docstring.
 
-    Raises:
-        ConfigError: an unknown key.
+    Subclass it with one field per option (the attribute docstring's first sentence is what an error message
+    says the key means) and call :meth:`parse` on ``plan.backend_options`` in :meth:`Backend.validate` and
+    wherever the backend reads an option: every key then has one default and one check. A bad key or value
+    raises :class:`~nsightx.ConfigError` naming the key, the value and what is accepted; pydantic's
+    ``ValidationError`` never reaches the user.
+
+    Example:
+        >>> from typing import Literal
+        >>> class EchoOptions(BackendOptions):
+        ...     echo_level: Literal["low", "high"] = "low"
+        >>> EchoOptions.parse({"echo_level": "high"}, "echo").echo_level
+        'high'
     """
-    unknown = sorted(set(plan.backend_options) - set(accepted), key=str)
-    if unknown:
-        if not accepted:
+
+    @classmethod
+    def parse(cls, options: Mapping[Any, Any] | None, backend: str) -> Self:
+        """Validate ``options`` (a plan's ``backend_options``) for the backend named ``backend``.
+
+        Raises:
+            ConfigError: an unknown key, or a value the field does not accept.
+        """
+        data = dict(options or {})
+        unknown = sorted(set(data) - set(cls.model_fields), key=str)
+        if unknown:
+            raise ConfigError(cls._unknown_message(unknown, backend))
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            err = e.errors(include_url=False)[0]
+            key = str(err["loc"][0]) if err["loc"] else "backend_options"
             raise ConfigError(
+                f"backend_options[{key!r}]={data.get(key)!r} {_problem(err['msg'])} (the {backend} backend)"
+            ) from e
+
+    @classmethod
+    def _unknown_message(cls, unknown: list[Any], backend: str) -> str:
+        if not cls.model_fields:
+            return (
                 f"backend_options {unknown} are not understood by the {backend} backend, which takes "
                 "no backend_options; remove them (or choose the backend they were written for)"
             )
-        listed = "; ".join(f"{k}: {v}" for k, v in accepted.items())
-        raise ConfigError(f"backend_options {unknown} are not understood by the {backend} backend; it accepts {listed}")
+        meanings = "; ".join(f"{k}: {(f.description or '').split(chr(10))[0]}" for k, f in cls.model_fields.items())
+        return (
+            f"backend_options {unknown} are not understood by the {backend} backend; accepted keys: "
+            f"{', '.join(cls.model_fields)} ({meanings})"
+        )
 
 
-def check_byte_option(plan: Plan, key: str, minimum: int = 1 << 16) -> None:
-    """Reject ``backend_options[key]`` unless it is absent or an int of at least ``minimum`` bytes.
+def _problem(message: str) -> str:
+    """Pydantic's message for a bad value, as the rest of ours read (``must be 'a' or 'b'``)."""
+    for prefix in ("Value error, ", "Input should be "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+            if prefix == "Input should be ":
+                message = "must be " + message
+    return message
 
-    Raises:
-        ConfigError: a value of another type, or too small.
-    """
-    value = plan.backend_options.get(key)
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
-        raise ConfigError(f"backend_options[{key!r}]={value!r} must be an int of at least {minimum} bytes")
+
+BYTES_MINIMUM = 1 << 16
+"""The smallest buffer a byte-count option accepts."""
+
+
+def _check_bytes(value: object) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < BYTES_MINIMUM):
+        raise ValueError(f"must be an int of at least {BYTES_MINIMUM} bytes")
+    return value
+
+
+ByteCount = Annotated[int | None, BeforeValidator(_check_bytes)]
+"""A buffer size option: ``None`` (the backend's default) or an int of at least :data:`BYTES_MINIMUM` bytes."""
+
+
+class NoOptions(BackendOptions):
+    """The options of a backend that takes none (every key is refused)."""
 
 
 def first_supported(preferred: Sequence[str], accepted: frozenset[str]) -> str:

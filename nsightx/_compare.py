@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._compare_stats import bootstrap_ratio_ci, holm, mann_whitney_u
 from nsightx._errors import CompareError, ConfigError, ConfigTypeError, ResultSchemaError
+from nsightx._results import ProfileResults, load
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from nsightx._results import ProfileResults
 
 DEFAULT_THRESHOLD_PCT = 5.0
 """Default smallest slowdown, in percent, that fails ``nsightx compare``."""
@@ -85,8 +84,6 @@ def resolve(source: object) -> list[ProfileResults]:
     Raises:
         ResultSchemaError: a file is not a saved result, or a folder holds none.
     """
-    from nsightx._results import ProfileResults, load
-
     if isinstance(source, ProfileResults):
         return [source]
     if isinstance(source, Sequence) and not isinstance(source, str | bytes):
@@ -118,6 +115,14 @@ def _describe(results: Sequence[ProfileResults]) -> str:
         gpu = r.environment.get("GPU") or r.environment.get("CPU") or "?"
         parts.append(f"{r.data.plan.function} [{r.backend}, {gpu}, {r.data.created}]")
     return "; ".join(parts)
+
+
+def _check_gate(threshold_pct: object, alpha: object) -> None:
+    """Refuse a threshold that is not a finite percentage >= 0, or an alpha outside (0, 1)."""
+    if not (isinstance(threshold_pct, int | float) and threshold_pct >= 0 and math.isfinite(threshold_pct)):
+        raise ConfigError(f"threshold_pct must be a number >= 0 (percent), got {threshold_pct!r}")
+    if not (isinstance(alpha, int | float) and 0 < alpha < 1):
+        raise ConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
 
 
 def compare(
@@ -159,10 +164,7 @@ def compare(
     """
     import pandas as pd
 
-    if not (isinstance(threshold_pct, int | float) and threshold_pct >= 0 and math.isfinite(threshold_pct)):
-        raise ConfigError(f"threshold_pct must be a number >= 0 (percent), got {threshold_pct!r}")
-    if not (isinstance(alpha, int | float) and 0 < alpha < 1):
-        raise ConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
+    _check_gate(threshold_pct, alpha)
     wanted = _metric_list(metrics)
     base_results, new_results = resolve(baseline), resolve(new)
     base, cand = _samples(base_results), _samples(new_results)
@@ -179,14 +181,21 @@ def compare(
     params = list(dict.fromkeys(p for s in [*base.values(), *cand.values()] for p in s.params))
     frame = pd.DataFrame(rows, columns=[*_FRONT, *params, *_STATS])
     frame.attrs.update(
-        baseline=_describe(base_results),
-        new=_describe(new_results),
-        threshold_pct=threshold_pct,
-        alpha=alpha,
-        require_all=bool(require_all),
-        warnings=_warnings(base_results, new_results),
+        _attrs(base_results, new_results, threshold_pct=threshold_pct, alpha=alpha, require_all=require_all)
     )
     return frame
+
+
+def _attrs(base: Any, new: Any, **settings: object) -> dict[str, object]:
+    """``df.attrs`` of a comparison: what was compared, with which settings, and the warnings."""
+    return {
+        "baseline": _describe(base),
+        "new": _describe(new),
+        "threshold_pct": settings["threshold_pct"],
+        "alpha": settings["alpha"],
+        "require_all": bool(settings["require_all"]),
+        "warnings": _warnings(base, new),
+    }
 
 
 _COMPARED = frozenset({"no change", "slower", "faster", "within noise"})

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
 from nsightx._stats import ci_half_width
+from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,15 +32,11 @@ STABLE_RSD_PCT = 2.0
 """A row is ``StableMeasurement`` when its relative standard deviation is under this (and no run throttled)."""
 _ENV_COLUMNS = ("GPU", "Host", "ComputeClock", "MemoryClock")
 
-MEASURED_SM_CLOCK = "MeasuredSMClockMHz"
-"""RUN-scope value: the SM clock read around the run (MHz), as opposed to the rated ``ComputeClock``."""
-CLOCK_EVENT_REASONS = "ClockEventReasons"
-"""RUN-scope value: ``none`` or ``|``-joined NVML clock-event reason names (``gpu_idle``, ``sw_power_cap``, ...)."""
 NOT_THROTTLING = frozenset({"none", "gpu_idle", "applications_clocks_setting"})
 """Reasons that do not make a run throttled: an idle GPU, and clocks an administrator set on purpose."""
 CLOCK_DROP_FRACTION = 0.9
 """A run whose SM clock is under this fraction of the call's median (idle reads excluded) counts as throttled."""
-_CONDITIONS_FIRST = (MEASURED_SM_CLOCK, "MeasuredMemClockMHz")
+_CONDITIONS_FIRST = (MEASURED_SM_CLOCK, MEASURED_MEM_CLOCK)
 """Measured clocks come first among collector columns, next to the rated ones."""
 
 
@@ -153,6 +150,54 @@ def runs_frame(data: ResultData) -> pd.DataFrame:
     return frame
 
 
+def _collector_stats(
+    out: pd.DataFrame, frame: pd.DataFrame, grouped: Any, scopes: Mapping[str, str], keys: list[str]
+) -> None:
+    """Add each collector's columns to ``out``: numeric per-run values as ``_Avg/_Std/_Min/_Max``, else the first."""
+    import pandas as pd
+
+    for name, scope in scopes.items():
+        col = grouped[name]
+        numeric = pd.to_numeric(frame[name], errors="coerce")
+        if name == CLOCK_EVENT_REASONS:
+            out[name] = col.agg(_union_reasons).to_numpy()
+        elif scope != "once" and numeric.notna().sum() == frame[name].notna().sum() and numeric.notna().any():
+            ng = numeric.groupby([frame[k] for k in keys], sort=False, dropna=False)
+            out[f"{name}_Avg"] = ng.mean().to_numpy()
+            out[f"{name}_Std"] = ng.std(ddof=1).to_numpy()
+            out[f"{name}_Min"] = ng.min().to_numpy()
+            out[f"{name}_Max"] = ng.max().to_numpy()
+        else:
+            out[name] = col.first().to_numpy()
+
+
+def _stability(out: pd.DataFrame, frame: pd.DataFrame, keys: list[str]) -> Any:
+    """Add the CI and relative spread columns to ``out``; return ``StableMeasurement`` (and count throttled runs)."""
+    import numpy as np
+    import pandas as pd
+
+    n = out["NumRuns"].to_numpy()
+    half = np.array([ci_half_width(float(s), int(k)) for s, k in zip(out["StdDev"], n, strict=True)])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rsd = 100.0 * out["StdDev"].to_numpy() / np.abs(out["AvgValue"].to_numpy())
+    rsd[~np.isfinite(rsd)] = np.nan
+    out["CI95_Lower"] = out["AvgValue"] - half
+    out["CI95_Upper"] = out["AvgValue"] + half
+    out["RelativeStdDevPct"] = rsd
+    stable = pd.array([None if math.isnan(r) else bool(r < STABLE_RSD_PCT) for r in rsd], dtype="boolean")
+    if "Throttled" in frame:
+        count = (
+            frame["Throttled"]
+            .fillna(False)
+            .astype("int64")
+            .groupby([frame[k] for k in keys], sort=False, dropna=False)
+            .sum()
+        )
+        out["ThrottledRuns"] = count.to_numpy().astype("int64")
+        stable[out["ThrottledRuns"].to_numpy() > 0] = False
+    return stable
+
+
 def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None) -> pd.DataFrame:
     """One row per (annotation, metric, config) with mean, median, spread, CI and stability columns.
 
@@ -161,7 +206,6 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
         configs: The original config objects (kept in memory by a live result) to show in parameter
             columns; ``None`` uses the JSON-safe copies stored in the result.
     """
-    import numpy as np
     import pandas as pd
 
     plan = data.plan
@@ -183,39 +227,8 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     for name in _ENV_COLUMNS:
         out[name] = data.environment.get(name)
     out["Unit"] = grouped["Unit"].first().to_numpy()
-    for name, scope in scopes.items():
-        col = grouped[name]
-        numeric = pd.to_numeric(frame[name], errors="coerce")
-        if name == CLOCK_EVENT_REASONS:
-            out[name] = col.agg(_union_reasons).to_numpy()
-        elif scope != "once" and numeric.notna().sum() == frame[name].notna().sum() and numeric.notna().any():
-            ng = numeric.groupby([frame[k] for k in keys], sort=False, dropna=False)
-            out[f"{name}_Avg"] = ng.mean().to_numpy()
-            out[f"{name}_Std"] = ng.std(ddof=1).to_numpy()
-            out[f"{name}_Min"] = ng.min().to_numpy()
-            out[f"{name}_Max"] = ng.max().to_numpy()
-        else:
-            out[name] = col.first().to_numpy()
-    n = out["NumRuns"].to_numpy()
-    half = np.array([ci_half_width(float(s), int(k)) for s, k in zip(out["StdDev"], n, strict=True)])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rsd = 100.0 * out["StdDev"].to_numpy() / np.abs(out["AvgValue"].to_numpy())
-    rsd[~np.isfinite(rsd)] = np.nan
-    out["CI95_Lower"] = out["AvgValue"] - half
-    out["CI95_Upper"] = out["AvgValue"] + half
-    out["RelativeStdDevPct"] = rsd
-    stable = pd.array([None if math.isnan(r) else bool(r < STABLE_RSD_PCT) for r in rsd], dtype="boolean")
-    if "Throttled" in frame:
-        count = (
-            frame["Throttled"]
-            .fillna(False)
-            .astype("int64")
-            .groupby([frame[k] for k in keys], sort=False, dropna=False)
-            .sum()
-        )
-        out["ThrottledRuns"] = count.to_numpy().astype("int64")
-        stable[out["ThrottledRuns"].to_numpy() > 0] = False
-    out["StableMeasurement"] = stable
+    _collector_stats(out, frame, grouped, scopes, keys)
+    out["StableMeasurement"] = _stability(out, frame, keys)
     out["Normalized"] = False
     if plan.normalize_against is not None:
         out = _normalize(out, plan.normalize_against)

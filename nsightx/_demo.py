@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,38 @@ def importlib_find(name: str) -> object:
         return None
 
 
+def _workload() -> tuple[list[int], Callable[[int], None]]:
+    """The sizes and the annotated matrix multiply: ``torch.matmul`` on a CUDA GPU, else NumPy on the CPU."""
+    return _gpu_workload() if _has_cuda() else _cpu_workload()
+
+
+def _gpu_workload() -> tuple[list[int], Callable[[int], None]]:
+    import torch
+
+    def matmul(n: int) -> None:
+        a = torch.randn(n, n, device="cuda")
+        b = torch.randn(n, n, device="cuda")
+        with nsightx.annotate("matmul"):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+
+    return [512, 1024, 2048, 4096], matmul
+
+
+def _cpu_workload() -> tuple[list[int], Callable[[int], None]]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+
+    def matmul(n: int) -> None:
+        a = rng.standard_normal((n, n))
+        b = rng.standard_normal((n, n))
+        with nsightx.annotate("matmul"):
+            a @ b
+
+    return [64, 128, 256, 512], matmul
+
+
 def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> Any:
     """Profile a matrix multiply over a size sweep and print the aggregated table.
 
@@ -39,33 +72,8 @@ def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> 
         runs: Measured runs per size.
         backend: Backend name or ``"auto"``.
     """
-    import pandas as pd
-
-    folder = Path(output)
     prefix = os.path.join(output, "")  # a folder, never a file-name prefix: "demo-out" -> "demo-out/"
-
-    if _has_cuda():
-        import torch
-
-        sizes = [512, 1024, 2048, 4096]
-
-        def matmul(n: int) -> None:
-            a = torch.randn(n, n, device="cuda")
-            b = torch.randn(n, n, device="cuda")
-            with nsightx.annotate("matmul"):
-                torch.matmul(a, b)
-            torch.cuda.synchronize()
-    else:
-        import numpy as np
-
-        sizes = [64, 128, 256, 512]
-        rng = np.random.default_rng(0)
-
-        def matmul(n: int) -> None:
-            a = rng.standard_normal((n, n))
-            b = rng.standard_normal((n, n))
-            with nsightx.annotate("matmul"):
-                a @ b
+    sizes, matmul = _workload()
 
     def flops(t_ns: float, n: int) -> tuple[float, str]:
         return 2.0 * n**3 / t_ns / 1e3, "TFLOP/s"
@@ -80,6 +88,14 @@ def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> 
         combine_kernel_metrics=lambda a, b: a + b,
     )(matmul)
     results = profiled()
+    _report(results, Path(output))
+    return results
+
+
+def _report(results: Any, folder: Path) -> None:
+    """Print the aggregated table, the backend and GPU, and the files the call wrote."""
+    import pandas as pd
+
     frame = results.to_dataframe()
     cols = [
         "Annotation",
@@ -102,4 +118,3 @@ def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> 
         if p.stem.endswith(f"-{tag}") or p.stem == tag:
             print(f"  {p.name}")
     sys.stdout.flush()
-    return results

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import platform
 import socket
@@ -12,22 +11,26 @@ import warnings
 from collections.abc import Callable
 from typing import Any, overload
 
-from nsightx import _configs
-from nsightx._adaptive import ADAPTIVE_OPTIONS, STOP_COLUMN, AdaptiveRuns, build_rule
+from nsightx import _configs, _device
+from nsightx._adaptive import STOP_COLUMN
+from nsightx._backend import Backend
 from nsightx._collectors import CollectorLike
 from nsightx._device import GpuInfo
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError, CounterPermissionError
 from nsightx._firstrun import CheckedSink, FirstRunCheck
 from nsightx._output import OutputLocation, allocate
-from nsightx._plan import Plan, ThermalSettings
+from nsightx._parallel import ParallelCall, run_parallel
+from nsightx._plan import Plan
+from nsightx._planner import build_plan, plan_info
 from nsightx._plugins import PluginHost, default_host
-from nsightx._result_schema import PlanInfo, RawHeader, ResultData
-from nsightx._results import ProfileResults
+from nsightx._records import RunRecords, Scalar
+from nsightx._result_schema import PlanInfo, RawHeader
+from nsightx._results import ProfileResults, build_results, now
+from nsightx._runloop import execute
 from nsightx._select import Choice, choose, fallback
 from nsightx._spec import ProfileSpec, build_spec, check_derive_arity, collector_objects
 from nsightx._tool import active_name
-from nsightx._transform import combine_records, derive
 from nsightx._version import __version__
 
 RESERVED_COLUMNS = frozenset(
@@ -116,27 +119,18 @@ class ProfiledFunction:
         choice = choose(self.spec, host, active_name())
         check_derive_arity(self.spec.derive_metric, len(choice.metrics), len(self.shape.names))
         collectors = self._collectors(host)
-        caps = choice.backend.capabilities
-        # CPU backends may still spread configs over worker processes (parallel_devices lists worker ids).
-        if self.spec.device is not None or (self.spec.parallel_devices is not None and caps.needs_gpu):
-            if not caps.per_device:
-                others = ", ".join(n for n, cls in host.backends.items() if cls.capabilities.per_device) or "none"
-                option = "device=" if self.spec.device is not None else "parallel_devices="
-                raise ConfigError(
-                    f"backend {choice.backend.name!r} cannot run per device ({option} was given); "
-                    f"backends that can: {others}"
-                )
+        self._check_per_device(choice, host)
         if self.spec.parallel_devices is not None:
-            from nsightx._parallel import run_parallel
-
-            return run_parallel(self, resolved, choice.backend.name)
+            return run_parallel(
+                ParallelCall(self.name, self.spec, choice.backend.name, choice.backend.capabilities.needs_gpu),
+                resolved,
+                functools.partial(ProfiledFunction, self.fn, configs=None),
+            )
         gpu = None
         if self.spec.device is not None:
-            from nsightx import _device
-
             gpu = _device.resolve(self.spec.device, _device.visible())
         try:
-            return self._run(resolved, choice, collectors, gpu)
+            return self._run(resolved, choice, collectors, host, gpu)
         except CounterPermissionError:  # "auto" with only a time metric: time it without counters
             other = fallback(self.spec, host, active_name(), choice)
             if other is None:
@@ -149,7 +143,21 @@ class ProfiledFunction:
                 RuntimeWarning,
                 stacklevel=2,
             )
-            return self._run(resolved, other[0], collectors, gpu)
+            return self._run(resolved, other[0], collectors, host, gpu)
+
+    def _check_per_device(self, choice: Choice, host: PluginHost) -> None:
+        """Refuse ``device=``/``parallel_devices=`` for a backend that cannot measure on a chosen device."""
+        caps = choice.backend.capabilities
+        # CPU backends may still spread configs over worker processes (parallel_devices lists worker ids).
+        if self.spec.device is None and (self.spec.parallel_devices is None or not caps.needs_gpu):
+            return
+        if not caps.per_device:
+            others = ", ".join(n for n, cls in host.backends.items() if cls.capabilities.per_device) or "none"
+            option = "device=" if self.spec.device is not None else "parallel_devices="
+            raise ConfigError(
+                f"backend {choice.backend.name!r} cannot run per device ({option} was given); "
+                f"backends that can: {others}"
+            )
 
     def _resolve_configs(self, args: tuple[Any, ...], configs: Any) -> tuple[tuple[Any, ...], ...]:
         given = [
@@ -201,38 +209,24 @@ class ProfiledFunction:
         configs: tuple[tuple[Any, ...], ...],
         choice: Choice,
         collectors: list[CollectorLike],
+        host: PluginHost,
         gpu: GpuInfo | None = None,
     ) -> ProfileResults:
+        """Plan the call, measure it in this process, and build its result."""
         spec = self.spec
         backend = choice.backend()
-        rule = build_rule(spec.runs, **{k: getattr(spec, k) for k in ADAPTIVE_OPTIONS})
-        adaptive = rule if isinstance(rule, AdaptiveRuns) else None
         location = allocate(spec.output_prefix, self.name) if spec.output_prefix is not None else None
-        plan = Plan(
-            function=_configs.make_caller(self.fn, self.shape),
-            function_name=self.name,
-            params=self.shape.names,
+        plan = build_plan(
+            spec,
+            fn=self.fn,
+            name=self.name,
+            shape=self.shape,
             configs=configs,
-            runs=rule.max_runs,
-            warmup=spec.warmup,
-            metrics=choice.metrics,
-            backend=backend.name,
-            cache_control=choice.cache_control,
-            clock_control=choice.clock_control,
-            replay_mode=choice.replay_mode,
-            verbosity=spec.verbosity,
-            output_dir=location.folder if location else None,
-            output_tag=location.tag if location else self.name,
-            output_stem=location.stem if location else "",
-            device=gpu.ordinal if gpu is not None else None,
-            collectors=tuple(collectors),
-            thermal=ThermalSettings(
-                spec.thermal_mode, spec.thermal_wait, spec.thermal_cont, spec.thermal_timeout, spec.thermal_device
-            ),
-            backend_options=spec.backend_options,
-            normalize_against=spec.normalize_against,
-            needs_gpu=backend.capabilities.needs_gpu,
-            stop_rule=adaptive,
+            choice=choice,
+            collectors=collectors,
+            host=host,
+            gpu=gpu,
+            location=location,
         )
         try:
             backend.validate(plan)
@@ -240,32 +234,9 @@ class ProfiledFunction:
             if location is not None:
                 location.raw.unlink(missing_ok=True)  # nothing ran: give the reserved tag back
             raise
-        plan_info = self._plan_info(plan)
-        check = FirstRunCheck(plan, spec)
-        sink = (
-            CheckedSink(check=check)
-            if location is None
-            else CheckedSink(
-                location.raw,
-                RawHeader(
-                    sweep=location.sweep,
-                    nsightx_version=__version__,
-                    created=_now(),
-                    host=socket.gethostname(),
-                    plan=plan_info,
-                ),
-                check=check,
-            )
-        )
+        info = plan_info(plan, spec)
         start = time.perf_counter()
-        try:
-            environment = dict(backend.execute(plan, sink))
-        except (KeyboardInterrupt, Exception) as e:
-            if spec.verbosity >= VerbosityLevel.INFO and sink.measured:  # nothing to say when no run completed
-                print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)
-            raise
-        finally:
-            sink.close()
+        runs, environment = self._measure(backend, plan, info, location)
         elapsed = time.perf_counter() - start
         if gpu is not None:
             environment["Device"] = gpu.label
@@ -275,60 +246,54 @@ class ProfiledFunction:
         if location is not None:
             environment.setdefault("raw_data", str(location.raw))
             environment.setdefault("sweep", location.sweep)
-        values = combine_records(
-            sink.runs, plan.metrics, ignore_kernels=spec.ignore_kernel_list, combine=spec.combine_kernel_metrics
+        results = build_results(
+            info,
+            runs,
+            environment,
+            combine=spec.combine_kernel_metrics,
+            derive_metric=spec.derive_metric,
+            configs=configs,
+            location=location,
+            output_csv=spec.output_csv,
         )
-        if spec.derive_metric is not None:
-            values = derive(values, spec.derive_metric, plan.metrics, configs)
-        data = ResultData(
-            nsightx_version=__version__,
-            created=_now(),
-            plan=plan_info,
-            environment=environment,
-            runs=tuple(sink.runs),
-            values=tuple(values),
-        )
-        results = ProfileResults(data, configs)
-        if location is not None:
-            results.write_outputs(location, spec.output_csv)
         if spec.verbosity >= VerbosityLevel.INFO:
-            where = f" -> {location.folder}" if location else ""
-            runs = (
-                f"x {plan.runs} run(s)"
-                if adaptive is None
-                else f"{sum(r.config >= 0 for r in sink.runs)} run(s) in all, {adaptive.describe()}"
-            )
-            print(
-                f"nsightx: {self.name}: {len(configs)} config(s) {runs} on {plan.backend} in {elapsed:.2f} s{where}",
-                file=sys.stderr,
-            )
+            print(done_line(plan, runs, elapsed, location), file=sys.stderr)
         return results
 
-    def _plan_info(self, plan: Plan) -> PlanInfo:
-        """The stored description of ``plan`` (written in the raw file's header and in the result)."""
-        spec = self.spec
-        return PlanInfo(
-            function=self.name,
-            params=plan.params,
-            configs=plan.configs,
-            runs=plan.runs,
-            warmup=plan.warmup,
-            adaptive=plan.stop_rule is not None,
-            metrics=plan.metrics,
-            backend=plan.backend,
-            cache_control=plan.cache_control,
-            clock_control=plan.clock_control,
-            replay_mode=plan.replay_mode,
-            normalize_against=spec.normalize_against,
-            combine_kernel_metrics=_name(spec.combine_kernel_metrics),
-            derive_metric=_name(spec.derive_metric),
-            ignore_kernel_list=spec.ignore_kernel_list,
-            device=spec.device,
-        )
+    def _measure(
+        self, backend: Backend, plan: Plan, info: PlanInfo, location: OutputLocation | None
+    ) -> tuple[list[RunRecords], dict[str, Scalar]]:
+        """Run the run stage into a checked sink (and the raw file); return the runs and the environment."""
+        check = FirstRunCheck(plan, self.spec)
+        header = None
+        if location is not None:
+            header = RawHeader(
+                sweep=location.sweep, nsightx_version=__version__, created=now(), host=socket.gethostname(), plan=info
+            )
+        sink = CheckedSink(location.raw if location else None, header, check=check)
+        try:
+            environment = dict(execute(backend, plan, sink))
+        except (KeyboardInterrupt, Exception) as e:
+            if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:  # nothing to say when no run completed
+                print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)
+            raise
+        finally:
+            sink.close()
+        return sink.runs, environment
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+def done_line(plan: Plan, runs: list[RunRecords], elapsed: float, location: OutputLocation | None) -> str:
+    """The one line printed when a call finishes: configs, runs, backend, time and where the files went."""
+    where = f" -> {location.folder}" if location else ""
+    count = (
+        f"x {plan.runs} run(s)"
+        if plan.stop_rule is None
+        else f"{sum(r.config >= 0 for r in runs)} run(s) in all, {plan.stop_rule.describe()}"
+    )
+    return (
+        f"nsightx: {plan.function_name}: {len(plan.configs)} config(s) {count} on {plan.backend} in "
+        f"{elapsed:.2f} s{where}"
+    )
 
 
 def stopped_line(function: str, error: BaseException, runs: int, location: OutputLocation | None) -> str:
@@ -351,12 +316,6 @@ def stopped_line(function: str, error: BaseException, runs: int, location: Outpu
         f"nsightx: {function} {what} after {runs} completed run(s), saved in {raw}; "
         f"load them with nsightx.load({raw!r})"
     )
-
-
-def _name(fn: Callable[..., Any] | None) -> str | None:
-    if fn is None:
-        return None
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
 @overload

@@ -19,22 +19,38 @@ import multiprocessing
 import os
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+from nsightx import _device
 from nsightx._device import GpuInfo
 from nsightx._errors import BackendUnavailableError, ConfigError, MeasurementError
 from nsightx._mainguard import check_child, check_parent
 from nsightx._output import OutputLocation, allocate
 from nsightx._records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._result_schema import RawHeader, ResultData
-from nsightx._results import ProfileResults
+from nsightx._results import ProfileResults, build_results
 from nsightx._sink import RunSink
-from nsightx._transform import RunValue
+from nsightx._spec import ProfileSpec
 
-if TYPE_CHECKING:
-    from nsightx._kernel import ProfiledFunction
+Worker = Callable[..., ProfileResults]
+"""A profiled function as a worker calls it: ``worker(configs=[config])`` returns a one-config result."""
+
+
+@dataclass(frozen=True)
+class ParallelCall:
+    """What the API layer hands the parallel path about one call (the backend already chosen)."""
+
+    name: str
+    """The profiled function's name."""
+    spec: ProfileSpec
+    """Its validated options (``parallel_devices`` set)."""
+    backend: str
+    """The backend every worker measures with."""
+    needs_gpu: bool
+    """Whether that backend measures a GPU (workers are then pinned to one each)."""
 
 
 def _pin(cuda_visible: str | None) -> None:
@@ -57,8 +73,6 @@ def _targets(spec_devices: Sequence[int | str] | str, needs_gpu: bool) -> list[t
         if spec_devices == "all":
             raise ConfigError("parallel_devices='all' needs a GPU backend; list worker ids instead")
         return [(f"{d}:cpu", None) for d in spec_devices]
-    from nsightx import _device
-
     gpus = _device.visible()
     chosen: list[GpuInfo] = gpus if spec_devices == "all" else [_device.resolve(d, gpus) for d in spec_devices]
     if not chosen:
@@ -68,65 +82,36 @@ def _targets(spec_devices: Sequence[int | str] | str, needs_gpu: bool) -> list[t
     return [(g.label, g.uuid) for g in chosen]
 
 
-def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...], backend: str) -> ProfileResults:
-    """Measure ``configs`` with one worker per device of ``profiled.spec.parallel_devices`` and merge.
+def run_parallel(
+    call: ParallelCall, configs: tuple[tuple[Any, ...], ...], make_worker: Callable[[ProfileSpec], Worker]
+) -> ProfileResults:
+    """Measure ``configs`` with one worker per device of ``call.spec.parallel_devices`` and merge.
+
+    Args:
+        call: The call: its function's name, spec and backend.
+        configs: The resolved configs, handed out one at a time.
+        make_worker: Builds the profiled function a worker runs, from its spec (one device, no
+            ``parallel_devices``); it is shipped to the worker with cloudpickle.
 
     Raises:
         ConfigError: the main script calls this at its top level without a ``__main__`` guard (each spawned
             worker would run it again), or the devices are not usable.
         MeasurementError: a config failed in its worker, or a worker died.
     """
-    check_child(profiled.name)
-    check_parent(profiled.name)
+    check_child(call.name)
+    check_parent(call.name)
     try:
         import cloudpickle
     except ImportError as e:
         raise BackendUnavailableError("parallel_devices needs cloudpickle: pip install cloudpickle") from e
-    from nsightx._plugins import default_host
-
-    spec = profiled.spec
-    needs_gpu = default_host().backend(backend).capabilities.needs_gpu
+    spec = call.spec
     assert spec.parallel_devices is not None
-    targets = _targets(spec.parallel_devices, needs_gpu)
-    ctx = multiprocessing.get_context("spawn")
-    work: queue.Queue[int] = queue.Queue()
-    for i in range(len(configs)):
-        work.put(i)
-    results: dict[int, tuple[str, str]] = {}
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    location = None if spec.output_prefix is None else allocate(spec.output_prefix, profiled.name)
-    raw = _RawWriter(location, configs)
-
-    def feed(k: int, label: str, cuda_visible: str | None) -> None:
-        from nsightx._kernel import ProfiledFunction
-
-        prefix = None if spec.output_prefix is None else f"{_folder(spec.output_prefix)}dev{k}_"
-        worker_spec = spec.model_copy(
-            update={"parallel_devices": None, "device": None, "backend": backend, "output_prefix": prefix}
-        )
-        remote = ProfiledFunction(profiled.fn, worker_spec, None)
-        with cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=_pin, initargs=(cuda_visible,)) as pool:
-            while not errors:
-                try:
-                    i = work.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    text = pool.submit(_measure, cloudpickle.dumps((remote, configs[i]))).result()
-                except BaseException as e:
-                    hint = _DIED if isinstance(e, BrokenProcessPool) else ""
-                    with lock:
-                        errors.append(
-                            MeasurementError(f"config {i} {configs[i]!r} failed on device {label}: {e}{hint}")
-                        )
-                    return
-                with lock:
-                    results[i] = (label, text)
-                    raw.add(i, text)
-
+    targets = _targets(spec.parallel_devices, call.needs_gpu)
+    location = None if spec.output_prefix is None else allocate(spec.output_prefix, call.name)
+    feeder = _Feeder(configs, _RawWriter(location, configs), cloudpickle.dumps)
     threads = [
-        threading.Thread(target=feed, args=(k, label, vis), daemon=True) for k, (label, vis) in enumerate(targets)
+        threading.Thread(target=feeder.feed, args=(label, vis, make_worker(_worker_spec(call, k))), daemon=True)
+        for k, (label, vis) in enumerate(targets)
     ]
     try:
         for t in threads:
@@ -134,10 +119,56 @@ def run_parallel(profiled: ProfiledFunction, configs: tuple[tuple[Any, ...], ...
         for t in threads:
             t.join()
     finally:
-        raw.close()
-    if errors:
-        raise errors[0]
-    return _merge(profiled, configs, [results[i] for i in range(len(configs))], location)
+        feeder.raw.close()
+    if feeder.errors:
+        raise feeder.errors[0]
+    return _merge(call.spec, configs, [feeder.results[i] for i in range(len(configs))], location)
+
+
+def _worker_spec(call: ParallelCall, k: int) -> ProfileSpec:
+    """The spec worker ``k`` measures with: one device, the chosen backend, its own raw file prefix."""
+    spec = call.spec
+    prefix = None if spec.output_prefix is None else f"{_folder(spec.output_prefix)}dev{k}_"
+    return spec.model_copy(
+        update={"parallel_devices": None, "device": None, "backend": call.backend, "output_prefix": prefix}
+    )
+
+
+class _Feeder:
+    """Hands configs out to workers, one at a time, and keeps what comes back (one thread per device)."""
+
+    def __init__(self, configs: tuple[tuple[Any, ...], ...], raw: _RawWriter, dumps: Callable[[object], bytes]) -> None:
+        self.configs = configs
+        self.raw = raw
+        self.dumps = dumps
+        self.work: queue.Queue[int] = queue.Queue()
+        for i in range(len(configs)):
+            self.work.put(i)
+        self.results: dict[int, tuple[str, str]] = {}
+        self.errors: list[BaseException] = []
+        self.lock = threading.Lock()
+        self.ctx = multiprocessing.get_context("spawn")
+
+    def feed(self, label: str, cuda_visible: str | None, remote: Worker) -> None:
+        """In one thread per device: run configs in that device's worker until none is left or one failed."""
+        with cf.ProcessPoolExecutor(1, mp_context=self.ctx, initializer=_pin, initargs=(cuda_visible,)) as pool:
+            while not self.errors:
+                try:
+                    i = self.work.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    text = pool.submit(_measure, self.dumps((remote, self.configs[i]))).result()
+                except BaseException as e:
+                    hint = _DIED if isinstance(e, BrokenProcessPool) else ""
+                    with self.lock:
+                        self.errors.append(
+                            MeasurementError(f"config {i} {self.configs[i]!r} failed on device {label}: {e}{hint}")
+                        )
+                    return
+                with self.lock:
+                    self.results[i] = (label, text)
+                    self.raw.add(i, text)
 
 
 class _RawWriter:
@@ -165,7 +196,7 @@ class _RawWriter:
                     plan=plan,
                 ),
             )
-        for run in _shift(data, config)[0]:
+        for run in _shift(data, config):
             self.sink.write(run)
 
     def close(self) -> None:
@@ -187,8 +218,8 @@ def _folder(prefix: str) -> str:
     return prefix
 
 
-def _shift(data: ResultData, config: int) -> tuple[list[RunRecords], list[RunValue]]:
-    """Renumber a one-config result's config index 0 as ``config``."""
+def _shift(data: ResultData, config: int) -> list[RunRecords]:
+    """The runs of a one-config result, its config index 0 renumbered as ``config``."""
 
     def rec(r: Record) -> Record:
         return r.model_copy(update={"config": config})
@@ -199,7 +230,7 @@ def _shift(data: ResultData, config: int) -> tuple[list[RunRecords], list[RunVal
     def col(c: CollectorValue) -> CollectorValue:
         return c if c.config is None else c.model_copy(update={"config": config})
 
-    runs = [
+    return [
         r.model_copy(
             update={
                 "config": config if r.config >= 0 else r.config,
@@ -210,44 +241,39 @@ def _shift(data: ResultData, config: int) -> tuple[list[RunRecords], list[RunVal
         )
         for r in data.runs
     ]
-    values = [v.model_copy(update={"config": config}) for v in data.values]
-    return runs, values
 
 
 def _merge(
-    profiled: ProfiledFunction,
+    spec: ProfileSpec,
     configs: tuple[tuple[Any, ...], ...],
     parts: list[tuple[str, str]],
     location: OutputLocation | None,
 ) -> ProfileResults:
+    """One result of the whole sweep from the workers' one-config results, built like a one-process one."""
     runs: list[RunRecords] = []
-    values: list[RunValue] = []
     first: ResultData | None = None
     devices: list[str] = []
     for i, (label, text) in enumerate(parts):
         data = ResultData.model_validate_json(text)
         first = first or data
-        r, v = _shift(data, i)
-        runs += r
-        values += v
+        runs += _shift(data, i)
         devices.append(label)
     assert first is not None
-    plan = first.plan.model_copy(update={"configs": configs})
     environment = dict(first.environment)
     environment["Devices"] = ",".join(dict.fromkeys(devices))
     if location is not None:
         environment["raw_data"] = str(location.raw)
         environment["sweep"] = location.sweep
-    merged = ResultData(
-        nsightx_version=first.nsightx_version,
+    return build_results(
+        first.plan.model_copy(update={"configs": configs}),
+        runs,
+        environment,
+        combine=spec.combine_kernel_metrics,
+        derive_metric=spec.derive_metric,
+        configs=configs,
         created=first.created,
-        plan=plan,
-        environment=environment,
-        runs=tuple(runs),
-        values=tuple(values),
+        nsightx_version=first.nsightx_version,
         config_devices=tuple(devices),
+        location=location,
+        output_csv=spec.output_csv,
     )
-    results = ProfileResults(merged, configs)
-    if location is not None:
-        results.write_outputs(location, profiled.spec.output_csv)
-    return results

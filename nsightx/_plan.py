@@ -1,4 +1,7 @@
-"""The plan: a validated profile spec bound to one call (configs resolved, backend chosen)."""
+"""The plan: a validated profile spec bound to one call (configs resolved, backend chosen).
+
+``ThermalSettings`` lives with the thermal guard and is re-exported here for the backends that build plans.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +13,9 @@ from typing import Any
 from nsightx._adaptive import AdaptiveRuns
 from nsightx._collectors import CollectorLike
 from nsightx._enums import VerbosityLevel
+from nsightx._thermal import ThermalSettings
 
-
-@dataclass(frozen=True)
-class ThermalSettings:
-    """Thermal guard options, as given to the decorator."""
-
-    mode: str = "auto"
-    wait: int | None = None
-    cont: int | None = None
-    timeout: int | None = None
-    device: int | None = None
+__all__ = ["Plan", "ThermalSettings"]
 
 
 @dataclass(frozen=True)

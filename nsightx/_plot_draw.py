@@ -15,7 +15,7 @@ from nsightx._plot_layout import Layout, Point, Series
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from nsightx._plot import PlotOptions
+    from nsightx._plot_options import PlotOptions
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -143,6 +143,45 @@ def _draw_bars(ax: Axes, panel_series: list[Series], layout: Layout, opts: PlotO
     return labels
 
 
+def _draw_panel(
+    ax: Axes,
+    panel: Any,
+    cell: tuple[int, int],
+    layout: Layout,
+    pos: dict[Any, float],
+    opts: PlotOptions,
+    ylabel: str,
+) -> None:
+    """Draw one subplot (``panel`` of the layout at ``cell``; an empty cell is hidden)."""
+    if panel is None:
+        ax.set_visible(False)
+        return
+    r, c = cell
+    if opts.plot_type == "bar":
+        _draw_bars(ax, panel.series, layout, opts)
+    else:
+        for series in panel.series:
+            st = style(layout.series_labels.index(series.label), len(layout.series_labels))
+            _draw_line(ax, series, pos, st, opts)
+        if _use_log_x(layout):
+            ax.set_xscale("log", base=2)
+        if layout.numeric_x:
+            ax.set_xticks([float(x) for x in layout.x_order])
+            ax.set_xticklabels([str(x) for x in layout.x_order])
+            ax.minorticks_off()
+        else:
+            ax.set_xticks(range(len(layout.x_order)))
+            ax.set_xticklabels([str(x) for x in layout.x_order])
+    ax.set_ylim(bottom=0)
+    ax.grid(True, axis="y", alpha=0.3)
+    if panel.title:
+        ax.set_title(panel.title, fontsize=10)
+    if r == layout.n_rows - 1:
+        ax.set_xlabel(layout.x_label)
+    if c == 0:
+        ax.set_ylabel(ylabel)
+
+
 def draw(layout: Layout, path: Path, opts: PlotOptions) -> Path:
     """Draw ``layout`` to ``path`` and return it."""
     from matplotlib.figure import Figure
@@ -159,34 +198,7 @@ def draw(layout: Layout, path: Path, opts: PlotOptions) -> Path:
     by_cell = {(p.row, p.col): p for p in layout.panels}
     for r in range(layout.n_rows):
         for c in range(layout.n_cols):
-            ax = axes[r][c]
-            panel = by_cell.get((r, c))
-            if panel is None:
-                ax.set_visible(False)
-                continue
-            if opts.plot_type == "bar":
-                _draw_bars(ax, panel.series, layout, opts)
-            else:
-                for series in panel.series:
-                    st = style(layout.series_labels.index(series.label), len(layout.series_labels))
-                    _draw_line(ax, series, pos, st, opts)
-                if _use_log_x(layout):
-                    ax.set_xscale("log", base=2)
-                if layout.numeric_x:
-                    ax.set_xticks([float(x) for x in layout.x_order])
-                    ax.set_xticklabels([str(x) for x in layout.x_order])
-                    ax.minorticks_off()
-                else:
-                    ax.set_xticks(range(len(layout.x_order)))
-                    ax.set_xticklabels([str(x) for x in layout.x_order])
-            ax.set_ylim(bottom=0)
-            ax.grid(True, axis="y", alpha=0.3)
-            if panel.title:
-                ax.set_title(panel.title, fontsize=10)
-            if r == layout.n_rows - 1:
-                ax.set_xlabel(layout.x_label)
-            if c == 0:
-                ax.set_ylabel(ylabel)
+            _draw_panel(axes[r][c], by_cell.get((r, c)), (r, c), layout, pos, opts, ylabel)
     handles, labels = _legend_entries(axes, layout)
     fig.legend(
         handles,

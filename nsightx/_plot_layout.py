@@ -22,7 +22,7 @@ from nsightx._errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nsightx._plot import PlotOptions
+    from nsightx._plot_options import PlotOptions
 
 
 class row_panel:
@@ -184,53 +184,34 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
         )
     used = {*options.row_panels, *options.col_panels, *options.variant_fields}
     x_keys = list(options.x_keys) if options.x_keys is not None else [p for p in params if p not in used]
-    row_keys = _keys(rows, options.row_panels)
-    col_keys = _keys(rows, options.col_panels)
-    row_order = list(dict.fromkeys(row_keys))
-    col_order = list(dict.fromkeys(col_keys))
     xs = _keys(rows, x_keys)
     numeric_x = len(x_keys) == 1 and all(_is_number(x[0]) for x in xs)
     x_values: list[Any] = [
         x[0] if numeric_x else (_label(x_keys, x) if len(x_keys) > 1 else (str(x[0]) if x else metric)) for x in xs
     ]
-    panels: dict[tuple[int, int], Panel] = {}
-    points: dict[tuple[int, int, str, Any], list[int]] = {}
-    series_labels: list[str] = []
-    pooled: set[str] = set()
-    series_ann: dict[str, int] = {}
-    for i in range(len(rows)):
-        ann = str(rows.at[i, "Annotation"])
-        variant = [rows.at[i, f] for f in options.variant_fields] if ann in split else []
-        label = ann + (f" ({_label(options.variant_fields, variant)})" if variant else "")
-        if options.variant_fields and ann not in split:
-            label += f" (pooled over {', '.join(options.variant_fields)})"
-            pooled.add(label)
-        r, c = row_order.index(row_keys[i]), col_order.index(col_keys[i])
-        if (r, c) not in panels:
-            title = " | ".join(
-                t for t in (_label(options.row_panels, row_keys[i]), _label(options.col_panels, col_keys[i])) if t
-            )
-            panels[(r, c)] = Panel(r, c, title)
-        points.setdefault((r, c, label, x_values[i]), []).append(i)
-        if label not in series_labels:
-            series_labels.append(label)
-            series_ann[label] = annotations.index(ann)
-    for (r, c, label, x), idx in points.items():
-        if len(idx) > 1 and label not in pooled:
-            _refuse_duplicates(rows, idx, params, label, x)
-        panel = panels[(r, c)]
-        series = next((s for s in panel.series if s.label == label), None)
-        if series is None:
-            series = Series(label)
-            panel.series.append(series)
-        series.points.append(_point(rows, idx, x))
-    series_labels.sort(key=lambda label: series_ann[label])  # grouped by annotation, stable within one
-    for panel in panels.values():
-        panel.series.sort(key=lambda s: series_labels.index(s.label))
-    if options.show_aggregate is not None:
-        for panel in panels.values():
-            for s in panel.series:
-                s.aggregate = _aggregate([p.y for p in s.points], options.show_aggregate)
+    grid = _Grid(rows, options, split, annotations, x_values)
+    grid.fill(params)
+    unit, normalized, env = _facts(rows)
+    if normalized is False or not isinstance(normalized, str):
+        unit = _rescale(grid.panels.values(), unit)
+    x_order = list(dict.fromkeys(x_values))
+    return Layout(
+        metric=metric,
+        unit=unit,
+        x_label=", ".join(x_keys) if x_keys else "",
+        numeric_x=numeric_x,
+        x_order=sorted(x_order) if numeric_x else x_order,
+        n_rows=max(len(grid.row_order), 1),
+        n_cols=max(len(grid.col_order), 1),
+        panels=sorted(grid.panels.values(), key=lambda p: (p.row, p.col)),
+        series_labels=grid.series_labels,
+        normalized=str(normalized) if isinstance(normalized, str) else None,
+        environment=env,
+    )
+
+
+def _facts(rows: pd.DataFrame) -> tuple[str, object, list[str]]:
+    """The plotted rows' unit(s), normalisation and the environment line (GPU and host)."""
     units = [str(u) for u in dict.fromkeys(rows["Unit"].tolist()) if isinstance(u, str) and u]
     normalized = rows["Normalized"].iloc[0] if "Normalized" in rows and len(rows) else False
     env = [
@@ -240,25 +221,73 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
         for v in dict.fromkeys(rows[col].tolist())
         if isinstance(v, str) and v
     ]
-    unit = "/".join(units)
-    if normalized is False or not isinstance(normalized, str):
-        unit = _rescale(panels.values(), unit)
-    x_order = list(dict.fromkeys(x_values))
-    if numeric_x:
-        x_order = sorted(x_order)
-    return Layout(
-        metric=metric,
-        unit=unit,
-        x_label=", ".join(x_keys) if x_keys else "",
-        numeric_x=numeric_x,
-        x_order=x_order,
-        n_rows=max(len(row_order), 1),
-        n_cols=max(len(col_order), 1),
-        panels=sorted(panels.values(), key=lambda p: (p.row, p.col)),
-        series_labels=series_labels,
-        normalized=str(normalized) if isinstance(normalized, str) else None,
-        environment=env,
-    )
+    return "/".join(units), normalized, env
+
+
+class _Grid:
+    """The rows of one metric placed on panels and series: what :func:`build` lays out."""
+
+    def __init__(
+        self,
+        rows: pd.DataFrame,
+        options: PlotOptions,
+        split: set[str],
+        annotations: list[str],
+        x_values: list[Any],
+    ) -> None:
+        self.rows, self.options, self.split, self.annotations, self.x_values = (
+            rows,
+            options,
+            split,
+            annotations,
+            x_values,
+        )
+        self.row_keys = _keys(rows, options.row_panels)
+        self.col_keys = _keys(rows, options.col_panels)
+        self.row_order = list(dict.fromkeys(self.row_keys))
+        self.col_order = list(dict.fromkeys(self.col_keys))
+        self.panels: dict[tuple[int, int], Panel] = {}
+        self.points: dict[tuple[int, int, str, Any], list[int]] = {}
+        self.series_labels: list[str] = []
+        self.pooled: set[str] = set()
+        self.series_ann: dict[str, int] = {}
+
+    def fill(self, params: list[str]) -> None:
+        """Place every row, then turn each (panel, series, x) into one point, series in annotation order."""
+        for i in range(len(self.rows)):
+            self._place(i)
+        for (r, c, label, x), idx in self.points.items():
+            if len(idx) > 1 and label not in self.pooled:
+                _refuse_duplicates(self.rows, idx, params, label, x)
+            panel = self.panels[(r, c)]
+            series = next((s for s in panel.series if s.label == label), None)
+            if series is None:
+                series = Series(label)
+                panel.series.append(series)
+            series.points.append(_point(self.rows, idx, x))
+        self.series_labels.sort(key=lambda label: self.series_ann[label])  # grouped by annotation, stable
+        for panel in self.panels.values():
+            panel.series.sort(key=lambda s: self.series_labels.index(s.label))
+            if self.options.show_aggregate is not None:
+                for s in panel.series:
+                    s.aggregate = _aggregate([p.y for p in s.points], self.options.show_aggregate)
+
+    def _place(self, i: int) -> None:
+        options, rows = self.options, self.rows
+        ann = str(rows.at[i, "Annotation"])
+        variant = [rows.at[i, f] for f in options.variant_fields] if ann in self.split else []
+        label = ann + (f" ({_label(options.variant_fields, variant)})" if variant else "")
+        if options.variant_fields and ann not in self.split:
+            label += f" (pooled over {', '.join(options.variant_fields)})"
+            self.pooled.add(label)
+        r, c = self.row_order.index(self.row_keys[i]), self.col_order.index(self.col_keys[i])
+        if (r, c) not in self.panels:
+            titles = (_label(options.row_panels, self.row_keys[i]), _label(options.col_panels, self.col_keys[i]))
+            self.panels[(r, c)] = Panel(r, c, " | ".join(t for t in titles if t))
+        self.points.setdefault((r, c, label, self.x_values[i]), []).append(i)
+        if label not in self.series_labels:
+            self.series_labels.append(label)
+            self.series_ann[label] = self.annotations.index(ann)
 
 
 def _keys(rows: pd.DataFrame, columns: Sequence[str]) -> list[tuple[Any, ...]]:

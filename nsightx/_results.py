@@ -1,21 +1,30 @@
-"""``ProfileResults``: what a decorated call returns, and ``nsightx.load`` for a saved one."""
+"""``ProfileResults``: what a decorated call returns; the one result builder; ``nsightx.load`` for a saved one.
+
+:func:`build_results` is the only place that turns measured runs into a result: the one-process call, the
+parallel call (after it merged its workers' runs) and :func:`nsightx.load_raw` all go through it, so the values,
+the schema and the files written are the same whichever path measured.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import datetime as _dt
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from nsightx._errors import ConfigError, ResultSchemaError
-from nsightx._records import Record, Scalar
-from nsightx._result_schema import ResultData, describe_errors, gc_paused, schema_message
+from nsightx._output import OutputLocation, write_atomic
+from nsightx._plot import plot_frame
+from nsightx._records import Record, RunRecords, Scalar
+from nsightx._result_schema import PlanInfo, ResultData, describe_errors, gc_paused, schema_message
+from nsightx._sink import looks_raw, read_runs
+from nsightx._transform import combine_records, derive
+from nsightx._version import __version__
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from nsightx._output import OutputLocation
 
 
 class ProfileResults:
@@ -77,8 +86,6 @@ class ProfileResults:
         Raises:
             ConfigError: ``path`` is a folder, lies under a file, or cannot be written.
         """
-        from nsightx._output import write_atomic
-
         out = Path(path)
         if out.is_dir():
             raise ConfigError(
@@ -99,8 +106,6 @@ class ProfileResults:
 
         Each file is written atomically under the tag that :func:`nsightx._output.allocate` reserved.
         """
-        from nsightx._output import write_atomic
-
         self.save(location.path("result", "json"))
         if csv:
             write_atomic(location.path("profiled_data", "csv"), self.runs_dataframe().to_csv(index=False))
@@ -108,9 +113,99 @@ class ProfileResults:
 
     def plot(self, filename: str = "plot.png", **options: Any) -> Path:
         """Plot this result (see :func:`nsightx.analyze.plot` for the options)."""
-        from nsightx._plot import plot_frame
-
         return plot_frame(self.to_dataframe(), filename, **options)
+
+
+def now() -> str:
+    """The current UTC time as results store it (ISO 8601, seconds)."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def build_results(
+    plan: PlanInfo,
+    runs: Sequence[RunRecords],
+    environment: Mapping[str, Scalar],
+    *,
+    combine: Callable[[float, float], float] | None = None,
+    derive_metric: Callable[..., Any] | None = None,
+    configs: Sequence[tuple[Any, ...]] | None = None,
+    created: str | None = None,
+    nsightx_version: str = __version__,
+    config_devices: tuple[str, ...] = (),
+    location: OutputLocation | None = None,
+    output_csv: bool = False,
+) -> ProfileResults:
+    """Turn measured runs into a :class:`ProfileResults` and, with ``location``, write its files.
+
+    Args:
+        plan: What was measured (its metrics, ignored kernels and configs drive the transforms).
+        runs: Every run, in order (ONCE-scope rows included).
+        environment: Where it was measured.
+        combine: ``combine_kernel_metrics``.
+        derive_metric: ``derive_metric``.
+        configs: The config values as the call gave them (for the DataFrame); ``None``: ``plan.configs``.
+        created: Timestamp to store; ``None``: now.
+        nsightx_version: Version that measured.
+        config_devices: Per config, the device label that measured it (``parallel_devices``).
+        location: Where the call's files go; ``None`` keeps the result in memory.
+        output_csv: With ``location``, also write the per-run and aggregated CSVs.
+
+    Raises:
+        KernelCountError: a region launched several kernels and no ``combine`` was given.
+        TransformError: ``derive_metric`` failed.
+    """
+    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
+    if derive_metric is not None:
+        values = derive(values, derive_metric, plan.metrics, plan.configs)
+    data = ResultData(
+        nsightx_version=nsightx_version,
+        created=created or now(),
+        plan=plan,
+        environment=environment,
+        runs=tuple(runs),
+        values=tuple(values),
+        config_devices=config_devices,
+    )
+    results = ProfileResults(data, configs)
+    if location is not None:
+        results.write_outputs(location, output_csv)
+    return results
+
+
+def results_from_raw(
+    path: str | Path,
+    *,
+    combine_kernel_metrics: Callable[[float, float], float] | None = None,
+    derive_metric: Callable[..., Any] | None = None,
+) -> ProfileResults:
+    """The completed runs of a raw file as a result (the body of :func:`nsightx.load_raw`, which documents it).
+
+    Raises:
+        ResultSchemaError: the file has no header, was written by a newer nsightx, or has a damaged line.
+        KernelCountError: a region launched several kernels and no ``combine_kernel_metrics`` was given.
+    """
+    header, runs = read_runs(path)
+    if header is None:
+        raise ResultSchemaError(
+            f"{str(path)!r} has no header line, so its runs cannot be matched to configs; it was written by an "
+            "older nsightx or by a backend's worker; nsightx._sink.read_raw reads its runs without parameters"
+        )
+    runs.sort(key=lambda r: (r.config, r.run))  # configs of parallel_devices come back in completion order
+    environment: dict[str, Scalar] = {
+        "Host": header.host,
+        "nsightx": header.nsightx_version,
+        "raw_data": str(path),
+        "sweep": header.sweep,
+    }
+    return build_results(
+        header.plan,
+        runs,
+        environment,
+        combine=combine_kernel_metrics,
+        derive_metric=derive_metric,
+        created=header.created,
+        nsightx_version=header.nsightx_version,
+    )
 
 
 def load(path: str | Path) -> ProfileResults:
@@ -123,11 +218,9 @@ def load(path: str | Path) -> ProfileResults:
         ResultSchemaError: the file is not a saved result (the message names the first bad or missing field),
             was written by a newer schema, or is a raw file with a damaged line.
     """
-    from nsightx._raw import load_raw, looks_raw
-
     p = Path(path)
     if looks_raw(p):
-        return load_raw(p)
+        return results_from_raw(p)
     try:
         text = p.read_bytes()
     except OSError as e:

@@ -16,14 +16,16 @@ import functools
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter
 
 from nsightx import _backend, _context
 from nsightx._adaptive import STOP_COLUMN, FixedRuns, StopRule
-from nsightx._backend import RunOutput, Session
+from nsightx._backend import Backend, RunOutput, Session
 from nsightx._collectors import CollectContext, CollectorLike, CollectResult
+from nsightx._device import use_device
 from nsightx._enums import CollectionScope
 from nsightx._errors import ConfigError
 from nsightx._plan import Plan
@@ -184,6 +186,82 @@ def to_scalar(value: object) -> Scalar:
         return str(value)
 
 
+@dataclass
+class CollectPolicy:
+    """When the run loop writes its finished runs, and whether writing collects a deferred session first.
+
+    An ordinary session's runs are written as each one finishes. A deferred session (see
+    :attr:`~nsightx._backend.Session.deferred`) is collected once for many runs: when ``every`` runs are pending,
+    at the end of a config once ``seconds`` have passed since the last collection, and at the end of the call
+    (the run loop's final flush). An adaptive stop rule needs every run's values at once, so with one the session
+    is collected after every run, by the run loop itself (:attr:`collects_each_run`).
+
+    Example:
+        >>> policy = CollectPolicy(deferred=True, needs_values=False, every=64, seconds=1.0, clock=lambda: 0.0)
+        >>> policy.due(pending=3, config_done=False), policy.due(pending=64, config_done=False)
+        (False, True)
+    """
+
+    deferred: bool
+    """Whether the session hands its runs back only when collected."""
+    needs_values: bool
+    """Whether the stop rule reads every run's values (``runs="auto"``)."""
+    every: int = 64
+    """Most runs kept pending (bounds what a hard crash could lose)."""
+    seconds: float = 1.0
+    """At a config's end, collect once this much time has passed since the last collection."""
+    clock: Callable[[], float] = time.perf_counter
+    """Seconds, monotonic (tests pass a fake clock)."""
+    _since: float = field(init=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        self._since = self.clock()
+
+    @classmethod
+    def for_session(cls, session: Session, needs_values: bool) -> CollectPolicy:
+        """The policy for ``session``, with the limits of :mod:`nsightx._backend` as they are now.
+
+        Those are :data:`~nsightx._backend.COLLECT_EVERY` and :data:`~nsightx._backend.COLLECT_SECONDS`.
+        """
+        return cls(session.deferred, needs_values, _backend.COLLECT_EVERY, _backend.COLLECT_SECONDS)
+
+    @property
+    def collects_each_run(self) -> bool:
+        """Whether the run loop collects the session after every run (deferred, with an adaptive rule)."""
+        return self.deferred and self.needs_values
+
+    @property
+    def write_collects(self) -> bool:
+        """Whether writing the pending runs collects the session's outputs first."""
+        return self.deferred and not self.needs_values
+
+    def due(self, pending: int, config_done: bool) -> bool:
+        """Whether to write the ``pending`` runs now (``config_done``: the last run of a config just finished)."""
+        if not self.write_collects:
+            return True
+        return pending >= self.every or (config_done and self.clock() - self._since >= self.seconds)
+
+    def written(self) -> None:
+        """Note that the pending runs were just written (and collected)."""
+        self._since = self.clock()
+
+
+def execute(backend: Backend, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
+    """The run stage: measure every run of ``plan`` with ``backend``, writing each run to ``sink``.
+
+    A backend that measures elsewhere (it overrides :meth:`~nsightx._backend.Backend.execute`) runs itself;
+    every other backend's session is driven by :func:`run_loop` on ``plan.device``.
+
+    Returns:
+        The environment the backend measured in (GPU name, clocks, ...).
+    """
+    if backend.measures_elsewhere():
+        return backend.execute(plan, sink)
+    with use_device(plan.device), backend.session(plan) as session:
+        run_loop(plan, session, sink)
+        return dict(session.environment())
+
+
 def run_loop(
     plan: Plan,
     session: Session,
@@ -206,75 +284,81 @@ def run_loop(
     collectors = _Collectors(plan)
     collectors.start()
     try:
-        _run_configs(plan, session, sink, collectors, call or _call_user)
+        _Sweep(plan, session, sink, collectors, call or _call_user).run()
     finally:
         collectors.stop()
 
 
-def _run_configs(
-    plan: Plan, session: Session, sink: RunSink, collectors: _Collectors, call: Callable[[Plan, int], Any]
-) -> None:
-    """The body of :func:`run_loop`, between the collectors' start and stop."""
-    runner = _Runner(plan, session, collectors, call)
-    rule: StopRule = plan.stop_rule or FixedRuns(plan.runs)
-    progress = Progress(plan)
-    once = collectors.run(CollectionScope.ONCE)
-    if once:
-        sink.write(RunRecords.model_validate({"config": -1, "run": -1, "collectors": once}))
-    checked_baseline = plan.normalize_against is None
-    deferred = session.deferred
-    needs_values = not isinstance(rule, FixedRuns)  # an adaptive stop rule reads every run's values
-    pending: list[_Pending] = []
-    collected_at = time.perf_counter()
-    try:
-        for ci in range(len(plan.configs)):
-            progress.start_config(ci)
-            config_values = collectors.run(CollectionScope.CONFIG, config=ci)
-            for r in range(-plan.warmup, 0):
-                runner.run(ci, r)
-                progress.advance()
-            stopper = rule.start_config()
-            r, reason = 0, None
-            while reason is None:
-                state, output, values = runner.run(ci, r)
-                progress.advance()
-                if deferred and needs_values:
-                    output = session.collect_runs().get((ci, r), output)
-                stopper.observe(output.records)
-                reason = stopper.stop_reason(r + 1)
-                if r == 0:
-                    values = config_values + values
-                if reason is not None and rule.records_reason:
-                    values.append(
-                        CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value, config=ci, value=reason)
+class _Sweep:
+    """The body of :func:`run_loop`, between the collectors' start and stop: every config, every run."""
+
+    def __init__(
+        self, plan: Plan, session: Session, sink: RunSink, collectors: _Collectors, call: Callable[[Plan, int], Any]
+    ) -> None:
+        self.plan, self.session, self.sink, self.collectors = plan, session, sink, collectors
+        self.runner = _Runner(plan, session, collectors, call)
+        self.rule: StopRule = plan.stop_rule or FixedRuns(plan.runs)
+        self.policy = CollectPolicy.for_session(session, needs_values=not isinstance(self.rule, FixedRuns))
+        self.progress = Progress(plan)
+        self.pending: list[_Pending] = []
+        self.checked_baseline = plan.normalize_against is None
+
+    def run(self) -> None:
+        """ONCE collectors, then each config; what was measured is written even when a run raises."""
+        once = self.collectors.run(CollectionScope.ONCE)
+        if once:
+            self.sink.write(RunRecords.model_validate({"config": -1, "run": -1, "collectors": once}))
+        try:
+            for ci in range(len(self.plan.configs)):
+                self._config(ci)
+            self._write(collect=self.policy.write_collects)
+        finally:
+            self.progress.close()
+            if self.pending:  # a run raised: keep what the deferred session already measured
+                try:
+                    self._write(collect=self.session.deferred)
+                except Exception as e:
+                    warnings.warn(
+                        f"could not collect the last {len(self.pending)} run(s) after a failure: {e}",
+                        RuntimeWarning,
+                        stacklevel=4,
                     )
-                pending.append((ci, r, state, output, values))
-                if (
-                    not deferred
-                    or needs_values
-                    or len(pending) >= _backend.COLLECT_EVERY
-                    or (reason is not None and time.perf_counter() - collected_at >= _backend.COLLECT_SECONDS)
-                ):
-                    _write_pending(session, sink, pending, collectors, collect=deferred and not needs_values)
-                    collected_at = time.perf_counter()
-                if not checked_baseline:
-                    _check_baseline(plan, state.used)
-                    checked_baseline = True
-                r += 1
-            progress.skip(rule.max_runs - r)
-        if pending:
-            _write_pending(session, sink, pending, collectors, collect=deferred and not needs_values)
-    finally:
-        progress.close()
-        if pending:  # a run raised: keep what the deferred session already measured
-            try:
-                _write_pending(session, sink, pending, collectors, collect=deferred)
-            except Exception as e:
-                warnings.warn(
-                    f"could not collect the last {len(pending)} run(s) after a failure: {e}",
-                    RuntimeWarning,
-                    stacklevel=2,
+
+    def _config(self, ci: int) -> None:
+        """CONFIG collectors, the warm-up runs, then measured runs until the stop rule says why it stops."""
+        self.progress.start_config(ci)
+        config_values = self.collectors.run(CollectionScope.CONFIG, config=ci)
+        for r in range(-self.plan.warmup, 0):
+            self.runner.run(ci, r)
+            self.progress.advance()
+        stopper = self.rule.start_config()
+        r, reason = 0, None
+        while reason is None:
+            state, output, values = self.runner.run(ci, r)
+            self.progress.advance()
+            if self.policy.collects_each_run:
+                output = self.session.collect_runs().get((ci, r), output)
+            stopper.observe(output.records)
+            reason = stopper.stop_reason(r + 1)
+            if r == 0:
+                values = config_values + values
+            if reason is not None and self.rule.records_reason:
+                values.append(
+                    CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value, config=ci, value=reason)
                 )
+            self.pending.append((ci, r, state, output, values))
+            if self.policy.due(len(self.pending), config_done=reason is not None):
+                self._write(collect=self.policy.write_collects)
+            if not self.checked_baseline:
+                _check_baseline(self.plan, state.used)
+                self.checked_baseline = True
+            r += 1
+        self.progress.skip(self.rule.max_runs - r)
+
+    def _write(self, *, collect: bool) -> None:
+        if self.pending:
+            _write_pending(self.session, self.sink, self.pending, self.collectors, collect=collect)
+            self.policy.written()
 
 
 _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]

@@ -84,14 +84,28 @@ def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
     )
 
 
+def option_defaults(caps: Capabilities) -> dict[str, str]:
+    """The one default of ``cache_control``, ``clock_control`` and ``replay_mode`` for a backend with ``caps``.
+
+    The spec leaves these ``None`` when the decorator does not give them; this is the only place that says what
+    ``None`` becomes, and backends (the ncu command line included) take the resolved value from the plan.
+    """
+    return {
+        "cache_control": first_supported(("all", "none"), caps.cache_control),
+        "clock_control": first_supported(("none", "base"), caps.clock_control),
+        "replay_mode": first_supported(("kernel", "range", "application"), caps.replay_modes),
+    }
+
+
 def _resolve(cls: type[Backend], spec: ProfileSpec) -> Choice:
     caps = cls.capabilities
+    defaults = option_defaults(caps)
     return Choice(
         backend=cls,
         metrics=spec.metrics if spec.metrics is not None else caps.default_metrics,
-        cache_control=spec.cache_control or first_supported(("all", "none"), caps.cache_control),
-        clock_control=spec.clock_control or first_supported(("none", "base"), caps.clock_control),
-        replay_mode=spec.replay_mode or first_supported(("kernel", "range", "application"), caps.replay_modes),
+        cache_control=spec.cache_control or defaults["cache_control"],
+        clock_control=spec.clock_control or defaults["clock_control"],
+        replay_mode=spec.replay_mode or defaults["replay_mode"],
     )
 
 

@@ -1,7 +1,11 @@
-"""The profile spec: every ``analyze.kernel`` option, validated once, at decoration time.
+"""The profile spec: every ``analyze.kernel`` option, validated once, at decoration time, on one model.
 
-Each check names the option, the bad value and what is accepted, and raises an error that derives from both
-:class:`~nsightx.NsightxError` and ``ValueError``/``TypeError`` — before any measurement starts.
+Each option is a field of :class:`ProfileSpec` with its one default; its check is a validator on that field
+(options that constrain each other: a model validator). :meth:`ProfileSpec.from_options` is the only way in:
+each check names the option, the bad value and what is accepted, and raises an error that derives from both
+:class:`~nsightx.NsightxError` and ``ValueError``/``TypeError``, before any measurement starts. pydantic's
+``ValidationError`` never reaches the user: the validators raise our errors, and :meth:`~ProfileSpec.from_options`
+hands the first one on unchanged.
 """
 
 from __future__ import annotations
@@ -11,13 +15,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from nsightx._adaptive import ADAPTIVE_OPTIONS, FixedRuns, build_rule, int_option
 from nsightx._collectors import CollectorLike, as_collector
 from nsightx._enums import CACHE_CONTROL, CLOCK_CONTROL, REPLAY_MODES, THERMAL_MODES, Tool, VerbosityLevel
-from nsightx._errors import ConfigError, ConfigTypeError
+from nsightx._errors import ConfigError, ConfigTypeError, NsightxError
 from nsightx._model import Frozen
+from nsightx._thermal import DEFAULT_CONT_C, DEFAULT_WAIT_C
 
 
 class ProfileSpec(Frozen):
@@ -79,6 +84,190 @@ class ProfileSpec(Frozen):
     """Spread the configs over one worker process per listed device (``"all"``: every visible GPU)."""
     backend_options: Mapping[str, Any] = {}
     """Backend-specific options, passed through to the backend."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> ProfileSpec:
+        """Validate decorator options, raising our error for the first bad one (in field order).
+
+        Raises:
+            ConfigError: a value is out of range, or options conflict.
+            ConfigTypeError: a value has the wrong type.
+        """
+        try:
+            return cls.model_validate(dict(options))
+        except ValidationError as e:
+            raise _our_error(e) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runs_and_rule(cls, data: Any) -> Any:
+        """``runs`` and the adaptive options together (an adaptive option needs ``runs="auto"``)."""
+        if not isinstance(data, dict):
+            return data
+        runs = data.get("runs", cls.model_fields["runs"].default)
+        rule = build_rule(runs, **{k: data.get(k) for k in ADAPTIVE_OPTIONS})
+        return {**data, "runs": rule.runs if isinstance(rule, FixedRuns) else "auto"}
+
+    @field_validator("warmup", mode="before")
+    @classmethod
+    def _warmup(cls, value: object) -> int | None:
+        return _int("warmup", value, 0)
+
+    @field_validator("thermal_wait", "thermal_cont", "thermal_device", mode="before")
+    @classmethod
+    def _celsius_or_ordinal(cls, value: object, info: ValidationInfo) -> int | None:
+        return _int(info.field_name or "", value, 0, allow_none=True)
+
+    @field_validator("thermal_timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: object) -> int | None:
+        return _int("thermal_timeout", value, 1, allow_none=True)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metrics(cls, value: object) -> tuple[str, ...] | None:
+        metrics = _str_list("metrics", value, "gpu__time_duration.sum")
+        if metrics is not None:
+            if not metrics or any(not m for m in metrics):
+                raise ConfigError(f"metrics must name at least one non-empty metric, got {list(metrics)!r}")
+            dupes = sorted({m for m in metrics if metrics.count(m) > 1})
+            if dupes:
+                raise ConfigError(f"metrics lists {dupes} more than once")
+        return metrics
+
+    @field_validator("ignore_kernel_list", mode="before")
+    @classmethod
+    def _ignored(cls, value: object) -> tuple[str, ...]:
+        return _str_list("ignore_kernel_list", value, "kernel") or ()
+
+    @field_validator("derive_metric", mode="before")
+    @classmethod
+    def _derive(cls, value: object) -> Callable[..., Any] | None:
+        return _callable("derive_metric", value)
+
+    @field_validator("combine_kernel_metrics", mode="before")
+    @classmethod
+    def _combine(cls, value: object) -> Callable[..., Any] | None:
+        combine = _callable("combine_kernel_metrics", value)
+        _check_reducer(combine)
+        return combine
+
+    @field_validator("verbosity", mode="before")
+    @classmethod
+    def _verbosity(cls, value: object) -> VerbosityLevel:
+        try:
+            return VerbosityLevel(value)  # type: ignore[arg-type]  # a bad value raises, below
+        except ValueError:
+            raise ConfigError(
+                f"invalid verbosity {value!r}; expected one of {[v.name for v in VerbosityLevel]}"
+            ) from None
+
+    @field_validator("cache_control", "clock_control", "replay_mode", mode="before")
+    @classmethod
+    def _vocabulary(cls, value: object, info: ValidationInfo) -> str | None:
+        option = info.field_name or ""
+        return _choice(option, value, _VOCABULARY[option])
+
+    @field_validator("thermal_mode", mode="before")
+    @classmethod
+    def _thermal_mode(cls, value: object) -> str | None:
+        return _choice("thermal_mode", value, THERMAL_MODES, allow_none=False)
+
+    @field_validator("normalize_against", mode="before")
+    @classmethod
+    def _normalize(cls, value: object) -> str | None:
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigTypeError(f"normalize_against must be an annotation name (str), got {value!r}")
+        return value
+
+    @field_validator("output_prefix", mode="before")
+    @classmethod
+    def _prefix(cls, value: object) -> str | None:
+        return _output_prefix(value)
+
+    @field_validator("output_csv", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> bool:
+        if not isinstance(value, bool):
+            raise ConfigTypeError(f"output_csv must be True or False, got {value!r}")
+        return value
+
+    @field_validator("info_collectors", mode="before")
+    @classmethod
+    def _collectors(cls, value: object) -> tuple[Any, ...]:
+        collectors = value or ()
+        if isinstance(collectors, str) or not isinstance(collectors, Sequence):
+            raise ConfigTypeError(f"info_collectors must be a list, got {type(collectors).__name__} {collectors!r}")
+        return tuple(c if isinstance(c, str) else as_collector(c) for c in collectors)
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend(cls, value: object) -> str | None:
+        if isinstance(value, Tool):
+            value = value.value
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigTypeError(f"backend must be a backend name or 'auto', got {value!r}")
+        return value
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _device(cls, value: object) -> int | str | None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | str)):
+            raise ConfigTypeError(f"device must be a CUDA ordinal (int) or a GPU UUID (str), got {value!r}")
+        if isinstance(value, int) and value < 0:
+            raise ConfigError(f"device must be >= 0, got {value}")
+        return value
+
+    @field_validator("parallel_devices", mode="before")
+    @classmethod
+    def _parallel(cls, value: object) -> tuple[int | str, ...] | Literal["all"] | None:
+        return _parallel_devices(value)
+
+    @field_validator("backend_options", mode="before")
+    @classmethod
+    def _backend_options(cls, value: object) -> dict[str, Any]:
+        options = value or {}
+        if not isinstance(options, Mapping):
+            raise ConfigTypeError(f"backend_options must be a dict, got {type(options).__name__}")
+        bad_keys = [k for k in options if not isinstance(k, str)]
+        if bad_keys:
+            raise ConfigTypeError(
+                f"backend_options keys must be option names (str), got {bad_keys!r}; "
+                "write backend_options={'name': value}"
+            )
+        return dict(options)
+
+    @model_validator(mode="after")
+    def _together(self) -> ProfileSpec:
+        """Options that constrain each other: the thermal band, and ``device`` with ``parallel_devices``."""
+        cont = self.thermal_cont if self.thermal_cont is not None else DEFAULT_CONT_C
+        wait = self.thermal_wait if self.thermal_wait is not None else DEFAULT_WAIT_C
+        if cont <= wait:
+            raise ConfigError(
+                f"Invalid thermal control parameters: thermal_cont ({cont}°C) must be greater than thermal_wait "
+                f"({wait}°C). thermal_cont is the target thermal headroom after cooling, thermal_wait is the "
+                f"threshold that triggers cooling. (Left out, thermal_wait is {DEFAULT_WAIT_C} and thermal_cont "
+                f"{DEFAULT_CONT_C}.)"
+            )
+        if self.parallel_devices is not None and self.device is not None:
+            raise ConfigError(
+                "give device= or parallel_devices=, not both: parallel_devices pins one worker per device"
+            )
+        return self
+
+
+_VOCABULARY = {"cache_control": CACHE_CONTROL, "clock_control": CLOCK_CONTROL, "replay_mode": REPLAY_MODES}
+"""Accepted values of the options whose default depends on the backend (see ``_select.option_defaults``)."""
+
+
+def _our_error(e: ValidationError) -> Exception:
+    """The error a validator raised (the first, in field order), or a ConfigError for pydantic's own check."""
+    err = e.errors(include_url=False)[0]
+    original = err.get("ctx", {}).get("error")
+    if isinstance(original, NsightxError):
+        return original
+    option = ".".join(str(p) for p in err["loc"]) or "analyze.kernel"
+    return ConfigError(f"invalid {option} {err.get('input')!r}: {err['msg']}")
 
 
 _THEIR_CHOICE_SENTENCE = {
@@ -214,95 +403,8 @@ def _output_prefix(value: object) -> str | None:
 
 
 def build_spec(**options: Any) -> ProfileSpec:
-    """Validate decorator options into a :class:`ProfileSpec`, raising a clear error on the first bad one."""
-    rule = build_rule(options.get("runs", 10), **{k: options.get(k) for k in ADAPTIVE_OPTIONS})
-    metrics = _str_list("metrics", options.get("metrics"), "gpu__time_duration.sum")
-    if metrics is not None:
-        if not metrics or any(not m for m in metrics):
-            raise ConfigError(f"metrics must name at least one non-empty metric, got {list(metrics)!r}")
-        dupes = sorted({m for m in metrics if metrics.count(m) > 1})
-        if dupes:
-            raise ConfigError(f"metrics lists {dupes} more than once")
-    thermal_wait = _int("thermal_wait", options.get("thermal_wait"), 0, allow_none=True)
-    thermal_cont = _int("thermal_cont", options.get("thermal_cont"), 0, allow_none=True)
-    cont = thermal_cont if thermal_cont is not None else 20
-    wait = thermal_wait if thermal_wait is not None else 10
-    if cont <= wait:
-        raise ConfigError(
-            f"Invalid thermal control parameters: thermal_cont ({cont}°C) must be greater than thermal_wait "
-            f"({wait}°C). thermal_cont is the target thermal headroom after cooling, thermal_wait is the "
-            "threshold that triggers cooling. (Left out, thermal_wait is 10 and thermal_cont 20.)"
-        )
-    verbosity = options.get("verbosity", VerbosityLevel.INFO)
-    try:
-        verbosity = VerbosityLevel(verbosity)
-    except ValueError:
-        raise ConfigError(
-            f"invalid verbosity {verbosity!r}; expected one of {[v.name for v in VerbosityLevel]}"
-        ) from None
-    backend = options.get("backend")
-    if isinstance(backend, Tool):
-        backend = backend.value
-    if backend is not None and (not isinstance(backend, str) or not backend):
-        raise ConfigTypeError(f"backend must be a backend name or 'auto', got {backend!r}")
-    device = options.get("device")
-    if device is not None and (isinstance(device, bool) or not isinstance(device, int | str)):
-        raise ConfigTypeError(f"device must be a CUDA ordinal (int) or a GPU UUID (str), got {device!r}")
-    if isinstance(device, int) and device < 0:
-        raise ConfigError(f"device must be >= 0, got {device}")
-    parallel = _parallel_devices(options.get("parallel_devices"))
-    if parallel is not None and device is not None:
-        raise ConfigError("give device= or parallel_devices=, not both: parallel_devices pins one worker per device")
-    combine = _callable("combine_kernel_metrics", options.get("combine_kernel_metrics"))
-    _check_reducer(combine)
-    normalize = options.get("normalize_against")
-    if normalize is not None and (not isinstance(normalize, str) or not normalize):
-        raise ConfigTypeError(f"normalize_against must be an annotation name (str), got {normalize!r}")
-    output_prefix = _output_prefix(options.get("output_prefix"))
-    output_csv = options.get("output_csv", False)
-    if not isinstance(output_csv, bool):
-        raise ConfigTypeError(f"output_csv must be True or False, got {output_csv!r}")
-    collectors = options.get("info_collectors") or ()
-    if isinstance(collectors, str) or not isinstance(collectors, Sequence):
-        raise ConfigTypeError(f"info_collectors must be a list, got {type(collectors).__name__} {collectors!r}")
-    checked: list[Any] = []
-    for c in collectors:
-        checked.append(c if isinstance(c, str) else as_collector(c))
-    backend_options = options.get("backend_options") or {}
-    if not isinstance(backend_options, Mapping):
-        raise ConfigTypeError(f"backend_options must be a dict, got {type(backend_options).__name__}")
-    bad_keys = [k for k in backend_options if not isinstance(k, str)]
-    if bad_keys:
-        raise ConfigTypeError(
-            f"backend_options keys must be option names (str), got {bad_keys!r}; "
-            "write backend_options={'name': value}"
-        )
-    return ProfileSpec(
-        runs=rule.runs if isinstance(rule, FixedRuns) else "auto",
-        **{k: options.get(k) for k in ADAPTIVE_OPTIONS},
-        warmup=_int("warmup", options.get("warmup", 1), 0),  # type: ignore[arg-type]
-        metrics=metrics,
-        derive_metric=_callable("derive_metric", options.get("derive_metric")),
-        normalize_against=normalize,
-        verbosity=verbosity,
-        ignore_kernel_list=_str_list("ignore_kernel_list", options.get("ignore_kernel_list"), "kernel") or (),
-        combine_kernel_metrics=combine,
-        cache_control=_choice("cache_control", options.get("cache_control"), CACHE_CONTROL),
-        clock_control=_choice("clock_control", options.get("clock_control"), CLOCK_CONTROL),
-        replay_mode=_choice("replay_mode", options.get("replay_mode"), REPLAY_MODES),
-        thermal_mode=_choice("thermal_mode", options.get("thermal_mode", "auto"), THERMAL_MODES, False) or "auto",
-        thermal_wait=thermal_wait,
-        thermal_cont=thermal_cont,
-        thermal_timeout=_int("thermal_timeout", options.get("thermal_timeout"), 1, allow_none=True),
-        thermal_device=_int("thermal_device", options.get("thermal_device"), 0, allow_none=True),
-        output_prefix=output_prefix,
-        output_csv=output_csv,
-        info_collectors=tuple(checked),
-        backend=backend,
-        device=device,
-        parallel_devices=parallel,
-        backend_options=dict(backend_options),
-    )
+    """Validate decorator options into a :class:`ProfileSpec` (see :meth:`ProfileSpec.from_options`)."""
+    return ProfileSpec.from_options(options)
 
 
 def collector_objects(spec: ProfileSpec) -> list[CollectorLike]:

@@ -13,9 +13,11 @@
   ``thermal_wait`` drops to :data:`ADAPT_STEP_C` below the headroom reached, so the sweep goes on (with a
   warning) instead of waiting a full timeout before every run.
 
-The guard reads temperatures from a :class:`TemperatureSource`. Nothing here knows NVML: a plugin offers a
-source through the ``nsightx_temperature_source`` hook (the first-party ``nvml`` plugin does), and tests pass a
-source built on a scripted NVML double. Every measured run then carries a ``ThermalPauseS`` value: the seconds
+The guard reads temperatures from a :class:`TemperatureSource`, handed in with the plan's
+:class:`ThermalSettings`. Nothing here knows NVML or the plugin host: a plugin offers a source through the
+``nsightx_temperature_source`` hook (the first-party ``nvml`` plugin does), the API layer asks the host for it
+when it builds the plan (:func:`nsightx._planner.temperature_source`), and tests pass a source built on a
+scripted NVML double. Every measured run then carries a ``ThermalPauseS`` value: the seconds
 spent cooling before it (warm-up runs' pauses are added to the next measured run).
 """
 
@@ -27,13 +29,10 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from nsightx._enums import CollectionScope, VerbosityLevel
 from nsightx._errors import CoolingTimeoutError
-
-if TYPE_CHECKING:
-    from nsightx._plan import Plan, ThermalSettings
 
 DEFAULT_WAIT_C = 10
 """Headroom (°C) at or below which a run waits, when ``thermal_wait`` is not given."""
@@ -83,6 +82,38 @@ class TemperatureSource(Protocol):
 
     def read(self) -> ThermalReading:
         """Read the watched device now. May raise; the guard then warns once and stops guarding."""
+        ...
+
+
+@dataclass(frozen=True)
+class ThermalSettings:
+    """Thermal guard options, as given to the decorator, and the temperature source resolved for them."""
+
+    mode: str = "auto"
+    wait: int | None = None
+    cont: int | None = None
+    timeout: int | None = None
+    device: int | None = None
+    source: TemperatureSource | None = field(default=None, compare=False)
+    """Where the guard reads temperatures (resolved by the API layer from the plugin host); ``None``: unguarded."""
+
+
+class GuardedPlan(Protocol):
+    """What :func:`make_guard` reads of a plan (a :class:`~nsightx._plan.Plan` has all of it)."""
+
+    @property
+    def thermal(self) -> ThermalSettings:
+        """Mode, band and temperature source."""
+        ...
+
+    @property
+    def needs_gpu(self) -> bool:
+        """False for plans that measure no GPU (never guarded)."""
+        ...
+
+    @property
+    def verbosity(self) -> VerbosityLevel:
+        """From INFO on, pauses are logged to stderr."""
         ...
 
 
@@ -285,34 +316,26 @@ class ThermalGuard:
             self.log(f"nsightx: thermal: {message}")
 
 
-_warned_no_source: set[str] = set()
-
-
 def _print(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def make_guard(plan: Plan, source: TemperatureSource | None = None, **options: object) -> Guard:
+def make_guard(plan: GuardedPlan, source: TemperatureSource | None = None, **options: object) -> Guard:
     """Build the guard for ``plan``.
 
     Args:
-        plan: The plan; ``plan.thermal`` gives the mode and band, ``plan.thermal.device`` (else
-            ``plan.device``) the device watched.
-        source: Temperature source to use; ``None`` asks the plugins (``nsightx_temperature_source``).
+        plan: The plan; ``plan.thermal`` gives the mode, the band and the temperature source.
+        source: Temperature source to use instead of ``plan.thermal.source``.
         **options: Passed to :class:`ThermalGuard` (``clock``, ``sleep``, ``poll``, ``log``).
 
     Returns:
         :class:`NoGuard` for ``thermal_mode="off"``, for plans that measure no GPU (the host backend), or when
-        no plugin offers a source (warned once per process); else a :class:`ThermalGuard`.
+        the plan has no temperature source; else a :class:`ThermalGuard`.
     """
     settings = plan.thermal
-    if settings.mode == "off" or not plan.needs_gpu:
+    source = source if source is not None else settings.source
+    if settings.mode == "off" or not plan.needs_gpu or source is None:
         return NoGuard()
-    device = settings.device if settings.device is not None else plan.device
-    if source is None:
-        source = _plugin_source(device)
-        if source is None:
-            return NoGuard()
     options.setdefault("log", _print if plan.verbosity >= VerbosityLevel.INFO else None)
     return ThermalGuard(source, **_band(settings), **options)  # type: ignore[arg-type]
 
@@ -324,23 +347,3 @@ def _band(settings: ThermalSettings) -> dict[str, object]:
         "cont": settings.cont if settings.cont is not None else DEFAULT_CONT_C,
         "timeout": settings.timeout if settings.timeout is not None else DEFAULT_TIMEOUT_S,
     }
-
-
-def _plugin_source(device: int | str | None) -> TemperatureSource | None:
-    from nsightx._plugins import default_host
-
-    reason = "no plugin offers a temperature source (the nvml plugin needs nvidia-ml-py and an NVIDIA driver)"
-    try:
-        source = default_host().temperature_source(device)
-    except Exception as e:  # a broken plugin must not stop the measurement
-        source, reason = None, f"the temperature source failed: {type(e).__name__}: {e}"
-    if source is None and reason not in _warned_no_source:
-        _warned_no_source.add(reason)
-        warnings.warn(
-            f"Nsight Python Thermovision is not supported on this machine: thermal control is on but "
-            f"{reason}; runs are not paused for cooling. "
-            "Pass thermal_mode='off' to silence this.",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-    return source

@@ -209,39 +209,49 @@ def derive(
     for (ann, cfg, run_i), got in by_region.items():
         if not all(m in got for m in metrics):
             continue
-        inputs = [got[m].value for m in metrics]
-        kernel = got[metrics[0]].kernel
-        if any(math.isnan(x) for x in inputs):
-            result: Any = math.nan
-        else:
-            try:
-                result = fn(*inputs, *configs[cfg])
-            except Exception as e:
-                raise MeasurementError(
-                    f"derive_metric {name!r} raised {type(e).__name__}: {e} for annotation {ann!r}, "
-                    f"config {cfg}, run {run_i}"
-                ) from e
+        result = _call_derive(fn, name, [got[m].value for m in metrics], configs[cfg], (ann, cfg, run_i))
         where = f"annotation {ann!r}, config {cfg} {tuple(configs[cfg])!r}, run {run_i}"
         for metric, value, unit in _derived(result, name, where, cfg):
-            if metric in measured:
-                raise ConfigError(
-                    f"derive_metric {name!r} returned a metric named {metric!r}, which is also measured; its values "
-                    "would be pooled with the measured ones. Give the derived metric its own name (return "
-                    f"{{'{metric}_derived': ...}}, or rename the function)"
-                )
-            if unit is None and not warned:
-                warned = True
-                warnings.warn(
-                    f"Derived metric '{metric}' does not have a unit specified. Return a tuple (value, unit) "
-                    "instead of just the value. np.nan will be added to the 'Unit' column in the dataframe. "
-                    "(nsightx warns once per call.)",
-                    UserWarning,
-                    stacklevel=3,
-                )
+            _check_derived(name, metric, unit, measured, warned)
+            warned = warned or unit is None
+            kernel = got[metrics[0]].kernel
             out.append(
                 RunValue(annotation=ann, config=cfg, run=run_i, metric=metric, value=value, unit=unit, kernel=kernel)
             )
     return out
+
+
+def _call_derive(
+    fn: Callable[..., Any], name: str, inputs: list[float], args: tuple[Any, ...], at: tuple[str, int, int]
+) -> Any:
+    """``fn(*inputs, *args)``, or NaN when an input is NaN; a failure names the region it was called for."""
+    if any(math.isnan(x) for x in inputs):
+        return math.nan
+    try:
+        return fn(*inputs, *args)
+    except Exception as e:
+        ann, cfg, run_i = at
+        raise MeasurementError(
+            f"derive_metric {name!r} raised {type(e).__name__}: {e} for annotation {ann!r}, config {cfg}, run {run_i}"
+        ) from e
+
+
+def _check_derived(name: str, metric: str, unit: str | None, measured: set[str], warned: bool) -> None:
+    """Refuse a derived metric named like a measured one; warn (once, unless ``warned``) about a missing unit."""
+    if metric in measured:
+        raise ConfigError(
+            f"derive_metric {name!r} returned a metric named {metric!r}, which is also measured; its values "
+            "would be pooled with the measured ones. Give the derived metric its own name (return "
+            f"{{'{metric}_derived': ...}}, or rename the function)"
+        )
+    if unit is None and not warned:
+        warnings.warn(
+            f"Derived metric '{metric}' does not have a unit specified. Return a tuple (value, unit) "
+            "instead of just the value. np.nan will be added to the 'Unit' column in the dataframe. "
+            "(nsightx warns once per call.)",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 _DERIVE_FORMS = (

@@ -252,28 +252,16 @@ def cooling_timeout(tmp: Path, mp: pytest.MonkeyPatch) -> None:
 def thermal_unsupported(tmp: Path, mp: pytest.MonkeyPatch) -> None:
     from nsightx_nvml import _collectors
 
-    from nsightx import _plugins, _thermal
-    from nsightx._plan import Plan
+    from nsightx import _planner, _plugins
+    from nsightx._thermal import ThermalSettings
 
     def missing() -> None:
         raise ImportError("No module named 'pynvml'")
 
     mp.setattr(_collectors, "_provider", _collectors.Provider(load=missing))
-    mp.setattr(_thermal, "_warned_no_source", set())
-    mp.setattr(_plugins, "_default", _plugins.PluginHost(_plugins.LoaderSettings()).load())
-    _thermal.make_guard(
-        Plan(
-            function=_none,
-            function_name="f",
-            params=(),
-            configs=((),),
-            runs=1,
-            warmup=0,
-            metrics=("t",),
-            backend="x",
-            needs_gpu=True,
-        )
-    )
+    mp.setattr(_planner, "_warned_no_source", set())
+    # what a call's plan builder asks the plugin host for a GPU backend with thermal control on
+    _planner.temperature_source(_plugins.PluginHost(_plugins.LoaderSettings()).load(), ThermalSettings(), None)
 
 
 def fake_ncu(mp: pytest.MonkeyPatch, tmp: Path, **env: str) -> None:

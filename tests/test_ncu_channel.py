@@ -8,6 +8,7 @@ collectors and guard, the supervising loop and the merge are the real code. NVML
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import signal
 import tempfile
@@ -24,6 +25,7 @@ from nvml_double import GPU_A, FakeGpu, install
 import nsightx
 from nsightx._collectors import InfoCollector
 from nsightx._plan import ThermalSettings
+from nsightx._planner import temperature_source
 from nsightx._sink import RunSink
 
 pytest.importorskip("cloudpickle")
@@ -127,7 +129,10 @@ def test_manual_thermal_timeout_raises_in_the_parent_and_stops_the_worker(plugin
         with nsightx.annotate("scale"):
             pass
 
-    plan = make_plan(scale, thermal=ThermalSettings(mode="manual", timeout=0))
+    settings = ThermalSettings(mode="manual", timeout=0)  # its source as a call's plan builder resolves it
+    plan = make_plan(
+        scale, thermal=dataclasses.replace(settings, source=temperature_source(plugin_host, settings, None))
+    )
     with pytest.raises(nsightx.CoolingTimeoutError, match="did not cool"):
         NcuBackend().execute(plan, RunSink())
 

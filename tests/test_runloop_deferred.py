@@ -99,3 +99,93 @@ def test_failure_keeps_the_runs_already_measured():
         run_loop(plan(flaky), session, sink)
     assert [(r.config, r.run) for r in sink.runs] == [(0, 0), (0, 1)]
     assert all(r.records for r in sink.runs)
+
+
+# --- the deferred-collection policy, alone ----------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def policy(deferred=True, needs_values=False, every=4, seconds=1.0):
+    from nsightx._runloop import CollectPolicy
+
+    clock = FakeClock()
+    return CollectPolicy(deferred, needs_values, every, seconds, clock=clock), clock
+
+
+def test_policy_writes_every_run_of_an_ordinary_session():
+    p, _ = policy(deferred=False)
+    assert p.due(1, config_done=False) and not p.write_collects and not p.collects_each_run
+
+
+def test_policy_collects_every_run_itself_for_an_adaptive_rule():
+    p, _ = policy(needs_values=True)
+    assert p.collects_each_run and not p.write_collects and p.due(1, config_done=False)
+
+
+def test_policy_collects_a_deferred_session_every_n_runs():
+    p, _ = policy(every=4)
+    assert p.write_collects
+    assert [p.due(n, config_done=False) for n in (1, 2, 3, 4)] == [False, False, False, True]
+
+
+def test_policy_collects_at_a_config_end_only_after_enough_time():
+    p, clock = policy(seconds=1.0)
+    clock.now = 0.5
+    assert not p.due(1, config_done=True)
+    clock.now = 1.0
+    assert p.due(1, config_done=True)
+    assert not p.due(1, config_done=False)  # mid-config: only the run count matters
+    p.written()
+    assert not p.due(1, config_done=True)  # the time counts from the last collection
+    clock.now = 2.0
+    assert p.due(1, config_done=True)
+
+
+def test_policy_for_session_reads_the_limits_when_built(monkeypatch):
+    from nsightx import _backend
+    from nsightx._runloop import CollectPolicy
+
+    monkeypatch.setattr(_backend, "COLLECT_EVERY", 3)
+    p = CollectPolicy.for_session(DeferredHost(), needs_values=False)
+    assert (p.deferred, p.every, p.seconds) == (True, 3, _backend.COLLECT_SECONDS)
+
+
+# --- the run stage: in-process backends through the run loop, others through their own execute -----------------
+
+
+def test_run_stage_drives_an_in_process_backend_through_the_run_loop(plugin_host):
+    from nsightx._runloop import execute
+
+    backend = plugin_host.backends["host"]()
+    assert not backend.measures_elsewhere()
+    sink = RunSink()
+    execute(backend, plan(work, configs=((1,),), runs=2, warmup=0), sink)
+    assert [(r.config, r.run) for r in sink.runs] == [(0, 0), (0, 1)]
+    with pytest.raises(NotImplementedError, match="measures in process"):
+        backend.execute(plan(work), RunSink())
+
+
+def test_run_stage_hands_an_overriding_backend_the_whole_plan():
+    from nsightx._backend import Availability, Backend, Capabilities
+    from nsightx._runloop import execute
+
+    class Elsewhere(Backend):
+        name = "elsewhere"
+        capabilities = Capabilities(metrics=None, default_metrics=("t",))
+
+        @classmethod
+        def availability(cls) -> Availability:
+            return Availability(available=True)
+
+        def execute(self, plan, sink):
+            return {"where": "elsewhere"}
+
+    assert Elsewhere.measures_elsewhere()
+    assert execute(Elsewhere(), plan(work), RunSink()) == {"where": "elsewhere"}

@@ -98,3 +98,51 @@ def test_errors_subclass_builtins():
     assert issubclass(ConfigError, ValueError) and issubclass(ConfigTypeError, TypeError)
     assert nsightx.ProfilerException is NsightxError
     assert issubclass(nsightx.BackendUnavailableError, RuntimeError)
+
+
+BAD_VALUES = {
+    "runs": [0, "often", 1.5],
+    "warmup": [-1, "1"],
+    "metrics": ["gpu__time_duration.sum", [], [1]],
+    "derive_metric": [1],
+    "normalize_against": ["", 3],
+    "verbosity": [7, "loud"],
+    "ignore_kernel_list": ["k", [None]],
+    "combine_kernel_metrics": [1, lambda a: a],
+    "cache_control": ["some", 1],
+    "clock_control": ["boost"],
+    "replay_mode": ["graph"],
+    "thermal_mode": ["hot", None],
+    "thermal_wait": [-1, "10"],
+    "thermal_cont": [1.5],
+    "thermal_timeout": [0],
+    "thermal_device": [-2],
+    "output_prefix": [3, ""],
+    "output_csv": ["yes"],
+    "info_collectors": ["nvml", 3],
+    "backend": [3, ""],
+    "device": [-1, True, 1.0],
+    "parallel_devices": [[], [0, 0], "some"],
+    "backend_options": [[("a", 1)], {1: 2}],
+}
+
+
+@pytest.mark.parametrize(("option", "value"), [(o, v) for o, vs in BAD_VALUES.items() for v in vs])
+def test_every_bad_option_is_our_error_never_a_pydantic_validation_error(option, value):
+    """One validation, on the spec model: whatever goes wrong, the user sees an NsightxError with our message."""
+    from pydantic import ValidationError
+
+    with pytest.raises(nsightx.NsightxError) as info:
+        nsightx.analyze.kernel(**{option: value})
+    assert not isinstance(info.value, ValidationError)
+    assert isinstance(info.value, ValueError | TypeError)
+    assert option in str(info.value) or "nsight" in str(info.value).lower()
+
+
+def test_every_option_has_one_default_on_the_spec_model():
+    """build_spec() with nothing given is the model's defaults, field by field."""
+    from nsightx._spec import ProfileSpec, build_spec
+
+    spec = build_spec()
+    for name, field in ProfileSpec.model_fields.items():
+        assert getattr(spec, name) == field.default, name

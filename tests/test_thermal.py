@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -13,6 +14,8 @@ import nsightx
 from nsightx import CoolingTimeoutError
 from nsightx._enums import VerbosityLevel
 from nsightx._plan import Plan, ThermalSettings
+from nsightx._planner import temperature_source
+from nsightx._plugins import default_host
 from nsightx._runloop import run_loop
 from nsightx._sink import RunSink
 from nsightx._thermal import (
@@ -201,6 +204,9 @@ def plan(mode="auto", needs_gpu=True, device=None, thermal_device=None, runs=3, 
         with nsightx.annotate("a"):
             sum(range(n))
 
+    # the source as the API layer resolves it for a call: from the plugin host (the test's plugin_host)
+    settings = ThermalSettings(mode=mode, timeout=timeout, device=thermal_device)
+    source = temperature_source(default_host(), settings, device, needs_gpu)
     return Plan(
         function=fn,
         function_name="fn",
@@ -214,7 +220,7 @@ def plan(mode="auto", needs_gpu=True, device=None, thermal_device=None, runs=3, 
         device=device,
         needs_gpu=needs_gpu,
         collectors=tuple(collectors),
-        thermal=ThermalSettings(mode=mode, timeout=timeout, device=thermal_device),
+        thermal=dataclasses.replace(settings, source=source),
     )
 
 
@@ -244,13 +250,13 @@ def test_make_guard_watches_thermal_device_else_profiled_device(plugin_host, mon
 def test_make_guard_without_a_source_warns_once(plugin_host, monkeypatch):
     from nsightx_nvml import _collectors
 
-    from nsightx import _thermal
+    from nsightx import _planner
 
     def missing():
         raise ImportError("No module named 'pynvml'")
 
     monkeypatch.setattr(_collectors, "_provider", _collectors.Provider(load=missing))
-    monkeypatch.setattr(_thermal, "_warned_no_source", set())
+    monkeypatch.setattr(_planner, "_warned_no_source", set())
     with pytest.warns(RuntimeWarning, match="no plugin offers a temperature source"):
         assert isinstance(make_guard(plan()), NoGuard)
     with warnings.catch_warnings():

@@ -6,25 +6,35 @@ import functools
 import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
-from nsightx._backend import Availability, Backend, Capabilities, Session, check_byte_option, check_option_names
+from nsightx._backend import Availability, Backend, BackendOptions, ByteCount, Capabilities, Session
 from nsightx._errors import BackendUnavailableError, ConfigError
 from nsightx._plan import Plan
 from nsightx_cupti._attribution import METRIC
 
-OPTIONS = {
-    "buffer_bytes": "size of each CUPTI activity buffer in bytes (default 256 KiB)",
-    "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
-    "api_tracing": "'always' (default): API records for the whole session, minus APIs seen to launch nothing; "
-    "'region': only while a region is open (switched on and off around each region)",
-    "api_filter": "'learn' (default): switch off APIs seen to launch nothing; 'off': record every API call",
-    "cupti_flush": "'forced' (default); 'plain' is for overhead studies and may lose kernels",
-    "cupti_collect": "'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more "
-    "after the last collection, and at the end; 'run': after every run",
-    "flush_at": "'region' (default): flush L2 just before each region opens (inputs written by the function "
-    "are cold, as under ncu); 'run': once before the function runs",
-}
-"""``backend_options`` keys this backend accepts."""
+
+class CuptiOptions(BackendOptions):
+    """The ``backend_options`` of the cupti backend, each with its one default."""
+
+    buffer_bytes: ByteCount = None
+    """Size of each CUPTI activity buffer in bytes (default 256 KiB)."""
+    flush_bytes: ByteCount = None
+    """Size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)."""
+    api_tracing: Literal["always", "region"] = "always"
+    """'always' (default): API records for the whole session, minus APIs seen to launch nothing; 'region': only
+    while a region is open (switched on and off around each region)."""
+    api_filter: Literal["learn", "off"] = "learn"
+    """'learn' (default): switch off APIs seen to launch nothing; 'off': record every API call."""
+    cupti_flush: Literal["forced", "plain"] = "forced"
+    """'forced' (default); 'plain' is for overhead studies and may lose kernels."""
+    cupti_collect: Literal["batch", "run"] = "batch"
+    """'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more after the last
+    collection, and at the end; 'run': after every run."""
+    flush_at: Literal["region", "run"] = "region"
+    """'region' (default): flush L2 just before each region opens (inputs written by the function are cold, as
+    under ncu); 'run': once before the function runs."""
+
 
 INSTALL = "pip install 'nsightx[cupti]'  (cupti-python >= 13.0)"
 
@@ -103,24 +113,7 @@ class CuptiBackend(Backend):
         Raises:
             ConfigError: an unknown key or a bad value.
         """
-        check_option_names(plan, OPTIONS, self.name)
-        mode = plan.backend_options.get("api_tracing", "always")
-        if mode not in ("region", "always"):
-            raise ConfigError(f"backend_options['api_tracing']={mode!r} must be 'always' or 'region'")
-        for key, allowed in (
-            ("cupti_collect", ("batch", "run")),
-            ("flush_at", ("region", "run")),
-            ("api_filter", ("learn", "off")),
-        ):
-            if plan.backend_options.get(key, allowed[0]) not in allowed:
-                raise ConfigError(
-                    f"backend_options[{key!r}]={plan.backend_options[key]!r} must be {' or '.join(map(repr, allowed))}"
-                )
-        flush = plan.backend_options.get("cupti_flush", "forced")
-        if flush not in ("forced", "plain"):
-            raise ConfigError(f"backend_options['cupti_flush']={flush!r} must be 'forced' or 'plain'")
-        for key in ("buffer_bytes", "flush_bytes"):
-            check_byte_option(plan, key)
+        CuptiOptions.parse(plan.backend_options, self.name)
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
             raise ConfigError(

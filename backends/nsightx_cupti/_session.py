@@ -427,17 +427,18 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
         plan: The plan (device, cache_control, metrics and ``backend_options`` are read).
         keep_batches: Keep each run's raw activity on the session (fixture capture).
     """
+    from nsightx_cupti._backend import CuptiOptions
     from nsightx_cupti._tracer import DEFAULT_BUFFER_BYTES, ActivityTracer
 
-    opts = plan.backend_options
-    device = CudaDevice(plan.device, flush=plan.cache_control == "all", flush_bytes=opts.get("flush_bytes"))
+    opts = CuptiOptions.parse(plan.backend_options, "cupti")
+    device = CudaDevice(plan.device, flush=plan.cache_control == "all", flush_bytes=opts.flush_bytes)
     try:
         tracer = ActivityTracer.get()
         tracer.start(
-            opts.get("buffer_bytes") or DEFAULT_BUFFER_BYTES,
-            api_tracing=opts.get("api_tracing", "always"),
-            flush_flag=opts.get("cupti_flush", "forced"),
-            api_filter=opts.get("api_filter", "learn"),
+            opts.buffer_bytes or DEFAULT_BUFFER_BYTES,
+            api_tracing=opts.api_tracing,
+            flush_flag=opts.cupti_flush,
+            api_filter=opts.api_filter,
         )
         try:
             yield CuptiSession(
@@ -445,8 +446,8 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
                 device,
                 plan.metrics,
                 keep_batches=keep_batches,
-                deferred=opts.get("cupti_collect", "batch") != "run",
-                flush_at=opts.get("flush_at", "region"),
+                deferred=opts.cupti_collect != "run",
+                flush_at=opts.flush_at,
             )
         finally:
             tracer.stop()

@@ -16,18 +16,18 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
 from nsightx._backend import (
     Availability,
     Backend,
+    BackendOptions,
+    ByteCount,
     Capabilities,
     RunOutput,
     Session,
-    check_byte_option,
-    check_option_names,
 )
 from nsightx._errors import BackendUnavailableError, ConfigError, MeasurementError
 from nsightx._plan import Plan
@@ -36,13 +36,15 @@ from nsightx._records import Record, RegionId, Scalar
 METRIC = "region__stream_span_duration"
 """Elapsed time between the region's open and close events on its stream, ns (not a kernel sum)."""
 
-OPTIONS = {
-    "flush_bytes": "size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)",
-    "events_collect": "'batch' (default): read the events every 64 runs, at config ends a second or more "
-    "after the last read, and at the end; 'run': wait for and read every run's events "
-    "as it ends",
-}
-"""``backend_options`` keys this backend accepts."""
+
+class EventsOptions(BackendOptions):
+    """The ``backend_options`` of the events backend, each with its one default."""
+
+    flush_bytes: ByteCount = None
+    """Size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)."""
+    events_collect: Literal["batch", "run"] = "batch"
+    """'batch' (default): read the events every 64 runs, at config ends a second or more after the last read, and
+    at the end; 'run': wait for and read every run's events as it ends."""
 
 
 @functools.cache
@@ -320,11 +322,7 @@ class EventsBackend(Backend):
         Raises:
             ConfigError: an unknown key, a bad value or a metric it cannot measure.
         """
-        check_option_names(plan, OPTIONS, self.name)
-        check_byte_option(plan, "flush_bytes")
-        collect = plan.backend_options.get("events_collect", "batch")
-        if collect not in ("batch", "run"):
-            raise ConfigError(f"backend_options['events_collect']={collect!r} must be 'batch' or 'run'")
+        EventsOptions.parse(plan.backend_options, self.name)
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
             raise ConfigError(
@@ -344,11 +342,12 @@ class EventsBackend(Backend):
             raise BackendUnavailableError(
                 f"backend 'events' is not available: {avail.reason}. {avail.remedy}", backend=self.name
             )
+        opts = EventsOptions.parse(plan.backend_options, self.name)
         session = EventsSession(
             plan.device,
             flush=plan.cache_control == "all",
-            flush_bytes=plan.backend_options.get("flush_bytes"),
-            deferred=plan.backend_options.get("events_collect", "batch") != "run",
+            flush_bytes=opts.flush_bytes,
+            deferred=opts.events_collect != "run",
         )
         try:
             yield session

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session, check_option_names
+from nsightx._backend import Availability, Backend, Capabilities, NoOptions, RunOutput, Session
 from nsightx._hookspecs import hookimpl
 from nsightx._plan import Plan
 from nsightx._records import Record, RegionId, Scalar
@@ -88,7 +88,7 @@ class HostBackend(Backend):
         Raises:
             ConfigError: any key in ``backend_options``.
         """
-        check_option_names(plan, {}, self.name)
+        NoOptions.parse(plan.backend_options, self.name)
 
     @contextmanager
     def session(self, plan: Plan) -> Iterator[Session]:

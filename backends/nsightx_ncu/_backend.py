@@ -44,7 +44,7 @@ from nsightx._errors import (
 )
 from nsightx._plan import Plan, ThermalSettings
 from nsightx._progress import Progress
-from nsightx._records import Scalar
+from nsightx._records import RunRecords, Scalar
 from nsightx._sink import RunSink, read_raw
 from nsightx._thermal import make_guard
 from nsightx_ncu import _locate, _metrics
@@ -376,55 +376,11 @@ class NcuBackend(Backend):
         progress.label = f"{plan.function_name} -> {art.report.name}"
         requests = WorkerRequests(plan, guard, progress)
         debug = plan.verbosity >= VerbosityLevel.DEBUG
-        with listening(art.private) as (listener, channel):
-            art.spec.write_text(
-                json.dumps(
-                    {
-                        "payload": str(art.payload),
-                        "runs": str(art.runs),
-                        "error": str(art.error),
-                        "nvtx_ranges": options.ncu_nvtx_ranges,
-                        "channel": channel,
-                    }
-                ),
-                encoding="utf-8",
-            )
-            app = [sys.executable, "-m", "nsightx_ncu._worker", str(art.spec)]
-            cmd = build_command(
-                install.path,
-                report=art.report,
-                app=app,
-                metrics=metrics,
-                replay_mode=plan.replay_mode,
-                cache_control=plan.cache_control,
-                clock_control=plan.clock_control,
-                options=options,
-                verbose=debug,
-            )
-            if debug:
-                print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
-            try:
-                outcome = supervise(
-                    cmd,
-                    env=worker_env(channel=channel),
-                    log=art.log,
-                    listener=listener,
-                    requests=requests,
-                    timeout_s=options.ncu_timeout_s,
-                    show_tool_lines=debug,
-                )
-            finally:
-                progress.close()
+        outcome, cmd = _run_ncu(plan, art, options, metrics, install.path, requests, progress)
         if outcome.permission_denied:  # nothing was measured: keep the sink empty (auto may measure elsewhere)
             raise CounterPermissionError(f"{PERMISSION_HELP}\nncu log: {art.log}", backend=self.name)
         worker_runs = read_raw(art.runs) if art.runs.exists() else []
-        actions: list[Action] = []
-        read_problem = ""
-        if art.report.exists():
-            try:
-                actions = child.read(art.report, metrics, options.deep, art.actions)
-            except MeasurementError as e:
-                read_problem = str(e)
+        actions, read_problem = self._read_report(art, metrics, options.deep, child)
         merged = merge_runs(actions, worker_runs, metrics, deep=options.deep)
         missing = [m for m in metrics if actions and not any(m in a.metrics for a in actions)]
         for run in merged.runs:
@@ -442,6 +398,18 @@ class NcuBackend(Backend):
             print(log_tail(art.log, 200), file=sys.stderr)
         return env
 
+    @staticmethod
+    def _read_report(
+        art: Artifacts, metrics: tuple[str, ...], deep: bool, child: ReaderChild
+    ) -> tuple[list[Action], str]:
+        """The report's actions (none when ncu wrote no report), and why it could not be read (or "")."""
+        if not art.report.exists():
+            return [], ""
+        try:
+            return child.read(art.report, metrics, deep, art.actions), ""
+        except MeasurementError as e:
+            return [], str(e)
+
     def _check(
         self,
         plan: Plan,
@@ -458,6 +426,22 @@ class NcuBackend(Backend):
         where = f"\nncu log: {art.log}\n--- last lines of the log ---\n{tail}"
         done = [r for r in merged.runs if r.config >= 0]
         kept = f"{len(done)} measured run(s) completed and were kept"
+        self._check_worker(plan, outcome, options, requests, error, tail, done, kept, where)
+        self._check_report(plan, art, merged, read_problem, missing, done, where)
+
+    @staticmethod
+    def _check_worker(
+        plan: Plan,
+        outcome: Outcome,
+        options: NcuOptions,
+        requests: WorkerRequests,
+        error: dict[str, Any] | None,
+        tail: str,
+        done: list[RunRecords],
+        kept: str,
+        where: str,
+    ) -> None:
+        """Raise when ncu or the worker failed: the parent's own error, a time-out, a worker error or death."""
         if requests.failure is not None:  # the parent's own error (a thermal timeout): as on other backends
             raise requests.failure
         if outcome.timed_out:
@@ -494,6 +478,18 @@ class NcuBackend(Backend):
                 f"{PROFILING_FAILED}ncu exited with {_status(outcome.returncode)} {after} (an ncu error, an "
                 f"invalid metric, or a crash of the worker); {kept}.{where}"
             )
+
+    @staticmethod
+    def _check_report(
+        plan: Plan,
+        art: Artifacts,
+        merged: MergeResult,
+        read_problem: str,
+        missing: list[str],
+        done: list[RunRecords],
+        where: str,
+    ) -> None:
+        """Raise when the report is missing, unreadable, lacks a metric, or profiled no kernel of any region."""
         if read_problem:
             raise MeasurementError(f"{read_problem}{where}")
         if not art.report.exists():
@@ -526,6 +522,64 @@ class NcuBackend(Backend):
             shutil.rmtree(art.private, ignore_errors=True)
         elif not any(art.private.iterdir()):
             art.private.rmdir()
+
+
+def _run_ncu(
+    plan: Plan,
+    art: Artifacts,
+    options: NcuOptions,
+    metrics: tuple[str, ...],
+    ncu: Path,
+    requests: WorkerRequests,
+    progress: Progress,
+) -> tuple[Outcome, list[str]]:
+    """Run ncu over the worker, serving its channel, until it ends; return how it ended and its command."""
+    debug = plan.verbosity >= VerbosityLevel.DEBUG
+    with listening(art.private) as (listener, channel):
+        _write_spec(art, options, channel)
+        app = [sys.executable, "-m", "nsightx_ncu._worker", str(art.spec)]
+        cmd = build_command(
+            ncu,
+            report=art.report,
+            app=app,
+            metrics=metrics,
+            replay_mode=plan.replay_mode,
+            cache_control=plan.cache_control,
+            clock_control=plan.clock_control,
+            options=options,
+            verbose=debug,
+        )
+        if debug:
+            print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
+        try:
+            outcome = supervise(
+                cmd,
+                env=worker_env(channel=channel),
+                log=art.log,
+                listener=listener,
+                requests=requests,
+                timeout_s=options.ncu_timeout_s,
+                show_tool_lines=debug,
+            )
+        finally:
+            progress.close()
+    return outcome, cmd
+
+
+def _write_spec(art: Artifacts, options: NcuOptions, channel: str | None) -> None:
+    """The worker's instructions: where its plan, runs and error go, its NVTX range kind and the channel."""
+    art.spec.write_text(
+        json.dumps(
+            {
+                "payload": str(art.payload),
+                "runs": str(art.runs),
+                "error": str(art.error),
+                "nvtx_ranges": options.ncu_nvtx_ranges,
+                "channel": channel,
+            }
+        ),
+        encoding="utf-8",
+    )
 
 
 def _read_error(path: Path) -> dict[str, Any] | None:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, unquote
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
+from nsightx._backend import BackendOptions
 from nsightx._errors import ConfigError, ConfigTypeError
-from nsightx._model import Frozen
 from nsightx._records import RegionId
 from nsightx_ncu._reader import DOMAIN
 
@@ -26,7 +26,7 @@ __all__ = ["DOMAIN", "NcuOptions", "build_command", "check_metrics", "nvtx_filte
 _SAFE = " !\"#$&'()*+,-.:;<=>?[\\]^_`{}~"
 
 
-class NcuOptions(Frozen):
+class NcuOptions(BackendOptions):
     """Options of the ncu backend, given as ``backend_options={...}`` on the decorator.
 
     Example:
@@ -90,17 +90,7 @@ class NcuOptions(Frozen):
                     f"backend_options[{key!r}] must be a list of strings, got the str {data[key]!r}; "
                     f"write [{data[key]!r}]"
                 )
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            accepted = ", ".join(cls.model_fields)
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'backend_options'}: {err['msg']}"
-                for err in e.errors(include_url=False)
-            )
-            raise ConfigError(
-                f"invalid backend_options for the ncu backend ({problems}); accepted keys: {accepted}"
-            ) from e
+        return cls.parse(data, "ncu")
 
     @property
     def deep(self) -> bool:
@@ -183,9 +173,9 @@ def build_command(
     report: str | Path,
     app: Sequence[str],
     metrics: Sequence[str],
-    replay_mode: str = "kernel",
-    cache_control: str = "all",
-    clock_control: str = "none",
+    replay_mode: str,
+    cache_control: str,
+    clock_control: str,
     options: NcuOptions | None = None,
     verbose: bool = False,
 ) -> list[str]:
@@ -199,6 +189,9 @@ def build_command(
         replay_mode: ``kernel``, ``range`` or ``application``.
         cache_control: ``all`` (flush caches before each replay pass) or ``none``.
         clock_control: ``none`` (leave clocks alone) or ``base`` (lock them to base).
+
+        The three come resolved from the plan: validated once by the profile spec, checked against the
+        backend's capabilities and defaulted by :func:`nsightx._select.option_defaults`; they are not checked again.
         options: Backend options (sets, sections, extra arguments, NVTX range kind).
         verbose: Add ``--verbose`` (debug verbosity).
 
@@ -206,16 +199,9 @@ def build_command(
         The command as a list of arguments, to run without a shell.
 
     Raises:
-        ConfigError: A value is outside the accepted ones.
+        ConfigError: No application, or a bad metric name.
     """
     opts = options or NcuOptions()
-    for label, value, accepted in (
-        ("replay_mode", replay_mode, ("kernel", "range", "application")),
-        ("cache_control", cache_control, ("all", "none")),
-        ("clock_control", clock_control, ("none", "base")),
-    ):
-        if value not in accepted:
-            raise ConfigError(f"invalid {label} {value!r} for the ncu backend; accepted: {', '.join(accepted)}")
     if not app:
         raise ConfigError("build_command needs the application's argument vector")
     cmd = [
@@ -235,15 +221,19 @@ def build_command(
         "--clock-control",
         clock_control,
     ]
-    names = check_metrics(metrics)
-    if names:
-        cmd += ["--metrics", ",".join(names)]
-    if opts.ncu_set is not None:
-        cmd += ["--set", opts.ncu_set]
-    for section in opts.ncu_sections:
-        cmd += ["--section", section]
+    cmd += _collection_args(check_metrics(metrics), opts)
     if verbose:
         cmd.append("--verbose")
     cmd += list(opts.ncu_extra_args)
     cmd += [str(a) for a in app]
     return cmd
+
+
+def _collection_args(names: Sequence[str], opts: NcuOptions) -> list[str]:
+    """``--metrics``, ``--set`` and ``--section`` arguments: what ncu collects."""
+    args = ["--metrics", ",".join(names)] if names else []
+    if opts.ncu_set is not None:
+        args += ["--set", opts.ncu_set]
+    for section in opts.ncu_sections:
+        args += ["--section", section]
+    return args

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nsightx._records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
+from nsightx.columns import MEASURED_SM_CLOCK
 from nsightx_ncu._command import parse_range_name
 from nsightx_ncu._reader import Action
 
@@ -19,7 +20,7 @@ SM_CLOCK_METRIC = "gpc__cycles_elapsed.avg.per_second"
 """When collected, its mean over each run's kernels becomes that run's ``MeasuredSMClockMHz`` value, and its mean
 over all kernels the environment's ``MeasuredComputeClock`` (kHz)."""
 
-MEASURED_SM_CLOCK_COLUMN = "MeasuredSMClockMHz"
+MEASURED_SM_CLOCK_COLUMN = MEASURED_SM_CLOCK
 """The RUN-scope column the core shows as the measured SM clock (the nvml plugin writes it too)."""
 
 UNIT_ALIASES: Mapping[str, str] = {"nsecond": "ns", "usecond": "us", "msecond": "ms", "second": "s"}
@@ -103,45 +104,48 @@ def merge_runs(
             continue
         placed = by_run.pop((run.config, run.run), [])
         profiled += len(placed)
-        failed = {reg.annotation for reg in run.regions if reg.failed}
-        counts: dict[str, int] = {}
-        records: list[Record] = []
-        for action in placed:
-            region = region_of(action)
-            assert region is not None  # grouped above
-            ann = region.annotation
-            if ann in failed:  # the core reports a failed region as NaN from its RegionRun
-                continue
-            seq = counts.get(ann, 0)
-            counts[ann] = seq + 1
-            kernel = "range" if action.workload == "range" else action.kernel
-            names = list(metrics) + (_deep_names(action, metrics) if deep else [])
-            for name in names:
-                value, unit = action.metrics.get(name, (math.nan, ""))
-                records.append(
-                    Record(
-                        annotation=ann,
-                        config=run.config,
-                        run=run.run,
-                        kernel=kernel,
-                        metric=name,
-                        value=_numeric(value),
-                        unit=_unit(unit),
-                        seq=seq,
-                    )
-                )
-        regions = tuple(
-            RegionRun.model_validate(
-                {**reg.model_dump(), "attributes": {**reg.attributes, "kernel_count": counts.get(reg.annotation, 0)}}
-            )
-            for reg in run.regions
-        )
-        collectors = (*run.collectors, *_measured_clock(run, placed))
-        out.append(
-            run.model_copy(update={"records": (*run.records, *records), "regions": regions, "collectors": collectors})
-        )
+        out.append(_merge_run(run, placed, metrics, deep))
     unattributed += sum(len(v) for v in by_run.values())
     return MergeResult(runs=out, profiled=profiled, unattributed=unattributed)
+
+
+def _merge_run(run: RunRecords, placed: Sequence[Action], metrics: Sequence[str], deep: bool) -> RunRecords:
+    """One worker run with the records of its actions, its regions' kernel counts and its measured clock."""
+    failed = {reg.annotation for reg in run.regions if reg.failed}
+    counts: dict[str, int] = {}
+    records: list[Record] = []
+    for action in placed:
+        region = region_of(action)
+        assert region is not None  # grouped by merge_runs
+        ann = region.annotation
+        if ann in failed:  # the core reports a failed region as NaN from its RegionRun
+            continue
+        seq = counts.get(ann, 0)
+        counts[ann] = seq + 1
+        kernel = "range" if action.workload == "range" else action.kernel
+        names = list(metrics) + (_deep_names(action, metrics) if deep else [])
+        for name in names:
+            value, unit = action.metrics.get(name, (math.nan, ""))
+            records.append(
+                Record(
+                    annotation=ann,
+                    config=run.config,
+                    run=run.run,
+                    kernel=kernel,
+                    metric=name,
+                    value=_numeric(value),
+                    unit=_unit(unit),
+                    seq=seq,
+                )
+            )
+    regions = tuple(
+        RegionRun.model_validate(
+            {**reg.model_dump(), "attributes": {**reg.attributes, "kernel_count": counts.get(reg.annotation, 0)}}
+        )
+        for reg in run.regions
+    )
+    collectors = (*run.collectors, *_measured_clock(run, placed))
+    return run.model_copy(update={"records": (*run.records, *records), "regions": regions, "collectors": collectors})
 
 
 def _measured_clock(run: RunRecords, placed: Sequence[Action]) -> list[CollectorValue]:

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,38 +107,21 @@ def supervise(
     connections: dict[socket.socket, bytearray] = {}
     with log.open("wb") as log_file:
         router = OutputRouter(log_file, show_tool_lines=show_tool_lines)
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            env=dict(env),
-            start_new_session=True,
-        )
+        proc = _start(cmd, env)
         assert proc.stdout is not None and proc.stderr is not None  # both are pipes
         pipes = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
         sel.register(listener, selectors.EVENT_READ, None)
         for fd in pipes:
             sel.register(fd, selectors.EVENT_READ, None)
-        timed_out = False
-        exited_at: float | None = None
         try:
-            while True:
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    kill_group(proc)
-                    timed_out = True
-                    break
-                if router.permission_denied:
-                    kill_group(proc)
-                    break
-                if proc.poll() is not None:
-                    exited_at = now if exited_at is None else exited_at
-                    if not pipes or now - exited_at >= DRAIN_S:
-                        break
-                wait = POLL_S if deadline is None else max(min(POLL_S, deadline - now), 0.0)
-                for key, _ in sel.select(wait):
-                    _serve_one(key.fileobj, sel, listener, pipes, connections, router, requests)
+            timed_out = _pump(
+                proc,
+                sel,
+                pipes,
+                deadline,
+                router,
+                lambda key: _serve_one(key.fileobj, sel, listener, pipes, connections, router, requests),
+            )
         except BaseException:
             kill_group(proc)
             raise
@@ -151,6 +134,49 @@ def supervise(
             proc.stderr.close()
         rc = proc.wait()
     return Outcome(returncode=rc, timed_out=timed_out, permission_denied=router.permission_denied)
+
+
+def _start(cmd: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start ncu in its own session (so its whole process group can be killed), output on two pipes."""
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=dict(env),
+        start_new_session=True,
+    )
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    sel: selectors.BaseSelector,
+    pipes: dict[int, str],
+    deadline: float | None,
+    router: OutputRouter,
+    serve: Callable[[selectors.SelectorKey], None],
+) -> bool:
+    """Serve whatever is ready until ncu ended and its pipes drained, or it must be killed.
+
+    Returns:
+        Whether ncu was killed at the deadline (a permission refusal kills it too, without a time-out).
+    """
+    exited_at: float | None = None
+    while True:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            kill_group(proc)
+            return True
+        if router.permission_denied:
+            kill_group(proc)
+            return False
+        if proc.poll() is not None:
+            exited_at = now if exited_at is None else exited_at
+            if not pipes or now - exited_at >= DRAIN_S:
+                return False
+        wait = POLL_S if deadline is None else max(min(POLL_S, deadline - now), 0.0)
+        for key, _ in sel.select(wait):
+            serve(key)
 
 
 def _serve_one(

@@ -15,6 +15,9 @@ from nsightx._collectors import CollectContext
 from nsightx._enums import CollectionScope
 from nsightx._records import Scalar
 from nsightx._thermal import ThermalReading
+from nsightx.columns import (
+    GPU_TEMPERATURE,
+)
 from nsightx_nvml import _sampler
 from nsightx_nvml._device import CudaDriver, DeviceMap, DeviceNotFound, LibCuda, Resolved
 from nsightx_nvml._fields import READ_COLUMNS, SLOW_FIELDS, SLOW_FIELDS_MAX_AGE_S, FieldReader, safe
@@ -321,7 +324,7 @@ class NvmlTemperatureSource:
         sampler = _sampler.running((id(devices), dev.label))
         sample = sampler.latest() if sampler is not None else None
         if sample is not None:
-            value = sample.values.get("GPUTemperatureC")
+            value = sample.values.get(GPU_TEMPERATURE)
             fresh = (time.perf_counter_ns() - sample.taken_ns) / 1e9 <= TEMPERATURE_MAX_AGE_S
             if isinstance(value, int | float) and fresh:
                 return float(value)

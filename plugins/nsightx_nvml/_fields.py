@@ -10,14 +10,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from nsightx.columns import (
+    CLOCK_EVENT_REASONS,
+    GPU_POWER,
+    GPU_TEMPERATURE,
+    MEASURED_CONDITIONS,
+    MEASURED_MEM_CLOCK,
+    MEASURED_SM_CLOCK,
+)
 from nsightx_nvml._lib import Nvml, reason_names
 
 Value = int | float | str | None
 
-READ_COLUMNS = ("MeasuredSMClockMHz", "MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW", "ClockEventReasons")
+READ_COLUMNS = MEASURED_CONDITIONS
 """The RUN columns read from NVML."""
 
-SLOW_FIELDS = ("MeasuredMemClockMHz", "GPUTemperatureC", "GPUPowerW")
+SLOW_FIELDS = (MEASURED_MEM_CLOCK, GPU_TEMPERATURE, GPU_POWER)
 """Fields read at most every :data:`SLOW_FIELDS_MAX_AGE_S`; the SM clock and clock-event reasons, which can
 change from one millisecond to the next, are read in every sample."""
 
@@ -49,8 +57,8 @@ class FieldReader:
     def read(self, nvml: Nvml, sensors: Any, label: str) -> dict[str, Value]:
         """The five values of the device whose sensor handle is ``sensors`` (``label`` names it in caches)."""
         values = self.read_raw(nvml, sensors, label)
-        mask = values["ClockEventReasons"]
-        values["ClockEventReasons"] = reason_names(mask) if isinstance(mask, int) else None
+        mask = values[CLOCK_EVENT_REASONS]
+        values[CLOCK_EVENT_REASONS] = reason_names(mask) if isinstance(mask, int) else None
         return values
 
     def read_raw(self, nvml: Nvml, sensors: Any, label: str) -> dict[str, Value]:
@@ -58,8 +66,8 @@ class FieldReader:
         skip = self._unsupported.setdefault(label, set())
         mask = safe(nvml, skip, "reasons", nvml.event_reasons, sensors)
         fast: dict[str, Value] = {
-            "MeasuredSMClockMHz": safe(nvml, skip, "sm", nvml.sm_clock_mhz, sensors),
-            "ClockEventReasons": int(mask) if isinstance(mask, int) else None,
+            MEASURED_SM_CLOCK: safe(nvml, skip, "sm", nvml.sm_clock_mhz, sensors),
+            CLOCK_EVENT_REASONS: int(mask) if isinstance(mask, int) else None,
         }
         now = time.perf_counter_ns()
         slow = self._slow.get(label)
@@ -67,9 +75,9 @@ class FieldReader:
             slow = (
                 now,
                 {
-                    "MeasuredMemClockMHz": safe(nvml, skip, "mem", nvml.mem_clock_mhz, sensors),
-                    "GPUTemperatureC": safe(nvml, skip, "temp", nvml.temperature_c, sensors),
-                    "GPUPowerW": safe(nvml, skip, "power", nvml.power_w, sensors),
+                    MEASURED_MEM_CLOCK: safe(nvml, skip, "mem", nvml.mem_clock_mhz, sensors),
+                    GPU_TEMPERATURE: safe(nvml, skip, "temp", nvml.temperature_c, sensors),
+                    GPU_POWER: safe(nvml, skip, "power", nvml.power_w, sensors),
                 },
             )
             self._slow[label] = slow

@@ -17,6 +17,13 @@ import struct
 import tempfile
 from collections.abc import Mapping
 
+from nsightx.columns import (
+    CLOCK_EVENT_REASONS,
+    GPU_POWER,
+    GPU_TEMPERATURE,
+    MEASURED_MEM_CLOCK,
+    MEASURED_SM_CLOCK,
+)
 from nsightx_nvml._fields import Value
 from nsightx_nvml._lib import reason_names
 
@@ -27,7 +34,7 @@ _ERROR = struct.Struct("<Q256s")  # length, text of the last failed read
 _V_OFF = _HEADER.size
 _E_OFF = _V_OFF + _VALUES.size
 _DEMAND_OFF, _STOP_OFF, _PID_OFF = 16, 24, 48
-_INT_FIELDS = ("MeasuredSMClockMHz", "MeasuredMemClockMHz", "GPUTemperatureC")
+_INT_FIELDS = (MEASURED_SM_CLOCK, MEASURED_MEM_CLOCK, GPU_TEMPERATURE)
 
 
 def _num(value: Value) -> float:
@@ -76,16 +83,16 @@ class SharedSample:
     # writer side (the sampler process)
     def publish(self, taken_ns: int, values: Mapping[str, Value]) -> None:
         """Publish one sample (``ClockEventReasons`` as the raw bitmask, ``None`` when it could not be read)."""
-        reason_mask = values.get("ClockEventReasons")
+        reason_mask = values.get(CLOCK_EVENT_REASONS)
         seq, _, _, _, samples, _, _ = _HEADER.unpack_from(self._map, 0)
         struct.pack_into("<Q", self._map, 0, seq + 1)  # odd: writing
         _VALUES.pack_into(
             self._map,
             _V_OFF,
-            _num(values.get("MeasuredSMClockMHz")),
-            _num(values.get("MeasuredMemClockMHz")),
-            _num(values.get("GPUTemperatureC")),
-            _num(values.get("GPUPowerW")),
+            _num(values.get(MEASURED_SM_CLOCK)),
+            _num(values.get(MEASURED_MEM_CLOCK)),
+            _num(values.get(GPU_TEMPERATURE)),
+            _num(values.get(GPU_POWER)),
             reason_mask if isinstance(reason_mask, int) else 0,
             int(isinstance(reason_mask, int)),
         )
@@ -152,11 +159,11 @@ class SharedSample:
             if samples == 0:
                 return None
             values: dict[str, Value] = {
-                "MeasuredSMClockMHz": _back(sm, True),
-                "MeasuredMemClockMHz": _back(mem, True),
-                "GPUTemperatureC": _back(temp, True),
-                "GPUPowerW": _back(power, False),
-                "ClockEventReasons": reason_names(mask) if valid else None,
+                MEASURED_SM_CLOCK: _back(sm, True),
+                MEASURED_MEM_CLOCK: _back(mem, True),
+                GPU_TEMPERATURE: _back(temp, True),
+                GPU_POWER: _back(power, False),
+                CLOCK_EVENT_REASONS: reason_names(mask) if valid else None,
             }
             return seq, taken, values
         return None

@@ -1,0 +1,251 @@
+"""The shape of the code: the import graph of ``nsightx/`` has no circle, and no function is over 60 lines.
+
+Import graph policy (decided here, enforced below):
+
+* Every ``import`` statement of a module under ``nsightx/`` is an edge, whether it sits at module level or inside
+  a function. A function-local import delays a circle to call time; it does not remove it. So the *runtime*
+  graph (module-level plus function-level imports) must have no circle at all.
+* Imports under ``if TYPE_CHECKING:`` never run (every module has ``from __future__ import annotations``), so
+  they cannot form a runtime circle; they are still edges of the *design*: a type-only import pointing back up
+  the stages is a hidden circle. The graph with them must have no circle either, except for the back edges
+  listed in :data:`TYPE_ONLY_BACK_EDGES`, each with its reason. An entry that no longer closes a circle fails
+  the test too, so the list cannot go stale.
+* ``from nsightx import _x`` is an edge to ``nsightx._x``; an edge to the package ``nsightx`` itself is not counted
+  (its ``__init__`` only loads submodules lazily, by name, through ``importlib``).
+
+Function size policy: no function or method in ``nsightx/``, ``backends/`` or ``plugins/`` is longer than
+:data:`MAX_FUNCTION_LINES` lines, counted as ``end_lineno - lineno + 1`` of the ``def`` (decorators excluded,
+docstring and nested functions included), excluding nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "nsightx"
+MAX_FUNCTION_LINES = 60
+
+TYPE_ONLY_BACK_EDGES: dict[tuple[str, str], str] = {
+    ("nsightx._hookspecs", "nsightx._plugins"): (
+        "the hook specifications name the registrar types the plugin host hands to plugins, and the host loads "
+        "the specifications: pluggy's own _hooks/_manager pair has the same type-only back edge"
+    ),
+}
+"""Type-only imports allowed to point back at a module that (transitively) imports their module at runtime."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One import of one module of ``nsightx/`` by another."""
+
+    source: str
+    target: str
+    kind: str
+    """``"module"``, ``"function"`` or ``"type"`` (under ``if TYPE_CHECKING:``)."""
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _targets(node: ast.Import | ast.ImportFrom, source: str, modules: dict[str, Path]) -> list[str]:
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        if node.level:
+            package = source if (ROOT / Path(*source.split("."))).is_dir() else source.rpartition(".")[0]
+            for _ in range(node.level - 1):
+                package = package.rpartition(".")[0]
+            base = f"{package}.{node.module}" if node.module else package
+        else:
+            base = node.module or ""
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+    return sorted({n for n in names if n in modules and n != PACKAGE})
+
+
+def _edges_of(source: str, path: Path, modules: dict[str, Path]) -> list[Edge]:
+    edges: list[Edge] = []
+
+    def visit(node: ast.AST, kind: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                edges.extend(Edge(source, t, kind, child.lineno) for t in _targets(child, source, modules))
+            elif isinstance(child, ast.If) and _is_type_checking(child):
+                for stmt in child.body:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), "type")
+                for stmt in child.orelse:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), kind)
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                visit(child, "type" if kind == "type" else "function")
+            else:
+                visit(child, kind)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), "module")
+    return edges
+
+
+def import_edges() -> list[Edge]:
+    """Every import edge between modules of ``nsightx/``."""
+    modules = _modules()
+    return [e for name, path in modules.items() for e in _edges_of(name, path, modules)]
+
+
+def find_cycle(edges: list[Edge]) -> list[Edge] | None:
+    """One circle of ``edges`` (as the edges that form it), or ``None`` when the graph has none."""
+    graph: dict[str, list[Edge]] = {}
+    for e in edges:
+        graph.setdefault(e.source, []).append(e)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[Edge] = []
+
+    def walk(node: str) -> list[Edge] | None:
+        state[node] = 1
+        for e in graph.get(node, []):
+            if state.get(e.target) == 1:
+                start = next((i for i, p in enumerate(path) if p.source == e.target), len(path))
+                return [*path[start:], e]
+            if e.target not in state:
+                path.append(e)
+                found = walk(e.target)
+                if found:
+                    return found
+                path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = walk(node)
+            if found:
+                return found
+    return None
+
+
+def describe(cycle: list[Edge]) -> str:
+    """``a -> b (module import, line 3) -> a (function import, line 9)``."""
+    text = cycle[0].source
+    for e in cycle:
+        text += f" -> {e.target} ({e.kind} import, {e.source.rpartition('.')[2]}.py line {e.line})"
+    return text
+
+
+def test_graph_sees_every_kind_of_import() -> None:
+    """The walker finds module-level, function-level and TYPE_CHECKING imports (the test is not vacuous)."""
+    kinds = {e.kind for e in import_edges()}
+    assert kinds == {"module", "function", "type"}
+
+
+def test_find_cycle_reports_the_circle() -> None:
+    edges = [Edge("a", "b", "module", 1), Edge("b", "c", "function", 2), Edge("c", "a", "type", 3)]
+    cycle = find_cycle(edges)
+    assert cycle is not None
+    assert describe(cycle).startswith("a -> b (module import")
+    assert find_cycle(edges[:2]) is None
+
+
+def test_runtime_imports_have_no_circle() -> None:
+    """Module-level and function-level imports together form no circle."""
+    cycle = find_cycle([e for e in import_edges() if e.kind != "type"])
+    assert cycle is None, "import circle: " + describe(cycle)
+
+
+def test_type_checking_imports_close_no_circle() -> None:
+    """With TYPE_CHECKING imports added, the only circles are the documented type-only back edges."""
+    edges = import_edges()
+    allowed = [e for e in edges if e.kind == "type" and (e.source, e.target) in TYPE_ONLY_BACK_EDGES]
+    cycle = find_cycle([e for e in edges if e not in allowed])
+    assert cycle is None, "import circle through a TYPE_CHECKING import: " + describe(cycle)
+    runtime = [e for e in edges if e.kind != "type"]
+    for source, target in TYPE_ONLY_BACK_EDGES:
+        back = [e for e in allowed if (e.source, e.target) == (source, target)]
+        assert back, f"{source} no longer imports {target}: remove it from TYPE_ONLY_BACK_EDGES"
+        assert find_cycle(runtime + back[:1]) is not None, (
+            f"{source} -> {target} closes no circle any more: remove it from TYPE_ONLY_BACK_EDGES"
+        )
+
+
+def _long_functions() -> list[str]:
+    found = []
+    for folder in ("nsightx", "backends", "plugins"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_is_over_60_lines() -> None:
+    long = _long_functions()
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+@pytest.mark.parametrize("lines, fails", [(MAX_FUNCTION_LINES, False), (MAX_FUNCTION_LINES + 1, True)])
+def test_function_length_is_counted_from_def_to_last_line(tmp_path: Path, lines: int, fails: bool) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(lines - 1))
+    node = ast.parse(f"@decorator\ndef f():\n{body}\n").body[0]
+    assert isinstance(node, ast.FunctionDef)
+    assert ((node.end_lineno or 0) - node.lineno + 1 > MAX_FUNCTION_LINES) is fails
+
+
+def _constructions(name: str) -> list[str]:
+    """Modules of ``nsightx/`` that call ``name(...)`` (a class constructed by name)."""
+    found = []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+                found.append(module)
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize(
+    ("cls", "builder"),
+    [("ResultData", "nsightx._results"), ("Plan", "nsightx._planner"), ("PlanInfo", "nsightx._planner")],
+)
+def test_one_builder_for_results_and_plans(cls: str, builder: str) -> None:
+    """Every execution path (one process, parallel workers, a raw file) builds results and plans in one place."""
+    assert _constructions(cls) == [builder]
+
+
+FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
+    ("nsightx._context", "nsightx._records"): "import time: `import nsightx` (annotate) must not load pydantic",
+    ("nsightx._tool", "nsightx._plugins"): "import time: `import nsightx` (activate) must not load pluggy/pydantic",
+    ("nsightx._results", "nsightx._dataframe"): "pandas, loaded only when a DataFrame is built",
+}
+"""Function-level imports between modules of ``nsightx/`` kept on purpose (heavy or import-time-sensitive).
+
+The command line (``nsightx.cli``) imports each command's module when that command runs, so ``nsightx --help``
+stays fast; its imports are not listed one by one."""
+
+
+def test_function_level_imports_are_only_for_import_time():
+    """A function-local import of an nsightx module is for import time (heavy dependencies), never a circle."""
+    extra = sorted(
+        {
+            (e.source, e.target)
+            for e in import_edges()
+            if e.kind == "function"
+            and e.source != "nsightx.cli"
+            and (e.source, e.target) not in FUNCTION_IMPORTS_ALLOWED
+        }
+    )
+    assert not extra, f"function-level imports without a reason in FUNCTION_IMPORTS_ALLOWED: {extra}"
