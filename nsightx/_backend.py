@@ -44,7 +44,15 @@ class Capabilities(Frozen):
     per_device: bool = True
     """Whether it can measure on a chosen CUDA device (``device=``, ``parallel_devices=``)."""
     cost: int = 100
-    """Relative overhead; "auto" prefers the lowest cost among the backends that fit."""
+    """Relative overhead per measured run; "auto" tries the backends that take part in it, lowest cost first.
+
+    The first-party scale: 10 ``cupti`` (traces kernels in process), 20 ``events`` (a CUDA event pair per
+    region), 50 ``host`` (the host clock, CPU time only: what "auto" falls back to without a GPU), 100 ``ncu`` (a
+    worker process under Nsight Compute, kernel replay). Ties go to the backend registered first.
+    """
+    auto: bool = False
+    """Whether ``backend="auto"`` may choose it. Off unless a backend opts in (the first-party ones do), so a
+    third-party backend with a low ``cost`` is used when named, never silently in place of the first-party ones."""
 
 
 class Availability(Frozen):

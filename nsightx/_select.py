@@ -45,6 +45,9 @@ def _supporting(host: PluginHost, spec: ProfileSpec) -> list[str]:
 def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
     """Pick the backend: ``backend=``, else the active tool, else the cheapest available one that fits.
 
+    "auto" considers only backends whose :attr:`Capabilities.auto` is true (the first-party ones, and third-party
+    ones that opt in), lowest :attr:`Capabilities.cost` first.
+
     Raises:
         ConfigError: the named backend cannot deliver an option (the message names backends that can).
         BackendUnavailableError: the named backend cannot run here, or no backend fits ("auto").
@@ -70,7 +73,9 @@ def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
     for bname, avail in host.availability().items():
         cls = host.backends[bname]
         why = _misfits(spec, cls.capabilities)
-        if why:
+        if not cls.capabilities.auto:
+            reasons.append(f"  {bname}: takes no part in 'auto' (name it: backend={bname!r})")
+        elif why:
             reasons.append(f"  {bname}: cannot deliver {'; '.join(why)}")
         elif not avail.available:
             reasons.append(f"  {bname}: unavailable ({avail.reason})")
@@ -112,7 +117,7 @@ def _resolve(cls: type[Backend], spec: ProfileSpec) -> Choice:
 def fallback(
     spec: ProfileSpec, host: PluginHost, active: str | None, failed: Choice
 ) -> tuple[Choice, list[str]] | None:
-    """Another GPU backend for a call whose "auto" choice may not read the GPU's counters, if one fits.
+    """Another GPU backend taking part in "auto", for a call whose "auto" choice may not read the counters.
 
     Only for ``backend="auto"`` and only when no metric beyond a time metric was asked: ``metrics`` unset, or
     every metric one the other backend measures. Options that backend cannot honour (e.g. ``clock_control``)
@@ -126,7 +131,7 @@ def fallback(
     for name, avail in host.availability().items():
         cls = host.backends[name]
         caps = cls.capabilities
-        if cls is failed.backend or not avail.available or not caps.needs_gpu:
+        if cls is failed.backend or not caps.auto or not avail.available or not caps.needs_gpu:
             continue
         if spec.metrics is not None and (caps.metrics is None or not set(spec.metrics) <= caps.metrics):
             continue

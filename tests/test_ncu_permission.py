@@ -81,7 +81,10 @@ class GpuTimerSession(Session):
 class GpuTimer(Backend):
     name = "gputimer"
     capabilities = Capabilities(
-        metrics=frozenset({"gpu__time_duration.sum"}), default_metrics=("gpu__time_duration.sum",), cost=5
+        metrics=frozenset({"gpu__time_duration.sum"}),
+        default_metrics=("gpu__time_duration.sum",),
+        cost=5,
+        auto=True,  # stands in for cupti/events, which take part in "auto"
     )
 
     @classmethod

@@ -97,6 +97,7 @@ class CuptiBackend(Backend):
         replay_modes=frozenset({"kernel"}),
         needs_gpu=True,
         cost=10,
+        auto=True,
     )
 
     @classmethod

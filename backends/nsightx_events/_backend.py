@@ -306,6 +306,7 @@ class EventsBackend(Backend):
         replay_modes=frozenset({"kernel"}),
         needs_gpu=True,
         cost=20,
+        auto=True,
     )
 
     @classmethod

@@ -75,6 +75,7 @@ class HostBackend(Backend):
         needs_gpu=False,
         per_device=False,
         cost=50,
+        auto=True,
     )
 
     @classmethod

@@ -222,6 +222,7 @@ class NcuBackend(Backend):
         clock_control=frozenset({"none", "base"}),
         replay_modes=frozenset({"kernel", "range", "application"}),
         cost=100,
+        auto=True,
     )
 
     @classmethod
