@@ -66,7 +66,8 @@ def report(host: PluginHost) -> str:
         cls = host.backends[name]
         mark = "yes" if avail.available else "no "
         version = f" [{avail.version}]" if avail.version else ""
-        lines.append(f"  {mark} {name:<8}{version} {cls.description}")
+        manual = "" if cls.capabilities.auto else f" (not in 'auto': name it, backend={name!r})"
+        lines.append(f"  {mark} {name:<8}{version} {cls.description}{manual}")
         reason = "\n      ".join(part.strip() for part in avail.reason.splitlines())
         lines.append(f"      {reason}")
         if not avail.available and avail.remedy:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from nsightx._plugins import PluginHost
 
 
 class _UsageError(Exception):
@@ -41,12 +45,20 @@ def command(
     return register
 
 
+def _listing_host() -> PluginHost:
+    """The default host, loaded without the failed-plugin warning: the listing commands show failures."""
+    from nsightx._plugins import default_host
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return default_host()
+
+
 @command("doctor", "show GPU, driver, ncu, CUPTI and each backend's availability (and why not)")
 def _doctor(args: argparse.Namespace) -> int:
     from nsightx._doctor import report
-    from nsightx._plugins import default_host
 
-    print(report(default_host()))
+    print(report(_listing_host()))
     return 0
 
 
@@ -64,27 +76,28 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("backends", "list registered backends with their availability")
+@command("backends", "list registered backends: cost, whether 'auto' may pick it, availability (or why not)")
 def _backends(args: argparse.Namespace) -> int:
     from nsightx._plugins import default_host
 
     host = default_host()
+    print("'auto' picks the first available backend marked auto=yes that fits the call (lowest cost first)")
+    print(f"{'backend':<8} {'cost':>4} {'auto':<4} {'status':<11} {'plugin':<10} reason")
     for name, avail in host.availability().items():
-        cls = host.backends[name]
+        caps = host.backends[name].capabilities
+        reason = " ".join(part.strip() for part in avail.reason.splitlines() if part.strip())
         print(
-            f"{name:<8} {'available' if avail.available else 'unavailable':<11} "
-            f"plugin={host.backend_plugin[name]:<10} {avail.reason}"
+            f"{name:<8} {caps.cost:>4} {'yes' if caps.auto else 'no':<4} "
+            f"{'available' if avail.available else 'unavailable':<11} {host.backend_plugin[name]:<10} {reason}"
         )
-        del cls
     return 0
 
 
-@command("plugins", "list loaded plugins, their versions and what they register")
+@command("plugins", "list loaded plugins, their versions and what they register, and those that failed to load")
 def _plugins_cmd(args: argparse.Namespace) -> int:
     from nsightx._plugin_list import describe
-    from nsightx._plugins import default_host
 
-    print(describe(default_host()))
+    print(describe(_listing_host()))
     return 0
 
 
