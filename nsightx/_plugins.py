@@ -44,7 +44,7 @@ _warned: set[tuple[str, str]] = set()
 def _check_known_hooks(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
     """Refuse a plugin with a hook nsightx does not define (``check_pending`` for one plugin, with a hint)."""
     for caller in pm.get_hookcallers(plugin) or []:
-        if not caller.has_spec():
+        if not caller.has_spec() and any(i.plugin is plugin and not i.optionalhook for i in caller.get_hookimpls()):
             known = sorted(n for n in dir(_hookspecs) if n.startswith("nsightx_"))
             raise PluginError(
                 f"plugin {name!r} implements {caller.name!r}, which is not an nsightx hook; the hooks are: "
@@ -147,6 +147,8 @@ class PluginHost:
             PluginError: A hook of ``plugin`` has wrong argument names or is not an nsightx hook, or what it
                 registers is refused; ``plugin`` is then not registered.
         """
+        if name is not None and self.pm.has_plugin(name):
+            raise PluginError(f"a plugin named {name!r} is already registered; unregister it first", plugin=name)
         try:
             registered = self.pm.register(plugin, name=name)
             _check_known_hooks(self.pm, plugin, name or self.pm.get_name(plugin) or repr(plugin))
@@ -160,9 +162,11 @@ class PluginHost:
         if registered is not None and self._loaded:
             try:
                 self._collect_from([plugin])
-            except Exception:
-                self.pm.unregister(plugin)
-                raise
+            except Exception as e:
+                self.unregister(registered)  # with what it registered before the failure
+                if isinstance(e, PluginError):
+                    raise
+                raise PluginError(f"plugin {registered!r} failed while registering: {e!r}", plugin=registered) from e
 
     def unregister(self, name: str) -> None:
         """Remove the plugin ``name`` and what it registered (backends and collector sets)."""
@@ -182,14 +186,14 @@ class PluginHost:
         for name, module in BUILTIN_PLUGINS:
             if self.pm.is_blocked(name) or self.pm.has_plugin(name):
                 continue
-            mod = self._import(name, module, missing_ok=True)
+            mod = self._import(name, module, missing_ok=True, source="built-in")
             if mod is not None:
                 self.pm.register(mod, name=name)
         if self.settings.autoload:
             self._load_entry_points()
         for module in self.settings.extra:
             if not self.pm.is_blocked(module) and not self.pm.has_plugin(module):
-                mod = self._import(module, module, missing_ok=False)
+                mod = self._import(module, module, missing_ok=False, source="NSIGHTX_PLUGINS")
                 if mod is not None:
                     self._register_checked(mod, module, "NSIGHTX_PLUGINS")
         self._loaded = True
@@ -198,7 +202,7 @@ class PluginHost:
             try:
                 self._collect_from([plugin])
             except Exception as e:  # a plugin whose registration fails is dropped, not fatal
-                self.pm.unregister(plugin)
+                self.unregister(name)
                 self._failed(name, self.plugin_source.get(name, "built-in"), e)
         return self
 
@@ -249,15 +253,15 @@ class PluginHost:
             stacklevel=4,
         )
 
-    def _import(self, name: str, module: str, *, missing_ok: bool) -> ModuleType | None:
+    def _import(self, name: str, module: str, *, missing_ok: bool, source: str) -> ModuleType | None:
         try:
             return importlib.import_module(module)
         except ModuleNotFoundError as e:
             if missing_ok and e.name == module:
                 return None
-            self.load_errors[name] = f"{type(e).__name__}: {e}"
+            self._failed(name, source, e)
         except Exception as e:  # a broken plugin must not break nsightx; `nsightx plugins` shows it
-            self.load_errors[name] = f"{type(e).__name__}: {e}"
+            self._failed(name, source, e)
         return None
 
     def _collect_from(self, plugins: Iterable[object]) -> None:

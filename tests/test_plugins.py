@@ -162,9 +162,79 @@ def test_unknown_collector_set_is_config_error():
         PluginHost(LoaderSettings(autoload=False)).load().collectors("nope")
 
 
-def test_broken_plugin_module_is_reported_not_raised():
-    host = PluginHost(LoaderSettings(autoload=False, extra=("no_such_module_xyz",))).load()
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """As in a fresh process: no plugin failure warned about yet."""
+    from nsightx import _plugins
+
+    monkeypatch.setattr(_plugins, "_warned", set())
+
+
+def test_broken_plugin_module_is_reported_not_raised(fresh_warnings):
+    with pytest.warns(RuntimeWarning, match=r"'no_such_module_xyz' \(NSIGHTX_PLUGINS\) could not be loaded"):
+        host = PluginHost(LoaderSettings(autoload=False, extra=("no_such_module_xyz",))).load()
     assert "no_such_module_xyz" in host.load_errors
+
+
+def _good_then_refused(raise_with: object) -> object:
+    from nsightx_host import HostBackend
+
+    class Good(HostBackend):
+        name = "good-one"
+
+    class Half:
+        @staticmethod
+        @nsightx.hookimpl
+        def nsightx_register_backends(register):
+            register(Good)
+            if isinstance(raise_with, Exception):
+                raise raise_with
+            register(raise_with)
+
+    return Half()
+
+
+def test_failed_registration_in_process_leaves_nothing_behind():
+    host = PluginHost(LoaderSettings(autoload=False)).load()
+    with pytest.raises(PluginError, match="not a Backend subclass"):
+        host.register(_good_then_refused(object), name="half")
+    assert "good-one" not in host.backends and host.pm.get_plugin("half") is None
+
+
+def test_raising_hook_in_process_is_plugin_error_from_its_error():
+    host = PluginHost(LoaderSettings(autoload=False)).load()
+    with pytest.raises(PluginError, match="plugin 'half' failed while registering: KeyError") as info:
+        host.register(_good_then_refused(KeyError("no config file")), name="half")
+    assert isinstance(info.value.__cause__, KeyError) and info.value.plugin == "half"
+    assert "good-one" not in host.backends
+
+
+def test_raising_hook_at_load_is_recorded_and_undone(fresh_warnings):
+    host = PluginHost(LoaderSettings(autoload=False))
+    host.register(_good_then_refused(KeyError("no config file")), name="half")
+    with pytest.warns(RuntimeWarning, match="'half'"):
+        host.load()
+    assert host.load_errors["half"].startswith("KeyError") and "good-one" not in host.backends
+    assert "host" in host.backends
+
+
+def test_taken_name_in_process_is_plugin_error():
+    host = PluginHost(LoaderSettings(autoload=False)).load()
+    with pytest.raises(PluginError, match="a plugin named 'host' is already registered") as info:
+        host.register(_Dupe(), name="host")
+    assert info.value.plugin == "host"
+
+
+def test_unknown_hook_marked_optional_is_allowed():
+    class Later:
+        @staticmethod
+        @nsightx.hookimpl(optionalhook=True)
+        def nsightx_hook_of_a_later_version(register):
+            pass
+
+    host = PluginHost(LoaderSettings(autoload=False)).load()
+    host.register(Later(), name="later")
+    assert host.pm.get_plugin("later") is not None
 
 
 # --- hook meta-tests: every hook has a docstring saying when it is called, and a test below ---------------
