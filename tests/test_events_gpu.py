@@ -34,14 +34,21 @@ def test_span_covers_every_kernel_of_the_region(plugin_host: Any, torch: Any) ->
 
         return mm
 
-    events = make("events")()
-    cupti = make("cupti")()
-    assert events.backend == "events"
-    recs = events.records
-    assert len(recs) == 10
-    assert {(r.kernel, r.metric, r.unit) for r in recs} == {("region", "region__stream_span_duration", "ns")}
-    kernel_sum = statistics.median(sum(r.value for r in cupti.records if r.run == i) for i in range(10))
-    assert statistics.median(r.value for r in recs) >= kernel_sum
+    # The two backends cannot time one call together, so they alternate three times: the GPU's clocks move
+    # between calls (one pair, events then cupti, read 24.9 us against 26.8 us on the H200).
+    spans, sums = [], []
+    for _ in range(3):
+        events = make("events")()
+        cupti = make("cupti")()
+        assert events.backend == "events"
+        recs = events.records
+        assert len(recs) == 10
+        assert {(r.kernel, r.metric, r.unit) for r in recs} == {("region", "region__stream_span_duration", "ns")}
+        spans.append(statistics.median(r.value for r in recs))
+        sums.append(statistics.median(sum(r.value for r in cupti.records if r.run == i) for i in range(10)))
+    # Both kernels are inside the span; 5% is left for the clock drift between calls that remains after
+    # alternating.
+    assert statistics.median(spans) >= 0.95 * statistics.median(sums), (spans, sums)
     assert events.environment["GPU"]
 
 
