@@ -194,10 +194,10 @@ class ProcessSampler:
 
     The sweep's thread pays a few memory reads per run (:mod:`nsightx_nvml._shm`), no GIL hand-over, and no thread
     start and join per call (see :mod:`nsightx_nvml._sampler_child` for what was measured). The process starts with
-    the first profiled call (its first sample arrives ~0.1 s later; until then runs use the sample :meth:`start`
-    read inline, or read for themselves), parks between calls, and ends with the user's process. If it cannot read
-    NVML, it ends at once and :attr:`running` stays false for the rest of the process: the collector then reads NVML
-    itself.
+    the first profiled call (its first sample arrives once that process has started Python and NVML; until then runs
+    use the sample :meth:`start` read inline, or read for themselves), parks between calls, and ends with the user's
+    process. If it cannot read NVML, it ends at once and :attr:`running` stays false for the rest of the process:
+    the collector then reads NVML itself.
 
     Args:
         read: Reads the device on the calling thread (the first sample, and reads made for a stale run).
