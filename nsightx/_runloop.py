@@ -29,7 +29,7 @@ from nsightx._errors import ConfigError
 from nsightx._plan import Plan
 from nsightx._progress import Progress
 from nsightx._records import CollectorValue, RunRecords, Scalar
-from nsightx._sink import RunSink
+from nsightx._sink import Sink
 from nsightx._thermal import make_guard
 
 
@@ -187,7 +187,7 @@ def to_scalar(value: object) -> Scalar:
 def run_loop(
     plan: Plan,
     session: Session,
-    sink: RunSink,
+    sink: Sink,
     *,
     call: Callable[[Plan, int], Any] | None = None,
 ) -> None:
@@ -212,7 +212,7 @@ def run_loop(
 
 
 def _run_configs(
-    plan: Plan, session: Session, sink: RunSink, collectors: _Collectors, call: Callable[[Plan, int], Any]
+    plan: Plan, session: Session, sink: Sink, collectors: _Collectors, call: Callable[[Plan, int], Any]
 ) -> None:
     """The body of :func:`run_loop`, between the collectors' start and stop."""
     runner = _Runner(plan, session, collectors, call)
@@ -282,7 +282,7 @@ _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
 
 
 def _write_pending(
-    session: Session, sink: RunSink, pending: list[_Pending], collectors: _Collectors, *, collect: bool
+    session: Session, sink: Sink, pending: list[_Pending], collectors: _Collectors, *, collect: bool
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 

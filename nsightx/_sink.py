@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Protocol
 
 from pydantic import TypeAdapter
 
@@ -24,6 +24,18 @@ if TYPE_CHECKING:
 @functools.cache
 def _run_adapter() -> TypeAdapter[RunRecords]:
     return TypeAdapter(RunRecords)
+
+
+class Sink(Protocol):
+    """Where :meth:`~nsightx.ext.Backend.execute` and the run loop put each finished run (:class:`RunSink` is one).
+
+    The core hands a backend the sink; a backend only calls :meth:`write`, once per run (config ``-1`` holds the
+    ONCE collector values), as soon as the run is finished, so a crash later loses nothing already measured.
+    """
+
+    def write(self, run: RunRecords) -> None:
+        """Store one finished run."""
+        ...
 
 
 class RunSink:

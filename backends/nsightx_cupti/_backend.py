@@ -7,9 +7,17 @@ import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nsightx._backend import Availability, Backend, Capabilities, Session, check_byte_option, check_option_names
-from nsightx._errors import BackendUnavailableError, ConfigError
-from nsightx._plan import Plan
+from nsightx.ext import (
+    Availability,
+    Backend,
+    BackendUnavailableError,
+    Capabilities,
+    ConfigError,
+    Plan,
+    Session,
+    check_byte_option,
+    check_option_names,
+)
 from nsightx_cupti._attribution import METRIC
 
 OPTIONS = {

@@ -12,10 +12,19 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session, check_option_names
-from nsightx._hookspecs import hookimpl
-from nsightx._plan import Plan
-from nsightx._records import Record, RegionId, Scalar
+from nsightx.ext import (
+    Availability,
+    Backend,
+    Capabilities,
+    Plan,
+    Record,
+    RegionId,
+    RunOutput,
+    Scalar,
+    Session,
+    check_option_names,
+    hookimpl,
+)
 
 METRIC = "host__time_duration.sum"
 """Host wall time of the region, in nanoseconds."""

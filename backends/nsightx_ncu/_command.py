@@ -14,9 +14,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import Field, ValidationError, field_validator
 
-from nsightx._errors import ConfigError, ConfigTypeError
-from nsightx._model import Frozen
-from nsightx._records import RegionId
+from nsightx.ext import ConfigError, ConfigTypeError, Frozen, RegionId
 from nsightx_ncu._reader import DOMAIN
 
 __all__ = ["DOMAIN", "NcuOptions", "build_command", "check_metrics", "nvtx_filter", "parse_range_name", "range_name"]

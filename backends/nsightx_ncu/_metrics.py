@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsightx._errors import MetricErrorType, UnknownMetricError, metrics_error_message
+from nsightx.ext import MetricErrorType, UnknownMetricError, metrics_error_message
 
 QUERY_TIMEOUT_S = 120.0
 """Longest wait for ncu's metric listing."""
@@ -100,10 +100,10 @@ def cache_file(ncu_version: str, gpu: str) -> Path:
 
 def gpu_name(device: int) -> str | None:
     """The name of CUDA device ``device`` (from nvidia-smi), or ``None`` when it cannot be told."""
-    from nsightx import _device
+    from nsightx.ext import visible_gpus
 
     try:
-        devices = _device.visible()
+        devices = visible_gpus()
     except Exception:
         return None
     return devices[device].name if 0 <= device < len(devices) else None

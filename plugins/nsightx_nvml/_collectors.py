@@ -11,10 +11,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nsightx._collectors import CollectContext
-from nsightx._enums import CollectionScope
-from nsightx._records import Scalar
-from nsightx._thermal import ThermalReading
+from nsightx.ext import CollectContext, CollectionScope, Scalar, ThermalReading
 from nsightx_nvml import _sampler
 from nsightx_nvml._device import CudaDriver, DeviceMap, DeviceNotFound, LibCuda, Resolved
 from nsightx_nvml._lib import Nvml, import_pynvml, reason_names

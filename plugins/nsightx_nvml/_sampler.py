@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
-from nsightx._records import Scalar
+from nsightx.ext import Scalar
 
 SAMPLE_PERIOD_S = 0.005
 """Seconds between two samples of one device while runs keep starting; 0 starts no sampler (every run then reads
