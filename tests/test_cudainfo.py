@@ -65,14 +65,14 @@ class FakeLib:
     def __init__(self) -> None:
         self.calls: list[tuple[int, int]] = []
 
-    def cuDeviceGetAttribute(self, out: object, attr: ctypes.c_int, device: ctypes.c_int) -> int:  # noqa: N802
+    def cuDeviceGetAttribute(self, out: object, attr: ctypes.c_int, device: ctypes.c_int) -> int:
         self.calls.append((attr.value, device.value))
         if attr.value != DeviceAttribute.L2_CACHE_SIZE:
             return 1  # CUDA_ERROR_INVALID_VALUE
         ctypes.cast(out, ctypes.POINTER(ctypes.c_int)).contents.value = 60 << 20
         return 0
 
-    def cuDriverGetVersion(self, out: object) -> int:  # noqa: N802
+    def cuDriverGetVersion(self, out: object) -> int:
         ctypes.cast(out, ctypes.POINTER(ctypes.c_int)).contents.value = 13000
         return 0
 

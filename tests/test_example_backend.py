@@ -9,6 +9,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -134,3 +135,23 @@ def test_availability_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(time, "process_time_ns", broken)
     avail = example.CpuTimeBackend.availability()
     assert not avail.available and "no clock" in avail.reason and avail.remedy
+
+
+def _contains(source: list[str], excerpt: list[str]) -> bool:
+    n = len(excerpt)
+    return any(source[i : i + n] == excerpt for i in range(len(source) - n + 1))
+
+
+def test_the_guide_quotes_the_example_as_it_is() -> None:
+    """Every Python block of docs/plugins.md's backend guide is an excerpt of the tested package.
+
+    Blank lines and the excerpt's indentation are ignored (ruff formats the guide's blocks as top-level code).
+    """
+    guide = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8").split("## Writing a backend", 1)[1]
+    source = (PACKAGE / "nsightx_example_backend" / "__init__.py").read_text(encoding="utf-8")
+    lines = [line for line in source.splitlines() if line.strip()]
+    blocks = re.findall(r"```python\n(.*?)```", guide, flags=re.S)
+    assert len(blocks) >= 5
+    for block in blocks:
+        excerpt = [line for line in textwrap.dedent(block).splitlines() if line.strip()]
+        assert any(_contains(lines, [" " * indent + line for line in excerpt]) for indent in (0, 4, 8)), block
