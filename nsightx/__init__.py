@@ -12,7 +12,9 @@
     df = bench().to_dataframe()
 
 Importing this package does no work: no subprocess, no CUDA, no plugin loading, no environment changes.
-Submodules (``analyze``, ``experimental``, ``exceptions``) and heavy names load on first attribute access.
+Submodules (``analyze``, ``experimental``, ``exceptions``, ``ext``) and heavy names load on first attribute access;
+type checkers see every public name declared (a misspelt one is an error). Backend and plugin authors import
+from :mod:`nsightx.ext`.
 Every name nsight-python's top-level package exports (``col_panel`` and ``row_panel`` included) is here with
 the same meaning.
 """
@@ -20,7 +22,7 @@ the same meaning.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nsightx._annotate import annotate
 from nsightx._enums import CollectionScope, Tool, VerbosityLevel
@@ -47,7 +49,7 @@ from nsightx._tool import activate, deactivate, get_active_tool
 from nsightx._version import __version__
 
 if TYPE_CHECKING:
-    from nsightx import analyze, exceptions, experimental
+    from nsightx import analyze, exceptions, experimental, ext
     from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
     from nsightx._collectors import CollectContext, InfoCollector
     from nsightx._compare import compare
@@ -62,6 +64,7 @@ _LAZY = {
     "analyze": ("nsightx.analyze", None),
     "experimental": ("nsightx.experimental", None),
     "exceptions": ("nsightx.exceptions", None),
+    "ext": ("nsightx.ext", None),
     "col_panel": ("nsightx._plot_layout", "col_panel"),
     "row_panel": ("nsightx._plot_layout", "row_panel"),
     "InfoCollector": ("nsightx._collectors", "InfoCollector"),
@@ -83,15 +86,23 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'nsightx' has no attribute {name!r}") from None
-    mod = importlib.import_module(module)
-    value = mod if attr is None else getattr(mod, attr)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # type checkers see only the imports above: a misspelt name is an error there
+
+    def __getattr__(name: str) -> object:
+        """Load a submodule or a heavy name on first access (then it is a plain module attribute)."""
+        try:
+            module, attr = _LAZY[name]
+        except KeyError:
+            raise AttributeError(f"module 'nsightx' has no attribute {name!r}") from None
+        mod = importlib.import_module(module)
+        value = mod if attr is None else getattr(mod, attr)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    """The public names, for ``dir()`` and completion."""
+    return sorted(set(__all__) | set(globals()))
 
 
 __all__ = [
@@ -134,6 +145,7 @@ __all__ = [
     "deactivate",
     "exceptions",
     "experimental",
+    "ext",
     "get_active_tool",
     "hookimpl",
     "load",

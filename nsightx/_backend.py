@@ -23,7 +23,7 @@ from nsightx._records import Record, RegionId, Scalar
 
 if TYPE_CHECKING:
     from nsightx._plan import Plan
-    from nsightx._sink import RunSink
+    from nsightx._sink import Sink
 
 
 class Capabilities(Frozen):
@@ -153,7 +153,7 @@ class Backend(abc.ABC):
         """Open an in-process session for ``plan``. Backends that override :meth:`execute` need not."""
         raise NotImplementedError(f"backend {self.name!r} does not run in process")
 
-    def execute(self, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
+    def execute(self, plan: Plan, sink: Sink) -> Mapping[str, Scalar]:
         """Measure every run of ``plan`` elsewhere, writing each run's records to ``sink`` as it completes.
 
         Only a backend that does not measure in this process overrides this (the ncu worker). Every other backend

@@ -9,12 +9,11 @@ installed, else cuda-python's runtime bindings.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from nsightx._cudainfo import NvidiaSmiError, query_gpus
 from nsightx._errors import BackendUnavailableError, ConfigError
 
 
@@ -36,24 +35,13 @@ class GpuInfo:
 
 
 def _all_gpus() -> list[tuple[int, str, str]]:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        raise BackendUnavailableError("no NVIDIA GPU found (nvidia-smi is not on PATH); device= needs a GPU")
-    out = subprocess.run(
-        [smi, "--query-gpu=index,uuid,name", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise BackendUnavailableError(f"nvidia-smi failed: {(out.stderr or out.stdout).strip()[:300]}")
-    gpus = []
-    for line in out.stdout.splitlines():
-        parts = [p.strip() for p in line.split(",", 2)]
-        if len(parts) == 3 and parts[0].isdigit():
-            gpus.append((int(parts[0]), parts[1], parts[2]))
-    return gpus
+    try:
+        rows = query_gpus(("index", "uuid", "name"))
+    except NvidiaSmiError as e:
+        if e.missing:
+            raise BackendUnavailableError("no NVIDIA GPU found (nvidia-smi is not on PATH); device= needs a GPU") from e
+        raise BackendUnavailableError(str(e)) from e
+    return [(int(row[0]), row[1], row[2]) for row in rows if len(row) == 3 and row[0].isdigit()]
 
 
 def visible(cuda_visible: str | None = None, gpus: list[tuple[int, str, str]] | None = None) -> list[GpuInfo]:

@@ -6,9 +6,9 @@ import importlib.metadata
 import importlib.util
 import platform
 import shutil
-import subprocess
 import sys
 
+from nsightx._cudainfo import NvidiaSmiError, query_gpus
 from nsightx._plugins import PluginHost
 from nsightx._version import __version__
 
@@ -21,22 +21,13 @@ def _version(dist: str) -> str | None:
 
 
 def _gpu_lines() -> list[str]:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return ["GPU: none found (no nvidia-smi on PATH); GPU backends need an NVIDIA GPU and driver"]
     try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index,name,driver_version,uuid", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return [f"GPU: nvidia-smi failed: {e}"]
-    if out.returncode != 0:
-        return [f"GPU: nvidia-smi failed: {(out.stderr or out.stdout).strip()[:200]}"]
-    return [f"GPU {line.strip()}" for line in out.stdout.splitlines() if line.strip()]
+        rows = query_gpus(("index", "name", "driver_version", "uuid"), timeout=20)
+    except NvidiaSmiError as e:
+        if e.missing:
+            return ["GPU: none found (no nvidia-smi on PATH); GPU backends need an NVIDIA GPU and driver"]
+        return [f"GPU: nvidia-smi failed: {e.detail[:200]}"]
+    return [f"GPU {', '.join(row)}" for row in rows]
 
 
 def report(host: PluginHost) -> str:

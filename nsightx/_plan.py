@@ -20,7 +20,11 @@ __all__ = ["Plan", "ThermalSettings"]
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything a backend needs to measure one call of a decorated function."""
+    """Everything a backend needs to measure one call of a decorated function.
+
+    Frozen: a backend reads it and never changes it (treat ``backend_options`` and ``configs`` as read-only too).
+    Later versions may add fields, always with a default.
+    """
 
     function: Callable[..., Any]
     """The user's function."""
@@ -39,9 +43,13 @@ class Plan:
     backend: str
     """Name of the backend that measures."""
     cache_control: str = "none"
+    """Resolved ``cache_control``, one of the backend's ``Capabilities.cache_control``."""
     clock_control: str = "none"
+    """Resolved ``clock_control``, one of ``Capabilities.clock_control``."""
     replay_mode: str = "kernel"
+    """Resolved ``replay_mode``, one of ``Capabilities.replay_modes``."""
     verbosity: VerbosityLevel = VerbosityLevel.INFO
+    """How much to print (``DEBUG``: the backend's own commands and logs too)."""
     output_dir: Path | None = None
     """Where raw records and artifacts go; ``None`` keeps everything in memory."""
     output_tag: str = ""
@@ -52,7 +60,10 @@ class Plan:
     device: int | None = None
     """CUDA device ordinal to measure, ``None`` for the current device."""
     collectors: tuple[CollectorLike, ...] = ()
+    """The info collectors of the call (the run loop calls them; a backend that runs the loop elsewhere must
+    have them answered, as the ncu backend does through proxies)."""
     thermal: ThermalSettings = field(default_factory=ThermalSettings)
+    """Thermal guard options (see :func:`~nsightx.ext.make_guard`)."""
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     """Backend-specific options (e.g. ncu ``sets``/``sections``)."""
     normalize_against: str | None = None

@@ -31,7 +31,7 @@ from nsightx._errors import ConfigError
 from nsightx._plan import Plan
 from nsightx._progress import Progress
 from nsightx._records import CollectorValue, RunRecords, Scalar
-from nsightx._sink import RunSink
+from nsightx._sink import Sink
 from nsightx._thermal import make_guard
 
 
@@ -246,7 +246,7 @@ class CollectPolicy:
         self._since = self.clock()
 
 
-def execute(backend: Backend, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
+def execute(backend: Backend, plan: Plan, sink: Sink) -> Mapping[str, Scalar]:
     """The run stage: measure every run of ``plan`` with ``backend``, writing each run to ``sink``.
 
     A backend that measures elsewhere (it overrides :meth:`~nsightx._backend.Backend.execute`) runs itself;
@@ -265,7 +265,7 @@ def execute(backend: Backend, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]
 def run_loop(
     plan: Plan,
     session: Session,
-    sink: RunSink,
+    sink: Sink,
     *,
     call: Callable[[Plan, int], Any] | None = None,
 ) -> None:
@@ -293,7 +293,7 @@ class _Sweep:
     """The body of :func:`run_loop`, between the collectors' start and stop: every config, every run."""
 
     def __init__(
-        self, plan: Plan, session: Session, sink: RunSink, collectors: _Collectors, call: Callable[[Plan, int], Any]
+        self, plan: Plan, session: Session, sink: Sink, collectors: _Collectors, call: Callable[[Plan, int], Any]
     ) -> None:
         self.plan, self.session, self.sink, self.collectors = plan, session, sink, collectors
         self.runner = _Runner(plan, session, collectors, call)
@@ -366,7 +366,7 @@ _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
 
 
 def _write_pending(
-    session: Session, sink: RunSink, pending: list[_Pending], collectors: _Collectors, *, collect: bool
+    session: Session, sink: Sink, pending: list[_Pending], collectors: _Collectors, *, collect: bool
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 

@@ -17,7 +17,7 @@ import json
 import re
 import warnings
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -29,6 +29,18 @@ from nsightx._result_schema import RAW_KIND, RawHeader, describe_errors, gc_paus
 @functools.cache
 def _run_adapter() -> TypeAdapter[RunRecords]:
     return TypeAdapter(RunRecords)
+
+
+class Sink(Protocol):
+    """Where :meth:`~nsightx.ext.Backend.execute` and the run loop put each finished run (:class:`RunSink` is one).
+
+    The core hands a backend the sink; a backend only calls :meth:`write`, once per run (config ``-1`` holds the
+    ONCE collector values), as soon as the run is finished, so a crash later loses nothing already measured.
+    """
+
+    def write(self, run: RunRecords) -> None:
+        """Store one finished run."""
+        ...
 
 
 class RunSink:

@@ -90,10 +90,15 @@ class ThermalSettings:
     """Thermal guard options, as given to the decorator, and the temperature source resolved for them."""
 
     mode: str = "auto"
+    """``thermal_mode``: ``"auto"``, ``"manual"`` or ``"off"``."""
     wait: int | None = None
+    """``thermal_wait``: headroom (°C) at or below which a run waits."""
     cont: int | None = None
+    """``thermal_cont``: headroom (°C) a paused run waits for."""
     timeout: int | None = None
+    """``thermal_timeout``: longest single pause (s)."""
     device: int | None = None
+    """``thermal_device``: the device watched (``None``: the measured one)."""
     source: TemperatureSource | None = field(default=None, compare=False)
     """Where the guard reads temperatures (resolved by the API layer from the plugin host); ``None``: unguarded."""
 

@@ -32,8 +32,7 @@ from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter
 
-from nsightx._backend import RunOutput
-from nsightx._records import Record, RegionId, Scalar
+from nsightx.ext import Record, RegionId, RunOutput, Scalar
 from nsightx_cupti._names import kernel_base_name
 
 METRIC = "gpu__time_duration.sum"

@@ -8,9 +8,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from nsightx._backend import Availability, Backend, BackendOptions, ByteCount, Capabilities, Session
-from nsightx._errors import BackendUnavailableError, ConfigError
-from nsightx._plan import Plan
+from nsightx.ext import (
+    Availability,
+    Backend,
+    BackendOptions,
+    BackendUnavailableError,
+    ByteCount,
+    Capabilities,
+    ConfigError,
+    Plan,
+    Session,
+)
 from nsightx_cupti._attribution import METRIC
 
 

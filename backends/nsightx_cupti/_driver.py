@@ -8,16 +8,16 @@ and device attributes go straight to the driver that every CUDA process already 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# CUdevice_attribute values (cuda.h)
-ATTR_CLOCK_RATE = 13
-ATTR_MEMORY_CLOCK_RATE = 36
-ATTR_L2_CACHE_SIZE = 38
-ATTR_MAX_PERSISTING_L2_CACHE_SIZE = 108
+from nsightx.ext import LIMIT_PERSISTING_L2_CACHE_SIZE, DeviceAttribute, load_libcuda
+
+# CUdevice_attribute values (cuda.h), named as this module always named them
+ATTR_CLOCK_RATE = DeviceAttribute.CLOCK_RATE
+ATTR_MEMORY_CLOCK_RATE = DeviceAttribute.MEMORY_CLOCK_RATE
+ATTR_L2_CACHE_SIZE = DeviceAttribute.L2_CACHE_SIZE
+ATTR_MAX_PERSISTING_L2_CACHE_SIZE = DeviceAttribute.MAX_PERSISTING_L2_CACHE_SIZE
 
 
 class DriverError(RuntimeError):
@@ -29,17 +29,12 @@ class DriverError(RuntimeError):
         self.code = code
 
 
-@functools.cache
 def _lib() -> ctypes.CDLL:
-    """Load libcuda once (raises OSError when no NVIDIA driver is installed)."""
-    path = ctypes.util.find_library("cuda")
-    for candidate in ("libcuda.so.1", path):
-        if candidate:
-            try:
-                return ctypes.CDLL(candidate)
-            except OSError:
-                continue
-    raise OSError("libcuda.so.1 (the NVIDIA driver's CUDA library) could not be loaded")
+    """libcuda, loaded once by :func:`nsightx.ext.load_libcuda` (raises OSError when no NVIDIA driver is installed)."""
+    lib = load_libcuda()
+    if lib is None:
+        raise OSError("libcuda.so.1 (the NVIDIA driver's CUDA library) could not be loaded")
+    return lib
 
 
 def _check(code: int, call: str) -> None:
@@ -146,10 +141,6 @@ def device_name(device: int) -> str:
     buf = ctypes.create_string_buffer(256)
     _check(_lib().cuDeviceGetName(buf, ctypes.c_int(256), ctypes.c_int(device)), "cuDeviceGetName")
     return buf.value.decode(errors="replace")
-
-
-LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
-"""``CU_LIMIT_PERSISTING_L2_CACHE_SIZE`` (cuda.h): the L2 set-aside for persisting accesses, bytes."""
 
 
 def persisting_l2_limit() -> int:

@@ -27,9 +27,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
-from nsightx._backend import RunOutput, Session
-from nsightx._errors import MeasurementError
-from nsightx._records import RegionId, Scalar
+from nsightx.ext import MeasurementError, RegionId, RunOutput, Scalar, Session, l2_flush_bytes
 from nsightx_cupti import _driver
 from nsightx_cupti._attribution import (
     METRIC,
@@ -45,7 +43,7 @@ from nsightx_cupti._attribution import (
 from nsightx_cupti._tracer import OTHER_CLIENTS
 
 if TYPE_CHECKING:
-    from nsightx._plan import Plan
+    from nsightx.ext import Plan
 
 
 class Tracer(Protocol):
@@ -132,7 +130,7 @@ class CudaDevice:
         self.reset_persisting = False
         self._persisting_seen = False
         if flush:
-            nbytes = max(flush_bytes or 0, 2 * self.l2_bytes, 1 << 20)
+            nbytes = l2_flush_bytes(self.l2_bytes, flush_bytes)
             kept = _buffers.get(device)
             if kept is not None and kept.ptr and kept.nbytes >= nbytes:
                 self.buffer = kept

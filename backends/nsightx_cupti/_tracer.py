@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nsightx._errors import MeasurementError
+from nsightx.ext import MeasurementError
 from nsightx_cupti._attribution import ActivityBatch, ApiActivity, KernelActivity
 from nsightx_cupti._quiet import ApiKey, QuietApis
 

@@ -20,18 +20,27 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from nsightx._backend import (
+from nsightx.ext import (
+    LIMIT_PERSISTING_L2_CACHE_SIZE,
     Availability,
     Backend,
     BackendOptions,
+    BackendUnavailableError,
     ByteCount,
     Capabilities,
+    ConfigError,
+    DeviceAttribute,
+    MeasurementError,
+    Plan,
+    Record,
+    RegionId,
     RunOutput,
+    Scalar,
     Session,
+    device_attribute,
+    l2_flush_bytes,
+    load_libcuda,
 )
-from nsightx._errors import BackendUnavailableError, ConfigError, MeasurementError
-from nsightx._plan import Plan
-from nsightx._records import Record, RegionId, Scalar
 
 METRIC = "region__stream_span_duration"
 """Elapsed time between the region's open and close events on its stream, ns (not a kernel sum)."""
@@ -47,9 +56,12 @@ class EventsOptions(BackendOptions):
     at the end; 'run': wait for and read every run's events as it ends."""
 
 
-@functools.cache
 def _libcuda() -> ctypes.CDLL:
-    return ctypes.CDLL("libcuda.so.1")
+    """Libcuda through :func:`nsightx.ext.load_libcuda`; OSError when there is no NVIDIA driver."""
+    lib = load_libcuda()
+    if lib is None:
+        raise OSError("libcuda.so.1 not found")
+    return lib
 
 
 def _cuda_devices_without_torch() -> int:
@@ -105,10 +117,6 @@ def _reset_persisting_l2() -> bool:
         return False
 
 
-_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
-"""``CU_LIMIT_PERSISTING_L2_CACHE_SIZE`` (cuda.h)."""
-
-
 def _persisting_possible() -> bool:
     """Whether the current context has a persisting-L2 set-aside (else no line can be persisting).
 
@@ -121,7 +129,7 @@ def _persisting_possible() -> bool:
         lib = _libcuda()
     except OSError:
         return False
-    ok = lib.cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(_LIMIT_PERSISTING_L2_CACHE_SIZE)) == 0
+    ok = lib.cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(LIMIT_PERSISTING_L2_CACHE_SIZE)) == 0
     return not ok or value.value > 0  # when the driver cannot say, reset to be safe
 
 
@@ -156,7 +164,7 @@ class EventsSession(Session):
         self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
         self.buffer: Any = None
         if flush:
-            nbytes = max(flush_bytes or 0, 2 * self.l2_bytes, 1 << 20)
+            nbytes = l2_flush_bytes(self.l2_bytes, flush_bytes)
             self.buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=self.device)
         self._pool: list[tuple[Any, Any]] = []
         self._open: dict[tuple[str, int, int], tuple[Any, Any]] = {}
@@ -271,14 +279,12 @@ class EventsSession(Session):
             "PersistingL2Reset": self._persisting_ok if self.buffer is not None else None,
             "EventsCollect": "batch" if self.deferred else "run",
         }
-        try:
-            lib = _libcuda()
-            for key, attr in (("ComputeClock", 13), ("MemoryClock", 36)):
-                value = ctypes.c_int()
-                ok = lib.cuDeviceGetAttribute(ctypes.byref(value), attr, self.device.index) == 0
-                env[key] = value.value if ok else None
-        except OSError:
-            pass
+        if load_libcuda() is not None:
+            for key, attr in (
+                ("ComputeClock", DeviceAttribute.CLOCK_RATE),
+                ("MemoryClock", DeviceAttribute.MEMORY_CLOCK_RATE),
+            ):
+                env[key] = device_attribute(attr, self._index)
         return env
 
 

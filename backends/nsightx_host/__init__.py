@@ -12,10 +12,19 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from nsightx._backend import Availability, Backend, Capabilities, NoOptions, RunOutput, Session
-from nsightx._hookspecs import hookimpl
-from nsightx._plan import Plan
-from nsightx._records import Record, RegionId, Scalar
+from nsightx.ext import (
+    Availability,
+    Backend,
+    Capabilities,
+    NoOptions,
+    Plan,
+    Record,
+    RegionId,
+    RunOutput,
+    Scalar,
+    Session,
+    hookimpl,
+)
 
 METRIC = "host__time_duration.sum"
 """Host wall time of the region, in nanoseconds."""

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nsightx._hookspecs import hookimpl
+from nsightx.ext import hookimpl
 
 if TYPE_CHECKING:
-    from nsightx._plugins import BackendRegistrar
+    from nsightx.ext import BackendRegistrar
 
 __all__ = ["nsightx_register_backends"]
 

@@ -12,7 +12,7 @@ Flow of :meth:`NcuBackend.execute`:
    region; everything printed goes to the log, the user's own lines also to the user's stdout/stderr.
 4. Read the report in a child process (``python -m nsightx_ncu._reader``), merge it with the worker's runs by NVTX
    identity, and write every run to the sink.
-5. Raise :class:`~nsightx._errors.MeasurementError` (with the log tail, and the config and run that failed) if the
+5. Raise :class:`~nsightx.ext.MeasurementError` (with the log tail, and the config and run that failed) if the
    worker or ncu failed, after the runs already measured were written; :class:`~nsightx.CounterPermissionError`
    when ncu may not read the performance counters.
 
@@ -33,20 +33,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nsightx._backend import Availability, Backend, Capabilities
-from nsightx._enums import VerbosityLevel
-from nsightx._errors import (
+from nsightx.ext import (
+    Availability,
+    Backend,
     BackendUnavailableError,
+    Capabilities,
     CounterPermissionError,
     MeasurementError,
     MetricErrorType,
+    Plan,
+    Progress,
+    RunRecords,
+    Scalar,
+    Sink,
+    ThermalSettings,
+    VerbosityLevel,
+    make_guard,
     metrics_error_message,
+    read_raw,
 )
-from nsightx._plan import Plan, ThermalSettings
-from nsightx._progress import Progress
-from nsightx._records import RunRecords, Scalar
-from nsightx._sink import RunSink, read_raw
-from nsightx._thermal import make_guard
 from nsightx_ncu import _locate, _metrics
 from nsightx_ncu._channel import ENV_CHANNEL
 from nsightx_ncu._command import NcuOptions, build_command, check_metrics
@@ -295,7 +300,7 @@ class NcuBackend(Backend):
         if known is not None:
             _metrics.check_known(asked, known, ncu_version=install.version_string, gpu=gpu)
 
-    def execute(self, plan: Plan, sink: RunSink) -> Mapping[str, Scalar]:
+    def execute(self, plan: Plan, sink: Sink) -> Mapping[str, Scalar]:
         """Run ``plan`` under ncu in a worker and write each run's records to ``sink``.
 
         Returns:
@@ -357,7 +362,7 @@ class NcuBackend(Backend):
     def _execute(
         self,
         plan: Plan,
-        sink: RunSink,
+        sink: Sink,
         options: NcuOptions,
         metrics: tuple[str, ...],
         install: _locate.NcuInstall,

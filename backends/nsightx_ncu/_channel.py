@@ -37,8 +37,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from nsightx._collectors import CollectContext, CollectResult
-from nsightx._enums import CollectionScope
+from nsightx.ext import CollectContext, CollectionScope, CollectResult
 
 ENV_CHANNEL = "NSIGHTX_NCU_CHANNEL"
 """Set in the worker's environment (to the socket path) so that nested use can be recognised."""

@@ -14,9 +14,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import Field, field_validator
 
-from nsightx._backend import BackendOptions
-from nsightx._errors import ConfigError, ConfigTypeError
-from nsightx._records import RegionId
+from nsightx.ext import BackendOptions, ConfigError, ConfigTypeError, RegionId
 from nsightx_ncu._reader import DOMAIN
 
 __all__ = ["DOMAIN", "NcuOptions", "build_command", "check_metrics", "nvtx_filter", "parse_range_name", "range_name"]
@@ -191,7 +189,7 @@ def build_command(
         clock_control: ``none`` (leave clocks alone) or ``base`` (lock them to base).
 
         The three come resolved from the plan: validated once by the profile spec, checked against the
-        backend's capabilities and defaulted by :func:`nsightx._select.option_defaults`; they are not checked again.
+        backend's capabilities and defaulted by the core when it planned the call; they are not checked again.
         options: Backend options (sets, sections, extra arguments, NVTX range kind).
         verbose: Add ``--verbose`` (debug verbosity).
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsightx._errors import BackendUnavailableError
+from nsightx.ext import BackendUnavailableError
 
 MIN_VERSION: tuple[int, int, int] = (2023, 1, 0)
 """Oldest ncu accepted: NVTX regex filters, ``--replay-mode range``/``application`` and cache/clock control."""

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsightx._errors import MetricErrorType, UnknownMetricError, metrics_error_message
+from nsightx.ext import MetricErrorType, UnknownMetricError, metrics_error_message
 
 QUERY_TIMEOUT_S = 120.0
 """Longest wait for ncu's metric listing."""
@@ -106,13 +106,13 @@ nvidia-smi run costs tens of milliseconds, and the GPUs of a machine do not chan
 
 def gpu_name(device: int) -> str | None:
     """The name of CUDA device ``device`` (from nvidia-smi, once per process), or ``None`` when it cannot be told."""
-    from nsightx import _device
+    from nsightx.ext import visible_gpus
 
     key = (shutil.which("nvidia-smi"), os.environ.get("CUDA_VISIBLE_DEVICES"), device)
     if key in _gpu_names:
         return _gpu_names[key]
     try:
-        devices = _device.visible()
+        devices = visible_gpus()
     except Exception:
         return None  # not remembered: a failure may be passing (nvidia-smi busy)
     name = devices[device].name if 0 <= device < len(devices) else None

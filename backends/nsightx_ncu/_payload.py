@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nsightx._errors import MeasurementError
-from nsightx._plan import Plan
+from nsightx.ext import MeasurementError, Plan
 
 LARGE_PAYLOAD_BYTES = 64 * 1024 * 1024
 """A pickled plan larger than this gets a warning naming its largest parts (they are copied on every call)."""

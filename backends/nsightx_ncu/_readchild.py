@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from nsightx._errors import MeasurementError
+from nsightx.ext import MeasurementError
 from nsightx_ncu._reader import Action
 
 READ_TIMEOUT_S = 600.0

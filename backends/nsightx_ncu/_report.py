@@ -11,8 +11,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nsightx._records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
 from nsightx.columns import MEASURED_SM_CLOCK
+from nsightx.ext import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
 from nsightx_ncu._command import parse_range_name
 from nsightx_ncu._reader import Action
 

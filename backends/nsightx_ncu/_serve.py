@@ -1,7 +1,7 @@
 """The parent's side of the channel: the user's real collectors, the thermal guard and the progress line.
 
 :class:`WorkerRequests` answers the messages described in :mod:`nsightx_ncu._channel`. It calls each collector
-with the same :class:`~nsightx._collectors.CollectContext` the in-process run loop would build, and applies the
+with the same :class:`~nsightx.ext.CollectContext` the in-process run loop would build, and applies the
 same rules: a collector that raises warns once (per scope and name) and gives an empty value for that call;
 the run goes on. :func:`worker_collectors` builds the proxies that take the collectors' place in the pickled plan.
 """
@@ -13,12 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsightx._collectors import CollectContext, CollectorLike
-from nsightx._enums import CollectionScope
-from nsightx._plan import Plan
-from nsightx._progress import Progress
-from nsightx._runloop import to_scalar
-from nsightx._thermal import PAUSE_COLUMN, Guard, NoGuard
+from nsightx.ext import (
+    PAUSE_COLUMN,
+    CollectContext,
+    CollectionScope,
+    CollectorLike,
+    Guard,
+    NoGuard,
+    Plan,
+    Progress,
+    to_scalar,
+)
 from nsightx_ncu._channel import ProxyCollector
 
 

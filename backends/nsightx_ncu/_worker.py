@@ -1,7 +1,7 @@
 """The worker: runs the shared run loop under ncu and marks every measured region with an NVTX range.
 
 Started by the ncu backend as ``ncu ... python -m nsightx_ncu._worker <spec.json>``. The spec names the
-pickled plan, the JSON-lines file the worker's :class:`~nsightx._sink.RunSink` writes (host times and
+pickled plan, the JSON-lines file the worker's :class:`~nsightx.ext.RunSink` writes (host times and
 collector values; metric values come from the report, in the parent), the file a failure is described in, and
 the parent's channel socket (:mod:`nsightx_ncu._channel`): the plan's collectors are proxies that ask the
 parent, and each run start waits for the parent's thermal guard and RUN collectors.
@@ -22,8 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nsightx._backend import RunOutput, Session
-from nsightx._records import RegionId
+from nsightx.ext import RegionId, RunOutput, Session
 from nsightx_ncu import _channel
 from nsightx_ncu._channel import ParentLink
 from nsightx_ncu._command import DOMAIN, range_name
@@ -152,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             _channel.install(link)
         import cloudpickle
 
-        from nsightx._runloop import run_loop
-        from nsightx._sink import RunSink
+        from nsightx.ext import RunSink, run_loop
 
         plan = cloudpickle.loads(Path(spec["payload"]).read_bytes())
         push, pop = nvtx_callables(spec.get("nvtx_ranges", "start_end"))
@@ -167,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     sink = RunSink(runs_path)
     clean = False
     try:
-        from nsightx._device import use_device
+        from nsightx.ext import use_device
 
         with use_device(plan.device):
             run_loop(plan, session, sink)

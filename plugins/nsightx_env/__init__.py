@@ -17,13 +17,10 @@ import platform
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from nsightx._collectors import CollectContext
-from nsightx._enums import CollectionScope
-from nsightx._hookspecs import hookimpl
-from nsightx._records import Scalar
+from nsightx.ext import CollectContext, CollectionScope, Scalar, hookimpl
 
 if TYPE_CHECKING:
-    from nsightx._plugins import CollectorRegistrar
+    from nsightx.ext import CollectorRegistrar
 
 SET_NAME = "env"
 COLUMNS = (
@@ -52,7 +49,7 @@ class EnvInfo:
 
     def collect(self, ctx: CollectContext) -> Mapping[str, Scalar]:
         """Look everything up (see the module docstring)."""
-        from nsightx._version import __version__
+        from nsightx import __version__
         from nsightx_env import _probe
 
         values: dict[str, Scalar] = {"PythonVersion": platform.python_version(), "NsightxVersion": __version__}

@@ -7,7 +7,6 @@ asked at every call, since the working tree can change between calls.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import glob
 import importlib.metadata
@@ -18,6 +17,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from nsightx.ext import cuda_driver_version as ext_cuda_driver_version
 
 PACKAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("TorchVersion", ("torch",)),
@@ -44,14 +45,7 @@ def dist_version(names: Sequence[str]) -> str | None:
 
 def cuda_driver_version() -> str | None:
     """The CUDA version the driver supports (``cuDriverGetVersion``, e.g. ``"13.0"``); ``None`` without one."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    value = ctypes.c_int()
-    if lib.cuDriverGetVersion(ctypes.byref(value)) != 0:
-        return None
-    return f"{value.value // 1000}.{value.value % 1000 // 10}"
+    return ext_cuda_driver_version()
 
 
 def cuda_runtime_version() -> str | None:

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nsightx._hookspecs import hookimpl
+from nsightx.ext import hookimpl
 
 if TYPE_CHECKING:
-    from nsightx._plugins import CollectorRegistrar
-    from nsightx._thermal import TemperatureSource
+    from nsightx.ext import CollectorRegistrar, TemperatureSource
 
 SET_NAME = "nvml"
 

@@ -11,13 +11,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nsightx._collectors import CollectContext
-from nsightx._enums import CollectionScope
-from nsightx._records import Scalar
-from nsightx._thermal import ThermalReading
 from nsightx.columns import (
     GPU_TEMPERATURE,
 )
+from nsightx.ext import CollectContext, CollectionScope, Scalar, ThermalReading
 from nsightx_nvml import _sampler
 from nsightx_nvml._device import CudaDriver, DeviceMap, DeviceNotFound, LibCuda, Resolved
 from nsightx_nvml._fields import READ_COLUMNS, SLOW_FIELDS, SLOW_FIELDS_MAX_AGE_S, FieldReader, safe

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from nsightx.ext import loaded_libcuda
 from nsightx_nvml._lib import Nvml
 
 
@@ -41,16 +42,7 @@ class LibCuda:
 
     def _library(self) -> Any:
         if self._lib is None:
-            noload = getattr(os, "RTLD_NOLOAD", None)
-            if noload is None:  # not Linux: no way to tell without loading it
-                return None
-            try:
-                lib = ctypes.CDLL("libcuda.so.1", mode=noload | os.RTLD_LAZY)
-            except OSError:
-                return None
-            lib.cuCtxGetDevice.argtypes = [ctypes.POINTER(ctypes.c_int)]
-            lib.cuCtxGetDevice.restype = ctypes.c_int
-            self._lib = lib
+            self._lib = loaded_libcuda()  # None until the process has loaded libcuda itself
         return self._lib
 
     def current_device(self) -> int | None:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
-from nsightx._records import Scalar
+from nsightx.ext import Scalar
 from nsightx_nvml._shm import SharedSample
 
 SAMPLE_PERIOD_S = 0.005

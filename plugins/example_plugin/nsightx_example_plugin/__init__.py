@@ -17,7 +17,7 @@ import nsightx
 
 if TYPE_CHECKING:
     from nsightx import CollectContext
-    from nsightx._plugins import CollectorRegistrar
+    from nsightx.ext import CollectorRegistrar
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,257 @@
+"""``nsightx.ext``: the extension API, the one module a backend or a plugin imports from nsightx.
+
+A third-party package that adds a backend or an info collector needs nothing else from nsightx than this module
+and the user API (``nsightx``, ``nsightx.analyze``, ``nsightx.experimental``, ``nsightx.exceptions``). The
+first-party backends (``host``, ``events``, ``cupti``, ``ncu``) and plugins (``nvml``, ``env``) are written
+against it too, and a test fails if any of them reaches into a private ``nsightx._*`` module. The guide, with a
+complete example backend package, is docs/plugins.md; every name is listed in docs/api.md.
+
+What is here, by purpose:
+
+- **The backend contract**: :class:`Backend`, :class:`Session`, :class:`Capabilities`, :class:`Availability`,
+  :class:`RunOutput`, and the deferred-collection policy of the run loop (:data:`COLLECT_EVERY`,
+  :data:`COLLECT_SECONDS`).
+- **What a backend receives and produces**: :class:`Plan` (with :class:`ThermalSettings`), :class:`RegionId`,
+  :class:`Record`, :data:`Scalar`, and, for a backend that overrides :meth:`Backend.execute`,
+  :class:`RunRecords`, :class:`RegionRun`, :class:`CollectorValue` and the :class:`Sink` they are written to.
+- **Running a plan yourself** (``execute`` in another process, as the ncu backend does): :func:`run_loop`,
+  :func:`use_device`, :class:`RunSink` and :func:`read_raw`, :class:`Progress`, :func:`make_guard` with
+  :class:`Guard`, :class:`NoGuard` and :data:`PAUSE_COLUMN`, :func:`to_scalar`.
+- **Plugins and hooks**: :data:`hookimpl`, :class:`BackendRegistrar`, :class:`CollectorRegistrar`,
+  :class:`CollectorLike`, :class:`InfoCollector`, :class:`CollectContext`, :data:`CollectResult`,
+  :class:`CollectionScope`, :class:`ThermalReading`, :class:`TemperatureSource`.
+- **Checking options and raising errors**: :class:`BackendOptions` (subclass it with one field per
+  ``backend_options`` key; :meth:`BackendOptions.parse` checks a plan's options), :class:`NoOptions` (a backend
+  without options), :data:`ByteCount` (a size in bytes as a field type), :class:`Frozen` (the strict pydantic
+  base), :class:`VerbosityLevel`, and the errors a
+  backend raises (:class:`ConfigError`, :class:`ConfigTypeError`, :class:`BackendUnavailableError`,
+  :class:`MeasurementError`, :class:`CounterPermissionError`, :class:`UnknownMetricError` with
+  :class:`MetricErrorType` and :func:`metrics_error_message`, :class:`PluginError`, :class:`NsightxError`).
+- **CUDA and GPU facts** shared by backends and collectors, none of which runs at import: :func:`load_libcuda`,
+  :func:`loaded_libcuda`, :class:`DeviceAttribute`, :func:`device_attribute`, :func:`cuda_driver_version`,
+  :data:`LIMIT_PERSISTING_L2_CACHE_SIZE`, the L2 flush-size rule :func:`l2_flush_bytes`
+  (:data:`MIN_FLUSH_BYTES`), :func:`query_gpus` (``nvidia-smi``; :class:`NvidiaSmiError`), and the devices this
+  process can use, :func:`visible_gpus` (:class:`GpuInfo`).
+
+**What is stable.** Every name in ``__all__`` is public: it is removed or changed incompatibly only after a
+release that warns about it, with a CHANGELOG entry. Compatible changes may come in any release: a model or
+dataclass (:class:`Capabilities`, :class:`Plan`, :class:`Availability`, the records) may gain fields with
+defaults; :class:`Session` and :class:`Backend` may gain methods with a default implementation; a hook may
+gain keyword arguments (pluggy passes an implementation only the ones it names); the set of first-party
+backends and their metric names are not part of this API. Where the objects are defined (the private modules
+they are re-exported from) may change at any time: import them from here.
+
+Importing this module is cheap: each name is loaded from its private module on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nsightx._backend import (
+        COLLECT_EVERY,
+        COLLECT_SECONDS,
+        Availability,
+        Backend,
+        BackendOptions,
+        ByteCount,
+        Capabilities,
+        NoOptions,
+        RunOutput,
+        Session,
+    )
+    from nsightx._collectors import CollectContext, CollectorLike, CollectResult, InfoCollector
+    from nsightx._cudainfo import (
+        LIMIT_PERSISTING_L2_CACHE_SIZE,
+        MIN_FLUSH_BYTES,
+        DeviceAttribute,
+        NvidiaSmiError,
+        cuda_driver_version,
+        device_attribute,
+        l2_flush_bytes,
+        load_libcuda,
+        loaded_libcuda,
+        query_gpus,
+    )
+    from nsightx._device import GpuInfo, use_device
+    from nsightx._device import visible as visible_gpus
+    from nsightx._enums import CollectionScope, VerbosityLevel
+    from nsightx._errors import (
+        BackendUnavailableError,
+        ConfigError,
+        ConfigTypeError,
+        CounterPermissionError,
+        MeasurementError,
+        MetricErrorType,
+        NsightxError,
+        PluginError,
+        UnknownMetricError,
+        metrics_error_message,
+    )
+    from nsightx._hookspecs import hookimpl
+    from nsightx._model import Frozen
+    from nsightx._plan import Plan
+    from nsightx._plugins import BackendRegistrar, CollectorRegistrar
+    from nsightx._progress import Progress
+    from nsightx._records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
+    from nsightx._runloop import run_loop, to_scalar
+    from nsightx._sink import RunSink, Sink, read_raw
+    from nsightx._thermal import (
+        PAUSE_COLUMN,
+        Guard,
+        NoGuard,
+        TemperatureSource,
+        ThermalReading,
+        ThermalSettings,
+        make_guard,
+    )
+
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "nsightx._backend": (
+        "COLLECT_EVERY",
+        "COLLECT_SECONDS",
+        "Availability",
+        "Backend",
+        "BackendOptions",
+        "ByteCount",
+        "Capabilities",
+        "NoOptions",
+        "RunOutput",
+        "Session",
+    ),
+    "nsightx._collectors": ("CollectContext", "CollectorLike", "CollectResult", "InfoCollector"),
+    "nsightx._cudainfo": (
+        "LIMIT_PERSISTING_L2_CACHE_SIZE",
+        "MIN_FLUSH_BYTES",
+        "DeviceAttribute",
+        "NvidiaSmiError",
+        "cuda_driver_version",
+        "device_attribute",
+        "l2_flush_bytes",
+        "load_libcuda",
+        "loaded_libcuda",
+        "query_gpus",
+    ),
+    "nsightx._device": ("GpuInfo", "use_device"),
+    "nsightx._enums": ("CollectionScope", "VerbosityLevel"),
+    "nsightx._errors": (
+        "BackendUnavailableError",
+        "ConfigError",
+        "ConfigTypeError",
+        "CounterPermissionError",
+        "MeasurementError",
+        "MetricErrorType",
+        "NsightxError",
+        "PluginError",
+        "UnknownMetricError",
+        "metrics_error_message",
+    ),
+    "nsightx._hookspecs": ("hookimpl",),
+    "nsightx._model": ("Frozen",),
+    "nsightx._plan": ("Plan",),
+    "nsightx._plugins": ("BackendRegistrar", "CollectorRegistrar"),
+    "nsightx._progress": ("Progress",),
+    "nsightx._records": ("CollectorValue", "Record", "RegionId", "RegionRun", "RunRecords", "Scalar"),
+    "nsightx._runloop": ("run_loop", "to_scalar"),
+    "nsightx._sink": ("RunSink", "Sink", "read_raw"),
+    "nsightx._thermal": (
+        "PAUSE_COLUMN",
+        "Guard",
+        "NoGuard",
+        "TemperatureSource",
+        "ThermalReading",
+        "ThermalSettings",
+        "make_guard",
+    ),
+}
+"""Private module -> the names this module re-exports from it under the same name."""
+
+_LAZY: dict[str, tuple[str, str]] = {name: (module, name) for module, names in _SOURCES.items() for name in names}
+"""Public name -> (private module, attribute), loaded on first access."""
+_LAZY["visible_gpus"] = ("nsightx._device", "visible")
+
+if not TYPE_CHECKING:  # type checkers see the imports above, so a misspelt name is an error there
+
+    def __getattr__(name: str) -> object:
+        """Load ``name`` from its private module on first access (then it is a plain module attribute)."""
+        try:
+            module, attr = _LAZY[name]
+        except KeyError:
+            raise AttributeError(f"module 'nsightx.ext' has no attribute {name!r}") from None
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    """The public names, for ``dir()`` and completion."""
+    return sorted(__all__)
+
+
+__all__ = [
+    "COLLECT_EVERY",
+    "COLLECT_SECONDS",
+    "LIMIT_PERSISTING_L2_CACHE_SIZE",
+    "MIN_FLUSH_BYTES",
+    "PAUSE_COLUMN",
+    "Availability",
+    "Backend",
+    "BackendOptions",
+    "BackendRegistrar",
+    "BackendUnavailableError",
+    "ByteCount",
+    "Capabilities",
+    "CollectContext",
+    "CollectResult",
+    "CollectionScope",
+    "CollectorLike",
+    "CollectorRegistrar",
+    "CollectorValue",
+    "ConfigError",
+    "ConfigTypeError",
+    "CounterPermissionError",
+    "DeviceAttribute",
+    "Frozen",
+    "GpuInfo",
+    "Guard",
+    "InfoCollector",
+    "MeasurementError",
+    "MetricErrorType",
+    "NoGuard",
+    "NoOptions",
+    "NsightxError",
+    "NvidiaSmiError",
+    "Plan",
+    "PluginError",
+    "Progress",
+    "Record",
+    "RegionId",
+    "RegionRun",
+    "RunOutput",
+    "RunRecords",
+    "RunSink",
+    "Scalar",
+    "Session",
+    "Sink",
+    "TemperatureSource",
+    "ThermalReading",
+    "ThermalSettings",
+    "UnknownMetricError",
+    "VerbosityLevel",
+    "cuda_driver_version",
+    "device_attribute",
+    "hookimpl",
+    "l2_flush_bytes",
+    "load_libcuda",
+    "loaded_libcuda",
+    "make_guard",
+    "metrics_error_message",
+    "query_gpus",
+    "read_raw",
+    "run_loop",
+    "to_scalar",
+    "use_device",
+    "visible_gpus",
+]
