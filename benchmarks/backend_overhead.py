@@ -155,7 +155,7 @@ def make_bare(torch: Any, w: Workload) -> Callable[[], list[float]]:
 def make_profiled(torch: Any, w: Workload, backend: str, collectors: bool) -> Callable[[], Any]:
     """The same loop as a decorated function measured by ``backend`` (default options)."""
     import nsightx
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     inputs = w.inputs(torch)
     combine = {} if w.tiny else {"combine_kernel_metrics": operator.add}

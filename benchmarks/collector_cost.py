@@ -73,7 +73,7 @@ def make_variant(torch: Any, w: Workload, variant: str) -> Callable[[], Any]:
     from nsightx_nvml._collectors import DeviceInfo, RunConditions
 
     import nsightx
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     inputs = w.inputs(torch)
     options: dict[str, Any] = {}
@@ -175,7 +175,8 @@ def instrumented(torch: Any, w: Workload, calls: int) -> dict[str, Any]:
     """Microseconds per call spent in each collector entry point during ``default`` calls (measured thread)."""
     from nsightx_nvml import _collectors
 
-    from nsightx import _runloop, _thermal
+    from nsightx._run import loop as _runloop
+    from nsightx._run import thermal as _thermal
 
     spent: dict[str, list[int]] = {}
     targets = [

@@ -81,10 +81,10 @@ def timeline(call: Any, torch: Any, reps: int = 15) -> dict[str, float]:
     """Median per call of the time spent in the main steps of a profiled call, ms."""
     from nsightx_cupti import _session, _tracer
 
-    import nsightx._backend as core_backend
-    import nsightx._kernel as core_kernel
-    import nsightx._runloop as runloop
-    import nsightx._transform as transform
+    import nsightx._api.kernel as core_kernel
+    import nsightx._results.transform as transform
+    import nsightx._run.backend as core_backend
+    import nsightx._run.loop as runloop
 
     spent: dict[str, float] = {}
     patches: list[tuple[Any, str, Any]] = []
@@ -151,8 +151,8 @@ def main() -> int:
     from nsightx_cupti._tracer import ActivityTracer
 
     import nsightx
-    from nsightx import _plugins
-    from nsightx._plugins import LoaderSettings, PluginHost
+    from nsightx._host import plugins as _plugins
+    from nsightx._host.plugins import LoaderSettings, PluginHost
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.zeros(1, device="cuda")
@@ -440,12 +440,12 @@ def main() -> int:
     try:
         import pynvml  # noqa: F401
 
-        from nsightx._plugins import default_host
+        from nsightx._host.plugins import default_host
 
         host = default_host()
         cols = host.default_collectors()
-        from nsightx._collectors import CollectContext
         from nsightx._enums import CollectionScope
+        from nsightx._run.collectors import CollectContext
 
         ctx = CollectContext(
             scope=CollectionScope.RUN,

@@ -187,7 +187,7 @@ def make_profiled(torch: Any, backend: str, cache: str, **options: Any) -> Any:
 
     options.setdefault("thermal_mode", "off")
     if options.pop("no_defaults", False):
-        from nsightx._plugins import LoaderSettings, PluginHost, default_host
+        from nsightx._host.plugins import LoaderSettings, PluginHost, default_host
 
         host = default_host()
         blocked = PluginHost(LoaderSettings(blocked=("nvml",))).load()
@@ -216,7 +216,7 @@ def make_profiled(torch: Any, backend: str, cache: str, **options: Any) -> Any:
 
 def _kernel_with_host(nsightx: Any, torch: Any, backend: str, cache: str, host: Any, options: dict[str, Any]) -> Any:
     """The profiled loop, run under ``host`` (a plugin host without the default nvml collectors)."""
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     inner = make_profiled(torch, backend, cache, **options)
 
@@ -247,7 +247,7 @@ def session_cost() -> dict[str, float]:
     """Median wall time of opening and closing an empty CUPTI session (enable, filter, flush buffer, disable)."""
     from nsightx_cupti._backend import CuptiBackend
 
-    from nsightx._plan import Plan
+    from nsightx._run.plan import Plan
 
     out = {}
     for label, cache, opts in (

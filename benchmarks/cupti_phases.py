@@ -52,7 +52,8 @@ def phases(torch: Any, calls: int) -> dict[str, Any]:
     """Microseconds per call in each wrapped entry point, over ``calls`` default calls."""
     from nsightx_cupti import _session, _tracer
 
-    from nsightx import _kernel, _runloop
+    from nsightx._api import kernel as _kernel
+    from nsightx._run import loop as _runloop
 
     fn = make_profiled(torch, WORKLOADS["sweep_once"], "cupti", True)
     fn()

@@ -28,14 +28,14 @@ SIZES = (512, 1024, 2048, 4096)
 
 
 def _blocked_host() -> Any:
-    from nsightx._plugins import LoaderSettings, PluginHost
+    from nsightx._host.plugins import LoaderSettings, PluginHost
 
     return PluginHost(LoaderSettings(blocked=("nvml",))).load()
 
 
 def profiled(torch: Any, backend: str, sizes: tuple[int, ...], runs: int, nvml: bool) -> Any:
     import nsightx
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     inputs = {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in sizes}
 

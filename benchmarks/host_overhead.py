@@ -16,10 +16,10 @@ import statistics
 import time
 
 import nsightx
-from nsightx._dataframe import aggregate
-from nsightx._records import RegionRun, RunRecords
-from nsightx._result_schema import PlanInfo, ResultData
-from nsightx._transform import RunValue
+from nsightx._results.dataframe import aggregate
+from nsightx._results.records import RegionRun, RunRecords
+from nsightx._results.schema import PlanInfo, ResultData
+from nsightx._results.transform import RunValue
 
 NAMES = [f"r{i}" for i in range(100_000)]
 

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 import nsightx
-from nsightx import _plugins
-from nsightx._collectors import CollectContext
 from nsightx._enums import CollectionScope
+from nsightx._host import plugins as _plugins
+from nsightx._run.collectors import CollectContext
 
 
 def timed_us(fn: Callable[[], Any], n: int) -> dict[str, float]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from nsightx._plot import plot_frame
+from nsightx._plot.render import plot_frame
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "benchmarks" / "results" / "2026-12-02-final-tutorial-sweeps.json"

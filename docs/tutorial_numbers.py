@@ -197,7 +197,7 @@ def cache_and_clocks(out: Path) -> dict[str, Any]:
     import pandas as pd
 
     both = pd.concat(frames, ignore_index=True)
-    nsightx._plot.plot_frame(
+    nsightx._plot.render.plot_frame(
         both,
         out / "tutorial_cache.png",
         metric="gbps",
@@ -495,8 +495,8 @@ def ci_example(out: Path) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    from nsightx._doctor import report
-    from nsightx._plugins import default_host
+    from nsightx._cli.doctor import report
+    from nsightx._host.plugins import default_host
 
     return {"doctor": report(default_host())}
 

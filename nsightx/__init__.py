@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from nsightx._annotate import annotate
+from nsightx._api.tool import activate, deactivate, get_active_tool
 from nsightx._enums import CollectionScope, Tool, VerbosityLevel
 from nsightx._errors import (
     AnnotationError,
@@ -45,44 +45,44 @@ from nsightx._errors import (
     TransformError,
     UnknownMetricError,
 )
-from nsightx._tool import activate, deactivate, get_active_tool
+from nsightx._run.annotate import annotate
 from nsightx._version import __version__
 
 if TYPE_CHECKING:
     from nsightx import analyze, exceptions, experimental, ext
-    from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
-    from nsightx._collectors import CollectContext, InfoCollector
-    from nsightx._compare import compare
-    from nsightx._hookspecs import hookimpl
-    from nsightx._plot_layout import col_panel, row_panel
-    from nsightx._plugins import register_plugin, unregister_plugin
-    from nsightx._raw import load_raw
-    from nsightx._records import Record, RegionId
-    from nsightx._results import ProfileResults, load
+    from nsightx._host.hookspecs import hookimpl
+    from nsightx._host.plugins import register_plugin, unregister_plugin
+    from nsightx._plot.layout import col_panel, row_panel
+    from nsightx._report.compare import compare
+    from nsightx._results.raw import load_raw
+    from nsightx._results.records import Record, RegionId
+    from nsightx._results.results import ProfileResults, load
+    from nsightx._run.backend import Availability, Backend, Capabilities, RunOutput, Session
+    from nsightx._run.collectors import CollectContext, InfoCollector
 
 _LAZY = {
     "analyze": ("nsightx.analyze", None),
     "experimental": ("nsightx.experimental", None),
     "exceptions": ("nsightx.exceptions", None),
     "ext": ("nsightx.ext", None),
-    "col_panel": ("nsightx._plot_layout", "col_panel"),
-    "row_panel": ("nsightx._plot_layout", "row_panel"),
-    "InfoCollector": ("nsightx._collectors", "InfoCollector"),
-    "CollectContext": ("nsightx._collectors", "CollectContext"),
-    "ProfileResults": ("nsightx._results", "ProfileResults"),
-    "load": ("nsightx._results", "load"),
-    "load_raw": ("nsightx._raw", "load_raw"),
-    "compare": ("nsightx._compare", "compare"),
-    "hookimpl": ("nsightx._hookspecs", "hookimpl"),
-    "register_plugin": ("nsightx._plugins", "register_plugin"),
-    "unregister_plugin": ("nsightx._plugins", "unregister_plugin"),
-    "Backend": ("nsightx._backend", "Backend"),
-    "Session": ("nsightx._backend", "Session"),
-    "Capabilities": ("nsightx._backend", "Capabilities"),
-    "Availability": ("nsightx._backend", "Availability"),
-    "RunOutput": ("nsightx._backend", "RunOutput"),
-    "Record": ("nsightx._records", "Record"),
-    "RegionId": ("nsightx._records", "RegionId"),
+    "col_panel": ("nsightx._plot.layout", "col_panel"),
+    "row_panel": ("nsightx._plot.layout", "row_panel"),
+    "InfoCollector": ("nsightx._run.collectors", "InfoCollector"),
+    "CollectContext": ("nsightx._run.collectors", "CollectContext"),
+    "ProfileResults": ("nsightx._results.results", "ProfileResults"),
+    "load": ("nsightx._results.results", "load"),
+    "load_raw": ("nsightx._results.raw", "load_raw"),
+    "compare": ("nsightx._report.compare", "compare"),
+    "hookimpl": ("nsightx._host.hookspecs", "hookimpl"),
+    "register_plugin": ("nsightx._host.plugins", "register_plugin"),
+    "unregister_plugin": ("nsightx._host.plugins", "unregister_plugin"),
+    "Backend": ("nsightx._run.backend", "Backend"),
+    "Session": ("nsightx._run.backend", "Session"),
+    "Capabilities": ("nsightx._run.backend", "Capabilities"),
+    "Availability": ("nsightx._run.backend", "Availability"),
+    "RunOutput": ("nsightx._run.backend", "RunOutput"),
+    "Record": ("nsightx._results.records", "Record"),
+    "RegionId": ("nsightx._results.records", "RegionId"),
 }
 
 

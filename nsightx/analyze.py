@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nsightx._annotate import ignore_failures
-from nsightx._kernel import ProfiledFunction, kernel
-from nsightx._plot_api import plot
+from nsightx._api.kernel import ProfiledFunction, kernel
+from nsightx._api.plot import plot
+from nsightx._run.annotate import ignore_failures
 
 __all__ = ["ProfiledFunction", "ignore_failures", "kernel", "plot"]

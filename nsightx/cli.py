@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-    from nsightx._plugins import PluginHost
+    from nsightx._host.plugins import PluginHost
 
 
 class _UsageError(Exception):
@@ -47,7 +47,7 @@ def command(
 
 def _listing_host() -> PluginHost:
     """The default host, loaded without the failed-plugin warning: the listing commands show failures."""
-    from nsightx._plugins import default_host
+    from nsightx._host.plugins import default_host
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -56,7 +56,7 @@ def _listing_host() -> PluginHost:
 
 @command("doctor", "show GPU, driver, ncu, CUPTI and each backend's availability (and why not)")
 def _doctor(args: argparse.Namespace) -> int:
-    from nsightx._doctor import report
+    from nsightx._cli.doctor import report
 
     print(report(_listing_host()))
     return 0
@@ -70,7 +70,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 @command("demo", "profile a matmul size sweep on the best available backend and print the table", _demo_args)
 def _demo(args: argparse.Namespace) -> int:
-    from nsightx._demo import run
+    from nsightx._cli.demo import run
 
     run(output=args.output, runs=args.runs, backend=args.backend)
     return 0
@@ -78,7 +78,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 @command("backends", "list registered backends: cost, whether 'auto' may pick it, availability (or why not)")
 def _backends(args: argparse.Namespace) -> int:
-    from nsightx._plugins import default_host
+    from nsightx._host.plugins import default_host
 
     host = default_host()
     print("'auto' picks the first available backend marked auto=yes that fits the call (lowest cost first)")
@@ -95,7 +95,7 @@ def _backends(args: argparse.Namespace) -> int:
 
 @command("plugins", "list loaded plugins, their versions and what they register, and those that failed to load")
 def _plugins_cmd(args: argparse.Namespace) -> int:
-    from nsightx._plugin_list import describe
+    from nsightx._host.listing import describe
 
     print(describe(_listing_host()))
     return 0
@@ -130,9 +130,9 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     _compare_args,
 )
 def _compare(args: argparse.Namespace) -> int:
-    from nsightx._compare import compare, gate_failed
-    from nsightx._compare_render import render_markdown, render_text
     from nsightx._errors import NsightxError
+    from nsightx._report.compare import compare, gate_failed
+    from nsightx._report.render import render_markdown, render_text
 
     try:
         frame = compare(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nsightx._collectors import collect
 from nsightx._enums import CollectionScope
+from nsightx._run.collectors import collect
 
 __all__ = ["CollectionScope", "collect"]

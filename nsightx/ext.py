@@ -50,19 +50,6 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nsightx._backend import (
-        COLLECT_EVERY,
-        COLLECT_SECONDS,
-        Availability,
-        Backend,
-        BackendOptions,
-        ByteCount,
-        Capabilities,
-        NoOptions,
-        RunOutput,
-        Session,
-    )
-    from nsightx._collectors import CollectContext, CollectorLike, CollectResult, InfoCollector
     from nsightx._cudainfo import (
         LIMIT_PERSISTING_L2_CACHE_SIZE,
         MIN_FLUSH_BYTES,
@@ -75,8 +62,6 @@ if TYPE_CHECKING:
         loaded_libcuda,
         query_gpus,
     )
-    from nsightx._device import GpuInfo, use_device
-    from nsightx._device import visible as visible_gpus
     from nsightx._enums import CollectionScope, VerbosityLevel
     from nsightx._errors import (
         BackendUnavailableError,
@@ -90,15 +75,30 @@ if TYPE_CHECKING:
         UnknownMetricError,
         metrics_error_message,
     )
-    from nsightx._hookspecs import hookimpl
+    from nsightx._host.hookspecs import hookimpl
+    from nsightx._host.plugins import BackendRegistrar, CollectorRegistrar
     from nsightx._model import Frozen
-    from nsightx._plan import Plan
-    from nsightx._plugins import BackendRegistrar, CollectorRegistrar
-    from nsightx._progress import Progress
-    from nsightx._records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
-    from nsightx._runloop import run_loop, to_scalar
-    from nsightx._sink import RunSink, Sink, read_raw
-    from nsightx._thermal import (
+    from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
+    from nsightx._results.sink import RunSink, Sink, read_raw
+    from nsightx._run.backend import (
+        COLLECT_EVERY,
+        COLLECT_SECONDS,
+        Availability,
+        Backend,
+        BackendOptions,
+        ByteCount,
+        Capabilities,
+        NoOptions,
+        RunOutput,
+        Session,
+    )
+    from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult, InfoCollector
+    from nsightx._run.device import GpuInfo, use_device
+    from nsightx._run.device import visible as visible_gpus
+    from nsightx._run.loop import run_loop, to_scalar
+    from nsightx._run.plan import Plan
+    from nsightx._run.progress import Progress
+    from nsightx._run.thermal import (
         PAUSE_COLUMN,
         Guard,
         NoGuard,
@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     )
 
 _SOURCES: dict[str, tuple[str, ...]] = {
-    "nsightx._backend": (
+    "nsightx._run.backend": (
         "COLLECT_EVERY",
         "COLLECT_SECONDS",
         "Availability",
@@ -121,7 +121,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "RunOutput",
         "Session",
     ),
-    "nsightx._collectors": ("CollectContext", "CollectorLike", "CollectResult", "InfoCollector"),
+    "nsightx._run.collectors": ("CollectContext", "CollectorLike", "CollectResult", "InfoCollector"),
     "nsightx._cudainfo": (
         "LIMIT_PERSISTING_L2_CACHE_SIZE",
         "MIN_FLUSH_BYTES",
@@ -134,7 +134,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "loaded_libcuda",
         "query_gpus",
     ),
-    "nsightx._device": ("GpuInfo", "use_device"),
+    "nsightx._run.device": ("GpuInfo", "use_device"),
     "nsightx._enums": ("CollectionScope", "VerbosityLevel"),
     "nsightx._errors": (
         "BackendUnavailableError",
@@ -148,15 +148,15 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "UnknownMetricError",
         "metrics_error_message",
     ),
-    "nsightx._hookspecs": ("hookimpl",),
+    "nsightx._host.hookspecs": ("hookimpl",),
     "nsightx._model": ("Frozen",),
-    "nsightx._plan": ("Plan",),
-    "nsightx._plugins": ("BackendRegistrar", "CollectorRegistrar"),
-    "nsightx._progress": ("Progress",),
-    "nsightx._records": ("CollectorValue", "Record", "RegionId", "RegionRun", "RunRecords", "Scalar"),
-    "nsightx._runloop": ("run_loop", "to_scalar"),
-    "nsightx._sink": ("RunSink", "Sink", "read_raw"),
-    "nsightx._thermal": (
+    "nsightx._run.plan": ("Plan",),
+    "nsightx._host.plugins": ("BackendRegistrar", "CollectorRegistrar"),
+    "nsightx._run.progress": ("Progress",),
+    "nsightx._results.records": ("CollectorValue", "Record", "RegionId", "RegionRun", "RunRecords", "Scalar"),
+    "nsightx._run.loop": ("run_loop", "to_scalar"),
+    "nsightx._results.sink": ("RunSink", "Sink", "read_raw"),
+    "nsightx._run.thermal": (
         "PAUSE_COLUMN",
         "Guard",
         "NoGuard",
@@ -170,7 +170,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
 
 _LAZY: dict[str, tuple[str, str]] = {name: (module, name) for module, names in _SOURCES.items() for name in names}
 """Public name -> (private module, attribute), loaded on first access."""
-_LAZY["visible_gpus"] = ("nsightx._device", "visible")
+_LAZY["visible_gpus"] = ("nsightx._run.device", "visible")
 
 if not TYPE_CHECKING:  # type checkers see the imports above, so a misspelt name is an error there
 

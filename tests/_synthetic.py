@@ -10,10 +10,10 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nsightx._records import Record, RunRecords
-from nsightx._result_schema import PlanInfo, ResultData
-from nsightx._results import ProfileResults
-from nsightx._transform import RunValue
+from nsightx._results.records import Record, RunRecords
+from nsightx._results.results import ProfileResults
+from nsightx._results.schema import PlanInfo, ResultData
+from nsightx._results.transform import RunValue
 
 
 def make_result(

@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def plugin_host() -> Iterator[object]:
     """A freshly loaded plugin host installed as the default for the duration of the test."""
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     host = _plugins.PluginHost(_plugins.LoaderSettings()).load()
     previous = _plugins._default

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nsightx._plan import Plan, ThermalSettings
+from nsightx._run.plan import Plan, ThermalSettings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 FAKE = FIXTURES / "fake_ncu.py"

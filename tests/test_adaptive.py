@@ -10,9 +10,9 @@ import pytest
 
 import nsightx
 from nsightx import ConfigError, ConfigTypeError
-from nsightx._adaptive import AdaptiveRuns, FixedRuns, build_rule, relative_half_width
-from nsightx._records import Record
-from nsightx._stats import t_ppf
+from nsightx._results.records import Record
+from nsightx._results.stats import t_ppf
+from nsightx._run.adaptive import AdaptiveRuns, FixedRuns, build_rule, relative_half_width
 
 SILENT = nsightx.VerbosityLevel.SILENT
 

@@ -31,7 +31,7 @@ PACKAGE = "nsightx"
 MAX_FUNCTION_LINES = 60
 
 TYPE_ONLY_BACK_EDGES: dict[tuple[str, str], str] = {
-    ("nsightx._hookspecs", "nsightx._plugins"): (
+    ("nsightx._host.hookspecs", "nsightx._host.plugins"): (
         "the hook specifications name the registrar types the plugin host hands to plugins, and the host loads "
         "the specifications: pluggy's own _hooks/_manager pair has the same type-only back edge"
     ),
@@ -219,7 +219,11 @@ def _constructions(name: str) -> list[str]:
 
 @pytest.mark.parametrize(
     ("cls", "builder"),
-    [("ResultData", "nsightx._results"), ("Plan", "nsightx._planner"), ("PlanInfo", "nsightx._planner")],
+    [
+        ("ResultData", "nsightx._results.results"),
+        ("Plan", "nsightx._spec.planner"),
+        ("PlanInfo", "nsightx._spec.planner"),
+    ],
 )
 def test_one_builder_for_results_and_plans(cls: str, builder: str) -> None:
     """Every execution path (one process, parallel workers, a raw file) builds results and plans in one place."""
@@ -227,9 +231,15 @@ def test_one_builder_for_results_and_plans(cls: str, builder: str) -> None:
 
 
 FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
-    ("nsightx._context", "nsightx._records"): "import time: `import nsightx` (annotate) must not load pydantic",
-    ("nsightx._tool", "nsightx._plugins"): "import time: `import nsightx` (activate) must not load pluggy/pydantic",
-    ("nsightx._results", "nsightx._dataframe"): "pandas, loaded only when a DataFrame is built",
+    (
+        "nsightx._run.context",
+        "nsightx._results.records",
+    ): "import time: `import nsightx` (annotate) must not load pydantic",
+    (
+        "nsightx._api.tool",
+        "nsightx._host.plugins",
+    ): "import time: `import nsightx` (activate) must not load pluggy/pydantic",
+    ("nsightx._results.results", "nsightx._results.dataframe"): "pandas, loaded only when a DataFrame is built",
 }
 """Function-level imports between modules of ``nsightx/`` kept on purpose (heavy or import-time-sensitive).
 
@@ -249,3 +259,50 @@ def test_function_level_imports_are_only_for_import_time():
         }
     )
     assert not extra, f"function-level imports without a reason in FUNCTION_IMPORTS_ALLOWED: {extra}"
+
+
+STAGES: tuple[tuple[str, ...], ...] = (
+    ("nsightx._errors", "nsightx._enums", "nsightx._model", "nsightx._version", "nsightx._cudainfo", "nsightx.columns"),
+    ("nsightx._plot",),
+    ("nsightx._results",),
+    ("nsightx._run",),
+    ("nsightx._host",),
+    ("nsightx._spec",),
+    ("nsightx._report",),
+    ("nsightx._api",),
+    ("nsightx._cli",),
+    ("nsightx.ext", "nsightx.analyze", "nsightx.experimental", "nsightx.exceptions", "nsightx.cli", "nsightx"),
+)
+"""The stages of ``nsightx/``, lowest first (docs/architecture.md): a module may import its own stage and those
+below it, never one above. A subpackage is one stage; the floor modules and the public modules are listed."""
+
+
+def stage_of(module: str) -> int:
+    """The index in :data:`STAGES` of ``module`` (a module belongs to the longest prefix listed)."""
+    best, rank = "", -1
+    for i, members in enumerate(STAGES):
+        for m in members:
+            if (module == m or module.startswith(m + ".")) and len(m) > len(best):
+                best, rank = m, i
+    return rank
+
+
+def test_every_module_has_a_stage() -> None:
+    unplaced = sorted(m for m in _modules() if stage_of(m) < 0)
+    assert not unplaced, f"modules in no stage of STAGES (add them, or move them into a stage): {unplaced}"
+
+
+def test_imports_only_go_down_the_stages() -> None:
+    """Every import (module, function or TYPE_CHECKING) points to the importer's stage or one below it."""
+    up = [
+        f"{e.source} -> {e.target} ({e.kind} import, line {e.line})"
+        for e in import_edges()
+        if stage_of(e.target) > stage_of(e.source)
+    ]
+    assert not up, "imports that go up the stages:\n" + "\n".join(up)
+
+
+def test_stage_check_can_fail() -> None:
+    assert stage_of("nsightx._run.loop") < stage_of("nsightx._spec.options")
+    assert stage_of("nsightx._results.records") < stage_of("nsightx._run.loop")
+    assert stage_of("nsightx.columns") == 0 and stage_of("nsightx") == len(STAGES) - 1

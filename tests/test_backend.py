@@ -6,7 +6,7 @@ import pytest
 
 import nsightx
 from nsightx import ConfigError
-from nsightx._plan import Plan, ThermalSettings
+from nsightx._run.plan import Plan, ThermalSettings
 
 BACKENDS = ("host", "events", "cupti", "ncu")
 

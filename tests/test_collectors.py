@@ -36,7 +36,7 @@ def sweep(collectors, runs=3, warmup=1, annotations=("a", "b"), **options):
 @pytest.fixture
 def no_defaults(monkeypatch):
     """A plugin host without default sets, so only the collectors under test add columns."""
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     host = _plugins.PluginHost(_plugins.LoaderSettings(autoload=False, blocked=("nvml",))).load()
     monkeypatch.setattr(_plugins, "_default", host)
@@ -68,9 +68,9 @@ def test_each_scope_is_called_the_right_number_of_times_with_its_context(no_defa
 def test_device_option_reaches_the_context(no_defaults):
     from nsightx_host import HostSession
 
-    from nsightx._plan import Plan
-    from nsightx._runloop import run_loop
-    from nsightx._sink import RunSink
+    from nsightx._results.sink import RunSink
+    from nsightx._run.loop import run_loop
+    from nsightx._run.plan import Plan
 
     got = []
     collector = InfoCollector("d", lambda ctx: got.append(ctx.device) or 0, "run")

@@ -26,7 +26,7 @@ def test_the_nvml_plugin_and_the_core_use_the_same_names():
     from nsightx_ncu import _report
     from nsightx_nvml import _collectors
 
-    from nsightx import _dataframe
+    from nsightx._results import dataframe as _dataframe
 
     assert _collectors.READ_COLUMNS == columns.MEASURED_CONDITIONS
     assert _dataframe.MEASURED_SM_CLOCK == _report.MEASURED_SM_CLOCK_COLUMN == columns.MEASURED_SM_CLOCK

@@ -9,7 +9,7 @@ import pytest
 from _synthetic import make_result, noisy
 
 import nsightx
-from nsightx._compare_stats import bootstrap_ratio_ci, holm, mann_whitney_u
+from nsightx._report.stats import bootstrap_ratio_ci, holm, mann_whitney_u
 from nsightx.cli import main
 
 stats = pytest.importorskip("scipy.stats")

@@ -141,7 +141,7 @@ def plot_several_metrics_at_decoration(tmp: Path, mp: pytest.MonkeyPatch) -> Non
 def plot_no_metrics(tmp: Path, mp: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
-    from nsightx._plot import plot_frame
+    from nsightx._plot.render import plot_frame
 
     plot_frame(pd.DataFrame(columns=["Annotation", "Metric", "AvgValue"]), tmp / "x.png")
 
@@ -239,7 +239,7 @@ def cooling_timeout(tmp: Path, mp: pytest.MonkeyPatch) -> None:
     from nsightx_nvml._collectors import NvmlTemperatureSource
     from nvml_double import GPU_A, FakeClock, FakeGpu, install
 
-    from nsightx._thermal import ThermalGuard
+    from nsightx._run.thermal import ThermalGuard
 
     clock = FakeClock()
     install(mp, [FakeGpu(GPU_A, temp_c=85)], clock=clock)
@@ -252,8 +252,9 @@ def cooling_timeout(tmp: Path, mp: pytest.MonkeyPatch) -> None:
 def thermal_unsupported(tmp: Path, mp: pytest.MonkeyPatch) -> None:
     from nsightx_nvml import _collectors
 
-    from nsightx import _planner, _plugins
-    from nsightx._thermal import ThermalSettings
+    from nsightx._host import plugins as _plugins
+    from nsightx._run.thermal import ThermalSettings
+    from nsightx._spec import planner as _planner
 
     def missing() -> None:
         raise ImportError("No module named 'pynvml'")
@@ -598,7 +599,7 @@ def test_every_error_is_a_profiler_exception_and_its_builtin() -> None:
 
 def render_table() -> str:
     """The markdown table of docs/compat.md (runs every trigger)."""
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     lines = [
         "| condition | backend | nsight-python's sentence | nsightx raises / warns: full message |",

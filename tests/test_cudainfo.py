@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nsightx import _cudainfo, _device, _doctor
+from nsightx import _cudainfo
+from nsightx._cli import doctor as _doctor
+from nsightx._run import device as _device
 from nsightx.ext import (
     DeviceAttribute,
     NvidiaSmiError,

@@ -17,9 +17,9 @@ from nsightx_cupti._session import CuptiSession
 
 import nsightx
 from nsightx._errors import ConfigError, MeasurementError
-from nsightx._plan import Plan, ThermalSettings
-from nsightx._runloop import run_loop
-from nsightx._sink import RunSink
+from nsightx._results.sink import RunSink
+from nsightx._run.loop import run_loop
+from nsightx._run.plan import Plan, ThermalSettings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cupti" / "api_always"
 
@@ -224,7 +224,7 @@ def test_deferred_session_collects_once_per_config_not_per_run() -> None:
 
 
 def test_combined_value_of_split_k_is_the_kernel_sum() -> None:
-    from nsightx._transform import combine_records
+    from nsightx._results.transform import combine_records
 
     sink, _ = _replay(["splitk_512"])
     (value,) = combine_records(sink.runs, ("gpu__time_duration.sum",), combine=operator.add)

@@ -280,7 +280,7 @@ class _Device:
 def test_an_untraced_kernel_switches_the_learned_apis_back_on_and_warns() -> None:
     from nsightx_cupti._session import CuptiSession
 
-    from nsightx._records import RegionId
+    from nsightx._results.records import RegionId
 
     fake = FakeCupti(per_api=True)
     tracer = ActivityTracer(fake, canary=None)

@@ -10,10 +10,10 @@ import pytest
 from scipy import stats
 
 from nsightx import ConfigError
-from nsightx._dataframe import aggregate, runs_frame
-from nsightx._records import RegionRun, RunRecords
-from nsightx._result_schema import PlanInfo, ResultData
-from nsightx._transform import RunValue
+from nsightx._results.dataframe import aggregate, runs_frame
+from nsightx._results.records import RegionRun, RunRecords
+from nsightx._results.schema import PlanInfo, ResultData
+from nsightx._results.transform import RunValue
 
 SAMPLES = {  # (annotation, config) -> values
     ("base", 0): [100.0, 102.0, 98.0, 101.0],

@@ -6,7 +6,7 @@ import pytest
 
 import nsightx
 from nsightx import ConfigError
-from nsightx._device import resolve, visible
+from nsightx._run.device import resolve, visible
 
 GPUS = [
     (0, "GPU-aaaa1111-0000", "NVIDIA H200"),

@@ -20,7 +20,7 @@ def matmul(n: int) -> None:
 
 @pytest.mark.parametrize("backend", ["cupti", "events"])
 def test_device_zero_by_ordinal_and_uuid(backend):
-    from nsightx._device import visible
+    from nsightx._run.device import visible
 
     gpu = visible()[0]
     for device in (0, gpu.uuid):

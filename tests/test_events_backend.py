@@ -11,7 +11,7 @@ from nsightx_events import _backend
 from nsightx_events._backend import METRIC, EventsBackend
 
 from nsightx._errors import ConfigError
-from nsightx._plan import Plan
+from nsightx._run.plan import Plan
 
 
 def test_registered_with_a_span_metric(plugin_host: Any) -> None:

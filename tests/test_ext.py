@@ -56,9 +56,9 @@ def test_backends_and_plugins_use_no_private_nsightx_module() -> None:
 
 
 def test_the_scan_finds_local_imports_and_strings() -> None:
-    code = "def f():\n    from nsightx import _plan\n    import nsightx._sink as s\n"
-    assert _private_imports(ast.parse(code)) == ["nsightx._plan", "nsightx._sink"]
-    assert PRIVATE.search('importlib.import_module("nsightx._runloop")')
+    code = "def f():\n    from nsightx import _plan\n    import nsightx._results.sink as s\n"
+    assert _private_imports(ast.parse(code)) == ["nsightx._plan", "nsightx._results.sink"]
+    assert PRIVATE.search('importlib.import_module("nsightx._run.loop")')
     assert _files(), "no files scanned"
 
 

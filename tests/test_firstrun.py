@@ -9,10 +9,10 @@ import pytest
 
 import nsightx
 from nsightx import AnnotationError, ConfigError, KernelCountError, MeasurementError, TransformError
-from nsightx._firstrun import CheckedSink, FirstRunCheck
-from nsightx._plan import Plan
-from nsightx._records import Record, RegionRun, RunRecords
-from nsightx._spec import build_spec
+from nsightx._api.firstrun import CheckedSink, FirstRunCheck
+from nsightx._results.records import Record, RegionRun, RunRecords
+from nsightx._run.plan import Plan
+from nsightx._spec.options import build_spec
 
 SILENT = nsightx.VerbosityLevel.SILENT
 METRIC = "host__time_duration.sum"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nsightx._mainguard import _guarded, _rerun_path
+from nsightx._api.mainguard import _guarded, _rerun_path
 
 TESTS = Path(__file__).parent
 

@@ -23,10 +23,10 @@ from nsightx_ncu._backend import NcuBackend
 from nvml_double import GPU_A, FakeGpu, install
 
 import nsightx
-from nsightx._collectors import InfoCollector
-from nsightx._plan import ThermalSettings
-from nsightx._planner import temperature_source
-from nsightx._sink import RunSink
+from nsightx._results.sink import RunSink
+from nsightx._run.collectors import InfoCollector
+from nsightx._run.plan import ThermalSettings
+from nsightx._spec.planner import temperature_source
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")

@@ -15,8 +15,8 @@ from nsightx_ncu._command import (
 
 import nsightx
 from nsightx._errors import ConfigError, ConfigTypeError
-from nsightx._records import RegionId
-from nsightx._select import option_defaults
+from nsightx._results.records import RegionId
+from nsightx._spec.select import option_defaults
 
 APP = ["/usr/bin/python3", "-m", "nsightx_ncu._worker", "/tmp/x/spec.json"]
 

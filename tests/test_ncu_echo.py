@@ -13,7 +13,7 @@ from nsightx_ncu._echo import OutputRouter
 
 import nsightx
 from nsightx._enums import VerbosityLevel
-from nsightx._sink import RunSink
+from nsightx._results.sink import RunSink
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")

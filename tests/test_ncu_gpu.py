@@ -204,7 +204,7 @@ def test_worker_failure_reports_config_and_keeps_runs(tmp_path: Path) -> None:
     text = str(info.value)
     assert "config 1" in text and "OutOfMemoryError" in text and "ncu log:" in text
     raw = next(tmp_path.glob("raw_data-alloc-*.jsonl"))
-    from nsightx._sink import read_raw
+    from nsightx._results.sink import read_raw
 
     runs = [r for r in read_raw(raw) if r.config >= 0]
     assert [(r.config, r.run) for r in runs] == [(0, 0), (0, 1)]
@@ -259,7 +259,7 @@ def test_ncu_then_cupti_in_one_process() -> None:
     assert _ncu_libs_mapped() == []
     assert not any(k.startswith(("CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER")) for k in os.environ)
 
-    from nsightx._plugins import default_host
+    from nsightx._host.plugins import default_host
 
     host = default_host()
     cupti_cls = host.backends.get("cupti")

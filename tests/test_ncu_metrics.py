@@ -15,7 +15,7 @@ from nsightx_ncu import _backend, _metrics
 from nsightx_ncu._backend import NcuBackend
 
 import nsightx
-from nsightx._plan import Plan
+from nsightx._run.plan import Plan
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")

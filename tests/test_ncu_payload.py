@@ -21,7 +21,7 @@ from nsightx_ncu._backend import NcuBackend
 from nsightx_ncu._payload import UnpicklableError, dump_plan, reference
 
 import nsightx
-from nsightx._sink import RunSink
+from nsightx._results.sink import RunSink
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")

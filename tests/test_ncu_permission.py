@@ -16,9 +16,9 @@ from ncu_fake import make_plan
 from nsightx_ncu._backend import NcuBackend
 
 import nsightx
-from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
-from nsightx._records import Record
-from nsightx._sink import RunSink
+from nsightx._results.records import Record
+from nsightx._results.sink import RunSink
+from nsightx._run.backend import Availability, Backend, Capabilities, RunOutput, Session
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")

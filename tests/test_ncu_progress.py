@@ -10,9 +10,9 @@ import io
 
 from nsightx_ncu._serve import WorkerRequests
 
-from nsightx._plan import Plan, ThermalSettings
-from nsightx._progress import Progress
-from nsightx._thermal import NoGuard
+from nsightx._run.plan import Plan, ThermalSettings
+from nsightx._run.progress import Progress
+from nsightx._run.thermal import NoGuard
 
 
 class Tty(io.StringIO):

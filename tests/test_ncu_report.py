@@ -14,7 +14,7 @@ import pytest
 from nsightx_ncu._reader import Action, read_report
 from nsightx_ncu._report import environment, merge_runs, region_of
 
-from nsightx._records import CollectorValue, RegionRun, RunRecords
+from nsightx._results.records import CollectorValue, RegionRun, RunRecords
 
 pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
 

@@ -20,8 +20,8 @@ import pytest
 from nsightx_ncu._backend import NcuBackend, make_artifacts, worker_env
 
 import nsightx
-from nsightx._plan import Plan, ThermalSettings
-from nsightx._sink import RunSink
+from nsightx._results.sink import RunSink
+from nsightx._run.plan import Plan, ThermalSettings
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")
@@ -249,7 +249,7 @@ def test_worker_opens_process_wide_start_end_ranges_by_default(monkeypatch):
     monkeypatch.setattr(nvtx, "end_range", lambda rid: calls.append(("end", rid)))
     monkeypatch.setattr(nvtx, "push_range", lambda **kw: calls.append(("push", kw)))
     session = _worker.NvtxSession(*_worker.nvtx_callables("start_end"))
-    from nsightx._records import RegionId
+    from nsightx._results.records import RegionId
 
     session.region_enter(RegionId("warm", 0, -1))  # warm-up: no range
     session.region_exit(RegionId("warm", 0, -1), False)

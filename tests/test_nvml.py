@@ -10,7 +10,7 @@ from nsightx_nvml._lib import reason_names
 from nvml_double import GPU_A, GPU_B, FakeCuda, FakeGpu, install
 
 import nsightx
-from nsightx._plugin_list import describe
+from nsightx._host.listing import describe
 
 SILENT = nsightx.VerbosityLevel.SILENT
 
@@ -109,7 +109,7 @@ def test_explicit_device_in_the_context_is_read(monkeypatch):
     # the host backend refuses device=, so the GPU backends' context is built by hand here
     from nsightx_nvml._collectors import DeviceInfo, RunConditions
 
-    from nsightx._collectors import CollectContext
+    from nsightx._run.collectors import CollectContext
 
     install(
         monkeypatch,
@@ -175,7 +175,7 @@ def test_driver_not_loaded_is_reported_by_plugins_listing(plugin_host, monkeypat
 
 
 def test_blocking_the_plugin_removes_its_columns(monkeypatch):
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     install(monkeypatch, [FakeGpu(GPU_A)])
     host = _plugins.PluginHost(_plugins.LoaderSettings(blocked=("nvml",))).load()

@@ -18,7 +18,7 @@ from nsightx_nvml._sampler import Sampler
 from nvml_double import GPU_A, FakeCuda, FakeGpu, install
 
 import nsightx
-from nsightx._collectors import CollectContext
+from nsightx._run.collectors import CollectContext
 
 SILENT = nsightx.VerbosityLevel.SILENT
 THREAD = "nsightx-nvml-sampler"

@@ -11,8 +11,8 @@ import pytest
 
 import nsightx
 from nsightx import ConfigError, ConfigTypeError
-from nsightx._output import allocate
-from nsightx._raw import read_runs
+from nsightx._results.output import allocate
+from nsightx._results.raw import read_runs
 
 sys.path.insert(0, str(Path(__file__).parent))
 import out_workload
@@ -116,7 +116,7 @@ def test_atomic_files_get_the_mode_a_plain_open_gives(tmp_path):
     import os
     import stat
 
-    from nsightx._output import write_atomic
+    from nsightx._results.output import write_atomic
 
     old = os.umask(0o022)
     try:

@@ -17,8 +17,8 @@ from _synthetic import make_result, noisy
 
 import nsightx
 from nsightx import ConfigError, ConfigTypeError
-from nsightx._plot import plot_options
-from nsightx._plot_layout import build
+from nsightx._plot.layout import build
+from nsightx._plot.render import plot_options
 
 matplotlib = pytest.importorskip("matplotlib")
 
@@ -272,7 +272,7 @@ def test_plotting_never_imports_pyplot():
 
 def test_panel_keys_without_panels_are_one_empty_key_per_row():
     # pandas 3 yields no rows from itertuples() over zero columns; the layout must not depend on it
-    from nsightx._plot_layout import _keys
+    from nsightx._plot.layout import _keys
 
     frame = _sweep_result().to_dataframe()
     assert _keys(frame, []) == [()] * len(frame)

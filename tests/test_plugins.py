@@ -9,8 +9,9 @@ import textwrap
 import pytest
 
 import nsightx
-from nsightx import ConfigError, PluginError, _hookspecs
-from nsightx._plugins import LoaderSettings, PluginHost, set_default_host
+from nsightx import ConfigError, PluginError
+from nsightx._host import hookspecs as _hookspecs
+from nsightx._host.plugins import LoaderSettings, PluginHost, set_default_host
 
 PLUGIN_SOURCE = textwrap.dedent('''
     """A third-party nsightx plugin, installed as its own distribution."""
@@ -18,8 +19,8 @@ PLUGIN_SOURCE = textwrap.dedent('''
     import time
 
     import nsightx
-    from nsightx._backend import Availability, Backend, Capabilities, RunOutput, Session
-    from nsightx._records import Record
+    from nsightx._run.backend import Availability, Backend, Capabilities, RunOutput, Session
+    from nsightx._results.records import Record
 
 
     class TicksSession(Session):
@@ -102,7 +103,7 @@ def test_entry_point_plugin_adds_backend_and_collector(installed_plugin):
 
 
 def test_plugins_listing_names_distribution(installed_plugin):
-    from nsightx._plugin_list import describe
+    from nsightx._host.listing import describe
 
     text = describe(PluginHost(LoaderSettings()).load())
     assert "ticks (nsightx-ticks-plugin 1.2.3)" in text and "backends: ticks" in text
@@ -165,7 +166,7 @@ def test_unknown_collector_set_is_config_error():
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """As in a fresh process: no plugin failure warned about yet."""
-    from nsightx import _plugins
+    from nsightx._host import plugins as _plugins
 
     monkeypatch.setattr(_plugins, "_warned", set())
 
@@ -266,7 +267,7 @@ def test_hook_nsightx_register_collectors():
 
 
 def test_hook_nsightx_temperature_source():
-    from nsightx._thermal import ThermalReading
+    from nsightx._run.thermal import ThermalReading
 
     class P:
         @staticmethod

@@ -8,7 +8,7 @@ import sys
 import time
 
 import nsightx
-from nsightx import _progress
+from nsightx._run import progress as _progress
 
 
 class Terminal(io.StringIO):

@@ -13,8 +13,8 @@ import pytest
 
 import nsightx
 from nsightx import ResultSchemaError
-from nsightx._raw import read_runs
-from nsightx._sink import read_raw
+from nsightx._results.raw import read_runs
+from nsightx._results.sink import read_raw
 
 SILENT = nsightx.VerbosityLevel.SILENT
 WORKLOAD = Path(__file__).parent / "out_workload.py"

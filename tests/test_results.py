@@ -9,7 +9,7 @@ import pytest
 
 import nsightx
 from nsightx import ResultSchemaError
-from nsightx._sink import read_raw
+from nsightx._results.sink import read_raw
 
 SILENT = nsightx.VerbosityLevel.SILENT
 

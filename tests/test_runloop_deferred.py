@@ -6,10 +6,10 @@ import pytest
 from nsightx_host import HostSession
 
 import nsightx
-from nsightx._backend import COLLECT_EVERY, RunOutput
-from nsightx._plan import Plan
-from nsightx._runloop import run_loop
-from nsightx._sink import RunSink
+from nsightx._results.sink import RunSink
+from nsightx._run.backend import COLLECT_EVERY, RunOutput
+from nsightx._run.loop import run_loop
+from nsightx._run.plan import Plan
 
 
 class DeferredHost(HostSession):
@@ -62,7 +62,7 @@ def test_a_short_sweep_is_collected_once_and_every_measured_run_written_in_order
 
 
 def test_a_slow_sweep_is_collected_at_config_ends(monkeypatch):
-    from nsightx import _backend
+    from nsightx._run import backend as _backend
 
     monkeypatch.setattr(_backend, "COLLECT_SECONDS", 0.0)  # every config end is "a second later"
     session, sink = DeferredHost(), RunSink()
@@ -77,7 +77,7 @@ def test_long_configs_are_collected_every_so_often():
 
 
 def test_adaptive_rule_collects_every_run():
-    from nsightx._adaptive import build_rule
+    from nsightx._run.adaptive import build_rule
 
     rule = build_rule("auto", min_runs=3, max_runs=4, target_ci_pct=1e-9, time_budget_s=None)
     session, sink = DeferredHost(), RunSink()
@@ -113,7 +113,7 @@ class FakeClock:
 
 
 def policy(deferred=True, needs_values=False, every=4, seconds=1.0):
-    from nsightx._runloop import CollectPolicy
+    from nsightx._run.loop import CollectPolicy
 
     clock = FakeClock()
     return CollectPolicy(deferred, needs_values, every, seconds, clock=clock), clock
@@ -149,8 +149,8 @@ def test_policy_collects_at_a_config_end_only_after_enough_time():
 
 
 def test_policy_for_session_reads_the_limits_when_built(monkeypatch):
-    from nsightx import _backend
-    from nsightx._runloop import CollectPolicy
+    from nsightx._run import backend as _backend
+    from nsightx._run.loop import CollectPolicy
 
     monkeypatch.setattr(_backend, "COLLECT_EVERY", 3)
     p = CollectPolicy.for_session(DeferredHost(), needs_values=False)
@@ -161,7 +161,7 @@ def test_policy_for_session_reads_the_limits_when_built(monkeypatch):
 
 
 def test_run_stage_drives_an_in_process_backend_through_the_run_loop(plugin_host):
-    from nsightx._runloop import execute
+    from nsightx._run.loop import execute
 
     backend = plugin_host.backends["host"]()
     assert not backend.measures_elsewhere()
@@ -173,8 +173,8 @@ def test_run_stage_drives_an_in_process_backend_through_the_run_loop(plugin_host
 
 
 def test_run_stage_hands_an_overriding_backend_the_whole_plan():
-    from nsightx._backend import Availability, Backend, Capabilities
-    from nsightx._runloop import execute
+    from nsightx._run.backend import Availability, Backend, Capabilities
+    from nsightx._run.loop import execute
 
     class Elsewhere(Backend):
         name = "elsewhere"

@@ -141,7 +141,7 @@ def test_every_bad_option_is_our_error_never_a_pydantic_validation_error(option,
 
 def test_every_option_has_one_default_on_the_spec_model():
     """build_spec() with nothing given is the model's defaults, field by field."""
-    from nsightx._spec import ProfileSpec, build_spec
+    from nsightx._spec.options import ProfileSpec, build_spec
 
     spec = build_spec()
     for name, field in ProfileSpec.model_fields.items():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from nsightx._stats import betainc, ci_half_width, t_cdf, t_ppf
+from nsightx._results.stats import betainc, ci_half_width, t_cdf, t_ppf
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 9, 19, 29, 99, 999])

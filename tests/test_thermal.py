@@ -13,12 +13,11 @@ from nvml_double import GPU_A, GPU_B, FakeClock, FakeCuda, FakeGpu, install
 import nsightx
 from nsightx import CoolingTimeoutError
 from nsightx._enums import VerbosityLevel
-from nsightx._plan import Plan, ThermalSettings
-from nsightx._planner import temperature_source
-from nsightx._plugins import default_host
-from nsightx._runloop import run_loop
-from nsightx._sink import RunSink
-from nsightx._thermal import (
+from nsightx._host.plugins import default_host
+from nsightx._results.sink import RunSink
+from nsightx._run.loop import run_loop
+from nsightx._run.plan import Plan, ThermalSettings
+from nsightx._run.thermal import (
     ADAPT_STEP_C,
     CLOSE_PAUSE_RUNS,
     PAUSE_COLUMN,
@@ -26,6 +25,7 @@ from nsightx._thermal import (
     ThermalGuard,
     make_guard,
 )
+from nsightx._spec.planner import temperature_source
 
 
 def guard_over(monkeypatch, temp, mode="auto", device=None, **band):
@@ -250,7 +250,7 @@ def test_make_guard_watches_thermal_device_else_profiled_device(plugin_host, mon
 def test_make_guard_without_a_source_warns_once(plugin_host, monkeypatch):
     from nsightx_nvml import _collectors
 
-    from nsightx import _planner
+    from nsightx._spec import planner as _planner
 
     def missing():
         raise ImportError("No module named 'pynvml'")
@@ -271,7 +271,7 @@ class FakeTime:
 
 def test_run_loop_records_pauses_per_measured_run(plugin_host, monkeypatch):
     """Through the real run loop and host session: the pause before warm-up and run 0 lands on run 0."""
-    from nsightx import _thermal
+    from nsightx._run import thermal as _thermal
 
     clock = FakeClock()
     # hot at the first check (before the warm-up run), cool after 3 s, then cool for good
@@ -286,7 +286,7 @@ def test_run_loop_records_pauses_per_measured_run(plugin_host, monkeypatch):
 
 
 def test_run_loop_manual_timeout_stops_the_call(plugin_host, monkeypatch):
-    from nsightx import _thermal
+    from nsightx._run import thermal as _thermal
 
     clock = FakeClock()
     install(monkeypatch, [FakeGpu(GPU_A, temp_c=88)], clock=clock)

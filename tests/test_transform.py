@@ -9,8 +9,8 @@ import operator
 import pytest
 
 from nsightx import KernelCountError
-from nsightx._records import Record, RegionRun, RunRecords
-from nsightx._transform import combine_records, derive
+from nsightx._results.records import Record, RegionRun, RunRecords
+from nsightx._results.transform import combine_records, derive
 
 
 def run(cfg, r, kernels, failed=False):

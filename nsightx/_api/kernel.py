@@ -1,0 +1,370 @@
+"""``analyze.kernel``: the decorator that turns a function into a profiled sweep."""
+
+from __future__ import annotations
+
+import functools
+import platform
+import socket
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any, overload
+
+from nsightx._api.firstrun import CheckedSink, FirstRunCheck
+from nsightx._api.parallel import ParallelCall, run_parallel
+from nsightx._api.tool import active_name
+from nsightx._enums import VerbosityLevel
+from nsightx._errors import ConfigError, CounterPermissionError
+from nsightx._host.plugins import PluginHost, default_host
+from nsightx._results.output import OutputLocation, allocate
+from nsightx._results.records import RunRecords, Scalar
+from nsightx._results.results import ProfileResults, build_results, now
+from nsightx._results.schema import PlanInfo, RawHeader
+from nsightx._run import device as _device
+from nsightx._run.adaptive import STOP_COLUMN
+from nsightx._run.backend import Backend
+from nsightx._run.collectors import CollectorLike
+from nsightx._run.device import GpuInfo
+from nsightx._run.loop import execute
+from nsightx._run.plan import Plan
+from nsightx._spec import configs as _configs
+from nsightx._spec.options import ProfileSpec, build_spec, check_derive_arity, collector_objects
+from nsightx._spec.planner import build_plan, plan_info
+from nsightx._spec.select import Choice, choose, fallback
+from nsightx._version import __version__
+
+RESERVED_COLUMNS = frozenset(
+    {
+        "Annotation",
+        "Value",
+        "Metric",
+        "Kernel",
+        "GPU",
+        "Host",
+        "ComputeClock",
+        "MemoryClock",
+        "Unit",
+        "Tool",
+        "Config",
+        "Run",
+        "AvgValue",
+        "MedianValue",
+        "StdDev",
+        "MinValue",
+        "MaxValue",
+        "NumRuns",
+        "CI95_Lower",
+        "CI95_Upper",
+        "RelativeStdDevPct",
+        "StableMeasurement",
+        "Normalized",
+        "NormalizationValue",
+        "Geomean",
+        "ThrottledRuns",
+        "Throttled",
+        "ThermalPauseS",
+        STOP_COLUMN,
+    }
+)
+
+
+class ProfiledFunction:
+    """A function decorated with ``analyze.kernel``; calling it runs the sweep and returns ProfileResults."""
+
+    def __init__(self, fn: Callable[..., Any], spec: ProfileSpec, configs: Any) -> None:
+        self.fn = fn
+        self.spec = spec
+        self.shape = _configs.shape_of(fn)
+        self.name = getattr(fn, "__name__", "function")
+        self.configs = None if configs is None else _configs.normalize(self.shape, configs, self.name)
+        check_derive_arity(spec.derive_metric, len(spec.metrics) if spec.metrics else None, len(self.shape.names))
+        self._check_collector_names(collector_objects(spec))
+        functools.update_wrapper(self, fn)
+
+    def _check_collector_names(self, collectors: list[CollectorLike]) -> None:
+        seen: set[str] = set()
+        for c in collectors:
+            if c.name in seen:
+                raise ConfigError(
+                    f"Duplicate info collector name '{c.name}'. Each collector must have a unique name (the "
+                    "function name becomes the column name). Rename one of them (InfoCollector(name, ...) or "
+                    "the function's name)"
+                )
+            seen.add(c.name)
+            columns = getattr(c, "columns", None)  # optional: the keys a mapping-returning collector fills
+            for col in (c.name, *(columns if isinstance(columns, tuple) else ())):
+                self._check_collector_column(c.name, col)
+
+    def _check_collector_column(self, name: str, column: str) -> None:
+        what = "Info collector name" if column == name else f"Column '{column}' of info collector"
+        if column in RESERVED_COLUMNS:
+            raise ConfigError(
+                f"{what} '{name}' collides with a reserved profiler column. Reserved names: "
+                f"{sorted(RESERVED_COLUMNS)}. Rename the collector"
+            )
+        if column in self.shape.names:
+            raise ConfigError(
+                f"{what} '{name}' collides with a parameter of '{self.name}'. Rename the collector so it does "
+                f"not shadow a function argument column. ({self.name}'s parameters: {', '.join(self.shape.names)})"
+            )
+
+    def __call__(self, *args: Any, configs: Any = None, **kwargs: Any) -> ProfileResults:
+        if kwargs:
+            raise ConfigError(
+                f"Keyword arguments are not supported yet: {list(kwargs)}. A profiled function takes its values "
+                f"positionally: call {self.name}(...) with positional values or {self.name}(configs=[...])"
+            )
+        resolved = self._resolve_configs(args, configs)
+        host = default_host()
+        choice = choose(self.spec, host, active_name())
+        check_derive_arity(self.spec.derive_metric, len(choice.metrics), len(self.shape.names))
+        collectors = self._collectors(host)
+        self._check_per_device(choice, host)
+        if self.spec.parallel_devices is not None:
+            return run_parallel(
+                ParallelCall(self.name, self.spec, choice.backend.name, choice.backend.capabilities.needs_gpu),
+                resolved,
+                functools.partial(ProfiledFunction, self.fn, configs=None),
+            )
+        gpu = None
+        if self.spec.device is not None:
+            gpu = _device.resolve(self.spec.device, _device.visible())
+        try:
+            return self._run(resolved, choice, collectors, host, gpu)
+        except CounterPermissionError:  # "auto" with only a time metric: time it without counters
+            other = fallback(self.spec, host, active_name(), choice)
+            if other is None:
+                raise
+            dropped = f" ({', '.join(other[1])} not honoured there)" if other[1] else ""
+            warnings.warn(
+                f"{choice.backend.name} may not read the GPU's performance counters here (admin-only; "
+                f"see CounterPermissionError); backend='auto' asked only for a time metric, so "
+                f"{self.name} is measured with {other[0].backend.name} instead{dropped}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return self._run(resolved, other[0], collectors, host, gpu)
+
+    def _check_per_device(self, choice: Choice, host: PluginHost) -> None:
+        """Refuse ``device=``/``parallel_devices=`` for a backend that cannot measure on a chosen device."""
+        caps = choice.backend.capabilities
+        # CPU backends may still spread configs over worker processes (parallel_devices lists worker ids).
+        if self.spec.device is None and (self.spec.parallel_devices is None or not caps.needs_gpu):
+            return
+        if not caps.per_device:
+            others = ", ".join(n for n, cls in host.backends.items() if cls.capabilities.per_device) or "none"
+            option = "device=" if self.spec.device is not None else "parallel_devices="
+            raise ConfigError(
+                f"backend {choice.backend.name!r} cannot run per device ({option} was given); "
+                f"backends that can: {others}"
+            )
+
+    def _resolve_configs(self, args: tuple[Any, ...], configs: Any) -> tuple[tuple[Any, ...], ...]:
+        given = [
+            what
+            for what, present in (
+                ("decoration-time configs", self.configs is not None),
+                ("call-time configs=", configs is not None),
+                ("positional arguments", bool(args)),
+            )
+            if present
+        ]
+        if len(given) > 1:
+            first = (
+                "You have provided configs at decoration time and at runtime. Provide configs at decoration "
+                "time or at runtime. "
+                if self.configs is not None
+                else ""
+            )
+            raise ConfigError(
+                f"{first}{self.name} got {' and '.join(given)}; give configs in exactly one place "
+                "(at decoration, or configs=[...] at call time, or one config as positional arguments)"
+            )
+        if self.configs is not None:
+            return self.configs
+        if configs is not None:
+            return _configs.normalize(self.shape, configs, self.name)
+        if args:
+            return _configs.normalize(self.shape, [args], self.name)
+        if self.shape.required:
+            raise ConfigError(
+                "You have provided no configs. Provide configs at decoration time or at runtime. "
+                f"{self.name} requires {self.shape.required} argument(s) ({', '.join(self.shape.names)}): write "
+                f"@analyze.kernel(configs=[...]) or call {self.name}(configs=[...])"
+            )
+        return _configs.normalize(self.shape, [()])
+
+    def _collectors(self, host: PluginHost) -> list[CollectorLike]:
+        collectors = collector_objects(self.spec)
+        for item in self.spec.info_collectors:
+            if isinstance(item, str):
+                collectors += host.collectors(item)
+        names = {c.name for c in collectors}
+        collectors += [c for c in host.default_collectors() if c.name not in names]
+        self._check_collector_names(collectors)
+        return collectors
+
+    def _run(
+        self,
+        configs: tuple[tuple[Any, ...], ...],
+        choice: Choice,
+        collectors: list[CollectorLike],
+        host: PluginHost,
+        gpu: GpuInfo | None = None,
+    ) -> ProfileResults:
+        """Plan the call, measure it in this process, and build its result."""
+        spec = self.spec
+        backend = choice.backend()
+        location = allocate(spec.output_prefix, self.name) if spec.output_prefix is not None else None
+        plan = build_plan(
+            spec,
+            fn=self.fn,
+            name=self.name,
+            shape=self.shape,
+            configs=configs,
+            choice=choice,
+            collectors=collectors,
+            host=host,
+            gpu=gpu,
+            location=location,
+        )
+        try:
+            backend.validate(plan)
+        except BaseException:
+            if location is not None:
+                location.raw.unlink(missing_ok=True)  # nothing ran: give the reserved tag back
+            raise
+        info = plan_info(plan, spec)
+        start = time.perf_counter()
+        runs, environment = self._measure(backend, plan, info, location)
+        elapsed = time.perf_counter() - start
+        if gpu is not None:
+            environment["Device"] = gpu.label
+        environment.setdefault("Host", socket.gethostname())
+        environment.setdefault("python", platform.python_version())
+        environment.setdefault("nsightx", __version__)
+        if location is not None:
+            environment.setdefault("raw_data", str(location.raw))
+            environment.setdefault("sweep", location.sweep)
+        results = build_results(
+            info,
+            runs,
+            environment,
+            combine=spec.combine_kernel_metrics,
+            derive_metric=spec.derive_metric,
+            configs=configs,
+            location=location,
+            output_csv=spec.output_csv,
+        )
+        if spec.verbosity >= VerbosityLevel.INFO:
+            print(done_line(plan, runs, elapsed, location), file=sys.stderr)
+        return results
+
+    def _measure(
+        self, backend: Backend, plan: Plan, info: PlanInfo, location: OutputLocation | None
+    ) -> tuple[list[RunRecords], dict[str, Scalar]]:
+        """Run the run stage into a checked sink (and the raw file); return the runs and the environment."""
+        check = FirstRunCheck(plan, self.spec)
+        header = None
+        if location is not None:
+            header = RawHeader(
+                sweep=location.sweep, nsightx_version=__version__, created=now(), host=socket.gethostname(), plan=info
+            )
+        sink = CheckedSink(location.raw if location else None, header, check=check)
+        try:
+            environment = dict(execute(backend, plan, sink))
+        except (KeyboardInterrupt, Exception) as e:
+            if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:  # nothing to say when no run completed
+                print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)
+            raise
+        finally:
+            sink.close()
+        return sink.runs, environment
+
+
+def done_line(plan: Plan, runs: list[RunRecords], elapsed: float, location: OutputLocation | None) -> str:
+    """The one line printed when a call finishes: configs, runs, backend, time and where the files went."""
+    where = f" -> {location.folder}" if location else ""
+    count = (
+        f"x {plan.runs} run(s)"
+        if plan.stop_rule is None
+        else f"{sum(r.config >= 0 for r in runs)} run(s) in all, {plan.stop_rule.describe()}"
+    )
+    return (
+        f"nsightx: {plan.function_name}: {len(plan.configs)} config(s) {count} on {plan.backend} in "
+        f"{elapsed:.2f} s{where}"
+    )
+
+
+def stopped_line(function: str, error: BaseException, runs: int, location: OutputLocation | None) -> str:
+    """The one line printed when a sweep stops early: how many runs were saved, where, and how to load them.
+
+    Args:
+        function: Name of the profiled function.
+        error: What stopped it (``KeyboardInterrupt`` or an exception from the user's function or the backend).
+        runs: Measured runs that completed.
+        location: Where the call's files go; ``None`` without ``output_prefix``.
+    """
+    what = "interrupted" if isinstance(error, KeyboardInterrupt) else f"stopped by {type(error).__name__}"
+    if location is None:
+        return (
+            f"nsightx: {function} {what} after {runs} completed run(s); they were not saved "
+            "(give output_prefix='out/' to keep the runs of a sweep that stops)"
+        )
+    raw = str(location.raw)
+    return (
+        f"nsightx: {function} {what} after {runs} completed run(s), saved in {raw}; "
+        f"load them with nsightx.load({raw!r})"
+    )
+
+
+@overload
+def kernel(_func: Callable[..., Any]) -> ProfiledFunction: ...
+@overload
+def kernel(
+    _func: None = None, *, configs: Any = None, **options: Any
+) -> Callable[[Callable[..., Any]], ProfiledFunction]: ...
+def kernel(_func: Callable[..., Any] | None = None, *, configs: Any = None, **options: Any) -> Any:
+    """Profile every annotated region of the decorated function over a sweep of configs.
+
+    Usable bare (``@kernel``), empty (``@kernel()``) or with keyword options. Every option is validated
+    here, at decoration time; a bad value raises an error deriving from ``NsightxError`` and
+    ``ValueError``/``TypeError`` before anything runs.
+
+    Args:
+        _func: The function, when used bare.
+        configs: Iterable of configs (tuples of positional values; scalars for one-parameter functions).
+            May instead be given at call time (``f(configs=[...])``) or as one config (``f(2048)``).
+        **options: ``runs`` (10), ``warmup`` (1), ``metrics``, ``derive_metric``, ``normalize_against``,
+            ``combine_kernel_metrics``, ``ignore_kernel_list``, ``cache_control``, ``clock_control``,
+            ``replay_mode``, ``thermal_mode``/``thermal_wait``/``thermal_cont``/``thermal_timeout``/
+            ``thermal_device``, ``output_prefix``, ``output_csv``, ``verbosity``, ``info_collectors``,
+            ``backend`` ("auto" or a registered name), ``device``, ``backend_options``.
+
+    Returns:
+        A callable returning :class:`ProfileResults` (or, used bare, that callable itself).
+
+    Example:
+        >>> import nsightx
+        >>> @nsightx.analyze.kernel(configs=[(1000,), (2000,)], runs=3, backend="host",
+        ...                         verbosity=nsightx.VerbosityLevel.SILENT)
+        ... def build(n):
+        ...     with nsightx.annotate("list"):
+        ...         list(range(n))
+        >>> build().to_dataframe()["NumRuns"].tolist()
+        [3, 3]
+    """
+    unknown = sorted(set(options) - set(ProfileSpec.model_fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) for analyze.kernel: {unknown}; accepted: configs, {', '.join(ProfileSpec.model_fields)}"
+        )
+    spec = build_spec(**options)
+
+    def decorate(fn: Callable[..., Any]) -> ProfiledFunction:
+        if not callable(fn):
+            raise ConfigError(f"analyze.kernel decorates a function, got {fn!r}")
+        return ProfiledFunction(fn, spec, configs)
+
+    return decorate(_func) if _func is not None else decorate

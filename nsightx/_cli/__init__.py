@@ -1,0 +1,4 @@
+"""The command line's larger subcommands: ``doctor`` and ``demo``.
+
+Only ``nsightx.cli`` imports them.
+"""

@@ -1,0 +1,234 @@
+"""``ProfileResults``: what a decorated call returns; the one result builder; ``nsightx.load`` for a saved one.
+
+:func:`build_results` is the only place that turns measured runs into a result: the one-process call, the
+parallel call (after it merged its workers' runs) and :func:`nsightx.load_raw` all go through it, so the values,
+the schema and the files written are the same whichever path measured.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from nsightx._errors import ConfigError, ResultSchemaError
+from nsightx._plot.render import plot_frame
+from nsightx._results.output import OutputLocation, write_atomic
+from nsightx._results.records import Record, RunRecords, Scalar
+from nsightx._results.schema import PlanInfo, ResultData, describe_errors, gc_paused, schema_message
+from nsightx._results.sink import looks_raw, read_runs
+from nsightx._results.transform import combine_records, derive
+from nsightx._version import __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class ProfileResults:
+    """The result of a profiled call: raw records, per-run values and the aggregated DataFrame.
+
+    Example:
+        >>> results = profiled_function()            # doctest: +SKIP
+        >>> results.to_dataframe()[["Annotation", "AvgValue", "CI95_Lower", "CI95_Upper"]]  # doctest: +SKIP
+    """
+
+    def __init__(self, data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None) -> None:
+        self.data = data
+        self._configs = configs
+        self._frame: pd.DataFrame | None = None
+
+    def __repr__(self) -> str:
+        p = self.data.plan
+        runs = f"auto (<= {p.runs}) runs" if p.adaptive else f"{p.runs} run(s)"
+        return (
+            f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
+            f"{len(self.data.values)} values)"
+        )
+
+    @property
+    def backend(self) -> str:
+        """Name of the backend that measured (the ``Tool`` column)."""
+        return self.data.plan.backend
+
+    @property
+    def environment(self) -> Mapping[str, Scalar]:
+        """Where it was measured: GPU, host, rated clocks, versions, artifact paths."""
+        return self.data.environment
+
+    @property
+    def records(self) -> list[Record]:
+        """Every raw record the backend produced (one per region, kernel, metric and run)."""
+        return [rec for run in self.data.runs for rec in run.records]
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The aggregated DataFrame: one row per annotation, config and metric (a copy each call)."""
+        if self._frame is None:
+            from nsightx._results.dataframe import aggregate
+
+            self._frame = aggregate(self.data, self._configs)
+        return self._frame.copy()
+
+    def runs_dataframe(self) -> pd.DataFrame:
+        """The per-run DataFrame: one row per run, annotation and metric (``profiled_data`` CSV)."""
+        from nsightx._results.dataframe import runs_frame
+
+        return runs_frame(self.data)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the result as JSON (versioned schema); read it back with :func:`nsightx.load`.
+
+        The file is written atomically (a temporary file in the same folder, then ``os.replace``): a reader or
+        a crash sees the old file or the whole new one, never a part. Missing parent folders are created.
+
+        Raises:
+            ConfigError: ``path`` is a folder, lies under a file, or cannot be written.
+        """
+        out = Path(path)
+        if out.is_dir():
+            raise ConfigError(
+                f"ProfileResults.save({str(path)!r}): that is a folder; give a file path such as "
+                f"{str(out / 'result.json')!r}"
+            )
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            return write_atomic(out, self.data.model_dump_json())
+        except OSError as e:
+            raise ConfigError(
+                f"ProfileResults.save({str(path)!r}) failed: {type(e).__name__}: {e.strerror or e}; give a path "
+                "in a folder you can write to"
+            ) from e
+
+    def write_outputs(self, location: OutputLocation, csv: bool) -> None:
+        """Write ``result-<tag>.json`` and, with ``csv``, the per-run and aggregated CSVs to ``location``.
+
+        Each file is written atomically under the tag that :func:`nsightx._results.output.allocate` reserved.
+        """
+        self.save(location.path("result", "json"))
+        if csv:
+            write_atomic(location.path("profiled_data", "csv"), self.runs_dataframe().to_csv(index=False))
+            write_atomic(location.path("processed_data", "csv"), self.to_dataframe().to_csv(index=False))
+
+    def plot(self, filename: str = "plot.png", **options: Any) -> Path:
+        """Plot this result (see :func:`nsightx.analyze.plot` for the options)."""
+        return plot_frame(self.to_dataframe(), filename, **options)
+
+
+def now() -> str:
+    """The current UTC time as results store it (ISO 8601, seconds)."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def build_results(
+    plan: PlanInfo,
+    runs: Sequence[RunRecords],
+    environment: Mapping[str, Scalar],
+    *,
+    combine: Callable[[float, float], float] | None = None,
+    derive_metric: Callable[..., Any] | None = None,
+    configs: Sequence[tuple[Any, ...]] | None = None,
+    created: str | None = None,
+    nsightx_version: str = __version__,
+    config_devices: tuple[str, ...] = (),
+    location: OutputLocation | None = None,
+    output_csv: bool = False,
+) -> ProfileResults:
+    """Turn measured runs into a :class:`ProfileResults` and, with ``location``, write its files.
+
+    Args:
+        plan: What was measured (its metrics, ignored kernels and configs drive the transforms).
+        runs: Every run, in order (ONCE-scope rows included).
+        environment: Where it was measured.
+        combine: ``combine_kernel_metrics``.
+        derive_metric: ``derive_metric``.
+        configs: The config values as the call gave them (for the DataFrame); ``None``: ``plan.configs``.
+        created: Timestamp to store; ``None``: now.
+        nsightx_version: Version that measured.
+        config_devices: Per config, the device label that measured it (``parallel_devices``).
+        location: Where the call's files go; ``None`` keeps the result in memory.
+        output_csv: With ``location``, also write the per-run and aggregated CSVs.
+
+    Raises:
+        KernelCountError: a region launched several kernels and no ``combine`` was given.
+        TransformError: ``derive_metric`` failed.
+    """
+    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
+    if derive_metric is not None:
+        values = derive(values, derive_metric, plan.metrics, plan.configs)
+    data = ResultData(
+        nsightx_version=nsightx_version,
+        created=created or now(),
+        plan=plan,
+        environment=environment,
+        runs=tuple(runs),
+        values=tuple(values),
+        config_devices=config_devices,
+    )
+    results = ProfileResults(data, configs)
+    if location is not None:
+        results.write_outputs(location, output_csv)
+    return results
+
+
+def results_from_raw(
+    path: str | Path,
+    *,
+    combine_kernel_metrics: Callable[[float, float], float] | None = None,
+    derive_metric: Callable[..., Any] | None = None,
+) -> ProfileResults:
+    """The completed runs of a raw file as a result (the body of :func:`nsightx.load_raw`, which documents it).
+
+    Raises:
+        ResultSchemaError: the file has no header, was written by a newer nsightx, or has a damaged line.
+        KernelCountError: a region launched several kernels and no ``combine_kernel_metrics`` was given.
+    """
+    header, runs = read_runs(path)
+    if header is None:
+        raise ResultSchemaError(
+            f"{str(path)!r} has no header line, so its runs cannot be matched to configs; it was written by an "
+            "older nsightx or by a backend's worker; nsightx._results.sink.read_raw reads its runs without parameters"
+        )
+    runs.sort(key=lambda r: (r.config, r.run))  # configs of parallel_devices come back in completion order
+    environment: dict[str, Scalar] = {
+        "Host": header.host,
+        "nsightx": header.nsightx_version,
+        "raw_data": str(path),
+        "sweep": header.sweep,
+    }
+    return build_results(
+        header.plan,
+        runs,
+        environment,
+        combine=combine_kernel_metrics,
+        derive_metric=derive_metric,
+        created=header.created,
+        nsightx_version=header.nsightx_version,
+    )
+
+
+def load(path: str | Path) -> ProfileResults:
+    """Load a result saved with :meth:`ProfileResults.save`, or the completed runs of a raw file.
+
+    A raw ``raw_data-*.jsonl`` file (what a stopped sweep leaves behind) is recognised by its first line and
+    read with :func:`nsightx.load_raw`.
+
+    Raises:
+        ResultSchemaError: the file is not a saved result (the message names the first bad or missing field),
+            was written by a newer schema, or is a raw file with a damaged line.
+    """
+    p = Path(path)
+    if looks_raw(p):
+        return results_from_raw(p)
+    try:
+        text = p.read_bytes()
+    except OSError as e:
+        raise ResultSchemaError(f"cannot read result file {str(path)!r}: {e}") from e
+    try:
+        with gc_paused():
+            return ProfileResults(ResultData.model_validate_json(text))
+    except ValidationError as e:
+        raise ResultSchemaError(
+            schema_message(e) or f"{str(path)!r} is not an nsightx result: {describe_errors(e)}"
+        ) from e

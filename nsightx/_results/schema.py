@@ -1,0 +1,174 @@
+"""The saved result: a versioned, frozen pydantic model that round-trips through JSON."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from pydantic import ValidationError, field_validator
+
+from nsightx._errors import ResultSchemaError
+from nsightx._model import Frozen
+from nsightx._results.records import RunRecords, Scalar
+from nsightx._results.transform import RunValue
+
+SCHEMA_VERSION: int = 1
+RAW_FORMAT: int = 1
+"""Version of the raw JSON-lines format (its header line and run lines)."""
+RAW_KIND = "nsightx-raw"
+"""The ``kind`` of a raw file's header line, which is how :func:`nsightx.load` tells a raw file from a result."""
+
+
+class PlanInfo(Frozen):
+    """What was asked: the parts of the plan that describe the measurement (no callables)."""
+
+    function: str
+    """Qualified name of the profiled function."""
+    params: tuple[str, ...]
+    """Parameter names."""
+    configs: tuple[tuple[Any, ...], ...]
+    """Config values (JSON-safe: objects that JSON cannot hold are stored as their ``repr``)."""
+    runs: int
+    """Measured runs per config; under ``runs="auto"`` the most allowed (``max_runs``)."""
+    adaptive: bool = False
+    """True when ``runs="auto"`` chose each config's run count (see ``NumRuns`` and ``StopReason``)."""
+    warmup: int
+    metrics: tuple[str, ...]
+    backend: str
+    cache_control: str
+    clock_control: str
+    replay_mode: str
+    normalize_against: str | None = None
+    combine_kernel_metrics: str | None = None
+    """Name of the reducer, for the record."""
+    derive_metric: str | None = None
+    """Name of the derive function, for the record."""
+    ignore_kernel_list: tuple[str, ...] = ()
+    device: int | str | None = None
+
+    @field_validator("configs", mode="before")
+    @classmethod
+    def _json_safe(cls, value: Any) -> Any:
+        return tuple(tuple(_json_safe(v) for v in cfg) for cfg in value)
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class ResultData(Frozen):
+    """Everything a profiled call produced, as stored by ``ProfileResults.save``."""
+
+    schema_version: Literal[1] = 1
+    """Version of this schema; a newer file is refused with an upgrade hint."""
+    nsightx_version: str
+    """Version of nsightx that measured."""
+    created: str
+    """ISO 8601 time at which the call finished."""
+    plan: PlanInfo
+    """What was asked."""
+    environment: Mapping[str, Scalar] = {}
+    """Where it was measured: ``GPU``, ``Host``, rated clocks, Python and backend versions, artifacts."""
+    runs: tuple[RunRecords, ...] = ()
+    """Raw per-run records, as the backend produced them."""
+    values: tuple[RunValue, ...] = ()
+    config_devices: tuple[str, ...] = ()
+    """Device (``"<ordinal>:<uuid>"``) that measured each config, when configs were spread over GPUs."""
+    """Per-run values after ``ignore_kernel_list``, ``combine_kernel_metrics`` and ``derive_metric``."""
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _check_version(cls, version: Any) -> Any:
+        # A field validator, not a model "before" validator: that would make pydantic build the whole document
+        # as Python objects first, doubling the time and memory of nsightx.load.
+        if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+            raise ResultSchemaError(
+                f"result written by schema v{version}; this nsightx reads schema v1 to "
+                f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
+            )
+        return version
+
+
+class RawHeader(Frozen):
+    """The first line of a raw ``raw_data-*.jsonl`` file: what the sweep was, so its runs can be read alone.
+
+    Every following line is one finished run (:class:`~nsightx.RunRecords` fields plus ``"sweep"``, which
+    must equal this header's ``sweep``).
+    """
+
+    kind: Literal["nsightx-raw"] = "nsightx-raw"
+    """Marks the file as a raw nsightx file (the first key of the first line)."""
+    format: int = RAW_FORMAT
+    """Version of the raw format; a newer one is refused with an upgrade hint."""
+    sweep: str
+    """Random id of the call that wrote the file; every run line repeats it."""
+    nsightx_version: str
+    """Version of nsightx that measured."""
+    created: str
+    """ISO 8601 time at which the sweep started."""
+    host: str | None = None
+    """Host name of the machine that measured."""
+    plan: PlanInfo
+    """What was asked: function name, parameter names, config values (JSON-safe), runs, metrics, backend."""
+
+    @field_validator("format")
+    @classmethod
+    def _check_format(cls, value: int) -> int:
+        if value > RAW_FORMAT or value < 1:
+            raise ResultSchemaError(
+                f"raw file written in format v{value}; this nsightx reads format v1 to v{RAW_FORMAT}; "
+                "upgrade nsightx (pip install -U nsightx)"
+            )
+        return value
+
+
+def describe_errors(e: ValidationError) -> str:
+    """The first problem of a validation error as ``<field path>: <problem>``, plus how many more there are.
+
+    The path is dotted, with list positions as numbers (``runs.3.records.0.value``), so a user can find the
+    field in the file.
+    """
+    errors = e.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"])
+    what = "missing" if first["type"] == "missing" else str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"field {where!r}: {what}{more}" if where else f"{what}{more}"
+
+
+def schema_message(e: ValidationError) -> str | None:
+    """The message of a :class:`ResultSchemaError` raised inside validation (a version check), if any."""
+    for err in e.errors(include_url=False):
+        msg = str(err.get("msg", ""))
+        if " v" in msg and "upgrade nsightx" in msg:
+            return msg.removeprefix("Value error, ")
+    return None
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a whole result is built, then restore its previous state.
+
+    Loading creates hundreds of thousands of container objects and no reference cycles; on Python 3.11 the
+    collector would walk all of them again and again as they are made (it took more than half the load time
+    in ``benchmarks/load_result.py``). Reference counting still frees everything as usual.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -1,0 +1,292 @@
+"""Pure transformations from raw backend records to per-run values.
+
+``ignore_kernel_list`` drops kernels, ``combine_kernel_metrics`` folds several kernels of one region into one
+value, and ``derive_metric`` adds metrics computed from the measured ones. All three work by identity:
+records are grouped by (annotation, config, run, metric), never matched by position.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from nsightx._errors import ConfigError, KernelCountError, MeasurementError, TransformError
+from nsightx._results.records import Lean, Record, RunRecords
+
+FAILED_KERNEL = "failed"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunValue(Lean):
+    """One value of one metric for one region in one run, after combining and deriving.
+
+    A lean record type, like the raw records (see :mod:`nsightx._results.records`): a result holds one per run, region
+    and metric.
+    """
+
+    annotation: str
+    config: int
+    run: int
+    metric: str
+    value: float
+    unit: str | None = None
+    kernel: str = ""
+    """Kernel name(s): ``a|b`` when several kernels were combined; ``failed`` for a failed region."""
+
+
+def _key(r: Record) -> tuple[str, int, int, str]:
+    return (r.annotation, r.config, r.run, r.metric)
+
+
+def combine_records(
+    runs: Sequence[RunRecords],
+    metrics: Sequence[str],
+    *,
+    ignore_kernels: Iterable[str] = (),
+    combine: Callable[[float, float], float] | None = None,
+) -> list[RunValue]:
+    """Turn raw records into one value per (annotation, config, run, metric).
+
+    Raises:
+        KernelCountError: a region launched several kernels and ``combine`` is None.
+    """
+    ignored = set(ignore_kernels)
+    groups: dict[tuple[str, int, int, str], list[Record]] = defaultdict(list)
+    region_metrics: dict[tuple[str, int, int], dict[str, None]] = defaultdict(dict)
+    failed: set[tuple[str, int, int]] = set()
+    order: list[tuple[str, int, int]] = []
+    seen_regions: set[tuple[str, int, int]] = set()
+    for run in runs:
+        for reg in run.regions:
+            rid = (reg.annotation, reg.config, reg.run)
+            if rid not in seen_regions:
+                seen_regions.add(rid)
+                order.append(rid)
+            if reg.failed:
+                failed.add(rid)
+        for rec in run.records:
+            if rec.kernel in ignored:
+                continue
+            rid = (rec.annotation, rec.config, rec.run)
+            if rid not in seen_regions:
+                seen_regions.add(rid)
+                order.append(rid)
+            groups[_key(rec)].append(rec)
+            region_metrics[rid][rec.metric] = None
+    out: list[RunValue] = []
+    for rid in order:
+        ann, cfg, run_i = rid
+        if rid in failed:
+            out.extend(
+                RunValue(
+                    annotation=ann, config=cfg, run=run_i, metric=m, value=math.nan, unit=None, kernel=FAILED_KERNEL
+                )
+                for m in metrics
+            )
+            continue
+        for metric in _metrics_of(region_metrics.get(rid, {}), metrics):
+            recs = groups.get((ann, cfg, run_i, metric))
+            if not recs:
+                continue
+            out.append(_fold(recs, combine))
+    return out
+
+
+def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str]) -> list[str]:
+    present = [m for m in metrics if m in measured]
+    # Backends may report extra metrics (ncu sections): keep them after the requested ones.
+    extra = sorted(set(measured) - set(metrics))
+    return present + extra
+
+
+def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -> RunValue:
+    first = recs[0]
+    if len(recs) == 1:
+        return RunValue(
+            annotation=first.annotation,
+            config=first.config,
+            run=first.run,
+            metric=first.metric,
+            value=first.value,
+            unit=first.unit,
+            kernel=first.kernel,
+        )
+    recs = sorted(recs, key=lambda r: r.seq)
+    if combine is None:
+        names = "\n".join(f"  {r.seq}: {r.kernel}" for r in recs)
+        raise KernelCountError(
+            f"More than one (total={len(recs)}) kernel is launched within the {first.annotation} annotation.\n"
+            "We expect one kernel per annotation.\n"
+            f"nsightx counted them in config {first.config}, run {first.run} (metric {first.metric}); it reports "
+            "one value per region.\n"
+            "Try one of the following solutions:\n"
+            "  - Use `combine_kernel_metrics = lambda x, y: ...` (or operator.add, max: any function (a, b) -> "
+            "value) to combine the metrics of multiple kernels\n"
+            "  - Add some of the kernels to the ignore_kernel_list\n"
+            "  - Use `replay_mode='range'` (ncu backend) to profile the entire annotated range instead of "
+            "individual kernels\n"
+            f"Kernels are:\n{names}"
+        )
+    try:
+        value = functools.reduce(combine, (r.value for r in recs))
+    except Exception as e:
+        raise ConfigError(f"combine_kernel_metrics {combine!r} failed on {first.metric}: {e}") from e
+    number = _as_float(value)
+    if number is None:
+        raise TransformError(
+            f"combine_kernel_metrics {combine!r} returned {_show(value)} for metric {first.metric!r} of annotation "
+            f"{first.annotation!r} (config {first.config}, run {first.run}); it must return one number, as "
+            "operator.add or max do",
+            function=_fn_name(combine),
+            config=first.config,
+            returned=value,
+        )
+    return RunValue(
+        annotation=first.annotation,
+        config=first.config,
+        run=first.run,
+        metric=first.metric,
+        value=number,
+        unit=first.unit,
+        kernel="|".join(r.kernel for r in recs),
+    )
+
+
+def _as_float(value: object) -> float | None:
+    """``value`` as a float, or None when it is not a number (a str, None, a list, ...)."""
+    if value is None or isinstance(value, str | bytes):
+        return None  # float("1.5") would parse a str: a metric value must be a number
+    try:
+        return float(value)  # type: ignore[arg-type]  # int, numpy scalars, 0-d arrays, Decimal, ...
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _show(value: object, limit: int = 80) -> str:
+    """A short ``repr`` with the type, for messages about a returned value."""
+    text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _fn_name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+
+
+def derive(
+    values: list[RunValue],
+    fn: Callable[..., Any],
+    metrics: Sequence[str],
+    configs: Sequence[tuple[Any, ...]],
+    *,
+    warn: bool = True,
+) -> list[RunValue]:
+    """Append the metrics ``fn(*metric_values, *config_args)`` computes for each (annotation, config, run).
+
+    A scalar result is named after ``fn.__name__``; a ``(value, unit)`` tuple carries a unit; a mapping adds
+    one metric per key. A result with no unit gives ``unit=None`` and one ``UserWarning`` (unless ``warn`` is
+    false: the first-run check applies the same function without warning twice).
+
+    Raises:
+        MeasurementError: ``fn`` raised.
+        TransformError: ``fn`` returned something other than a number, a ``(number, unit)`` tuple with a str
+            unit, or a mapping of str names to those.
+        ConfigError: a derived metric is named like a measured one (their values would be pooled).
+    """
+    by_region: dict[tuple[str, int, int], dict[str, RunValue]] = defaultdict(dict)
+    for v in values:
+        by_region[(v.annotation, v.config, v.run)][v.metric] = v
+    name = getattr(fn, "__name__", "derived")
+    measured = {v.metric for v in values}
+    out = list(values)
+    warned = not warn
+    for (ann, cfg, run_i), got in by_region.items():
+        if not all(m in got for m in metrics):
+            continue
+        result = _call_derive(fn, name, [got[m].value for m in metrics], configs[cfg], (ann, cfg, run_i))
+        where = f"annotation {ann!r}, config {cfg} {tuple(configs[cfg])!r}, run {run_i}"
+        for metric, value, unit in _derived(result, name, where, cfg):
+            _check_derived(name, metric, unit, measured, warned)
+            warned = warned or unit is None
+            kernel = got[metrics[0]].kernel
+            out.append(
+                RunValue(annotation=ann, config=cfg, run=run_i, metric=metric, value=value, unit=unit, kernel=kernel)
+            )
+    return out
+
+
+def _call_derive(
+    fn: Callable[..., Any], name: str, inputs: list[float], args: tuple[Any, ...], at: tuple[str, int, int]
+) -> Any:
+    """``fn(*inputs, *args)``, or NaN when an input is NaN; a failure names the region it was called for."""
+    if any(math.isnan(x) for x in inputs):
+        return math.nan
+    try:
+        return fn(*inputs, *args)
+    except Exception as e:
+        ann, cfg, run_i = at
+        raise MeasurementError(
+            f"derive_metric {name!r} raised {type(e).__name__}: {e} for annotation {ann!r}, config {cfg}, run {run_i}"
+        ) from e
+
+
+def _check_derived(name: str, metric: str, unit: str | None, measured: set[str], warned: bool) -> None:
+    """Refuse a derived metric named like a measured one; warn (once, unless ``warned``) about a missing unit."""
+    if metric in measured:
+        raise ConfigError(
+            f"derive_metric {name!r} returned a metric named {metric!r}, which is also measured; its values "
+            "would be pooled with the measured ones. Give the derived metric its own name (return "
+            f"{{'{metric}_derived': ...}}, or rename the function)"
+        )
+    if unit is None and not warned:
+        warnings.warn(
+            f"Derived metric '{metric}' does not have a unit specified. Return a tuple (value, unit) "
+            "instead of just the value. np.nan will be added to the 'Unit' column in the dataframe. "
+            "(nsightx warns once per call.)",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+_DERIVE_FORMS = (
+    "it must return a number, a (number, unit) tuple with a str unit, or a dict of metric name (str) to "
+    "either, e.g. return 2 * n**3 / t_ns / 1e3, 'TFLOP/s'"
+)
+
+
+def _derived(result: object, name: str, where: str, config: int) -> list[tuple[str, float, str | None]]:
+    """The (metric, value, unit) triples of one ``derive_metric`` result, or a TransformError saying what is wrong."""
+
+    def bad(problem: str) -> TransformError:
+        return TransformError(
+            f"derive_metric {name!r} returned {_show(result)} for {where}: {problem}; {_DERIVE_FORMS}",
+            function=name,
+            config=config,
+            returned=result,
+        )
+
+    items = list(result.items()) if isinstance(result, Mapping) else [(name, result)]
+    out: list[tuple[str, float, str | None]] = []
+    for metric, item in items:
+        if not isinstance(metric, str) or not metric:
+            raise bad(f"the key {metric!r} is not a metric name")
+        label = "" if metric == name and not isinstance(result, Mapping) else f"{metric!r}: "
+        if isinstance(item, tuple):
+            if len(item) != 2:
+                raise bad(f"{label}a tuple must be (value, unit), this one has {len(item)} item(s)")
+            value, unit = item
+            if unit is not None and not isinstance(unit, str):
+                raise bad(f"{label}the unit {unit!r} is of type {type(unit).__name__}, not a str")
+        else:
+            value, unit = item, None
+        number = _as_float(value)
+        if number is None:
+            raise bad(f"{label}the value {_show(value)} is not a number" if value is not result else "not a number")
+        out.append((metric, number, unit))
+    return out

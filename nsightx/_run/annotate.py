@@ -1,0 +1,91 @@
+"""``nsightx.annotate``: mark a region of the profiled function."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from nsightx._errors import ConfigTypeError
+from nsightx._run import context as _context
+
+if TYPE_CHECKING:
+    from nsightx._results.records import RegionId
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class annotate:
+    """Mark a region whose work is measured, as a context manager or a decorator.
+
+    Outside a profiled call it does nothing, so the annotated code runs unchanged.
+
+    Args:
+        name: Region name; one row per name in the result. Must be unique within one run.
+        ignore_failures: If True, an exception inside the region is swallowed (with a warning) and the
+            region's values for this run become NaN; the run and the sweep go on.
+
+    Example:
+        >>> with annotate("matmul"):
+        ...     pass
+    """
+
+    def __init__(self, name: str, ignore_failures: bool = False) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigTypeError(f"annotate() needs a non-empty str name, got {name!r}")
+        self.name = name
+        self.ignore_failures = ignore_failures
+        self._region: RegionId | None = None
+        self._state: _context.RunState | None = None
+
+    def __enter__(self) -> annotate:
+        state = _context.current()
+        if state is not None:
+            self._state = state
+            self._region = state.enter(self.name)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        state, region = self._state, self._region
+        self._state = self._region = None
+        failed = exc is not None and isinstance(exc, Exception)
+        if state is not None and region is not None:
+            state.exit(region, failed=failed and self.ignore_failures)
+        if failed and self.ignore_failures:
+            warnings.warn(
+                f"region {self.name!r} raised {type(exc).__name__}: {exc}; its values for this run are NaN",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return True
+        return False
+
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
+        """Use as a decorator: each call of ``func`` is one region."""
+
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            result: R | None = None
+            with annotate(self.name, self.ignore_failures):
+                result = func(*args, **kwargs)
+            return result  # type: ignore[return-value]  # None only when a failure was swallowed
+
+        return wrapper
+
+
+class ignore_failures:
+    """Swallow any ``Exception`` raised inside the block (meant for warm-up code outside annotations)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        return exc is not None and isinstance(exc, Exception)

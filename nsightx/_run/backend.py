@@ -1,0 +1,258 @@
+"""The backend contract: what a measuring tool must provide to plug into nsightx.
+
+The core never names a backend. Backends are classes registered through the ``nsightx_register_backends``
+hook; the core asks each one for its :class:`Capabilities` and :meth:`Backend.availability`. An in-process
+backend only implements :meth:`Backend.session`; the run stage drives it through the shared run loop
+(:func:`nsightx._run.loop.execute`). A backend that measures elsewhere (the ncu worker) overrides
+:meth:`Backend.execute` and still feeds the same :class:`~nsightx._results.records.RunRecords` into the sink.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
+
+from pydantic import BeforeValidator, ValidationError
+
+from nsightx._errors import ConfigError
+from nsightx._model import Frozen
+from nsightx._results.records import Record, RegionId, Scalar
+
+if TYPE_CHECKING:
+    from nsightx._results.sink import Sink
+    from nsightx._run.plan import Plan
+
+
+class Capabilities(Frozen):
+    """What a backend can deliver; "auto" compares these with what the decorator asks."""
+
+    metrics: frozenset[str] | None
+    """Metric names it can measure; ``None`` means any name its tool accepts (ncu)."""
+    default_metrics: tuple[str, ...]
+    """Its natural time metric(s), used when the decorator leaves ``metrics`` unset."""
+    cache_control: frozenset[str] = frozenset({"none"})
+    """Accepted ``cache_control`` values; the first of ("all", "none") it accepts is its default."""
+    clock_control: frozenset[str] = frozenset({"none"})
+    """Accepted ``clock_control`` values."""
+    replay_modes: frozenset[str] = frozenset({"kernel"})
+    """Accepted ``replay_mode`` values."""
+    needs_gpu: bool = True
+    """Whether it measures GPU work (False only for the host clock)."""
+    per_device: bool = True
+    """Whether it can measure on a chosen CUDA device (``device=``, ``parallel_devices=``)."""
+    cost: int = 100
+    """Relative overhead per measured run; "auto" tries the backends that take part in it, lowest cost first.
+
+    The first-party scale: 10 ``cupti`` (traces kernels in process), 20 ``events`` (a CUDA event pair per
+    region), 50 ``host`` (the host clock, CPU time only: what "auto" falls back to without a GPU), 100 ``ncu`` (a
+    worker process under Nsight Compute, kernel replay). Ties go to the backend registered first.
+    """
+    auto: bool = False
+    """Whether ``backend="auto"`` may choose it. Off unless a backend opts in (the first-party ones do), so a
+    third-party backend with a low ``cost`` is used when named, never silently in place of the first-party ones."""
+
+
+class Availability(Frozen):
+    """Whether a backend can run here, and if not, why and how to fix it."""
+
+    available: bool
+    """True when the backend can run in this process."""
+    reason: str = ""
+    """What is missing (or what was found, when available)."""
+    remedy: str = ""
+    """What the user can do about it."""
+    version: str | None = None
+    """Version of the underlying tool, when known."""
+
+
+@dataclass
+class RunOutput:
+    """What a session hands back at the end of one run of the user's function."""
+
+    records: list[Record] = field(default_factory=list)
+    """Metric values, one per (region, kernel, metric)."""
+    region_attributes: dict[str, dict[str, Scalar]] = field(default_factory=dict)
+    """Extra per-region measurements keyed by annotation name (e.g. ``device_ns``, ``kernel_count``)."""
+
+
+class Session(abc.ABC):
+    """One backend session over a whole plan, driven by the run loop.
+
+    The run loop calls, for each run: :meth:`start_run` (outside any region: cache flush and the like),
+    then :meth:`region_enter`/:meth:`region_exit` around each annotated region (from whichever thread opens
+    it), then :meth:`finish_run`, which returns the run's records.
+    """
+
+    deferred: bool = False
+    """True when :meth:`finish_run` returns nothing and the records come later from :meth:`collect_runs`.
+
+    Collecting a GPU tracer's buffers costs far more than a short run (a forced CUPTI flush with its
+    synchronisation is ~0.6 ms), and waiting for the GPU stops the host from queueing the next runs, so a deferred
+    session collects once for many runs: the run loop calls :meth:`collect_runs` every :data:`COLLECT_EVERY`
+    runs, at the end of a config when :data:`COLLECT_SECONDS` have passed since the last collection, at the end
+    of the call, when a run fails, and after every run when an adaptive run count needs values.
+    """
+
+    def collect_runs(self) -> Mapping[tuple[int, int], RunOutput]:
+        """For deferred sessions: the outputs of every run finished since the last call, keyed (config, run).
+
+        Warm-up runs (negative run index) may be included; they are discarded.
+        """
+        return {}
+
+    def start_run(self, config: int, run: int) -> None:  # noqa: B027 - optional hook
+        """Prepare a run (flush caches, reset counters). Called outside any region."""
+
+    @abc.abstractmethod
+    def region_enter(self, region: RegionId) -> None:
+        """A region opens. Must be cheap: it sits on the measured path."""
+
+    @abc.abstractmethod
+    def region_exit(self, region: RegionId, failed: bool) -> None:
+        """A region closes; ``failed`` is true when the region raised and the failure was ignored."""
+
+    @abc.abstractmethod
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        """Return what was measured during the run that just ended."""
+
+    def environment(self) -> Mapping[str, Scalar]:
+        """Facts about the device measured (``GPU``, ``ComputeClock``, ``MemoryClock`` in kHz, ...)."""
+        return {}
+
+
+COLLECT_EVERY = 64
+"""A deferred session is collected at least this often (runs), bounding what a hard crash could lose."""
+
+COLLECT_SECONDS = 1.0
+"""A deferred session is also collected at the end of a config once this much time has passed since the last
+collection: a short sweep is collected once, a long one about every second (its raw file grows as it goes)."""
+
+
+class Backend(abc.ABC):
+    """A way of measuring annotated regions. Subclass, set the class variables, register via the hook."""
+
+    name: ClassVar[str]
+    """Registered name, used by ``backend=`` and ``activate``."""
+    description: ClassVar[str] = ""
+    """One line saying what it measures."""
+    capabilities: ClassVar[Capabilities]
+    """What it can deliver."""
+
+    @classmethod
+    @abc.abstractmethod
+    def availability(cls) -> Availability:
+        """Say whether this backend can run here. Must never raise and must stay cheap."""
+
+    def validate(self, plan: Plan) -> None:  # noqa: B027 - optional hook
+        """Reject options this backend cannot honour beyond what :attr:`capabilities` says. Raise ConfigError."""
+
+    def session(self, plan: Plan) -> AbstractContextManager[Session]:
+        """Open an in-process session for ``plan``. Backends that override :meth:`execute` need not."""
+        raise NotImplementedError(f"backend {self.name!r} does not run in process")
+
+    def execute(self, plan: Plan, sink: Sink) -> Mapping[str, Scalar]:
+        """Measure every run of ``plan`` elsewhere, writing each run's records to ``sink`` as it completes.
+
+        Only a backend that does not measure in this process overrides this (the ncu worker). Every other backend
+        implements :meth:`session` only: the run stage (:func:`nsightx._run.loop.execute`) then drives that
+        session through the shared run loop itself, so this contract does not depend on the run loop.
+
+        Returns:
+            The environment the backend measured in (GPU name, clocks, ...).
+        """
+        raise NotImplementedError(f"backend {self.name!r} measures in process: run it with nsightx._run.loop.execute")
+
+    @classmethod
+    def measures_elsewhere(cls) -> bool:
+        """Whether this backend overrides :meth:`execute` (and so measures outside the shared run loop)."""
+        return cls.execute is not Backend.execute
+
+
+class BackendOptions(Frozen):
+    """Base of a backend's ``backend_options`` model: one pydantic field per key, with its default and docstring.
+
+    Subclass it with one field per option (the attribute docstring's first sentence is what an error message
+    says the key means) and call :meth:`parse` on ``plan.backend_options`` in :meth:`Backend.validate` and
+    wherever the backend reads an option: every key then has one default and one check. A bad key or value
+    raises :class:`~nsightx.ConfigError` naming the key, the value and what is accepted; pydantic's
+    ``ValidationError`` never reaches the user.
+
+    Example:
+        >>> from typing import Literal
+        >>> class EchoOptions(BackendOptions):
+        ...     echo_level: Literal["low", "high"] = "low"
+        >>> EchoOptions.parse({"echo_level": "high"}, "echo").echo_level
+        'high'
+    """
+
+    @classmethod
+    def parse(cls, options: Mapping[Any, Any] | None, backend: str) -> Self:
+        """Validate ``options`` (a plan's ``backend_options``) for the backend named ``backend``.
+
+        Raises:
+            ConfigError: an unknown key, or a value the field does not accept.
+        """
+        data = dict(options or {})
+        unknown = sorted(set(data) - set(cls.model_fields), key=str)
+        if unknown:
+            raise ConfigError(cls._unknown_message(unknown, backend))
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            err = e.errors(include_url=False)[0]
+            key = str(err["loc"][0]) if err["loc"] else "backend_options"
+            raise ConfigError(
+                f"backend_options[{key!r}]={data.get(key)!r} {_problem(err['msg'])} (the {backend} backend)"
+            ) from e
+
+    @classmethod
+    def _unknown_message(cls, unknown: list[Any], backend: str) -> str:
+        if not cls.model_fields:
+            return (
+                f"backend_options {unknown} are not understood by the {backend} backend, which takes "
+                "no backend_options; remove them (or choose the backend they were written for)"
+            )
+        meanings = "; ".join(f"{k}: {(f.description or '').split(chr(10))[0]}" for k, f in cls.model_fields.items())
+        return (
+            f"backend_options {unknown} are not understood by the {backend} backend; accepted keys: "
+            f"{', '.join(cls.model_fields)} ({meanings})"
+        )
+
+
+def _problem(message: str) -> str:
+    """Pydantic's message for a bad value, as the rest of ours read (``must be 'a' or 'b'``)."""
+    for prefix in ("Value error, ", "Input should be "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+            if prefix == "Input should be ":
+                message = "must be " + message
+    return message
+
+
+BYTES_MINIMUM = 1 << 16
+"""The smallest buffer a byte-count option accepts."""
+
+
+def _check_bytes(value: object) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < BYTES_MINIMUM):
+        raise ValueError(f"must be an int of at least {BYTES_MINIMUM} bytes")
+    return value
+
+
+ByteCount = Annotated[int | None, BeforeValidator(_check_bytes)]
+"""A buffer size option: ``None`` (the backend's default) or an int of at least :data:`BYTES_MINIMUM` bytes."""
+
+
+class NoOptions(BackendOptions):
+    """The options of a backend that takes none (every key is refused)."""
+
+
+def first_supported(preferred: Sequence[str], accepted: frozenset[str]) -> str:
+    """Return the first of ``preferred`` that ``accepted`` contains (how defaults resolve per backend)."""
+    for value in preferred:
+        if value in accepted:
+            return value
+    return sorted(accepted)[0]

@@ -1,0 +1,209 @@
+"""Info collectors: values gathered around the measurement (clocks, versions, temperatures, ...).
+
+Three sources give the same object: ``info_collectors=[...]`` on the decorator, callables decorated with
+:func:`nsightx.experimental.collect`, and plugins that register collectors through the
+``nsightx_register_collectors`` hook. Each collector receives a typed :class:`CollectContext`; callables made
+with ``collect`` can instead use nsight-python's positional convention.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from nsightx._enums import CollectionScope
+from nsightx._errors import ConfigError, ConfigTypeError
+from nsightx._results.records import Scalar
+
+
+@dataclass(frozen=True)
+class CollectContext:
+    """What a collector knows when it is called. Fields that do not apply to the scope are ``None``."""
+
+    scope: CollectionScope
+    """The scope of this call."""
+    function: str
+    """Name of the profiled function."""
+    args: tuple[Any, ...] = ()
+    """The config's positional arguments (config, run and annotation scopes)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """The same arguments keyed by parameter name."""
+    config: int | None = None
+    """Config index."""
+    run: int | None = None
+    """Run index (negative for warm-up runs, whose values are discarded)."""
+    annotation: str | None = None
+    """Annotation name (annotation scope)."""
+    device: int | None = None
+    """CUDA device ordinal being profiled, when known."""
+    backend: str = ""
+    """Name of the backend measuring."""
+
+
+CollectResult = Scalar | Mapping[str, Scalar]
+
+
+@runtime_checkable
+class CollectorLike(Protocol):
+    """Anything with a name, a scope and ``collect(ctx)`` is a collector (plugins may ship their own class).
+
+    Optional, not part of the protocol check: ``start(ctx)`` and ``stop()``. When a collector has both, the run
+    loop calls ``start`` with a ONCE-scope context before anything else of a profiled call and ``stop`` after
+    everything, also when the call fails, so a collector can keep a resource exactly as long as a sweep (the
+    nvml plugin runs a sampler thread there). ``collect`` must still work without them, returning plain
+    values: a caller may ask one value at a time (e.g. a proxy in another process).
+    """
+
+    name: str
+    scope: CollectionScope
+
+    def collect(self, ctx: CollectContext) -> CollectResult:
+        """Return a value, or a mapping of column name to value."""
+        ...
+
+
+class InfoCollector:
+    """A named callable run at a given scope.
+
+    Args:
+        name: Column name (a mapping return value adds one column per key instead).
+        callback: The function to call.
+        scope: When to call it.
+        legacy_args: If True, call ``callback`` the nsight-python way: ONCE with no arguments, CONFIG and RUN
+            with the config arguments trimmed to its arity, ANNOTATION with ``(annotation, *config)``.
+            If False, call it with one :class:`CollectContext`.
+
+    Example:
+        >>> InfoCollector("clock", lambda ctx: 1980, CollectionScope.RUN).scope
+        <CollectionScope.RUN: 'run'>
+    """
+
+    def __init__(
+        self,
+        name: str,
+        callback: Callable[..., Any],
+        scope: CollectionScope | str,
+        *,
+        legacy_args: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigTypeError(f"collector name must be a non-empty str, got {name!r}")
+        if not callable(callback):
+            raise ConfigTypeError(f"collector {name!r}: callback must be callable, got {type(callback).__name__}")
+        self.name = name
+        self.callback = callback
+        self.scope = parse_scope(scope, collector=name)
+        self.legacy_args = legacy_args
+
+    def __repr__(self) -> str:
+        return f"InfoCollector({self.name!r}, scope={self.scope.value!r})"
+
+    def collect(self, ctx: CollectContext) -> CollectResult:
+        """Call the callback with the context (or nsight-python's positional arguments)."""
+        if not self.legacy_args:
+            return self.callback(ctx)
+        if self.scope is CollectionScope.ONCE:
+            return self.callback()
+        args: tuple[Any, ...] = ctx.args
+        if self.scope is CollectionScope.ANNOTATION:
+            args = (ctx.annotation, *args)
+        return self.callback(*_trim_to_arity(self.callback, args))
+
+
+def parse_scope(scope: CollectionScope | str, collector: str | None = None) -> CollectionScope:
+    """Turn a scope or its string value into a :class:`CollectionScope`, with a clear error.
+
+    Args:
+        scope: A :class:`CollectionScope` or its value (``"once"``, ``"config"``, ``"run"``, ``"annotation"``).
+        collector: The collector's name, when known (the message then starts with nsight-python's sentence for
+            a collector entry; without it, with its sentence for ``experimental.collect``).
+
+    Raises:
+        ConfigError: An unknown scope.
+    """
+    if isinstance(scope, CollectionScope):
+        return scope
+    try:
+        return CollectionScope(str(scope).lower())
+    except ValueError:
+        accepted = ", ".join(repr(s.value) for s in CollectionScope)
+        their = (
+            f"Invalid collection scope {scope!r}. Expected one of {accepted} or a CollectionScope."
+            if collector is None
+            else f"Invalid scope {scope!r} for collector {collector!r}. Expected one of "
+            f"{sorted(s.value for s in CollectionScope)} or a CollectionScope."
+        )
+        raise ConfigError(f"{their} Use nsightx.CollectionScope.RUN (or another member) or its value") from None
+
+
+def _trim_to_arity(callback: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+    try:
+        sig = inspect.signature(callback)
+    except (TypeError, ValueError):
+        return args
+    params = list(sig.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return args
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return args[: len(positional)]
+
+
+def as_collector(item: object) -> CollectorLike:
+    """Normalise one entry of ``info_collectors`` into a collector object.
+
+    Accepts a collector object, a ``(name, callable, scope)`` tuple, or a callable decorated with
+    :func:`nsightx.experimental.collect`.
+    """
+    if isinstance(item, tuple):
+        if len(item) != 3:
+            raise ConfigError(
+                f"Tuple-format info collector must be (name, callback, scope); got {item!r}. "
+                "Give three items, e.g. ('temp', read_temp, 'run')"
+            )
+        name, callback, scope = item
+        if not isinstance(name, str) or not name or not callable(callback):
+            raise ConfigTypeError(
+                f"Tuple-format info collector must be (str name, callable callback, scope); got {item!r}. "
+                "The name must be a non-empty str and the callback callable"
+            )
+        return InfoCollector(name, callback, scope, legacy_args=True)
+    marked = getattr(item, "__nsightx_collector__", None)
+    if isinstance(marked, InfoCollector):
+        return marked
+    if isinstance(item, CollectorLike):
+        parse_scope(item.scope, collector=getattr(item, "name", None))
+        return item
+    their = (
+        f"Collector function {getattr(item, '__name__', item)} is missing "
+        "@nsight.experimental.collect(scope=...) decorator"
+        if callable(item)
+        else f"Invalid collector type: {type(item)}. Expected tuple (name, callback, scope) or decorated function."
+    )
+    raise ConfigTypeError(
+        f"{their.rstrip('.')}. info_collectors entry {item!r} is not a collector; pass an InfoCollector, a "
+        "(name, callable, scope) tuple, or a function decorated with @nsightx.experimental.collect(scope=...)"
+    )
+
+
+def collect(_func: Callable[..., Any] | None = None, *, scope: CollectionScope | str) -> Any:
+    """Mark a function as an info collector with the given scope (nsight-python's ``experimental.collect``).
+
+    Works as ``@collect(scope="run")`` or as a direct call ``collect(fn, scope="run")``. The function keeps
+    working as before; the collector named after it is attached as ``fn.__nsightx_collector__``.
+
+    Raises:
+        ConfigError: ``scope`` is not one of once, config, run, annotation.
+        ConfigTypeError: the decorated object is not callable.
+    """
+    parsed = parse_scope(scope)
+
+    def mark(func: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(func):
+            raise ConfigTypeError(f"collect can only decorate a callable; got {type(func).__name__} {func!r}")
+        name = getattr(func, "__name__", type(func).__name__)
+        func.__nsightx_collector__ = InfoCollector(name, func, parsed, legacy_args=True)  # type: ignore[attr-defined]
+        return func
+
+    return mark(_func) if _func is not None else mark

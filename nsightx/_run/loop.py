@@ -1,0 +1,465 @@
+"""The run loop: the one place that decides what happens when, shared by every backend.
+
+Per call: ONCE collectors. Per config: CONFIG collectors, then warm-up runs (measured and discarded), then the
+measured runs. Per run: the thermal guard, the backend's run preparation (cache flush), RUN collectors, then
+the user's function with the run state installed so that :func:`nsightx.annotate` can find it. Collectors with a
+``start(ctx)``/``stop()`` pair are told when the call begins and ends (see :class:`_Collectors`).
+
+Everything here between two runs sits on the measured path of a host-bound workload, so the loop keeps per-run
+work small: collector answers and run records become validated models in one batch per collection
+(:func:`_write_pending`), not one model at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from pydantic import TypeAdapter
+
+from nsightx._enums import CollectionScope
+from nsightx._errors import ConfigError
+from nsightx._results.records import CollectorValue, RunRecords, Scalar
+from nsightx._results.sink import Sink
+from nsightx._run import backend as _backend
+from nsightx._run import context as _context
+from nsightx._run.adaptive import STOP_COLUMN, FixedRuns, StopRule
+from nsightx._run.backend import Backend, RunOutput, Session
+from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
+from nsightx._run.device import use_device
+from nsightx._run.plan import Plan
+from nsightx._run.progress import Progress
+from nsightx._run.thermal import make_guard
+
+
+class _Gathered(NamedTuple):
+    """One collector's answer, kept as returned until its run is written (see :meth:`_Collectors.gather`)."""
+
+    collector: CollectorLike
+    scope: CollectionScope
+    where: dict[str, Any]
+    result: Any
+
+
+_FAILED = object()
+"""The result of a collector that raised (its column is None for that run)."""
+
+
+class _Collectors:
+    """Calls collectors of one scope and turns their results into collector rows.
+
+    RUN and ANNOTATION collectors are called when their run starts (:meth:`gather`), but their answers become
+    rows only when the run is written (:meth:`materialize`): with a deferred session that happens before it
+    waits for the GPU, so the conversion overlaps the GPU's queued work instead of delaying the next launch.
+
+    A collector may also have ``start(ctx)`` and ``stop()`` methods (both optional, see
+    :class:`~nsightx._run.collectors.CollectorLike`): :meth:`start` calls the first with a ONCE-scope context before
+    anything else of the call, :meth:`stop` the second after everything, also when the call fails. The nvml
+    plugin starts its background sampler there, so that ``collect`` before each run only copies a sample. A
+    collector must not depend on them: called without them (a parent-side proxy asking for one value), its
+    ``collect`` still returns a plain value.
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.by_scope: dict[CollectionScope, list[CollectorLike]] = {s: [] for s in CollectionScope}
+        for c in plan.collectors:
+            self.by_scope[CollectionScope(c.scope)].append(c)
+        self._warned: set[tuple[str, str]] = set()
+        self._started: list[CollectorLike] = []
+        self._params: dict[int, Mapping[str, Any]] = {}
+
+    def start(self) -> None:
+        """Call ``start(ctx)`` of every collector that has one (a failure warns and leaves that one unstarted)."""
+        ctx = self._context(CollectionScope.ONCE, {})
+        for c in self.plan.collectors:
+            start = getattr(c, "start", None)
+            if start is None or not callable(getattr(c, "stop", None)):
+                continue
+            try:
+                start(ctx)
+            except Exception as e:
+                self._warn(c, "in start()", e)
+                continue
+            self._started.append(c)
+
+    def stop(self) -> None:
+        """Call ``stop()`` of every started collector, in reverse order; never raises."""
+        started, self._started = self._started, []
+        for c in reversed(started):
+            try:
+                c.stop()  # type: ignore[attr-defined]  # checked callable in start()
+            except Exception as e:
+                self._warn(c, "in stop()", e)
+
+    def run(self, scope: CollectionScope, **where: Any) -> list[dict[str, Any]]:
+        """Call the collectors of ``scope`` and return their rows at once (ONCE and CONFIG scopes)."""
+        return self.materialize(self.gather(scope, **where))
+
+    def gather(self, scope: CollectionScope, **where: Any) -> list[_Gathered]:
+        """Call the collectors of ``scope`` now; a mapping they return is copied, nothing else is converted."""
+        collectors = self.by_scope[scope]
+        if not collectors:
+            return []
+        ctx = self._context(scope, where)
+        return [_Gathered(c, scope, where, self._call(c, ctx)) for c in collectors]
+
+    def _context(self, scope: CollectionScope, where: Mapping[str, Any]) -> CollectContext:
+        config = where.get("config")
+        plan = self.plan
+        args = plan.configs[config] if config is not None else ()
+        params: Mapping[str, Any] = {}
+        if config is not None:  # built once per config: the same read-only mapping for all its runs
+            cached = self._params.get(config)
+            params = (
+                cached
+                if cached is not None
+                else self._params.setdefault(config, dict(zip(plan.params, args, strict=False)))
+            )
+        return CollectContext(
+            scope=scope,
+            function=plan.function_name,
+            args=args,
+            params=params,
+            config=config,
+            run=where.get("run"),
+            annotation=where.get("annotation"),
+            device=plan.device,
+            backend=plan.backend,
+        )
+
+    def materialize(self, items: list[Any]) -> list[dict[str, Any]]:
+        """Rows for ``items``, as the fields of :class:`CollectorValue` (validated later, in a batch).
+
+        Gathered answers are converted; rows already made (dicts, or :class:`CollectorValue` models from the
+        thermal guard) pass through unchanged.
+        """
+        out: list[Any] = []
+        for item in items:
+            if not isinstance(item, _Gathered):
+                out.append(item)
+                continue
+            c, scope, where, result = item
+            if result is _FAILED:
+                values: Mapping[str, Scalar] = {c.name: None}
+            elif type(result) is dict or isinstance(result, Mapping):
+                values = {str(k): to_scalar(v) for k, v in result.items()}
+            else:
+                values = {c.name: to_scalar(result)}
+            for name, value in values.items():
+                out.append({"name": name, "scope": scope.value, "value": value, **where})
+        return out
+
+    def _call(self, c: CollectorLike, ctx: CollectContext) -> Any:
+        try:
+            result: CollectResult = c.collect(ctx)
+        except Exception as e:  # a collector must never cost a run
+            self._warn(c, f"{ctx.scope.value} scope", e)
+            return _FAILED
+        return dict(result) if type(result) is dict or isinstance(result, Mapping) else result
+
+    def _warn(self, c: CollectorLike, where: str, e: Exception) -> None:
+        key = (where, c.name)
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(
+                f"Info collector '{c.name}' ({where}) raised {type(e).__name__}: {e}. Its column will be "
+                "None for failed runs. (nsightx warns once per collector and scope.)",
+                RuntimeWarning,
+                stacklevel=5,
+            )
+
+
+def to_scalar(value: object) -> Scalar:
+    """A collector's value as the result schema takes it (the ncu backend's parent-side collectors use it too).
+
+    Scalars stay as they are, numbers such as numpy scalars and 0-d tensors become float, anything else its str.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    try:
+        return float(value)  # type: ignore[arg-type]  # numpy scalars, 0-d tensors
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@dataclass
+class CollectPolicy:
+    """When the run loop writes its finished runs, and whether writing collects a deferred session first.
+
+    An ordinary session's runs are written as each one finishes. A deferred session (see
+    :attr:`~nsightx._run.backend.Session.deferred`) is collected once for many runs: when ``every`` runs are pending,
+    at the end of a config once ``seconds`` have passed since the last collection, and at the end of the call
+    (the run loop's final flush). An adaptive stop rule needs every run's values at once, so with one the session
+    is collected after every run, by the run loop itself (:attr:`collects_each_run`).
+
+    Example:
+        >>> policy = CollectPolicy(deferred=True, needs_values=False, every=64, seconds=1.0, clock=lambda: 0.0)
+        >>> policy.due(pending=3, config_done=False), policy.due(pending=64, config_done=False)
+        (False, True)
+    """
+
+    deferred: bool
+    """Whether the session hands its runs back only when collected."""
+    needs_values: bool
+    """Whether the stop rule reads every run's values (``runs="auto"``)."""
+    every: int = 64
+    """Most runs kept pending (bounds what a hard crash could lose)."""
+    seconds: float = 1.0
+    """At a config's end, collect once this much time has passed since the last collection."""
+    clock: Callable[[], float] = time.perf_counter
+    """Seconds, monotonic (tests pass a fake clock)."""
+    _since: float = field(init=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        self._since = self.clock()
+
+    @classmethod
+    def for_session(cls, session: Session, needs_values: bool) -> CollectPolicy:
+        """The policy for ``session``, with the limits of :mod:`nsightx._run.backend` as they are now.
+
+        Those are :data:`~nsightx._run.backend.COLLECT_EVERY` and :data:`~nsightx._run.backend.COLLECT_SECONDS`.
+        """
+        return cls(session.deferred, needs_values, _backend.COLLECT_EVERY, _backend.COLLECT_SECONDS)
+
+    @property
+    def collects_each_run(self) -> bool:
+        """Whether the run loop collects the session after every run (deferred, with an adaptive rule)."""
+        return self.deferred and self.needs_values
+
+    @property
+    def write_collects(self) -> bool:
+        """Whether writing the pending runs collects the session's outputs first."""
+        return self.deferred and not self.needs_values
+
+    def due(self, pending: int, config_done: bool) -> bool:
+        """Whether to write the ``pending`` runs now (``config_done``: the last run of a config just finished)."""
+        if not self.write_collects:
+            return True
+        return pending >= self.every or (config_done and self.clock() - self._since >= self.seconds)
+
+    def written(self) -> None:
+        """Note that the pending runs were just written (and collected)."""
+        self._since = self.clock()
+
+
+def execute(backend: Backend, plan: Plan, sink: Sink) -> Mapping[str, Scalar]:
+    """The run stage: measure every run of ``plan`` with ``backend``, writing each run to ``sink``.
+
+    A backend that measures elsewhere (it overrides :meth:`~nsightx._run.backend.Backend.execute`) runs itself;
+    every other backend's session is driven by :func:`run_loop` on ``plan.device``.
+
+    Returns:
+        The environment the backend measured in (GPU name, clocks, ...).
+    """
+    if backend.measures_elsewhere():
+        return backend.execute(plan, sink)
+    with use_device(plan.device), backend.session(plan) as session:
+        run_loop(plan, session, sink)
+        return dict(session.environment())
+
+
+def run_loop(
+    plan: Plan,
+    session: Session,
+    sink: Sink,
+    *,
+    call: Callable[[Plan, int], Any] | None = None,
+) -> None:
+    """Run every config (after ``plan.warmup`` discarded runs) until its stop rule says so, feeding ``sink``.
+
+    A fixed ``runs=N`` makes exactly N measured runs per config; ``runs="auto"`` (``plan.stop_rule``) asks
+    :mod:`nsightx._run.adaptive` after each run and records why the config stopped as a CONFIG-scope
+    ``StopReason`` value on its last run.
+
+    Args:
+        plan: The plan to execute.
+        session: The backend session that measures.
+        sink: Receives one :class:`RunRecords` per measured run, as soon as it finishes.
+        call: How to invoke the user's function for a config (defaults to ``plan.function(*config)``).
+    """
+    collectors = _Collectors(plan)
+    collectors.start()
+    try:
+        _Sweep(plan, session, sink, collectors, call or _call_user).run()
+    finally:
+        collectors.stop()
+
+
+class _Sweep:
+    """The body of :func:`run_loop`, between the collectors' start and stop: every config, every run."""
+
+    def __init__(
+        self, plan: Plan, session: Session, sink: Sink, collectors: _Collectors, call: Callable[[Plan, int], Any]
+    ) -> None:
+        self.plan, self.session, self.sink, self.collectors = plan, session, sink, collectors
+        self.runner = _Runner(plan, session, collectors, call)
+        self.rule: StopRule = plan.stop_rule or FixedRuns(plan.runs)
+        self.policy = CollectPolicy.for_session(session, needs_values=not isinstance(self.rule, FixedRuns))
+        self.progress = Progress(plan)
+        self.pending: list[_Pending] = []
+        self.checked_baseline = plan.normalize_against is None
+
+    def run(self) -> None:
+        """ONCE collectors, then each config; what was measured is written even when a run raises."""
+        once = self.collectors.run(CollectionScope.ONCE)
+        if once:
+            self.sink.write(RunRecords.model_validate({"config": -1, "run": -1, "collectors": once}))
+        try:
+            for ci in range(len(self.plan.configs)):
+                self._config(ci)
+            self._write(collect=self.policy.write_collects)
+        finally:
+            self.progress.close()
+            if self.pending:  # a run raised: keep what the deferred session already measured
+                try:
+                    self._write(collect=self.session.deferred)
+                except Exception as e:
+                    warnings.warn(
+                        f"could not collect the last {len(self.pending)} run(s) after a failure: {e}",
+                        RuntimeWarning,
+                        stacklevel=4,
+                    )
+
+    def _config(self, ci: int) -> None:
+        """CONFIG collectors, the warm-up runs, then measured runs until the stop rule says why it stops."""
+        self.progress.start_config(ci)
+        config_values = self.collectors.run(CollectionScope.CONFIG, config=ci)
+        for r in range(-self.plan.warmup, 0):
+            self.runner.run(ci, r)
+            self.progress.advance()
+        stopper = self.rule.start_config()
+        r, reason = 0, None
+        while reason is None:
+            state, output, values = self.runner.run(ci, r)
+            self.progress.advance()
+            if self.policy.collects_each_run:
+                output = self.session.collect_runs().get((ci, r), output)
+            stopper.observe(output.records)
+            reason = stopper.stop_reason(r + 1)
+            if r == 0:
+                values = config_values + values
+            if reason is not None and self.rule.records_reason:
+                values.append(
+                    CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value, config=ci, value=reason)
+                )
+            self.pending.append((ci, r, state, output, values))
+            if self.policy.due(len(self.pending), config_done=reason is not None):
+                self._write(collect=self.policy.write_collects)
+            if not self.checked_baseline:
+                _check_baseline(self.plan, state.used)
+                self.checked_baseline = True
+            r += 1
+        self.progress.skip(self.rule.max_runs - r)
+
+    def _write(self, *, collect: bool) -> None:
+        if self.pending:
+            _write_pending(self.session, self.sink, self.pending, self.collectors, collect=collect)
+            self.policy.written()
+
+
+_Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
+"""(config, run, run state, output, collector rows and gathered answers) of a run not yet written."""
+
+
+def _write_pending(
+    session: Session, sink: Sink, pending: list[_Pending], collectors: _Collectors, *, collect: bool
+) -> None:
+    """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
+
+    Collector answers become rows before the session is collected: that waits for the GPU, and the conversion
+    can run while it still works through the queued runs. The runs' models are then validated in one batch
+    (one pydantic call for all of them costs about half of what one call per model does).
+    """
+    rows = [collectors.materialize(values) for *_, values in pending]
+    outputs = session.collect_runs() if collect else {}
+    fields = [
+        _run_fields(ci, r, state, outputs.get((ci, r), output), values)
+        for (ci, r, state, output, _), values in zip(pending, rows, strict=True)
+    ]
+    for run in _runs_adapter().validate_python(fields):
+        sink.write(run)
+    pending.clear()
+
+
+@functools.cache
+def _runs_adapter() -> TypeAdapter[list[RunRecords]]:
+    """Validates a batch of runs given as plain fields (nested rows as dicts; models pass through as they are)."""
+    return TypeAdapter(list[RunRecords])
+
+
+class _Runner:
+    """One run of the user's function: thermal guard, run preparation, RUN collectors, the call itself."""
+
+    def __init__(
+        self, plan: Plan, session: Session, collectors: _Collectors, invoke: Callable[[Plan, int], Any]
+    ) -> None:
+        self.plan = plan
+        self.session = session
+        self.collectors = collectors
+        self.invoke = invoke
+        self.guard = make_guard(plan)
+
+    def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
+        """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""
+        collectors = self.collectors
+        self.guard.before_run()
+        self.session.start_run(ci, r)
+        run_values: list[Any] = (
+            [*self.guard.take_values(ci, r), *collectors.gather(CollectionScope.RUN, config=ci, run=r)]
+            if r >= 0
+            else []
+        )
+        state = _context.RunState(session=self.session, config=ci, run=r)
+        if r >= 0 and collectors.by_scope[CollectionScope.ANNOTATION]:
+            state.on_annotation = lambda name: run_values.extend(
+                collectors.gather(CollectionScope.ANNOTATION, config=ci, run=r, annotation=name)
+            )
+        _context.set_current(state)
+        try:
+            self.invoke(self.plan, ci)
+        finally:
+            _context.set_current(None)
+        return state, self.session.finish_run(ci, r), run_values
+
+
+def _run_fields(ci: int, r: int, state: _context.RunState, output: RunOutput, values: list[Any]) -> dict[str, Any]:
+    """The fields of one run's :class:`RunRecords` (validated by the caller, with the other runs of a batch)."""
+    attributes = output.region_attributes
+    regions = [
+        {
+            "annotation": name,
+            "config": ci,
+            "run": r,
+            "host_ns": host_ns,
+            "failed": failed,
+            "attributes": attributes.get(name, {}),
+        }
+        for name, host_ns, failed in state.regions
+    ]
+    return {"config": ci, "run": r, "records": output.records, "regions": regions, "collectors": values}
+
+
+def _call_user(plan: Plan, config: int) -> None:
+    result = plan.function(*plan.configs[config])
+    if result is not None:
+        warnings.warn(
+            f"Function '{plan.function_name}' returns a value, but the return value for a function which is "
+            "decorated with nsight.analyze.kernel is ignored and instead the ProfileResults object is returned. "
+            f"(It returned {type(result).__name__}; keep what you need in an undecorated helper.)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _check_baseline(plan: Plan, seen: set[str]) -> None:
+    if plan.normalize_against not in seen:
+        names = ", ".join(sorted(seen)) or "none"
+        raise ConfigError(
+            f"Annotation '{plan.normalize_against}' not found in data. normalize_against="
+            f"{plan.normalize_against!r} names no annotation of {plan.function_name}; the first run opened: {names}"
+        )

@@ -1,0 +1,149 @@
+"""Choosing the backend for a call, and resolving the options each backend leaves to its defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nsightx._errors import BackendUnavailableError, ConfigError
+from nsightx._host.plugins import PluginHost
+from nsightx._run.backend import Backend, Capabilities, first_supported
+from nsightx._spec.options import ProfileSpec
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The backend chosen for a call, with the options resolved against its capabilities."""
+
+    backend: type[Backend]
+    metrics: tuple[str, ...]
+    cache_control: str
+    clock_control: str
+    replay_mode: str
+
+
+def _misfits(spec: ProfileSpec, caps: Capabilities) -> list[str]:
+    """Why ``caps`` cannot deliver what ``spec`` asks (empty when it can)."""
+    why = []
+    if spec.metrics is not None and caps.metrics is not None:
+        missing = [m for m in spec.metrics if m not in caps.metrics]
+        if missing:
+            why.append(f"metrics {missing} (it measures {sorted(caps.metrics)})")
+    for option, value, accepted in (
+        ("cache_control", spec.cache_control, caps.cache_control),
+        ("clock_control", spec.clock_control, caps.clock_control),
+        ("replay_mode", spec.replay_mode, caps.replay_modes),
+    ):
+        if value is not None and value not in accepted:
+            why.append(f"{option}={value!r} (it accepts {sorted(accepted)})")
+    return why
+
+
+def _supporting(host: PluginHost, spec: ProfileSpec) -> list[str]:
+    return [n for n, cls in host.backends.items() if not _misfits(spec, cls.capabilities)]
+
+
+def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
+    """Pick the backend: ``backend=``, else the active tool, else the cheapest available one that fits.
+
+    "auto" considers only backends whose :attr:`Capabilities.auto` is true (the first-party ones, and third-party
+    ones that opt in), lowest :attr:`Capabilities.cost` first.
+
+    Raises:
+        ConfigError: the named backend cannot deliver an option (the message names backends that can).
+        BackendUnavailableError: the named backend cannot run here, or no backend fits ("auto").
+    """
+    name = spec.backend or active or "auto"
+    host.load()
+    if name != "auto":
+        cls = host.backend(name)
+        why = _misfits(spec, cls.capabilities)
+        if why:
+            others = ", ".join(_supporting(host, spec)) or "none"
+            raise ConfigError(f"backend {name!r} cannot deliver {'; '.join(why)}. Backends that can: {others}")
+        avail = cls.availability()
+        if not avail.available:
+            raise BackendUnavailableError(
+                f"backend {name!r} is not available: {avail.reason}"
+                + (f". {avail.remedy}" if avail.remedy else "")
+                + ". Run `nsightx doctor` for details.",
+                backend=name,
+            )
+        return _resolve(cls, spec)
+    reasons = []
+    for bname, avail in host.availability().items():
+        cls = host.backends[bname]
+        why = _misfits(spec, cls.capabilities)
+        if not cls.capabilities.auto:
+            reasons.append(f"  {bname}: takes no part in 'auto' (name it: backend={bname!r})")
+        elif why:
+            reasons.append(f"  {bname}: cannot deliver {'; '.join(why)}")
+        elif not avail.available:
+            reasons.append(f"  {bname}: unavailable ({avail.reason})")
+        else:
+            return _resolve(cls, spec)
+    raise BackendUnavailableError(
+        "no available backend can deliver what was asked:\n"
+        + "\n".join(reasons)
+        + "\nRun `nsightx doctor` to see what is missing.",
+        backend="auto",
+    )
+
+
+def option_defaults(caps: Capabilities) -> dict[str, str]:
+    """The one default of ``cache_control``, ``clock_control`` and ``replay_mode`` for a backend with ``caps``.
+
+    The spec leaves these ``None`` when the decorator does not give them; this is the only place that says what
+    ``None`` becomes, and backends (the ncu command line included) take the resolved value from the plan.
+    """
+    return {
+        "cache_control": first_supported(("all", "none"), caps.cache_control),
+        "clock_control": first_supported(("none", "base"), caps.clock_control),
+        "replay_mode": first_supported(("kernel", "range", "application"), caps.replay_modes),
+    }
+
+
+def _resolve(cls: type[Backend], spec: ProfileSpec) -> Choice:
+    caps = cls.capabilities
+    defaults = option_defaults(caps)
+    return Choice(
+        backend=cls,
+        metrics=spec.metrics if spec.metrics is not None else caps.default_metrics,
+        cache_control=spec.cache_control or defaults["cache_control"],
+        clock_control=spec.clock_control or defaults["clock_control"],
+        replay_mode=spec.replay_mode or defaults["replay_mode"],
+    )
+
+
+def fallback(
+    spec: ProfileSpec, host: PluginHost, active: str | None, failed: Choice
+) -> tuple[Choice, list[str]] | None:
+    """Another GPU backend taking part in "auto", for a call whose "auto" choice may not read the counters.
+
+    Only for ``backend="auto"`` and only when no metric beyond a time metric was asked: ``metrics`` unset, or
+    every metric one the other backend measures. Options that backend cannot honour (e.g. ``clock_control``)
+    fall back to its defaults; they are returned so the caller can say so.
+
+    Returns:
+        ``(choice, dropped options)``, or ``None`` when there is no such backend.
+    """
+    if (spec.backend or active or "auto") != "auto":
+        return None
+    for name, avail in host.availability().items():
+        cls = host.backends[name]
+        caps = cls.capabilities
+        if cls is failed.backend or not caps.auto or not avail.available or not caps.needs_gpu:
+            continue
+        if spec.metrics is not None and (caps.metrics is None or not set(spec.metrics) <= caps.metrics):
+            continue
+        dropped = {
+            option: None
+            for option, value, accepted in (
+                ("cache_control", spec.cache_control, caps.cache_control),
+                ("clock_control", spec.clock_control, caps.clock_control),
+                ("replay_mode", spec.replay_mode, caps.replay_modes),
+            )
+            if value is not None and value not in accepted
+        }
+        said = [f"{option}={getattr(spec, option)!r}" for option in dropped]
+        return _resolve(cls, spec.model_copy(update=dropped)), said
+    return None
