@@ -25,13 +25,14 @@ def test_noisy_region_takes_more_runs_than_quiet_one(plugin_host):
         runs="auto",
         min_runs=5,
         max_runs=60,
-        target_ci_pct=2.0,
+        target_ci_pct=5.0,
         time_budget_s=20.0,
         backend="host",
         verbosity=SILENT,
     )
     def region(kind):
-        # the quiet region sleeps long enough that a loaded machine's ~0.1 ms wake-up jitter stays well under 2%
+        # the quiet region sleeps long enough that wake-up jitter stays under 5% even on a loaded 2-core machine
+        # (with a 2% target, 60 runs were not enough there once: several ms of jitter on a 20 ms sleep)
         spread, base = (0.0, 0.02) if kind == "quiet" else (0.8, 0.004)
         duration = base * (1.0 + spread * (2.0 * rng.random() - 1.0))
         with nsightx.annotate("sleep"):
@@ -42,8 +43,8 @@ def test_noisy_region_takes_more_runs_than_quiet_one(plugin_host):
     assert quiet["NumRuns"] < noisy["NumRuns"]
     assert quiet["StopReason"] == "target"
     assert noisy["StopReason"] == "max_runs" and noisy["NumRuns"] == 60
-    # the target was met where it says so: CI half-width within 2% of the mean
-    assert (quiet["CI95_Upper"] - quiet["AvgValue"]) / quiet["AvgValue"] <= 0.02
+    # the target was met where it says so: CI half-width within 5% of the mean
+    assert (quiet["CI95_Upper"] - quiet["AvgValue"]) / quiet["AvgValue"] <= 0.05
 
 
 def test_time_budget_is_respected(plugin_host):
