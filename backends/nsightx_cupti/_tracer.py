@@ -157,6 +157,8 @@ class ActivityTracer:
         self.api_filter = "learn"
         """``learn``: APIs seen to launch nothing are switched off (:mod:`nsightx_cupti._quiet`); ``off``: never."""
         self._open_regions = 0
+        self._launches: dict[ApiKey, bool] = {}
+        """:meth:`launches_kernels`'s answer for each API asked about."""
         self.flush_flag = "forced"
         """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
         self.stats: dict[str, float] = {}
@@ -168,39 +170,51 @@ class ActivityTracer:
         return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities: Any) -> None:
+        """Copy one delivered buffer's records into :attr:`_pending` (CUPTI calls this inside a flush).
+
+        A forced flush after the GPU wait runs this on the critical path, so it reads each field once, binds
+        everything it calls to locals and builds the named tuples without their Python-level constructor.
+        """
         t0 = time.perf_counter_ns()
         try:
-            batch = ActivityBatch()
-            ext_kind = self._ext_kind
+            kernels: list[KernelActivity] = []
+            apis: dict[int, ApiActivity] = {}
+            externals: dict[int, int] = {}
+            k_kernel, k_runtime, k_driver = self._k_kernel, self._k_runtime, self._k_driver
+            k_external, ext_kind = self._k_external, self._ext_kind
+            new = tuple.__new__  # the named tuples' own constructor is a Python function: ~2x slower
+            add_kernel = kernels.append
             for a in activities:
                 kind = a.kind
-                if kind == self._k_kernel:
-                    batch.kernels.append(
-                        KernelActivity(
-                            a.name,
-                            a.start,
-                            a.end,
-                            a.correlation_id,
-                            a.stream_id,
-                            a.device_id,
-                            a.context_id,
-                            a.graph_id,
-                            a.graph_node_id,
+                if kind == k_kernel:
+                    add_kernel(
+                        new(
+                            KernelActivity,
+                            (
+                                a.name,
+                                a.start,
+                                a.end,
+                                a.correlation_id,
+                                a.stream_id,
+                                a.device_id,
+                                a.context_id,
+                                a.graph_id,
+                                a.graph_node_id,
+                            ),
                         )
                     )
-                elif kind == self._k_runtime or kind == self._k_driver:
-                    batch.apis[a.correlation_id] = ApiActivity(
-                        a.correlation_id,
-                        a.start,
-                        a.end,
-                        a.thread_id,
-                        a.cbid,
-                        "runtime" if kind == self._k_runtime else "driver",
-                    )
-                elif kind == self._k_external and a.external_kind == ext_kind:
-                    batch.externals[a.correlation_id] = a.external_id
+                elif kind == k_external:
+                    if a.external_kind == ext_kind:
+                        externals[a.correlation_id] = a.external_id
+                elif kind == k_runtime or kind == k_driver:
+                    corr = a.correlation_id
+                    domain = "runtime" if kind == k_runtime else "driver"
+                    apis[corr] = new(ApiActivity, (corr, a.start, a.end, a.thread_id, a.cbid, domain))
             with self._lock:
-                self._pending.extend(batch)
+                pending = self._pending
+                pending.kernels.extend(kernels)
+                pending.apis.update(apis)
+                pending.externals.update(externals)
                 self._count("buffers", 1)
                 self._count("records", len(activities))
                 self._count("decode", time.perf_counter_ns() - t0)
@@ -339,8 +353,14 @@ class ActivityTracer:
         Graph launches (a graph may hold no kernel) and host-function launches are not counted; an id the
         installed cupti-python cannot name is not either.
         """
-        name = self._api_name(api.domain, api.cbid)
-        return name is not None and "Launch" in name and "HostFunc" not in name and "Graph" not in name
+        key = (api.domain, api.cbid)
+        known = self._launches.get(key)
+        if known is None:  # asked for every launch record of a collection: name each API once per process
+            name = self._api_name(*key)
+            known = self._launches[key] = (
+                name is not None and "Launch" in name and "HostFunc" not in name and "Graph" not in name
+            )
+        return known
 
     def forget_quiet(self) -> int:
         """Switch every API this tracer switched off back on and forget them; returns how many there were."""
