@@ -162,8 +162,10 @@ class ActivityTracer:
         self.flush_flag = "forced"
         """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
         self.stats: dict[str, float] = {}
-        """Cumulative cost of the tracer's own work, ns: ``flush``, ``decode`` (inside the callback), ``dropped``;
-        and counts: ``collects``, ``buffers``, ``records``."""
+        """Cumulative cost of the tracer's own work, ns: ``flush`` (the flush of :meth:`collect`), ``decode`` (inside
+        the callback, wherever it ran), ``flush_decode`` (the part of ``decode`` inside :meth:`collect`'s flush),
+        ``drain`` (non-forced flushes of :meth:`drain`), ``dropped``; and counts: ``collects``, ``buffers``,
+        ``records``, ``drains``, ``drain_errors``."""
 
     # --- CUPTI callbacks (may run on a CUPTI thread) --------------------------------------------------------
     def _buffer_requested(self) -> tuple[int, int]:
@@ -427,6 +429,7 @@ class ActivityTracer:
             MeasurementError: CUPTI dropped records, or a buffer could not be decoded.
         """
         c = self._cupti
+        decoded = self.stats.get("decode", 0)
         t0 = time.perf_counter_ns()
         c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED) if self.flush_flag == "forced" else 0)
         t1 = time.perf_counter_ns()
@@ -435,6 +438,7 @@ class ActivityTracer:
         with self._lock:
             self._count("collects", 1)
             self._count("flush", t1 - t0)
+            self._count("flush_decode", self.stats.get("decode", 0) - decoded)
             self._count("dropped", t2 - t1)
             batch, self._pending = self._pending, ActivityBatch()
             errors, self._errors = self._errors, []
@@ -451,6 +455,28 @@ class ActivityTracer:
                 f"backend_options={{'buffer_bytes': {2 * self.buffer_bytes}}}"
             )
         return batch
+
+    def drain(self) -> None:
+        """Deliver the buffers whose records are all complete (a non-forced flush); leave the rest in CUPTI.
+
+        Called while the GPU still works (see :mod:`nsightx_cupti._drain`), from the session's thread or a
+        helper thread, so the decode of those buffers happens before the wait for the device instead of after
+        it. What it delivers joins the pending batch that :meth:`collect` returns. Never raises: a failed drain
+        is counted in :attr:`stats` (``drain_errors``) and the forced flush of :meth:`collect` delivers what it
+        could not.
+        """
+        if not self.active:
+            return
+        t0 = time.perf_counter_ns()
+        failed = 0
+        try:
+            self._cupti.activity_flush_all(0)
+        except Exception:
+            failed = 1
+        with self._lock:
+            self._count("drains", 1)
+            self._count("drain", time.perf_counter_ns() - t0)
+            self._count("drain_errors", failed)
 
     def dropped(self) -> int:
         """Records CUPTI dropped since the last call (its global queue; the count resets on read)."""
