@@ -212,18 +212,26 @@ def test_a_failing_drain_is_counted_and_the_forced_flush_still_delivers() -> Non
     assert tracer.stats["drains"] == 1
 
 
-def test_wait_draining_stops_and_joins_its_helper_even_when_the_wait_raises() -> None:
+def test_wait_draining_makes_no_drain_after_the_wait_even_when_it_raises() -> None:
     calls: list[str] = []
+    threads: set[str] = set()
 
     def wait() -> None:
         time.sleep(0.01)
         raise OSError("device lost")
 
-    before = threading.active_count()
+    def drain() -> None:
+        threads.add(threading.current_thread().name)
+        calls.append("start")
+        time.sleep(0.002)
+        calls.append("end")
+
     with pytest.raises(OSError, match="device lost"):
-        wait_draining(wait, lambda: calls.append(threading.current_thread().name), period_s=0.001)
-    assert threading.active_count() == before
-    assert len(calls) >= 2 and set(calls) == {"nsightx-cupti-drain"}
+        wait_draining(wait, drain, period_s=0.001)
+    seen = list(calls)
+    assert seen.count("start") == seen.count("end") >= 2  # a drain in flight was waited for
+    time.sleep(0.01)
+    assert calls == seen and threads == {"nsightx-cupti-drain"}  # and none started after
 
 
 def test_a_session_collected_after_every_run_does_not_drain() -> None:

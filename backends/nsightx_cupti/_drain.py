@@ -22,7 +22,7 @@ Modes (:data:`DRAIN_MODES`):
 ``config``  one at the start of every config while runs are pending, and one just before the wait.
 ``wait``    a helper thread flushes (non-forced) every :data:`WAIT_PERIOD_S` while the calling thread waits
             for the device (the wait is a ctypes call, which releases the GIL), so buffers come out as the GPU
-            completes them; it is stopped and joined before the forced flush.
+            completes them; no drain runs after the wait has returned, so none overlaps the forced flush.
 """
 
 from __future__ import annotations
@@ -52,9 +52,11 @@ WAIT_PERIOD_S = 0.0005
 def wait_draining(wait: Callable[[], None], drain: Callable[[], None], period_s: float = WAIT_PERIOD_S) -> None:
     """Call ``wait()`` on this thread while a helper thread calls ``drain()`` every ``period_s`` until it returns.
 
-    The helper drains once at once, then after every pause; it is woken (not left to finish a pause) and joined
-    when ``wait`` returns or raises, so no drain overlaps what the caller does next. ``drain`` must not raise
-    (a failed drain only loses its head start; the forced flush after the wait still delivers everything).
+    The helper drains at once, then after every pause. When ``wait`` returns or raises, this waits for a drain
+    in flight to finish and returns; the helper makes no drain after that (it sees the stop under the same lock)
+    and ends on its own, so the caller's forced flush never overlaps a drain and does not wait for the thread's
+    exit. ``drain`` must not raise (a failed drain only loses its head start; the forced flush after the wait
+    still delivers everything).
 
     Args:
         wait: Blocks until the device is idle (releases the GIL while it blocks).
@@ -62,17 +64,21 @@ def wait_draining(wait: Callable[[], None], drain: Callable[[], None], period_s:
         period_s: Pause between two drains.
     """
     done = threading.Event()
+    busy = threading.Lock()
 
     def loop() -> None:
         while True:
-            drain()
+            with busy:
+                if done.is_set():
+                    return
+                drain()
             if done.wait(period_s):
                 return
 
-    helper = threading.Thread(target=loop, name="nsightx-cupti-drain", daemon=True)
-    helper.start()
+    threading.Thread(target=loop, name="nsightx-cupti-drain", daemon=True).start()
     try:
         wait()
     finally:
         done.set()
-        helper.join()
+        with busy:  # a drain in flight finishes first; none starts after this
+            pass
