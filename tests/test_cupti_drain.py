@@ -248,3 +248,20 @@ def test_drain_options_are_checked() -> None:
         CuptiOptions.parse({"cupti_drain": "sometimes"}, "cupti")
     with pytest.raises(ConfigError, match=r"buffer_bytes.*at least 4096"):
         CuptiOptions.parse({"buffer_bytes": 1024}, "cupti")
+
+
+def test_the_overhead_benchmarks_cupti_variants_are_valid_options() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    try:
+        import backend_overhead
+    finally:
+        sys.path.pop(0)
+    modes = set()
+    for name, options in backend_overhead.CUPTI_VARIANTS.items():
+        parsed = CuptiOptions.parse(options, "cupti")
+        assert name.startswith(f"cupti_drain_{parsed.cupti_drain}")
+        modes.add(parsed.cupti_drain)
+    assert modes == set(DRAIN_MODES)  # one H200 call measures every mode

@@ -442,8 +442,9 @@ class CuptiSession(Session):
         env["CuptiDrain"] = self.drain
         for key in ("flush", "decode", "flush_decode", "drain", "dropped"):
             env[f"CuptiUsPerRun_{key}"] = round(stats.get(key, 0) / runs / 1e3, 1)
-        for key in ("buffers", "records", "drains"):
+        for key in ("buffers", "records"):
             env[f"CuptiPerRun_{key}"] = round(stats.get(key, 0) / runs, 1)
+        env["CuptiDrains"] = int(stats.get("drains", 0))
         return env
 
 
