@@ -264,6 +264,19 @@ def region_attributes(window: RegionWindow, kernels: Sequence[Attributed]) -> di
     issue the work than the GPU took to run it (the GPU idled waiting for launches).
     """
     host_ns = window.exit_ns - window.enter_ns
+    if len(kernels) == 1:  # the common region: no loop, no set
+        ((k, rule),) = kernels
+        duration = k.end - k.start
+        return {
+            "kernel_count": 1,
+            "device_ns": duration,
+            "span_ns": duration,
+            "launch_ns": host_ns,
+            "launch_bound": host_ns > duration,
+            "streams": 1,
+            "graph_kernels": 1 if k.graph_id else 0,
+            "other_thread_kernels": 1 if rule == "window" else 0,
+        }
     device_ns = graph_kernels = other_thread = 0
     first, last = _MAX, -_MAX
     streams: set[int] = set()
