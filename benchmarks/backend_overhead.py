@@ -320,11 +320,16 @@ def main() -> int:
     ap.add_argument("--backends", default="cupti,events", help="comma-separated backends (default: cupti,events)")
     ap.add_argument(
         "--cupti-variants",
-        default=",".join(CUPTI_VARIANTS),
-        help=f"comma-separated extra cupti variants, or 'none' (default: all of {', '.join(CUPTI_VARIANTS)})",
+        help=f"comma-separated extra cupti variants, or 'none' (default: all of {', '.join(CUPTI_VARIANTS)}; "
+        "none with --tree, whose older cupti backend may not know their options)",
     )
     ap.add_argument("--nvml-period", type=float, help="nvml sampler period in seconds (default: the plugin's)")
     args = ap.parse_args()
+    chosen_variants = args.cupti_variants or ("none" if args.tree else ",".join(CUPTI_VARIANTS))
+    cupti_variants = () if chosen_variants == "none" else tuple(chosen_variants.split(","))
+    unknown = [v for v in cupti_variants if v not in CUPTI_VARIANTS]
+    if unknown:
+        ap.error(f"unknown --cupti-variants {unknown}; known: {', '.join(CUPTI_VARIANTS)} or 'none'")
     info = use_tree(args.tree)
     if args.nvml_period is not None:  # an experiment: how much of the collectors' cost the sampler thread is
         from nsightx_nvml import _sampler
@@ -352,10 +357,6 @@ def main() -> int:
     path = args.out / f"backend_overhead{tag}.json"
     chosen = args.only.split(",") if args.only else list(WORKLOADS)
     backends = tuple(args.backends.split(","))
-    cupti_variants = () if args.cupti_variants == "none" else tuple(args.cupti_variants.split(","))
-    unknown = [v for v in cupti_variants if v not in CUPTI_VARIANTS]
-    if unknown:
-        ap.error(f"unknown --cupti-variants {unknown}; known: {', '.join(CUPTI_VARIANTS)} or 'none'")
     report["cupti_variants"] = {v: CUPTI_VARIANTS[v] for v in cupti_variants}
     for name in chosen:
         t0 = time.perf_counter()
