@@ -20,8 +20,11 @@ every region; thermal guard on; warm-up 1):
 Variants: ``bare`` (per run: persisting-L2 reset, the same flush, one pair of CUDA events around the work, a
 synchronise, as a careful hand-written loop does), ``cupti`` and ``events`` with the default collectors (the
 nvml plugin: clocks, temperature, power, and the thermal guard's temperatures), and both with the nvml plugin
-blocked (``*_nocollectors``). All variants of a workload are timed in turn, ``--reps`` times after a warm-up
-(the order rotates every repetition); the wall time of one whole call is compared. Reported per workload:
+blocked (``*_nocollectors``); and the cupti backend with other ``backend_options`` (:data:`CUPTI_VARIANTS`,
+``--cupti-variants``: each ``cupti_drain`` mode and buffer size, default collectors), whose CUPTI cost
+breakdown (``Cupti*`` environment keys) is kept per variant. All variants of a workload are timed in turn,
+``--reps`` times after a warm-up (the order rotates every repetition); the wall time of one whole call is
+compared. Reported per workload:
 median wall time, ratio of medians to ``bare``, the median of the per-repetition ratios (paired: slow drifts of
 the shared machine cancel), the host cost per run over ``bare``, and per-size medians of the measured values (so
 a cheaper harness that measured something else would show).
@@ -152,8 +155,23 @@ def make_bare(torch: Any, w: Workload) -> Callable[[], list[float]]:
     return loop
 
 
-def make_profiled(torch: Any, w: Workload, backend: str, collectors: bool) -> Callable[[], Any]:
-    """The same loop as a decorated function measured by ``backend`` (default options)."""
+CUPTI_VARIANTS: dict[str, dict[str, Any]] = {
+    "cupti_drain_off": {"cupti_drain": "off"},
+    "cupti_drain_end": {"cupti_drain": "end"},
+    "cupti_drain_config": {"cupti_drain": "config"},
+    "cupti_drain_wait": {"cupti_drain": "wait"},
+    "cupti_drain_end_32k": {"cupti_drain": "end", "buffer_bytes": 32768},
+    "cupti_drain_wait_32k": {"cupti_drain": "wait", "buffer_bytes": 32768},
+}
+"""Extra cupti variants (``--cupti-variants``), each with the default collectors: the ``cupti_drain`` modes
+(``off`` is the behaviour before draining: everything decoded after the wait, 256 KiB buffers; the others with
+the draining default of 8 KiB buffers unless given) and two buffer sizes."""
+
+
+def make_profiled(
+    torch: Any, w: Workload, backend: str, collectors: bool, options: dict[str, Any] | None = None
+) -> Callable[[], Any]:
+    """The same loop as a decorated function measured by ``backend`` (default options, plus ``options``)."""
     import nsightx
     from nsightx._host import plugins as _plugins
 
@@ -166,6 +184,7 @@ def make_profiled(torch: Any, w: Workload, backend: str, collectors: bool) -> Ca
         warmup=1,
         backend=backend,
         verbosity=nsightx.VerbosityLevel.SILENT,
+        **({"backend_options": options} if options else {}),
         **combine,
     )
     def fn(n: int) -> None:
@@ -188,12 +207,17 @@ def make_profiled(torch: Any, w: Workload, backend: str, collectors: bool) -> Ca
     return call
 
 
-def variants(torch: Any, w: Workload, backends: tuple[str, ...]) -> dict[str, Callable[[], Any]]:
-    """Every variant of one workload."""
+def variants(
+    torch: Any, w: Workload, backends: tuple[str, ...], cupti_variants: tuple[str, ...] = ()
+) -> dict[str, Callable[[], Any]]:
+    """Every variant of one workload (the extra cupti ones only when the cupti backend is measured)."""
     out: dict[str, Callable[[], Any]] = {"bare": make_bare(torch, w)}
     for backend in backends:
         out[backend] = make_profiled(torch, w, backend, True)
         out[f"{backend}_nocollectors"] = make_profiled(torch, w, backend, False)
+    if "cupti" in backends:
+        for name in cupti_variants:
+            out[name] = make_profiled(torch, w, "cupti", True, CUPTI_VARIANTS[name])
     return out
 
 
@@ -225,9 +249,11 @@ def region_attrs(result: Any) -> dict[str, Any]:
     return out
 
 
-def measure(torch: Any, w: Workload, reps: int, backends: tuple[str, ...]) -> dict[str, Any]:
+def measure(
+    torch: Any, w: Workload, reps: int, backends: tuple[str, ...], cupti_variants: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Time every variant of ``w`` ``reps`` times, interleaved, and summarise."""
-    fns = variants(torch, w, backends)
+    fns = variants(torch, w, backends, cupti_variants)
     names = list(fns)
     last = {k: fn() for k, fn in fns.items()}  # warm-up: cuBLAS, CUPTI, allocator, plugin hosts
     walls: dict[str, list[float]] = {k: [] for k in names}
@@ -254,6 +280,11 @@ def measure(torch: Any, w: Workload, reps: int, backends: tuple[str, ...]) -> di
     if "cupti" in last:
         out["cupti_regions"] = region_attrs(last["cupti"])
         out["cupti_environment"] = {k: v for k, v in last["cupti"].environment.items() if k.startswith("Cupti")}
+        out["cupti_variant_environments"] = {
+            k: {key: v for key, v in last[k].environment.items() if key.startswith("Cupti")}
+            for k in names
+            if k in CUPTI_VARIANTS
+        }
     if "events" in last:
         out["events_environment"] = dict(last["events"].environment)
     return out
@@ -287,8 +318,18 @@ def main() -> int:
     ap.add_argument("--tag", default="", help="suffix of the output file names (e.g. 'before')")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile of the tiny workload")
     ap.add_argument("--backends", default="cupti,events", help="comma-separated backends (default: cupti,events)")
+    ap.add_argument(
+        "--cupti-variants",
+        help=f"comma-separated extra cupti variants, or 'none' (default: all of {', '.join(CUPTI_VARIANTS)}; "
+        "none with --tree, whose older cupti backend may not know their options)",
+    )
     ap.add_argument("--nvml-period", type=float, help="nvml sampler period in seconds (default: the plugin's)")
     args = ap.parse_args()
+    chosen_variants = args.cupti_variants or ("none" if args.tree else ",".join(CUPTI_VARIANTS))
+    cupti_variants = () if chosen_variants == "none" else tuple(chosen_variants.split(","))
+    unknown = [v for v in cupti_variants if v not in CUPTI_VARIANTS]
+    if unknown:
+        ap.error(f"unknown --cupti-variants {unknown}; known: {', '.join(CUPTI_VARIANTS)} or 'none'")
     info = use_tree(args.tree)
     if args.nvml_period is not None:  # an experiment: how much of the collectors' cost the sampler thread is
         from nsightx_nvml import _sampler
@@ -316,9 +357,10 @@ def main() -> int:
     path = args.out / f"backend_overhead{tag}.json"
     chosen = args.only.split(",") if args.only else list(WORKLOADS)
     backends = tuple(args.backends.split(","))
+    report["cupti_variants"] = {v: CUPTI_VARIANTS[v] for v in cupti_variants}
     for name in chosen:
         t0 = time.perf_counter()
-        res = report["workloads"][name] = measure(torch, WORKLOADS[name], args.reps, backends)
+        res = report["workloads"][name] = measure(torch, WORKLOADS[name], args.reps, backends, cupti_variants)
         print(
             f"{name} ({time.perf_counter() - t0:.1f} s): paired ratios "
             + json.dumps({k: round(v, 3) for k, v in res["ratio_paired_median"].items()}),

@@ -11,6 +11,7 @@ from nsightx_cupti._attribution import (
     METRIC,
     ActivityBatch,
     ApiActivity,
+    Attributed,
     Attribution,
     KernelActivity,
     RegionWindow,
@@ -18,6 +19,7 @@ from nsightx_cupti._attribution import (
     batch_from_json,
     batch_to_json,
     filter_batch,
+    region_attributes,
     to_run_output,
 )
 
@@ -97,6 +99,18 @@ def test_two_regions_and_incomplete_timestamps() -> None:
     out = to_run_output(attribute(batch, windows), windows)
     assert math.isnan(out.records[0].value) and out.records[0].annotation == "first"
     assert out.records[1].annotation == "second" and out.records[1].value == 10.0
+
+
+def test_region_attributes_of_no_one_and_two_kernels() -> None:
+    w = _w(1, "r", 0, 100)
+    keys = "kernel_count device_ns span_ns launch_ns launch_bound streams graph_kernels other_thread_kernels".split()
+    assert region_attributes(w, []) == dict(zip(keys, (0, 0, 0, 100, False, 0, 0, 0), strict=True))
+    one = [Attributed(_k("a", 1, 10, 60, graph_id=3), "window")]
+    assert region_attributes(w, one) == dict(zip(keys, (1, 50, 50, 100, True, 1, 1, 1), strict=True))
+    two = [Attributed(_k("a", 1, 10, 60), "external"), Attributed(_k("b", 2, 70, 180, stream_id=2), "window")]
+    assert region_attributes(w, two) == dict(zip(keys, (2, 160, 170, 100, False, 2, 0, 1), strict=True))
+    types = [[type(v) for v in region_attributes(w, ks).values()] for ks in (one, two)]
+    assert types[0] == types[1]
 
 
 def test_json_round_trip_and_filter() -> None:

@@ -92,7 +92,7 @@ def _plan(**kw: Any) -> Plan:
     ("options", "match"),
     [
         ({"bogus": 1}, "not understood"),
-        ({"buffer_bytes": 10}, "at least 65536"),
+        ({"buffer_bytes": 10}, "at least 4096"),
         ({"flush_bytes": True}, "at least 65536"),
     ],
 )

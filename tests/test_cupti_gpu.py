@@ -196,3 +196,31 @@ def test_quiet_apis_are_learned_and_launches_still_attributed(plugin_host: Any, 
     assert second.environment["CuptiPerRun_records"] <= first.environment["CuptiPerRun_records"]
     counts = [{reg.config: reg.attributes["kernel_count"] for reg in _regions(res)} for res in (first, second)]
     assert counts[0] == counts[1] and min(counts[0].values()) >= 1  # every launch still found its region
+
+
+@pytest.mark.parametrize("drain", ["off", "end", "config", "wait"])
+def test_every_drain_mode_measures_every_kernel_of_the_sweep(plugin_host: Any, torch: Any, drain: str) -> None:
+    """Issue 13's sweep shape: every mode gets every kernel of every run once; the drain modes drained."""
+    sizes = (512, 1024, 2048, 4096)
+    inputs = {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in sizes}
+
+    @nsightx.analyze.kernel(
+        configs=[(n,) for n in sizes],
+        runs=10,
+        backend="cupti",
+        backend_options={"cupti_drain": drain},
+        verbosity=SILENT,
+    )
+    def mm(n: int) -> None:
+        a, b = inputs[n]
+        with nsightx.annotate("matmul"):
+            a @ b
+
+    res = mm()
+    counts = {(reg.config, reg.run): reg.attributes["kernel_count"] for reg in _regions(res)}
+    assert len(counts) == 40 and all(c >= 1 for c in counts.values())
+    assert len(res.records) == sum(counts.values())
+    assert all(r.value > 0 for r in res.records)
+    env = res.environment
+    assert env["CuptiDrain"] == drain
+    assert (env["CuptiDrains"] > 0) == (drain != "off")

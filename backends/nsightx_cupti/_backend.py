@@ -6,7 +6,9 @@ import functools
 import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator
 
 from nsightx.ext import (
     Availability,
@@ -20,13 +22,27 @@ from nsightx.ext import (
     Session,
 )
 from nsightx_cupti._attribution import METRIC
+from nsightx_cupti._drain import DEFAULT_DRAIN, DrainMode
+
+BUFFER_MINIMUM = 4 * 1024
+"""The smallest CUPTI activity buffer ``buffer_bytes`` accepts (a buffer must hold a few kernel records)."""
+
+
+def _check_buffer_bytes(value: object) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < BUFFER_MINIMUM):
+        raise ValueError(f"must be an int of at least {BUFFER_MINIMUM} bytes")
+    return value
+
+
+BufferBytes = Annotated[int | None, BeforeValidator(_check_buffer_bytes)]
+"""``buffer_bytes``: ``None`` (the default for the drain mode) or an int of at least :data:`BUFFER_MINIMUM`."""
 
 
 class CuptiOptions(BackendOptions):
     """The ``backend_options`` of the cupti backend, each with its one default."""
 
-    buffer_bytes: ByteCount = None
-    """Size of each CUPTI activity buffer in bytes (default 256 KiB)."""
+    buffer_bytes: BufferBytes = None
+    """Size of each CUPTI activity buffer in bytes, at least 4096 (default 8 KiB while draining, else 256 KiB)."""
     flush_bytes: ByteCount = None
     """Size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)."""
     api_tracing: Literal["always", "region"] = "always"
@@ -39,6 +55,10 @@ class CuptiOptions(BackendOptions):
     cupti_collect: Literal["batch", "run"] = "batch"
     """'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more after the last
     collection, and at the end; 'run': after every run."""
+    cupti_drain: DrainMode = DEFAULT_DRAIN
+    """When completed CUPTI buffers are decoded before the forced flush after the wait for the device: 'wait'
+    (default): by a helper thread during the wait; 'end': once just before it; 'config': also at each config
+    start; 'off': never (everything is decoded after the wait). See nsightx_cupti._drain."""
     flush_at: Literal["region", "run"] = "region"
     """'region' (default): flush L2 just before each region opens (inputs written by the function are cold, as
     under ncu); 'run': once before the function runs."""

@@ -1,6 +1,7 @@
 """The CUPTI session: what happens at each step of the shared run loop.
 
-``start_run``  nothing by default; with ``flush_at="run"`` the L2 flush below happens here instead.
+``start_run``  nothing by default; with ``flush_at="run"`` the L2 flush below happens here instead; with
+               ``cupti_drain="config"`` a config's first run delivers CUPTI's completed buffers first.
 ``region_enter`` with ``cache_control="all"``: reset persisting L2 lines, then overwrite a buffer of at least
                twice the L2 size, queued on the legacy default stream (before the id is pushed, so the flush
                is never counted; inputs the function wrote before the region are evicted, as ncu's
@@ -14,6 +15,9 @@
                CUPTI flush costs ~0.5 ms, more than a short run, and between collections the host queues runs
                ahead of the GPU, so collecting rarely is what keeps the overhead low.
                With ``backend_options={"cupti_collect": "run"}`` every run is collected as it finishes.
+               While the host waits for the device, a helper thread delivers and decodes the CUPTI buffers
+               the GPU has completed (``cupti_drain="wait"``, the default; :mod:`nsightx_cupti._drain`), so
+               the forced flush after the wait only has the last ones.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from nsightx_cupti._attribution import (
     to_run_output,
     to_run_outputs,
 )
+from nsightx_cupti._drain import DrainMode, wait_draining
 from nsightx_cupti._tracer import OTHER_CLIENTS
 
 if TYPE_CHECKING:
@@ -228,9 +233,12 @@ class CuptiSession(Session):
         keep_batches: bool = False,
         deferred: bool = False,
         flush_at: str = "run",
+        drain: DrainMode = "off",
     ) -> None:
         self.deferred = deferred
         self.flush_at = flush_at
+        self.drain: DrainMode = drain if deferred else "off"  # collected after every run: nothing to drain early
+        self._config: int | None = None
         self._finished: list[tuple[int, int]] = []
         self.tracer = tracer
         self.device = device
@@ -246,7 +254,11 @@ class CuptiSession(Session):
         """Cumulative host time of :meth:`finish_run`'s steps (the backend's own overhead), ns."""
 
     def start_run(self, config: int, run: int) -> None:
-        """Flush L2 (when asked, with ``flush_at="run"``) before the user's function runs."""
+        """Drain CUPTI at a config's first run (``cupti_drain="config"``); flush L2 (``flush_at="run"``)."""
+        if config != self._config:
+            self._config = config
+            if self.drain == "config" and self._finished:
+                self._drain()
         if self.flush_at == "run":
             self.device.flush_l2()
 
@@ -322,7 +334,7 @@ class CuptiSession(Session):
     def _attribute(self) -> tuple[Attribution, list[RegionWindow]]:
         """Synchronise, flush CUPTI once, and attribute every pending window's kernels."""
         t0 = time.perf_counter_ns()
-        self.device.synchronize()
+        self._wait()
         t1 = time.perf_counter_ns()
         batch = self.tracer.collect()
         t2 = time.perf_counter_ns()
@@ -348,6 +360,23 @@ class CuptiSession(Session):
         cost["collect"] += t2 - t1
         cost["attribute"] += time.perf_counter_ns() - t2
         return attribution, windows
+
+    def _drain(self) -> None:
+        """Deliver CUPTI's completed buffers now, while the GPU still works (a tracer without ``drain``: no-op)."""
+        drain = getattr(self.tracer, "drain", None)
+        if drain is not None:
+            drain()
+
+    def _wait(self) -> None:
+        """Wait for the device; drain CUPTI just before (``end``, ``config``) or all through it (``wait``)."""
+        drain = getattr(self.tracer, "drain", None) if self.drain != "off" else None
+        if drain is None:
+            self.device.synchronize()
+        elif self.drain == "wait":
+            wait_draining(self.device.synchronize, drain)
+        else:
+            drain()
+            self.device.synchronize()
 
     def _check_silent(self, batch: ActivityBatch, windows: list[RegionWindow], attribution: Attribution) -> None:
         """A region that made kernel launch calls but got no kernel record is an error, never an empty result.
@@ -410,10 +439,12 @@ class CuptiSession(Session):
         for step in ("sync", "collect", "attribute"):
             env[f"CuptiUsPerRun_{step}"] = round(self.cost_ns[step] / runs / 1e3, 1)
         stats = getattr(self.tracer, "stats", {})
-        for key in ("flush", "decode", "dropped"):
+        env["CuptiDrain"] = self.drain
+        for key in ("flush", "decode", "flush_decode", "drain", "dropped"):
             env[f"CuptiUsPerRun_{key}"] = round(stats.get(key, 0) / runs / 1e3, 1)
         for key in ("buffers", "records"):
             env[f"CuptiPerRun_{key}"] = round(stats.get(key, 0) / runs, 1)
+        env["CuptiDrains"] = int(stats.get("drains", 0))
         return env
 
 
@@ -426,14 +457,17 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
         keep_batches: Keep each run's raw activity on the session (fixture capture).
     """
     from nsightx_cupti._backend import CuptiOptions
+    from nsightx_cupti._drain import DRAIN_BUFFER_BYTES
     from nsightx_cupti._tracer import DEFAULT_BUFFER_BYTES, ActivityTracer
 
     opts = CuptiOptions.parse(plan.backend_options, "cupti")
+    deferred = opts.cupti_collect != "run"
+    drain = opts.cupti_drain if deferred else "off"
     device = CudaDevice(plan.device, flush=plan.cache_control == "all", flush_bytes=opts.flush_bytes)
     try:
         tracer = ActivityTracer.get()
         tracer.start(
-            opts.buffer_bytes or DEFAULT_BUFFER_BYTES,
+            opts.buffer_bytes or (DEFAULT_BUFFER_BYTES if drain == "off" else DRAIN_BUFFER_BYTES),
             api_tracing=opts.api_tracing,
             flush_flag=opts.cupti_flush,
             api_filter=opts.api_filter,
@@ -444,8 +478,9 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
                 device,
                 plan.metrics,
                 keep_batches=keep_batches,
-                deferred=opts.cupti_collect != "run",
+                deferred=deferred,
                 flush_at=opts.flush_at,
+                drain=drain,
             )
         finally:
             tracer.stop()

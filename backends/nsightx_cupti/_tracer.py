@@ -157,50 +157,66 @@ class ActivityTracer:
         self.api_filter = "learn"
         """``learn``: APIs seen to launch nothing are switched off (:mod:`nsightx_cupti._quiet`); ``off``: never."""
         self._open_regions = 0
+        self._launches: dict[ApiKey, bool] = {}
+        """:meth:`launches_kernels`'s answer for each API asked about."""
         self.flush_flag = "forced"
         """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
         self.stats: dict[str, float] = {}
-        """Cumulative cost of the tracer's own work, ns: ``flush``, ``decode`` (inside the callback), ``dropped``;
-        and counts: ``collects``, ``buffers``, ``records``."""
+        """Cumulative cost of the tracer's own work, ns: ``flush`` (the flush of :meth:`collect`), ``decode`` (inside
+        the callback, wherever it ran), ``flush_decode`` (the part of ``decode`` inside :meth:`collect`'s flush),
+        ``drain`` (non-forced flushes of :meth:`drain`), ``dropped``; and counts: ``collects``, ``buffers``,
+        ``records``, ``drains``, ``drain_errors``."""
 
     # --- CUPTI callbacks (may run on a CUPTI thread) --------------------------------------------------------
     def _buffer_requested(self) -> tuple[int, int]:
         return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities: Any) -> None:
+        """Copy one delivered buffer's records into :attr:`_pending` (CUPTI calls this inside a flush).
+
+        A forced flush after the GPU wait runs this on the critical path, so it reads each field once, binds
+        everything it calls to locals and builds the named tuples without their Python-level constructor.
+        """
         t0 = time.perf_counter_ns()
         try:
-            batch = ActivityBatch()
-            ext_kind = self._ext_kind
+            kernels: list[KernelActivity] = []
+            apis: dict[int, ApiActivity] = {}
+            externals: dict[int, int] = {}
+            k_kernel, k_runtime, k_driver = self._k_kernel, self._k_runtime, self._k_driver
+            k_external, ext_kind = self._k_external, self._ext_kind
+            new = tuple.__new__  # the named tuples' own constructor is a Python function: ~2x slower
+            add_kernel = kernels.append
             for a in activities:
                 kind = a.kind
-                if kind == self._k_kernel:
-                    batch.kernels.append(
-                        KernelActivity(
-                            a.name,
-                            a.start,
-                            a.end,
-                            a.correlation_id,
-                            a.stream_id,
-                            a.device_id,
-                            a.context_id,
-                            a.graph_id,
-                            a.graph_node_id,
+                if kind == k_kernel:
+                    add_kernel(
+                        new(
+                            KernelActivity,
+                            (
+                                a.name,
+                                a.start,
+                                a.end,
+                                a.correlation_id,
+                                a.stream_id,
+                                a.device_id,
+                                a.context_id,
+                                a.graph_id,
+                                a.graph_node_id,
+                            ),
                         )
                     )
-                elif kind == self._k_runtime or kind == self._k_driver:
-                    batch.apis[a.correlation_id] = ApiActivity(
-                        a.correlation_id,
-                        a.start,
-                        a.end,
-                        a.thread_id,
-                        a.cbid,
-                        "runtime" if kind == self._k_runtime else "driver",
-                    )
-                elif kind == self._k_external and a.external_kind == ext_kind:
-                    batch.externals[a.correlation_id] = a.external_id
+                elif kind == k_external:
+                    if a.external_kind == ext_kind:
+                        externals[a.correlation_id] = a.external_id
+                elif kind == k_runtime or kind == k_driver:
+                    corr = a.correlation_id
+                    domain = "runtime" if kind == k_runtime else "driver"
+                    apis[corr] = new(ApiActivity, (corr, a.start, a.end, a.thread_id, a.cbid, domain))
             with self._lock:
-                self._pending.extend(batch)
+                pending = self._pending
+                pending.kernels.extend(kernels)
+                pending.apis.update(apis)
+                pending.externals.update(externals)
                 self._count("buffers", 1)
                 self._count("records", len(activities))
                 self._count("decode", time.perf_counter_ns() - t0)
@@ -339,8 +355,14 @@ class ActivityTracer:
         Graph launches (a graph may hold no kernel) and host-function launches are not counted; an id the
         installed cupti-python cannot name is not either.
         """
-        name = self._api_name(api.domain, api.cbid)
-        return name is not None and "Launch" in name and "HostFunc" not in name and "Graph" not in name
+        key = (api.domain, api.cbid)
+        known = self._launches.get(key)
+        if known is None:  # asked for every launch record of a collection: name each API once per process
+            name = self._api_name(*key)
+            known = self._launches[key] = (
+                name is not None and "Launch" in name and "HostFunc" not in name and "Graph" not in name
+            )
+        return known
 
     def forget_quiet(self) -> int:
         """Switch every API this tracer switched off back on and forget them; returns how many there were."""
@@ -407,6 +429,7 @@ class ActivityTracer:
             MeasurementError: CUPTI dropped records, or a buffer could not be decoded.
         """
         c = self._cupti
+        decoded = self.stats.get("decode", 0)
         t0 = time.perf_counter_ns()
         c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED) if self.flush_flag == "forced" else 0)
         t1 = time.perf_counter_ns()
@@ -415,6 +438,7 @@ class ActivityTracer:
         with self._lock:
             self._count("collects", 1)
             self._count("flush", t1 - t0)
+            self._count("flush_decode", self.stats.get("decode", 0) - decoded)
             self._count("dropped", t2 - t1)
             batch, self._pending = self._pending, ActivityBatch()
             errors, self._errors = self._errors, []
@@ -431,6 +455,28 @@ class ActivityTracer:
                 f"backend_options={{'buffer_bytes': {2 * self.buffer_bytes}}}"
             )
         return batch
+
+    def drain(self) -> None:
+        """Deliver the buffers whose records are all complete (a non-forced flush); leave the rest in CUPTI.
+
+        Called while the GPU still works (see :mod:`nsightx_cupti._drain`), from the session's thread or a
+        helper thread, so the decode of those buffers happens before the wait for the device instead of after
+        it. What it delivers joins the pending batch that :meth:`collect` returns. Never raises: a failed drain
+        is counted in :attr:`stats` (``drain_errors``) and the forced flush of :meth:`collect` delivers what it
+        could not.
+        """
+        if not self.active:
+            return
+        t0 = time.perf_counter_ns()
+        failed = 0
+        try:
+            self._cupti.activity_flush_all(0)
+        except Exception:
+            failed = 1
+        with self._lock:
+            self._count("drains", 1)
+            self._count("drain", time.perf_counter_ns() - t0)
+            self._count("drain_errors", failed)
 
     def dropped(self) -> int:
         """Records CUPTI dropped since the last call (its global queue; the count resets on read)."""

@@ -1,0 +1,84 @@
+"""Draining CUPTI's completed activity buffers while the GPU still works (``backend_options={"cupti_drain": ...}``).
+
+A deferred session collects once for many runs: the host queues them ahead of the GPU, waits for the device,
+and only then flushes CUPTI (forced) and decodes every record. On issue 13's matmul sweep the wait is ~32 ms and
+everything after it, ~0.8 ms of flush and decode among it, adds to the call's wall time.
+
+CUPTI's non-forced flush (``cuptiActivityFlushAll(0)``) delivers only the buffers whose records are all
+complete, and leaves the rest where they are. So a non-forced flush made while the GPU still runs the last
+runs decodes the earlier runs' buffers off the critical path, and the forced flush after the wait only has
+the tail. No record can be lost or doubled by it: delivered records join the same pending batch the forced
+flush adds to, and attribution runs once, on everything, after the wait (the forced flush stays).
+
+How much a drain takes off depends on the buffers: the records of a run sit in the buffer being filled when it
+was launched, and a buffer comes out only once its last record is complete. With one big buffer (256 KiB holds
+a whole sweep's ~17 KiB of records) nothing comes out before the end; smaller buffers (:data:`DRAIN_BUFFER_BYTES`,
+the default when draining) fill and complete one after another.
+
+Modes (:data:`DRAIN_MODES`):
+
+``off``     no drain (the forced flush after the wait delivers everything; the behaviour before this module).
+``end``     one non-forced flush just before the wait.
+``config``  one at the start of every config while runs are pending, and one just before the wait.
+``wait``    a helper thread flushes (non-forced) every :data:`WAIT_PERIOD_S` while the calling thread waits
+            for the device (the wait is a ctypes call, which releases the GIL), so buffers come out as the GPU
+            completes them; no drain runs after the wait has returned, so none overlaps the forced flush.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Literal
+
+DrainMode = Literal["off", "end", "config", "wait"]
+"""When a deferred session delivers completed CUPTI buffers before its forced flush."""
+
+DRAIN_MODES: tuple[DrainMode, ...] = ("off", "end", "config", "wait")
+"""Every :data:`DrainMode`."""
+
+DEFAULT_DRAIN: DrainMode = "wait"
+"""The mode a session uses when ``cupti_drain`` is not given."""
+
+DRAIN_BUFFER_BYTES = 8 * 1024
+"""Activity buffer size when draining and ``buffer_bytes`` is not given: ~25 kernel launches' records (a kernel
+record, its launch record and its external-correlation record take ~320 bytes), so a sweep's records span
+several buffers that complete one after another."""
+
+WAIT_PERIOD_S = 0.0005
+"""Pause between two drains of the ``wait`` helper thread, s."""
+
+
+def wait_draining(wait: Callable[[], None], drain: Callable[[], None], period_s: float = WAIT_PERIOD_S) -> None:
+    """Call ``wait()`` on this thread while a helper thread calls ``drain()`` every ``period_s`` until it returns.
+
+    The helper drains at once, then after every pause. When ``wait`` returns or raises, this waits for a drain
+    in flight to finish and returns; the helper makes no drain after that (it sees the stop under the same lock)
+    and ends on its own, so the caller's forced flush never overlaps a drain and does not wait for the thread's
+    exit. ``drain`` must not raise (a failed drain only loses its head start; the forced flush after the wait
+    still delivers everything).
+
+    Args:
+        wait: Blocks until the device is idle (releases the GIL while it blocks).
+        drain: Delivers the completed buffers (a non-forced flush).
+        period_s: Pause between two drains.
+    """
+    done = threading.Event()
+    busy = threading.Lock()
+
+    def loop() -> None:
+        while True:
+            with busy:
+                if done.is_set():
+                    return
+                drain()
+            if done.wait(period_s):
+                return
+
+    threading.Thread(target=loop, name="nsightx-cupti-drain", daemon=True).start()
+    try:
+        wait()
+    finally:
+        done.set()
+        with busy:  # a drain in flight finishes first; none starts after this
+            pass
