@@ -23,9 +23,9 @@ from test_cupti_tracer import FakeCupti, Flag, Kind, api, ext, kernel
 
 import nsightx
 from nsightx._errors import ConfigError
-from nsightx._plan import Plan, ThermalSettings
-from nsightx._runloop import run_loop
-from nsightx._sink import RunSink
+from nsightx._results.sink import RunSink
+from nsightx._run.loop import run_loop
+from nsightx._run.plan import Plan, ThermalSettings
 
 SIZES = (0, 1, 2, 3)
 RUNS = 10
