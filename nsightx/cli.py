@@ -1,4 +1,12 @@
-"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``."""
+"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``.
+
+It behaves like a Unix tool: ``nsightx --version``; ``python -m nsightx`` is the same command; bare ``nsightx``
+prints the help on stdout and exits 2, as bare ``git`` prints its usage and exits non-zero (no command is a
+misuse, so a script running ``nsightx $CMD`` with an empty ``$CMD`` fails); every misuse and every error nsightx
+anticipates (a bad option, an unknown command, a missing or unreadable file, an ``NsightxError`` from a command)
+is one line on stderr, ``nsightx <command>: <what went wrong>``, with exit status 2 and no traceback. Only a bug in
+nsightx itself still ends in a traceback, so that it can be reported.
+"""
 
 from __future__ import annotations
 
@@ -150,24 +158,43 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if gate_failed(frame) else 0
 
 
+def _parser() -> _Parser:
+    """The ``nsightx`` parser: ``--version`` and one subparser per registered command."""
+    from nsightx._version import __version__
+
+    parser = _Parser(
+        prog="nsightx",
+        description="Measure GPU kernels from Python.",
+        epilog="exit status: 0 success; 1 a failed 'compare' gate; 2 a misuse or an error (one line on stderr)",
+    )
+    parser.add_argument("--version", action="version", version=f"nsightx {__version__}")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    for name, (help_text, configure, _fn) in _COMMANDS.items():
+        configure(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nsightx`` console script.
 
     Returns:
-        The exit status: the command's own (0, or 1 for a failed ``compare`` gate), or 2 for any misuse (a bad
-        argument, an option nsightx refuses, a file it cannot read or write), which prints one line to stderr
-        and no traceback.
+        The exit status: the command's own (0, or 1 for a failed ``compare`` gate), 0 for ``--help`` and
+        ``--version``, or 2 for any misuse (no command, a bad argument, an option nsightx refuses, a file it
+        cannot read or write), which prints one line to stderr and no traceback (bare ``nsightx`` prints the
+        help on stdout instead).
     """
     from nsightx._errors import NsightxError
 
-    parser = _Parser(prog="nsightx", description="Measure GPU kernels from Python.")
-    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    for name, (help_text, configure, _fn) in _COMMANDS.items():
-        configure(sub.add_parser(name, help=help_text, description=help_text))
+    parser = _parser()
     try:
         args = parser.parse_args(argv)
     except _UsageError as e:
         print(e, file=sys.stderr)
+        return 2
+    except SystemExit as e:  # --help and --version print, then argparse exits 0
+        return e.code if isinstance(e.code, int) else 0
+    if args.cmd is None:
+        parser.print_help()
         return 2
     try:
         return _COMMANDS[args.cmd][2](args)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import nsightx
+from nsightx._results.summary import device_label, render_text, summarize, unstable_warning
 
 
 def _has_cuda() -> bool:
@@ -93,25 +94,14 @@ def run(output: str = "nsightx-out/", runs: int = 10, backend: str = "auto") -> 
 
 
 def _report(results: Any, folder: Path) -> None:
-    """Print the aggregated table, the backend and GPU, and the files the call wrote."""
-    import pandas as pd
-
-    frame = results.to_dataframe()
-    cols = [
-        "Annotation",
-        "n",
-        "Metric",
-        "AvgValue",
-        "Unit",
-        "CI95_Lower",
-        "CI95_Upper",
-        "RelativeStdDevPct",
-        "NumRuns",
-        "Tool",
-    ]
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.4g}".format):
-        print(frame[cols].to_string(index=False))
-    print(f"\nbackend: {results.backend}; GPU: {results.environment.get('GPU')}")
+    """Print the table in readable units, the device, a warning (stderr) for unstable rows, and the files."""
+    summary = summarize(results.to_dataframe(), results.data.plan.params)
+    print(render_text(summary))
+    print(f"\ndevice: {device_label(results.backend, results.environment)}")
+    warning = unstable_warning(summary)
+    if warning:
+        sys.stdout.flush()
+        print(f"nsightx demo: warning: {warning}", file=sys.stderr)
     print(f"files written under {folder.resolve()}:")
     tag = Path(str(results.environment["raw_data"])).stem.removeprefix("raw_data-")
     for p in sorted(folder.iterdir()):

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from nsightx._errors import ConfigError, ResultSchemaError
 from nsightx._plot.render import plot_frame
+from nsightx._results.html import results_html
 from nsightx._results.output import OutputLocation, write_atomic
 from nsightx._results.records import Record, RunRecords, Scalar
 from nsightx._results.schema import PlanInfo, ResultData, describe_errors, gc_paused, schema_message
@@ -47,6 +48,10 @@ class ProfileResults:
             f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
             f"{len(self.data.values)} values)"
         )
+
+    def _repr_html_(self) -> str:
+        """The aggregated table as HTML for Jupyter: readable units, 95% CIs, stability, Tool (see its renderer)."""
+        return results_html(self.to_dataframe(), self.data)
 
     @property
     def backend(self) -> str:

@@ -1,8 +1,10 @@
-"""A progress line on stderr for sweeps that take more than a couple of seconds.
+r"""A progress line on stderr for sweeps that take more than a couple of seconds.
 
-Silent under ``VerbosityLevel.SILENT`` and when stderr is not a terminal (CI logs, pipes, files); it shows
-itself only once the sweep has run for ``delay_s``, so short sweeps print nothing. Under ``runs="auto"`` the
-total counts every config at ``max_runs`` and shrinks as configs stop early, so the estimate only improves.
+Silent under ``VerbosityLevel.SILENT`` and when stderr is not a terminal (CI logs, pipes, files), except in a
+Jupyter notebook: there stderr is the kernel's stream, not a TTY, yet the notebook redraws a ``\r`` line in
+place, so the line shows in the cell's output. It shows itself only once the sweep has run for ``delay_s``, so
+short sweeps print nothing. Under ``runs="auto"`` the total counts every config at ``max_runs`` and shrinks as
+configs stop early, so the estimate only improves.
 """
 
 from __future__ import annotations
@@ -83,7 +85,19 @@ class Progress:
 
 
 def _is_terminal(stream: TextIO) -> bool:
+    if _is_notebook_stream(stream):
+        return True
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # closed or replaced streams
         return False
+
+
+def _is_notebook_stream(stream: TextIO) -> bool:
+    """True for the stream a Jupyter kernel (ipykernel) puts in place of stderr.
+
+    Checked without importing ipykernel: outside a kernel the module is not loaded, so this is false.
+    """
+    iostream = sys.modules.get("ipykernel.iostream")
+    out_stream = getattr(iostream, "OutStream", None)
+    return isinstance(out_stream, type) and isinstance(stream, out_stream)

@@ -1,0 +1,168 @@
+"""The aggregated table as people read it: durations in us/ms/s, the 95% CI in the mean's unit, stability, Tool.
+
+``nsightx demo`` prints it as text and ``ProfileResults._repr_html_`` (:mod:`nsightx._results.html`) draws it in a
+notebook; both go through :func:`summarize`, so the two show the same cells. The DataFrame itself keeps the raw
+values (durations in ns): this module only formats them for display.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nsightx._results.dataframe import STABLE_RSD_PCT
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TIME_UNITS: tuple[tuple[float, str], ...] = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
+"""Factors from nanoseconds to each display unit, largest first."""
+
+MAX_NAMED_UNSTABLE = 3
+"""How many unstable rows the warning names before it says "and N more"."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One displayed row: its cells (in the order of :attr:`Summary.header`) and what the warning needs."""
+
+    cells: tuple[str, ...]
+    stable: bool
+    label: str
+    """The row named for a warning: annotation, config and metric (``matmul n=64 host__time_duration.sum``)."""
+    rsd_pct: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The displayed table: a header and one :class:`Row` per annotation, config and metric."""
+
+    header: tuple[str, ...]
+    rows: tuple[Row, ...]
+    right: frozenset[str] = frozenset()
+    """Columns whose cells are numbers, right-aligned in text."""
+
+    @property
+    def unstable(self) -> tuple[Row, ...]:
+        """The rows whose ``StableMeasurement`` is false."""
+        return tuple(r for r in self.rows if not r.stable)
+
+
+def scale(value: float, unit: str | None) -> tuple[float, str | None]:
+    """The factor to divide by and the unit to show ``value`` in.
+
+    A duration in ns is shown in the largest of s, ms, us, ns under which its magnitude is at least 1
+    (``2.068e+04 ns`` becomes ``20.68 us``); any other unit is kept as it is (factor 1).
+    """
+    if unit != "ns" or not math.isfinite(value):
+        return 1.0, unit
+    return next(((f, u) for f, u in TIME_UNITS if abs(value) >= f), TIME_UNITS[-1])
+
+
+def number(value: float) -> str:
+    """Four significant digits, ``-`` for a missing or infinite value."""
+    return f"{value:.4g}" if math.isfinite(value) else "-"
+
+
+def with_unit(text: str, unit: str | None) -> str:
+    """``text`` followed by ``unit`` when there is one."""
+    return f"{text} {unit}" if unit else text
+
+
+def mean_and_ci(avg: float, lower: float, upper: float, unit: str | None) -> tuple[str, str]:
+    """The mean and its 95% confidence interval, both in the unit chosen for the mean."""
+    factor, shown = scale(avg, unit)
+    if not (math.isfinite(lower) and math.isfinite(upper)):
+        return with_unit(number(avg / factor), shown), "-"
+    ci = f"[{number(lower / factor)}, {number(upper / factor)}]"
+    return with_unit(number(avg / factor), shown), with_unit(ci, shown)
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _config_cells(record: Mapping[Any, Any], params: Sequence[str]) -> list[str]:
+    return ["-" if record.get(p) is None else str(record.get(p)) for p in params]
+
+
+def _row(record: Mapping[Any, Any], params: Sequence[str], device: bool) -> Row:
+    unit = record.get("Unit") or None
+    mean, ci = mean_and_ci(
+        _float(record.get("AvgValue")), _float(record.get("CI95_Lower")), _float(record.get("CI95_Upper")), unit
+    )
+    rsd = _float(record.get("RelativeStdDevPct"))
+    stable = bool(record.get("StableMeasurement", True))
+    config = " ".join(f"{p}={record.get(p)}" for p in params)
+    cells = [str(record.get("Annotation")), *_config_cells(record, params), str(record.get("Metric"))]
+    cells += [mean, ci, f"{rsd:.1f}%" if math.isfinite(rsd) else "-", str(record.get("NumRuns", "-"))]
+    cells += ["yes" if stable else "no"]
+    cells += [str(record.get("Device"))] if device else []
+    cells += [str(record.get("Tool"))]
+    label = " ".join(part for part in (str(record.get("Annotation")), config, str(record.get("Metric"))) if part)
+    return Row(cells=tuple(cells), stable=stable, label=label, rsd_pct=rsd)
+
+
+def summarize(frame: pd.DataFrame, params: Sequence[str]) -> Summary:
+    """The displayed table of an aggregated DataFrame (:meth:`ProfileResults.to_dataframe`).
+
+    Args:
+        frame: The aggregated DataFrame.
+        params: The profiled function's parameter names (the config columns), in order.
+    """
+    device = "Device" in frame.columns
+    header = ["Annotation", *params, "Metric", "Mean", "95% CI", "RSD", "Runs", "Stable"]
+    header += ["Device"] if device else []
+    header += ["Tool"]
+    records = frame.to_dict("records")
+    rows = tuple(_row(rec, params, device) for rec in records)
+    numeric = [p for p in params if all(_is_number(rec.get(p)) for rec in records)]
+    return Summary(header=tuple(header), rows=rows, right=frozenset((*numeric, "Mean", "95% CI", "RSD", "Runs")))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Number) and not isinstance(value, bool)
+
+
+def device_label(backend: str, environment: Mapping[str, Any]) -> str:
+    """What measured, for people: ``CPU (host backend)``, or the GPU's name and the backend."""
+    if backend == "host":
+        return "CPU (host backend)"
+    gpu = environment.get("GPU")
+    return f"{gpu} ({backend} backend)" if gpu else f"GPU, name not recorded ({backend} backend)"
+
+
+def unstable_warning(summary: Summary) -> str | None:
+    """One sentence naming the unstable rows (at most :data:`MAX_NAMED_UNSTABLE`), or ``None`` when all are stable."""
+    unstable = summary.unstable
+    if not unstable:
+        return None
+    named = ", ".join(
+        f"{r.label} ({r.rsd_pct:.1f}%)" if math.isfinite(r.rsd_pct) else r.label for r in unstable[:MAX_NAMED_UNSTABLE]
+    )
+    more = f" and {len(unstable) - MAX_NAMED_UNSTABLE} more" if len(unstable) > MAX_NAMED_UNSTABLE else ""
+    return (
+        f"{len(unstable)} of {len(summary.rows)} row(s) unstable (relative std dev >= {STABLE_RSD_PCT:g}% or a "
+        f"throttled run): {named}{more}; more runs, runs='auto' or a quieter machine tighten them"
+    )
+
+
+def render_text(summary: Summary) -> str:
+    """The table as aligned plain text for a terminal or a log."""
+    widths = [len(h) for h in summary.header]
+    for row in summary.rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row.cells, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if h in summary.right else c.ljust(w)
+            for h, c, w in zip(summary.header, cells, widths, strict=True)
+        ).rstrip()
+
+    return "\n".join([line(summary.header), *(line(row.cells) for row in summary.rows)])
