@@ -83,6 +83,7 @@ _LAZY = {
     "RunOutput": ("nsightx._run.backend", "RunOutput"),
     "Record": ("nsightx._results.records", "Record"),
     "RegionId": ("nsightx._results.records", "RegionId"),
+    "SweepError": ("nsightx._api.sweep", "SweepError"),
 }
 
 
@@ -131,6 +132,7 @@ __all__ = [
     "ResultSchemaError",
     "RunOutput",
     "Session",
+    "SweepError",
     "ThermalControlError",
     "Tool",
     "TransformError",

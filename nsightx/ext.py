@@ -17,6 +17,10 @@ What is here, by purpose:
 - **Running a plan yourself** (``execute`` in another process, as the ncu backend does): :func:`run_loop`,
   :func:`use_device`, :class:`RunSink` and :func:`read_raw`, :class:`Progress`, :func:`make_guard` with
   :class:`Guard`, :class:`NoGuard` and :data:`PAUSE_COLUMN`, :func:`to_scalar`.
+- **Shipping a function to another process** (as the ncu worker, ``parallel_devices`` and ``executor=``
+  do): the module :mod:`travel` (a decorated function of an importable module travels as its import path, one of
+  ``__main__`` or a notebook by value; ``travel.dump_checked`` names a value that cannot be pickled in a
+  ``travel.UnpicklableError``; ``travel.Destination`` says where it was going and the way out).
 - **Plugins and hooks**: :data:`hookimpl`, :class:`BackendRegistrar`, :class:`CollectorRegistrar`,
   :class:`CollectorLike`, :class:`InfoCollector`, :class:`CollectContext`, :data:`CollectResult`,
   :class:`CollectionScope`, :class:`ThermalReading`, :class:`TemperatureSource`.
@@ -80,6 +84,7 @@ if TYPE_CHECKING:
     from nsightx._model import Frozen
     from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
     from nsightx._results.sink import RunSink, Sink, read_raw
+    from nsightx._run import travel
     from nsightx._run.backend import (
         COLLECT_EVERY,
         COLLECT_SECONDS,
@@ -171,11 +176,17 @@ _SOURCES: dict[str, tuple[str, ...]] = {
 _LAZY: dict[str, tuple[str, str]] = {name: (module, name) for module, names in _SOURCES.items() for name in names}
 """Public name -> (private module, attribute), loaded on first access."""
 _LAZY["visible_gpus"] = ("nsightx._run.device", "visible")
+_MODULES: dict[str, str] = {"travel": "nsightx._run.travel"}
+"""Public name -> private module re-exported whole (loaded on first access)."""
 
 if not TYPE_CHECKING:  # type checkers see the imports above, so a misspelt name is an error there
 
     def __getattr__(name: str) -> object:
         """Load ``name`` from its private module on first access (then it is a plain module attribute)."""
+        if name in _MODULES:
+            value: object = importlib.import_module(_MODULES[name])
+            globals()[name] = value
+            return value
         try:
             module, attr = _LAZY[name]
         except KeyError:
@@ -252,6 +263,7 @@ __all__ = [
     "read_raw",
     "run_loop",
     "to_scalar",
+    "travel",
     "use_device",
     "visible_gpus",
 ]

@@ -81,7 +81,8 @@ def test_call_from_a_thread_is_caught_in_the_worker(tmp_path):
         """,
     )
     assert "bootstrapping phase" not in out.stderr and "Traceback" not in out.stderr
-    lines = out.stderr.strip().splitlines()
+    # multiprocessing's resource tracker may add a warning at exit about the dead worker's semaphore (not ours)
+    lines = [line for line in out.stderr.strip().splitlines() if "resource_tracker" not in line]
     assert lines[0].startswith("nsightx: a parallel_devices worker, importing the main script, called sleepy again")
     assert lines[-1].startswith("parent got: config 0 (1,) failed on device 0:cpu")
     assert "its worker process died" in lines[-1] and "guard" in lines[-1]

@@ -17,7 +17,8 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 CELLS = [
-    "import time\nimport nsightx\nfrom nsightx._run import progress as _progress\n_progress.DELAY_S = 0.0  # show progress at once",
+    "import time\nimport nsightx\nfrom nsightx._run import progress as _progress\n"
+    "_progress.DELAY_S = 0.0  # show progress at once",
     """@nsightx.analyze.kernel(configs=[(1,), (2,)], runs=5, backend="host")
 def nap(n):
     with nsightx.annotate("nap<&>"):

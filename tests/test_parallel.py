@@ -62,3 +62,16 @@ def test_all_needs_gpu_backend_on_cpu():
     )
     with pytest.raises(nsightx.ConfigError, match="needs a GPU backend"):
         profiled()
+
+
+def test_a_dead_worker_fails_its_config_only_and_is_replaced():
+    profiled = nsightx.analyze.kernel(
+        configs=[1, 2, 3, 4], runs=1, backend="host", parallel_devices=[0, 1], verbosity=SILENT
+    )(par_workload.dies)
+    died = r"config 1 \(2,\) failed on device [01]:cpu: .*worker process died"
+    with pytest.raises(nsightx.SweepError, match=died) as e:
+        profiled()
+    assert list(e.value.failed) == [1]
+    measured = e.value.results.to_dataframe()
+    assert measured["n"].tolist() == [1, 3, 4]
+    assert e.value.results.environment["failed_configs"] == "1"

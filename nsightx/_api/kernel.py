@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
-from nsightx._api.parallel import ParallelCall, run_parallel
+from nsightx._api.parallel import run_parallel
+from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError, CounterPermissionError
@@ -26,6 +27,7 @@ from nsightx._run.adaptive import STOP_COLUMN
 from nsightx._run.backend import Backend
 from nsightx._run.collectors import CollectorLike
 from nsightx._run.device import GpuInfo
+from nsightx._run.engines import check_alone, check_executor, engine_for
 from nsightx._run.loop import execute
 from nsightx._run.plan import Plan
 from nsightx._spec import configs as _configs
@@ -109,24 +111,24 @@ class ProfiledFunction:
                 f"not shadow a function argument column. ({self.name}'s parameters: {', '.join(self.shape.names)})"
             )
 
-    def __call__(self, *args: Any, configs: Any = None, **kwargs: Any) -> ProfileResults:
+    def __call__(self, *args: Any, configs: Any = None, executor: Any = None, **kwargs: Any) -> ProfileResults:
         if kwargs:
             raise ConfigError(
                 f"Keyword arguments are not supported yet: {list(kwargs)}. A profiled function takes its values "
-                f"positionally: call {self.name}(...) with positional values or {self.name}(configs=[...])"
+                f"positionally: call {self.name}(...) with positional values or {self.name}(configs=[...]); "
+                "the only other keyword a call takes is executor="
             )
         resolved = self._resolve_configs(args, configs)
+        if executor is not None:  # given at call time: checked as the decorator's option is
+            check_alone(check_executor(executor), self.spec.device, self.spec.parallel_devices)
+        executor = executor if executor is not None else self.spec.executor
         host = default_host()
-        choice = choose(self.spec, host, active_name())
+        choice = choose(self.spec, host, active_name(), here=executor is None)  # workers check their own
         check_derive_arity(self.spec.derive_metric, len(choice.metrics), len(self.shape.names))
         collectors = self._collectors(host)
         self._check_per_device(choice, host)
-        if self.spec.parallel_devices is not None:
-            return run_parallel(
-                ParallelCall(self.name, self.spec, choice.backend.name, choice.backend.capabilities.needs_gpu),
-                resolved,
-                functools.partial(ProfiledFunction, self.fn, configs=None),
-            )
+        if self.spec.parallel_devices is not None or executor is not None:
+            return self._spread(resolved, choice, executor)
         gpu = None
         if self.spec.device is not None:
             gpu = _device.resolve(self.spec.device, _device.visible())
@@ -145,6 +147,16 @@ class ProfiledFunction:
                 stacklevel=2,
             )
             return self._run(resolved, other[0], collectors, host, gpu)
+
+    def _spread(self, configs: tuple[tuple[Any, ...], ...], choice: Choice, executor: Any) -> ProfileResults:
+        """Measure each config as a task on ``executor``, or on the local pool of ``parallel_devices``."""
+        caps = choice.backend.capabilities
+        spec = self.spec.model_copy(update={"executor": None})  # the tasks' spec travels; the executor stays
+        call = SweepCall(self.name, self.fn, self.shape.names, spec, choice.backend.name, caps.needs_gpu)
+        make_worker = functools.partial(ProfiledFunction, self.fn, configs=None)
+        if executor is None:
+            return run_parallel(call, configs, make_worker)
+        return run_sweep(call, configs, make_worker, engine_for(executor, caps.needs_gpu, self.name))
 
     def _check_per_device(self, choice: Choice, host: PluginHost) -> None:
         """Refuse ``device=``/``parallel_devices=`` for a backend that cannot measure on a chosen device."""
@@ -340,7 +352,9 @@ def kernel(_func: Callable[..., Any] | None = None, *, configs: Any = None, **op
             ``combine_kernel_metrics``, ``ignore_kernel_list``, ``cache_control``, ``clock_control``,
             ``replay_mode``, ``thermal_mode``/``thermal_wait``/``thermal_cont``/``thermal_timeout``/
             ``thermal_device``, ``output_prefix``, ``output_csv``, ``verbosity``, ``info_collectors``,
-            ``backend`` ("auto" or a registered name), ``device``, ``backend_options``.
+            ``backend`` ("auto" or a registered name), ``device``, ``parallel_devices``, ``executor`` (a
+            ``concurrent.futures.Executor`` or Dask ``distributed.Client``; also accepted at call time,
+            ``f(configs=[...], executor=client)``), ``backend_options``.
 
     Returns:
         A callable returning :class:`ProfileResults` (or, used bare, that callable itself).

@@ -47,6 +47,8 @@ def report(host: PluginHost) -> str:
         "torch",
         "cloudpickle",
         "matplotlib",
+        "distributed",
+        "dask-cuda",
     ):
         v = _version(dist)
         lines.append(f"{dist}: {v or 'not installed'}")

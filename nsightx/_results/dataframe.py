@@ -121,6 +121,8 @@ def runs_frame(data: ResultData) -> pd.DataFrame:
     n = len(vals)
     for name in _ENV_COLUMNS:
         cols[name] = [env.get(name)] * n
+    if data.config_hosts:  # a sweep spread over workers: the host of each config
+        cols["Host"] = [data.config_hosts[v.config] for v in vals]
     cols["Unit"] = [v.unit for v in vals]
     cols["Tool"] = [plan.backend] * n
     devices = _devices(data)
@@ -226,6 +228,8 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     out["Kernel"] = _kernel_names(frame, out, keys)
     for name in _ENV_COLUMNS:
         out[name] = data.environment.get(name)
+    if data.config_hosts:
+        out["Host"] = [data.config_hosts[c] for c in out["Config"].to_numpy()]
     out["Unit"] = grouped["Unit"].first().to_numpy()
     _collector_stats(out, frame, grouped, scopes, keys)
     out["StableMeasurement"] = _stability(out, frame, keys)

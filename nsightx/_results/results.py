@@ -1,8 +1,8 @@
 """``ProfileResults``: what a decorated call returns; the one result builder; ``nsightx.load`` for a saved one.
 
 :func:`build_results` is the only place that turns measured runs into a result: the one-process call, the
-parallel call (after it merged its workers' runs) and :func:`nsightx.load_raw` all go through it, so the values,
-the schema and the files written are the same whichever path measured.
+spread sweep (``parallel_devices``, ``executor=``, after it merged its tasks' runs) and :func:`nsightx.load_raw`
+all go through it, so the values, the schema and the files written are the same whichever path measured.
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ def build_results(
     created: str | None = None,
     nsightx_version: str = __version__,
     config_devices: tuple[str, ...] = (),
+    config_hosts: tuple[str, ...] = (),
     location: OutputLocation | None = None,
     output_csv: bool = False,
 ) -> ProfileResults:
@@ -151,7 +152,8 @@ def build_results(
         configs: The config values as the call gave them (for the DataFrame); ``None``: ``plan.configs``.
         created: Timestamp to store; ``None``: now.
         nsightx_version: Version that measured.
-        config_devices: Per config, the device label that measured it (``parallel_devices``).
+        config_devices: Per config, the device label that measured it (``parallel_devices``, ``executor=``).
+        config_hosts: Per config, the host that measured it (``parallel_devices``, ``executor=``).
         location: Where the call's files go; ``None`` keeps the result in memory.
         output_csv: With ``location``, also write the per-run and aggregated CSVs.
 
@@ -170,6 +172,7 @@ def build_results(
         runs=tuple(runs),
         values=tuple(values),
         config_devices=config_devices,
+        config_hosts=config_hosts,
     )
     results = ProfileResults(data, configs)
     if location is not None:

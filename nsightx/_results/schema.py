@@ -86,6 +86,8 @@ class ResultData(Frozen):
     values: tuple[RunValue, ...] = ()
     config_devices: tuple[str, ...] = ()
     """Device (``"<ordinal>:<uuid>"``) that measured each config, when configs were spread over GPUs."""
+    config_hosts: tuple[str, ...] = ()
+    """Host that measured each config, when configs were spread over workers (``""``: a config that failed)."""
     """Per-run values after ``ignore_kernel_list``, ``combine_kernel_metrics`` and ``derive_metric``."""
 
     @field_validator("schema_version", mode="before")

@@ -22,6 +22,7 @@ from nsightx._errors import ConfigError, ConfigTypeError, NsightxError
 from nsightx._model import Frozen
 from nsightx._run.adaptive import ADAPTIVE_OPTIONS, FixedRuns, build_rule, int_option
 from nsightx._run.collectors import CollectorLike, as_collector
+from nsightx._run.engines import check_alone, check_executor
 from nsightx._run.thermal import DEFAULT_CONT_C, DEFAULT_WAIT_C
 
 
@@ -82,6 +83,8 @@ class ProfileSpec(Frozen):
     """CUDA device (index or UUID) to measure; ``None``: the current device."""
     parallel_devices: tuple[int | str, ...] | Literal["all"] | None = None
     """Spread the configs over one worker process per listed device (``"all"``: every visible GPU)."""
+    executor: Any = None
+    """Run each config as a task on this ``concurrent.futures.Executor`` or Dask ``distributed.Client``."""
     backend_options: Mapping[str, Any] = {}
     """Backend-specific options, passed through to the backend."""
 
@@ -223,6 +226,11 @@ class ProfileSpec(Frozen):
     def _parallel(cls, value: object) -> tuple[int | str, ...] | Literal["all"] | None:
         return _parallel_devices(value)
 
+    @field_validator("executor", mode="before")
+    @classmethod
+    def _executor(cls, value: object) -> object:
+        return check_executor(value)
+
     @field_validator("backend_options", mode="before")
     @classmethod
     def _backend_options(cls, value: object) -> dict[str, Any]:
@@ -253,6 +261,7 @@ class ProfileSpec(Frozen):
             raise ConfigError(
                 "give device= or parallel_devices=, not both: parallel_devices pins one worker per device"
             )
+        check_alone(self.executor, self.device, self.parallel_devices)
         return self
 
 

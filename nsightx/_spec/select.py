@@ -42,11 +42,12 @@ def _supporting(host: PluginHost, spec: ProfileSpec) -> list[str]:
     return [n for n, cls in host.backends.items() if not _misfits(spec, cls.capabilities)]
 
 
-def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
+def choose(spec: ProfileSpec, host: PluginHost, active: str | None, *, here: bool = True) -> Choice:
     """Pick the backend: ``backend=``, else the active tool, else the cheapest available one that fits.
 
     "auto" considers only backends whose :attr:`Capabilities.auto` is true (the first-party ones, and third-party
-    ones that opt in), lowest :attr:`Capabilities.cost` first.
+    ones that opt in), lowest :attr:`Capabilities.cost` first. With ``here=False`` (a sweep measured by other
+    machines' workers) a named backend need not be available in this process: each worker checks it.
 
     Raises:
         ConfigError: the named backend cannot deliver an option (the message names backends that can).
@@ -61,7 +62,7 @@ def choose(spec: ProfileSpec, host: PluginHost, active: str | None) -> Choice:
             others = ", ".join(_supporting(host, spec)) or "none"
             raise ConfigError(f"backend {name!r} cannot deliver {'; '.join(why)}. Backends that can: {others}")
         avail = cls.availability()
-        if not avail.available:
+        if here and not avail.available:
             raise BackendUnavailableError(
                 f"backend {name!r} is not available: {avail.reason}"
                 + (f". {avail.remedy}" if avail.remedy else "")

@@ -1,0 +1,263 @@
+"""One path for every sweep spread over other processes: ``parallel_devices``, ``executor=`` (Dask or futures).
+
+Each config becomes one task (:func:`nsightx._run.task.run_task`) on an engine (:mod:`nsightx._run.engines`); the task
+measures it where the engine placed it and sends back its one-config result with the host and device. As each
+result arrives, its runs are appended to the call's raw file (with ``output_prefix``), so a sweep that stops,
+or a worker lost mid-sweep, loses only the tasks in flight. At the end the results are merged, in config order,
+by the one result builder (:func:`nsightx._results.results.build_results`) into one result whose ``Device`` and
+``Host`` columns name where each config was measured.
+
+The result's environment says how the sweep went: ``executor`` (what ran it), ``Devices`` and ``Hosts``
+(every one used), ``retried_configs`` (indices of the configs the engine ran more than once, comma-separated,
+``""`` for none, ``"unknown"`` when the engine could not say) and ``failed_configs`` (likewise, the configs
+that failed for good). When a config failed, the others are still measured; then :class:`SweepError` is
+raised, naming each failure, with the result of the configs that were measured as its ``results``.
+
+The function and the spec travel as they do to the ncu worker (:mod:`nsightx._run.travel`): by reference when
+importable, else by value, with an :class:`~nsightx._run.travel.UnpicklableError` naming what cannot travel.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nsightx._errors import MeasurementError
+from nsightx._results.output import OutputLocation, allocate
+from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
+from nsightx._results.results import ProfileResults, build_results
+from nsightx._results.schema import RawHeader, ResultData
+from nsightx._results.sink import RunSink
+from nsightx._run.engines import Engine
+from nsightx._run.task import TaskFailure, TaskOutput
+from nsightx._run.travel import Destination, by_value_if_unimportable, diagnose, dumps
+from nsightx._spec.options import ProfileSpec
+
+Worker = Callable[..., ProfileResults]
+"""A profiled function as a worker calls it: ``worker(configs=[config])`` returns a one-config result."""
+
+WORKERS = Destination(
+    "the sweep's workers",
+    "measure in this process (without executor= or parallel_devices=), where nothing is pickled",
+    collectors_stay=False,
+)
+"""How the pickling errors name a sweep's workers; info collectors travel with the spec and run there."""
+
+
+@dataclass(frozen=True)
+class SweepCall:
+    """What the API layer hands the sweep about one call (the backend already chosen)."""
+
+    name: str
+    """The profiled function's name."""
+    function: Callable[..., Any]
+    """The user's function (named in pickling errors)."""
+    params: tuple[str, ...]
+    """Its parameter names."""
+    spec: ProfileSpec
+    """Its validated options."""
+    backend: str
+    """The backend every task measures with."""
+    needs_gpu: bool
+    """Whether that backend measures a GPU (Dask tasks then ask for one ``GPU`` resource each)."""
+
+
+class SweepError(MeasurementError):
+    """Configs of a spread sweep failed; the others were measured.
+
+    Attributes:
+        failed: Per failed config index, why (which device and host, and the error).
+        results: The merged result of the configs that were measured (``None`` when none was); its
+            environment's ``failed_configs`` lists the failed ones.
+    """
+
+    def __init__(self, message: str, *, failed: dict[int, str], results: ProfileResults | None) -> None:
+        super().__init__(message)
+        self.failed = failed
+        self.results = results
+
+
+def run_sweep(
+    call: SweepCall, configs: tuple[tuple[Any, ...], ...], make_worker: Callable[[ProfileSpec], Worker], engine: Engine
+) -> ProfileResults:
+    """Measure each config as one task on ``engine``, write runs as they arrive, and merge.
+
+    Args:
+        call: The call: its function, spec and backend.
+        configs: The resolved configs.
+        make_worker: Builds the profiled function a task runs from its spec; it travels with the task.
+        engine: Runs the tasks.
+
+    Raises:
+        UnpicklableError: the function, a value it uses or a config cannot be sent to the workers.
+        SweepError: a config failed (after the engine's retries); the others were measured.
+    """
+    head, blobs = _payloads(call, configs, make_worker)
+    location = None if call.spec.output_prefix is None else allocate(call.spec.output_prefix, call.name)
+    raw = _RawWriter(location, configs)
+    outputs: dict[int, TaskOutput] = {}
+    failed: dict[int, str] = {}
+    try:
+        for i, blob in enumerate(blobs):
+            engine.submit(i, head, blob)
+        for i, outcome in engine.completed():
+            if isinstance(outcome, TaskOutput):
+                outputs[i] = outcome
+                raw.add(i, outcome.text)
+            else:
+                failed[i] = _failure(i, configs[i], outcome, engine.label)
+        retried = engine.retried()
+    except BaseException:
+        engine.cancel()
+        raise
+    finally:
+        raw.close()
+    results = _merge(call.spec, configs, outputs, location, retried, sorted(failed), engine.label) if outputs else None
+    if failed:
+        raise SweepError(_failure_summary(failed, len(configs), location), failed=failed, results=results)
+    assert results is not None
+    return results
+
+
+def _payloads(
+    call: SweepCall, configs: tuple[tuple[Any, ...], ...], make_worker: Callable[[ProfileSpec], Worker]
+) -> tuple[bytes, list[bytes]]:
+    """The pickled ``(make_worker, task spec)`` and each pickled config; a named error for what cannot go."""
+    spec = call.spec.model_copy(
+        update={"parallel_devices": None, "device": None, "backend": call.backend, "output_prefix": None}
+    )
+    with by_value_if_unimportable(call.function):
+        try:
+            return dumps((make_worker, spec)), [dumps(c) for c in configs]
+        except Exception as e:
+            raise diagnose(call.function, call.name, configs, call.params, WORKERS, e) from e
+
+
+def _failure(index: int, config: tuple[Any, ...], error: BaseException, engine: str) -> str:
+    """``config 2 (3,) failed on device 1:cpu of host h: RuntimeError: ...`` for one failed task."""
+    if isinstance(error, TaskFailure):
+        return f"config {index} {config!r} failed {error}"
+    return f"config {index} {config!r} failed in a worker of {engine}: {type(error).__name__}: {error}"
+
+
+def _failure_summary(failed: dict[int, str], total: int, location: OutputLocation | None) -> str:
+    first = failed[min(failed)]
+    kept = total - len(failed)
+    where = f"; their runs are in {location.raw}" if location is not None and kept else ""
+    others = f" ({len(failed) - 1} more: see .failed)" if len(failed) > 1 else ""
+    return (
+        f"{first}{others}. {len(failed)} of {total} config(s) failed, {kept} were measured (the exception's "
+        f".results holds them{where})"
+    )
+
+
+class _RawWriter:
+    """The caller's raw file: a header from the first config that comes back, then each config's runs."""
+
+    def __init__(self, location: OutputLocation | None, configs: tuple[tuple[Any, ...], ...]) -> None:
+        self.location = location
+        self.configs = configs
+        self.sink: RunSink | None = None
+
+    def add(self, config: int, text: str) -> None:
+        """Append the runs of the one-config result ``text`` as config ``config`` of the sweep."""
+        if self.location is None:
+            return
+        data = ResultData.model_validate_json(text)
+        if self.sink is None:
+            plan = data.plan.model_copy(update={"configs": self.configs})
+            self.sink = RunSink(
+                self.location.raw,
+                RawHeader(
+                    sweep=self.location.sweep,
+                    nsightx_version=data.nsightx_version,
+                    created=data.created,
+                    host=str(data.environment.get("Host")),
+                    plan=plan,
+                ),
+            )
+        for run in _shift(data, config):
+            self.sink.write(run)
+
+    def close(self) -> None:
+        """Close the file, if one was opened."""
+        if self.sink is not None:
+            self.sink.close()
+
+
+def folder(prefix: str) -> str:
+    """A folder prefix keeps its trailing separator so that a worker's ``dev<k>_`` lands inside the folder."""
+    if os.path.isdir(prefix) and not prefix.endswith(("/", "\\")):
+        return prefix + os.sep
+    return prefix
+
+
+def _shift(data: ResultData, config: int) -> list[RunRecords]:
+    """The runs of a one-config result, its config index 0 renumbered as ``config``."""
+
+    def rec(r: Record) -> Record:
+        return r.model_copy(update={"config": config})
+
+    def reg(r: RegionRun) -> RegionRun:
+        return r.model_copy(update={"config": config})
+
+    def col(c: CollectorValue) -> CollectorValue:
+        return c if c.config is None else c.model_copy(update={"config": config})
+
+    return [
+        r.model_copy(
+            update={
+                "config": config if r.config >= 0 else r.config,
+                "records": tuple(rec(x) for x in r.records),
+                "regions": tuple(reg(x) for x in r.regions),
+                "collectors": tuple(col(x) for x in r.collectors),
+            }
+        )
+        for r in data.runs
+    ]
+
+
+def _merge(
+    spec: ProfileSpec,
+    configs: tuple[tuple[Any, ...], ...],
+    outputs: dict[int, TaskOutput],
+    location: OutputLocation | None,
+    retried: list[int] | None,
+    failed: list[int],
+    engine: str,
+) -> ProfileResults:
+    """One result of the whole sweep from the tasks' one-config results, built like a one-process one."""
+    runs: list[RunRecords] = []
+    first: ResultData | None = None
+    for i in sorted(outputs):
+        data = ResultData.model_validate_json(outputs[i].text)
+        first = first or data
+        runs += _shift(data, i)
+    assert first is not None
+    devices = tuple(outputs[i].device if i in outputs else "" for i in range(len(configs)))
+    hosts = tuple(outputs[i].host if i in outputs else "" for i in range(len(configs)))
+    environment = dict(first.environment)
+    environment["executor"] = engine
+    environment["Devices"] = ",".join(dict.fromkeys(d for d in devices if d))
+    environment["Hosts"] = ",".join(dict.fromkeys(h for h in hosts if h))
+    environment["retried_configs"] = "unknown" if retried is None else ",".join(map(str, retried))
+    environment["failed_configs"] = ",".join(map(str, failed))
+    if location is not None:
+        environment["raw_data"] = str(location.raw)
+        environment["sweep"] = location.sweep
+    return build_results(
+        first.plan.model_copy(update={"configs": configs}),
+        runs,
+        environment,
+        combine=spec.combine_kernel_metrics,
+        derive_metric=spec.derive_metric,
+        configs=configs,
+        created=first.created,
+        nsightx_version=first.nsightx_version,
+        config_devices=devices,
+        config_hosts=hosts,
+        location=location,
+        output_csv=spec.output_csv,
+    )

@@ -1,0 +1,117 @@
+"""The local executor behind ``parallel_devices``: one spawned worker process per device, tasks to the first free.
+
+:class:`DevicePool` is a ``concurrent.futures.Executor``, so a ``parallel_devices`` sweep runs through the same
+path as ``executor=`` (:mod:`nsightx._api.sweep`). Each worker is a single-process pool pinned to its GPU with
+CUDA_VISIBLE_DEVICES (set by its initializer before anything in it touches CUDA), so a config never shares its
+GPU with another measurement. One thread per device takes the next queued task as soon as its worker is free,
+so fast and slow configs balance out. A worker that dies fails the task it was running (the error says so, with
+the ``__main__`` guard hint) and is replaced by a fresh process for the tasks after it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from nsightx._run.task import TaskFailure, setup_worker
+
+T = TypeVar("T")
+
+DIED_HINT = (
+    " (its worker process died; if the worker printed that the script needs an "
+    '`if __name__ == "__main__":` guard, add one around the code that runs the sweep)'
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One device of the pool and how its worker is set up."""
+
+    label: str
+    """The device label of its rows (``"<ordinal>:<uuid>"`` or ``"<k>:cpu"``)."""
+    cuda_visible: str | None
+    """CUDA_VISIBLE_DEVICES of its worker (the GPU's UUID); ``None`` for a CPU worker."""
+    output_prefix: str | None
+    """``output_prefix`` of the worker's own raw files; ``None`` for none."""
+
+
+_Job = tuple["cf.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+class DevicePool(cf.Executor):
+    """A ``concurrent.futures.Executor`` with one pinned worker process per device.
+
+    Example:
+        >>> with DevicePool([Target("0:cpu", None, None)]) as pool:  # doctest: +SKIP
+        ...     pool.submit(pow, 2, 5).result()
+        32
+    """
+
+    def __init__(self, targets: Sequence[Target]) -> None:
+        self.targets = tuple(targets)
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._ctx = multiprocessing.get_context("spawn")
+        self._closed = False
+        self._threads = [threading.Thread(target=self._serve, args=(t,), daemon=True) for t in self.targets]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> cf.Future[T]:
+        """Queue ``fn(*args, **kwargs)`` for the first device whose worker is free."""
+        if self._closed:
+            raise RuntimeError("cannot submit to a DevicePool after shutdown")
+        future: cf.Future[T] = cf.Future()
+        self._jobs.put((future, fn, args, kwargs))
+        return future
+
+    def _start(self, target: Target) -> cf.ProcessPoolExecutor:
+        return cf.ProcessPoolExecutor(
+            1,
+            mp_context=self._ctx,
+            initializer=setup_worker,
+            initargs=(target.cuda_visible, target.label, target.output_prefix),
+        )
+
+    def _serve(self, target: Target) -> None:
+        """In one thread per device: run queued jobs in that device's worker until shutdown."""
+        pool = self._start(target)
+        try:
+            while (job := self._jobs.get()) is not None:
+                future, fn, args, kwargs = job
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    future.set_result(pool.submit(fn, *args, **kwargs).result())
+                except BrokenProcessPool as e:
+                    future.set_exception(TaskFailure(f"on device {target.label}", f"{e}{DIED_HINT}"))
+                    pool.shutdown(wait=False)
+                    pool = self._start(target)  # a lost worker costs its task only
+                except BaseException as e:  # the job's outcome, handed to whoever waits on its future
+                    future.set_exception(e)
+        finally:
+            pool.shutdown(wait=True)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the device threads (after the queued jobs, or cancelling them) and their workers."""
+        if self._closed:
+            return
+        self._closed = True
+        if cancel_futures:
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    job[0].cancel()
+        for _ in self._threads:
+            self._jobs.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
