@@ -1,4 +1,4 @@
-"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``.
+"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``, ``reconcile``.
 
 It behaves like a Unix tool: ``nsightx --version``; ``python -m nsightx`` is the same command; bare ``nsightx``
 prints the help on stdout and exits 2, as bare ``git`` prints its usage and exits non-zero (no command is a
@@ -172,6 +172,26 @@ def _parser() -> _Parser:
     for name, (help_text, configure, _fn) in _COMMANDS.items():
         configure(sub.add_parser(name, help=help_text, description=help_text))
     return parser
+
+
+def _reconcile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", help="saved result (result-*.json) or a folder of them, measured with one backend")
+    p.add_argument("b", help="the same sweep measured with another backend")
+    p.add_argument(
+        "--threshold", type=float, default=5.0, metavar="PCT", help="explain differences above PCT percent (5)"
+    )
+
+
+@command(
+    "reconcile",
+    "match two backends' times of the same sweep and explain each difference above --threshold from the data",
+    _reconcile_args,
+)
+def _reconcile(args: argparse.Namespace) -> int:
+    from nsightx._api.reconcile import reconcile, render_text
+
+    print(render_text(reconcile(args.a, args.b, threshold_pct=args.threshold)))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

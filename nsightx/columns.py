@@ -29,6 +29,10 @@ CLOCK_EVENT_REASONS: Final = "ClockEventReasons"
 MEASURED_CONDITIONS: Final = (MEASURED_SM_CLOCK, MEASURED_MEM_CLOCK, GPU_TEMPERATURE, GPU_POWER, CLOCK_EVENT_REASONS)
 """Every measured-condition column, in the order the nvml plugin fills them."""
 
+SERIALIZES_KERNELS: Final = "SerializesKernels"
+"""Environment key a backend sets (true) when it runs each kernel alone, as Nsight Compute's kernel replay does:
+the ``serialized`` flag reads it, and ``launch_bound`` is not judged for such results."""
+
 __all__ = [
     "CLOCK_EVENT_REASONS",
     "GPU_POWER",
@@ -36,4 +40,5 @@ __all__ = [
     "MEASURED_CONDITIONS",
     "MEASURED_MEM_CLOCK",
     "MEASURED_SM_CLOCK",
+    "SERIALIZES_KERNELS",
 ]

@@ -266,3 +266,35 @@ def test_rows_in_one_result_are_listed_and_fail_only_with_require_all(tmp_path, 
     assert main(["compare", a, b, "--require-all", "--format", "markdown"]) == 1
     assert "**FAIL: 2 row(s) in only one result (--require-all)" in capsys.readouterr().out
     assert main(["compare", a, a, "--require-all"]) == 0
+
+
+def test_report_shows_each_sides_flags(plugin_host, tmp_path, capsys):
+    """Real host runs: 3 runs are few_runs, 6 are not; the host never flushes caches, so both sides are warm."""
+    import time
+
+    def measure(runs, folder):
+        @nsightx.analyze.kernel(
+            configs=[(1,)],
+            runs=runs,
+            backend="host",
+            output_prefix=str(tmp_path / folder) + "/",
+            verbosity=nsightx.VerbosityLevel.SILENT,
+        )
+        def bench(n):
+            with nsightx.annotate("region"):
+                time.sleep(0.002)
+
+        return bench()
+
+    measure(3, "a")
+    measure(6, "b")
+    frame = nsightx.compare(tmp_path / "a", tmp_path / "b")
+    (row,) = frame.to_dict("records")
+    assert "few_runs" in row["BaselineFlags"].split(",") and "few_runs" not in row["NewFlags"].split(",")
+    assert "warm" in row["BaselineFlags"] and "warm" in row["NewFlags"]
+    main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    out = capsys.readouterr().out
+    header = next(ln for ln in out.splitlines() if ln.startswith("Function"))
+    assert header.rstrip().endswith("Flags")
+    line = next(ln for ln in out.splitlines() if ln.startswith("bench"))
+    assert f"{row['BaselineFlags']} / {row['NewFlags']}" in line

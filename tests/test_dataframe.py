@@ -76,6 +76,7 @@ def test_columns_in_nsight_python_order_plus_ours():
         "CI95_Upper",
         "RelativeStdDevPct",
         "StableMeasurement",
+        "Flags",
         "Normalized",
         "Geomean",
         "Tool",

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from nsightx.columns import SERIALIZES_KERNELS
 from nsightx.ext import (
     Availability,
     Backend,
@@ -398,6 +399,9 @@ class NcuBackend(Backend):
             "ncu_report": str(art.report) if art.report.exists() else None,
             "ncu_log": str(art.log),
             "ncu_command": shlex.join(cmd),
+            # Nsight Compute serialises every kernel launch it profiles: the ``serialized`` flag reads this key
+            # and leaves ``launch_bound`` unjudged under replay.
+            SERIALIZES_KERNELS: True,
         }
         self._check(plan, art, outcome, options, merged, read_problem, missing, requests)
         if debug:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
+from nsightx._api.joined import counter_spec, joined_results, without_counters
 from nsightx._api.parallel import run_parallel
 from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
@@ -60,6 +61,7 @@ RESERVED_COLUMNS = frozenset(
         "CI95_Upper",
         "RelativeStdDevPct",
         "StableMeasurement",
+        "Flags",
         "Normalized",
         "NormalizationValue",
         "Geomean",
@@ -122,6 +124,8 @@ class ProfiledFunction:
         if executor is not None:  # given at call time: checked as the decorator's option is
             check_alone(check_executor(executor), self.spec.device, self.spec.parallel_devices)
         executor = executor if executor is not None else self.spec.executor
+        if self.spec.counters is not None:  # times here, counters in a second call, joined per kernel
+            return self._joined(resolved, executor)
         host = default_host()
         choice = choose(self.spec, host, active_name(), here=executor is None)  # workers check their own
         check_derive_arity(self.spec.derive_metric, len(choice.metrics), len(self.shape.names))
@@ -157,6 +161,17 @@ class ProfiledFunction:
         if executor is None:
             return run_parallel(call, configs, make_worker)
         return run_sweep(call, configs, make_worker, engine_for(executor, caps.needs_gpu, self.name))
+
+    def _joined(self, configs: tuple[tuple[Any, ...], ...], executor: Any) -> ProfileResults:
+        """``counters=``: a time call and a counter call over the same configs, joined per kernel."""
+        if executor is not None:
+            raise ConfigError(
+                "counters= cannot be combined with executor=: the counter call needs Nsight Compute where the "
+                "sweep runs; run the counter sweep on the GPU host itself"
+            )
+        times = ProfiledFunction(self.fn, without_counters(self.spec), configs=None)(configs=configs)
+        counters = ProfiledFunction(self.fn, counter_spec(self.spec), configs=None)(configs=configs)
+        return joined_results(times, counters, combine=self.spec.combine_kernel_metrics)
 
     def _check_per_device(self, choice: Choice, host: PluginHost) -> None:
         """Refuse ``device=``/``parallel_devices=`` for a backend that cannot measure on a chosen device."""

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import CompareError, ConfigError, ConfigTypeError, ResultSchemaError
 from nsightx._report.stats import bootstrap_ratio_ci, holm, mann_whitney_u
+from nsightx._results.dataframe import throttled_runs
+from nsightx._results.flags import flags_cell, row_flags
 from nsightx._results.results import ProfileResults, load
 
 if TYPE_CHECKING:
@@ -51,6 +53,8 @@ class _Samples:
     config: tuple[Any, ...]
     unit: str | None = None
     values: list[float] = field(default_factory=list)
+    flags: str = ""
+    """The row's quality flags in its own result (``nsightx._results.flags``), as a ``Flags`` cell."""
 
 
 _SampleMap = dict[tuple[str, str, str, str], _Samples]
@@ -65,12 +69,14 @@ def _samples(results: Iterable[ProfileResults]) -> _SampleMap:
     out: _SampleMap = {}
     for res in results:
         plan = res.data.plan
+        flags = row_flags(res.data, throttled_runs(res.data))
         for v in res.data.values:
             cfg = tuple(plan.configs[v.config]) if 0 <= v.config < len(plan.configs) else (v.config,)
             key = (plan.function, v.annotation, v.metric, _key(cfg))
             s = out.get(key)
             if s is None:
                 s = out[key] = _Samples(plan.function, v.annotation, v.metric, tuple(plan.params), cfg, v.unit)
+                s.flags = flags_cell(flags.get((v.annotation, v.metric, v.config), ()))
             if math.isfinite(v.value):
                 s.values.append(float(v.value))
     return out
@@ -150,7 +156,8 @@ def compare(
     Returns:
         A DataFrame with columns ``Function, Annotation, Metric, <params>, Unit, BaselineMean, NewMean,
         BaselineRuns, NewRuns, Ratio, Ratio_CI_Lower, Ratio_CI_Upper, ChangePct, PValue, PValueAdj,
-        HigherIsBetter, Significant, Regression, Status``. ``Status`` is one of ``no change`` (identical
+        HigherIsBetter, Significant, Regression, Status, BaselineFlags, NewFlags`` (each side's quality flags,
+        see ``nsightx._results.flags``). ``Status`` is one of ``no change`` (identical
         runs), ``slower``, ``faster``, ``within noise``, ``too few runs`` (fewer than 2 valid runs on a side),
         ``only in baseline``, ``only in new``. ``df.attrs`` holds ``baseline``, ``new``, ``threshold_pct``,
         ``alpha``, ``require_all`` and ``warnings`` (different backends or GPUs).
@@ -318,6 +325,8 @@ _STATS = (
     "Significant",
     "Regression",
     "Status",
+    "BaselineFlags",
+    "NewFlags",
 )
 FIXED_COLUMNS = (*_FRONT, *_STATS)
 """Every column of a comparison frame except the parameter columns (they sit between the two groups)."""
@@ -335,6 +344,8 @@ def _row(a: _Samples | None, b: _Samples | None, threshold_pct: float, resamples
         "HigherIsBetter": higher_is_better(s.unit, s.metric),
         "Significant": False,
         "Regression": False,
+        "BaselineFlags": a.flags if a else "",
+        "NewFlags": b.flags if b else "",
     }
     xa = a.values if a else []
     xb = b.values if b else []

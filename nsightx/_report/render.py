@@ -45,6 +45,14 @@ def _status(row: Any, threshold_pct: float) -> str:
     return status
 
 
+def _flags(row: Any) -> str:
+    """Both sides' quality flags as ``baseline / new`` (``-`` for a side without any), or ``-`` when neither has."""
+    base, new = str(row.get("BaselineFlags") or ""), str(row.get("NewFlags") or "")
+    if not base and not new:
+        return "-"
+    return f"{base or '-'} / {new or '-'}"
+
+
 def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     params = [c for c in frame.columns if c not in _FIXED]
     threshold = float(frame.attrs.get("threshold_pct", 0.0))
@@ -60,6 +68,7 @@ def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         "p (Holm)",
         "Runs",
         "Status",
+        "Flags",
     ]
     rows = []
     for _, r in frame.iterrows():
@@ -77,6 +86,7 @@ def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
                 f"{r['PValueAdj']:.2g}" if math.isfinite(r["PValueAdj"]) else "-",
                 f"{r['BaselineRuns']}/{r['NewRuns']}",
                 _status(r, threshold),
+                _flags(r),
             ]
         )
     return header, rows
@@ -153,8 +163,8 @@ def render_markdown(frame: pd.DataFrame) -> str:
     lines += ["", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in rows:
         cells = [esc(c) for c in r]
-        if "REGRESSION" in cells[-1]:
-            cells[-1] = f"**{cells[-1]}**"
+        if "REGRESSION" in cells[-2]:
+            cells[-2] = f"**{cells[-2]}**"
         lines.append("| " + " | ".join(cells) + " |")
     notes = _notes(frame)
     if notes:

@@ -9,6 +9,9 @@ Measured conditions: when RUN-scope values named ``MeasuredSMClockMHz`` and/or `
 ``nvml`` plugin writes them; any plugin may), each run is judged :func:`throttled_runs`; the per-run frame gets a
 ``Throttled`` column, the aggregated one ``ThrottledRuns``, and ``StableMeasurement`` is false for a row with a
 throttled run. ``ComputeClock``/``MemoryClock`` stay the backend's rated values (kHz), as in nsight-python.
+
+Quality flags: the aggregated frame's ``Flags`` column holds each row's flag names, sorted and comma-separated
+(``""`` when none); :mod:`nsightx._results.flags` computes them and documents the evidence of each.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
+from nsightx._results.flags import flag_column
+from nsightx._results.join import SOURCES_KEY, parse_sources
 from nsightx._results.stats import ci_half_width
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
@@ -124,7 +129,8 @@ def runs_frame(data: ResultData) -> pd.DataFrame:
     if data.config_hosts:  # a sweep spread over workers: the host of each config
         cols["Host"] = [data.config_hosts[v.config] for v in vals]
     cols["Unit"] = [v.unit for v in vals]
-    cols["Tool"] = [plan.backend] * n
+    sources = parse_sources(env.get(SOURCES_KEY))  # a joined result: which backend measured what
+    cols["Tool"] = [sources.get(v.metric, plan.backend) for v in vals] if sources else [plan.backend] * n
     devices = _devices(data)
     if devices is not None:
         cols["Device"] = [devices[v.config] for v in vals]
@@ -233,11 +239,14 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     out["Unit"] = grouped["Unit"].first().to_numpy()
     _collector_stats(out, frame, grouped, scopes, keys)
     out["StableMeasurement"] = _stability(out, frame, keys)
+    row_keys = zip(out["Annotation"], out["Metric"], out["Config"], strict=True)
+    out["Flags"] = flag_column(data, [(a, m, int(c)) for a, m, c in row_keys], throttled_runs(data))
     out["Normalized"] = False
     if plan.normalize_against is not None:
         out = _normalize(out, plan.normalize_against)
     out["Geomean"] = out.groupby(["Annotation", "Metric"], sort=False)["AvgValue"].transform(_geomean)
-    out["Tool"] = plan.backend
+    sources = parse_sources(data.environment.get(SOURCES_KEY))  # a joined result: which backend measured what
+    out["Tool"] = [sources.get(m, plan.backend) for m in out["Metric"]] if sources else plan.backend
     devices = _devices(data)
     if devices is not None:
         out["Device"] = [devices[c] for c in out["Config"].to_numpy()]

@@ -16,9 +16,11 @@ from pydantic import ValidationError
 
 from nsightx._errors import ConfigError, ResultSchemaError
 from nsightx._plot.render import plot_frame
+from nsightx._plot.roofline import draw_roofline
 from nsightx._results.html import results_html
 from nsightx._results.output import OutputLocation, write_atomic
 from nsightx._results.records import Record, RunRecords, Scalar
+from nsightx._results.roofline import roofline_frame
 from nsightx._results.schema import PlanInfo, ResultData, describe_errors, gc_paused, schema_message
 from nsightx._results.sink import looks_raw, read_runs
 from nsightx._results.transform import combine_records, derive
@@ -119,6 +121,18 @@ class ProfileResults:
     def plot(self, filename: str = "plot.png", **options: Any) -> Path:
         """Plot this result (see :func:`nsightx.analyze.plot` for the options)."""
         return plot_frame(self.to_dataframe(), filename, **options)
+
+    def roofline(self) -> pd.DataFrame:
+        """The roofline table: per (annotation, config, kernel) achieved FLOP/s, bytes/s, intensity, roof fraction.
+
+        Computed from the ncu counters of :data:`nsightx.ROOFLINE_METRICS` (see :mod:`nsightx._results.roofline`); rows
+        lack what was not measured (NaN).
+        """
+        return roofline_frame(self.data.runs, self.data.plan.params, self._configs or self.data.plan.configs)
+
+    def plot_roofline(self, filename: str | Path = "roofline.png", *, title: str | None = None) -> Path:
+        """Draw the roofline of :meth:`roofline` (one point per kernel and config, CI bars where there are runs)."""
+        return draw_roofline(self.roofline(), filename, title=title or self.data.plan.function)
 
 
 def now() -> str:

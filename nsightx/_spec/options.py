@@ -45,6 +45,11 @@ class ProfileSpec(Frozen):
     """Runs per config done first and discarded (lazy init, autotuning, cuBLAS heuristics)."""
     metrics: tuple[str, ...] | None = None
     """Metric names; ``None`` lets each backend report its natural time metric."""
+    counters: tuple[str, ...] | None = None
+    """Hardware counters joined to the times: measured over ``counter_runs`` runs by the backend "auto" picks for
+    them (ncu) and joined per kernel (:func:`nsightx.join_results`); ``None``: none."""
+    counter_runs: int = 2
+    """With ``counters``: measured runs per config of the counter backend."""
     derive_metric: Callable[..., Any] | None = None
     """``f(*metric_values, *config_args)`` returning a value, ``(value, unit)`` or a mapping of those."""
     normalize_against: str | None = None
@@ -125,6 +130,16 @@ class ProfileSpec(Frozen):
     @classmethod
     def _timeout(cls, value: object) -> int | None:
         return _int("thermal_timeout", value, 1, allow_none=True)
+
+    @field_validator("counters", mode="before")
+    @classmethod
+    def _counters(cls, value: object) -> tuple[str, ...] | None:
+        return _str_list("counters", value, "dram__bytes.sum")
+
+    @field_validator("counter_runs", mode="before")
+    @classmethod
+    def _counter_runs(cls, value: object) -> int | None:
+        return _int("counter_runs", value, 1)
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -262,7 +277,20 @@ class ProfileSpec(Frozen):
                 "give device= or parallel_devices=, not both: parallel_devices pins one worker per device"
             )
         check_alone(self.executor, self.device, self.parallel_devices)
+        self._check_counters()
         return self
+
+    def _check_counters(self) -> None:
+        """Refuse ``counters=`` with the options a joined result cannot take yet (derive, parallel, executor)."""
+        if self.counters is None:
+            return
+        clash = [o for o in ("derive_metric", "parallel_devices", "executor") if getattr(self, o) is not None]
+        if clash:
+            raise ConfigError(
+                f"counters= cannot be combined with {' or '.join(clash)} yet: the joined result holds the time "
+                "backend's and the counter backend's metrics side by side; measure the two separately and "
+                "join them with nsightx.join_results"
+            )
 
 
 _VOCABULARY = {"cache_control": CACHE_CONTROL, "clock_control": CLOCK_CONTROL, "replay_mode": REPLAY_MODES}

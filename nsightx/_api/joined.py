@@ -1,0 +1,84 @@
+"""``joined_results``: one :class:`~nsightx.ProfileResults` from a time result and a counter result of the same sweep.
+
+The pure join is :func:`nsightx._results.join.join_runs`; this module checks that the two results measured the same
+function over the same configs and builds the joined result through the one result builder. With
+``@analyze.kernel(counters=[...])`` a call measures twice: the times with the decorator's own options
+(:func:`without_counters`), then the counters with :func:`counter_spec` (``backend="auto"``, which picks the
+backend that can read them, ``counter_runs`` fixed runs), and returns the joined result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from nsightx._errors import ConfigError
+from nsightx._results.join import SOURCES_KEY, join_runs, sources_cell
+from nsightx._results.records import Scalar
+from nsightx._results.results import ProfileResults, build_results
+from nsightx._spec.options import ProfileSpec
+
+DROPPED_ENV = ("SerializesKernels",)
+"""Counter-side environment keys not carried over: the joined times were not measured under replay."""
+
+
+def joined_results(
+    times: ProfileResults,
+    counters: ProfileResults,
+    *,
+    combine: Callable[[float, float], float] | None = None,
+) -> ProfileResults:
+    """Times of ``times`` and counters of ``counters`` in one result (``Tool`` says which measured each row).
+
+    Args:
+        times: The time backend's result (e.g. CUPTI over ``runs`` runs).
+        counters: The counter backend's result of the same function and configs (e.g. ncu over a few runs).
+        combine: ``combine_kernel_metrics`` for regions of several kernels.
+
+    Raises:
+        ConfigError: the two results measured different functions, parameters or configs.
+        JoinError: a region's kernels differ between the two (see :func:`nsightx._results.join.join_runs`).
+    """
+    tp, cp = times.data.plan, counters.data.plan
+    for what, a, b in (("function", tp.function, cp.function), ("params", tp.params, cp.params)):
+        if a != b:
+            raise ConfigError(f"cannot join results of different {what}: {a!r} ({tp.backend}) vs {b!r} ({cp.backend})")
+    if tp.configs != cp.configs:
+        raise ConfigError(
+            f"cannot join {tp.function}: the configs differ ({len(tp.configs)} under {tp.backend}, "
+            f"{len(cp.configs)} under {cp.backend}); measure both over the same configs"
+        )
+    joined = join_runs(times.data.runs, counters.data.runs, backends=(tp.backend, cp.backend))
+    metrics = tuple(dict.fromkeys([*tp.metrics, *(m for m in joined.sources if m not in tp.metrics)]))
+    plan = tp.model_copy(update={"backend": f"{tp.backend}+{cp.backend}", "metrics": metrics})
+    env: dict[str, Scalar] = {k: v for k, v in counters.environment.items() if k not in DROPPED_ENV}
+    env.update(times.environment)
+    env[SOURCES_KEY] = sources_cell(joined.sources)
+    return build_results(plan, joined.runs, env, combine=combine, configs=times._configs)
+
+
+def without_counters(spec: ProfileSpec) -> ProfileSpec:
+    """The spec of the time call of ``counters=``: the decorator's own, without the counters."""
+    return spec.model_copy(update={"counters": None})
+
+
+def counter_spec(spec: ProfileSpec) -> ProfileSpec:
+    """The spec of the counter call of ``counters=``: those metrics, ``counter_runs`` fixed runs, "auto" backend.
+
+    What shapes the values of one call only (``derive_metric``, ``normalize_against``) stays with the joined
+    result's time side; the parallel and adaptive options do not apply to the counter call.
+    """
+    return spec.model_copy(
+        update={
+            "counters": None,
+            "backend": "auto",
+            "metrics": spec.counters,
+            "runs": min(spec.counter_runs, spec.runs) if isinstance(spec.runs, int) else spec.counter_runs,
+            "min_runs": None,
+            "max_runs": None,
+            "target_ci_pct": None,
+            "time_budget_s": None,
+            "derive_metric": None,
+            "normalize_against": None,
+            "parallel_devices": None,
+        }
+    )

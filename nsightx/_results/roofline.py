@@ -1,0 +1,307 @@
+"""Roofline arithmetic from Nsight Compute counters: achieved FLOP/s, bytes/s, intensity and the fraction of the roof.
+
+Every number comes from the counters ncu measured on the kernel and on the device it ran on, the way ncu's own
+``SpeedOfLight_RooflineChart`` section computes its chart; nothing comes from a table of GPUs:
+
+- **Work.** Per precision, the predicated-on SASS thread instructions ``sm__sass_thread_inst_executed_op_<op>
+  _pred_on.sum`` of its add, multiply and fused multiply-add (``d*``: fp64, ``f*``: fp32, ``h*``: fp16); an FMA
+  counts 2 FLOP. Tensor-core work is ``sm__inst_executed_pipe_tensor.sum`` times :data:`TENSOR_FLOP_PER_INST`, the
+  factor ncu's Tensor Core roofline section uses (an approximation: the FLOP of one tensor instruction depends on
+  its shape).
+- **Traffic.** ``dram__bytes.sum``: bytes read from and written to device memory.
+- **Time.** ``gpu__time_duration.sum``.
+- **Peaks.** Peak FLOP/s = 2 x ``sm__sass_thread_inst_executed_op_<fma>_pred_on.sum.peak_sustained`` (instructions
+  per cycle) x ``sm__cycles_elapsed.avg.per_second`` (the SM clock measured during the kernel); peak bandwidth =
+  ``dram__bytes.sum.peak_sustained`` (bytes per cycle) x ``dram__cycles_elapsed.avg.per_second``.
+
+Then, for a point: FLOP/s = FLOP / time, bytes/s = bytes / time, arithmetic intensity AI = FLOP / byte, the roof
+at AI is min(peak FLOP/s, AI x peak bandwidth), and the fraction of the roof is FLOP/s over that. A kernel is
+``memory`` bound when AI is left of the ridge point (peak FLOP/s / peak bandwidth), else ``compute`` bound.
+
+One point per (annotation, config, kernel): the region's kernels are told apart by their launch order and name;
+values are averaged over the runs, with a 95% Student-t interval of the achieved FLOP/s where there are 2 runs or
+more. Pure functions over records; pandas only where :func:`roofline_frame` builds the table.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nsightx._results.stats import ci_half_width
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nsightx._results.records import RunRecords
+
+TIME = "gpu__time_duration.sum"
+DRAM_BYTES = "dram__bytes.sum"
+DRAM_PEAK = "dram__bytes.sum.peak_sustained"
+DRAM_CLOCK = "dram__cycles_elapsed.avg.per_second"
+SM_CLOCK = "sm__cycles_elapsed.avg.per_second"
+TENSOR_INST = "sm__inst_executed_pipe_tensor.sum"
+TENSOR_PEAK = "sm__inst_executed_pipe_tensor.sum.peak_sustained"
+TENSOR_FLOP_PER_INST = 512.0
+"""FLOP per tensor-pipe instruction, as ncu's ``SpeedOfLight_HierarchicalTensorRooflineChart`` section counts them."""
+
+PRECISION_OPS: Mapping[str, tuple[str, str, str]] = {
+    "fp64": ("dadd", "dmul", "dfma"),
+    "fp32": ("fadd", "fmul", "ffma"),
+    "fp16": ("hadd", "hmul", "hfma"),
+}
+"""Precision -> its (add, multiply, fused multiply-add) SASS opcodes."""
+
+
+def inst_metric(op: str) -> str:
+    """The counter of predicated-on thread instructions of one SASS opcode (``ffma`` -> ``sm__sass_..._ffma_...``)."""
+    return f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum"
+
+
+ROOFLINE_METRICS: tuple[str, ...] = (
+    TIME,
+    DRAM_BYTES,
+    DRAM_PEAK,
+    DRAM_CLOCK,
+    SM_CLOCK,
+    *(inst_metric(op) for ops in PRECISION_OPS.values() for op in ops),
+    *(f"{inst_metric(ops[2])}.peak_sustained" for ops in PRECISION_OPS.values()),
+    TENSOR_INST,
+    TENSOR_PEAK,
+)
+"""The metrics to ask ncu for (``metrics=ROOFLINE_METRICS``) so that every roofline column can be computed."""
+
+_TIME_S = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0}
+_TIME_S |= {"second": 1.0}
+_BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12}
+_HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+
+Value = tuple[float, str | None]
+"""A metric value with its unit, as a record holds it."""
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """The roofline numbers of one kernel (means over runs for the row form)."""
+
+    precision: str
+    """The precision with the most FLOP (``fp64``, ``fp32``, ``fp16``, ``tensor``); ``none`` without any FLOP."""
+    flop: float
+    """FLOP of that precision."""
+    seconds: float
+    """Kernel time, s."""
+    dram_bytes: float
+    """Device-memory bytes moved."""
+    flop_per_s: float
+    """Achieved FLOP/s."""
+    bytes_per_s: float
+    """Achieved device-memory bandwidth, bytes/s."""
+    intensity: float
+    """Arithmetic intensity, FLOP per DRAM byte (NaN without traffic)."""
+    peak_flop_per_s: float
+    """Peak FLOP/s of the precision on the measured SM clock (NaN when ncu did not give its peak)."""
+    peak_bytes_per_s: float
+    """Peak device-memory bandwidth on the measured DRAM clock."""
+    roof_flop_per_s: float
+    """The roof at this intensity: min(peak FLOP/s, intensity x peak bandwidth)."""
+    roof_fraction: float
+    """Achieved FLOP/s over the roof (0..1)."""
+    bound: str
+    """``memory`` (left of the ridge point), ``compute`` (right of it) or ``unknown``."""
+
+
+def per_second(value: float, unit: str | None) -> float:
+    """A rate in 1/s: ``hz``-style units and ``<thing>/<time unit>`` (``cycle/nsecond``) are converted."""
+    u = (unit or "").strip().lower()
+    if u in _HZ:
+        return value * _HZ[u]
+    if "/" in u:
+        per = u.rsplit("/", 1)[1]
+        if per in _TIME_S:
+            return value / _TIME_S[per]
+    return value
+
+
+def seconds(value: float, unit: str | None) -> float:
+    """A duration in seconds (``ns``/``nsecond``, ``us``, ``ms``, ``s``); ns when no unit is given."""
+    return value * _TIME_S.get((unit or "ns").strip().lower(), 1e-9)
+
+
+def byte_count(value: float, unit: str | None) -> float:
+    """A byte count in bytes (``byte``, ``Kbyte``, ``Mbyte``, ...)."""
+    return value * _BYTES.get((unit or "byte").strip().lower(), 1.0)
+
+
+def _get(values: Mapping[str, Value], name: str) -> float:
+    got = values.get(name)
+    return float(got[0]) if got is not None and math.isfinite(got[0]) else math.nan
+
+
+def flops_by_precision(values: Mapping[str, Value]) -> dict[str, float]:
+    """FLOP per precision from the instruction counters present (an FMA is 2 FLOP; missing counters count 0)."""
+    out: dict[str, float] = {}
+    for precision, (add, mul, fma) in PRECISION_OPS.items():
+        counts = [_get(values, inst_metric(op)) for op in (add, mul, fma)]
+        if all(math.isnan(c) for c in counts):
+            continue
+        a, m, f = (0.0 if math.isnan(c) else c for c in counts)
+        out[precision] = a + m + 2.0 * f
+    tensor = _get(values, TENSOR_INST)
+    if not math.isnan(tensor):
+        out["tensor"] = tensor * TENSOR_FLOP_PER_INST
+    return out
+
+
+def peak_flops(values: Mapping[str, Value], precision: str) -> float:
+    """Peak FLOP/s of ``precision`` on the SM clock measured during the kernel (NaN when a counter is missing)."""
+    clock = values.get(SM_CLOCK)
+    if clock is None:
+        return math.nan
+    hz = per_second(clock[0], clock[1])
+    if precision == "tensor":
+        return _get(values, TENSOR_PEAK) * TENSOR_FLOP_PER_INST * hz
+    ops = PRECISION_OPS.get(precision)
+    if ops is None:
+        return math.nan
+    return 2.0 * _get(values, f"{inst_metric(ops[2])}.peak_sustained") * hz
+
+
+def peak_bandwidth(values: Mapping[str, Value]) -> float:
+    """Peak device-memory bandwidth, bytes/s, on the DRAM clock measured during the kernel."""
+    clock = values.get(DRAM_CLOCK)
+    if clock is None:
+        return math.nan
+    return _get(values, DRAM_PEAK) * per_second(clock[0], clock[1])
+
+
+def roofline_point(values: Mapping[str, Value], precision: str | None = None) -> RooflinePoint | None:
+    """The roofline numbers of one kernel execution from its metric values; ``None`` without a time.
+
+    Args:
+        values: Metric name -> (value, unit) of one kernel in one run.
+        precision: The precision to place it by; ``None``: the one with the most FLOP.
+    """
+    time = values.get(TIME)
+    if time is None or not time[0] > 0:
+        return None
+    secs = seconds(time[0], time[1])
+    flops = flops_by_precision(values)
+    if precision is None:
+        precision = max(flops, key=lambda p: flops[p]) if flops and max(flops.values()) > 0 else "none"
+    flop = flops.get(precision, math.nan if precision == "none" else 0.0)
+    dram = values.get(DRAM_BYTES)
+    nbytes = byte_count(dram[0], dram[1]) if dram is not None else math.nan
+    intensity = flop / nbytes if nbytes > 0 else math.nan
+    peak_f, peak_b = peak_flops(values, precision), peak_bandwidth(values)
+    roof = min(peak_f, intensity * peak_b) if math.isfinite(intensity) else peak_f
+    return RooflinePoint(
+        precision=precision,
+        flop=flop,
+        seconds=secs,
+        dram_bytes=nbytes,
+        flop_per_s=flop / secs,
+        bytes_per_s=nbytes / secs,
+        intensity=intensity,
+        peak_flop_per_s=peak_f,
+        peak_bytes_per_s=peak_b,
+        roof_flop_per_s=roof,
+        roof_fraction=(flop / secs) / roof if roof > 0 else math.nan,
+        bound=_bound(intensity, peak_f, peak_b),
+    )
+
+
+KernelKey = tuple[str, int, int, str]
+"""(annotation, config, launch order in the region, kernel name)."""
+
+
+def kernel_values(runs: Iterable[RunRecords]) -> dict[KernelKey, dict[int, dict[str, Value]]]:
+    """Records grouped by kernel and run: (annotation, config, seq, kernel) -> run -> metric -> (value, unit)."""
+    out: dict[KernelKey, dict[int, dict[str, Value]]] = defaultdict(lambda: defaultdict(dict))
+    for run in runs:
+        for rec in run.records:
+            out[(rec.annotation, rec.config, rec.seq, rec.kernel)][rec.run][rec.metric] = (rec.value, rec.unit)
+    return out
+
+
+_ROW_FIELDS: tuple[str, ...] = ("flop", "seconds", "dram_bytes", "flop_per_s", "bytes_per_s", "intensity")
+_ROW_FIELDS += ("peak_flop_per_s", "peak_bytes_per_s", "roof_flop_per_s", "roof_fraction")
+
+
+def roofline_rows(runs: Sequence[RunRecords]) -> list[dict[str, object]]:
+    """One row per (annotation, config, kernel) that has a time: means of every run's point, and a FLOP/s CI.
+
+    The precision of a row is the one with the most FLOP summed over its runs, so every run is placed the same way.
+    """
+    rows: list[dict[str, object]] = []
+    for (ann, config, seq, kernel), by_run in kernel_values(runs).items():
+        totals: dict[str, float] = defaultdict(float)
+        for values in by_run.values():
+            for name, f in flops_by_precision(values).items():
+                totals[name] += f
+        precision = max(totals, key=lambda k: totals[k]) if totals and max(totals.values()) > 0 else "none"
+        counted = [v for v in by_run.values() if _has_counters(v)]  # a joined result: runs without counters
+        points = [pt for v in counted if (pt := roofline_point(v, precision)) is not None]
+        if not points:
+            continue
+        means = {name: _mean([getattr(p, name) for p in points]) for name in _ROW_FIELDS}
+        rates = [p.flop_per_s for p in points if math.isfinite(p.flop_per_s)]
+        half = ci_half_width(statistics.stdev(rates), len(rates)) if len(rates) >= 2 else math.nan
+        bound = _bound(means["intensity"], means["peak_flop_per_s"], means["peak_bytes_per_s"])
+        rows.append(
+            {"Annotation": ann, "Config": config, "Seq": seq, "Kernel": kernel, "Precision": precision}
+            | {"NumRuns": len(points), **means, "flop_per_s_ci": half, "bound": bound}
+        )
+    return rows
+
+
+def _has_counters(values: Mapping[str, Value]) -> bool:
+    """Whether a run of a kernel has any roofline counter beside its time."""
+    return any(name != TIME and name in values for name in ROOFLINE_METRICS)
+
+
+def _bound(intensity: float, peak_flop_per_s: float, peak_bytes_per_s: float) -> str:
+    """``memory`` left of the ridge point, ``compute`` right of it, ``unknown`` without the numbers."""
+    if not (math.isfinite(intensity) and math.isfinite(peak_flop_per_s) and peak_bytes_per_s > 0):
+        return "unknown"
+    return "memory" if intensity < peak_flop_per_s / peak_bytes_per_s else "compute"
+
+
+def _mean(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.fmean(finite) if finite else math.nan
+
+
+COLUMNS: Mapping[str, str] = {
+    "flop": "FLOP",
+    "seconds": "Seconds",
+    "dram_bytes": "DRAMBytes",
+    "flop_per_s": "FLOPPerSecond",
+    "flop_per_s_ci": "FLOPPerSecond_CI95",
+    "bytes_per_s": "BytesPerSecond",
+    "intensity": "ArithmeticIntensity",
+    "peak_flop_per_s": "PeakFLOPPerSecond",
+    "peak_bytes_per_s": "PeakBytesPerSecond",
+    "roof_flop_per_s": "RoofFLOPPerSecond",
+    "roof_fraction": "RoofFraction",
+    "bound": "Bound",
+}
+"""Row field -> DataFrame column name."""
+
+
+def roofline_frame(
+    runs: Sequence[RunRecords], params: Sequence[str] = (), configs: Sequence[Sequence[object]] = ()
+) -> pd.DataFrame:
+    """The roofline table: one row per (annotation, config, kernel), parameter columns after ``Annotation``."""
+    import pandas as pd
+
+    rows = roofline_rows(runs)
+    frame = pd.DataFrame(rows).rename(columns=dict(COLUMNS))
+    if frame.empty:
+        return pd.DataFrame(columns=["Annotation", *params, "Kernel", "Precision", *COLUMNS.values()])
+    for i, p in enumerate(params):
+        frame.insert(1 + i, p, [configs[c][i] if c < len(configs) else None for c in frame["Config"]])
+    return frame
