@@ -240,6 +240,16 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
         "nsightx._host.plugins",
     ): "import time: `import nsightx` (activate) must not load pluggy/pydantic",
     ("nsightx._results.results", "nsightx._results.dataframe"): "pandas, loaded only when a DataFrame is built",
+    ("nsightx.pytest_plugin", "nsightx.analyze"): "pytest imports the plugin at every start: pydantic only when used",
+    (
+        "nsightx.pytest_plugin",
+        "nsightx._host.plugins",
+    ): "pytest loads the plugin at every start: pluggy only when used",
+    (
+        "nsightx._report.pytest_gate",
+        "nsightx._report.compare",
+    ): "pytest loads the plugin at every start: pandas only when used",
+    ("nsightx._report.pytest_gate", "nsightx._report.render"): "pytest imports the plugin at every start (as above)",
 }
 """Function-level imports between modules of ``nsightx/`` kept on purpose (heavy or import-time-sensitive).
 
@@ -271,7 +281,15 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("nsightx._report",),
     ("nsightx._api",),
     ("nsightx._cli",),
-    ("nsightx.ext", "nsightx.analyze", "nsightx.experimental", "nsightx.exceptions", "nsightx.cli", "nsightx"),
+    (
+        "nsightx.ext",
+        "nsightx.analyze",
+        "nsightx.experimental",
+        "nsightx.exceptions",
+        "nsightx.cli",
+        "nsightx.pytest_plugin",
+        "nsightx",
+    ),
 )
 """The stages of ``nsightx/``, lowest first (docs/architecture.md): a module may import its own stage and those
 below it, never one above. A subpackage is one stage; the floor modules and the public modules are listed."""

@@ -1,0 +1,268 @@
+"""The pytest plugin, run in real pytest sessions (pytester, each in a subprocess) on the host backend.
+
+The workload sleeps for a time the environment sets (``NSX_DELAY_S``): 5 ms against 6 ms is a planted 20%
+slowdown, and 40 runs a side make it significant by far (Mann-Whitney p ~ 1e-14). A sleep, not a busy loop: on a
+2-core machine shared with other jobs, a busy loop is preempted and its 5 ms region measured up to 12 ms (mean
+7.9 ms over 40 runs, measured while the suite ran beside other jobs), while a sleeping thread is woken promptly
+(mean 5.1-5.2 ms, max 8.9 ms, the same minutes). The 10% threshold leaves room for that: two runs of the same
+sleep must pass and the planted 20% must fail.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import entry_points
+
+import pytest
+
+import nsightx
+from nsightx._report.pytest_gate import result_filename
+
+pytest_plugins = ["pytester"]
+
+WORKLOAD = """
+import os
+import time
+
+import pytest
+
+import nsightx
+
+DELAY_S = float(os.environ.get("NSX_DELAY_S", "0.005"))
+
+
+def nap(n):
+    with nsightx.annotate(os.environ.get("NSX_REGION", "nap")):
+        time.sleep(DELAY_S * n)
+
+
+def test_nap(nsightx_bench):
+    res = nsightx_bench(nap, configs=[1], runs=40)
+    assert res.backend == "host"
+"""
+
+OTHER_TESTS = """
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(nsightx_bench, n):
+    nsightx_bench(nap, configs=[n], runs=5)
+
+
+def test_no_fixture():
+    pass
+
+
+def test_fails_after_measuring(nsightx_bench):
+    nsightx_bench(nap, configs=[1], runs=3)
+    assert False, "planted failure"
+"""
+
+HOST = "--nsightx-backend=host"
+
+
+@pytest.fixture
+def nap_module(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_timing=WORKLOAD)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def test_planted_slowdown_fails_the_session_with_the_table(nap_module, monkeypatch):
+    saved = run(nap_module, HOST, "--nsightx-save=base")
+    assert saved.ret == 0, saved.stdout.str()
+    monkeypatch.setenv("NSX_DELAY_S", "0.006")
+    summary = nap_module.path / "summary.md"
+    res = run(nap_module, HOST, "--nsightx-compare=base", "--nsightx-threshold=10", f"--nsightx-markdown={summary}")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.TESTS_FAILED, out
+    res.assert_outcomes(passed=1)  # the test itself passed: the gate fails the session
+    res.stdout.fnmatch_lines(
+        [
+            "*= nsightx =*",
+            "test_timing.py::test_nap  (baseline *)",
+            "Function  Annotation  Config  Metric *Status*",
+            "nap *nap *n=1 *host__time_duration.sum *slower +*%  REGRESSION (> 10%)*",
+            "nsightx: FAIL: 1 test(s) with a significant slowdown larger than 10%",
+        ]
+    )
+    row = next(line for line in res.outlines if "REGRESSION" in line)
+    assert float(row.split()[8]) > 1.1  # the ratio: 1.2 planted, more when other jobs stretch the slow side
+    md = summary.read_text()
+    assert md.startswith("## nsightx: FAIL") and "**slower +" in md and "#### `test_timing.py::test_nap`" in md
+
+
+def test_identical_runs_pass(nap_module):
+    assert run(nap_module, HOST, "--nsightx-save=base").ret == 0
+    res = run(nap_module, HOST, "--nsightx-compare=base", "--nsightx-threshold=10", "--nsightx-save=base")
+    assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(
+        [
+            "test_timing.py::test_nap: ok: no significant slowdown larger than 10% (1 *)",
+            "saved 1 result(s) to 'base'",
+            "nsightx: ok: 1 test(s) compared, no significant slowdown larger than 10%",
+        ]
+    )
+    assert "REGRESSION" not in res.stdout.str()
+
+
+def test_save_writes_one_loadable_result_per_passed_test(pytester):
+    pytester.makepyfile(test_timing=WORKLOAD + OTHER_TESTS)
+    res = run(pytester, HOST, "--nsightx-save=out/main")
+    res.assert_outcomes(passed=4, failed=1)
+    res.stdout.fnmatch_lines(
+        [
+            "test_timing.py::test_fails_after_measuring: NOT RECORDED: the test did not pass*",
+            "nsightx: saved 3 result(s) to 'out/main'",
+        ]
+    )
+    ids = ["test_timing.py::test_nap", "test_timing.py::test_param[1]", "test_timing.py::test_param[2]"]
+    files = sorted((pytester.path / "out" / "main").iterdir())
+    assert [f.name for f in files] == sorted(result_filename(i) for i in ids)
+    for nodeid in ids:
+        loaded = nsightx.load(pytester.path / "out" / "main" / result_filename(nodeid))
+        frame = loaded.to_dataframe()
+        assert loaded.backend == "host" and loaded.data.plan.function == "nap"
+        assert frame["Annotation"].tolist() == ["nap"] and frame["Metric"].tolist() == ["host__time_duration.sum"]
+        assert frame["NumRuns"].tolist() == [40 if nodeid.endswith("nap") else 5]
+        assert frame["AvgValue"].iloc[0] >= 5e6  # ns: the region sleeps 5 ms per unit of n
+
+
+def test_missing_baseline_is_listed_and_fails_only_with_require_all(pytester):
+    pytester.makepyfile(test_timing=WORKLOAD + OTHER_TESTS)
+    assert run(pytester, HOST, "--nsightx-save=base", "-k", "test_nap").ret == 0
+    gate = (HOST, "--nsightx-compare=base", "--nsightx-threshold=50", "-k", "nap or param")
+    res = run(pytester, *gate)
+    assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(
+        [
+            "test_timing.py::test_param?1?: NO BASELINE: no stored result 'base/test_timing.py_test_param_1-*.json'",
+            "nsightx: ok: 1 test(s) compared*",
+        ]
+    )
+    strict = run(pytester, *gate, "--nsightx-require-all")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["nsightx: FAIL: 2 test(s) without a baseline (--nsightx-require-all)"])
+
+
+def test_comparing_nothing_fails(nap_module, monkeypatch):
+    (nap_module.path / "empty").mkdir()
+    empty = run(nap_module, HOST, "--nsightx-compare=empty")
+    assert empty.ret == pytest.ExitCode.TESTS_FAILED
+    empty.stdout.fnmatch_lines(
+        [
+            "test_timing.py::test_nap: NO BASELINE: *",
+            "nsightx: FAIL: nothing was compared: none of the 1 measured test(s) could be compared with a baseline",
+        ]
+    )
+    assert run(nap_module, HOST, "--nsightx-save=base").ret == 0
+    monkeypatch.setenv("NSX_REGION", "renamed")
+    renamed = run(nap_module, HOST, "--nsightx-compare=base")
+    assert renamed.ret == pytest.ExitCode.TESTS_FAILED
+    renamed.stdout.fnmatch_lines(
+        [
+            "test_timing.py::test_nap: NOTHING COMPARED: nothing to compare: nap: no annotation is in both results*",
+            "nsightx: FAIL: 1 test(s) whose result could not be compared with the baseline; nothing was compared*",
+        ]
+    )
+
+
+def _cupti_available() -> bool:
+    from nsightx._host import plugins as _plugins
+
+    host = _plugins.PluginHost(_plugins.LoaderSettings()).load()
+    return host.backend("cupti").availability().available
+
+
+@pytest.mark.skipif("_cupti_available()", reason="CUPTI works here: the no-GPU skip cannot be shown")
+def test_gpu_backend_without_a_gpu_skips_and_compares_nothing(nap_module):
+    res = run(nap_module, "--nsightx-backend=cupti", "-rs")
+    assert res.ret == 0
+    res.assert_outcomes(skipped=1)
+    res.stdout.fnmatch_lines(["SKIPPED *nsightx: backend 'cupti' is not available: *"])
+    assert run(nap_module, HOST, "--nsightx-save=base").ret == 0
+    gated = run(nap_module, "--nsightx-backend=cupti", "--nsightx-compare=base")
+    assert gated.ret == pytest.ExitCode.TESTS_FAILED  # every test skipped: the gate did not pass on nothing
+    gated.stdout.fnmatch_lines(
+        [
+            "1 baseline(s) in 'base' that no test measured: test_timing.py_test_nap-*.json",
+            "nsightx: FAIL: nothing was compared: no test recorded a result*",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nsightx-backend=nope"], "ERROR: --nsightx-backend=nope: unknown backend 'nope'; registered backends: *"),
+        (["--nsightx-threshold=-5"], "*--nsightx-threshold: expects a percentage >= 0 such as 5 (for 5%), got '-5'"),
+        (["--nsightx-threshold=5%"], "*--nsightx-threshold: expects a percentage >= 0 such as 5 (for 5%), got '5%'"),
+        (["--nsightx-compare=missing"], "ERROR: --nsightx-compare=missing: no such folder; store baselines there *"),
+        (["--nsightx-markdown=no/s.md"], "ERROR: --nsightx-markdown=no/s.md: the folder 'no' does not exist"),
+    ],
+)
+def test_bad_options_are_usage_errors(nap_module, args, message):
+    res = nap_module.runpytest(*args)  # in process: pytest stops before any test runs
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([message])
+
+
+def test_misuse_of_the_fixture_fails_the_test(pytester):
+    pytester.makepyfile(
+        test_misuse=WORKLOAD
+        + """
+
+def test_twice(nsightx_bench):
+    nsightx_bench(nap, configs=[1], runs=2)
+    nsightx_bench(nap, configs=[1], runs=2)
+
+
+def test_decorated(nsightx_bench):
+    nsightx_bench(nsightx.analyze.kernel(nap), configs=[1])
+"""
+    )
+    res = run(pytester, HOST)
+    res.assert_outcomes(passed=1, failed=2)
+    res.stdout.fnmatch_lines_random(
+        [
+            "*ConfigError: nsightx_bench was already called in test_misuse.py::test_twice; it stores one result*",
+            "*ConfigError: nsightx_bench takes the undecorated function, got 'nap' already decorated*",
+        ]
+    )
+
+
+def test_plugin_prints_and_writes_nothing_without_save_or_compare(nap_module):
+    res = run(nap_module, HOST)  # the fixture measures ...
+    assert res.ret == 0
+    assert not [line for line in res.outlines if "nsightx" in line and not line.startswith("plugins:")]  # ... silently
+    assert not list(nap_module.path.rglob("*.json"))  # and stores nothing
+
+
+def test_plugin_import_is_cheap():
+    probe = (
+        "import json, sys; import nsightx.pytest_plugin; "
+        "print(json.dumps(sorted(m for m in ('pandas', 'numpy', 'pydantic', 'torch', 'cupti', 'pynvml', "
+        "'nsightx._results.results', 'nsightx._host.plugins') if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_registered_as_a_pytest11_entry_point():
+    (ep,) = [ep for ep in entry_points(group="pytest11") if ep.name == "nsightx"]
+    assert ep.value == "nsightx.pytest_plugin"
+
+
+def test_result_filename_is_safe_unique_and_bounded():
+    name = result_filename("tests/test_mm.py::test_mm[1024-fp32 x/y]")
+    assert name.startswith("tests_test_mm.py_test_mm_1024-fp32_x_y-") and name.endswith(".json")
+    assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+    assert result_filename("a/b.py::t") != result_filename("a_b.py::t")
+    long_ids = [f"t.py::test[{'x' * 300}{i}]" for i in range(2)]
+    assert result_filename(long_ids[0]) != result_filename(long_ids[1])
+    assert max(len(result_filename(i)) for i in long_ids) < 150
+    assert result_filename("t.py::test") == result_filename("t.py::test")
