@@ -69,6 +69,8 @@ def test_cupti_after_torch_profiler_measures_or_says_why(plugin_host: Any, torch
         assert len(again.records) == len(first.records), "an incomplete result after torch.profiler"
         assert _kernel_counts(again) == _kernel_counts(first)
         assert all(r.value > 0 for r in again.records)
+        before, after = sum(r.value for r in first.records), sum(r.value for r in again.records)
+        assert 0.7 < after / before < 1.4, f"kernel times after torch.profiler: {after:.0f} ns against {before:.0f}"
 
 
 def test_cupti_while_torch_profiler_records_is_a_clear_error(plugin_host: Any, torch: Any) -> None:

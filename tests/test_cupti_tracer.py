@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from nsightx_cupti._attribution import ApiActivity
-from nsightx_cupti._tracer import CANARY_ID, ActivityTracer
+from nsightx_cupti._attribution import ActivityBatch, ApiActivity
+from nsightx_cupti._tracer import CANARY_ID, ActivityTracer, check_clock
 
 from nsightx._errors import MeasurementError
 
@@ -368,3 +369,27 @@ def test_kernel_launch_calls_are_named_by_cbid() -> None:
     other = ApiActivity(2, 0, 1, cbid=int(RuntimeCbid.cudaGetDevice_v3020), domain="runtime")
     unknown = ApiActivity(3, 0, 1, cbid=999, domain="runtime")
     assert [tracer.launches_kernels(a) for a in (launch, other, unknown)] == [True, False, False]
+
+
+def test_records_in_cpu_cycles_are_refused_with_the_cause() -> None:
+    """torch.profiler's Kineto leaves CUPTI stamping records with rdtsc cycles (~1e14): never time with them."""
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake, canary=None, clock_check=True)
+    tracer.start()
+    now = time.time_ns()
+    fake.to_deliver = [kernel("k", 3, now - 50_000, now - 40_000), api(3, now - 60_000)]
+    assert [k.duration for k in tracer.collect().kernels] == [10_000]  # wall-clock ns: measured
+    cycles = 180_000_000_000_000  # two days of uptime at 1 GHz
+    fake.to_deliver = [kernel("k", 4, cycles, cycles + 21_000), api(4, cycles - 100)]
+    with pytest.raises(MeasurementError, match=r"not nanoseconds.*torch\.profiler.*backend='events'"):
+        tracer.collect()
+    tracer.stop()
+
+
+def test_the_clock_check_looks_at_apis_when_no_kernel_arrived() -> None:
+    now = time.time_ns()
+    check_clock(ActivityBatch(), now)  # nothing to judge
+    batch = ActivityBatch(apis={1: ApiActivity(1, 10**14, 10**14 + 5, 11, 0, "runtime")})
+    with pytest.raises(MeasurementError, match="not nanoseconds"):
+        check_clock(batch, now)
+    check_clock(ActivityBatch(apis={1: ApiActivity(1, now - 10**9, now, 11, 0, "runtime")}), now)

@@ -51,6 +51,12 @@ OTHER_CLIENTS = (
 )
 """The likely cause of activity that does not arrive, for error messages."""
 
+CLOCK_SLACK_NS = 600 * 10**9
+"""How far a record's start may lie from this process's wall clock (``time.time_ns``) before its timestamps are
+taken to be in another unit. CUPTI's own clock reads wall-clock nanoseconds (~1.8e18); a client that registered a
+CPU-cycle timestamp callback (torch.profiler's Kineto registers ``rdtsc`` and never unregisters it) makes every
+later record read cycles since boot (~1e14), so every kernel duration is multiplied by the CPU's cycle rate."""
+
 
 def _default_canary() -> None:
     """One cheap driver API call (``cuCtxGetCurrent``), traced by CUPTI's DRIVER kind."""
@@ -129,12 +135,17 @@ class ActivityTracer:
         """The process-wide tracer (created on first use; imports cupti-python)."""
         with cls._instance_lock:
             if cls._instance is None:
-                cls._instance = cls(cupti_module())
+                cls._instance = cls(cupti_module(), clock_check=True)
             return cls._instance
 
-    def __init__(self, cupti: Any, canary: Callable[[], None] | None = _default_canary) -> None:
+    def __init__(
+        self, cupti: Any, canary: Callable[[], None] | None = _default_canary, *, clock_check: bool = False
+    ) -> None:
         self._cupti = cupti
         self._canary = canary
+        self.clock_check = clock_check
+        """Refuse records whose timestamps are not wall-clock nanoseconds (on for the process-wide tracer of
+        :meth:`get`; test doubles with small made-up timestamps leave it off)."""
         self._canary_pending = False
         self.reregister = True
         """Register the callbacks at every :meth:`start` (False: a dispatcher in front of this tracer registered
@@ -446,6 +457,8 @@ class ActivityTracer:
             raise MeasurementError(f"CUPTI activity buffers could not be decoded: {errors[0]}")
         if self._canary_pending and self.active:
             self._check_canary(batch)
+        if self.clock_check:
+            check_clock(batch, time.time_ns())
         if self.active and self.api_filter == "learn":
             self._silence(batch)
         if dropped:
@@ -488,3 +501,23 @@ class ActivityTracer:
         with self._lock:
             self._pending = ActivityBatch()
             self._errors = []
+
+
+def check_clock(batch: ActivityBatch, now_ns: int) -> None:
+    """Refuse a batch whose timestamps are not wall-clock nanoseconds (see :data:`CLOCK_SLACK_NS`).
+
+    One record is enough: every record of a process shares CUPTI's one timestamp source.
+
+    Raises:
+        MeasurementError: the first kernel (or API) record starts far from ``now_ns``.
+    """
+    first = batch.kernels[0].start if batch.kernels else next((a.start for a in batch.apis.values()), None)
+    if first is None or abs(now_ns - first) <= CLOCK_SLACK_NS:
+        return
+    raise MeasurementError(
+        f"CUPTI's timestamps in this process are not nanoseconds (a record starts at {first}, the wall clock reads "
+        f"{now_ns}): another CUPTI client registered its own clock, as torch.profiler does (Kineto stamps CUPTI "
+        "records with CPU cycle counts and does not restore CUPTI's clock when its session ends), so every kernel "
+        "time would be off by the CPU's cycle rate. Time with nsightx before the first torch.profiler session "
+        "of the process, in a process of its own, or with backend='events'"
+    )
