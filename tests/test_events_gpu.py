@@ -68,7 +68,9 @@ def test_events_cache_none_and_all(plugin_host: Any, torch: Any) -> None:
 
 def test_batched_reads_give_every_run_its_own_span(plugin_host: Any, torch: Any) -> None:
     # deferred (default) and per-run reading measure the same spans: one record per (config, run), none lost
-    a = torch.randn(1024, 1024, device="cuda")
+    # n = 2048 (~340 us a matmul): a span of one launch also holds the host's launch latency (up to ~50 us on the
+    # H200 when the GPU is idle), which made four spans read only 2.0x one at n = 1024
+    a = torch.randn(2048, 2048, device="cuda")
     results = {}
     for collect in ("batch", "run"):
         # no L2 flush: with one, the first matmul of a run reads cold inputs and four span ~2.3x one (H200)
