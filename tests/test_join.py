@@ -194,3 +194,18 @@ def test_joined_result_round_trips_with_its_sources(tmp_path):
     saved = joined_results(times, counters, **add).save(tmp_path / "joined.json")
     df = load(saved).to_dataframe().set_index("Metric")
     assert df.loc[TIME, "Tool"] == "cupti" and df.loc[BYTES, "Tool"] == "ncu"
+
+
+def test_base_name_of_templated_and_anonymous_namespace_kernels():
+    """Spellings ncu gave on the H200 for torch's elementwise add and softmax (the join failed on them once)."""
+    add = (
+        "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, "
+        "std::array<char *, (unsigned long)3>>(int, T2, T3)"
+    )
+    softmax = (
+        "void (anonymous namespace)::cunn_SoftMaxForwardReg<float, float, float, "
+        "at::native::(anonymous namespace)::SoftMaxForwardEpilogue, long, (int)4>(T3 *, const T1 *, T5)"
+    )
+    assert base_name(add) == "vectorized_elementwise_kernel"
+    assert base_name(softmax) == "cunn_SoftMaxForwardReg"
+    assert base_name("cunn_SoftMaxForwardReg") == "cunn_SoftMaxForwardReg"

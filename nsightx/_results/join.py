@@ -17,7 +17,6 @@ backend measured which metric is :attr:`JoinedRuns.sources`; :func:`sources_cell
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,19 +44,30 @@ class JoinedRuns:
     """(annotation, config) regions whose counters were attached."""
 
 
-_TEMPLATE = re.compile(r"<.*>", re.DOTALL)
-
-
 def base_name(kernel: str) -> str:
     """A kernel's base name, for matching: no ``void``, template arguments, parameter list or namespace.
 
     CUPTI's records carry the base name of the mangled symbol; ncu's the demangled name; both reduce to the same.
+    Demangled names nest parentheses inside template arguments (``<(int)4, ...>``) and start with
+    ``(anonymous namespace)::``, so the name is scanned with its nesting depth, not split at the first ``(``.
     """
-    name = kernel.strip()
-    name = name.removeprefix("void ").strip()
-    name = name.split("(", 1)[0]
-    name = _TEMPLATE.sub("", name)
-    return name.rsplit("::", 1)[-1].strip()
+    name = kernel.strip().removeprefix("void ").replace("(anonymous namespace)", "anonymous_namespace")
+    kept: list[str] = []
+    angle = paren = 0
+    for ch in name:
+        if ch == "(" and angle == 0 and paren == 0:
+            break  # the parameter list
+        if ch == "<":
+            angle += 1
+        elif ch == ">" and angle:
+            angle -= 1
+        elif ch == "(":
+            paren += 1
+        elif ch == ")" and paren:
+            paren -= 1
+        elif angle == 0 and paren == 0:
+            kept.append(ch)
+    return "".join(kept).rsplit("::", 1)[-1].strip()
 
 
 RegionKey = tuple[str, int]
