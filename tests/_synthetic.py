@@ -7,13 +7,16 @@ one produced by a backend.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from nsightx._results.records import Record, RunRecords
+from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._results.results import ProfileResults
 from nsightx._results.schema import PlanInfo, ResultData
 from nsightx._results.transform import RunValue
+
+CUPTI_FIXTURES = Path(__file__).parent / "fixtures" / "cupti"
 
 
 def make_result(
@@ -70,3 +73,33 @@ def noisy(mean: float, rsd: float, n: int, seed: int) -> list[float]:
     """``n`` values around ``mean`` with relative standard deviation ``rsd`` (reproducible)."""
     rng = random.Random(seed)
     return [mean * (1.0 + rng.gauss(0.0, rsd)) for _ in range(n)]
+
+
+def cupti_fixture_runs(
+    name: str = "splitk_512", runs: int = 5, collectors: Callable[[int], tuple[CollectorValue, ...]] | None = None
+) -> list[RunRecords]:
+    """A CUPTI batch recorded on the H200 (``tests/fixtures/cupti/<name>.json``), attributed by the backend's own
+    code and repeated as ``runs`` measured runs of config 0 (with ``collectors(run)`` values when given)."""
+    from nsightx_cupti._attribution import attribute, batch_from_json, to_run_output
+
+    batch, windows, _ = batch_from_json((CUPTI_FIXTURES / f"{name}.json").read_text())
+    out = to_run_output(attribute(batch, windows), windows)
+    return [
+        RunRecords(
+            config=0,
+            run=r,
+            records=tuple(rec.model_copy(update={"run": r}) for rec in out.records),
+            regions=tuple(
+                RegionRun(
+                    annotation=w.annotation,
+                    config=0,
+                    run=r,
+                    host_ns=w.exit_ns - w.enter_ns,
+                    attributes=out.region_attributes[w.annotation],
+                )
+                for w in windows
+            ),
+            collectors=collectors(r) if collectors else (),
+        )
+        for r in range(runs)
+    ]

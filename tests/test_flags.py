@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from nsightx_cupti._attribution import attribute, batch_from_json, to_run_output
+from _synthetic import cupti_fixture_runs
 
 import nsightx
 from nsightx import ConfigError
@@ -55,23 +55,7 @@ def flags_of(results, annotation=None):
 
 def cupti_runs(name: str, runs: int = 5) -> list[RunRecords]:
     """The fixture's run, attributed by the real code and repeated as ``runs`` measured runs."""
-    batch, windows, _ = batch_from_json((CUPTI / f"{name}.json").read_text())
-    out = to_run_output(attribute(batch, windows), windows)
-    result = []
-    for r in range(runs):
-        records = tuple(rec.model_copy(update={"run": r}) for rec in out.records)
-        regions = tuple(
-            RegionRun(
-                annotation=w.annotation,
-                config=0,
-                run=r,
-                host_ns=w.exit_ns - w.enter_ns,
-                attributes=out.region_attributes[w.annotation],
-            )
-            for w in windows
-        )
-        result.append(RunRecords(config=0, run=r, records=records, regions=regions))
-    return result
+    return cupti_fixture_runs(name, runs)
 
 
 def test_two_regions_fixture_tiny_kernels_are_launch_bound_and_short():

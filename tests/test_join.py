@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nsightx_cupti._attribution import attribute, batch_from_json, to_run_output
+from _synthetic import cupti_fixture_runs
+from nsightx_cupti._attribution import batch_from_json
 from nsightx_cupti._names import kernel_base_name
 
 from nsightx import ConfigError
@@ -23,26 +24,7 @@ BYTES = "dram__bytes.sum"
 
 
 def cupti_runs(name="splitk_512", runs=5):
-    batch, windows, _ = batch_from_json((CUPTI / f"{name}.json").read_text())
-    out = to_run_output(attribute(batch, windows), windows)
-    return [
-        RunRecords(
-            config=0,
-            run=r,
-            records=tuple(rec.model_copy(update={"run": r}) for rec in out.records),
-            regions=tuple(
-                RegionRun(
-                    annotation=w.annotation,
-                    config=0,
-                    run=r,
-                    host_ns=w.exit_ns - w.enter_ns,
-                    attributes=out.region_attributes[w.annotation],
-                )
-                for w in windows
-            ),
-        )
-        for r in range(runs)
-    ]
+    return cupti_fixture_runs(name, runs)
 
 
 def counter_runs(kernels, runs=2, annotation="matmul", ncu_time=True):

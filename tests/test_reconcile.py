@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nsightx_cupti._attribution import attribute, batch_from_json, to_run_output
+from _synthetic import cupti_fixture_runs
 
 import nsightx
 from nsightx import CompareError, ConfigError
@@ -42,30 +42,10 @@ def plan(backend, metric=TIME, cache_control="all"):
 
 
 def cupti_runs(runs=5, clock=None):
-    batch, windows, _ = batch_from_json((CUPTI / "splitk_512.json").read_text())
-    out = to_run_output(attribute(batch, windows), windows)
-    collectors = lambda r: (  # noqa: E731
-        (CollectorValue(name="MeasuredSMClockMHz", scope="run", config=0, run=r, value=clock),) if clock else ()
-    )
-    return [
-        RunRecords(
-            config=0,
-            run=r,
-            records=tuple(rec.model_copy(update={"run": r}) for rec in out.records),
-            regions=tuple(
-                RegionRun(
-                    annotation=w.annotation,
-                    config=0,
-                    run=r,
-                    host_ns=w.exit_ns - w.enter_ns,
-                    attributes=out.region_attributes[w.annotation],
-                )
-                for w in windows
-            ),
-            collectors=collectors(r),
-        )
-        for r in range(runs)
-    ]
+    def collectors(r):
+        return (CollectorValue(name="MeasuredSMClockMHz", scope="run", config=0, run=r, value=clock),) if clock else ()
+
+    return cupti_fixture_runs("splitk_512", runs, collectors)
 
 
 def cupti_result(**kw):

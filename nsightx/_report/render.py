@@ -6,22 +6,20 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from nsightx._report.compare import FIXED_COLUMNS, only_in_one
+from nsightx._results.summary import number, scale, with_unit
 
 if TYPE_CHECKING:
     import pandas as pd
 
-_TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
 _FIXED = FIXED_COLUMNS
 
 
 def format_value(value: float, unit: str | None) -> str:
-    """A value with its unit, durations in ns shown in the largest readable unit."""
+    """A value with its unit, durations in ns shown in the largest readable unit (the demo's and notebook's rule)."""
     if not math.isfinite(value):
         return "-"
-    if unit == "ns":
-        factor, name = next(((f, u) for f, u in _TIME if abs(value) >= f), _TIME[-1])
-        return f"{value / factor:.4g} {name}"
-    return f"{value:.4g}" + (f" {unit}" if unit else "")
+    factor, shown = scale(value, unit)
+    return with_unit(number(value / factor), shown)
 
 
 def _config(row: Any, params: list[str]) -> str:

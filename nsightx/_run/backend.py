@@ -163,7 +163,9 @@ class Backend(abc.ABC):
         Returns:
             The environment the backend measured in (GPU name, clocks, ...).
         """
-        raise NotImplementedError(f"backend {self.name!r} measures in process: run it with nsightx._run.loop.execute")
+        raise NotImplementedError(
+            f"backend {self.name!r} measures in process: the core drives its session() through the shared run loop"
+        )
 
     @classmethod
     def measures_elsewhere(cls) -> bool:
