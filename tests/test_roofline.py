@@ -18,6 +18,7 @@ from nsightx._results.roofline import (
     ROOFLINE_METRICS,
     SM_CLOCK,
     TENSOR_INST,
+    TENSOR_OPS,
     TENSOR_PEAK,
     TIME,
     inst_metric,
@@ -98,8 +99,52 @@ def test_dominant_precision_and_tensor_factor():
     tensor = roofline_point(
         {TIME: (1000.0, "ns"), TENSOR_INST: (10.0, "inst"), TENSOR_PEAK: (4.0, "inst/cycle"), SM_CLOCK: (1e9, "hz")}
     )
-    assert tensor is not None and tensor.precision == "tensor"
+    assert tensor is not None and tensor.precision == "tensor"  # old data: the approximate instruction factor
     assert tensor.flop == 10 * 512 and tensor.peak_flop_per_s == pytest.approx(4 * 512 * 1e9)
+
+
+# An fp16 cuBLAS matmul at n = 4096 as the H200 measured it (benchmarks/results/2026-12-04-s7-tensor-probe.json):
+# the fp16 tensor counter reads 2n^3 FLOP; its peak is the sparse rate, 8192 FLOP/cycle/SM x 132 SMs.
+FP16_MATMUL = {
+    TIME: (200_000.0, "ns"),
+    TENSOR_OPS["tensor_fp16"]: (2 * 4096.0**3, "op"),
+    f"{TENSOR_OPS['tensor_fp16']}.peak_sustained": (1_081_344.0, "op/cycle"),
+    TENSOR_INST: (2_147_483.0, "inst"),  # present too: the ops counter wins, no "tensor" precision
+    inst_metric("hfma"): (1000.0, "inst"),
+    HFMA_PEAK: (33792.0, "inst/cycle"),
+    SM_CLOCK: (1.98e9, "hz"),
+    DRAM_BYTES: (3 * 2 * 4096.0**2, "byte"),  # a, b read and c written once, 2 bytes each
+    DRAM_PEAK: (1500.0, "byte/cycle"),
+    DRAM_CLOCK: (3.2e9, "hz"),
+}
+
+
+def test_tensor_ops_counter_is_the_work_and_the_dense_peak_the_roof():
+    p = roofline_point(FP16_MATMUL)
+    assert p is not None and p.precision == "tensor_fp16"
+    flop = 2 * 4096**3  # 137.4 GFLOP
+    assert p.flop == pytest.approx(flop)
+    assert p.flop_per_s == pytest.approx(flop / 200e-6)  # 687 TFLOP/s
+    dense_peak = 1_081_344 / 2 * 1.98e9  # 1070.5 TFLOP/s: half the sparse rate the counter's peak gives
+    assert p.peak_flop_per_s == pytest.approx(dense_peak)
+    assert p.intensity == pytest.approx(flop / (6 * 4096**2))  # 1365 FLOP/byte: right of the ridge (223)
+    assert p.bound == "compute"
+    assert p.roof_flop_per_s == pytest.approx(dense_peak)
+    assert p.roof_fraction == pytest.approx((flop / 200e-6) / dense_peak)  # 0.642
+    hfma = roofline_point(FP16_MATMUL, "fp16")  # placed by the CUDA-core precision on request
+    assert hfma is not None and hfma.flop == 2000.0
+
+
+def test_tensor_precisions_each_have_their_counter_and_fp64_has_no_sparse_rate():
+    assert set(TENSOR_OPS) == {"tensor_fp64", "tensor_tf32", "tensor_fp16", "tensor_bf16", "tensor_fp8"}
+    for name in TENSOR_OPS.values():
+        assert name in ROOFLINE_METRICS and f"{name}.peak_sustained" in ROOFLINE_METRICS
+    assert TENSOR_INST not in ROOFLINE_METRICS
+    fp64 = {TIME: (1e6, "ns"), TENSOR_OPS["tensor_fp64"]: (1e10, "op"), SM_CLOCK: (2e9, "hz")}
+    fp64[f"{TENSOR_OPS['tensor_fp64']}.peak_sustained"] = (33792.0, "op/cycle")
+    p = roofline_point(fp64)
+    assert p is not None and p.precision == "tensor_fp64"
+    assert p.peak_flop_per_s == pytest.approx(33792 * 2e9)  # 67.6 TFLOP/s, the dense rate as read
 
 
 def test_missing_peaks_leave_nan_and_no_time_no_point():

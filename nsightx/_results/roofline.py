@@ -5,13 +5,17 @@ Every number comes from the counters ncu measured on the kernel and on the devic
 
 - **Work.** Per precision, the predicated-on SASS thread instructions ``sm__sass_thread_inst_executed_op_<op>
   _pred_on.sum`` of its add, multiply and fused multiply-add (``d*``: fp64, ``f*``: fp32, ``h*``: fp16); an FMA
-  counts 2 FLOP. Tensor-core work is ``sm__inst_executed_pipe_tensor.sum`` times :data:`TENSOR_FLOP_PER_INST`, the
-  factor ncu's Tensor Core roofline section uses (an approximation: the FLOP of one tensor instruction depends on
-  its shape).
+  counts 2 FLOP. Tensor-core work per input type is the ``sm__ops_path_tensor_src_<type>`` counter of
+  :data:`TENSOR_OPS` (``mma`` and Hopper's ``wgmma`` alike, already in FLOP: on the H200 it reads exactly 2n^3
+  for fp16, bf16 and tf32 cuBLAS matmuls, ``benchmarks/tensor_flops_probe.py``). Data measured with only
+  ``sm__inst_executed_pipe_tensor.sum`` falls back to that count times :data:`TENSOR_FLOP_PER_INST` as precision
+  ``tensor``, an approximation (it read 1/43 to 1/128 of the real work for Hopper ``nvjet`` kernels).
 - **Traffic.** ``dram__bytes.sum``: bytes read from and written to device memory.
 - **Time.** ``gpu__time_duration.sum``.
 - **Peaks.** Peak FLOP/s = 2 x ``sm__sass_thread_inst_executed_op_<fma>_pred_on.sum.peak_sustained`` (instructions
-  per cycle) x ``sm__cycles_elapsed.avg.per_second`` (the SM clock measured during the kernel); peak bandwidth =
+  per cycle) x ``sm__cycles_elapsed.avg.per_second`` (the SM clock measured during the kernel); for a tensor
+  precision, its counter's ``.peak_sustained`` (FLOP per cycle) over :data:`TENSOR_SPARSE_FACTOR` (that peak is the
+  2:4 structured-sparse rate, twice the dense one) x the SM clock; peak bandwidth =
   ``dram__bytes.sum.peak_sustained`` (bytes per cycle) x ``dram__cycles_elapsed.avg.per_second``.
 
 Then, for a point: FLOP/s = FLOP / time, bytes/s = bytes / time, arithmetic intensity AI = FLOP / byte, the roof
@@ -47,7 +51,23 @@ SM_CLOCK = "sm__cycles_elapsed.avg.per_second"
 TENSOR_INST = "sm__inst_executed_pipe_tensor.sum"
 TENSOR_PEAK = "sm__inst_executed_pipe_tensor.sum.peak_sustained"
 TENSOR_FLOP_PER_INST = 512.0
-"""FLOP per tensor-pipe instruction, as ncu's ``SpeedOfLight_HierarchicalTensorRooflineChart`` section counts them."""
+"""FLOP per tensor-pipe instruction, ncu's factor: only for data that has no :data:`TENSOR_OPS` counter."""
+
+TENSOR_OPS: Mapping[str, str] = {
+    "tensor_fp64": "sm__ops_path_tensor_src_fp64.sum",
+    "tensor_tf32": "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+    "tensor_fp16": "sm__ops_path_tensor_src_fp16.sum",
+    "tensor_bf16": "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "tensor_fp8": "sm__ops_path_tensor_src_fp8.sum",
+}
+"""Tensor precision -> the counter of its tensor-core FLOP by input type (names as ncu 2025.3 gives them on sm90)."""
+
+TENSOR_SPARSE_FACTOR: Mapping[str, float] = {"tensor_fp64": 1.0} | {
+    p: 2.0 for p in ("tensor_tf32", "tensor_fp16", "tensor_bf16", "tensor_fp8")
+}
+"""How many times the dense rate a :data:`TENSOR_OPS` counter's ``.peak_sustained`` is. On the H200 the fp16 one
+reads 8192 FLOP/cycle/SM against 4096 for its ``_sparsity_off`` sub-path (fp8 16384 against 8192; fp64 has no
+sparse mode): the roof of a dense kernel is the dense rate."""
 
 PRECISION_OPS: Mapping[str, tuple[str, str, str]] = {
     "fp64": ("dadd", "dmul", "dfma"),
@@ -70,8 +90,8 @@ ROOFLINE_METRICS: tuple[str, ...] = (
     SM_CLOCK,
     *(inst_metric(op) for ops in PRECISION_OPS.values() for op in ops),
     *(f"{inst_metric(ops[2])}.peak_sustained" for ops in PRECISION_OPS.values()),
-    TENSOR_INST,
-    TENSOR_PEAK,
+    *TENSOR_OPS.values(),
+    *(f"{m}.peak_sustained" for m in TENSOR_OPS.values()),
 )
 """The metrics to ask ncu for (``metrics=ROOFLINE_METRICS``) so that every roofline column can be computed."""
 
@@ -89,7 +109,8 @@ class RooflinePoint:
     """The roofline numbers of one kernel (means over runs for the row form)."""
 
     precision: str
-    """The precision with the most FLOP (``fp64``, ``fp32``, ``fp16``, ``tensor``); ``none`` without any FLOP."""
+    """The precision with the most FLOP (``fp64``, ``fp32``, ``fp16``, a :data:`TENSOR_OPS` key, or ``tensor`` for the
+    approximate instruction count); ``none`` without any FLOP."""
     flop: float
     """FLOP of that precision."""
     seconds: float
@@ -150,8 +171,11 @@ def flops_by_precision(values: Mapping[str, Value]) -> dict[str, float]:
             continue
         a, m, f = (0.0 if math.isnan(c) else c for c in counts)
         out[precision] = a + m + 2.0 * f
+    for precision, name in TENSOR_OPS.items():
+        if not math.isnan(ops := _get(values, name)):
+            out[precision] = ops
     tensor = _get(values, TENSOR_INST)
-    if not math.isnan(tensor):
+    if not math.isnan(tensor) and not any(p in out for p in TENSOR_OPS):
         out["tensor"] = tensor * TENSOR_FLOP_PER_INST
     return out
 
@@ -164,6 +188,8 @@ def peak_flops(values: Mapping[str, Value], precision: str) -> float:
     hz = per_second(clock[0], clock[1])
     if precision == "tensor":
         return _get(values, TENSOR_PEAK) * TENSOR_FLOP_PER_INST * hz
+    if precision in TENSOR_OPS:
+        return _get(values, f"{TENSOR_OPS[precision]}.peak_sustained") / TENSOR_SPARSE_FACTOR[precision] * hz
     ops = PRECISION_OPS.get(precision)
     if ops is None:
         return math.nan
@@ -260,7 +286,7 @@ def roofline_rows(runs: Sequence[RunRecords]) -> list[dict[str, object]]:
 
 def _has_counters(values: Mapping[str, Value]) -> bool:
     """Whether a run of a kernel has any roofline counter beside its time."""
-    return any(name != TIME and name in values for name in ROOFLINE_METRICS)
+    return any(name != TIME and name in values for name in (*ROOFLINE_METRICS, TENSOR_INST))
 
 
 def _bound(intensity: float, peak_flop_per_s: float, peak_bytes_per_s: float) -> str:
