@@ -189,3 +189,46 @@ def test_run_stage_hands_an_overriding_backend_the_whole_plan():
 
     assert Elsewhere.measures_elsewhere()
     assert execute(Elsewhere(), plan(work), RunSink()) == {"where": "elsewhere"}
+
+
+class MappingRecords(DeferredHost):
+    """A third-party session that hands its records back as mappings instead of :class:`Record` objects."""
+
+    def __init__(self, value: object = 5.0) -> None:
+        super().__init__()
+        self.value = value
+
+    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
+        done = super().collect_runs()
+        for (c, r), out in done.items():
+            out.records[:] = [
+                {"annotation": "a", "config": c, "run": r, "kernel": "k", "metric": "m", "value": self.value}
+            ]
+        return done
+
+
+def test_runs_are_plain_records_with_their_collector_values():
+    from nsightx._results.records import CollectorValue, Record, RegionRun
+
+    col = nsightx.InfoCollector("tag", lambda ctx: ctx.run, "run")
+    session, sink = DeferredHost(), RunSink()
+    run_loop(plan(work, collectors=(col,)), session, sink)
+    first = sink.runs[0]
+    assert type(first.records) is tuple and type(first.records[0]) is Record
+    assert first.regions == (RegionRun("a", 0, 0, first.regions[0].host_ns, False, {}),)
+    assert [r.collectors for r in sink.runs[:2]] == [
+        (CollectorValue("tag", "run", 0, 0, None, 0),),
+        (CollectorValue("tag", "run", 0, 1, None, 1),),
+    ]
+
+
+def test_records_a_backend_hands_back_as_mappings_are_validated():
+    from pydantic import ValidationError
+
+    from nsightx._results.records import Record
+
+    sink = RunSink()
+    run_loop(plan(work), MappingRecords(), sink)
+    assert sink.runs[0].records == (Record("a", 0, 0, "k", "m", 5.0),)
+    with pytest.raises(ValidationError, match="value"):
+        run_loop(plan(work), MappingRecords(value="not a number"), RunSink())

@@ -79,17 +79,13 @@ def combine_records(
             groups[_key(rec)].append(rec)
             region_metrics[rid][rec.metric] = None
     out: list[RunValue] = []
+    requested = set(metrics)
     for rid in order:
         ann, cfg, run_i = rid
         if rid in failed:
-            out.extend(
-                RunValue(
-                    annotation=ann, config=cfg, run=run_i, metric=m, value=math.nan, unit=None, kernel=FAILED_KERNEL
-                )
-                for m in metrics
-            )
+            out.extend(RunValue(ann, cfg, run_i, m, math.nan, None, FAILED_KERNEL) for m in metrics)
             continue
-        for metric in _metrics_of(region_metrics.get(rid, {}), metrics):
+        for metric in _metrics_of(region_metrics.get(rid, {}), metrics, requested):
             recs = groups.get((ann, cfg, run_i, metric))
             if not recs:
                 continue
@@ -97,25 +93,19 @@ def combine_records(
     return out
 
 
-def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str]) -> list[str]:
+def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str], requested: set[str]) -> list[str]:
+    """The region's metrics in the requested order, then any extra ones a backend reported (ncu sections) sorted."""
+    if len(measured) == 1:  # the common case: one metric per region (a time)
+        return list(measured)
     present = [m for m in metrics if m in measured]
-    # Backends may report extra metrics (ncu sections): keep them after the requested ones.
-    extra = sorted(set(measured) - set(metrics))
+    extra = sorted(set(measured) - requested)
     return present + extra
 
 
 def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -> RunValue:
     first = recs[0]
     if len(recs) == 1:
-        return RunValue(
-            annotation=first.annotation,
-            config=first.config,
-            run=first.run,
-            metric=first.metric,
-            value=first.value,
-            unit=first.unit,
-            kernel=first.kernel,
-        )
+        return RunValue(first.annotation, first.config, first.run, first.metric, first.value, first.unit, first.kernel)
     recs = sorted(recs, key=lambda r: r.seq)
     if combine is None:
         names = "\n".join(f"  {r.seq}: {r.kernel}" for r in recs)

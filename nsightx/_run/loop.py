@@ -5,9 +5,9 @@ measured runs. Per run: the thermal guard, the backend's run preparation (cache 
 the user's function with the run state installed so that :func:`nsightx.annotate` can find it. Collectors with a
 ``start(ctx)``/``stop()`` pair are told when the call begins and ends (see :class:`_Collectors`).
 
-Everything here between two runs sits on the measured path of a host-bound workload, so the loop keeps per-run
-work small: collector answers and run records become validated models in one batch per collection
-(:func:`_write_pending`), not one model at a time.
+Everything here between two runs sits on the measured path of a host-bound workload, and everything after a
+deferred session's last wait on the path of the whole call, so the loop keeps that work small: collector answers
+become rows while the GPU still works, and runs are built as plain dataclasses (:func:`_write_pending`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import TypeAdapter
 
 from nsightx._enums import CollectionScope
 from nsightx._errors import ConfigError
-from nsightx._results.records import CollectorValue, RunRecords, Scalar
+from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords, Scalar
 from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
 from nsightx._run import context as _context
@@ -308,7 +308,7 @@ class _Sweep:
         """ONCE collectors, then each config; what was measured is written even when a run raises."""
         once = self.collectors.run(CollectionScope.ONCE)
         if once:
-            self.sink.write(RunRecords.model_validate({"config": -1, "run": -1, "collectors": once}))
+            self.sink.write(RunRecords(-1, -1, collectors=_collector_values(once)))
         try:
             for ci in range(len(self.plan.configs)):
                 self._config(ci)
@@ -372,24 +372,42 @@ def _write_pending(
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
     Collector answers become rows before the session is collected: that waits for the GPU, and the conversion
-    can run while it still works through the queued runs. The runs' models are then validated in one batch
-    (one pydantic call for all of them costs about half of what one call per model does).
+    can run while it still works through the queued runs. What comes after the wait is on the measured path of
+    the whole call, so the runs are built directly from values this loop and the backend made (frozen
+    dataclasses, see :mod:`nsightx._results.records`): a batch validation of 44 runs cost about 1.2 ms there on
+    the H200 (``benchmarks/results/2026-12-04-s7-call-timeline-before.json``). Only what a third-party backend
+    hands back in another form (a record as a mapping) goes through pydantic.
     """
-    rows = [collectors.materialize(values) for *_, values in pending]
+    rows = [_collector_values(collectors.materialize(values)) for *_, values in pending]
     outputs = session.collect_runs() if collect else {}
-    fields = [
-        _run_fields(ci, r, state, outputs.get((ci, r), output), values)
-        for (ci, r, state, output, _), values in zip(pending, rows, strict=True)
-    ]
-    for run in _runs_adapter().validate_python(fields):
-        sink.write(run)
+    for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
+        sink.write(_run_records(ci, r, state, outputs.get((ci, r), output), values))
     pending.clear()
 
 
+def _collector_values(rows: list[Any]) -> tuple[CollectorValue, ...]:
+    """Collector rows as :class:`CollectorValue` (the materialized dicts hold its fields, already scalars)."""
+    return tuple(row if isinstance(row, CollectorValue) else CollectorValue(**row) for row in rows)
+
+
+def _run_records(
+    ci: int, r: int, state: _context.RunState, output: RunOutput, values: tuple[CollectorValue, ...]
+) -> RunRecords:
+    """One run's :class:`RunRecords` from its regions, the backend's output and its collector values."""
+    attributes = output.region_attributes
+    regions = tuple(
+        RegionRun(name, ci, r, host_ns, failed, attributes.get(name, {})) for name, host_ns, failed in state.regions
+    )
+    records = output.records
+    if not all(type(rec) is Record for rec in records):
+        records = _records_adapter().validate_python(records)
+    return RunRecords(ci, r, tuple(records), regions, values)
+
+
 @functools.cache
-def _runs_adapter() -> TypeAdapter[list[RunRecords]]:
-    """Validates a batch of runs given as plain fields (nested rows as dicts; models pass through as they are)."""
-    return TypeAdapter(list[RunRecords])
+def _records_adapter() -> TypeAdapter[list[Record]]:
+    """Validates records a backend handed back in another form than :class:`Record` (mappings, subclasses)."""
+    return TypeAdapter(list[Record])
 
 
 class _Runner:
@@ -425,23 +443,6 @@ class _Runner:
         finally:
             _context.set_current(None)
         return state, self.session.finish_run(ci, r), run_values
-
-
-def _run_fields(ci: int, r: int, state: _context.RunState, output: RunOutput, values: list[Any]) -> dict[str, Any]:
-    """The fields of one run's :class:`RunRecords` (validated by the caller, with the other runs of a batch)."""
-    attributes = output.region_attributes
-    regions = [
-        {
-            "annotation": name,
-            "config": ci,
-            "run": r,
-            "host_ns": host_ns,
-            "failed": failed,
-            "attributes": attributes.get(name, {}),
-        }
-        for name, host_ns, failed in state.regions
-    ]
-    return {"config": ci, "run": r, "records": output.records, "regions": regions, "collectors": values}
 
 
 def _call_user(plan: Plan, config: int) -> None:
