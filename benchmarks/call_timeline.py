@@ -5,7 +5,7 @@ between runs, while the GPU still works, and after the last synchronisation.
 
 For ``backend_overhead.py``'s ``sweep_once`` and ``sweep_randn`` workloads and each in-process backend (default
 options and collectors), times ``--calls`` calls after a warm-up with timers wrapped around the entry points of
-every stage (:data:`TARGETS`) and stamps taken when the user's function first starts, last returns, and when
+every stage (:data:`TARGETS`) and stamps taken when the user's function first starts, when its last work ends, and when
 the session's final wait for the GPU begins and ends. Per backend and workload it reports medians over calls:
 
 * ``phases_us``: ``pre`` (call start to the first run of the function: planning, ONCE collectors, session
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from backend_overhead import WORKLOADS, make_bare, use_tree
+from backend_overhead import WORKLOADS, make_bare, make_profiled, use_tree
 
 TARGETS: tuple[str, ...] = (
     "nsightx._api.kernel:ProfiledFunction._run",
@@ -128,36 +128,29 @@ class Clock:
         return lambda: setattr(owner, leaf, original)
 
 
-def profiled(torch: Any, w: Any, backend: str, clock: Clock) -> Callable[[], Any]:
-    """``backend_overhead.py``'s default variant, with the user's function stamping its first start and last end."""
-    import operator
+class Stamped:
+    """A ``backend_overhead.py`` workload whose runs stamp when the user's function starts and ends (into ``clock``)."""
 
-    import nsightx
+    def __init__(self, w: Any, clock: Clock) -> None:
+        self.w, self.clock = w, clock
+        self.name, self.sizes, self.runs, self.randn, self.tiny = w.name, w.sizes, w.runs, w.randn, w.tiny
 
-    inputs = w.inputs(torch)
+    def inputs(self, torch: Any) -> Any:
+        return self.w.inputs(torch)
 
-    @nsightx.analyze.kernel(
-        configs=[(n,) for n in w.sizes],
-        runs=w.runs,
-        warmup=1,
-        backend=backend,
-        verbosity=nsightx.VerbosityLevel.SILENT,
-        combine_kernel_metrics=operator.add,
-    )
-    def fn(n: int) -> None:
-        start = time.perf_counter_ns() - clock.t0
-        a, b = w.prepare(torch, inputs, n)
-        with nsightx.annotate("work"):
-            w.work(a, b)
-        clock.user.append((start, time.perf_counter_ns() - clock.t0))
+    def prepare(self, torch: Any, inputs: Any, n: int) -> Any:
+        self._start = time.perf_counter_ns() - self.clock.t0  # the function's first line
+        return self.w.prepare(torch, inputs, n)
 
-    return fn
+    def work(self, a: Any, b: Any) -> None:
+        self.w.work(a, b)
+        self.clock.user.append((self._start, time.perf_counter_ns() - self.clock.t0))
 
 
 def timeline(torch: Any, w: Any, backend: str, calls: int) -> dict[str, Any]:
     """Medians over ``calls`` calls of the phases and of the time inside each wrapped function."""
     clock = Clock()
-    fn = profiled(torch, w, backend, clock)
+    fn = make_profiled(torch, Stamped(w, clock), backend, collectors=True)  # the same default variant
     fn()  # warm-up, unwrapped
     undo = [u for t in TARGETS if (u := clock.wrap(t)) is not None]
     per_call: list[dict[str, float]] = []

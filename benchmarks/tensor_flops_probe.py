@@ -35,6 +35,19 @@ def child() -> None:
         torch.cuda.nvtx.range_pop()
 
 
+def profile(ncu: str, out: Path, name: str, ranges: list[str], metrics: str) -> list[dict[str, str]]:
+    """Run ncu on this script's child over the NVTX ``ranges``; keep its log and raw CSV; return the CSV's rows."""
+    rep = out / name
+    includes = [a for r in ranges for a in ("--nvtx-include", f"{r}/")]
+    cmd = [ncu, "--nvtx", *includes, "--clock-control", "none", "--metrics", metrics, "-f", "-o", str(rep)]
+    run = subprocess.run([*cmd, sys.executable, __file__, "--child"], capture_output=True, text=True, check=False)
+    (out / f"ncu_{name}.log").write_text(run.stdout[-20000:] + run.stderr[-20000:])
+    imp = [ncu, "--import", f"{rep}.ncu-rep", "--csv", "--page", "raw", "--print-nvtx-rename", "none"]
+    raw = subprocess.run([*imp, "--print-units", "base"], capture_output=True, text=True, check=False)
+    (out / f"{name}.csv").write_text(raw.stdout)
+    return list(csv.DictReader(io.StringIO(raw.stdout)))
+
+
 def main(out: Path) -> None:
     ncu = "/usr/local/cuda/bin/ncu"
     q = subprocess.run([ncu, "--query-metrics", "--chip", "gh100"], capture_output=True, text=True, check=False)
@@ -48,46 +61,7 @@ def main(out: Path) -> None:
     (out / "tensor_metrics_gh100.txt").write_text("\n".join(names) + "\n")
     wanted = [m for m in names if m.startswith(("sm__ops_path_tensor", "sm__inst_executed_pipe_tensor"))]
     metrics = ",".join(f"{m}.sum" for m in wanted) + ",gpu__time_duration.sum"
-    rep = out / "probe"
-    run = subprocess.run(
-        [
-            ncu,
-            "--nvtx",
-            *[a for d, n in CASES for a in ("--nvtx-include", f"{d}_{n}/")],
-            "--clock-control",
-            "none",
-            "--metrics",
-            metrics,
-            "-f",
-            "-o",
-            str(rep),
-            sys.executable,
-            __file__,
-            "--child",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    (out / "ncu_probe.log").write_text(run.stdout[-20000:] + run.stderr[-20000:])
-    raw = subprocess.run(
-        [
-            ncu,
-            "--import",
-            f"{rep}.ncu-rep",
-            "--csv",
-            "--page",
-            "raw",
-            "--print-nvtx-rename",
-            "none",
-            "--print-units",
-            "base",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    rows = list(csv.DictReader(io.StringIO(raw.stdout)))
+    rows = profile(ncu, out, "probe", [f"{d}_{n}" for d, n in CASES], metrics)
     result = []
     for i, row in enumerate(rows[1:] if rows and rows[0].get("ID") == "" else rows):
         case = CASES[min(i, len(CASES) - 1)]
@@ -120,37 +94,7 @@ def peaks(ncu: str, out: Path, wanted: list[str]) -> None:
     """Second pass, one fp16 case: the ``.peak_sustained`` (per cycle) of every tensor counter and the SM clock."""
     sub = [f"{m}.sum.peak_sustained" for m in wanted if m.startswith("sm__ops_path_tensor")]
     metrics = ",".join([*sub, "sm__cycles_elapsed.avg.per_second", "sm__inst_executed_pipe_tensor.sum.peak_sustained"])
-    rep = out / "peaks"
-    run = subprocess.run(
-        [
-            ncu,
-            "--nvtx",
-            "--nvtx-include",
-            "fp16_4096/",
-            "--clock-control",
-            "none",
-            "--metrics",
-            metrics,
-            "-f",
-            "-o",
-            str(rep),
-            sys.executable,
-            __file__,
-            "--child",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    (out / "ncu_peaks.log").write_text(run.stdout[-20000:] + run.stderr[-20000:])
-    raw = subprocess.run(
-        [ncu, "--import", f"{rep}.ncu-rep", "--csv", "--page", "raw", "--print-units", "base"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    (out / "peaks.csv").write_text(raw.stdout)
-    rows = list(csv.DictReader(io.StringIO(raw.stdout)))
+    rows = profile(ncu, out, "peaks", ["fp16_4096"], metrics)
     for row in rows:
         print({k: v for k, v in row.items() if k and k.startswith("sm__") and v not in ("", "0")})
 

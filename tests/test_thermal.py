@@ -14,6 +14,7 @@ import nsightx
 from nsightx import CoolingTimeoutError
 from nsightx._enums import VerbosityLevel
 from nsightx._host.plugins import default_host
+from nsightx._results.records import CollectorValue
 from nsightx._results.sink import RunSink
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan, ThermalSettings
@@ -44,7 +45,7 @@ def test_no_pause_while_headroom_is_above_wait(monkeypatch):
     for _ in range(5):
         guard.before_run()
     assert guard.pauses == [] and clock.sleeps == []
-    assert guard.take_values(0, 0)[0]["value"] == 0.0
+    assert guard.take_values(0, 0)[0].value == 0.0
 
 
 def test_pause_until_cont_then_resume(monkeypatch):
@@ -57,8 +58,8 @@ def test_pause_until_cont_then_resume(monkeypatch):
     assert pause.start_headroom_c == 7 and pause.end_headroom_c == 21
     assert clock.sleeps == [1.0] * 7
     [value] = guard.take_values(0, 3)
-    assert value == {"name": PAUSE_COLUMN, "scope": "run", "config": 0, "run": 3, "value": 7.0}
-    assert guard.take_values(0, 4)[0]["value"] == 0.0  # handed out once
+    assert value == CollectorValue(PAUSE_COLUMN, "run", 0, 3, None, 7.0)
+    assert guard.take_values(0, 4)[0].value == 0.0  # handed out once
     assert "pausing until 20 °C" in log[0] and "resumed after 7.0 s" in log[1]
 
 

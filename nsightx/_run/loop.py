@@ -96,7 +96,7 @@ class _Collectors:
             except Exception as e:
                 self._warn(c, "in stop()", e)
 
-    def run(self, scope: CollectionScope, **where: Any) -> list[dict[str, Any]]:
+    def run(self, scope: CollectionScope, **where: Any) -> list[CollectorValue]:
         """Call the collectors of ``scope`` and return their rows at once (ONCE and CONFIG scopes)."""
         return self.materialize(self.gather(scope, **where))
 
@@ -132,13 +132,13 @@ class _Collectors:
             backend=plan.backend,
         )
 
-    def materialize(self, items: list[Any]) -> list[dict[str, Any]]:
-        """Rows for ``items``, as the fields of :class:`CollectorValue` (validated later, in a batch).
+    def materialize(self, items: list[Any]) -> list[CollectorValue]:
+        """Rows for ``items`` as :class:`CollectorValue` (built directly: the values are scalars made here).
 
-        Gathered answers are converted; rows already made (dicts, or :class:`CollectorValue` models from the
-        thermal guard) pass through unchanged.
+        Gathered answers are converted; rows already made (from the thermal guard, the stop rule, an earlier
+        scope) pass through unchanged.
         """
-        out: list[Any] = []
+        out: list[CollectorValue] = []
         for item in items:
             if not isinstance(item, _Gathered):
                 out.append(item)
@@ -150,8 +150,8 @@ class _Collectors:
                 values = {str(k): to_scalar(v) for k, v in result.items()}
             else:
                 values = {c.name: to_scalar(result)}
-            for name, value in values.items():
-                out.append({"name": name, "scope": scope.value, "value": value, **where})
+            config, run, annotation = where.get("config"), where.get("run"), where.get("annotation")
+            out.extend(CollectorValue(name, scope.value, config, run, annotation, v) for name, v in values.items())
         return out
 
     def _call(self, c: CollectorLike, ctx: CollectContext) -> Any:
@@ -308,7 +308,7 @@ class _Sweep:
         """ONCE collectors, then each config; what was measured is written even when a run raises."""
         once = self.collectors.run(CollectionScope.ONCE)
         if once:
-            self.sink.write(RunRecords(-1, -1, collectors=_collector_values(once)))
+            self.sink.write(RunRecords(-1, -1, collectors=tuple(once)))
         try:
             for ci in range(len(self.plan.configs)):
                 self._config(ci)
@@ -374,20 +374,16 @@ def _write_pending(
     Collector answers become rows before the session is collected: that waits for the GPU, and the conversion
     can run while it still works through the queued runs. What comes after the wait is on the measured path of
     the whole call, so the runs are built directly from values this loop and the backend made (frozen
-    dataclasses, see :mod:`nsightx._results.records`): a batch validation of 44 runs cost about 1.2 ms there on
-    the H200 (``benchmarks/results/2026-12-04-s7-call-timeline-before.json``). Only what a third-party backend
+    dataclasses, see :mod:`nsightx._results.records`): on the H200 the work after the wait of a 44-run call went
+    from 3.4 to 2.3 ms with this and the backends' direct records
+    (``benchmarks/results/2026-12-04-s7-call-timeline-{before,after}.json``). Only what a third-party backend
     hands back in another form (a record as a mapping) goes through pydantic.
     """
-    rows = [_collector_values(collectors.materialize(values)) for *_, values in pending]
+    rows = [tuple(collectors.materialize(values)) for *_, values in pending]
     outputs = session.collect_runs() if collect else {}
     for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
         sink.write(_run_records(ci, r, state, outputs.get((ci, r), output), values))
     pending.clear()
-
-
-def _collector_values(rows: list[Any]) -> tuple[CollectorValue, ...]:
-    """Collector rows as :class:`CollectorValue` (the materialized dicts hold its fields, already scalars)."""
-    return tuple(row if isinstance(row, CollectorValue) else CollectorValue(**row) for row in rows)
 
 
 def _run_records(

@@ -29,10 +29,11 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from nsightx._enums import CollectionScope, VerbosityLevel
 from nsightx._errors import CoolingTimeoutError
+from nsightx._results.records import CollectorValue
 
 DEFAULT_WAIT_C = 10
 """Headroom (°C) at or below which a run waits, when ``thermal_wait`` is not given."""
@@ -129,7 +130,7 @@ class Guard(Protocol):
         """Pause if the device is too hot to measure reliably (called before every run, warm-up included)."""
         ...
 
-    def take_values(self, config: int, run: int) -> list[dict[str, Any]]:
+    def take_values(self, config: int, run: int) -> list[CollectorValue]:
         """RUN-scope values to store with measured run ``run`` of ``config`` (pause time since the last one)."""
         ...
 
@@ -140,7 +141,7 @@ class NoGuard:
     def before_run(self) -> None:
         """Do nothing."""
 
-    def take_values(self, config: int, run: int) -> list[dict[str, Any]]:
+    def take_values(self, config: int, run: int) -> list[CollectorValue]:
         """No values: rows carry no ``ThermalPauseS`` column when nothing was guarded."""
         return []
 
@@ -224,16 +225,10 @@ class ThermalGuard:
         self._cool_until = None
         self._pause(reading)
 
-    def take_values(self, config: int, run: int) -> list[dict[str, Any]]:
-        """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN row.
-
-        The row holds the fields of a :class:`~nsightx._results.records.CollectorValue`; the run loop validates rows in
-        one batch per collection, off the path between two runs.
-        """
+    def take_values(self, config: int, run: int) -> list[CollectorValue]:
+        """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN row."""
         value, self._pending_s = round(self._pending_s, 3), 0.0
-        return [
-            {"name": PAUSE_COLUMN, "scope": CollectionScope.RUN.value, "config": config, "run": run, "value": value}
-        ]
+        return [CollectorValue(PAUSE_COLUMN, CollectionScope.RUN.value, config, run, None, value)]
 
     def _read(self) -> ThermalReading | None:
         if self._broken:
