@@ -157,15 +157,19 @@ def make_bare(torch: Any, w: Workload) -> Callable[[], list[float]]:
 
 CUPTI_VARIANTS: dict[str, dict[str, Any]] = {
     "cupti_drain_off": {"cupti_drain": "off"},
+    "cupti_drain_off_8k": {"cupti_drain": "off", "buffer_bytes": 8192},
     "cupti_drain_end": {"cupti_drain": "end"},
     "cupti_drain_config": {"cupti_drain": "config"},
     "cupti_drain_wait": {"cupti_drain": "wait"},
     "cupti_drain_end_32k": {"cupti_drain": "end", "buffer_bytes": 32768},
     "cupti_drain_wait_32k": {"cupti_drain": "wait", "buffer_bytes": 32768},
+    "cupti_drain_wait_pydecode": {"cupti_decode": "cupti-python"},
+    "cupti_drain_off_pydecode": {"cupti_decode": "cupti-python", "cupti_drain": "off"},
 }
 """Extra cupti variants (``--cupti-variants``), each with the default collectors: the ``cupti_drain`` modes
 (``off`` is the behaviour before draining: everything decoded after the wait, 256 KiB buffers; the others with
-the draining default of 8 KiB buffers unless given) and two buffer sizes."""
+the draining default of 8 KiB buffers unless given), two buffer sizes, and buffers read by cupti-python's record
+objects instead of the ctypes decoder (``*_pydecode``: how every buffer was read before session 8)."""
 
 
 def make_profiled(

@@ -12,6 +12,7 @@ the session's final wait for the GPU begins and ends. Per backend and workload i
   start), ``loop`` (first run to the last return), ``tail`` (the last return to the final wait: host work the
   queued GPU work can hide), ``wait`` (the final wait), ``post`` (after it: decoding, validation, results);
 * ``spent_us``: microseconds per call inside each wrapped function, and its call count;
+* ``median_call_spans_us``: the median call's spans of the wrapped functions called at most 16 times in it;
 * the bare loop's wall time beside it (``bare_ms``), so ``pre + post`` can be read against the 5% budget.
 
 The timers cost about a microsecond per wrapped call; the run loop's per-run functions are wrapped too, so
@@ -69,6 +70,17 @@ TARGETS: tuple[str, ...] = (
     "nsightx_cupti._session:attribute",
     "nsightx_cupti._session:to_run_outputs",
     "nsightx_cupti._session:CuptiSession._check_silent",
+    "nsightx_cupti._session:CuptiSession._attribute",
+    "nsightx_cupti._session:CuptiSession._wait",
+    "nsightx_cupti._session:wait_draining",
+    "nsightx_cupti._tracer:ActivityTracer.drain",
+    "nsightx_cupti._tracer:ActivityTracer._buffer_completed",
+    "nsightx_cupti._tracer:ActivityTracer._sing",
+    "nsightx_cupti._tracer:ActivityTracer._switch",
+    "nsightx_cupti._tracer:ActivityTracer._silence",
+    "nsightx_cupti._tracer:ActivityTracer._check_canary",
+    "nsightx_cupti._tracer:ActivityTracer.dropped",
+    "nsightx_cupti._tracer:check_clock",
     "nsightx_cupti._backend:CuptiBackend.validate",
     "nsightx_cupti._tracer:ActivityTracer.start",
     "nsightx_cupti._tracer:ActivityTracer.stop",
@@ -154,6 +166,7 @@ def timeline(torch: Any, w: Any, backend: str, calls: int) -> dict[str, Any]:
     fn()  # warm-up, unwrapped
     undo = [u for t in TARGETS if (u := clock.wrap(t)) is not None]
     per_call: list[dict[str, float]] = []
+    call_spans: list[dict[str, list[tuple[float, float]]]] = []
     spent: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
     try:
@@ -174,6 +187,7 @@ def timeline(torch: Any, w: Any, backend: str, calls: int) -> dict[str, Any]:
                     "post": (total - wait[1]) / 1e3,
                 }
             )
+            call_spans.append({k: [(a / 1e3, b / 1e3) for a, b in v] for k, v in clock.spans.items()})
             for name, times in clock.spent.items():
                 spent.setdefault(name, []).append(sum(times) / 1e3)
                 counts[name] = len(times)
@@ -185,7 +199,19 @@ def timeline(torch: Any, w: Any, backend: str, calls: int) -> dict[str, Any]:
         "spent_us": {k: round(statistics.median(v), 1) for k, v in sorted(spent.items(), key=lambda kv: -max(kv[1]))},
         "calls_per_call": counts,
         "all_phases_us": per_call,
+        "median_call_spans_us": median_spans(per_call, call_spans),
     }
+
+
+def median_spans(
+    per_call: list[dict[str, float]], call_spans: list[dict[str, list[tuple[float, float]]]]
+) -> list[tuple[str, float, float]]:
+    """The median call's wrapped spans (start, end in us since the call began), ordered by start; the per-run
+    ones (more than 16 calls) left out."""
+    totals = sorted(range(len(per_call)), key=lambda i: per_call[i]["total"])
+    spans = call_spans[totals[len(totals) // 2]]
+    flat = [(k, round(a, 1), round(b, 1)) for k, v in spans.items() if len(v) <= 16 for a, b in v]
+    return sorted(flat, key=lambda x: x[1])
 
 
 def bare_ms(torch: Any, w: Any, calls: int) -> float:

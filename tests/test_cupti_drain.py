@@ -263,5 +263,6 @@ def test_the_overhead_benchmarks_cupti_variants_are_valid_options() -> None:
     for name, options in backend_overhead.CUPTI_VARIANTS.items():
         parsed = CuptiOptions.parse(options, "cupti")
         assert name.startswith(f"cupti_drain_{parsed.cupti_drain}")
+        assert name.endswith("_pydecode") == (parsed.cupti_decode == "cupti-python")
         modes.add(parsed.cupti_drain)
     assert modes == set(DRAIN_MODES)  # one H200 call measures every mode

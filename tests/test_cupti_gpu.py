@@ -225,3 +225,65 @@ def test_every_drain_mode_measures_every_kernel_of_the_sweep(plugin_host: Any, t
     env = res.environment
     assert env["CuptiDrain"] == drain
     assert (env["CuptiDrains"] > 0) == (drain != "off")
+
+
+def test_ctypes_decoder_reads_what_cupti_python_reads(plugin_host: Any, torch: Any) -> None:
+    """The ctypes decoder (the default) and cupti-python's record objects give the same kernels, ids and times.
+
+    Graph replays and a second thread are in it, so the graph ids, node ids and thread ids read at their offsets
+    are used by attribution; a wrong offset would show as other kernel counts, attribution or absurd times.
+    """
+    x = torch.randn(1 << 16, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        y = x * 2
+        y.add_(1)
+    a, b = torch.randn(1024, 1024, device="cuda"), torch.randn(1024, 1024, device="cuda")
+
+    def measure(decode: str) -> Any:
+        @nsightx.analyze.kernel(
+            runs=5,
+            backend="cupti",
+            backend_options={"cupti_decode": decode},
+            combine_kernel_metrics=operator.add,
+            verbosity=SILENT,
+        )
+        def work() -> None:
+            with nsightx.annotate("mm"):
+                a @ b
+            with nsightx.annotate("graph"):
+                g.replay()
+            with nsightx.annotate("threaded"):
+                t = threading.Thread(target=lambda: y.mul_(2))
+                t.start()
+                t.join()
+
+        return work()
+
+    by = {d: measure(d) for d in ("cupti-python", "ctypes")}
+    assert by["ctypes"].environment["CuptiDecoder"] == "ctypes"
+    assert by["cupti-python"].environment["CuptiDecoder"] == "cupti-python"
+    seen = {}
+    for d, res in by.items():
+        regs = _regions(res)
+        seen[d] = sorted(
+            (
+                reg.annotation,
+                reg.attributes["kernel_count"],
+                reg.attributes.get("graph_kernels", 0),
+                reg.attributes.get("other_thread_kernels", 0),
+            )
+            for reg in regs
+        )
+        assert all(r.value > 0 for r in res.records)
+    assert seen["ctypes"] == seen["cupti-python"]
+    assert ("graph", 2, 2, 0) in seen["ctypes"] and ("threaded", 1, 0, 1) in seen["ctypes"]
+    med = {d: statistics.median(r.value for r in res.records if r.annotation == "mm") for d, res in by.items()}
+    assert 0.8 < med["ctypes"] / med["cupti-python"] < 1.25, med
+    names = {d: sorted({r.kernel for r in res.records}) for d, res in by.items()}
+    assert names["ctypes"] == names["cupti-python"]

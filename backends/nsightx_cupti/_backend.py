@@ -59,6 +59,10 @@ class CuptiOptions(BackendOptions):
     """When completed CUPTI buffers are decoded before the forced flush after the wait for the device: 'wait'
     (default): by a helper thread during the wait; 'end': once just before it; 'config': also at each config
     start; 'off': never (everything is decoded after the wait). See nsightx_cupti._drain."""
+    cupti_decode: Literal["ctypes", "cupti-python"] = "ctypes"
+    """How delivered activity buffers are read: 'ctypes' (default): straight from libcupti at the records'
+    offsets (nsightx_cupti._raw; falls back to cupti-python where it cannot be set up, and the result's
+    CuptiDecoder says which ran); 'cupti-python': through cupti-python's record objects."""
     flush_at: Literal["region", "run"] = "region"
     """'region' (default): flush L2 just before each region opens (inputs written by the function are cold, as
     under ncu); 'run': once before the function runs."""

@@ -440,6 +440,7 @@ class CuptiSession(Session):
             env[f"CuptiUsPerRun_{step}"] = round(self.cost_ns[step] / runs / 1e3, 1)
         stats = getattr(self.tracer, "stats", {})
         env["CuptiDrain"] = self.drain
+        env["CuptiDecoder"] = getattr(self.tracer, "decoder", None)
         for key in ("flush", "decode", "flush_decode", "drain", "dropped"):
             env[f"CuptiUsPerRun_{key}"] = round(stats.get(key, 0) / runs / 1e3, 1)
         for key in ("buffers", "records"):
@@ -471,6 +472,7 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
             api_tracing=opts.api_tracing,
             flush_flag=opts.cupti_flush,
             api_filter=opts.api_filter,
+            decode=opts.cupti_decode,
         )
         try:
             yield CuptiSession(

@@ -30,11 +30,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsightx.ext import MeasurementError
 from nsightx_cupti._attribution import ActivityBatch, ApiActivity, KernelActivity
 from nsightx_cupti._quiet import ApiKey, QuietApis
+
+if TYPE_CHECKING:
+    from nsightx_cupti._raw import RawBuffers
 
 DEFAULT_BUFFER_BYTES = 256 * 1024
 """Size of each activity buffer handed to CUPTI (hundreds of records; CUPTI asks for another when one fills).
@@ -135,13 +138,26 @@ class ActivityTracer:
         """The process-wide tracer (created on first use; imports cupti-python)."""
         with cls._instance_lock:
             if cls._instance is None:
-                cls._instance = cls(cupti_module(), clock_check=True)
+                cls._instance = cls(cupti_module(), clock_check=True, raw_decode=True)
             return cls._instance
 
     def __init__(
-        self, cupti: Any, canary: Callable[[], None] | None = _default_canary, *, clock_check: bool = False
+        self,
+        cupti: Any,
+        canary: Callable[[], None] | None = _default_canary,
+        *,
+        clock_check: bool = False,
+        raw_decode: bool = False,
     ) -> None:
         self._cupti = cupti
+        self.raw_decode = raw_decode
+        """Whether ``decode="ctypes"`` may read buffers through :mod:`nsightx_cupti._raw` (on for the process-wide
+        tracer of :meth:`get`; test doubles of cupti-python have no libcupti behind them)."""
+        self._raw: RawBuffers | None = None
+        self._raw_failed: str | None = None
+        """Why the ctypes decoder could not be set up (then cupti-python's callbacks are used)."""
+        self.decoder = "cupti-python"
+        """Which decoder the running session's buffers go through (``ctypes`` or ``cupti-python``)."""
         self._canary = canary
         self.clock_check = clock_check
         """Refuse records whose timestamps are not wall-clock nanoseconds (on for the process-wide tracer of
@@ -223,16 +239,63 @@ class ActivityTracer:
                     corr = a.correlation_id
                     domain = "runtime" if kind == k_runtime else "driver"
                     apis[corr] = new(ApiActivity, (corr, a.start, a.end, a.thread_id, a.cbid, domain))
-            with self._lock:
-                pending = self._pending
-                pending.kernels.extend(kernels)
-                pending.apis.update(apis)
-                pending.externals.update(externals)
-                self._count("buffers", 1)
-                self._count("records", len(activities))
-                self._count("decode", time.perf_counter_ns() - t0)
+            self._deliver(kernels, apis, externals, len(activities), time.perf_counter_ns() - t0)
         except Exception as e:  # never raise into CUPTI; report at the next collect()
             self._errors.append(f"{type(e).__name__}: {e}")
+
+    def _deliver(
+        self,
+        kernels: list[KernelActivity],
+        apis: dict[int, ApiActivity],
+        externals: dict[int, int],
+        records: int,
+        decode_ns: int,
+    ) -> None:
+        """Add one decoded buffer to :attr:`_pending` (from either decoder, on whichever thread CUPTI calls)."""
+        with self._lock:
+            pending = self._pending
+            pending.kernels.extend(kernels)
+            pending.apis.update(apis)
+            pending.externals.update(externals)
+            self._count("buffers", 1)
+            self._count("records", records)
+            self._count("decode", decode_ns)
+
+    def _decode_error(self, message: str) -> None:
+        """A buffer the ctypes decoder could not read: reported by the next :meth:`collect`."""
+        self._errors.append(message)
+
+    def _raw_buffers(self) -> RawBuffers | None:
+        """The ctypes decoder over the libcupti cupti-python loaded; None (once, for good) if it cannot be had."""
+        if self._raw is None and not self._raw_failed:
+            from nsightx_cupti._raw import RawBuffers, open_libcupti
+
+            try:
+                self._cupti.get_timestamp()  # cupti-python loads libcupti on its first call
+                path = loaded_libcupti()
+                if path is None:
+                    raise OSError("no libcupti is mapped into this process")
+                kinds = (self._k_kernel, self._k_runtime, self._k_driver, self._k_external)
+                self._raw = RawBuffers(open_libcupti(path), kinds, self._ext_kind, self._deliver, self._decode_error)
+            except (OSError, AttributeError) as e:
+                self._raw_failed = f"{type(e).__name__}: {e}"
+        return self._raw
+
+    def _register(self, decode: str) -> None:
+        """Make this tracer's buffer callbacks CUPTI's: the ctypes decoder if asked for and usable, else cupti-python's.
+
+        :attr:`decoder` says which was registered.
+        """
+        raw = self._raw_buffers() if decode == "ctypes" and self.raw_decode else None
+        if raw is not None:
+            try:
+                raw.register(self.buffer_bytes)
+                self.decoder = "ctypes"
+                return
+            except OSError as e:
+                self._raw_failed = str(e)
+        self._cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+        self.decoder = "cupti-python"
 
     def _count(self, key: str, value: float) -> None:
         self.stats[key] = self.stats.get(key, 0) + value
@@ -244,6 +307,7 @@ class ActivityTracer:
         api_tracing: str = "always",
         flush_flag: str = "forced",
         api_filter: str = "learn",
+        decode: str = "ctypes",
     ) -> None:
         """Register the buffer callbacks, enable the activity kinds, and make the canary call.
 
@@ -262,6 +326,7 @@ class ActivityTracer:
             flush_flag: ``forced`` (default) or ``plain`` (for overhead studies: CUPTI may hold back a buffer
                 whose records it has not completed, which would lose kernels of the run).
             api_filter: ``learn`` (default): switch off APIs seen to launch nothing; ``off``: record every API.
+            decode: ``ctypes`` (default, where it can be set up: :mod:`nsightx_cupti._raw`) or ``cupti-python``.
 
         Raises:
             MeasurementError: another CUPTI session is active in this process, or torch.profiler is recording.
@@ -280,7 +345,7 @@ class ActivityTracer:
         c = self._cupti
         self.buffer_bytes = buffer_bytes
         if self.reregister:  # at every start: another client (torch.profiler, nsys) may have taken them since
-            c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            self._register(decode)
         self._discard()
         self.stats = {}
         self.flush_flag = flush_flag

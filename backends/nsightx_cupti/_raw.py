@@ -1,0 +1,238 @@
+"""CUPTI's activity buffers read straight from libcupti through ctypes (``backend_options={"cupti_decode": "ctypes"}``).
+
+cupti-python hands its buffer-completed callback a list of Python objects, one per record, each reading its fields
+through the record's numpy dtype. Built after the GPU's last kernel (the final buffer comes out only then), that
+list is on a call's critical path: on the H200 a forced flush delivering a sweep's one buffer of ~170 records took
+~0.6-0.77 ms, of which our own decode inside the callback was ~0.18 ms (``benchmarks/cupti_flush_probe.py``,
+2026-12-04). This module registers its own callbacks with ``cuptiActivityRegisterCallbacks``, walks the buffer
+with ``cuptiActivityGetNextRecord`` and reads only the fields nsightx keeps, at their offsets in CUPTI 13's
+packed record structs (:data:`KERNEL`, :data:`API`, :data:`EXTERNAL`), into the same tuples the cupti-python path
+builds. Everything else (enabling kinds, external ids, flushes) still goes through cupti-python.
+
+The offsets are those of ``CUpti_ActivityKernel10`` (CUPTI 13.0), ``CUpti_ActivityAPI`` and
+``CUpti_ActivityExternalCorrelation``; later CUPTI versions append fields to the kernel record and keep these
+(CUPTI 13.5's ``CUpti_ActivityKernel13`` is 248 bytes, not 216, with every field read here where 13.0 has it).
+A record of a kind is never read before its size is known (libcupti steps over the first one), and one shorter
+than the fields read is reported, not read.
+:func:`open_libcupti` refuses a libcupti older than 13 (:data:`MIN_API_VERSION`), where the layout differs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from nsightx_cupti._attribution import ApiActivity, KernelActivity
+
+MIN_API_VERSION = 130000
+"""``cuptiGetVersion`` of CUPTI 13.0: the first whose record layout :data:`KERNEL` reads."""
+
+ALIGN = 8
+"""CUPTI's activity buffers must be 8-byte aligned (``ACTIVITY_RECORD_ALIGNMENT``)."""
+
+KIND = struct.Struct("<I")
+"""Every record starts with its ``CUpti_ActivityKind``."""
+
+KERNEL = struct.Struct("<QQ8xIII40xI8xQ32xQ4xI")
+"""From offset 16 of ``CUpti_ActivityKernel10``: start, end, (completed), deviceId, contextId, streamId,
+correlationId (offset 92), name pointer (104), graphNodeId (144), graphId (156)."""
+KERNEL_AT = 16
+
+API = struct.Struct("<IQQ4xII")
+"""From offset 4 of ``CUpti_ActivityAPI``: cbid, start, end, (processId), threadId, correlationId."""
+API_AT = 4
+
+EXTERNAL = struct.Struct("<IQI")
+"""From offset 4 of ``CUpti_ActivityExternalCorrelation``: externalKind, externalId, correlationId."""
+EXTERNAL_AT = 4
+
+SUCCESS = 0
+MAX_LIMIT_REACHED = 12
+"""``cuptiActivityGetNextRecord``'s answer at the end of the buffer."""
+
+REQUEST = ctypes.CFUNCTYPE(
+    None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
+)
+"""``CUpti_BuffersCallbackRequestFunc(uint8_t **buffer, size_t *size, size_t *maxNumRecords)``."""
+COMPLETE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+"""``CUpti_BuffersCallbackCompleteFunc(CUcontext, uint32_t streamId, uint8_t *buffer, size_t size, size_t valid)``."""
+
+Deliver = Callable[[list[KernelActivity], dict[int, ApiActivity], dict[int, int], int, int], None]
+"""Receives one buffer's kernels, API records by correlation id, external ids by correlation id, the number of
+records, and the decode time in ns."""
+
+
+def open_libcupti(path: str) -> Any:
+    """The already loaded libcupti at ``path`` through ctypes, its functions typed; raises OSError if unusable.
+
+    Raises:
+        OSError: the library cannot be opened, or its ``cuptiGetVersion`` is below :data:`MIN_API_VERSION`.
+    """
+    lib = ctypes.CDLL(path)
+    version = ctypes.c_uint32(0)
+    if lib.cuptiGetVersion(ctypes.byref(version)) != SUCCESS or version.value < MIN_API_VERSION:
+        raise OSError(f"{path}: CUPTI API version {version.value} is older than {MIN_API_VERSION} (CUDA 13)")
+    lib.cuptiActivityGetNextRecord.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+    lib.cuptiActivityGetNextRecord.restype = ctypes.c_int
+    lib.cuptiActivityRegisterCallbacks.argtypes = [REQUEST, COMPLETE]
+    lib.cuptiActivityRegisterCallbacks.restype = ctypes.c_int
+    return lib
+
+
+class RawBuffers:
+    """Owns the activity buffers handed to CUPTI and decodes each one CUPTI gives back.
+
+    Args:
+        lib: libcupti from :func:`open_libcupti`.
+        kinds: The ``CUpti_ActivityKind`` values of kernel, runtime, driver and external-correlation records.
+        external_kind: The ``CUpti_ExternalCorrelationKind`` nsightx pushes (others are skipped).
+        deliver: Called with each decoded buffer (under CUPTI's flush, on whichever thread CUPTI calls from).
+        error: Called with a message when a buffer cannot be decoded (a callback must never raise into CUPTI).
+    """
+
+    def __init__(
+        self,
+        lib: Any,
+        kinds: tuple[int, int, int, int],
+        external_kind: int,
+        deliver: Deliver,
+        error: Callable[[str], None],
+    ) -> None:
+        self._lib = lib
+        self._kinds = kinds
+        self._external_kind = external_kind
+        self._deliver = deliver
+        self._error = error
+        self.buffer_bytes = 256 * 1024
+        self._held: dict[int, ctypes.Array[ctypes.c_char]] = {}
+        self._names: dict[int, str] = {}
+        self._sizes: dict[int, int] = {}
+        """Record size of each kind met so far, bytes (learned from libcupti, see :meth:`_decode`)."""
+        k_kernel, k_runtime, k_driver, k_external = kinds
+        self._min_sizes = {
+            k_kernel: KERNEL_AT + KERNEL.size,
+            k_runtime: API_AT + API.size,
+            k_driver: API_AT + API.size,
+            k_external: EXTERNAL_AT + EXTERNAL.size,
+        }
+        """The smallest record size each read kind can have (the end of its last field read): a learned size below
+        it means the layout is not the one this module reads, and that kind is stepped through libcupti."""
+        self._request = REQUEST(self._on_request)
+        self._complete = COMPLETE(self._on_complete)
+
+    def register(self, buffer_bytes: int) -> None:
+        """Make these the process's buffer callbacks, with buffers of ``buffer_bytes``.
+
+        Raises:
+            OSError: libcupti refused the registration.
+        """
+        self.buffer_bytes = buffer_bytes
+        self._names.clear()  # a name pointer is only known to stay valid while its module is loaded
+        status = self._lib.cuptiActivityRegisterCallbacks(self._request, self._complete)
+        if status != SUCCESS:
+            raise OSError(f"cuptiActivityRegisterCallbacks returned {status}")
+
+    def _on_request(self, buffer: Any, size: Any, max_records: Any) -> None:
+        try:
+            raw = ctypes.create_string_buffer(self.buffer_bytes + ALIGN)
+            addr = (ctypes.addressof(raw) + ALIGN - 1) & ~(ALIGN - 1)
+            self._held[addr] = raw
+            buffer[0] = addr
+            size[0] = self.buffer_bytes
+            max_records[0] = 0
+        except Exception as e:  # never raise into CUPTI: no buffer means CUPTI drops records, and counts them
+            buffer[0] = None
+            size[0] = 0
+            self._error(f"{type(e).__name__} while allocating a CUPTI buffer: {e}")
+
+    def _on_complete(self, _ctx: Any, _stream: int, buffer: int | None, _size: int, valid: int) -> None:
+        if not buffer:
+            return
+        try:
+            if valid:
+                self._decode(buffer, valid)
+        except Exception as e:
+            self._error(f"{type(e).__name__}: {e}")
+        finally:
+            self._held.pop(buffer, None)
+
+    def _decode(self, buffer: int, valid: int) -> None:
+        """Read every record of one buffer and hand the kept fields to ``deliver``.
+
+        Records lie one after another, each the size of its kind's struct. ``cuptiActivityGetNextRecord`` is
+        asked only for the first record and once per kind not met before (the distance to the next record is
+        that kind's size, kept for the process): a ctypes call per record cost ~3 us, more than all the rest.
+        """
+        t0 = time.perf_counter_ns()
+        view = ctypes.string_at(buffer, valid)  # one copy: unpacking from bytes is ~3x cheaper than from ctypes
+        k_kernel, k_runtime, k_driver, k_external = self._kinds
+        ext_kind, names, sizes = self._external_kind, self._names, self._sizes
+        kernels: list[KernelActivity] = []
+        apis: dict[int, ApiActivity] = {}
+        externals: dict[int, int] = {}
+        new, add_kernel = tuple.__new__, kernels.append
+        kind_at, kernel_at = KIND.unpack_from, KERNEL.unpack_from
+        api_at, external_at = API.unpack_from, EXTERNAL.unpack_from
+        off = self._next(buffer, valid, None)
+        n = 0
+        while off is not None and off < valid:
+            n += 1
+            kind = kind_at(view, off)[0]
+            size = sizes.get(kind) or self._learn(buffer, valid, off, kind)
+            if size is None:  # shorter than the fields this reads: another layout, never read at these offsets
+                off += self._skip(buffer, valid, off, kind)
+                continue
+            if kind == k_kernel:
+                start, end, device, context, stream, corr, name_ptr, node, graph = kernel_at(view, off + KERNEL_AT)
+                name = names.get(name_ptr)
+                if name is None:
+                    name = names[name_ptr] = ctypes.string_at(name_ptr).decode("utf-8", "replace") if name_ptr else ""
+                add_kernel(new(KernelActivity, (name, start, end, corr, stream, device, context, graph, node)))
+            elif kind == k_external:
+                ekind, eid, corr = external_at(view, off + EXTERNAL_AT)
+                if ekind == ext_kind:
+                    externals[corr] = eid
+            elif kind == k_runtime or kind == k_driver:
+                cbid, start, end, thread, corr = api_at(view, off + API_AT)
+                domain = "runtime" if kind == k_runtime else "driver"
+                apis[corr] = new(ApiActivity, (corr, start, end, thread, cbid, domain))
+            off += size
+        self._deliver(kernels, apis, externals, n, time.perf_counter_ns() - t0)
+
+    def _next(self, buffer: int, valid: int, off: int | None) -> int | None:
+        """Offset of the record after the one at ``off`` (the first one for None); None at the buffer's end."""
+        record = ctypes.c_void_p(None if off is None else buffer + off)
+        status = self._lib.cuptiActivityGetNextRecord(buffer, valid, ctypes.byref(record))
+        if status == SUCCESS and record.value is not None:
+            return int(record.value) - buffer
+        if status != MAX_LIMIT_REACHED:
+            self._error(f"cuptiActivityGetNextRecord returned {status} at offset {off} of a {valid}-byte buffer")
+        return None
+
+    def _learn(self, buffer: int, valid: int, off: int, kind: int) -> int | None:
+        """Size of the record at ``off``, asked of libcupti (the distance to the next record, or to the end).
+
+        Kept for its kind when it can be (a whole record, 8-byte aligned). None when it is shorter than the fields
+        this module reads from that kind: the layout is not CUPTI 13's, and reading on could follow a pointer
+        that is not one.
+        """
+        nxt = self._next(buffer, valid, off)
+        size = (valid if nxt is None else nxt) - off
+        if size < self._min_sizes.get(kind, ALIGN):
+            return None
+        if nxt is not None and size % ALIGN == 0:
+            self._sizes[kind] = size
+        return size
+
+    def _skip(self, buffer: int, valid: int, off: int, kind: int) -> int:
+        """Report a record of an unreadable layout; the bytes to step over it (to the end if libcupti cannot say)."""
+        nxt = self._next(buffer, valid, off)
+        self._error(
+            f"a CUPTI activity record of kind {kind} is {(nxt or valid) - off} bytes, fewer than the "
+            f"{self._min_sizes.get(kind)} nsightx's ctypes decoder reads from it (a libcupti with another record "
+            "layout); pass backend_options={'cupti_decode': 'cupti-python'}"
+        )
+        return (valid if nxt is None else nxt) - off
