@@ -75,6 +75,9 @@ class FakeCupti:
     def activity_enable(self, kind: int) -> None:
         self.enabled.add(int(kind))
         self.calls.append(f"enable {Kind(kind).name}")
+        domain = {int(Kind.RUNTIME): "runtime", int(Kind.DRIVER): "driver"}.get(int(kind))
+        if domain:  # as libcupti does: enabling the kind overrides every per-API setting made before
+            self.api_switches = {k: v for k, v in self.api_switches.items() if k[0] != domain}
 
     def activity_disable(self, kind: int) -> None:
         self.enabled.discard(int(kind))
@@ -187,7 +190,9 @@ def test_a_bad_record_is_reported_at_collect_not_raised_into_cupti() -> None:
     tracer.stop()
 
 
-def test_apis_that_launched_nothing_are_switched_off_and_back_on_at_stop() -> None:
+def test_apis_that_launched_nothing_are_switched_off_and_left_to_the_kinds_at_stop() -> None:
+    """Stop switches the RUNTIME and DRIVER kinds off and leaves the per-API settings: libcupti lets the next
+    enabling of a kind (another client's, or our next start) override them, so nothing is switched back on."""
     fake = FakeCupti(per_api=True)
     tracer = ActivityTracer(fake, canary=None)
     tracer.start()
@@ -201,7 +206,10 @@ def test_apis_that_launched_nothing_are_switched_off_and_back_on_at_stop() -> No
     tracer.collect()
     assert fake.api_switches == {("runtime", 17): 0, ("driver", 9): 0}
     tracer.stop()
-    assert fake.api_switches == {("runtime", 17): 1, ("driver", 9): 1}  # CUPTI left as found
+    assert fake.api_switches == {("runtime", 17): 0, ("driver", 9): 0}  # no call per API at stop
+    assert int(Kind.RUNTIME) not in fake.enabled and int(Kind.DRIVER) not in fake.enabled
+    fake.activity_enable(Kind.RUNTIME)  # another client (torch.profiler) traces every runtime API again
+    assert fake.api_switches == {("driver", 9): 0}
     tracer.start()  # the next session of the process starts quiet
     assert fake.api_switches == {("runtime", 17): 0, ("driver", 9): 0}
     tracer.stop()

@@ -56,9 +56,9 @@ class CuptiOptions(BackendOptions):
     """'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more after the last
     collection, and at the end; 'run': after every run."""
     cupti_drain: DrainMode = DEFAULT_DRAIN
-    """When completed CUPTI buffers are decoded before the forced flush after the wait for the device: 'wait'
-    (default): by a helper thread during the wait; 'end': once just before it; 'config': also at each config
-    start; 'off': never (everything is decoded after the wait). See nsightx_cupti._drain."""
+    """When completed CUPTI buffers are decoded before the forced flush after the wait for the device: 'off'
+    (default): never (everything is decoded after the wait); 'wait': by a helper thread during the wait; 'end':
+    once just before it; 'config': also at each config start. See nsightx_cupti._drain."""
     cupti_decode: Literal["ctypes", "cupti-python"] = "ctypes"
     """How delivered activity buffers are read: 'ctypes' (default): straight from libcupti at the records'
     offsets (nsightx_cupti._raw; falls back to cupti-python where it cannot be set up, and the result's

@@ -17,10 +17,16 @@ the default when draining) fill and complete one after another.
 
 Modes (:data:`DRAIN_MODES`):
 
-``off``     no drain (the forced flush after the wait delivers everything; the behaviour before this module).
+``off``     no drain: the forced flush after the wait delivers everything. The default since session 8: on the
+            H200 a non-forced flush made during the wait blocks until the GPU completes its buffers, so the
+            final buffer still comes out after the wait, and in four H200 calls of ``backend_overhead.py`` the
+            whole call was as fast or faster without the helper thread (matmul sweep, inputs allocated once /
+            ``torch.randn`` per run, mean of the calls' paired ratios to bare: off 1.028 / 1.037, wait 1.035 /
+            1.046, end 1.028 / 1.041; ``benchmarks/results/2026-12-04-s8-backend-overhead-{a,b,c,e}.json``).
 ``end``     one non-forced flush just before the wait.
 ``config``  one at the start of every config while runs are pending, and one just before the wait.
-``wait``    a helper thread flushes (non-forced) every :data:`WAIT_PERIOD_S` while the calling thread waits
+``wait``    (the default in sessions 5-7) a helper thread flushes (non-forced) every :data:`WAIT_PERIOD_S`
+            while the calling thread waits
             for the device (the wait is a ctypes call, which releases the GIL), so buffers come out as the GPU
             completes them; no drain runs after the wait has returned, so none overlaps the forced flush.
 """
@@ -37,7 +43,7 @@ DrainMode = Literal["off", "end", "config", "wait"]
 DRAIN_MODES: tuple[DrainMode, ...] = ("off", "end", "config", "wait")
 """Every :data:`DrainMode`."""
 
-DEFAULT_DRAIN: DrainMode = "wait"
+DEFAULT_DRAIN: DrainMode = "off"
 """The mode a session uses when ``cupti_drain`` is not given."""
 
 DRAIN_BUFFER_BYTES = 8 * 1024

@@ -7,8 +7,10 @@ switch single APIs off (``cuptiActivityEnableRuntimeApi`` / ``...DriverApi``; it
 newer than itself), but switching all ~1,300 ids off and back on would cost about a millisecond per session.
 
 So the tracer learns instead: after each collection it switches off the APIs that appeared in the records and
-launched no kernel, and keeps that set for the rest of the process (switched back on when a session ends, off
-again when the next starts: a handful of calls). On the H200 this takes a torch matmul loop from ~90 activity
+launched no kernel, and keeps that set for the rest of the process (switched off again when the next session
+starts, a handful of calls: enabling the RUNTIME or DRIVER kind, as every start and every other client does,
+overrides per-API settings, so a session's end leaves them to the next enabler).
+On the H200 this takes a torch matmul loop from ~90 activity
 records per run to ~8 from the second collection on (benchmarks/results/2026-12-02-cupti-api-filter-probe.json).
 
 Never switched off: an API whose name contains ``Launch``, an API whose name the installed cupti-python does not

@@ -469,14 +469,17 @@ class ActivityTracer:
                 self.quiet.off.add(key)
 
     def stop(self) -> None:
-        """Disable every kind this tracer enabled and drop what is still buffered."""
+        """Disable every kind this tracer enabled and drop what is still buffered.
+
+        The APIs switched off one by one stay so: libcupti lets the next ``cuptiActivityEnable`` of the RUNTIME
+        or DRIVER kind override every per-API setting (``cupti_activity.h``), so another client that enables the
+        kinds (torch.profiler) records every API, and switching ~40 APIs back on here (~50 us on the H200, after
+        the GPU wait) bought nothing.
+        """
         if not self.active:
             return
         c = self._cupti
         try:
-            if self.api_filter == "learn":  # leave CUPTI as found, for other clients (torch.profiler)
-                for key in sorted(self.quiet.off):
-                    self._switch(key, True)
             for kind in (self._k_kernel, self._k_external):
                 c.activity_disable(kind)
             if self.api_tracing == "always" or self._open_regions:
