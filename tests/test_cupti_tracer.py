@@ -401,3 +401,29 @@ def test_the_clock_check_looks_at_apis_when_no_kernel_arrived() -> None:
     with pytest.raises(MeasurementError, match="not nanoseconds"):
         check_clock(batch, now)
     check_clock(ActivityBatch(apis={1: ApiActivity(1, now - 10**9, now, 11, 0, "runtime")}), now)
+
+
+def test_quiet_candidates_skip_the_kernels_once_every_api_is_known() -> None:
+    """The fast path gives the same answer as the full rule: nothing new once every API was classified; a new
+    API that launched a kernel joins ``launching`` and is never a candidate; a new one that launched none is."""
+    from nsightx_cupti._attribution import KernelActivity
+    from nsightx_cupti._quiet import QuietApis
+
+    quiet = QuietApis(lambda domain, cbid: f"{domain}{cbid}")
+    launch = ApiActivity(1, 10, 20, 7, 211, "runtime")
+    other = ApiActivity(2, 30, 40, 7, 17, "runtime")
+    k = KernelActivity("k", 100, 200, 1)
+    assert quiet.candidates(ActivityBatch([k], {1: launch, 2: other}, {})) == [("runtime", 17)]
+    assert quiet.launching == {("runtime", 211)}
+    quiet.off.add(("runtime", 17))
+
+    class NoKernels(list[KernelActivity]):
+        def __iter__(self) -> Any:
+            raise AssertionError("the kernels were looked at")
+
+    assert quiet.candidates(ActivityBatch(NoKernels([k]), {1: launch, 2: other}, {})) == []
+    fresh = ApiActivity(3, 50, 60, 7, 300, "driver")
+    new_launch = ApiActivity(4, 70, 80, 7, 301, "driver")
+    k2 = KernelActivity("k2", 300, 400, 4)
+    assert quiet.candidates(ActivityBatch([k2], {3: fresh, 4: new_launch}, {})) == [("driver", 300)]
+    assert ("driver", 301) in quiet.launching
