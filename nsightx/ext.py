@@ -12,8 +12,9 @@ What is here, by purpose:
   :class:`RunOutput`, and the deferred-collection policy of the run loop (:data:`COLLECT_EVERY`,
   :data:`COLLECT_SECONDS`).
 - **What a backend receives and produces**: :class:`Plan` (with :class:`ThermalSettings`), :class:`RegionId`,
-  :class:`Record`, :data:`Scalar`, and, for a backend that overrides :meth:`Backend.execute`,
-  :class:`RunRecords`, :class:`RegionRun`, :class:`CollectorValue` and the :class:`Sink` they are written to.
+  :class:`Record` (:func:`new_record` builds one faster, for code after a GPU wait), :data:`Scalar`, and, for a
+  backend that overrides :meth:`Backend.execute`, :class:`RunRecords`, :class:`RegionRun`,
+  :class:`CollectorValue` and the :class:`Sink` they are written to.
 - **Running a plan yourself** (``execute`` in another process, as the ncu backend does): :func:`run_loop`,
   :func:`use_device`, :class:`RunSink` and :func:`read_raw`, :class:`Progress`, :func:`make_guard` with
   :class:`Guard`, :class:`NoGuard` and :data:`PAUSE_COLUMN`, :func:`to_scalar`.
@@ -82,7 +83,7 @@ if TYPE_CHECKING:
     from nsightx._host.hookspecs import hookimpl
     from nsightx._host.plugins import BackendRegistrar, CollectorRegistrar
     from nsightx._model import Frozen
-    from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar
+    from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar, new_record
     from nsightx._results.sink import RunSink, Sink, read_raw
     from nsightx._run import travel
     from nsightx._run.backend import (
@@ -158,7 +159,15 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "nsightx._run.plan": ("Plan",),
     "nsightx._host.plugins": ("BackendRegistrar", "CollectorRegistrar"),
     "nsightx._run.progress": ("Progress",),
-    "nsightx._results.records": ("CollectorValue", "Record", "RegionId", "RegionRun", "RunRecords", "Scalar"),
+    "nsightx._results.records": (
+        "CollectorValue",
+        "Record",
+        "RegionId",
+        "RegionRun",
+        "RunRecords",
+        "Scalar",
+        "new_record",
+    ),
     "nsightx._run.loop": ("run_loop", "to_scalar"),
     "nsightx._results.sink": ("RunSink", "Sink", "read_raw"),
     "nsightx._run.thermal": (
@@ -259,6 +268,7 @@ __all__ = [
     "loaded_libcuda",
     "make_guard",
     "metrics_error_message",
+    "new_record",
     "query_gpus",
     "read_raw",
     "run_loop",

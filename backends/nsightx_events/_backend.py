@@ -30,7 +30,6 @@ from nsightx.ext import (
     DeviceAttribute,
     MeasurementError,
     Plan,
-    Record,
     RegionId,
     RunOutput,
     Scalar,
@@ -38,6 +37,7 @@ from nsightx.ext import (
     device_attribute,
     l2_flush_bytes,
     load_libcuda,
+    new_record,
 )
 
 METRIC = "region__stream_span_duration"
@@ -248,7 +248,7 @@ class EventsSession(Session):
                 run.region_attributes[region.annotation] = {"span_ns": round(ms * 1e6)}
                 if not failed:
                     run.records.append(
-                        Record(region.annotation, region.config, region.run, "region", METRIC, ms * 1e6, "ns")
+                        new_record(region.annotation, region.config, region.run, "region", METRIC, ms * 1e6, "ns", 0)
                     )
         finally:
             with self._lock:

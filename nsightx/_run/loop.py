@@ -23,7 +23,15 @@ from pydantic import TypeAdapter
 
 from nsightx._enums import CollectionScope
 from nsightx._errors import ConfigError
-from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords, Scalar
+from nsightx._results.records import (
+    CollectorValue,
+    Record,
+    RunRecords,
+    Scalar,
+    new_collector_value,
+    new_region_run,
+    new_run_records,
+)
 from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
 from nsightx._run import context as _context
@@ -150,8 +158,9 @@ class _Collectors:
                 values = {str(k): to_scalar(v) for k, v in result.items()}
             else:
                 values = {c.name: to_scalar(result)}
-            config, run, annotation = where.get("config"), where.get("run"), where.get("annotation")
-            out.extend(CollectorValue(name, scope.value, config, run, annotation, v) for name, v in values.items())
+            config, run, annotation, value = where.get("config"), where.get("run"), where.get("annotation"), scope.value
+            for name, v in values.items():
+                out.append(new_collector_value(name, value, config, run, annotation, v))
         return out
 
     def _call(self, c: CollectorLike, ctx: CollectContext) -> Any:
@@ -389,15 +398,26 @@ def _write_pending(
 def _run_records(
     ci: int, r: int, state: _context.RunState, output: RunOutput, values: tuple[CollectorValue, ...]
 ) -> RunRecords:
-    """One run's :class:`RunRecords` from its regions, the backend's output and its collector values."""
+    """One run's :class:`RunRecords` from its regions, the backend's output and its collector values.
+
+    Built with the fast builders of :mod:`nsightx._results.records`: with a deferred session this runs for every
+    run of the call after the wait for the GPU.
+    """
     attributes = output.region_attributes
     regions = tuple(
-        RegionRun(name, ci, r, host_ns, failed, attributes.get(name, {})) for name, host_ns, failed in state.regions
+        [
+            new_region_run(name, ci, r, host_ns, failed, attributes.get(name, {}))
+            for name, host_ns, failed in state.regions
+        ]
     )
     records = output.records
-    if not all(type(rec) is Record for rec in records):
+    if not _RECORD_ONLY.issuperset(map(type, records)):
         records = _records_adapter().validate_python(records)
-    return RunRecords(ci, r, tuple(records), regions, values)
+    return new_run_records(ci, r, tuple(records), regions, values)
+
+
+_RECORD_ONLY = frozenset({Record})
+"""A run's records need no validation when every one is exactly a :class:`Record`."""
 
 
 @functools.cache
