@@ -20,7 +20,9 @@ has queued everything:
 Decoders: ``ctypes`` (:mod:`nsightx_cupti._raw`) and ``cupti-python``.
 Strategies: ``forced`` (only the forced flush), ``after`` (non-forced, then forced), ``end`` (non-forced before
 the wait), ``wait`` (helper thread, the default), ``period`` (CUPTI's own worker flushes every millisecond:
-``cuptiActivityFlushPeriod``); :data:`PLAN` lists the combinations. Variants rotate every repetition.
+``cuptiActivityFlushPeriod``), ``disable`` (every kind switched off once the last launch is queued, before the
+wait: whether kernels still running then get their records, ``kernels`` and ``incomplete``); :data:`PLAN`
+lists the combinations. Variants rotate every repetition.
 Writes OUTDIR/cupti_flush_probe.json.
 """
 
@@ -38,12 +40,13 @@ from typing import Any
 
 SIZES = (512, 1024, 2048, 4096)
 RUNS = 11
-STRATEGIES = ("forced", "after", "end", "wait", "period")
+STRATEGIES = ("forced", "after", "end", "wait", "period", "disable")
 BUFFERS = (8 * 1024, 32 * 1024, 256 * 1024)
 DECODERS = ("ctypes", "cupti-python")
 PLAN = [(s, b, d) for d in DECODERS for s in ("forced", "end", "wait") for b in BUFFERS] + [
     ("after", 8 * 1024, "cupti-python"),
     ("period", 8 * 1024, "cupti-python"),
+    ("disable", 256 * 1024, "ctypes"),
 ]
 """(strategy, buffer size, decoder) of every variant timed."""
 
@@ -76,6 +79,9 @@ def one(
     joined: list[int] = []
     if strategy == "end":
         tracer.drain()
+    if strategy == "disable":  # every kind off once the last launch is queued: do in-flight kernels still report?
+        for kind in (tracer._k_kernel, tracer._k_external, tracer._k_runtime, tracer._k_driver):
+            c.activity_disable(kind)
     t1 = time.perf_counter_ns()
     if strategy == "wait":
 
@@ -103,6 +109,8 @@ def one(
         forced_buffers=tracer.stats.get("buffers", 0) - before,
         post_us=(t4 - synced) / 1e3,
         kernels=len(batch.kernels),
+        incomplete=sum(1 for k in batch.kernels if k.start <= 0 or k.end < k.start),
+        externals=len(batch.externals),
         drains=tracer.stats.get("drains", 0),
         buffers=tracer.stats.get("buffers", 0),
         decode_us=tracer.stats.get("decode", 0) / 1e3,
@@ -125,6 +133,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for key, v in rows[0].items()
         if isinstance(v, (int, float))
     }
+    out["kernels_min"] = min(r["kernels"] for r in rows)
+    out["incomplete_max"] = max(r["incomplete"] for r in rows)
     out["decoder"] = sorted({r["decoder"] for r in rows})
     out["names"] = sorted({n for r in rows for n in r["names"]})
     per = list(zip(*(r["kernel_ns"] for r in rows), strict=False))
@@ -256,7 +266,18 @@ def main() -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"cupti_flush_probe{args.tag}.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    keys = ("post_us", "join_us", "plain_us", "forced_us", "forced_buffers", "sync_us", "stop_us", "start_us")
+    keys = (
+        "kernels_min",
+        "incomplete_max",
+        "post_us",
+        "join_us",
+        "plain_us",
+        "forced_us",
+        "forced_buffers",
+        "sync_us",
+        "stop_us",
+        "start_us",
+    )
     print("variant".ljust(26), *(k.ljust(10) for k in keys), "decoder")
     for name, row in summary.items():
         print(name.ljust(26), *(str(row[k]).ljust(10) for k in keys), row["decoder"])

@@ -8,6 +8,8 @@
 #                                      script on ncu and cupti, attribution.json, ncu report names, ncu's metric
 #                                      list, ncu_overhead.json; bench.log has each step's output
 #   bash benchmarks/run_gpu.sh examples  NVIDIA's nsight-python examples (EXAMPLES=their examples/ folder)
+#   bash benchmarks/run_gpu.sh overhead  issue 13's benchmarks (BEFORE_TREE=older code to compare with) and the
+#                                      cupti GPU tests; overhead.log has each step's output
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
 #
 # Usage (GPU machine, repository root, nsightx importable). Never changes clocks: nothing here uses
@@ -77,13 +79,43 @@ stage_examples() {
   grep -E "PASSED|FAILED|ERROR|SKIPPED|rc=" "$OUT/examples.log" | tail -20
 }
 
+stage_overhead() {
+  # issue 13: the cupti and events cost, paired against BEFORE_TREE (a copy of older code) when given, the
+  # CUPTI flush probe, the call timeline, the host cost of a whole call's own Python, and the cupti GPU tests
+  {
+    step "benchmarks/cupti_flush_probe.py (ctypes variants, with 'disable')"
+    timeout 120 python3 benchmarks/cupti_flush_probe.py --out "$OUT" --reps 6 --only-ctypes --tag _disable
+    for tag in before after; do
+      tree=(); [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
+      step "benchmarks/backend_overhead.py $tag"
+      timeout 170 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-21}" \
+        --only sweep_once,sweep_randn,tiny --no-profile --tag "_$tag" "${tree[@]}"
+    done
+    step "benchmarks/call_timeline.py"
+    timeout 90 python3 benchmarks/call_timeline.py --out "$OUT" --calls 9 --tag _after
+    step "benchmarks/cupti_host_path.py (this tree, then BEFORE_TREE)"
+    timeout 60 python3 benchmarks/cupti_host_path.py --calls 150 --json "$OUT/cupti_host_path_after.json"
+    if [ -n "${BEFORE_TREE:-}" ]; then
+      cp benchmarks/cupti_host_path.py benchmarks/cupti_attribution_cost.py benchmarks/call_timeline.py \
+        benchmarks/backend_overhead.py "$BEFORE_TREE/benchmarks/"
+      (cd "$BEFORE_TREE" && timeout 60 python3 benchmarks/cupti_host_path.py --calls 150 \
+        --json "$OUT/cupti_host_path_before.json")
+    fi
+    step "pytest -m gpu: cupti, other clients, events"
+    timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_cupti_gpu.py \
+      tests/test_cupti_other_clients_gpu.py tests/test_events_gpu.py 2>&1 | tail -5
+  } > "$OUT/overhead.log" 2>&1
+  grep -E "paired|ratio|passed|failed" "$OUT/overhead.log" | head -30
+}
+
 [ $# -gt 0 ] || set -- tests bench examples
 for stage in "$@"; do
   case "$stage" in
     tests) stage_tests ;;
     bench) stage_bench ;;
     examples) stage_examples ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples]" >&2; exit 2 ;;
+    overhead) stage_overhead ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
