@@ -67,10 +67,20 @@ class Workload:
         self.tiny = tiny
 
     def inputs(self, torch: Any) -> dict[int, tuple[Any, Any]]:
-        """Inputs allocated once (also the tiny op's tensor)."""
-        if self.tiny:
-            return {n: (torch.ones(n, device="cuda"), None) for n in self.sizes}
-        return {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in self.sizes}
+        """Inputs allocated once (also the tiny op's tensor), the same tensors for every variant of the workload.
+
+        Each variant used to allocate its own: where a matrix lands in memory moved a variant's kernel time by
+        up to ~3%, differently in every process, so the ratios of one workload ranged 1.00-1.06 over six processes
+        of the same code (2026-12-04, session 9). Sharing them leaves only the harness between the variants.
+        """
+        cached = getattr(self, "_inputs", None)
+        if cached is None:
+            if self.tiny:
+                cached = {n: (torch.ones(n, device="cuda"), None) for n in self.sizes}
+            else:
+                cached = {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in self.sizes}
+            self._inputs = cached
+        return cached
 
     def prepare(self, torch: Any, inputs: dict[int, tuple[Any, Any]], n: int) -> tuple[Any, Any]:
         """Per run, outside the region: the inputs (drawn again for ``randn`` workloads)."""

@@ -65,6 +65,31 @@ def test_each_scope_is_called_the_right_number_of_times_with_its_context(no_defa
     assert all(c.scope is s for s in CollectionScope for c in seen[s])
 
 
+def test_every_context_equals_what_its_constructor_makes_and_is_frozen(no_defaults):
+    from dataclasses import FrozenInstanceError, fields
+
+    from nsightx.ext import CollectContext
+
+    seen = []
+    sweep([InfoCollector(f"c_{s.value}", lambda ctx: seen.append(ctx) or 1, s) for s in CollectionScope])
+    for ctx in seen:
+        assert ctx == CollectContext(**{f.name: getattr(ctx, f.name) for f in fields(CollectContext)})
+        assert set(vars(ctx)) == {f.name for f in fields(CollectContext)}
+    last = [c for c in seen if c.scope is CollectionScope.ANNOTATION][-1]
+    assert last == CollectContext(
+        scope=CollectionScope.ANNOTATION,
+        function="work",
+        args=(5, "y"),
+        params={"n": 5, "tag": "y"},
+        config=1,
+        run=2,
+        annotation="b",
+        backend="host",
+    )
+    with pytest.raises(FrozenInstanceError):
+        last.run = 0  # type: ignore[misc]
+
+
 def test_device_option_reaches_the_context(no_defaults):
     from nsightx_host import HostSession
 
