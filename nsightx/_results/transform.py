@@ -78,13 +78,40 @@ def combine_records(
     Raises:
         KernelCountError: a region launched several kernels and ``combine`` is None.
     """
-    ignored = set(ignore_kernels)
-    groups: dict[tuple[str, int, int, str], list[Record]] = defaultdict(list)
-    region_metrics: dict[tuple[str, int, int], dict[str, None]] = defaultdict(dict)
+    groups, region_metrics, failed, order = _group(runs, set(ignore_kernels))
+    out: list[RunValue] = []
+    requested = set(metrics)
+    for rid in order:
+        ann, cfg, run_i = rid
+        if rid in failed:
+            out.extend(RunValue(ann, cfg, run_i, m, math.nan, None, FAILED_KERNEL) for m in metrics)
+            continue
+        measured = region_metrics.get(rid)
+        if measured is None:
+            continue
+        for metric in measured if len(measured) == 1 else _metrics_of(measured, metrics, requested):
+            recs = groups[(ann, cfg, run_i, metric)]
+            if len(recs) == 1:  # the common case, inline: one kernel, one value
+                r = recs[0]
+                out.append(new_run_value(ann, cfg, run_i, metric, r.value, r.unit, r.kernel))
+            else:
+                out.append(_fold(recs, combine))
+    return out
+
+
+_Rid = tuple[str, int, int]
+
+
+def _group(
+    runs: Sequence[RunRecords], ignored: set[str]
+) -> tuple[dict[tuple[str, int, int, str], list[Record]], dict[_Rid, dict[str, None]], set[_Rid], list[_Rid]]:
+    """Records by (region, metric), each region's metrics in the order met, the failed regions, region order."""
+    groups: dict[tuple[str, int, int, str], list[Record]] = {}
+    region_metrics: dict[tuple[str, int, int], dict[str, None]] = {}
     failed: set[tuple[str, int, int]] = set()
     order: list[tuple[str, int, int]] = []
     seen_regions: set[tuple[str, int, int]] = set()
-    for run in runs:
+    for run in runs:  # one pass, no helper calls: this runs on every record of a call before it returns
         for reg in run.regions:
             rid = (reg.annotation, reg.config, reg.run)
             if rid not in seen_regions:
@@ -93,27 +120,25 @@ def combine_records(
             if reg.failed:
                 failed.add(rid)
         for rec in run.records:
-            if rec.kernel in ignored:
+            if ignored and rec.kernel in ignored:
                 continue
-            rid = (rec.annotation, rec.config, rec.run)
+            annotation, config, run_i, metric = rec.annotation, rec.config, rec.run, rec.metric
+            rid = (annotation, config, run_i)
             if rid not in seen_regions:
                 seen_regions.add(rid)
                 order.append(rid)
-            groups[_key(rec)].append(rec)
-            region_metrics[rid][rec.metric] = None
-    out: list[RunValue] = []
-    requested = set(metrics)
-    for rid in order:
-        ann, cfg, run_i = rid
-        if rid in failed:
-            out.extend(RunValue(ann, cfg, run_i, m, math.nan, None, FAILED_KERNEL) for m in metrics)
-            continue
-        for metric in _metrics_of(region_metrics.get(rid, {}), metrics, requested):
-            recs = groups.get((ann, cfg, run_i, metric))
-            if not recs:
+            key = (annotation, config, run_i, metric)
+            group = groups.get(key)
+            if group is not None:
+                group.append(rec)
                 continue
-            out.append(_fold(recs, combine))
-    return out
+            groups[key] = [rec]
+            measured = region_metrics.get(rid)
+            if measured is None:
+                region_metrics[rid] = {metric: None}
+            else:
+                measured[metric] = None
+    return groups, region_metrics, failed, order
 
 
 def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str], requested: set[str]) -> list[str]:
