@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 for sub in ("plugins", "backends", ""):
     sys.path.insert(0, str(ROOT / sub) if sub else str(ROOT))
 
-from cupti_attribution_cost import GEMM, LAUNCH_CBID, SPLITK, FakeCupti, Kind  # noqa: E402
+from cupti_attribution_cost import GEMM, LAUNCH_CBID, SPLITK, FakeCupti, Kind, _api, _kernel  # noqa: E402
 
 SWEEP = (512, 1024, 2048, 4096)
 
@@ -66,33 +66,11 @@ class SynthCupti(FakeCupti):
         for i in range(self.kernels_per_region):
             self._corr += 1
             corr, launch = self._corr, self._t + 1_000 * (i + 1)
-            self.to_deliver.append(
-                SimpleNamespace(
-                    kind=Kind.RUNTIME,
-                    correlation_id=corr,
-                    start=launch,
-                    end=launch + 3_000,
-                    thread_id=11,
-                    cbid=LAUNCH_CBID,
-                )
-            )
+            self.to_deliver.append(_api(corr, launch, Kind.RUNTIME, LAUNCH_CBID))
             self.to_deliver.append(
                 SimpleNamespace(kind=Kind.EXTERNAL_CORRELATION, correlation_id=corr, external_id=ext, external_kind=4)
             )
-            self.to_deliver.append(
-                SimpleNamespace(
-                    kind=Kind.CONCURRENT_KERNEL,
-                    name=SPLITK if i else GEMM,
-                    start=launch + 50_000,
-                    end=launch + 90_000,
-                    correlation_id=corr,
-                    stream_id=7,
-                    device_id=0,
-                    context_id=1,
-                    graph_id=0,
-                    graph_node_id=0,
-                )
-            )
+            self.to_deliver.append(_kernel(SPLITK if i else GEMM, corr, launch + 50_000, launch + 90_000))
         return ext
 
     def activity_flush_all(self, flag: int) -> None:

@@ -178,14 +178,15 @@ class RunRecords(Lean):
 _new = object.__new__
 
 
-def _setters(cls: type) -> tuple[Any, ...]:
+def slot_setters(cls: type) -> tuple[Any, ...]:
+    """The ``__set__`` of each field's slot descriptor of the slotted dataclass ``cls``, in field order."""
     return tuple(getattr(cls, f.name).__set__ for f in dataclasses.fields(cls))
 
 
-_REC = _setters(Record)
-_REG = _setters(RegionRun)
-_COL = _setters(CollectorValue)
-_RUN = _setters(RunRecords)
+_REC = slot_setters(Record)
+_REG = slot_setters(RegionRun)
+_COL = slot_setters(CollectorValue)
+_RUN = slot_setters(RunRecords)
 
 
 def new_record(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from nsightx._errors import ConfigError, KernelCountError, MeasurementError, TransformError
-from nsightx._results.records import Lean, Record, RunRecords
+from nsightx._results.records import Lean, Record, RunRecords, slot_setters
 
 FAILED_KERNEL = "failed"
 
@@ -39,7 +39,7 @@ class RunValue(Lean):
     """Kernel name(s): ``a|b`` when several kernels were combined; ``failed`` for a failed region."""
 
 
-_RV = tuple(getattr(RunValue, f.name).__set__ for f in dataclasses.fields(RunValue))
+_RV = slot_setters(RunValue)
 
 
 def new_run_value(

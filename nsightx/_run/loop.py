@@ -167,9 +167,10 @@ class _Collectors:
                 values = {str(k): to_scalar(v) for k, v in result.items()}
             else:
                 values = {c.name: to_scalar(result)}
-            config, run, annotation, value = where.get("config"), where.get("run"), where.get("annotation"), scope.value
+            config, run, annotation = where.get("config"), where.get("run"), where.get("annotation")
+            scope_name = scope.value
             for name, v in values.items():
-                out.append(new_collector_value(name, value, config, run, annotation, v))
+                out.append(new_collector_value(name, scope_name, config, run, annotation, v))
         return out
 
     def _call(self, c: CollectorLike, ctx: CollectContext) -> Any:
