@@ -21,7 +21,10 @@ Decoders: ``ctypes`` (:mod:`nsightx_cupti._raw`) and ``cupti-python``.
 Strategies: ``forced`` (only the forced flush), ``after`` (non-forced, then forced), ``end`` (non-forced before
 the wait), ``wait`` (helper thread, the default), ``period`` (CUPTI's own worker flushes every millisecond:
 ``cuptiActivityFlushPeriod``), ``disable`` (every kind switched off once the last launch is queued, before the
-wait: whether kernels still running then get their records, ``kernels`` and ``incomplete``); :data:`PLAN`
+wait: whether kernels still running then get their records, ``kernels`` and ``incomplete``), ``poll`` (non-forced
+flushes back to back on the calling thread until the last config's CUDA event completes) and ``evpoll`` (one
+non-forced flush after each config's event completes: can a collection take finished configs' records during
+the wait; ``timelines`` holds each drain's time, duration and kernels delivered so far); :data:`PLAN`
 lists the combinations. Variants rotate every repetition.
 Writes OUTDIR/cupti_flush_probe.json.
 """
@@ -40,14 +43,18 @@ from typing import Any
 
 SIZES = (512, 1024, 2048, 4096)
 RUNS = 11
-STRATEGIES = ("forced", "after", "end", "wait", "period", "disable")
+STRATEGIES = ("forced", "after", "end", "wait", "period", "disable", "poll", "evpoll")
 BUFFERS = (8 * 1024, 32 * 1024, 256 * 1024)
 DECODERS = ("ctypes", "cupti-python")
-PLAN = [(s, b, d) for d in DECODERS for s in ("forced", "end", "wait") for b in BUFFERS] + [
-    ("after", 8 * 1024, "cupti-python"),
-    ("period", 8 * 1024, "cupti-python"),
-    ("disable", 256 * 1024, "ctypes"),
-]
+PLAN = (
+    [(s, b, d) for d in DECODERS for s in ("forced", "end", "wait") for b in BUFFERS]
+    + [
+        ("after", 8 * 1024, "cupti-python"),
+        ("period", 8 * 1024, "cupti-python"),
+        ("disable", 256 * 1024, "ctypes"),
+    ]
+    + [(s, b, "ctypes") for s in ("poll", "evpoll") for b in (2 * 1024, 8 * 1024, 32 * 1024)]
+)
 """(strategy, buffer size, decoder) of every variant timed."""
 
 
@@ -65,6 +72,7 @@ def one(
         c.activity_flush_period(1)
     out: dict[str, Any] = {"start_us": (time.perf_counter_ns() - t) / 1e3}
     ext = 1
+    marks: list[Any] = []
     t_loop = time.perf_counter_ns()
     for n in SIZES:
         a, b = inputs[n]
@@ -74,7 +82,12 @@ def one(
             a @ b
             tracer.pop()
             ext += 1
+        if strategy in ("poll", "evpoll"):
+            marks.append(torch.cuda.Event())
+            marks[-1].record()
     t0 = time.perf_counter_ns()
+    if strategy in ("poll", "evpoll"):
+        out["timeline"] = drain_timeline(tracer, marks, strategy, t0)
     out["loop_us"] = (t0 - t_loop) / 1e3
     joined: list[int] = []
     if strategy == "end":
@@ -126,6 +139,33 @@ def one(
     return out
 
 
+def drain_timeline(tracer: Any, marks: list[Any], strategy: str, t0: int) -> list[list[float]]:
+    """Drains made on the calling thread once everything is queued: [since queued us, drain us, kernels so far].
+
+    ``poll``: drain back to back until the last config's event has completed. ``evpoll``: wait for each
+    config's event in turn (the GPU finished that config), then drain once, as a collection that processes
+    finished configs during the wait would.
+    """
+    rows: list[list[float]] = []
+
+    def drain() -> None:
+        t = time.perf_counter_ns()
+        tracer.drain()
+        done = time.perf_counter_ns()
+        rows.append([round((t - t0) / 1e3, 1), round((done - t) / 1e3, 1), float(len(tracer._pending.kernels))])
+
+    if strategy == "evpoll":
+        for mark in marks[:-1]:
+            mark.synchronize()
+            drain()
+        return rows
+    for _ in range(400):
+        drain()
+        if marks[-1].query():
+            break
+    return rows
+
+
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians of the numeric fields; the decoder and kernel names as seen (the same in every row or listed)."""
     out: dict[str, Any] = {
@@ -133,6 +173,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for key, v in rows[0].items()
         if isinstance(v, (int, float))
     }
+    if "timeline" in rows[0]:
+        out["timelines"] = [r["timeline"] for r in rows[:3]]
     out["kernels_min"] = min(r["kernels"] for r in rows)
     out["incomplete_max"] = max(r["incomplete"] for r in rows)
     out["decoder"] = sorted({r["decoder"] for r in rows})
@@ -231,6 +273,7 @@ def main() -> int:
     parser.add_argument("--attr", default="", help="comma-separated ATTRS to set: pinned, small")
     parser.add_argument("--attr-early", action="store_true", help="set them before CUDA is initialised")
     parser.add_argument("--tag", default="")
+    parser.add_argument("--only", default="", help="comma-separated strategies to time (default: all)")
     parser.add_argument("--only-ctypes", action="store_true", help="time only the ctypes decoder's variants")
     args = parser.parse_args()
     attrs = set_attrs(args.attr) if args.attr_early else {}
@@ -245,6 +288,8 @@ def main() -> int:
     if not args.attr_early:
         attrs = set_attrs(args.attr)
     names = [v for v in PLAN if v[2] == "ctypes"] if args.only_ctypes else PLAN
+    if args.only:
+        names = [v for v in names if v[0] in args.only.split(",")]
     for s, b, d in names:  # warm-up (cuBLAS, CUPTI, the quiet APIs learned)
         one(torch, tracer, device, inputs, s, b, d)
     label = {v: f"{v[0]}_{v[1] // 1024}k_{v[2]}" for v in names}
@@ -289,6 +334,9 @@ def main() -> int:
             default=0.0,
         )
         print(f"{name}: same kernels as {label[names[-3]]}: {same}, worst sorted-duration gap {worst:.3%}")
+    for name, row in summary.items():
+        if "timelines" in row:
+            print(f"{name} drains [since queued us, drain us, kernels so far]:", row["timelines"][0])
     print("ctypes decoder unavailable:", tracer._raw_failed)
     print(result["costs"], result["attrs"])
     print("stop parts:", result["stop_parts"][-1])

@@ -161,3 +161,14 @@ def test_a_failing_deliver_is_reported_not_raised_into_cupti() -> None:
     raw = RawBuffers(FakeLib(), (K_KERNEL, K_RUNTIME, K_DRIVER, K_EXTERNAL), EXT_KIND, deliver, errs.append)
     complete(raw, kernel(10, 20, 1))
     assert errs == ["ZeroDivisionError: division by zero"] and raw._held == {}
+
+
+def test_outstanding_counts_the_buffers_cupti_still_holds() -> None:
+    """The tracer's stop flushes only while CUPTI holds one of these buffers (``ActivityTracer._holds``)."""
+    raw, _, _ = decoder(FakeLib())
+    assert raw.outstanding() == 0
+    buf, size, most = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+    raw._on_request(ctypes.pointer(buf), ctypes.pointer(size), ctypes.pointer(most))
+    assert raw.outstanding() == 1
+    raw._on_complete(None, 0, buf.value, size.value, 0)
+    assert raw.outstanding() == 0

@@ -135,6 +135,10 @@ class RawBuffers:
         if status != SUCCESS:
             raise OSError(f"cuptiActivityRegisterCallbacks returned {status}")
 
+    def outstanding(self) -> int:
+        """Buffers handed to CUPTI and not given back yet."""
+        return len(self._held)
+
     def _on_request(self, buffer: Any, size: Any, max_records: Any) -> None:
         try:
             raw = ctypes.create_string_buffer(self.buffer_bytes + ALIGN)

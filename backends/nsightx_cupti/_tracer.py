@@ -175,6 +175,8 @@ class ActivityTracer:
         self._lock = threading.Lock()
         self._pending = ActivityBatch()
         self._errors: list[str] = []
+        self._requested = 0
+        """Buffers cupti-python's callbacks handed to CUPTI since the last forced flush (see :meth:`_holds`)."""
         self.buffer_bytes = DEFAULT_BUFFER_BYTES
         self.active = False
         self.quiet = QuietApis(self._api_name)
@@ -196,6 +198,7 @@ class ActivityTracer:
 
     # --- CUPTI callbacks (may run on a CUPTI thread) --------------------------------------------------------
     def _buffer_requested(self) -> tuple[int, int]:
+        self._requested += 1
         return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities: Any) -> None:
@@ -484,10 +487,30 @@ class ActivityTracer:
                 c.activity_disable(kind)
             if self.api_tracing == "always" or self._open_regions:
                 self._apis(False)
-            c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED))
+            if self._holds():
+                self._forced_flush()
         finally:
             self._discard()
             self.active = False
+
+    def _holds(self) -> bool:
+        """Whether CUPTI may hold a buffer of ours: one was handed out since the last forced flush.
+
+        :meth:`stop` flushes only then. After the final collection's forced flush CUPTI usually holds none (no
+        CUDA call was traced since), and a forced flush once the kinds are off cost ~170 us on the H200
+        (``benchmarks/cupti_flush_probe.py``'s ``stop_parts``), after the GPU wait. It must not be skipped when
+        CUPTI does hold one: a buffer still in CUPTI when another client registers its callbacks would be handed
+        to that client.
+        """
+        if self.decoder == "ctypes" and self._raw is not None:
+            return self._raw.outstanding() > 0
+        return self._requested > 0
+
+    def _forced_flush(self) -> None:
+        """Deliver every buffer CUPTI holds, complete or not (afterwards it holds none of ours)."""
+        c = self._cupti
+        c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED))
+        self._requested = 0
 
     def push(self, external_id: int) -> None:
         """Push ``external_id`` on the calling thread's CUPTI stack."""
@@ -510,7 +533,10 @@ class ActivityTracer:
         c = self._cupti
         decoded = self.stats.get("decode", 0)
         t0 = time.perf_counter_ns()
-        c.activity_flush_all(int(c.ActivityFlag.FLUSH_FORCED) if self.flush_flag == "forced" else 0)
+        if self.flush_flag == "forced":
+            self._forced_flush()
+        else:
+            c.activity_flush_all(0)
         t1 = time.perf_counter_ns()
         dropped = self.dropped()
         t2 = time.perf_counter_ns()
