@@ -211,7 +211,7 @@ def make_profiled(
     host = _plugins.PluginHost(_plugins.LoaderSettings(blocked=("nvml",))).load()
 
     def call() -> Any:
-        previous = _plugins._default
+        previous = _plugins.default_host()  # loaded: restoring None would reload it every call
         _plugins.set_default_host(host)
         try:
             return fn()

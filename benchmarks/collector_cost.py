@@ -113,7 +113,10 @@ def make_variant(torch: Any, w: Workload, variant: str) -> Callable[[], Any]:
     def call() -> Any:
         from nsightx_nvml import _collectors, _sampler
 
-        previous, period = _plugins._default, _sampler.SAMPLE_PERIOD_S
+        # the loaded default host, not ``_plugins._default``: restoring None after a call made every later
+        # default call load a new plugin host (~15 ms on the H200, and new collectors with cold caches), which
+        # is what this script's "default" figures measured until session 10
+        previous, period = _plugins.default_host(), _sampler.SAMPLE_PERIOD_S
         real = getattr(_collectors.Provider, "real", None)
         if host is not None:
             _plugins.set_default_host(host)

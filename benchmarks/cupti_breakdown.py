@@ -287,7 +287,7 @@ def main() -> int:
             dispatch.requested = tracer._buffer_requested
             if host is None:
                 return matmul()
-            previous = _plugins._default
+            previous = _plugins.default_host()  # loaded: restoring None would reload it every call
             _plugins.set_default_host(host)
             try:
                 return matmul()

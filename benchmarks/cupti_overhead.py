@@ -221,7 +221,7 @@ def _kernel_with_host(nsightx: Any, torch: Any, backend: str, cache: str, host: 
     inner = make_profiled(torch, backend, cache, **options)
 
     def call() -> Any:
-        previous = _plugins._default
+        previous = _plugins.default_host()  # loaded: restoring None would reload it every call
         _plugins.set_default_host(host)
         try:
             return inner()

@@ -58,7 +58,7 @@ def profiled(torch: Any, backend: str, sizes: tuple[int, ...], runs: int, nvml: 
     host = _blocked_host()
 
     def call() -> Any:
-        previous = _plugins._default
+        previous = _plugins.default_host()  # loaded: restoring None would reload it every call
         _plugins.set_default_host(host)
         try:
             return matmul()

@@ -312,3 +312,31 @@ def test_slow_fields_are_queried_less_often_than_the_clock(monkeypatch: pytest.M
     assert fake.calls["nvmlDeviceGetTemperature"] == 1 and fake.calls["nvmlDeviceGetPowerUsage"] == 1
     assert fake.calls["nvmlDeviceGetClockInfo"] == 5 + 1  # the SM clock every time, the memory clock once
     assert all(r == readings[0] for r in readings) and set(readings[0]) == set(RUN_COLUMNS) - {AGE_COLUMN}
+
+
+def test_a_fresh_sample_asks_no_liveness_and_a_sampler_that_ended_falls_back_to_direct_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before every run the collector copies the sample without asking the sampler whether it is alive (for a
+    process that is a ``waitpid``); once the sample is stale and the sampler no longer runs, it reads NVML on
+    the calling thread, as it does without a sampler."""
+    install(monkeypatch, [FakeGpu(GPU_A)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 0.001)
+    monkeypatch.setattr(_collectors, "STALE_SAMPLE_S", 0.005)
+    run = RunConditions()
+    ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=0)
+    run.start(ctx)
+    try:
+        sampler = _sampler.current(run._sweep[0])
+        assert sampler is not None and _wait_for(lambda: sampler.latest() is not None)
+        asked: list[bool] = []
+        real = type(sampler).running
+        monkeypatch.setattr(type(sampler), "running", property(lambda s: asked.append(True) or real.fget(s)))
+        assert run.collect(ctx)[AGE_COLUMN] < 5.0 and asked == []
+        sampler.stop()  # the sampler ends mid-call (a sampler process that died)
+        time.sleep(0.01)
+        direct: list[int] = []
+        monkeypatch.setattr(run, "_direct", lambda c, now: direct.append(now) or {AGE_COLUMN: 0.0})
+        assert run.collect(ctx) == {AGE_COLUMN: 0.0} and len(direct) == 1 and asked
+    finally:
+        run.stop()

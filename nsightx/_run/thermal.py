@@ -33,7 +33,7 @@ from typing import Protocol
 
 from nsightx._enums import CollectionScope, VerbosityLevel
 from nsightx._errors import CoolingTimeoutError
-from nsightx._results.records import CollectorValue
+from nsightx._results.records import CollectorValue, new_collector_value
 
 DEFAULT_WAIT_C = 10
 """Headroom (°C) at or below which a run waits, when ``thermal_wait`` is not given."""
@@ -59,6 +59,7 @@ RECHECK_MARGIN_C = 5.0
 """Degrees of headroom above ``wait`` that let the guard skip reads for :data:`RECHECK_S`."""
 PAUSE_COLUMN = "ThermalPauseS"
 """RUN-scope column: seconds paused for cooling before the run."""
+_RUN = CollectionScope.RUN.value
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,7 @@ class ThermalGuard:
     def take_values(self, config: int, run: int) -> list[CollectorValue]:
         """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN row."""
         value, self._pending_s = round(self._pending_s, 3), 0.0
-        return [CollectorValue(PAUSE_COLUMN, CollectionScope.RUN.value, config, run, None, value)]
+        return [new_collector_value(PAUSE_COLUMN, _RUN, config, run, None, value)]  # before every run: fast builder
 
     def _read(self) -> ThermalReading | None:
         if self._broken:

@@ -192,6 +192,7 @@ class RunConditions:
         self._last: dict[tuple[int, str], tuple[DeviceMap, Sample]] = {}
         self._leases: list[tuple[int, str]] = []
         self._sweep: dict[int | str | None, tuple[int, str]] = {}
+        self._children: dict[tuple[int, str], ChildSpec] = {}
 
     def start(self, ctx: CollectContext) -> None:
         """A profiled call starts: start the sampler of ``ctx.device`` (nothing when NVML is unavailable)."""
@@ -204,8 +205,9 @@ class RunConditions:
             return  # collect() warns, once
         key = (id(devices), dev.label)
         nvml = devices.nvml
-        p = provider()
-        child = ChildSpec(nvml.uuid(dev.sensors)) if p.real else None  # a double lives only in this process
+        child = self._children.get(key) if provider().real else None  # a double lives only in this process
+        if child is None and provider().real:
+            child = self._children[key] = ChildSpec(nvml.uuid(dev.sensors))  # a UUID is fixed: asked once
         _sampler.acquire(key, lambda: self.read(nvml, dev), child=child)
         self._leases.append(key)
         self._sweep[ctx.device] = key
@@ -226,19 +228,19 @@ class RunConditions:
         """The readings the run starts with, or no columns when NVML is unavailable."""
         now = time.perf_counter_ns()
         key = self._sweep.get(ctx.device)
-        sampler = _sampler.running(key) if key is not None else None
+        sampler = _sampler.current(key) if key is not None else None
         if sampler is None:
             return self._direct(ctx, now)
         sampler.demand()
         sample = sampler.latest()
         if sample is None or (now - sample.taken_ns) / 1e9 > STALE_SAMPLE_S:
+            if not sampler.running:  # it does not sample (its process ended, or no period): read here
+                return self._direct(ctx, now)
             sample = sampler.sample() or sample  # parked during a long wait: read now, before the run
             now = time.perf_counter_ns()
             if sample is None:
                 return dict.fromkeys(RUN_COLUMNS)
-        values = dict(sample.values)
-        values[AGE_COLUMN] = sample.age_ms(now)
-        return values
+        return {**sample.values, AGE_COLUMN: sample.age_ms(now)}
 
     def _direct(self, ctx: CollectContext, now: int) -> Mapping[str, Scalar]:
         """Read NVML on the calling thread (no sampler runs for this device)."""

@@ -412,6 +412,16 @@ def release(key: Hashable) -> None:
     lease.sampler.stop()
 
 
+def current(key: Hashable) -> Sampler | ProcessSampler | None:
+    """The sampler of ``key`` while some sweep uses it, sampling or not (no lock, no system call).
+
+    The RUN collector asks this before every run; :func:`running` also asks a sampler process whether it is
+    alive (a ``waitpid``), which the collector does only once the latest sample has gone stale.
+    """
+    lease = _leases.get(key)
+    return lease.sampler if lease is not None else None
+
+
 def running(key: Hashable) -> Sampler | ProcessSampler | None:
     """The sampler of ``key`` while some sweep uses it and it samples, else ``None`` (no lock)."""
     lease = _leases.get(key)
