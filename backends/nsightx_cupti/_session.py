@@ -40,6 +40,7 @@ from nsightx_cupti._attribution import (
     KernelActivity,
     RegionWindow,
     attribute,
+    new_window,
     silent_launches,
     to_run_output,
     to_run_outputs,
@@ -250,6 +251,8 @@ class CuptiSession(Session):
         self._windows: list[RegionWindow] = []
         self._lock = threading.Lock()
         self._warned_untraced = False
+        self._region_apis = getattr(tracer, "api_tracing", "always") == "region"
+        """Whether the tracer switches API records on per region (else its region hooks do nothing: not called)."""
         self.cost_ns: dict[str, int] = {"sync": 0, "collect": 0, "attribute": 0, "runs": 0}
         """Cumulative host time of :meth:`finish_run`'s steps (the backend's own overhead), ns."""
 
@@ -270,9 +273,11 @@ class CuptiSession(Session):
         if self.flush_at == "region":
             self.device.flush_l2()
         ext = next(self._ids)
-        self.tracer.region_open()
-        t = self.tracer.timestamp()
-        self.tracer.push(ext)
+        tracer = self.tracer
+        if self._region_apis:
+            tracer.region_open()
+        t = tracer.timestamp()
+        tracer.push(ext)
         self._open[(region.annotation, region.config, region.run)] = (ext, t, threading.get_ident())
 
     def region_exit(self, region: RegionId, failed: bool) -> None:
@@ -288,9 +293,11 @@ class CuptiSession(Session):
                 stacklevel=3,
             )
         t1 = self.tracer.timestamp()
-        self.tracer.region_close()
+        if self._region_apis:
+            self.tracer.region_close()
+        window = new_window(ext, region.annotation, region.config, region.run, t0, t1, tid, failed)
         with self._lock:
-            self._windows.append(RegionWindow(ext, region.annotation, region.config, region.run, t0, t1, tid, failed))
+            self._windows.append(window)
 
     def finish_run(self, config: int, run: int) -> RunOutput:
         """Deferred: note the run (its records come from :meth:`collect_runs`). Otherwise collect it now.
