@@ -497,8 +497,9 @@ class ActivityTracer:
         """Whether CUPTI may hold a buffer of ours: one was handed out since the last forced flush.
 
         :meth:`stop` flushes only then. After the final collection's forced flush CUPTI usually holds none (no
-        CUDA call was traced since), and a forced flush once the kinds are off cost ~170 us on the H200
-        (``benchmarks/cupti_flush_probe.py``'s ``stop_parts``), after the GPU wait. It must not be skipped when
+        CUDA call was traced since), and a forced flush once the kinds are off cost 57-170 us on the H200, after
+        the GPU wait (``benchmarks/cupti_flush_probe.py``'s ``stop_parts``; stop went from 102-133 to 68-73 us,
+        ``benchmarks/results/2026-12-04-s10-gpu-run.md``). It must not be skipped when
         CUPTI does hold one: a buffer still in CUPTI when another client registers its callbacks would be handed
         to that client.
         """

@@ -205,9 +205,11 @@ class RunConditions:
             return  # collect() warns, once
         key = (id(devices), dev.label)
         nvml = devices.nvml
-        child = self._children.get(key) if provider().real else None  # a double lives only in this process
-        if child is None and provider().real:
-            child = self._children[key] = ChildSpec(nvml.uuid(dev.sensors))  # a UUID is fixed: asked once
+        child = None  # a double of NVML lives only in this process: a thread samples it
+        if provider().real:
+            child = self._children.get(key)
+            if child is None:  # a device's UUID is fixed: asked once, not at every call (an NVML query)
+                child = self._children[key] = ChildSpec(nvml.uuid(dev.sensors))
         _sampler.acquire(key, lambda: self.read(nvml, dev), child=child)
         self._leases.append(key)
         self._sweep[ctx.device] = key
