@@ -205,16 +205,3 @@ def test_fixture_kernel_names_become_base_names(folder: Path) -> None:
     batch, windows, _ = _fixture(folder, "two_regions")
     names = {r.kernel for r in to_run_output(attribute(batch, windows), windows).records}
     assert names == {"vectorized_elementwise_kernel"}
-
-
-def test_new_window_builds_what_the_constructor_builds() -> None:
-    """The fast builder the session uses when a region closes sets every field, in order, and stays frozen."""
-    import dataclasses
-
-    from nsightx_cupti._attribution import new_window
-
-    args = (7, "gemm", 2, 3, 100, 250, 12345, True)
-    fast, slow = new_window(*args), RegionWindow(*args)
-    assert fast == slow and [getattr(fast, f.name) for f in dataclasses.fields(RegionWindow)] == list(args)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.run = 4  # type: ignore[misc]

@@ -26,7 +26,7 @@ import bisect
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from nsightx.ext import Record, RegionId, RunOutput, Scalar, new_record
@@ -112,30 +112,6 @@ class RegionWindow:
     def region(self) -> RegionId:
         """The region's identity."""
         return RegionId.model_construct(annotation=self.annotation, config=self.config, run=self.run)
-
-
-_WINDOW_SETTERS = tuple(getattr(RegionWindow, f.name).__set__ for f in fields(RegionWindow))
-
-
-def new_window(
-    external_id: int, annotation: str, config: int, run: int, enter_ns: int, exit_ns: int, thread_id: int, failed: bool
-) -> RegionWindow:
-    """``RegionWindow(...)``, built through its slots' descriptors.
-
-    One is made whenever a region closes, between two launches of a host-bound sweep; the frozen dataclass's
-    constructor takes twice as long (0.87 against 0.44 us on a 2-core CI machine).
-    """
-    w = object.__new__(RegionWindow)
-    s = _WINDOW_SETTERS
-    s[0](w, external_id)
-    s[1](w, annotation)
-    s[2](w, config)
-    s[3](w, run)
-    s[4](w, enter_ns)
-    s[5](w, exit_ns)
-    s[6](w, thread_id)
-    s[7](w, failed)
-    return w
 
 
 @dataclass(slots=True)

@@ -40,7 +40,6 @@ from nsightx_cupti._attribution import (
     KernelActivity,
     RegionWindow,
     attribute,
-    new_window,
     silent_launches,
     to_run_output,
     to_run_outputs,
@@ -295,7 +294,7 @@ class CuptiSession(Session):
         t1 = self.tracer.timestamp()
         if self._region_apis:
             self.tracer.region_close()
-        window = new_window(ext, region.annotation, region.config, region.run, t0, t1, tid, failed)
+        window = RegionWindow(ext, region.annotation, region.config, region.run, t0, t1, tid, failed)
         with self._lock:
             self._windows.append(window)
 
