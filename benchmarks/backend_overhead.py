@@ -175,11 +175,14 @@ CUPTI_VARIANTS: dict[str, dict[str, Any]] = {
     "cupti_drain_wait_32k": {"cupti_drain": "wait", "buffer_bytes": 32768},
     "cupti_drain_wait_pydecode": {"cupti_decode": "cupti-python", "cupti_drain": "wait"},
     "cupti_drain_off_pydecode": {"cupti_decode": "cupti-python", "cupti_drain": "off"},
+    "cupti_api_learn": {"api_tracing": "learn"},
 }
 """Extra cupti variants (``--cupti-variants``), each with the default collectors: the ``cupti_drain`` modes
 (``off`` is the behaviour before draining: everything decoded after the wait, 256 KiB buffers; the others with
 the draining default of 8 KiB buffers unless given), two buffer sizes, and buffers read by cupti-python's record
-objects instead of the ctypes decoder (``*_pydecode``: how every buffer was read before session 8)."""
+objects instead of the ctypes decoder (``*_pydecode``: how every buffer was read before session 8), and
+``api_tracing="learn"`` (``cupti_api_learn``: launch APIs learned to launch outside regions recorded only inside
+them)."""
 
 
 def make_profiled(

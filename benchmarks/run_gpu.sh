@@ -10,6 +10,9 @@
 #   bash benchmarks/run_gpu.sh examples  NVIDIA's nsight-python examples (EXAMPLES=their examples/ folder)
 #   bash benchmarks/run_gpu.sh overhead  issue 13's benchmarks (BEFORE_TREE=older code to compare with) and the
 #                                      cupti GPU tests; overhead.log has each step's output
+#   bash benchmarks/run_gpu.sh learn   api_tracing="learn" against "always" (issue 13): the cupti GPU tests, then
+#                                      PROCESSES (4) processes of backend_overhead with its cupti_api_learn
+#                                      variant (backend_overhead_learn<i>.json); learn.log has the ratios
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
 #
 # Usage (GPU machine, repository root, nsightx importable). Never changes clocks: nothing here uses
@@ -108,6 +111,31 @@ stage_overhead() {
   grep -E "paired|ratio|passed|failed" "$OUT/overhead.log" | head -30
 }
 
+stage_learn() {
+  # api_tracing="learn" against the default "always": the cupti GPU tests (its own among them), then
+  # PROCESSES processes of backend_overhead with the cupti_api_learn variant, paired with "cupti" in each process
+  {
+    step "pytest -m gpu: cupti and other CUPTI clients"
+    timeout 180 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_cupti_gpu.py \
+      tests/test_cupti_other_clients_gpu.py 2>&1 | tail -5
+    for i in $(seq "${PROCESSES:-4}"); do
+      step "benchmarks/backend_overhead.py process $i"
+      timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-15}" \
+        --only sweep_once,sweep_randn --no-profile --cupti-variants cupti_api_learn --tag "_learn$i"
+    done
+    step "paired ratios to bare, per process"
+    python3 - "$OUT" <<'PY'
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/backend_overhead_learn*.json")):
+    d = json.load(open(f))
+    for w, v in d["workloads"].items():
+        r = v["ratio_paired_median"]
+        print(f.rsplit("/", 1)[-1], w, {k: round(r[k], 4) for k in ("cupti", "cupti_api_learn", "events") if k in r})
+PY
+  } > "$OUT/learn.log" 2>&1
+  grep -E "passed|failed|backend_overhead_learn" "$OUT/learn.log" | tail -12
+}
+
 [ $# -gt 0 ] || set -- tests bench examples
 for stage in "$@"; do
   case "$stage" in
@@ -115,7 +143,8 @@ for stage in "$@"; do
     bench) stage_bench ;;
     examples) stage_examples ;;
     overhead) stage_overhead ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead]" >&2; exit 2 ;;
+    learn) stage_learn ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null

@@ -287,3 +287,71 @@ def test_ctypes_decoder_reads_what_cupti_python_reads(plugin_host: Any, torch: A
     assert 0.8 < med["ctypes"] / med["cupti-python"] < 1.25, med
     names = {d: sorted({r.kernel for r in res.records}) for d, res in by.items()}
     assert names["ctypes"] == names["cupti-python"]
+
+
+def test_learn_mode_gates_outside_launches_and_finds_every_region_kernel(plugin_host: Any, torch: Any) -> None:
+    """``api_tracing="learn"``: once the launches outside the regions are learned, their launch API is recorded
+    only inside regions, and every region still gets exactly the kernels it gets with ``"always"``."""
+    from nsightx_cupti._tracer import ActivityTracer
+
+    side = torch.cuda.Stream()
+
+    def make(tracing: str) -> Any:
+        @nsightx.analyze.kernel(
+            configs=[(512,), (1024,)],
+            runs=4,
+            backend="cupti",
+            combine_kernel_metrics=operator.add,
+            verbosity=SILENT,
+            backend_options={"api_tracing": tracing},
+        )
+        def work(n: int) -> None:
+            a = torch.randn(n, n, device="cuda")  # two launches outside every region per run
+            b = torch.randn(n, n, device="cuda")
+            with nsightx.annotate("matmul"):
+                a @ b
+            with nsightx.annotate("streams"):
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    a.add_(1)
+                torch.cuda.current_stream().wait_stream(side)
+                t = threading.Thread(target=lambda: b.mul_(2))
+                t.start()
+                t.join()
+
+        return work
+
+    def counts(res: Any) -> dict[tuple[str, int], set[int]]:
+        out: dict[tuple[str, int], set[int]] = {}
+        for reg in _regions(res):
+            out.setdefault((reg.annotation, reg.config), set()).add(reg.attributes["kernel_count"])
+        return out
+
+    plain = make("always")
+    plain()  # the quiet APIs of this function are learned
+    first = plain()
+    always = counts(first)
+    learn = make("learn")
+    learn()  # learns the outside launches
+    tracer = ActivityTracer.get()
+    assert tracer.gate.keys, "torch.randn's launch API was not learned"
+    with warnings_as_errors():
+        gated = learn()
+    assert counts(gated) == always and always[("streams", 0)] == {2}
+    assert gated.environment["CuptiGatedApis"] >= 1
+    # no launch record for the two outside kernels of each run
+    assert gated.environment["CuptiPerRun_records"] <= first.environment["CuptiPerRun_records"] - 1.5
+
+
+class warnings_as_errors:
+    """A block in which any warning fails the test (the gated outside kernels must not warn)."""
+
+    def __enter__(self) -> None:
+        import warnings
+
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("error")
+
+    def __exit__(self, *exc: object) -> None:
+        self._ctx.__exit__(*exc)

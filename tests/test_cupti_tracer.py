@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import time
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -137,6 +138,17 @@ class FakeCupti:
         self.produce(api(self.next_corr, 10 * self.next_corr, cbid=cbid, kind=Kind.DRIVER))
         if self.stack:
             self.produce(ext(self.next_corr, self.stack[-1]))
+
+    def launch(self, name: str = "k") -> None:
+        """A ``cudaLaunchKernel`` of the process: its launch record (with the pushed external id) while the RUNTIME
+        kind and that API are on, and its kernel record in any case."""
+        self.next_corr += 1
+        corr, key = self.next_corr, ("runtime", int(RuntimeCbid.cudaLaunchKernel_v7000))
+        if Kind.RUNTIME in self.enabled and self.api_switches.get(key, 1):
+            self.produce(api(corr, 10 * corr))
+            if self.stack:
+                self.produce(ext(corr, self.stack[-1]))
+        self.produce(kernel(name, corr, 10 * corr + 100, 10 * corr + 150))
 
     def other_client(self) -> list[Any]:
         """Another CUPTI client (torch.profiler's Kineto) registers its callbacks; returns what it receives."""
@@ -465,3 +477,119 @@ def test_quiet_candidates_skip_the_kernels_once_every_api_is_known() -> None:
     k2 = KernelActivity("k2", 300, 400, 4)
     assert quiet.candidates(ActivityBatch([k2], {3: fresh, 4: new_launch}, {})) == [("driver", 300)]
     assert ("driver", 301) in quiet.launching
+
+
+# --- api_tracing="learn": launch APIs recorded only inside regions once they launch outside them -------------
+
+
+def _learn_session(tracer: ActivityTracer, outside: int, inside: int = 1) -> list[Any]:
+    """One session of one run: ``outside`` launches before the region, ``inside`` in it; the run's records."""
+    from nsightx_cupti._session import CuptiSession
+
+    from nsightx._results.records import RegionId
+
+    tracer.start(api_tracing="learn")
+    fake: FakeCupti = tracer._cupti
+    session = CuptiSession(tracer, _Device())
+    for _ in range(outside):
+        fake.launch("outside")
+    region = RegionId("a", 0, 0)
+    session.region_enter(region)
+    for _ in range(inside):
+        fake.launch("inside")
+    session.region_exit(region, False)
+    records = session.finish_run(0, 0).records
+    tracer.stop()
+    return records
+
+
+LAUNCH = ("runtime", int(RuntimeCbid.cudaLaunchKernel_v7000))
+
+
+def test_learn_mode_records_a_launch_api_that_launches_outside_regions_only_inside_them() -> None:
+    fake = FakeCupti(per_api=True)
+    tracer = ActivityTracer(fake, canary=None)
+    records = _learn_session(tracer, outside=2)  # first session: nothing learned, every launch recorded
+    assert [r.kernel for r in records] == ["inside"] and tracer.gate.keys == {LAUNCH}
+
+    tracer.start(api_tracing="learn")
+    assert tracer.gated == (LAUNCH,) and fake.api_switches[LAUNCH] == 0  # off outside regions
+    tracer.region_open()
+    assert fake.api_switches[LAUNCH] == 1
+    tracer.region_close()
+    assert fake.api_switches[LAUNCH] == 0
+    tracer.stop()
+
+    fake.calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the outside kernels, left without a launch record, are no warning
+        records = _learn_session(tracer, outside=2)
+    assert [(r.kernel, r.value) for r in records] == [("inside", 50.0)]
+    assert tracer.gate.keys == {LAUNCH}  # still two kernels per region without a record: stays gated
+
+    _learn_session(tracer, outside=0)  # the function stopped launching outside its region
+    assert tracer.gate.keys == set()
+    tracer.start(api_tracing="learn")
+    assert tracer.gated == () and LAUNCH not in fake.api_switches
+    tracer.stop()
+
+
+def test_learn_mode_without_outside_launches_keeps_the_untraced_kernel_warning() -> None:
+    from nsightx_cupti._session import CuptiSession
+
+    from nsightx._results.records import RegionId
+
+    fake = FakeCupti(per_api=True)
+    tracer = ActivityTracer(fake, canary=None)
+    _learn_session(tracer, outside=0)
+    tracer.start(api_tracing="learn")
+    session = CuptiSession(tracer, _Device())
+    assert tracer.gated == () and not session._region_apis  # no per-region switching at all
+    region = RegionId("a", 0, 0)
+    session.region_enter(region)
+    session.region_exit(region, False)
+    fake.produce(kernel("k", 99, 100, 150))  # neither a launch record nor an external id
+    with pytest.warns(RuntimeWarning, match="no traced launch API record"):
+        session.finish_run(0, 0)
+    tracer.stop()
+
+
+def test_a_gated_api_that_cannot_be_switched_on_ends_the_gating_and_records_every_api() -> None:
+    fake = FakeCupti(per_api=True)
+    tracer = ActivityTracer(fake, canary=None)
+    _learn_session(tracer, outside=1)
+    switch = fake.activity_enable_runtime_api
+
+    def refuse_on(cbid: int, on: int) -> None:  # switches off, then refuses to switch on again
+        if on:
+            raise RuntimeError("CUPTI_ERROR_UNKNOWN")
+        switch(cbid, on)
+
+    fake.activity_enable_runtime_api = refuse_on  # type: ignore[method-assign]
+    tracer.start(api_tracing="learn")
+    assert tracer.gated == (LAUNCH,)
+    fake.calls.clear()
+    tracer.region_open()
+    assert fake.calls == ["enable RUNTIME", "enable DRIVER"] and tracer.gated == ()
+    fake.stack.append(5)
+    fake.launch("inside")  # recorded: enabling the kinds again switched every API back on
+    fake.stack.pop()
+    batch = tracer.collect()
+    assert batch.externals == {fake.next_corr: 5}
+    tracer.region_close()
+    tracer.stop()
+
+
+def test_the_gate_learns_from_launches_per_region_and_keeps_what_still_leaves_unplaced_kernels() -> None:
+    from nsightx_cupti._quiet import LaunchGate
+
+    gate = LaunchGate()
+    other = ("driver", 307)
+    gate.learn({LAUNCH: 20, other: 9}, unplaced=0, regions=10, gated=())
+    assert gate.keys == {LAUNCH}  # one launch per region or more; the other launched less
+    gate.learn({other: 10}, unplaced=20, regions=10, gated=(LAUNCH,))
+    assert gate.keys == {LAUNCH, other}
+    gate.learn({}, unplaced=5, regions=10, gated=(LAUNCH, other))
+    assert gate.keys == set()
+    gate.learn({LAUNCH: 3}, unplaced=0, regions=0, gated=())  # a collection without regions teaches nothing
+    assert gate.keys == set()

@@ -151,6 +151,8 @@ class Attribution:
     """Kernels launched outside every region (not counted)."""
     untraced: list[KernelActivity] = field(default_factory=list)
     """Kernels with neither an external id of this run nor a launch API record: cannot be placed."""
+    outside_apis: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Kernels placed outside every region by their launch record's time, per launching API ``(domain, cbid)``."""
 
 
 def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow]) -> Attribution:
@@ -192,6 +194,8 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow]) -> Attribut
         owner = _window_of(api.start, spans)
         if owner is None:
             result.outside += 1
+            key = (api.domain, api.cbid)
+            result.outside_apis[key] = result.outside_apis.get(key, 0) + 1
         else:
             by_region[owner].append(new(Attributed, (k, "window")))
     for kernels in by_region.values():

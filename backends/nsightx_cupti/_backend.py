@@ -45,9 +45,11 @@ class CuptiOptions(BackendOptions):
     """Size of each CUPTI activity buffer in bytes, at least 4096 (default 8 KiB while draining, else 256 KiB)."""
     flush_bytes: ByteCount = None
     """Size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)."""
-    api_tracing: Literal["always", "region"] = "always"
+    api_tracing: Literal["always", "region", "learn"] = "always"
     """'always' (default): API records for the whole session, minus APIs seen to launch nothing; 'region': only
-    while a region is open (switched on and off around each region)."""
+    while a region is open (switched on and off around each region); 'learn': as 'always', but a launch API
+    that the last collection saw launching a kernel per region or more outside every region is recorded only
+    while a region is open (its outside kernels then leave no launch record to decode)."""
     api_filter: Literal["learn", "off"] = "learn"
     """'learn' (default): switch off APIs seen to launch nothing; 'off': record every API call."""
     cupti_flush: Literal["forced", "plain"] = "forced"

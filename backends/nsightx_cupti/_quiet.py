@@ -15,11 +15,14 @@ records per run to ~8 from the second collection on (benchmarks/results/2026-12-
 
 Never switched off: an API whose name contains ``Launch``, an API whose name the installed cupti-python does not
 know, and an API whose record carried the correlation id of a kernel.
+
+:class:`LaunchGate` learns the other way round, for ``api_tracing="learn"``: which launch APIs launch kernels
+outside the regions often enough that they are better recorded only while a region is open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from nsightx_cupti._attribution import ActivityBatch
 
@@ -63,3 +66,37 @@ class QuietApis:
         )
         fresh = seen - self.launching - self.off - self.refused
         return sorted(key for key in fresh if self.may_silence(key))
+
+
+class LaunchGate:
+    """Which launch APIs to record only while a region is open (``api_tracing="learn"``), learned per process.
+
+    A function that launches kernels outside its regions (``torch.randn`` of its inputs in every run) makes CUPTI
+    write a launch API record for each of them, which is decoded and placed by its time after the wait for the
+    GPU, only to be left out (about 1.5 us per launch on the H200's host). Switching that launch API off outside
+    regions leaves such a kernel only its kernel record, which attribution drops at once (no external id, no
+    launch record), for two per-API switches per region (~0.6 us each on the H200).
+
+    So after each collection: a launch API that launched at least one kernel per region outside every region is
+    gated from the next session on. The gated APIs stay gated while collections keep seeing at least one kernel
+    per region with no record to place it by (what the gated launches leave); otherwise they are recorded again,
+    and learned anew from the next collection.
+    """
+
+    def __init__(self) -> None:
+        self.keys: set[ApiKey] = set()
+        """APIs to gate at the next session's start."""
+
+    def learn(self, outside_apis: dict[ApiKey, int], unplaced: int, regions: int, gated: Iterable[ApiKey]) -> None:
+        """Update :attr:`keys` from one collection.
+
+        Args:
+            outside_apis: Kernels placed outside every region by their launch record, per launching API.
+            unplaced: Kernels with neither an external id nor a launch record.
+            regions: Regions of the collection.
+            gated: The APIs gated while it was recorded.
+        """
+        if regions <= 0:
+            return
+        kept = set(gated) if unplaced >= regions else set()
+        self.keys = kept | {key for key, n in outside_apis.items() if n >= regions}

@@ -250,8 +250,12 @@ class CuptiSession(Session):
         self._windows: list[RegionWindow] = []
         self._lock = threading.Lock()
         self._warned_untraced = False
-        self._region_apis = getattr(tracer, "api_tracing", "always") == "region"
+        tracing = getattr(tracer, "api_tracing", "always")
+        self._region_apis = tracing == "region" or bool(getattr(tracer, "gated", ()))
         """Whether the tracer switches API records on per region (else its region hooks do nothing: not called)."""
+        self._traced_everywhere = tracing == "always" or (tracing == "learn" and not self._region_apis)
+        """Whether every launch outside regions leaves a launch record (then a kernel without one is an API the
+        tracer switched off for launching nothing that did launch: see :meth:`_untraced`)."""
         self.cost_ns: dict[str, int] = {"sync": 0, "collect": 0, "attribute": 0, "runs": 0}
         """Cumulative host time of :meth:`finish_run`'s steps (the backend's own overhead), ns."""
 
@@ -350,9 +354,11 @@ class CuptiSession(Session):
             self.batches.append((batch, windows))
         attribution = attribute(batch, windows)
         self._check_silent(batch, windows, attribution)
-        traced_everywhere = getattr(self.tracer, "api_tracing", "always") == "always"
-        if attribution.untraced and windows and traced_everywhere:
+        if attribution.untraced and windows and self._traced_everywhere:
             self._untraced(attribution.untraced)
+        learn_gate = getattr(self.tracer, "learn_gate", None)
+        if learn_gate is not None:
+            learn_gate(attribution.outside_apis, len(attribution.untraced), len(windows))
         for kernels in attribution.by_region.values():
             for a in kernels:
                 if a.kernel.start <= 0 or a.kernel.end < a.kernel.start:
@@ -441,6 +447,7 @@ class CuptiSession(Session):
         env["CuptiApiTracing"] = getattr(self.tracer, "api_tracing", None)
         quiet = getattr(self.tracer, "quiet", None)
         env["CuptiQuietApis"] = len(quiet.off) if quiet is not None else None
+        env["CuptiGatedApis"] = len(getattr(self.tracer, "gated", ()))
         runs = max(self.cost_ns["runs"], 1)
         for step in ("sync", "collect", "attribute"):
             env[f"CuptiUsPerRun_{step}"] = round(self.cost_ns[step] / runs / 1e3, 1)

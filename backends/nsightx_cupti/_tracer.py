@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx.ext import MeasurementError
 from nsightx_cupti._attribution import ActivityBatch, ApiActivity, KernelActivity
-from nsightx_cupti._quiet import ApiKey, QuietApis
+from nsightx_cupti._quiet import ApiKey, LaunchGate, QuietApis
 
 if TYPE_CHECKING:
     from nsightx_cupti._raw import RawBuffers
@@ -182,7 +182,13 @@ class ActivityTracer:
         self.quiet = QuietApis(self._api_name)
         """APIs switched off while tracing because they launched nothing (learned, kept for the process)."""
         self.api_tracing = "always"
-        """``always``: launch API records for the whole session; ``region``: only while a region is open."""
+        """``always``: API records for the whole session; ``region``: only while a region is open; ``learn``: for
+        the whole session, but those of the launch APIs in :attr:`gate` only while a region is open."""
+        self.gate = LaunchGate()
+        """Launch APIs learned to launch kernels outside regions (``api_tracing="learn"``), kept for the process."""
+        self.gated: tuple[ApiKey, ...] = ()
+        """The launch APIs switched off outside regions in this session (``api_tracing="learn"``)."""
+        self._gate_switches: tuple[tuple[Callable[[int, int], Any], int], ...] = ()  # each one's switch, cbid
         self.api_filter = "learn"
         """``learn``: APIs seen to launch nothing are switched off (:mod:`nsightx_cupti._quiet`); ``off``: never."""
         self._open_regions = 0
@@ -321,11 +327,13 @@ class ActivityTracer:
         a kernel to its launch, and without which CUPTI writes no external-correlation records) are enabled for
         the whole session (``api_tracing="always"``, the default), minus the APIs learned to be quiet (see
         :mod:`nsightx_cupti._quiet`), or only while a region is open (``"region"``: nothing outside regions is
-        recorded, but switching the two kinds on and off costs ~110 us per region on the H200).
+        recorded, but switching the two kinds on and off costs ~110 us per region on the H200). ``"learn"`` is
+        ``"always"`` with the launch APIs of :attr:`gate` on only while a region is open (see
+        :class:`~nsightx_cupti._quiet.LaunchGate`).
 
         Args:
             buffer_bytes: Size of each activity buffer.
-            api_tracing: ``region`` or ``always``.
+            api_tracing: ``always``, ``region`` or ``learn``.
             flush_flag: ``forced`` (default) or ``plain`` (for overhead studies: CUPTI may hold back a buffer
                 whose records it has not completed, which would lose kernels of the run).
             api_filter: ``learn`` (default): switch off APIs seen to launch nothing; ``off``: record every API.
@@ -334,17 +342,7 @@ class ActivityTracer:
         Raises:
             MeasurementError: another CUPTI session is active in this process, or torch.profiler is recording.
         """
-        if self.active:
-            raise MeasurementError(
-                "a CUPTI session is already running in this process; CUPTI sessions cannot nest (finish the "
-                "outer profiled call first, or use backend='events' for the inner one)"
-            )
-        if torch_profiler_recording():
-            raise MeasurementError(
-                "torch.profiler is recording in this process and holds CUPTI's activity callbacks, which CUPTI "
-                "gives to one client at a time; end the torch.profiler session before the profiled call, or "
-                "profile this call with backend='events'"
-            )
+        self._check_can_start()
         c = self._cupti
         self.buffer_bytes = buffer_bytes
         if self.reregister:  # at every start: another client (torch.profiler, nsys) may have taken them since
@@ -363,7 +361,22 @@ class ActivityTracer:
                 self._switch(key, False)
         if api_tracing == "region":
             self._apis(False)
+        self.gated = self._gate() if api_tracing == "learn" else ()
         self.active = True
+
+    def _check_can_start(self) -> None:
+        """Raise when a session cannot start now (see :meth:`start`)."""
+        if self.active:
+            raise MeasurementError(
+                "a CUPTI session is already running in this process; CUPTI sessions cannot nest (finish the "
+                "outer profiled call first, or use backend='events' for the inner one)"
+            )
+        if torch_profiler_recording():
+            raise MeasurementError(
+                "torch.profiler is recording in this process and holds CUPTI's activity callbacks, which CUPTI "
+                "gives to one client at a time; end the torch.profiler session before the profiled call, or "
+                "profile this call with backend='events'"
+            )
 
     def _sing(self) -> bool:
         """Make the canary call under :data:`CANARY_ID` (before any API is switched off); False if it failed."""
@@ -406,19 +419,58 @@ class ActivityTracer:
         switch(self._k_runtime)
         switch(self._k_driver)
 
+    def _gate(self) -> tuple[ApiKey, ...]:
+        """Switch off the launch APIs of :attr:`gate` (``api_tracing="learn"``); returns those libcupti switched.
+
+        Their switch functions are bound here: :meth:`region_open` and :meth:`region_close` call them between
+        two launches of every run.
+        """
+        gated = tuple(key for key in sorted(self.gate.keys - self.quiet.refused) if self._switch(key, False))
+        c = self._cupti
+        self._gate_switches = tuple(
+            (c.activity_enable_runtime_api if domain == "runtime" else c.activity_enable_driver_api, cbid)
+            for domain, cbid in gated
+        )
+        return gated
+
+    def _launch_apis(self, on: int) -> None:
+        """Switch the gated launch APIs on (1) or off (0).
+
+        Should libcupti refuse one, the RUNTIME and DRIVER kinds are enabled again, which records every API from
+        then on (the gated ones included) and ends the gating for this session: a region's launches must never
+        go unrecorded, or its kernels would have no external id.
+        """
+        try:
+            for switch, cbid in self._gate_switches:
+                switch(cbid, on)
+        except Exception:
+            self._gate_switches, self.gated = (), ()
+            self._apis(True)
+
+    def learn_gate(self, outside_apis: dict[ApiKey, int], unplaced: int, regions: int) -> None:
+        """After a collection: update which launch APIs the next ``api_tracing="learn"`` session gates."""
+        if self.api_tracing == "learn":
+            self.gate.learn(outside_apis, unplaced, regions, self.gated)
+
     def region_open(self) -> None:
-        """A region opens: start tracing launch APIs (``api_tracing="region"``)."""
-        if self.api_tracing == "region":
+        """A region opens: start tracing API calls (``api_tracing="region"``) or the gated launch APIs (``"learn"``)."""
+        if self.api_tracing in ("region", "learn"):
             self._open_regions += 1
             if self._open_regions == 1:
-                self._apis(True)
+                if self.api_tracing == "region":
+                    self._apis(True)
+                else:
+                    self._launch_apis(1)
 
     def region_close(self) -> None:
-        """A region closed: stop tracing launch APIs (``api_tracing="region"``)."""
-        if self.api_tracing == "region" and self._open_regions > 0:
+        """A region closed: stop tracing what :meth:`region_open` switched on."""
+        if self.api_tracing in ("region", "learn") and self._open_regions > 0:
             self._open_regions -= 1
             if self._open_regions == 0:
-                self._apis(False)
+                if self.api_tracing == "region":
+                    self._apis(False)
+                else:
+                    self._launch_apis(0)
 
     def _api_name(self, domain: str, cbid: int) -> str | None:
         """The API's name from cupti-python's callback-id enums; None for an unknown id or a missing enum."""
@@ -485,12 +537,13 @@ class ActivityTracer:
         try:
             for kind in (self._k_kernel, self._k_external):
                 c.activity_disable(kind)
-            if self.api_tracing == "always" or self._open_regions:
+            if self.api_tracing != "region" or self._open_regions:
                 self._apis(False)
             if self._holds():
                 self._forced_flush()
         finally:
             self._discard()
+            self.gated, self._gate_switches = (), ()
             self.active = False
 
     def _holds(self) -> bool:
