@@ -1,7 +1,7 @@
 """Host cost of one whole cupti-backend call on issue 13's sweep shape, without a GPU (CPU only).
 
     PYTHONPATH=.:backends:plugins python benchmarks/cupti_host_path.py [--calls 200] [--profile] [--json PATH]
-        [--decoder ctypes|cupti-python] [--outside N] [--api-tracing always|region|learn]
+        [--decoder ctypes|cupti-python] [--outside N] [--api-tracing always|region|learn] [--compare always,learn]
 
 On the H200 the cupti backend's cost over a bare loop is host time: what the call does before the first run,
 between runs (hidden behind the GPU once it is busy), and after the final wait (``call_timeline.py``). This runs
@@ -24,9 +24,11 @@ So it times exactly nsightx's own Python, per call: ``pre`` (from the call to th
 ``loop`` (first to last user function, over 44 runs), ``post`` (the last user function to the return), and
 ``post`` split where the session's final wait returns: ``tail`` before it (on a GPU, hidden behind the queued
 runs) and ``after_wait`` (what adds to the call's wall time there), as medians of ``--calls`` calls.
-``--profile`` adds a cProfile. The nvml plugin runs as it would on a machine without NVML (no columns). Ratios
-between two versions of the code on the same machine are what to compare; the H200's host ran this code's
-Python ~3.5x slower than the 2-core CI machine in session 10 (decode: ~1.65 against ~0.47 us per record).
+``--profile`` adds a cProfile; ``--compare`` times several ``api_tracing`` modes with their calls interleaved
+in one process (a process's own speed moves a call by several percent here). The nvml plugin runs as it would
+on a machine without NVML (no columns). Ratios between two versions of the code on the same machine are what to
+compare; the H200's host ran this code's Python ~3.5x slower than the 2-core CI machine in session 10 (decode:
+~1.65 against ~0.47 us per record).
 """
 
 from __future__ import annotations
@@ -289,19 +291,9 @@ def measure(
     fn = make_call(cupti, stamps, outside, {"api_tracing": api_tracing})
     result = fn()  # warm-up (quiet-API learning, caches)
     assert len(result.to_dataframe()) == len(SWEEP)
-    phases: dict[str, list[float]] = {"pre": [], "loop": [], "post": [], "tail": [], "after_wait": [], "total": []}
+    phases: dict[str, list[float]] = {}
     for _ in range(calls):
-        stamps.clear()
-        WAITS.clear()
-        t0 = time.perf_counter_ns()
-        fn()
-        t1 = time.perf_counter_ns()
-        phases["pre"].append((stamps[0] - t0) / 1e3)
-        phases["loop"].append((stamps[-1] - stamps[0]) / 1e3)
-        phases["post"].append((t1 - stamps[-1]) / 1e3)
-        phases["tail"].append((WAITS[-1] - stamps[-1]) / 1e3)
-        phases["after_wait"].append((t1 - WAITS[-1]) / 1e3)
-        phases["total"].append((t1 - t0) / 1e3)
+        time_call(fn, stamps, phases)
     out: dict[str, Any] = {"us_median": {k: round(statistics.median(v), 1) for k, v in phases.items()}}
     out["spent_us"] = spent(fn, calls)
     if profile:
@@ -314,6 +306,44 @@ def measure(
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(40)
         out["profile"] = text.getvalue()
     return out
+
+
+def time_call(fn: Any, stamps: list[int], phases: dict[str, list[float]]) -> None:
+    """Call ``fn`` once and append its pre / loop / post / tail / after_wait / total to ``phases``, us."""
+    stamps.clear()
+    WAITS.clear()
+    t0 = time.perf_counter_ns()
+    fn()
+    t1 = time.perf_counter_ns()
+    for key, ns in (
+        ("pre", stamps[0] - t0),
+        ("loop", stamps[-1] - stamps[0]),
+        ("post", t1 - stamps[-1]),
+        ("tail", WAITS[-1] - stamps[-1]),
+        ("after_wait", t1 - WAITS[-1]),
+        ("total", t1 - t0),
+    ):
+        phases.setdefault(key, []).append(ns / 1e3)
+
+
+def compare(calls: int, modes: list[str], decoder: str, outside: int) -> dict[str, dict[str, float]]:
+    """Medians per ``api_tracing`` mode, the modes' calls interleaved in one process (their order alternating)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*Thermovision", category=RuntimeWarning)
+    cupti = SynthCupti(raw=decoder == "ctypes")
+    install(cupti)
+    fns = {}
+    for mode in modes:
+        stamps: list[int] = []
+        fns[mode] = (make_call(cupti, stamps, outside, {"api_tracing": mode}), stamps)
+        fns[mode][0]()  # warm-up: quiet APIs and gated launches learned
+    phases: dict[str, dict[str, list[float]]] = {mode: {} for mode in modes}
+    for i in range(calls):
+        for mode in modes if i % 2 else modes[::-1]:
+            fn, stamps = fns[mode]
+            time_call(fn, stamps, phases[mode])
+    return {m: {k: round(statistics.median(v), 1) for k, v in p.items()} for m, p in phases.items()}
 
 
 def spent(fn: Any, calls: int) -> dict[str, float]:
@@ -353,7 +383,19 @@ def main() -> int:
     ap.add_argument(
         "--outside", type=int, default=0, help="kernels each run launches outside its region (2: torch.randn x 2)"
     )
+    ap.add_argument(
+        "--compare",
+        help="comma-separated api_tracing modes to time interleaved in one process (e.g. always,learn) instead",
+    )
     args = ap.parse_args()
+    if args.compare:
+        table = compare(args.calls, args.compare.split(","), args.decoder, args.outside)
+        for mode, medians in table.items():
+            print(f"{mode:>8}: " + "  ".join(f"{k} {v:.1f}" for k, v in medians.items()) + " (us per call)")
+        if args.json:
+            doc = {"argv": sys.argv, "us_median": table}
+            args.json.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        return 0
     out = measure(args.calls, args.profile, args.decoder, args.outside, args.api_tracing)
     for key, us in out["us_median"].items():
         print(f"{key:>10}: {us:9.1f} us per call")
