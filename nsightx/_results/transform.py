@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import warnings
 from collections import defaultdict
@@ -156,7 +157,8 @@ def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -
         return new_run_value(
             first.annotation, first.config, first.run, first.metric, first.value, first.unit, first.kernel
         )
-    recs = sorted(recs, key=lambda r: r.seq)
+    if any(a.seq > b.seq for a, b in itertools.pairwise(recs)):  # backends hand them in launch order
+        recs = sorted(recs, key=_seq)
     if combine is None:
         names = "\n".join(f"  {r.seq}: {r.kernel}" for r in recs)
         raise KernelCountError(
@@ -186,15 +188,12 @@ def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -
             config=first.config,
             returned=value,
         )
-    return RunValue(
-        annotation=first.annotation,
-        config=first.config,
-        run=first.run,
-        metric=first.metric,
-        value=number,
-        unit=first.unit,
-        kernel="|".join(r.kernel for r in recs),
-    )
+    kernel = "|".join([r.kernel for r in recs])
+    return new_run_value(first.annotation, first.config, first.run, first.metric, number, first.unit, kernel)
+
+
+def _seq(r: Record) -> int:
+    return r.seq
 
 
 def _as_float(value: object) -> float | None:
