@@ -152,10 +152,11 @@ class Attribution:
     untraced: list[KernelActivity] = field(default_factory=list)
     """Kernels with neither an external id of this run nor a launch API record: cannot be placed."""
     outside_apis: dict[tuple[str, int], int] = field(default_factory=dict)
-    """Kernels placed outside every region by their launch record's time, per launching API ``(domain, cbid)``."""
+    """Kernels placed outside every region by their launch record's time, per launching API ``(domain, cbid)``
+    (counted only when :func:`attribute` is asked to)."""
 
 
-def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow]) -> Attribution:
+def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_outside: bool = False) -> Attribution:
     """Assign every kernel of ``batch`` to at most one of ``windows``.
 
     This runs after the GPU wait, on every kernel of a collection, so it does one dict lookup per kernel in the
@@ -165,6 +166,8 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow]) -> Attribut
     Args:
         batch: The activity of one run (any order).
         windows: The regions opened during that run; their host windows do not overlap (regions don't nest).
+        count_outside: Also count the kernels placed outside by their launch record per launching API
+            (:attr:`Attribution.outside_apis`, for ``api_tracing="learn"``; off, it costs nothing per kernel).
 
     Returns:
         The kernels of each region sorted by launch (correlation id, then GPU start), plus what was left out.
@@ -194,8 +197,9 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow]) -> Attribut
         owner = _window_of(api.start, spans)
         if owner is None:
             result.outside += 1
-            key = (api.domain, api.cbid)
-            result.outside_apis[key] = result.outside_apis.get(key, 0) + 1
+            if count_outside:
+                key = (api.domain, api.cbid)
+                result.outside_apis[key] = result.outside_apis.get(key, 0) + 1
         else:
             by_region[owner].append(new(Attributed, (k, "window")))
     for kernels in by_region.values():

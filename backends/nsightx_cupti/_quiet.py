@@ -73,9 +73,10 @@ class LaunchGate:
 
     A function that launches kernels outside its regions (``torch.randn`` of its inputs in every run) makes CUPTI
     write a launch API record for each of them, which is decoded and placed by its time after the wait for the
-    GPU, only to be left out (about 1.5 us per launch on the H200's host). Switching that launch API off outside
-    regions leaves such a kernel only its kernel record, which attribution drops at once (no external id, no
-    launch record), for two per-API switches per region (~0.6 us each on the H200).
+    GPU, only to be left out (decoding alone took ~1.65 us per record on the H200's host in session 10's flush
+    probe). Switching that launch API off outside regions leaves such a kernel only its kernel record, which
+    attribution drops at once (no external id, no launch record), for two per-API switches per region (~0.64 us
+    each in session 10's H200 call timeline: 16 switches, 10.2 us).
 
     So after each collection: a launch API that launched at least one kernel per region outside every region is
     gated from the next session on. The gated APIs stay gated while collections keep seeing at least one kernel

@@ -253,6 +253,8 @@ class CuptiSession(Session):
         tracing = getattr(tracer, "api_tracing", "always")
         self._region_apis = tracing == "region" or bool(getattr(tracer, "gated", ()))
         """Whether the tracer switches API records on per region (else its region hooks do nothing: not called)."""
+        self._learn_gate = getattr(tracer, "learn_gate", None) if tracing == "learn" else None
+        """``api_tracing="learn"``: the tracer's hook that each collection teaches which launch APIs to gate."""
         self._traced_everywhere = tracing == "always" or (tracing == "learn" and not self._region_apis)
         """Whether every launch outside regions leaves a launch record (then a kernel without one is an API the
         tracer switched off for launching nothing that did launch: see :meth:`_untraced`)."""
@@ -352,11 +354,11 @@ class CuptiSession(Session):
             windows, self._windows = self._windows, []
         if self.keep_batches:
             self.batches.append((batch, windows))
-        attribution = attribute(batch, windows)
+        learn_gate = self._learn_gate
+        attribution = attribute(batch, windows, count_outside=learn_gate is not None)
         self._check_silent(batch, windows, attribution)
         if attribution.untraced and windows and self._traced_everywhere:
             self._untraced(attribution.untraced)
-        learn_gate = getattr(self.tracer, "learn_gate", None)
         if learn_gate is not None:
             learn_gate(attribution.outside_apis, len(attribution.untraced), len(windows))
         for kernels in attribution.by_region.values():

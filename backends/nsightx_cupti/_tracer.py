@@ -186,9 +186,8 @@ class ActivityTracer:
         the whole session, but those of the launch APIs in :attr:`gate` only while a region is open."""
         self.gate = LaunchGate()
         """Launch APIs learned to launch kernels outside regions (``api_tracing="learn"``), kept for the process."""
-        self.gated: tuple[ApiKey, ...] = ()
-        """The launch APIs switched off outside regions in this session (``api_tracing="learn"``)."""
-        self._gate_switches: tuple[tuple[Callable[[int, int], Any], int], ...] = ()  # each one's switch, cbid
+        self._gated: tuple[tuple[ApiKey, Callable[[int, int], Any]], ...] = ()
+        """Each launch API switched off outside regions in this session, with its per-API switch (see :meth:`_gate`)."""
         self.api_filter = "learn"
         """``learn``: APIs seen to launch nothing are switched off (:mod:`nsightx_cupti._quiet`); ``off``: never."""
         self._open_regions = 0
@@ -361,7 +360,7 @@ class ActivityTracer:
                 self._switch(key, False)
         if api_tracing == "region":
             self._apis(False)
-        self.gated = self._gate() if api_tracing == "learn" else ()
+        self._gated = self._gate() if api_tracing == "learn" else ()
         self.active = True
 
     def _check_can_start(self) -> None:
@@ -419,19 +418,23 @@ class ActivityTracer:
         switch(self._k_runtime)
         switch(self._k_driver)
 
-    def _gate(self) -> tuple[ApiKey, ...]:
-        """Switch off the launch APIs of :attr:`gate` (``api_tracing="learn"``); returns those libcupti switched.
+    @property
+    def gated(self) -> tuple[ApiKey, ...]:
+        """The launch APIs switched off outside regions in this session (``api_tracing="learn"``)."""
+        return tuple(key for key, _ in self._gated)
 
-        Their switch functions are bound here: :meth:`region_open` and :meth:`region_close` call them between
-        two launches of every run.
+    def _gate(self) -> tuple[tuple[ApiKey, Callable[[int, int], Any]], ...]:
+        """Switch off the launch APIs of :attr:`gate`; returns those libcupti switched, each with its switch.
+
+        The switch functions are bound here: :meth:`region_open` and :meth:`region_close` call them between two
+        launches of every run.
         """
-        gated = tuple(key for key in sorted(self.gate.keys - self.quiet.refused) if self._switch(key, False))
         c = self._cupti
-        self._gate_switches = tuple(
-            (c.activity_enable_runtime_api if domain == "runtime" else c.activity_enable_driver_api, cbid)
-            for domain, cbid in gated
+        return tuple(
+            (key, c.activity_enable_runtime_api if key[0] == "runtime" else c.activity_enable_driver_api)
+            for key in sorted(self.gate.keys - self.quiet.refused)
+            if self._switch(key, False)
         )
-        return gated
 
     def _launch_apis(self, on: int) -> None:
         """Switch the gated launch APIs on (1) or off (0).
@@ -441,10 +444,10 @@ class ActivityTracer:
         go unrecorded, or its kernels would have no external id.
         """
         try:
-            for switch, cbid in self._gate_switches:
+            for (_, cbid), switch in self._gated:
                 switch(cbid, on)
         except Exception:
-            self._gate_switches, self.gated = (), ()
+            self._gated = ()
             self._apis(True)
 
     def learn_gate(self, outside_apis: dict[ApiKey, int], unplaced: int, regions: int) -> None:
@@ -543,7 +546,7 @@ class ActivityTracer:
                 self._forced_flush()
         finally:
             self._discard()
-            self.gated, self._gate_switches = (), ()
+            self._gated = ()
             self.active = False
 
     def _holds(self) -> bool:
