@@ -190,7 +190,11 @@ def make_profiled(
 ) -> Callable[[], Any]:
     """The same loop as a decorated function measured by ``backend`` (default options, plus ``options``)."""
     import nsightx
-    from nsightx._host import plugins as _plugins
+
+    try:
+        from nsightx._host import plugins as _plugins
+    except ImportError:  # a --tree from before the _host package (e.g. the tree issue 13 was filed on)
+        from nsightx import _plugins  # type: ignore[no-redef]
 
     inputs = w.inputs(torch)
     combine = {} if w.tiny else {"combine_kernel_metrics": operator.add}

@@ -13,6 +13,8 @@
 #   bash benchmarks/run_gpu.sh learn   api_tracing="learn" against "always" (issue 13): the cupti GPU tests, then
 #                                      PROCESSES (4) processes of backend_overhead with its cupti_api_learn
 #                                      variant (backend_overhead_learn<i>.json); learn.log has the ratios
+#   bash benchmarks/run_gpu.sh pairs   PAIRS (4) processes of backend_overhead on this tree and on BEFORE_TREE,
+#                                      alternating (sweep_once, sweep_randn, tiny); pairs_summary.json, pairs.log
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
 #
 # Usage (GPU machine, repository root, nsightx importable). Never changes clocks: nothing here uses
@@ -121,19 +123,31 @@ stage_learn() {
     for i in $(seq "${PROCESSES:-4}"); do
       step "benchmarks/backend_overhead.py process $i"
       timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-15}" \
-        --only sweep_once,sweep_randn --no-profile --cupti-variants cupti_api_learn --tag "_learn$i"
+        --only sweep_once,sweep_randn --no-profile --cupti-variants cupti_api_learn --tag "learn$i"
     done
-    step "paired ratios to bare, per process"
-    python3 - "$OUT" <<'PY'
-import glob, json, sys
-for f in sorted(glob.glob(sys.argv[1] + "/backend_overhead_learn*.json")):
-    d = json.load(open(f))
-    for w, v in d["workloads"].items():
-        r = v["ratio_paired_median"]
-        print(f.rsplit("/", 1)[-1], w, {k: round(r[k], 4) for k in ("cupti", "cupti_api_learn", "events") if k in r})
-PY
+    step "paired ratios to bare: median over processes (range)"
+    python3 benchmarks/overhead_summary.py "$OUT" --json "$OUT/learn_summary.json"
   } > "$OUT/learn.log" 2>&1
-  grep -E "passed|failed|backend_overhead_learn" "$OUT/learn.log" | tail -12
+  grep -E "passed|failed|processes\]" "$OUT/learn.log" | tail -12
+}
+
+stage_pairs() {
+  # issue 13's closing record: PAIRS (4) pairs of processes of backend_overhead, this tree then BEFORE_TREE (a copy
+  # of older code) alternately, on the matmul sweep in both input patterns and the tiny op, default cupti options
+  [ -n "${BEFORE_TREE:-}" ] || { echo "pairs: set BEFORE_TREE=path/to/a/copy/of/older/nsightx" >&2; return 2; }
+  {
+    for i in $(seq "${PAIRS:-4}"); do
+      for tag in after before; do
+        tree=(); [ "$tag" = before ] && tree=(--tree "$BEFORE_TREE")
+        step "benchmarks/backend_overhead.py $tag, process $i"
+        timeout 150 python3 benchmarks/backend_overhead.py --out "$WORK/pairs" --reps "${REPS:-15}" \
+          --only sweep_once,sweep_randn,tiny --no-profile --cupti-variants none --tag "$tag$i" "${tree[@]}"
+      done
+    done
+    step "paired ratios to bare: median over processes (range)"
+    python3 benchmarks/overhead_summary.py "$WORK/pairs" --json "$OUT/pairs_summary.json"
+  } > "$OUT/pairs.log" 2>&1
+  grep -E "processes\]" "$OUT/pairs.log"
 }
 
 [ $# -gt 0 ] || set -- tests bench examples
@@ -144,7 +158,8 @@ for stage in "$@"; do
     examples) stage_examples ;;
     overhead) stage_overhead ;;
     learn) stage_learn ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn]" >&2; exit 2 ;;
+    pairs) stage_pairs ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null

@@ -78,7 +78,11 @@ def test_function_defined_in_main_runs_in_the_worker(tmp_path: Path) -> None:
     assert data["avg"][1] > data["avg"][0]  # a million elements take longer than a thousand
     assert data["units"] == ["ns", "ns"]
     env = data["env"]
-    assert "H200" in env["GPU"] and env["ComputeClock"] > 100_000
+    # the device that measured, as the driver names it (the GPU machine is an H200 or an H100)
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, check=False
+    )
+    assert env["GPU"] in smi.stdout.splitlines() and env["ComputeClock"] > 100_000
     assert Path(env["ncu_report"]).is_file() and Path(env["ncu_log"]).is_file()
     assert Path(env["ncu_report"]).parent == tmp_path / "out"
     print(json.dumps(data))
