@@ -196,9 +196,12 @@ def _seq(r: Record) -> int:
     return r.seq
 
 
+_TEXT_TYPES = (str, bytes)  # a tuple: a union expression would be built at every call, once per record
+
+
 def _as_float(value: object) -> float | None:
     """``value`` as a float, or None when it is not a number (a str, None, a list, ...)."""
-    if value is None or isinstance(value, str | bytes):
+    if value is None or isinstance(value, _TEXT_TYPES):
         return None  # float("1.5") would parse a str: a metric value must be a number
     try:
         return float(value)  # type: ignore[arg-type]  # int, numpy scalars, 0-d arrays, Decimal, ...
