@@ -191,11 +191,6 @@ def make_profiled(
     """The same loop as a decorated function measured by ``backend`` (default options, plus ``options``)."""
     import nsightx
 
-    try:
-        from nsightx._host import plugins as _plugins
-    except ImportError:  # a --tree from before the _host package (e.g. the tree issue 13 was filed on)
-        from nsightx import _plugins  # type: ignore[no-redef]
-
     inputs = w.inputs(torch)
     combine = {} if w.tiny else {"combine_kernel_metrics": operator.add}
 
@@ -213,8 +208,16 @@ def make_profiled(
         with nsightx.annotate("work"):
             w.work(a, b)
 
-    if collectors:
-        return fn
+    return fn if collectors else without_nvml(fn)
+
+
+def without_nvml(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` called with a plugin host of its own that blocks the nvml plugin (no collectors, no thermal source)."""
+    try:
+        from nsightx._host import plugins as _plugins
+    except ImportError:  # a --tree from before the _host package (e.g. the tree issue 13 was filed on)
+        from nsightx import _plugins  # type: ignore[no-redef]
+
     host = _plugins.PluginHost(_plugins.LoaderSettings(blocked=("nvml",))).load()
 
     def call() -> Any:

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 
 def use_tree(tree: Path) -> None:
     """Put ``tree``'s nsightx, backends and plugins first on ``sys.path``, and the tests' NVML double after them."""
-    sys.path[:0] = [str(tree), str(tree / "backends"), str(tree / "plugins"), str(HERE.parent / "tests")]
+    sys.path[:0] = [str(tree), str(tree / "backends"), str(tree / "plugins"), str(HERE.parent / "tests"), str(HERE)]
 
 
 def install_double() -> None:
@@ -46,27 +46,16 @@ def install_double() -> None:
 
 def make_call(runs: int, collectors: bool) -> Callable[[], Any]:
     """A host-backend call of ``runs`` runs whose region is empty, with the nvml plugin on or blocked."""
+    from backend_overhead import without_nvml
+
     import nsightx
-    from nsightx._host import plugins as _plugins
 
     @nsightx.analyze.kernel(configs=[(1,)], runs=runs, warmup=1, backend="host", verbosity=0)
     def fn(n: int) -> None:
         with nsightx.annotate("work"):
             pass
 
-    if collectors:
-        return fn
-    host = _plugins.PluginHost(_plugins.LoaderSettings(blocked=("nvml",))).load()
-
-    def call() -> Any:
-        previous = _plugins.default_host()
-        _plugins.set_default_host(host)
-        try:
-            return fn()
-        finally:
-            _plugins.set_default_host(previous)
-
-    return call
+    return fn if collectors else without_nvml(fn)
 
 
 def measure(runs: int, reps: int) -> dict[str, Any]:
