@@ -56,6 +56,41 @@ class CounterPermissionError(MeasurementError):
         self.backend = backend
 
 
+class NestedCallError(NsightxError, RuntimeError):
+    """A profiled function was called while a profiled call was in progress in the same thread.
+
+    Raised before the inner call does any work: a profiled call inside a profiled call (or a recursive profiled
+    function) would measure a whole sweep per call of the outer body and lose the outer call's regions. The
+    outer call then fails with it, as with any exception of its function.
+
+    Attributes:
+        outer: Name of the profiled function whose call is in progress.
+        inner: Name of the profiled function called inside it.
+    """
+
+    def __init__(self, *, outer: str, inner: str) -> None:
+        same = " (a recursive profiled function)" if outer == inner else ""
+        super().__init__(
+            f"{inner} is decorated with @nsightx.analyze.kernel and was called inside the profiled call of "
+            f"{outer}{same}; profiled calls do not nest, so nothing of {inner}'s call ran. Inside {outer}, call "
+            f"the undecorated function instead: {inner}.__wrapped__(...) (the function @analyze.kernel was given), "
+            "and annotate its work with nsightx.annotate so that it is measured as part of "
+            f"{outer}'s runs"
+        )
+        self.outer = outer
+        self.inner = inner
+
+
+class ConcurrentCallWarning(RuntimeWarning):
+    """Profiled calls were measured one after the other: one profiled call runs at a time per process.
+
+    Given once per process when a call from one thread waits for another thread's call, and once when
+    ``executor=`` is a ``ThreadPoolExecutor`` (its tasks measure in this process, in turn). Filter it
+    (``warnings.filterwarnings("ignore", category=nsightx.ConcurrentCallWarning)``) where that is expected; the
+    calls are measured one after the other either way.
+    """
+
+
 class KernelCountError(MeasurementError):
     """An annotation launched more than one kernel and no ``combine_kernel_metrics`` was given."""
 

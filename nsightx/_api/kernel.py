@@ -24,6 +24,7 @@ from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.results import ProfileResults, build_results, now
 from nsightx._results.schema import PlanInfo, RawHeader
 from nsightx._run import device as _device
+from nsightx._run import exclusive as _exclusive
 from nsightx._run.adaptive import STOP_COLUMN
 from nsightx._run.backend import Backend
 from nsightx._run.collectors import CollectorLike
@@ -114,6 +115,18 @@ class ProfiledFunction:
             )
 
     def __call__(self, *args: Any, configs: Any = None, executor: Any = None, **kwargs: Any) -> ProfileResults:
+        """Measure the sweep and return its result (see :func:`kernel`).
+
+        One profiled call runs at a time per process (:mod:`nsightx._run.exclusive`): a call from another
+        thread waits for the one in progress (with a warning, once per process); a call from inside a profiled
+        call of this thread raises :class:`~nsightx._errors.NestedCallError` before anything else. A sweep spread
+        over an executor or ``parallel_devices`` measures elsewhere: its caller holds nothing, its tasks do.
+
+        Raises:
+            NestedCallError: called inside a profiled call of the same thread (nested or recursive).
+            ConfigError: bad arguments, before anything runs (and before waiting for another thread's call).
+        """
+        _exclusive.check_not_nested(self.name)
         if kwargs:
             raise ConfigError(
                 f"Keyword arguments are not supported yet: {list(kwargs)}. A profiled function takes its values "
@@ -124,6 +137,16 @@ class ProfiledFunction:
         if executor is not None:  # given at call time: checked as the decorator's option is
             check_alone(check_executor(executor), self.spec.device, self.spec.parallel_devices)
         executor = executor if executor is not None else self.spec.executor
+        if executor is not None or self.spec.parallel_devices is not None:
+            return self._call(resolved, executor)  # measured by the tasks, each under the lock where it runs
+        _exclusive.enter(self.name, stacklevel=3)
+        try:
+            return self._call(resolved, None)
+        finally:
+            _exclusive.leave()
+
+    def _call(self, resolved: tuple[tuple[Any, ...], ...], executor: Any) -> ProfileResults:
+        """The call's work once its configs are resolved: choose the backend, then measure here or spread."""
         if self.spec.counters is not None:  # times here, counters in a second call, joined per kernel
             return self._joined(resolved, executor)
         host = default_host()
@@ -148,7 +171,7 @@ class ProfiledFunction:
                 f"see CounterPermissionError); backend='auto' asked only for a time metric, so "
                 f"{self.name} is measured with {other[0].backend.name} instead{dropped}",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             return self._run(resolved, other[0], collectors, host, gpu)
 
@@ -169,8 +192,9 @@ class ProfiledFunction:
                 "counters= cannot be combined with executor=: the counter call needs Nsight Compute where the "
                 "sweep runs; run the counter sweep on the GPU host itself"
             )
-        times = ProfiledFunction(self.fn, without_counters(self.spec), configs=None)(configs=configs)
-        counters = ProfiledFunction(self.fn, counter_spec(self.spec), configs=None)(configs=configs)
+        # the two calls are parts of this one (not nested calls): they run under its lock, if it holds one
+        times = ProfiledFunction(self.fn, without_counters(self.spec), configs=None)._call(configs, None)
+        counters = ProfiledFunction(self.fn, counter_spec(self.spec), configs=None)._call(configs, None)
         return joined_results(times, counters, combine=self.spec.combine_kernel_metrics)
 
     def _check_per_device(self, choice: Choice, host: PluginHost) -> None:

@@ -1,7 +1,9 @@
 """The state of the run in progress, shared by the run loop and :func:`nsightx.annotate`.
 
 It is process-global rather than thread-local on purpose: a region opened in one thread covers kernels that
-other threads launch while it is open, and annotations from any thread belong to the current run.
+other threads launch while it is open (autograd's backward, a thread the region starts), and annotations from
+any thread belong to the current run. That is sound because only one profiled call runs at a time per process
+(:mod:`nsightx._run.exclusive`): a call from another thread waits, a call from inside a call is refused.
 """
 
 from __future__ import annotations

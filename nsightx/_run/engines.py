@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from nsightx._errors import ConfigError, ConfigTypeError
+from nsightx._run.exclusive import warn_once
 from nsightx._run.task import TaskOutput, run_task
 
 Outcome = TaskOutput | BaseException
@@ -86,10 +87,24 @@ def check_alone(executor: object, device: object, parallel_devices: object) -> N
 
 
 def engine_for(executor: object, needs_gpu: bool, name: str) -> Engine:
-    """The engine that runs a sweep's tasks on ``executor`` (checked by :func:`check_executor`)."""
+    """The engine that runs a sweep's tasks on ``executor`` (checked by :func:`check_executor`).
+
+    A ``ThreadPoolExecutor`` is accepted, with a warning once per process: its tasks measure in this process,
+    where one profiled call runs at a time (:mod:`nsightx._run.exclusive`), so its configs are measured one after
+    the other, each under the lock, and the result is the one a call without ``executor=`` gives.
+    """
     if is_dask_client(executor):
         return DaskEngine(executor, needs_gpu, name)
     assert isinstance(executor, cf.Executor)
+    if isinstance(executor, cf.ThreadPoolExecutor):
+        warn_once(
+            "thread-pool",
+            f"nsightx: executor= is a ThreadPoolExecutor: its tasks measure in this process, where one profiled "
+            f"call runs at a time, so the configs of {name} are measured one after the other, as without "
+            "executor=. To measure configs at once, give executor=ProcessPoolExecutor() (one GPU per worker), "
+            "parallel_devices=[...] or a Dask client. (nsightx says this once per process.)",
+            stacklevel=5,  # engine_for <- _spread <- _call <- ProfiledFunction.__call__ <- the caller
+        )
     return FuturesEngine(executor, needs_gpu)
 
 

@@ -35,6 +35,7 @@ from nsightx._results.records import (
 from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
 from nsightx._run import context as _context
+from nsightx._run import exclusive as _exclusive
 from nsightx._run.adaptive import STOP_COLUMN, FixedRuns, StopRule
 from nsightx._run.backend import Backend, RunOutput, Session
 from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
@@ -309,13 +310,17 @@ def run_loop(
         session: The backend session that measures.
         sink: Receives one :class:`RunRecords` per measured run, as soon as it finishes.
         call: How to invoke the user's function for a config (defaults to ``plan.function(*config)``).
+
+    The loop runs under the process's one-call-at-a-time lock (:mod:`nsightx._run.exclusive`): the profiled
+    call that started it holds it; a loop started without one (the ncu worker's child) takes it here.
     """
-    collectors = _Collectors(plan)
-    collectors.start()
-    try:
-        _Sweep(plan, session, sink, collectors, call or _call_user).run()
-    finally:
-        collectors.stop()
+    with _exclusive.run_loop_guard(plan.function_name):  # a no-op under a profiled call, which holds it
+        collectors = _Collectors(plan)
+        collectors.start()
+        try:
+            _Sweep(plan, session, sink, collectors, call or _call_user).run()
+        finally:
+            collectors.stop()
 
 
 class _Sweep:
@@ -472,11 +477,12 @@ class _Runner:
             state.on_annotation = lambda name: run_values.extend(
                 collectors.gather(CollectionScope.ANNOTATION, config=ci, run=r, annotation=name)
             )
+        previous = _context.current()  # restored, not cleared: None except for a loop run inside a run
         _context.set_current(state)
         try:
             self.invoke(self.plan, ci)
         finally:
-            _context.set_current(None)
+            _context.set_current(previous)
         return state, self.session.finish_run(ci, r), run_values
 
 

@@ -4,7 +4,9 @@ The same task function runs in every engine: a ``parallel_devices`` worker proce
 ``concurrent.futures`` executor, a Dask worker. It records where it ran (host, device, worker) so the merged
 result can name them per config. Tasks in one process run one at a time (:data:`_ONE_AT_A_TIME`): the run
 state that :func:`nsightx.annotate` reports to is process-wide, and two measurements in one process would also
-disturb each other's timing, so a worker with several threads measures its tasks in turn.
+disturb each other's timing, so a worker with several threads measures its tasks in turn. (The profiled call a
+task makes also takes the process's lock, :mod:`nsightx._run.exclusive`, so a task run in a thread of the
+caller's own process, by a ``ThreadPoolExecutor``, waits for any other profiled call of that process too.)
 
 A ``parallel_devices`` worker is set up by :func:`setup_worker` (its initializer) with the label of its device
 and the prefix of its own raw files; other workers are not set up and label themselves.
