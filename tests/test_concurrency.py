@@ -305,3 +305,37 @@ def test_a_thread_pool_executor_measures_its_configs_one_at_a_time_and_says_so(f
     assert df["n"].tolist() == [1, 2, 3, 4] and set(df["Annotation"]) == {"pooled"} and set(df["NumRuns"]) == {3}
     assert out["pooled"].environment["executor"] == "concurrent.futures.thread.ThreadPoolExecutor"
     assert _regions(out["held"]) == {"held": 1}
+
+
+def test_a_run_loop_started_without_a_profiled_call_refuses_nested_calls_too():
+    """The ncu worker's child drives ``run_loop`` itself, with no profiled call around it: it takes the lock."""
+    from nsightx_host import HostSession
+
+    from nsightx._results.sink import RunSink
+    from nsightx._run import exclusive
+    from nsightx._run.loop import run_loop
+    from nsightx._run.plan import Plan
+
+    inner_ran: list[int] = []
+    inner_p = _profile(lambda: inner_ran.append(1))
+
+    def child_function() -> None:
+        with nsightx.annotate("a"):
+            pass
+        inner_p()
+
+    plan = Plan(
+        function=child_function,
+        function_name="child_function",
+        params=(),
+        configs=((),),
+        runs=1,
+        warmup=0,
+        metrics=("host__time_duration.sum",),
+        backend="host",
+        needs_gpu=False,
+    )
+    with pytest.raises(nsightx.NestedCallError) as info:
+        run_loop(plan, HostSession(), RunSink())
+    assert (info.value.outer, info.value.inner) == ("child_function", "<lambda>")
+    assert inner_ran == [] and exclusive.current_owner() is None
