@@ -112,7 +112,7 @@ class OutputError(NsightxError, OSError):
         self,
         message: str,
         *,
-        path: str,
+        path: str = "",
         errno: int | None = None,
         raw: str | None = None,
         saved: int = 0,
@@ -124,6 +124,10 @@ class OutputError(NsightxError, OSError):
         self.raw = raw
         self.saved = saved
         self.results: Any = results
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with ``errno`` too (it is not in ``__dict__``), so the error travels from a worker process whole."""
+        return (type(self), self.args, {**self.__dict__, "errno": self.errno})
 
 
 def os_error_text(error: OSError) -> str:

@@ -3,7 +3,8 @@
 Writing each run as one JSON line the moment it completes means a crash, Ctrl-C or SIGKILL halfway through a
 sweep keeps everything already measured. A sink given a :class:`~nsightx._results.schema.RawHeader` writes it as
 the first line and adds the header's ``sweep`` id to every run line, so the file can be read alone
-(:func:`nsightx.load`) and a line from another sweep is recognised.
+(:func:`nsightx.load`) and a line from another sweep is recognised. A write that fails (a full disk) leaves no half
+line and raises :class:`~nsightx.OutputError` with the number of runs the file holds (see :class:`RunSink`).
 
 :func:`read_runs` (and :func:`read_raw`, its runs only) read such a file back: a last line cut short by a crash is
 skipped with a warning; a damaged line anywhere before it is an error that names its line number, because the
@@ -94,7 +95,8 @@ class RunSink:
             OutputError: its line could not be written (nothing of it stays in the file), or an earlier one
                 could not (nothing more is written).
         """
-        if self.runs and self.runs[-1] == run:
+        last = self.runs[-1] if self.runs else None
+        if last is not None and last.run == run.run and last.config == run.config and last == run:
             return  # handed over again: stored already
         if self.path is None:
             self.runs.append(run)
@@ -198,12 +200,17 @@ class RunSink:
 
 def _write_all(fh: IO[bytes], data: bytes) -> None:
     """Write all of ``data`` to the unbuffered ``fh`` (a write may take only part of it)."""
+    n = fh.write(data)
+    if n == len(data):
+        return
     view = memoryview(data)
-    while view:
-        n = fh.write(view)
+    while True:
         if not n:
             raise OSError(errno.EIO, f"the system took none of the last {len(view)} byte(s)")
         view = view[n:]
+        if not view:
+            return
+        n = fh.write(view)
 
 
 _RAW_START = re.compile(r'\s*\{\s*"(kind|config)"\s*:')

@@ -354,7 +354,7 @@ class _Sweep:
                     self._write(collect=self.session.deferred)
                 except Exception as e:
                     warnings.warn(
-                        f"could not collect the last {len(self.pending)} run(s) after a failure: {e}",
+                        f"could not collect or write the last {len(self.pending)} run(s) after a failure: {e}",
                         RuntimeWarning,
                         stacklevel=4,
                     )
