@@ -226,6 +226,8 @@ def test_a_write_failing_at_any_point_leaves_each_run_once_and_says_how_many(
         assert e.saved == saved and e.path == str(raw) and e.errno == (errno.EIO if mode == "transient" else 28)
         text = "Input/output error (EIO)" if mode == "transient" else "No space left on device (ENOSPC)"
         assert f"cannot write to the raw file {str(raw)!r}: {text}" in str(e)
+        load = f"{saved} run(s) are saved in it (load them with nsightx.load({str(raw)!r}))"
+        assert (load if saved else "no run is saved in it") in str(e)
         stop = f"nsightx: f stopped by OutputError; {saved} run(s) saved in {raw}; load them with nsightx.load("
         lines = capsys.readouterr().err.splitlines()
         assert lines == ([f"{stop}{str(raw)!r})"] if saved else []), at

@@ -168,12 +168,12 @@ class RunSink:
     def _output_error(self, e: OSError, clean: bool) -> OutputError:
         path = str(self.path)
         saved = self.measured
-        kept = f"{saved} run(s) are saved in it" if saved else "no run is saved in it"
-        tail = "" if clean else " (its last line may be cut short; nsightx.load skips it)"
+        load = f" (load them with nsightx.load({path!r}))"
+        kept = f"{saved} run(s) are saved in it{load}" if saved else "no run is saved in it"
+        tail = "" if clean else "; its last line may be cut short, which nsightx.load skips"
         return OutputError(
-            f"cannot write to the raw file {path!r}: {os_error_text(e)}; {kept}{tail}, and nothing more is written "
-            f"to it; load them with nsightx.load({path!r}); free space on that disk or give output_prefix a "
-            "folder on another one",
+            f"cannot write to the raw file {path!r}: {os_error_text(e)}; {kept}{tail}; nothing more is written to "
+            "it; free space on that disk or give output_prefix a folder on another one",
             path=path,
             errno=e.errno,
             raw=path,
