@@ -9,7 +9,9 @@ that library's module name.
 from __future__ import annotations
 
 import enum
+import errno as _errno
 from collections.abc import Sequence
+from typing import Any
 
 
 class NsightxError(Exception):
@@ -122,6 +124,58 @@ class PluginError(NsightxError, RuntimeError):
     def __init__(self, message: str, *, plugin: str | None = None) -> None:
         super().__init__(message)
         self.plugin = plugin
+
+
+class OutputError(NsightxError, OSError):
+    """A file of the call could not be written: a full disk, a lost network mount, a write refused by the system.
+
+    Raised during a sweep when a finished run cannot be appended to the raw file: the file then holds every run
+    written before, each once, and no half line (``saved`` counts them; ``nsightx.load(raw)`` reads them), and
+    nothing more is written to it. Raised after a finished sweep when its result JSON or CSVs cannot be
+    written: ``results`` then holds the finished result, which is not lost. It is an ``OSError`` too, with the
+    system's ``errno``; the ``OSError`` that caused it is chained (``__cause__``).
+
+    Attributes:
+        path: The file that could not be written.
+        raw: The call's raw file, where its finished runs are (``None`` when there is none).
+        saved: How many measured runs the raw file holds.
+        results: The finished sweep's :class:`~nsightx.ProfileResults` when only its final files failed, else
+            ``None``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        errno: int | None = None,
+        raw: str | None = None,
+        saved: int = 0,
+        results: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.errno = errno  # set after the message: OSError's own str() would replace the message otherwise
+        self.path = path
+        self.raw = raw
+        self.saved = saved
+        self.results: Any = results
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with ``errno`` too (it is not in ``__dict__``), so the error travels from a worker process whole."""
+        return (type(self), self.args, {**self.__dict__, "errno": self.errno})
+
+
+def os_error_text(error: OSError) -> str:
+    """The system's text of ``error`` and its errno's name, as messages show it.
+
+    Example:
+        >>> import errno, os
+        >>> os_error_text(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        'No space left on device (ENOSPC)'
+    """
+    text = error.strerror or str(error) or type(error).__name__
+    name = _errno.errorcode.get(error.errno) if error.errno is not None else None
+    return f"{text} ({name})" if name else text
 
 
 class ResultSchemaError(NsightxError, ValueError):

@@ -77,13 +77,12 @@ class CheckedSink(RunSink):
 
     The run is stored first, so a run that fails the check is kept (in memory and in the raw file) like any
     other. The run loop's clean-up after an error writes the runs it still holds once more, the failed one
-    included: that second write of the same run is skipped, so each run is stored once.
+    included: :class:`RunSink` skips that second write of the same run, so each run is stored once.
     """
 
     def __init__(self, *args: Any, check: Callable[[RunRecords], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._check: Callable[[RunRecords], None] | None = check
-        self._failed: tuple[int, int] | None = None
 
     def write(self, run: RunRecords) -> None:
         """Store ``run``, then check it if it is the first measured one.
@@ -91,15 +90,8 @@ class CheckedSink(RunSink):
         Raises:
             NsightxError: whatever the check raises (the run is stored all the same).
         """
-        if self._failed is not None and self._failed == (run.config, run.run):
-            self._failed = None  # the clean-up writing the failed run again
-            return
         super().write(run)
         check = self._check
         if check is not None and run.config >= 0:
             self._check = None
-            try:
-                check(run)
-            except BaseException:
-                self._failed = (run.config, run.run)
-                raise
+            check(run)

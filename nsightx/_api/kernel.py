@@ -14,10 +14,11 @@ from typing import Any, overload
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
 from nsightx._api.joined import counter_spec, joined_results, without_counters
 from nsightx._api.parallel import run_parallel
+from nsightx._api.sigterm import Terminated, reported_sigterm
 from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
 from nsightx._enums import VerbosityLevel
-from nsightx._errors import ConfigError, CounterPermissionError
+from nsightx._errors import ConfigError, CounterPermissionError, OutputError
 from nsightx._host.plugins import PluginHost, default_host
 from nsightx._results.output import OutputLocation, allocate
 from nsightx._results.records import RunRecords, Scalar
@@ -322,15 +323,18 @@ class ProfiledFunction:
             header = RawHeader(
                 sweep=location.sweep, nsightx_version=__version__, created=now(), host=socket.gethostname(), plan=info
             )
-        sink = CheckedSink(location.raw if location else None, header, check=check)
-        try:
-            environment = dict(execute(backend, plan, sink))
-        except (KeyboardInterrupt, Exception) as e:
-            if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:  # nothing to say when no run completed
-                print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)
-            raise
-        finally:
-            sink.close()
+        sink: CheckedSink | None = None
+        with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
+            try:
+                sink = CheckedSink(location.raw if location else None, header, check=check)
+                environment = dict(execute(backend, plan, sink))
+            except BaseException as e:
+                if self.spec.verbosity >= VerbosityLevel.INFO and sink is not None and sink.measured:
+                    print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)  # not when none
+                raise
+            finally:
+                if sink is not None:
+                    sink.close()
         return sink.runs, environment
 
 
@@ -353,21 +357,28 @@ def stopped_line(function: str, error: BaseException, runs: int, location: Outpu
 
     Args:
         function: Name of the profiled function.
-        error: What stopped it (``KeyboardInterrupt`` or an exception from the user's function or the backend).
-        runs: Measured runs that completed.
+        error: What stopped it: ``KeyboardInterrupt``, SIGTERM (:class:`~nsightx._api.sigterm.Terminated`), an
+            exception from the user's function or the backend, or an :class:`~nsightx.OutputError` (the raw
+            file could not be written).
+        runs: Measured runs stored (with ``location``: in the raw file).
         location: Where the call's files go; ``None`` without ``output_prefix``.
     """
-    what = "interrupted" if isinstance(error, KeyboardInterrupt) else f"stopped by {type(error).__name__}"
+    if isinstance(error, KeyboardInterrupt):
+        what = "interrupted"
+    elif isinstance(error, Terminated):
+        what = "terminated by SIGTERM"
+    else:
+        what = f"stopped by {type(error).__name__}"
     if location is None:
         return (
             f"nsightx: {function} {what} after {runs} completed run(s); they were not saved "
             "(give output_prefix='out/' to keep the runs of a sweep that stops)"
         )
     raw = str(location.raw)
-    return (
-        f"nsightx: {function} {what} after {runs} completed run(s), saved in {raw}; "
-        f"load them with nsightx.load({raw!r})"
-    )
+    load = f"load them with nsightx.load({raw!r})"
+    if isinstance(error, OutputError):  # more runs may have completed than the file holds: count what it holds
+        return f"nsightx: {function} {what}; {runs} run(s) saved in {raw}; {load}"
+    return f"nsightx: {function} {what} after {runs} completed run(s), saved in {raw}; {load}"
 
 
 @overload

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from nsightx._errors import ConfigError, ResultSchemaError
+from nsightx._errors import ConfigError, OutputError, ResultSchemaError, os_error_text
 from nsightx._plot.render import plot_frame
 from nsightx._plot.roofline import draw_roofline
 from nsightx._results.html import results_html
@@ -112,11 +112,33 @@ class ProfileResults:
         """Write ``result-<tag>.json`` and, with ``csv``, the per-run and aggregated CSVs to ``location``.
 
         Each file is written atomically under the tag that :func:`nsightx._results.output.allocate` reserved.
+
+        Raises:
+            OutputError: a file could not be written (a full disk); the error's ``results`` is this result, so a
+                finished sweep is not lost, and its message says where the raw runs are and how to load them.
         """
-        self.save(location.path("result", "json"))
+        files: list[tuple[Path, Callable[[], str]]] = [(location.path("result", "json"), self.data.model_dump_json)]
         if csv:
-            write_atomic(location.path("profiled_data", "csv"), self.runs_dataframe().to_csv(index=False))
-            write_atomic(location.path("processed_data", "csv"), self.to_dataframe().to_csv(index=False))
+            files.append((location.path("profiled_data", "csv"), lambda: self.runs_dataframe().to_csv(index=False)))
+            files.append((location.path("processed_data", "csv"), lambda: self.to_dataframe().to_csv(index=False)))
+        for path, text in files:
+            try:
+                write_atomic(path, text())
+            except OSError as e:
+                raise self._output_error(path, location.raw, e) from e
+
+    def _output_error(self, path: Path, raw: Path, e: OSError) -> OutputError:
+        saved = sum(1 for r in self.data.runs if r.config >= 0)
+        return OutputError(
+            f"the sweep finished, but its file {str(path)!r} cannot be written: {os_error_text(e)}; the result is "
+            f"not lost: it is this error's .results, and its {saved} run(s) are in {str(raw)!r} (load them with "
+            f"nsightx.load({str(raw)!r})); free space on that disk or give output_prefix a folder on another one",
+            path=str(path),
+            errno=e.errno,
+            raw=str(raw),
+            saved=saved,
+            results=self,
+        )
 
     def plot(self, filename: str = "plot.png", **options: Any) -> Path:
         """Plot this result (see :func:`nsightx.analyze.plot` for the options)."""
@@ -174,6 +196,7 @@ def build_results(
     Raises:
         KernelCountError: a region launched several kernels and no ``combine`` was given.
         TransformError: ``derive_metric`` failed.
+        OutputError: with ``location``, a file could not be written; its ``results`` holds the result.
     """
     values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
     if derive_metric is not None:

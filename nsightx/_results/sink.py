@@ -3,7 +3,8 @@
 Writing each run as one JSON line the moment it completes means a crash, Ctrl-C or SIGKILL halfway through a
 sweep keeps everything already measured. A sink given a :class:`~nsightx._results.schema.RawHeader` writes it as
 the first line and adds the header's ``sweep`` id to every run line, so the file can be read alone
-(:func:`nsightx.load`) and a line from another sweep is recognised.
+(:func:`nsightx.load`) and a line from another sweep is recognised. A write that fails (a full disk) leaves no half
+line and raises :class:`~nsightx.OutputError` with the number of runs the file holds (see :class:`RunSink`).
 
 :func:`read_runs` (and :func:`read_raw`, its runs only) read such a file back: a last line cut short by a crash is
 skipped with a warning; a damaged line anywhere before it is an error that names its line number, because the
@@ -12,8 +13,10 @@ runs after it would otherwise be lost silently. Turning a raw file into a result
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
+import os
 import re
 import warnings
 from pathlib import Path
@@ -21,7 +24,7 @@ from typing import IO, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
-from nsightx._errors import ResultSchemaError
+from nsightx._errors import OutputError, ResultSchemaError, os_error_text
 from nsightx._results.records import RunRecords
 from nsightx._results.schema import RAW_KIND, RawHeader, describe_errors, gc_paused, schema_message
 
@@ -44,52 +47,170 @@ class Sink(Protocol):
 
 
 class RunSink:
-    """Collects :class:`RunRecords`; with ``path`` set, appends each one to a JSON-lines file and flushes.
+    """Collects :class:`RunRecords`; with ``path`` set, appends each one to a JSON-lines file as it arrives.
+
+    Each run is stored once: a run equal to the last one stored is the same run handed over again (the run
+    loop's clean-up after an interrupt that came between a write and its bookkeeping) and is skipped.
+
+    With a file, a run is in :attr:`runs` exactly when its whole line is in the file, so :attr:`measured` is the
+    number of runs on disk. Each line goes to the operating system in unbuffered writes at once (it survives the
+    process being killed). A write that fails (a full disk) is cut back off the file, so no half line stays, and
+    raises :class:`~nsightx.OutputError`; the sink then writes nothing more, since the next run would fail the
+    same way or leave a gap.
 
     Args:
         path: The JSON-lines file (appended to); ``None`` keeps runs in memory only.
         header: Written as the first line at once (before any run), so that even a sweep killed during its
             first run leaves a file that says what it was; its ``sweep`` id is added to every run line.
+
+    Raises:
+        OutputError: the header could not be written.
     """
 
     def __init__(self, path: Path | None = None, header: RawHeader | None = None) -> None:
         self.path = path
         self.runs: list[RunRecords] = []
         self._fh: IO[bytes] | None = None
+        self._end = 0
+        """Size of the file up to the end of its last complete line."""
+        self._failed: OutputError | None = None
         self._suffix = b""
         if path is not None and header is not None:
             self._suffix = b',"sweep":' + json.dumps(header.sweep).encode() + b"}"
-            self._append(header.model_dump_json().encode())
-
-    def _append(self, line: bytes) -> None:
-        """Append one line and flush it to the operating system (it survives the process being killed)."""
-        if self._fh is None:
-            assert self.path is not None
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = self.path.open("ab")
-        self._fh.write(line + b"\n")
-        self._fh.flush()
+            try:
+                self._append(header.model_dump_json().encode(), None)
+            except BaseException:
+                self.close()
+                raise
 
     @property
     def measured(self) -> int:
-        """How many measured runs (config index >= 0) were stored."""
+        """How many measured runs (config index >= 0) were stored (with a file: how many are in it)."""
         return sum(1 for r in self.runs if r.config >= 0)
 
     def write(self, run: RunRecords) -> None:
-        """Store one finished run (and write it through to disk when a path was given)."""
-        self.runs.append(run)
+        """Store one finished run (and write it through to disk when a path was given).
+
+        Raises:
+            OutputError: its line could not be written (nothing of it stays in the file), or an earlier one
+                could not (nothing more is written).
+        """
+        last = self.runs[-1] if self.runs else None
+        if last is not None and last.run == run.run and last.config == run.config and last == run:
+            return  # handed over again: stored already
         if self.path is None:
+            self.runs.append(run)
             return
         line = _run_adapter().dump_json(run)
         if self._suffix:
             line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
-        self._append(line)
+        self._append(line, run)
+
+    def _open(self) -> IO[bytes]:
+        if self._fh is None:
+            assert self.path is not None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = self.path.open("ab", buffering=0)
+            self._end = self._fh.seek(0, os.SEEK_END)
+        return self._fh
+
+    def _append(self, line: bytes, run: RunRecords | None) -> None:
+        """Append ``line`` and a newline to the file and, once all of it is there, ``run`` to :attr:`runs`.
+
+        An exception in between (a failed write, or Ctrl-C or SIGTERM raised in this thread) leaves either the
+        whole line in the file and the run in :attr:`runs`, or neither.
+        """
+        if self._failed is not None:
+            raise self._refused() from self._failed
+        data = line + b"\n"
+        try:
+            fh = self._open()
+        except OSError as e:
+            self._failed = self._output_error(e, clean=True)
+            raise self._failed from e
+        start = self._end
+        try:
+            _write_all(fh, data)
+            self._end = start + len(data)
+            if run is not None:
+                self.runs.append(run)
+        except OSError as e:
+            self._failed = self._output_error(e, clean=self._cut_back())
+            raise self._failed from e
+        except BaseException:
+            self._settle(start, len(data), run)
+            raise
+
+    def _cut_back(self) -> bool:
+        """Truncate the file to its last complete line after a failed write; whether that worked."""
+        if self._fh is None:
+            return True
+        try:
+            self._fh.truncate(self._end)
+        except OSError:
+            return False
+        return True
+
+    def _settle(self, start: int, size: int, run: RunRecords | None) -> None:
+        """After an interrupt inside :meth:`_append`: keep a line that is whole, cut back one that is not."""
+        if self._fh is None or (run is not None and self.runs and self.runs[-1] is run):
+            return
+        try:
+            written = os.fstat(self._fh.fileno()).st_size - start
+        except OSError:
+            return
+        self._end = start + size if written >= size else start
+        if written >= size and run is not None:
+            self.runs.append(run)
+        elif 0 < written < size:
+            self._cut_back()
+
+    def _output_error(self, e: OSError, clean: bool) -> OutputError:
+        path = str(self.path)
+        saved = self.measured
+        load = f" (load them with nsightx.load({path!r}))"
+        kept = f"{saved} run(s) are saved in it{load}" if saved else "no run is saved in it"
+        tail = "" if clean else "; its last line may be cut short, which nsightx.load skips"
+        return OutputError(
+            f"cannot write to the raw file {path!r}: {os_error_text(e)}; {kept}{tail}; nothing more is written to "
+            "it; free space on that disk or give output_prefix a folder on another one",
+            path=path,
+            errno=e.errno,
+            raw=path,
+            saved=saved,
+        )
+
+    def _refused(self) -> OutputError:
+        path = str(self.path)
+        return OutputError(
+            f"the raw file {path!r} could not be written earlier; nothing more is written to it "
+            f"({self.measured} run(s) are saved in it)",
+            path=path,
+            errno=self._failed.errno if self._failed else None,
+            raw=path,
+            saved=self.measured,
+        )
 
     def close(self) -> None:
         """Close the file, if one was opened."""
         if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+            fh, self._fh = self._fh, None
+            fh.close()
+
+
+def _write_all(fh: IO[bytes], data: bytes) -> None:
+    """Write all of ``data`` to the unbuffered ``fh`` (a write may take only part of it)."""
+    n = fh.write(data)
+    if n == len(data):
+        return
+    view = memoryview(data)
+    while True:
+        if not n:
+            raise OSError(errno.EIO, f"the system took none of the last {len(view)} byte(s)")
+        view = view[n:]
+        if not view:
+            return
+        n = fh.write(view)
 
 
 _RAW_START = re.compile(r'\s*\{\s*"(kind|config)"\s*:')

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter
 
 from nsightx._enums import CollectionScope
-from nsightx._errors import ConfigError
+from nsightx._errors import ConfigError, OutputError
 from nsightx._results.records import (
     CollectorValue,
     Record,
@@ -338,7 +338,10 @@ class _Sweep:
         self.checked_baseline = plan.normalize_against is None
 
     def run(self) -> None:
-        """ONCE collectors, then each config; what was measured is written even when a run raises."""
+        """ONCE collectors, then each config; what was measured is written even when a run raises.
+
+        Not when the sink itself failed (:class:`~nsightx.OutputError`, a full disk): its file takes nothing more.
+        """
         once = self.collectors.run(CollectionScope.ONCE)
         if once:
             self.sink.write(RunRecords(-1, -1, collectors=tuple(once)))
@@ -346,6 +349,9 @@ class _Sweep:
             for ci in range(len(self.plan.configs)):
                 self._config(ci)
             self._write(collect=self.policy.write_collects)
+        except OutputError:
+            self.pending.clear()  # the sink's file takes nothing more (its error counts what it holds)
+            raise
         finally:
             self.progress.close()
             if self.pending:  # a run raised: keep what the deferred session already measured
@@ -353,7 +359,7 @@ class _Sweep:
                     self._write(collect=self.session.deferred)
                 except Exception as e:
                     warnings.warn(
-                        f"could not collect the last {len(self.pending)} run(s) after a failure: {e}",
+                        f"could not collect or write the last {len(self.pending)} run(s) after a failure: {e}",
                         RuntimeWarning,
                         stacklevel=4,
                     )
@@ -411,12 +417,25 @@ def _write_pending(
     from 3.4 to 2.3 ms with this and the backends' direct records
     (``benchmarks/results/2026-12-04-s7-call-timeline-{before,after}.json``). Only what a third-party backend
     hands back in another form (a record as a mapping) goes through pydantic.
+
+    A run leaves ``pending`` as soon as the sink took it, so the clean-up after an error hands over only the runs
+    not written yet, each once, with the output already collected for it (a deferred session hands an output
+    back only once: collected again, a run would be written without its measurements).
     """
     rows = [tuple(collectors.materialize(values)) for *_, values in pending]
     outputs = session.collect_runs() if collect else {}
-    for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
-        sink.write(_run_records(ci, r, state, outputs.get((ci, r), output), values))
-    pending.clear()
+    done = 0
+    try:
+        for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
+            sink.write(_run_records(ci, r, state, outputs.get((ci, r), output), values))
+            done += 1
+    finally:
+        if done < len(pending):  # a write raised: the runs not handed over keep what was collected for them
+            pending[done:] = [
+                (ci, r, state, outputs.get((ci, r), output), list(values))
+                for (ci, r, state, output, _), values in zip(pending[done:], rows[done:], strict=True)
+            ]
+        del pending[:done]
 
 
 def _run_records(
