@@ -137,7 +137,7 @@ def test_a_cached_listing_is_parsed_once_per_process_and_again_when_replaced(fak
     cached = tmp_path / "cache" / "nsightx" / "ncu-metrics" / "2025.3.1.0--NVIDIA_H200.txt"
     first = _metrics.load_known("ncu", "2025.3.1.0", 0)[0]
     assert _metrics.load_known("ncu", "2025.3.1.0", 0)[0] is first  # the same parsed object: not read again
-    cached.write_text("dram__bytes_read.sum\nnsightx__planted.sum\n")  # replaced on disk: read again
+    cached.write_text(cached.read_text() + "nsightx__planted.sum\n")  # changed on disk: read again
     again = _metrics.load_known("ncu", "2025.3.1.0", 0)[0]
     assert again is not None and again is not first and "nsightx__planted.sum" in again.names
 
