@@ -74,7 +74,7 @@ def admitted(message: Any, secret: str) -> bool:
     if not isinstance(message, dict) or message.get("op") != "hello":
         return False
     given = message.get("secret")
-    return isinstance(given, str) and hmac.compare_digest(given.encode(), secret.encode())
+    return bool(secret) and isinstance(given, str) and hmac.compare_digest(given.encode(), secret.encode())
 
 
 @contextmanager
