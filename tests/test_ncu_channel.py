@@ -197,8 +197,8 @@ def test_ctrl_c_in_the_parent_kills_the_worker_and_cleans_up(monkeypatch, tmp_pa
 
     with pytest.raises(KeyboardInterrupt):
         NcuBackend().execute(make_plan(scale, collectors=(InfoCollector("Stop", interrupt, "config"),)), RunSink())
-    left = [p.name for p in private_root.glob("nsightx-ncu-*/*")]
-    assert all(name.endswith(".log") for name in left), left  # payload, spec, socket gone; the log is kept
+    left = [p.name for p in private_root.rglob("*")]
+    assert left == [], left  # payload, spec, socket, report and log gone with the private folder (no output_prefix)
     worker = int(pid_file.read_text())
     for _ in range(50):
         status = Path(f"/proc/{worker}/status")

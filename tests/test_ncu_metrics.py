@@ -137,7 +137,7 @@ def test_a_cached_listing_is_parsed_once_per_process_and_again_when_replaced(fak
     cached = tmp_path / "cache" / "nsightx" / "ncu-metrics" / "2025.3.1.0--NVIDIA_H200.txt"
     first = _metrics.load_known("ncu", "2025.3.1.0", 0)[0]
     assert _metrics.load_known("ncu", "2025.3.1.0", 0)[0] is first  # the same parsed object: not read again
-    cached.write_text("dram__bytes_read.sum\nnsightx__planted.sum\n")  # replaced on disk: read again
+    cached.write_text(cached.read_text() + "nsightx__planted.sum\n")  # changed on disk: read again
     again = _metrics.load_known("ncu", "2025.3.1.0", 0)[0]
     assert again is not None and again is not first and "nsightx__planted.sum" in again.names
 
@@ -151,6 +151,42 @@ def test_no_query_for_the_default_metric_or_when_switched_off(fake_tools):
 def test_a_failing_query_refuses_nothing(fake_tools, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_EXIT", "1")
     NcuBackend().validate(plan_with(["nsightx__no_such.sum"]))  # ncu's own checks apply later
+    assert len(queries(fake_tools)) == 1
+
+
+CACHED = ("cache", "nsightx", "ncu-metrics", "2025.3.1.0--NVIDIA_H200.txt")
+"""The cache file of the fake ncu's version and the fake GPU, under ``tmp_path``."""
+
+
+def planted_listing(ncu_version: str = "2025.3.1.0") -> str:
+    """A cache file in this format that also lists a name ncu does not know."""
+    names = sorted(_metrics.parse_listing(LISTING).names | {"nsightx__planted.sum"})
+    return "\n".join([f"# nsightx ncu metric list v1; ncu {ncu_version}; gpu NVIDIA H200", *names]) + "\n"
+
+
+def test_a_cached_listing_reached_through_a_symlink_is_not_trusted(fake_tools, tmp_path):
+    """A link at the cache file's name (to a list someone else wrote) is never followed: ncu is asked again."""
+    cached = tmp_path.joinpath(*CACHED)
+    cached.parent.mkdir(parents=True)
+    planted = tmp_path / "planted.txt"
+    planted.write_text(planted_listing())
+    cached.symlink_to(planted)
+    with pytest.raises(nsightx.UnknownMetricError, match=re.escape("nsightx__planted.sum")):
+        NcuBackend().validate(plan_with(["nsightx__planted.sum"]))
+    assert len(queries(fake_tools)) == 1
+    assert not cached.is_symlink() and "nsightx__planted.sum" not in cached.read_text()  # replaced, not written through
+    assert planted.read_text() == planted_listing()
+
+
+def test_a_cached_listing_of_another_ncu_version_is_asked_again(fake_tools, tmp_path):
+    cached = tmp_path.joinpath(*CACHED)
+    cached.parent.mkdir(parents=True)
+    cached.write_text(planted_listing(ncu_version="2024.1.0.0"))
+    with pytest.raises(nsightx.UnknownMetricError, match=re.escape("nsightx__planted.sum")):
+        NcuBackend().validate(plan_with(["nsightx__planted.sum"]))
+    assert len(queries(fake_tools)) == 1
+    assert cached.read_text().splitlines()[0] == "# nsightx ncu metric list v1; ncu 2025.3.1.0; gpu NVIDIA H200"
+    NcuBackend().validate(plan_with(["dram__bytes_read.sum"]))  # the rewritten file is trusted: not asked again
     assert len(queries(fake_tools)) == 1
 
 

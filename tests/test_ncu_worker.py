@@ -155,12 +155,18 @@ MAIN = textwrap.dedent("""
 
 
 def test_function_from_main_end_to_end_with_a_captured_report(tmp_path):
-    """A __main__ function travels by value; the fixture report stands in for what ncu would write."""
+    """A __main__ function travels by value; the fixture report stands in for what ncu would write.
+
+    Without output_prefix the report is read and then deleted with the call's temporary folder.
+    """
     report = FIXTURES / "one_metric.ncu-rep"
     script = tmp_path / "main_script.py"
     script.write_text(MAIN)
+    temp = tmp_path / "temp"
+    temp.mkdir()
     env = {
         **os.environ,
+        "TMPDIR": str(temp),
         "FAKE_NCU_REPORT": str(report),
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins"), *sys.path]),
     }
@@ -177,7 +183,7 @@ def test_function_from_main_end_to_end_with_a_captured_report(tmp_path):
     ]
     assert "H200" in data["gpu"]
     assert data["loaded"] == []  # the report was read in a child process
-    assert Path(data["report"]).is_file()
+    assert data["report"] is None and list(temp.iterdir()) == []  # nothing left behind without output_prefix
 
 
 def test_unknown_metric_is_an_error_naming_it(monkeypatch):
@@ -288,7 +294,8 @@ def test_report_names_are_nsight_pythons_and_never_overwrite(tmp_path):
     try:
         assert (first.report.name, first.log.name) == ("exp1_ncu-output-f-2.ncu-rep", "exp1_ncu-output-f-2.log")
         assert second.report.name == "exp1_ncu-output-f-3.ncu-rep"
-        assert first.log.exists() and not first.report.exists()  # the claim is the exclusively created log
+        # the claim: both names created empty and exclusively (ncu's report and output then fill them)
+        assert first.log.stat().st_size == 0 and first.report.stat().st_size == 0
         assert (tmp_path / "exp1_ncu-output-f-0.ncu-rep").read_text() == "someone else's report"
         assert (tmp_path / "exp1_ncu-output-f-1.log").read_text() == "someone else's log"
     finally:

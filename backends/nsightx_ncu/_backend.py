@@ -6,7 +6,8 @@ Flow of :meth:`NcuBackend.execute`:
 2. Build the thermal guard here and replace the plan's collectors with proxies (:mod:`nsightx_ncu._serve`);
    pickle that plan (:mod:`nsightx_ncu._payload`: a function of an importable module travels by reference, one
    of ``__main__`` or a notebook by value; a value that cannot travel is named before ncu starts) into a private
-   folder (mode 0700) with a small JSON spec, next to the channel's socket (:mod:`nsightx_ncu._channel`).
+   folder (mode 0700) with a small JSON spec, next to the channel's socket (:mod:`nsightx_ncu._channel`). The
+   spec carries a random per-call secret: the parent serves only a connection whose first message holds it.
 3. Start ``ncu ... python -m nsightx_ncu._worker spec.json`` without a shell and serve it
    (:mod:`nsightx_ncu._supervise`): the worker asks for collector values and the guard at each config, run and
    region; everything printed goes to the log, the user's own lines also to the user's stdout/stderr.
@@ -15,6 +16,8 @@ Flow of :meth:`NcuBackend.execute`:
 5. Raise :class:`~nsightx.ext.MeasurementError` (with the log tail, and the config and run that failed) if the
    worker or ncu failed, after the runs already measured were written; :class:`~nsightx.CounterPermissionError`
    when ncu may not read the performance counters.
+6. In every case, delete the private folder, with the report and log unless ``output_prefix`` is set or
+   ``ncu_keep_report`` asks to keep them (:func:`keeps_files`).
 
 The user's process never loads Nsight Compute, so CUPTI (or anything else) can be used in it afterwards.
 """
@@ -25,8 +28,10 @@ import dataclasses
 import functools
 import json
 import os
+import secrets
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -117,6 +122,15 @@ class Artifacts:
         """The report reader's output."""
         return self.private / "actions.json"
 
+    @property
+    def has_report(self) -> bool:
+        """Whether ncu wrote the report: a regular file (never a link) that is more than the empty claim."""
+        try:
+            st = os.lstat(self.report)
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_size > 0
+
 
 REPORT_KIND = "ncu-output"
 """Report and log names are nsight-python's: ``<output_prefix>ncu-output-<function>-<n>.ncu-rep`` and ``.log``."""
@@ -126,17 +140,40 @@ def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
-def _first_index(plan: Plan) -> int:
-    """``n`` of the call's output tag ``<function>-<n>`` (0 when the tag carries none, e.g. without a prefix)."""
+def _name_parts(plan: Plan) -> tuple[str, int]:
+    """The function part of the report name and the first ``n`` to try.
+
+    Under ``output_prefix`` both come from the call's tag ``<function>-<n>``, whose function part the core already
+    made safe for file names, so the report shares the tag of the call's other files; otherwise they are the
+    function's name (made safe here) and 0.
+    """
     head, _, tail = plan.output_tag.rpartition("-")
-    return int(tail) if head == plan.function_name and tail.isdigit() else 0
+    if plan.output_dir is not None and head and tail.isdigit():
+        return head, int(tail)
+    return _safe(plan.function_name or "profile"), 0
+
+
+_CLAIM_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+"""Exclusive create that never goes through a symbolic link: a name held by anything (a dangling link too) fails."""
+
+
+def _claim(path: Path) -> bool:
+    """Create ``path`` empty with :data:`_CLAIM_FLAGS`; ``False`` when the name is taken."""
+    try:
+        os.close(os.open(path, _CLAIM_FLAGS, 0o666))
+    except FileExistsError:
+        return False
+    return True
 
 
 def reserve_name(folder: Path, base: str, first: int) -> tuple[Path, Path]:
     """Claim ``<base>-<n>.ncu-rep`` and ``.log`` for the first free ``n`` from ``first``; never reuse a name.
 
-    The claim is the exclusive creation of the (empty) log, which ncu's output then fills: two calls, in this
-    process or another, can never get the same ``n``. A number whose report or log already exists is skipped.
+    The claim is the exclusive creation of both files, empty, which ncu's report and output then fill: two calls,
+    in this process or another, can never get the same ``n``. A number whose report or log already exists, as a
+    file, a folder or a symbolic link (dangling or not), is skipped: nsightx never writes through a link planted
+    at a predictable name, and once claimed the names are this call's files (in a sticky folder such as ``/tmp``
+    nobody else can replace them).
 
     Args:
         folder: Where the files go.
@@ -149,12 +186,10 @@ def reserve_name(folder: Path, base: str, first: int) -> tuple[Path, Path]:
     n = first
     while True:
         report, log = folder / f"{base}-{n}.ncu-rep", folder / f"{base}-{n}.log"
-        if not report.exists():
-            try:
-                os.close(os.open(log, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        if _claim(report):
+            if _claim(log):
                 return report, log
-            except FileExistsError:
-                pass
+            report.unlink()
         n += 1
 
 
@@ -162,8 +197,9 @@ def make_artifacts(plan: Plan) -> Artifacts:
     """Create the private folder and claim report and log names (in ``output_dir`` when one is set).
 
     The names are nsight-python's, ``<stem>ncu-output-<function>-<n>``, where ``<stem>`` is ``output_prefix``'s
-    file part and ``n`` starts at the call's number (``<function>-<n>`` of the plan's output tag) and moves on to
-    the next free one if a file of that name exists.
+    file part and ``<function>-<n>`` starts at the call's tag (see :func:`_name_parts`); ``n`` moves on to the
+    next free one if a file of that name exists. Without ``output_dir`` the report and log go in the private
+    folder, which the call deletes at its end unless ``ncu_keep_report`` is set.
     """
     private = Path(tempfile.mkdtemp(prefix="nsightx-ncu-"))
     os.chmod(private, 0o700)
@@ -171,8 +207,8 @@ def make_artifacts(plan: Plan) -> Artifacts:
     if plan.output_dir is not None:
         where = Path(plan.output_dir)
         where.mkdir(parents=True, exist_ok=True)
-    function = _safe(plan.function_name or "profile")
-    report, log = reserve_name(where, f"{_safe(plan.output_stem)}{REPORT_KIND}-{function}", _first_index(plan))
+    function, first = _name_parts(plan)
+    report, log = reserve_name(where, f"{_safe(plan.output_stem)}{REPORT_KIND}-{function}", first)
     return Artifacts(private=private, report=report, log=log)
 
 
@@ -350,7 +386,7 @@ class NcuBackend(Backend):
                 env = self._execute(plan, sink, options, metrics, install, child, art)
         finally:
             self._cleanup(art, options, plan)
-        if not art.report.exists():
+        if not art.has_report:
             env["ncu_report"] = None
         if not art.log.exists():
             env["ncu_log"] = None
@@ -385,7 +421,7 @@ class NcuBackend(Backend):
         debug = plan.verbosity >= VerbosityLevel.DEBUG
         outcome, cmd = _run_ncu(plan, art, options, metrics, install.path, requests, progress)
         if outcome.permission_denied:  # nothing was measured: keep the sink empty (auto may measure elsewhere)
-            raise CounterPermissionError(f"{PERMISSION_HELP}\nncu log: {art.log}", backend=self.name)
+            raise CounterPermissionError(f"{PERMISSION_HELP}\n{_log_note(art, plan, options)}", backend=self.name)
         worker_runs = read_raw(art.runs) if art.runs.exists() else []
         actions, read_problem = self._read_report(art, metrics, options.deep, child)
         merged = merge_runs(actions, worker_runs, metrics, deep=options.deep)
@@ -396,7 +432,7 @@ class NcuBackend(Backend):
             **environment(actions),
             "ncu_version": install.version_string,
             "ncu_path": str(install.path),
-            "ncu_report": str(art.report) if art.report.exists() else None,
+            "ncu_report": str(art.report) if art.has_report else None,
             "ncu_log": str(art.log),
             "ncu_command": shlex.join(cmd),
             # Nsight Compute serialises every kernel launch it profiles: the ``serialized`` flag reads this key
@@ -413,7 +449,7 @@ class NcuBackend(Backend):
         art: Artifacts, metrics: tuple[str, ...], deep: bool, child: ReaderChild
     ) -> tuple[list[Action], str]:
         """The report's actions (none when ncu wrote no report), and why it could not be read (or "")."""
-        if not art.report.exists():
+        if not art.has_report:
             return [], ""
         try:
             return child.read(art.report, metrics, deep, art.actions), ""
@@ -433,7 +469,7 @@ class NcuBackend(Backend):
     ) -> None:
         error = _read_error(art.error)
         tail = log_tail(art.log)
-        where = f"\nncu log: {art.log}\n--- last lines of the log ---\n{tail}"
+        where = f"\n{_log_note(art, plan, options)}\n--- last lines of the log ---\n{tail}"
         done = [r for r in merged.runs if r.config >= 0]
         kept = f"{len(done)} measured run(s) completed and were kept"
         self._check_worker(plan, outcome, options, requests, error, tail, done, kept, where)
@@ -502,7 +538,7 @@ class NcuBackend(Backend):
         """Raise when the report is missing, unreadable, lacks a metric, or profiled no kernel of any region."""
         if read_problem:
             raise MeasurementError(f"{read_problem}{where}")
-        if not art.report.exists():
+        if not art.has_report:
             raise MeasurementError(
                 f"No NVIDIA Nsight Compute report found. ncu finished but wrote no report at {art.report}.{where}"
             )
@@ -524,14 +560,37 @@ class NcuBackend(Backend):
 
     @staticmethod
     def _cleanup(art: Artifacts, options: NcuOptions, plan: Plan) -> None:
+        """Delete the call's private files; give back unused name claims; without keeping, the whole folder."""
         for path in (art.payload, art.spec, art.runs, art.error, art.actions):
             path.unlink(missing_ok=True)
-        if not art.report.exists() and art.log.exists() and art.log.stat().st_size == 0:
-            art.log.unlink()  # the name was claimed but ncu never started: give it back
-        if not options.ncu_keep_report and plan.output_dir is None:
+        if not art.has_report:
+            art.report.unlink(missing_ok=True)  # the empty claim: ncu wrote no report
+            if art.log.exists() and art.log.stat().st_size == 0:
+                art.log.unlink()  # the name was claimed but ncu never started: give it back
+        if not keeps_files(plan, options):
             shutil.rmtree(art.private, ignore_errors=True)
         elif not any(art.private.iterdir()):
             art.private.rmdir()
+
+
+def keeps_files(plan: Plan, options: NcuOptions) -> bool:
+    """Whether the report and log outlive the call: always under ``output_prefix``, else only when asked.
+
+    nsight-python leaves a temporary folder of reports behind at every call; nsightx writes nothing that lasts
+    unless ``output_prefix`` is given or ``backend_options={"ncu_keep_report": True}`` asks to keep them (then they
+    stay in the call's private temporary folder, named in ``environment["ncu_report"]``).
+    """
+    return plan.output_dir is not None or options.ncu_keep_report
+
+
+def _log_note(art: Artifacts, plan: Plan, options: NcuOptions) -> str:
+    """``ncu log: <path>`` for an error message, saying so when the log goes with the call's temporary folder."""
+    if keeps_files(plan, options):
+        return f"ncu log: {art.log}"
+    return (
+        f"ncu log: {art.log} (deleted at the end of the call with its temporary folder; give output_prefix or "
+        "backend_options={'ncu_keep_report': True} to keep it)"
+    )
 
 
 def _run_ncu(
@@ -545,8 +604,9 @@ def _run_ncu(
 ) -> tuple[Outcome, list[str]]:
     """Run ncu over the worker, serving its channel, until it ends; return how it ended and its command."""
     debug = plan.verbosity >= VerbosityLevel.DEBUG
+    secret = secrets.token_hex(32)  # only the worker started here may talk on the channel: it reads this in spec
     with listening(art.private) as (listener, channel):
-        _write_spec(art, options, channel)
+        _write_spec(art, options, channel, secret)
         app = [sys.executable, "-m", "nsightx_ncu._worker", str(art.spec)]
         cmd = build_command(
             ncu,
@@ -568,6 +628,7 @@ def _run_ncu(
                 log=art.log,
                 listener=listener,
                 requests=requests,
+                secret=secret,
                 timeout_s=options.ncu_timeout_s,
                 show_tool_lines=debug,
             )
@@ -576,8 +637,12 @@ def _run_ncu(
     return outcome, cmd
 
 
-def _write_spec(art: Artifacts, options: NcuOptions, channel: str | None) -> None:
-    """The worker's instructions: where its plan, runs and error go, its NVTX range kind and the channel."""
+def _write_spec(art: Artifacts, options: NcuOptions, channel: str | None, secret: str) -> None:
+    """The worker's instructions: where its plan, runs and error go, its NVTX range kind, the channel and its secret.
+
+    The spec lies in the private 0700 folder: the secret reaches the worker without going through its command
+    line (readable by every user) or its environment (inherited by every process the user's function starts).
+    """
     art.spec.write_text(
         json.dumps(
             {
@@ -586,6 +651,7 @@ def _write_spec(art: Artifacts, options: NcuOptions, channel: str | None) -> Non
                 "error": str(art.error),
                 "nvtx_ranges": options.ncu_nvtx_ranges,
                 "channel": channel,
+                "secret": secret,
             }
         ),
         encoding="utf-8",

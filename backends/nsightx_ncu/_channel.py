@@ -9,7 +9,9 @@ application replay starts it once per pass) and speaks JSON lines:
 =====================================================  ==========================================================
 worker sends                                           parent does, then answers
 =====================================================  ==========================================================
-``{"op": "hello", "pid": P}``                          a new worker (pass) began; no answer
+``{"op": "hello", "pid": P, "secret": K}``             a new worker (pass) began; no answer. It must be the
+                                                       first message, with the call's secret K (from the spec),
+                                                       or the connection is closed unanswered
 ``{"op": "run", "config": C, "run": R}``               thermal guard; for a measured run (R >= 0) the RUN
                                                        collectors; answers ``{"values": [...]}``
 ``{"op": "collect", "scope": S, "config": C, ...}``    the collectors of scope S (once, config, annotation);
@@ -84,12 +86,15 @@ class ParentLink:
         self._values: dict[str, Entry] = {}
 
     @classmethod
-    def connect(cls, path: str) -> ParentLink:
-        """Connect to the parent's socket at ``path`` and say hello."""
+    def connect(cls, path: str, secret: str) -> ParentLink:
+        """Connect to the parent's socket at ``path`` and say hello with the call's ``secret``.
+
+        The parent closes a connection whose first message is not this hello with the right secret.
+        """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
         link = cls(sock)
-        link.notify({"op": "hello", "pid": os.getpid()})
+        link.notify({"op": "hello", "pid": os.getpid(), "secret": secret})
         return link
 
     def notify(self, message: Mapping[str, Any]) -> None:

@@ -40,8 +40,10 @@ class NcuOptions(BackendOptions):
     """Further ncu arguments, passed verbatim (each item one argument) before the application."""
     ncu_path: str | None = None
     """Use this ncu binary instead of searching ``PATH``, ``NSIGHTX_NCU`` and the standard folders."""
-    ncu_keep_report: bool = True
-    """Keep the ``.ncu-rep`` and the log; with ``False`` they are deleted once parsed (temp folder only)."""
+    ncu_keep_report: bool = False
+    """Keep the ``.ncu-rep`` and the log of a call without ``output_prefix`` in its temporary folder (named in
+    ``environment["ncu_report"]``/``["ncu_log"]``); by default that folder is deleted at the end of the call, as
+    nothing else is written without ``output_prefix``. Under ``output_prefix`` the report and log are always kept."""
     ncu_timeout_s: float | None = Field(default=None, gt=0)
     """Kill ncu (and the worker) after this many seconds; ``None`` waits for ever."""
     ncu_check_metrics: bool = True

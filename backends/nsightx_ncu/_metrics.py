@@ -2,7 +2,10 @@
 
 ncu is asked once per ncu version and GPU (``ncu --query-metrics --query-metrics-mode all --devices <n>``, which
 lists every metric name with every suffix), and the answer is kept in the user's cache folder
-(``$XDG_CACHE_HOME/nsightx``, else ``~/.cache/nsightx``), one file per ncu version and GPU name. A name is known
+(``$XDG_CACHE_HOME/nsightx``, else ``~/.cache/nsightx``), one file per ncu version and GPU name. A cached file is
+used only when it is a regular file of this user (never through a symbolic link) whose first line names the
+format, the ncu version and the GPU it was made for, followed by metric names only; anything else is asked again
+and replaced. A name is known
 when ncu lists it, or when its base name is listed and every part of its suffix is a suffix ncu uses
 (``.sum``, ``.avg``, ``.per_second``, ``.pct_of_peak_sustained_elapsed``, ...). Names ncu does not list but accepts
 (device attributes, launch statistics, ``breakdown:``/``regex:`` forms) are not checked.
@@ -18,6 +21,7 @@ import functools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -33,6 +37,15 @@ UNLISTED_PREFIXES: tuple[str, ...] = ("device__", "launch__", "profiler__", "num
 """Metric families ncu accepts but does not list under ``--query-metrics``: never refused."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_]+__[A-Za-z0-9_.]+$")
+
+CACHE_FORMAT = "nsightx ncu metric list v1"
+"""Names the cache file's format in its first line (see :func:`cache_header`)."""
+MIN_NAMES = 10
+"""Fewer names than this is not a listing (ncu lists some 145,000 for an H200)."""
+MAX_CACHE_BYTES = 64 << 20
+"""A larger cache file is not one of ours (the H200's listing is 8 MB)."""
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+"""Open a cache file: never through a symbolic link, and without blocking on a FIFO put in its place."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,16 @@ def cache_dir() -> Path:
     return Path(root) / "nsightx"
 
 
+def cache_header(ncu_version: str, gpu: str) -> str:
+    """The first line of the cache file for one ncu version and GPU.
+
+    Example:
+        >>> cache_header("2025.3.1.0", "NVIDIA H200")
+        '# nsightx ncu metric list v1; ncu 2025.3.1.0; gpu NVIDIA H200'
+    """
+    return f"# {CACHE_FORMAT}; ncu {ncu_version}; gpu {gpu}"
+
+
 def cache_file(ncu_version: str, gpu: str) -> Path:
     """Where the listing of one ncu version for one GPU is kept."""
     slug = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{ncu_version}--{gpu}").strip("_")
@@ -129,16 +152,20 @@ def forget() -> None:
 def load_known(ncu: str | Path, ncu_version: str, device: int) -> tuple[KnownMetrics | None, str | None]:
     """The names ncu knows for ``device``: from the cache, else asked from ncu once and cached.
 
+    A cache file that is a link, not this user's, or not made by this format for this ncu version and GPU is not
+    trusted: ncu is asked and the file replaced.
+
     Returns:
         The names (``None`` when ncu could not be asked: the check is then skipped) and the GPU's name (``None``
         when it cannot be told; the answer is then used but not cached).
     """
     gpu = gpu_name(device)
     path = cache_file(ncu_version, gpu) if gpu else None
-    if path is not None and path.is_file():
-        known = _read_cached(path)
-        if known.names:
-            return known, gpu
+    header = cache_header(ncu_version, gpu) if gpu else ""
+    if path is not None:
+        cached = _read_cached(path, header)
+        if cached is not None:
+            return cached, gpu
     try:
         out = subprocess.run(
             query_command(ncu, device),
@@ -151,29 +178,46 @@ def load_known(ncu: str | Path, ncu_version: str, device: int) -> tuple[KnownMet
     except (OSError, subprocess.TimeoutExpired):
         return None, gpu
     known = parse_listing(out.stdout)
-    if out.returncode != 0 or len(known.names) < 10:
+    if out.returncode != 0 or len(known.names) < MIN_NAMES:
         return None, gpu
     if path is not None:
-        _write_atomically(path, "\n".join(sorted(known.names)) + "\n")
+        _write_atomically(path, "\n".join([header, *sorted(known.names)]) + "\n")
     return known, gpu
 
 
-_parsed: dict[tuple[str, int, int], KnownMetrics] = {}
-"""Cache files already read by this process, by (path, mtime, size): a listing holds ~145,000 names (8 MB on the
-H200), and parsing it again took 0.07-0.13 s per call (a synthetic list of that size on a 2-core VM), with 0.16 s
-more for the suffix sets of a name that is not listed verbatim; a file replaced on disk is read again."""
+_parsed: dict[tuple[str, int, int, int], KnownMetrics] = {}
+"""Cache files already read by this process, by (path, inode, mtime, size): a listing holds ~145,000 names (8 MB on
+the H200), and parsing it again took 0.07-0.13 s per call (a synthetic list of that size on a 2-core VM), with
+0.16 s more for the suffix sets of a name that is not listed verbatim; a file replaced on disk is read again."""
 
 
-def _read_cached(path: Path) -> KnownMetrics:
-    """The listing in one of our cache files (one name per line), parsed once per process and file version."""
-    st = path.stat()
-    key = (str(path), st.st_mtime_ns, st.st_size)
-    known = _parsed.get(key)
-    if known is None:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        known = KnownMetrics(frozenset(n for n in text.split() if _NAME.match(n)))
-        _parsed.clear()  # keep one listing: a process profiles one GPU with one ncu, nearly always
-        _parsed[key] = known
+def _read_cached(path: Path, header: str) -> KnownMetrics | None:
+    """The listing in one of our cache files, parsed once per process and file version; ``None`` if not usable.
+
+    Usable: a regular file (opened without following a link), owned by this user, no larger than
+    :data:`MAX_CACHE_BYTES`, whose first line is ``header`` and whose other lines are at least
+    :data:`MIN_NAMES` metric names.
+    """
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:  # missing, or a symbolic link (ELOOP)
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+        if not stat.S_ISREG(st.st_mode) or not mine or st.st_size > MAX_CACHE_BYTES:
+            return None
+        key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+        known = _parsed.get(key)
+        if known is not None:
+            return known
+        lines = fh.read(MAX_CACHE_BYTES + 1).decode("utf-8", errors="replace").splitlines()
+    names = lines[1:]
+    if not lines or lines[0] != header or len(names) < MIN_NAMES or not all(_NAME.match(n) for n in names):
+        return None
+    known = KnownMetrics(frozenset(names))
+    _parsed.clear()  # keep one listing: a process profiles one GPU with one ncu, nearly always
+    _parsed[key] = known
     return known
 
 

@@ -5,10 +5,16 @@ stderr) with a short timeout, so the parent never blocks on the worker: a worker
 its connection (end of file), ncu's exit is seen within :data:`POLL_S`, ``ncu_timeout_s`` kills the process
 group, and Ctrl-C (which Python delivers to this thread) kills it too before it propagates. Collectors run here,
 in the user's thread, as they do on in-process backends.
+
+Only the worker this call started is served: the first line of every connection must be the worker's ``hello``
+holding the call's secret (read from the spec in the private folder, compared in constant time). Any other
+connection (another process of the same user that found the socket) is closed before anything is answered, so
+it can neither read a collector value nor stop the sweep with a bad request.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import selectors
@@ -20,9 +26,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from nsightx_ncu._channel import encode
 from nsightx_ncu._echo import OutputRouter
@@ -39,6 +45,9 @@ MAX_SOCKET_PATH = 100
 
 READ_BYTES = 1 << 16
 
+MAX_HELLO_BYTES = 4096
+"""Longest first line a connection may send before it has shown the secret; a longer one is closed."""
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -50,6 +59,22 @@ class Outcome:
     """Killed at ``ncu_timeout_s``."""
     permission_denied: bool
     """ncu said ``ERR_NVGPUCTRPERM`` (the process group was then killed: nothing can be measured)."""
+
+
+@dataclass
+class _Connection:
+    """One accepted connection: bytes received but not yet a whole line, and whether it showed the secret."""
+
+    buffer: bytearray = field(default_factory=bytearray)
+    trusted: bool = False
+
+
+def admitted(message: Any, secret: str) -> bool:
+    """Whether a connection's first message is the worker's ``hello`` holding this call's ``secret``."""
+    if not isinstance(message, dict) or message.get("op") != "hello":
+        return False
+    given = message.get("secret")
+    return bool(secret) and isinstance(given, str) and hmac.compare_digest(given.encode(), secret.encode())
 
 
 @contextmanager
@@ -85,6 +110,7 @@ def supervise(
     log: Path,
     listener: socket.socket,
     requests: WorkerRequests,
+    secret: str,
     timeout_s: float | None,
     show_tool_lines: bool = False,
 ) -> Outcome:
@@ -96,6 +122,7 @@ def supervise(
         log: Where every byte ncu and the worker print goes.
         listener: The channel's listening socket (see :func:`listening`).
         requests: Answers the worker's messages.
+        secret: What a connection's first message (the worker's ``hello``) must hold to be served.
         timeout_s: Kill the process group after this many seconds (``None``: never).
         show_tool_lines: Echo ncu's own ``==PROF==`` lines too.
 
@@ -104,8 +131,8 @@ def supervise(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     sel = selectors.DefaultSelector()
-    connections: dict[socket.socket, bytearray] = {}
-    with log.open("wb") as log_file:
+    connections: dict[socket.socket, _Connection] = {}
+    with _open_log(log) as log_file:
         router = OutputRouter(log_file, show_tool_lines=show_tool_lines)
         proc = _start(cmd, env)
         assert proc.stdout is not None and proc.stderr is not None  # both are pipes
@@ -120,7 +147,7 @@ def supervise(
                 pipes,
                 deadline,
                 router,
-                lambda key: _serve_one(key.fileobj, sel, listener, pipes, connections, router, requests),
+                lambda key: _serve_one(key.fileobj, sel, listener, pipes, connections, router, requests, secret),
             )
         except BaseException:
             kill_group(proc)
@@ -134,6 +161,12 @@ def supervise(
             proc.stderr.close()
         rc = proc.wait()
     return Outcome(returncode=rc, timed_out=timed_out, permission_denied=router.permission_denied)
+
+
+def _open_log(log: Path) -> BinaryIO:
+    """Open the claimed (empty) log for writing, never through a symbolic link put in its place."""
+    fd = os.open(log, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    return os.fdopen(fd, "wb")
 
 
 def _start(cmd: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
@@ -184,18 +217,19 @@ def _serve_one(
     sel: selectors.BaseSelector,
     listener: socket.socket,
     pipes: dict[int, str],
-    connections: dict[socket.socket, bytearray],
+    connections: dict[socket.socket, _Connection],
     router: OutputRouter,
     requests: WorkerRequests,
+    secret: str,
 ) -> None:
-    """Handle one ready file: a new worker, a worker's message(s), or output."""
+    """Handle one ready file: a new connection, a connection's message(s), or output."""
     if fileobj is listener:
         try:
             conn, _ = listener.accept()
         except BlockingIOError:
             return
         conn.setblocking(True)
-        connections[conn] = bytearray()
+        connections[conn] = _Connection()
         sel.register(conn, selectors.EVENT_READ, None)
         return
     if isinstance(fileobj, int):
@@ -206,31 +240,54 @@ def _serve_one(
             sel.unregister(fileobj)
             del pipes[fileobj]
         return
-    worker: socket.socket = fileobj
+    _serve_connection(fileobj, sel, connections, requests, secret)
+
+
+def _close(conn: socket.socket, sel: selectors.BaseSelector, connections: dict[socket.socket, _Connection]) -> None:
+    sel.unregister(conn)
+    del connections[conn]
+    conn.close()
+
+
+def _serve_connection(
+    conn: socket.socket,
+    sel: selectors.BaseSelector,
+    connections: dict[socket.socket, _Connection],
+    requests: WorkerRequests,
+    secret: str,
+) -> None:
+    """Read what a connection sent and answer each whole line; close it at its end or if it lacks the secret."""
+    state = connections[conn]
     try:
-        data = worker.recv(READ_BYTES)
+        data = conn.recv(READ_BYTES)
     except OSError:
         data = b""
     if not data:  # the worker ended (or died): nothing more will come on this connection
-        sel.unregister(worker)
-        del connections[worker]
-        worker.close()
+        _close(conn, sel, connections)
         return
-    buffer = connections[worker]
-    buffer += data
-    while (end := buffer.find(b"\n")) >= 0:
-        line = bytes(buffer[:end])
-        del buffer[: end + 1]
+    state.buffer += data
+    while (end := state.buffer.find(b"\n")) >= 0:
+        line = bytes(state.buffer[:end])
+        del state.buffer[: end + 1]
         try:
             message = json.loads(line)
         except ValueError:
-            continue  # not ours (nothing else should write here); never let it stop the measurement
+            message = None  # not ours (nothing else should write here); never let it stop the measurement
+        if not state.trusted:
+            if not admitted(message, secret):
+                _close(conn, sel, connections)  # not the worker this call started: nothing read, nothing sent
+                return
+            state.trusted = True
+        if not isinstance(message, dict):
+            continue
         answer = requests.handle(message)
         if answer is not None:
             try:
-                worker.sendall(encode(answer))
+                conn.sendall(encode(answer))
             except OSError:
                 return  # the worker died while waiting; its end of file comes next
+    if not state.trusted and len(state.buffer) > MAX_HELLO_BYTES:
+        _close(conn, sel, connections)
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     link: ParentLink | None = None
     try:
         if spec.get("channel"):
-            link = ParentLink.connect(spec["channel"])
+            link = ParentLink.connect(spec["channel"], str(spec.get("secret", "")))
             _channel.install(link)
         import cloudpickle
 

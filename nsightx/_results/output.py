@@ -9,7 +9,10 @@ then ``os.replace``), so a reader never sees half a file.
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import secrets
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -25,6 +28,31 @@ _counters: dict[tuple[str, str, str], int] = {}
 """Next ``n`` to try per (folder, stem, function): a hint that saves retries; the reservation decides."""
 
 
+_UNSAFE = re.compile(r"[^\w.-]+")
+"""Runs of characters that never go into a file name: anything but letters, digits, ``_``, ``-`` and ``.``."""
+MAX_NAME_BYTES = 100
+"""Longest function part of a file name, in UTF-8 bytes (the system's limit for a whole name is 255)."""
+
+
+def safe_name(function: str) -> str:
+    """The function name as it appears in file names: letters, digits, ``_``, ``-`` and ``.`` only.
+
+    A plain name is kept as it is (``matmul``); the angle brackets of Python's own names go (``<lambda>`` ->
+    ``lambda``); any other run of characters becomes one ``_`` (``a/b`` -> ``a_b``), so a name can never add a
+    folder to a path; leading dots become ``_`` (no hidden file, never ``..``); the result is cut to
+    :data:`MAX_NAME_BYTES`, and an empty one is ``function``.
+
+    Example:
+        >>> [safe_name(n) for n in ("matmul", "<lambda>", "../x y", ".hidden")]
+        ['matmul', 'lambda', '___x_y', '_hidden']
+    """
+    name = _UNSAFE.sub("_", function.strip("<>"))
+    dots = len(name) - len(name.lstrip("."))
+    name = "_" * dots + name[dots:]
+    name = name.encode("utf-8")[:MAX_NAME_BYTES].decode("utf-8", errors="ignore")
+    return name or "function"
+
+
 @dataclass(frozen=True)
 class OutputLocation:
     """Where one call's files go: ``<folder>/<stem><kind>-<tag>.<ext>``."""
@@ -32,7 +60,7 @@ class OutputLocation:
     folder: Path
     stem: str
     tag: str
-    """``<function>-<n>``."""
+    """``<function>-<n>``, the function's name made safe for file names (:func:`safe_name`)."""
     sweep: str = ""
     """Random id of the call, written in every raw line and in the result's environment (``sweep``)."""
 
@@ -99,6 +127,8 @@ def _taken(folder: Path, stem: str, tag: str) -> bool:
 def allocate(prefix: str, function: str) -> OutputLocation:
     """Create the folder and reserve the tag ``<function>-<n>`` for the next call of ``function``.
 
+    ``<function>`` is :func:`safe_name` of ``function``: a name holding ``/`` or ``<>`` never reaches a path.
+
     ``output_prefix="out/"`` (or an existing folder) writes ``out/profiled_data-f-0.csv``; ``"out/exp1_"``
     writes ``out/exp1_profiled_data-f-0.csv``. The raw file ``<stem>raw_data-<tag>.jsonl`` is created with an
     exclusive create, which succeeds for one caller only, in this process or any other; a number whose raw file
@@ -109,6 +139,7 @@ def allocate(prefix: str, function: str) -> OutputLocation:
         ConfigError: the folder cannot be created or written (see :func:`prepare_folder`).
     """
     folder, stem = prepare_folder(prefix)
+    function = safe_name(function)
     key = (str(folder.resolve()), stem, function)
     n = _counters.get(key, 0)
     while True:
@@ -133,23 +164,36 @@ def allocate(prefix: str, function: str) -> OutputLocation:
 def write_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``.
 
-    A reader (or a crash) sees either the old file or the whole new one, never a part. The file gets the mode a
-    plain ``open()`` would give it (``0o666`` less the umask), not the private ``0o600`` of a temporary file.
+    A reader (or a crash) sees either the old file or the whole new one, never a part. The temporary file is
+    created with ``os.open(..., 0o666)``, so the kernel applies the umask and the file gets the mode a plain
+    ``open()`` would give it. The umask is never read or changed here: ``os.umask`` is process-wide, and setting it
+    even for a moment would change the mode of a file another thread creates in that moment.
     """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
 
-def _umask() -> int:
-    """The process's umask (read by setting it and putting it back: the only portable way)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+"""Exclusive create, never through a symbolic link (``O_NOFOLLOW`` where the system has it)."""
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """Create a new temporary file next to ``path`` (mode ``0o666`` less the umask) and return ``(fd, name)``.
+
+    Raises:
+        FileExistsError: A hundred random names were all taken (something else creates files there).
+    """
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", str(path.parent))

@@ -422,6 +422,8 @@ def _parallel_devices(value: object) -> tuple[int | str, ...] | Literal["all"] |
 def _output_prefix(value: object) -> str | None:
     """``output_prefix`` as a str: a ``str`` or an ``os.PathLike`` of str; anything else is refused.
 
+    A leading ``~`` or ``~user`` is expanded (:func:`os.path.expanduser`), as every Unix tool does.
+
     The folder itself is created and checked for writing when the call starts, before the first run
     (:func:`nsightx._results.output.prepare_folder`): decorating must not touch the file system.
     """
@@ -436,7 +438,7 @@ def _output_prefix(value: object) -> str | None:
         )
     if not value.strip() or "\0" in value:
         raise ConfigError(f"output_prefix {value!r} is not a usable path; {hint} ('./' for the current folder)")
-    return value
+    return os.path.expanduser(value)  # "~/out/" is the home folder's out/, as in a shell, not a folder named "~"
 
 
 def build_spec(**options: Any) -> ProfileSpec:
