@@ -70,23 +70,23 @@ def configs_twice(tmp: Path, mp: pytest.MonkeyPatch) -> None:
 
 
 def empty_configs(tmp: Path, mp: pytest.MonkeyPatch) -> None:
-    _decorate(configs=[])(_one)
+    _decorate(configs=[])(_one)()
 
 
 def lengths_differ(tmp: Path, mp: pytest.MonkeyPatch) -> None:
-    _decorate(configs=[(1,), (1, 2), (1,)])(_two)
+    _decorate(configs=[(1,), (1, 2), (1,)])(_two)()
 
 
 def arity(tmp: Path, mp: pytest.MonkeyPatch) -> None:
-    _decorate(configs=[(1, 2)])(_one)
+    _decorate(configs=[(1, 2)])(_one)()
 
 
 def arity_between(tmp: Path, mp: pytest.MonkeyPatch) -> None:
-    _decorate(configs=[(1, 2, 3)])(_two)
+    _decorate(configs=[(1, 2, 3)])(_two)()
 
 
 def arity_generator(tmp: Path, mp: pytest.MonkeyPatch) -> None:
-    _decorate(configs=((1, 2, 3) for _ in range(2)))(_two)
+    _decorate(configs=((1, 2, 3) for _ in range(2)))(_two)()
 
 
 def keyword_arguments(tmp: Path, mp: pytest.MonkeyPatch) -> None:
@@ -135,7 +135,7 @@ def plot_several_metrics(tmp: Path, mp: pytest.MonkeyPatch) -> None:
 
 
 def plot_several_metrics_at_decoration(tmp: Path, mp: pytest.MonkeyPatch) -> None:
-    nsight.analyze.plot(str(tmp / "x.png"))(_decorate(derive_metric=lambda t: (t, "ns"))(_none))
+    nsight.analyze.plot(str(tmp / "x.png"))(_decorate(derive_metric=lambda t: (t, "ns"))(_none))()
 
 
 def plot_no_metrics(tmp: Path, mp: pytest.MonkeyPatch) -> None:
@@ -147,11 +147,11 @@ def plot_no_metrics(tmp: Path, mp: pytest.MonkeyPatch) -> None:
 
 
 def plot_x_keys_unknown(tmp: Path, mp: pytest.MonkeyPatch) -> None:
-    nsight.analyze.plot(str(tmp / "x.png"), x_keys=["q"])(_decorate(configs=[(1, 2)])(_two))
+    nsight.analyze.plot(str(tmp / "x.png"), x_keys=["q"])(_decorate(configs=[(1, 2)])(_two))()
 
 
 def plot_x_keys_overlap(tmp: Path, mp: pytest.MonkeyPatch) -> None:
-    nsight.analyze.plot(str(tmp / "x.png"), row_panels=["n"], x_keys=["n"])
+    nsight.analyze.plot(str(tmp / "x.png"), row_panels=["n"], x_keys=["n"])(_decorate(configs=[(1, 2)])(_two))()
 
 
 def bad_choice(option: str, value: str) -> Callable[[Path, pytest.MonkeyPatch], None]:

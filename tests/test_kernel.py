@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import pandas as pd
 import pytest
 
@@ -136,8 +139,9 @@ def test_config_errors_before_any_run(plugin_host, decoration, call, message):
 
 
 def test_scalar_config_for_two_parameter_function_is_error():
+    profiled = kernel(configs=[1])(lambda n, m: None)
     with pytest.raises(ConfigError, match="single value"):
-        kernel(configs=[1])(lambda n, m: None)
+        profiled()
 
 
 def test_return_value_is_ignored_with_warning(plugin_host):
@@ -285,3 +289,91 @@ def test_sweep_stopped_before_any_run_completed_prints_nothing(plugin_host, tmp_
     with pytest.raises(ValueError, match="bad input"):
         _stopping(str(tmp_path) + "/", ValueError("bad input"), at=1)()
     assert capsys.readouterr().err == ""
+
+
+# --- nsight-python raises these when the decorated function is called, so nsightx does too (issue 36) ----------
+
+AT_CALL = [
+    ({"configs": []}, "configs cannot be empty"),
+    (
+        {"configs": [(1024,), (2048, 512), (4096,)]},
+        r"All configs must have the same number of arguments. Found lengths: \[1, 2, 1\]",
+    ),
+    (
+        {"configs": [(100, 200), 200, (300, 400)]},
+        r"All configs must have the same number of arguments. Found lengths: \[2, 1, 2\]",
+    ),
+    ({"configs": [(1024, 512), (2048, 1024)]}, "Configs have 2 arguments, but function expects 1"),
+    ({"configs": (c for c in [(1, 2, 3)])}, "Function 'one' does not support the input configuration"),
+    (
+        {"configs": [(1,)], "metrics": ["m"], "derive_metric": lambda t, n, extra: t},
+        "derive_metric expects 2 parameters",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), AT_CALL, ids=[m[:30] for _, m in AT_CALL])
+def test_config_problems_at_decoration_are_raised_by_each_call_before_any_work(plugin_host, tmp_path, options, message):
+    ran = []
+
+    def one(n):
+        ran.append(n)
+
+    profiled = kernel(output_prefix=f"{tmp_path}/out/", **options)(one)  # decorating raises nothing
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"^" + message):
+            profiled()
+    assert ran == [] and not (tmp_path / "out").exists()  # no run, no output folder: nothing was done
+
+
+def test_call_time_configs_do_not_hide_bad_decoration_configs(plugin_host):
+    """nsight-python refuses configs given in two places before it looks at either."""
+    profiled = kernel(configs=[])(lambda n: None)
+    with pytest.raises(ConfigError, match=r"^You have provided configs at decoration time and at runtime"):
+        profiled(configs=[(1,)])
+
+
+def test_module_with_a_bad_decorator_imports_and_its_call_raises(plugin_host, tmp_path, monkeypatch):
+    """A test module written for nsight-python puts the call in pytest.raises: importing it must not raise."""
+    (tmp_path / "bench_module.py").write_text(
+        "import nsightx as nsight\n"
+        "\n"
+        "@nsight.analyze.plot('plot.png')\n"
+        "@nsight.analyze.kernel(configs=[(1024,), (2048, 512)], metrics=['a', 'b'], backend='host', verbosity=0)\n"
+        "def mismatched(n):\n"
+        "    raise AssertionError('never runs')\n"
+        "\n"
+        "@nsight.analyze.plot('plot.png', x_keys=['q'])\n"
+        "@nsight.analyze.kernel(configs=[(1,)], metrics=['a', 'b'], backend='host', verbosity=0)\n"
+        "def unplottable(n):\n"
+        "    raise AssertionError('never runs')\n"
+        "\n"
+        "@nsight.analyze.kernel(configs=[], backend='host', verbosity=0)\n"
+        "def empty(n):\n"
+        "    raise AssertionError('never runs')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "bench_module", raising=False)
+    module = importlib.import_module("bench_module")
+    with pytest.raises(nsightx.ProfilerException, match=r"^All configs must have the same number of arguments"):
+        module.mismatched()
+    with pytest.raises(ValueError, match=r"^Cannot visualize multiple metrics"):
+        module.unplottable()
+    with pytest.raises(nsightx.ProfilerException, match=r"^configs cannot be empty"):
+        module.empty()
+    assert not (tmp_path / "plot.png").exists()
+
+
+def test_options_nsight_python_checks_at_decoration_still_raise_there():
+    """Thermal, clock, cache and replay options and the form of info collectors: nsight-python's decorator raises."""
+    for options in (
+        {"thermal_wait": 30, "thermal_cont": 20},
+        {"clock_control": "turbo"},
+        {"cache_control": "some"},
+        {"replay_mode": "app"},
+        {"info_collectors": [("a", print)]},
+    ):
+        with pytest.raises(ValueError):
+            kernel(**options)
+    with pytest.raises(ConfigError, match="Duplicate info collector name"):
+        kernel(configs=[(1,)], info_collectors=[("c", lambda: 1, "once"), ("c", lambda: 2, "once")])(lambda n: None)

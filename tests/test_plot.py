@@ -207,19 +207,15 @@ def test_several_metrics_need_metric(plugin_host, tmp_path):
     [
         ({"plot_type": "pie"}, ConfigError, "invalid plot_type 'pie'; expected 'line' or 'bar'"),
         ({"row_panels": "k"}, ConfigTypeError, r"write row_panels=\['k'\]"),
-        ({"col_panels": ["nope"]}, ConfigError, r"names \['nope'\], which are not parameters of f"),
-        ({"row_panels": ["k"], "col_panels": ["k"]}, ConfigError, "'k' is in both row_panels and col_panels"),
         ({"show_aggregate": "median"}, ConfigError, "expected None, 'avg' or 'geomean'"),
         ({"plot_width": 0}, ConfigError, "plot_width must be between 0 and 100"),
         ({"plot_height": "4"}, ConfigTypeError, "plot_height must be a number"),
         ({"plot_callback": 3}, ConfigTypeError, "plot_callback must be callable"),
         ({"annotate_points": "yes"}, ConfigTypeError, "annotate_points must be True or False"),
-        ({"variant_annotations": ["a"]}, ConfigError, "only applies with variant_fields"),
-        ({"x_keys": []}, ConfigError, "x_keys=\\[\\] leaves nothing"),
         ({"colour": "red"}, ConfigError, r"unknown plot option\(s\) \['colour'\]"),
     ],
 )
-def test_options_are_checked_when_decorating(options, error, match, tmp_path):
+def test_option_values_are_checked_when_decorating(options, error, match, tmp_path):
     ran = []
     with pytest.raises(error, match=match):
 
@@ -229,6 +225,33 @@ def test_options_are_checked_when_decorating(options, error, match, tmp_path):
             ran.append(1)
 
     assert not ran
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"col_panels": ["nope"]}, r"names \['nope'\], which are not parameters of f"),
+        ({"row_panels": ["k"], "col_panels": ["k"]}, "'k' is in both row_panels and col_panels"),
+        ({"variant_annotations": ["a"]}, "only applies with variant_fields"),
+        ({"x_keys": []}, "x_keys=\\[\\] leaves nothing"),
+        ({"x_keys": ["q"]}, r"^Field 'q' is not present in the DataFrame. Available fields: \['n', 'k'\]"),
+        ({"x_keys": ["n"], "row_panels": ["n"]}, r"^x_keys cannot contain fields used in row_panels, col_panels"),
+    ],
+)
+def test_roles_of_parameters_are_raised_by_the_call_before_any_run(options, match, tmp_path):
+    """What to draw is checked at decoration but raised by the call, where nsight-python raises it."""
+    ran = []
+
+    @nsightx.analyze.plot(str(tmp_path / "p.png"), **options)
+    @nsightx.analyze.kernel(configs=[(1, 2)], backend="host")
+    def f(n, k):
+        ran.append(1)
+
+    for _ in range(2):  # every call raises it, each time as a new exception
+        with pytest.raises(ConfigError, match=match) as info:
+            f()
+        assert info.value.__traceback__ is not None and info.value.__context__ is None
+    assert not ran and not (tmp_path / "p.png").exists()
 
 
 def test_filename_extension_and_stacking_order(tmp_path):
@@ -298,7 +321,7 @@ def test_stacked_plots_share_one_measurement(plugin_host, tmp_path):
     assert len(calls) == 2 * (2 + 1), "measured once (2 configs x (2 runs + 1 warm-up))"
 
 
-def test_several_metrics_without_metric_fail_at_decoration_before_any_run():
+def test_several_metrics_without_metric_fail_at_the_call_before_any_run():
     import nsightx as nx
 
     ran = []
@@ -306,8 +329,30 @@ def test_several_metrics_without_metric_fail_at_decoration_before_any_run():
     def body(n):
         ran.append(n)
 
+    derived = nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[1], derive_metric=lambda t, n: t)(body))
     with pytest.raises(nx.ConfigError, match="several metrics"):
-        nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[1], derive_metric=lambda t, n: t)(body))
+        derived()
+    two = nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[1], metrics=["a", "b"])(body))
     with pytest.raises(nx.ConfigError, match="several metrics"):
-        nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[1], metrics=["a", "b"])(body))
+        two()
     assert ran == []
+
+
+def test_the_calls_own_errors_come_before_the_plots():
+    """nsight-python profiles (and so checks the call and its configs) before it looks at what to plot."""
+    import nsightx as nx
+
+    bad_configs = nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[(1,), (1, 2)], metrics=["a", "b"])(_two))
+    with pytest.raises(nx.ConfigError, match=r"^All configs must have the same number of arguments"):
+        bad_configs()
+    plotted = nx.analyze.plot("x.png", x_keys=["q"])(nx.analyze.kernel(metrics=["a", "b"])(_two))
+    with pytest.raises(nx.ConfigError, match=r"^You have provided no configs"):
+        plotted()
+    with pytest.raises(nx.ConfigError, match=r"^Keyword arguments are not supported yet"):
+        plotted(1, k=2)
+    with pytest.raises(nx.ConfigError, match=r"^Cannot visualize multiple metrics"):
+        plotted(1)
+
+
+def _two(n, k=0):
+    raise AssertionError("never runs")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import platform
 import socket
@@ -18,9 +19,9 @@ from nsightx._api.sigterm import Terminated, reported_sigterm
 from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
 from nsightx._enums import VerbosityLevel
-from nsightx._errors import ConfigError, CounterPermissionError, OutputError
+from nsightx._errors import ConfigError, CounterPermissionError, NsightxError, OutputError
 from nsightx._host.plugins import PluginHost, default_host
-from nsightx._results.output import OutputLocation, allocate
+from nsightx._results.output import OutputLocation, TagNumbers, allocate
 from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.results import ProfileResults, build_results, now
 from nsightx._results.schema import PlanInfo, RawHeader
@@ -83,8 +84,18 @@ class ProfiledFunction:
         self.spec = spec
         self.shape = _configs.shape_of(fn)
         self.name = getattr(fn, "__name__", "function")
-        self.configs = None if configs is None else _configs.normalize(self.shape, configs, self.name)
-        check_derive_arity(spec.derive_metric, len(spec.metrics) if spec.metrics else None, len(self.shape.names))
+        self.tags = TagNumbers()
+        """The next ``n`` of this function's file tags: 0 for a newly decorated function, as in nsight-python."""
+        self._decoration_configs = configs is not None
+        self.configs: tuple[tuple[Any, ...], ...] | None = None
+        self._deferred: NsightxError | None = None
+        """What is wrong with the decoration-time configs or ``derive_metric``'s arity: raised by every call."""
+        try:  # checked now, raised when the function is called (where nsight-python raises it), before any work
+            if configs is not None:
+                self.configs = _configs.normalize(self.shape, configs, self.name)
+            check_derive_arity(spec.derive_metric, len(spec.metrics) if spec.metrics else None, len(self.shape.names))
+        except NsightxError as e:
+            self._deferred = e
         self._check_collector_names(collector_objects(spec))
         functools.update_wrapper(self, fn)
 
@@ -128,15 +139,7 @@ class ProfiledFunction:
             ConfigError: bad arguments, before anything runs (and before waiting for another thread's call).
         """
         _exclusive.check_not_nested(self.name)
-        if kwargs:
-            raise ConfigError(
-                f"Keyword arguments are not supported yet: {list(kwargs)}. A profiled function takes its values "
-                f"positionally: call {self.name}(...) with positional values or {self.name}(configs=[...]); "
-                "the only other keyword a call takes is executor="
-            )
-        resolved = self._resolve_configs(args, configs)
-        if executor is not None:  # given at call time: checked as the decorator's option is
-            check_alone(check_executor(executor), self.spec.device, self.spec.parallel_devices)
+        resolved = self._check_call(args, configs, executor, kwargs)
         executor = executor if executor is not None else self.spec.executor
         if executor is not None or self.spec.parallel_devices is not None:
             return self._call(resolved, executor)  # measured by the tasks, each under the lock where it runs
@@ -145,6 +148,34 @@ class ProfiledFunction:
             return self._call(resolved, None)
         finally:
             _exclusive.leave()
+
+    def check_call(self, *args: Any, configs: Any = None, executor: Any = None, **kwargs: Any) -> None:
+        """Raise what a call with these arguments would raise before any work, and do nothing else.
+
+        ``analyze.plot`` calls it before raising an error of its own, so that, as in nsight-python, a bad call or
+        bad configs are reported before the plot's options.
+
+        Raises:
+            ConfigError: the arguments, the configs (given at decoration or now) or ``derive_metric``'s arity.
+        """
+        self._check_call(args, configs, executor, kwargs)
+
+    def _check_call(
+        self, args: tuple[Any, ...], configs: Any, executor: Any, kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], ...]:
+        """The call's checks, before any work: its arguments, its configs, then what the decoration deferred."""
+        if kwargs:
+            raise ConfigError(
+                f"Keyword arguments are not supported yet: {list(kwargs)}. A profiled function takes its values "
+                f"positionally: call {self.name}(...) with positional values or {self.name}(configs=[...]); "
+                "the only other keyword a call takes is executor="
+            )
+        resolved = self._resolve_configs(args, configs)
+        if self._deferred is not None:  # a fresh copy each call: the stored one keeps no traceback of a call
+            raise copy.copy(self._deferred)
+        if executor is not None:  # given at call time: checked as the decorator's option is
+            check_alone(check_executor(executor), self.spec.device, self.spec.parallel_devices)
+        return resolved
 
     def _call(self, resolved: tuple[tuple[Any, ...], ...], executor: Any) -> ProfileResults:
         """The call's work once its configs are resolved: choose the backend, then measure here or spread."""
@@ -180,7 +211,7 @@ class ProfiledFunction:
         """Measure each config as a task on ``executor``, or on the local pool of ``parallel_devices``."""
         caps = choice.backend.capabilities
         spec = self.spec.model_copy(update={"executor": None})  # the tasks' spec travels; the executor stays
-        call = SweepCall(self.name, self.fn, self.shape.names, spec, choice.backend.name, caps.needs_gpu)
+        call = SweepCall(self.name, self.fn, self.shape.names, spec, choice.backend.name, caps.needs_gpu, self.tags)
         make_worker = functools.partial(ProfiledFunction, self.fn, configs=None)
         if executor is None:
             return run_parallel(call, configs, make_worker)
@@ -194,8 +225,10 @@ class ProfiledFunction:
                 "sweep runs; run the counter sweep on the GPU host itself"
             )
         # the two calls are parts of this one (not nested calls): they run under its lock, if it holds one
-        times = ProfiledFunction(self.fn, without_counters(self.spec), configs=None)._call(configs, None)
-        counters = ProfiledFunction(self.fn, counter_spec(self.spec), configs=None)._call(configs, None)
+        parts = [ProfiledFunction(self.fn, part(self.spec), configs=None) for part in (without_counters, counter_spec)]
+        for part in parts:
+            part.tags = self.tags  # their files are this function's: one numbering
+        times, counters = (part._call(configs, None) for part in parts)
         return joined_results(times, counters, combine=self.spec.combine_kernel_metrics)
 
     def _check_per_device(self, choice: Choice, host: PluginHost) -> None:
@@ -216,7 +249,7 @@ class ProfiledFunction:
         given = [
             what
             for what, present in (
-                ("decoration-time configs", self.configs is not None),
+                ("decoration-time configs", self._decoration_configs),
                 ("call-time configs=", configs is not None),
                 ("positional arguments", bool(args)),
             )
@@ -226,15 +259,15 @@ class ProfiledFunction:
             first = (
                 "You have provided configs at decoration time and at runtime. Provide configs at decoration "
                 "time or at runtime. "
-                if self.configs is not None
+                if self._decoration_configs
                 else ""
             )
             raise ConfigError(
                 f"{first}{self.name} got {' and '.join(given)}; give configs in exactly one place "
                 "(at decoration, or configs=[...] at call time, or one config as positional arguments)"
             )
-        if self.configs is not None:
-            return self.configs
+        if self._decoration_configs:
+            return self.configs or ()  # empty only when they were refused (raised by the caller)
         if configs is not None:
             return _configs.normalize(self.shape, configs, self.name)
         if args:
@@ -268,7 +301,7 @@ class ProfiledFunction:
         """Plan the call, measure it in this process, and build its result."""
         spec = self.spec
         backend = choice.backend()
-        location = allocate(spec.output_prefix, self.name) if spec.output_prefix is not None else None
+        location = allocate(spec.output_prefix, self.name, self.tags) if spec.output_prefix is not None else None
         plan = build_plan(
             spec,
             fn=self.fn,
@@ -286,6 +319,7 @@ class ProfiledFunction:
         except BaseException:
             if location is not None:
                 location.raw.unlink(missing_ok=True)  # nothing ran: give the reserved tag back
+                self.tags.next = location.number
             raise
         info = plan_info(plan, spec)
         start = time.perf_counter()
@@ -392,7 +426,10 @@ def kernel(_func: Callable[..., Any] | None = None, *, configs: Any = None, **op
 
     Usable bare (``@kernel``), empty (``@kernel()``) or with keyword options. Every option is validated
     here, at decoration time; a bad value raises an error deriving from ``NsightxError`` and
-    ``ValueError``/``TypeError`` before anything runs.
+    ``ValueError``/``TypeError`` before anything runs. Two checks that need the function are made here but
+    raised when the function is called, before any work, because nsight-python raises them there: what is
+    wrong with decoration-time ``configs`` (empty, of different lengths, not fitting the parameters) and a
+    ``derive_metric`` that cannot take the metrics and parameters. A module holding such a decorator imports.
 
     Args:
         _func: The function, when used bare.

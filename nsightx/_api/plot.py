@@ -1,11 +1,13 @@
 """``analyze.plot``: the decorator that plots the result of a profiled function (stacked on ``analyze.kernel``).
 
 It belongs to the user's API layer, next to :mod:`nsightx._api.kernel`: it checks its options against the profiled
-function's parameters when it is applied, and draws through :mod:`nsightx._plot.render` once the call has returned.
+function's parameters when it is applied (raising a problem of what to draw when the function is called, where
+nsight-python raises it), and draws through :mod:`nsightx._plot.render` once the call has returned.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 from collections.abc import Callable
@@ -15,7 +17,7 @@ from typing import Any
 from nsightx._api.kernel import ProfiledFunction
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError
-from nsightx._plot.options import check_filename, plot_options
+from nsightx._plot.options import PlotOptions, check_filename, check_roles, plot_values
 from nsightx._plot.render import render
 from nsightx._results.results import ProfileResults
 
@@ -44,11 +46,14 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
         Several ``analyze.plot`` decorators may be stacked (one measurement, several figures).
 
     Raises:
-        ConfigError: an option is invalid, names no parameter of the function, or the decorator is not
-            stacked on ``analyze.kernel``. Raised when the decorator is applied.
+        ConfigError: an option is invalid, or the decorator is not stacked on ``analyze.kernel``: raised when the
+            decorator is applied. What to draw (several metrics and no ``metric``; ``x_keys``, panels or
+            variants naming no parameter, or one parameter in two roles) is checked then too, but raised when
+            the function is called, before anything runs (after the call's own argument and config errors), as
+            nsight-python raises it when it draws: a module holding such a decorator still imports.
     """
     path = check_filename(filename)
-    opts = plot_options(metric=metric, **options)
+    opts = plot_values(metric=metric, **options)
 
     def decorate(profiled: Any) -> Any:
         inner = getattr(profiled, "profiled", profiled)  # another analyze.plot below this one
@@ -57,11 +62,13 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
                 f"analyze.plot must be stacked above analyze.kernel (it plots the result of a profiled "
                 f"function), got {profiled!r}; write @analyze.plot(...) on the line above @analyze.kernel(...)"
             )
-        opts.check_params(inner.shape.names, inner.name)
-        _check_one_metric(inner, opts.metric)
+        deferred = _drawing_error(opts, inner)
 
         @functools.wraps(profiled)
         def wrapper(*args: Any, **kwargs: Any) -> ProfileResults:
+            if deferred is not None:
+                inner.check_call(*args, **kwargs)  # nsight-python reports a bad call before it plots
+                raise copy.copy(deferred)  # a fresh copy: the stored one keeps no traceback of a call
             results: ProfileResults = profiled(*args, **kwargs)
             written = render(results.to_dataframe(), path, opts)
             if inner.spec.verbosity >= VerbosityLevel.INFO:
@@ -72,6 +79,20 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
         return wrapper
 
     return decorate
+
+
+def _drawing_error(opts: PlotOptions, inner: ProfiledFunction) -> ConfigError | None:
+    """What keeps the plot of ``inner``'s result from being drawn, in nsight-python's order; ``None`` if nothing.
+
+    The metric comes first, then ``x_keys`` and the other parameters named, then their roles.
+    """
+    try:
+        _check_one_metric(inner, opts.metric)
+        opts.check_params(inner.shape.names, inner.name)
+        check_roles(opts)
+    except ConfigError as e:
+        return e
+    return None
 
 
 def _check_one_metric(inner: ProfiledFunction, metric: str | None) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nsightx._errors import MeasurementError
-from nsightx._results.output import OutputLocation, allocate
+from nsightx._results.output import OutputLocation, TagNumbers, allocate
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.schema import RawHeader, ResultData
@@ -62,6 +62,8 @@ class SweepCall:
     """The backend every task measures with."""
     needs_gpu: bool
     """Whether that backend measures a GPU (Dask tasks then ask for one ``GPU`` resource each)."""
+    tags: TagNumbers | None = None
+    """The function's tag numbers (see :class:`~nsightx._results.output.TagNumbers`); ``None`` starts at 0."""
 
 
 class SweepError(MeasurementError):
@@ -95,7 +97,7 @@ def run_sweep(
         SweepError: a config failed (after the engine's retries); the others were measured.
     """
     head, blobs = _payloads(call, configs, make_worker)
-    location = None if call.spec.output_prefix is None else allocate(call.spec.output_prefix, call.name)
+    location = None if call.spec.output_prefix is None else allocate(call.spec.output_prefix, call.name, call.tags)
     raw = _RawWriter(location, configs)
     outputs: dict[int, TaskOutput] = {}
     failed: dict[int, str] = {}

@@ -1,5 +1,8 @@
 """The options of one plot: validated when ``analyze.plot`` is applied (or a plot is drawn), before any work.
 
+``analyze.plot`` raises what is wrong with the roles of the parameters (panels, x keys, variants) when the
+profiled function is called, where nsight-python raises it; the values themselves are refused when it is applied.
+
 Shared by the decorator (:mod:`nsightx._api.plot`), the drawing entry point (:mod:`nsightx._plot.render`), the layout
 and the drawing, none of which has to import another to know what an option means.
 """
@@ -96,10 +99,25 @@ def _flag(option: str, value: object) -> bool:
 
 
 def plot_options(**options: Any) -> PlotOptions:
-    """Validate plot options into :class:`PlotOptions`.
+    """Validate plot options into :class:`PlotOptions`: each value (:func:`plot_values`), then the roles they give.
 
     Raises:
         ConfigError: a value is out of range or options conflict (the message names the option and value).
+        ConfigTypeError: a value has the wrong type.
+    """
+    opts = plot_values(**options)
+    check_roles(opts)
+    return opts
+
+
+def plot_values(**options: Any) -> PlotOptions:
+    """Validate each plot option's value into :class:`PlotOptions`, leaving the roles of parameters unchecked.
+
+    ``analyze.plot`` checks the roles (:func:`check_roles`) against the profiled function when it is applied and
+    raises what it finds when the function is called, as nsight-python does.
+
+    Raises:
+        ConfigError: an unknown option, or a value out of range (the message names the option and value).
         ConfigTypeError: a value has the wrong type.
     """
     accepted = set(PlotOptions.__dataclass_fields__)
@@ -123,7 +141,7 @@ def plot_options(**options: Any) -> PlotOptions:
     callback = options.get("plot_callback")
     if callback is not None and not callable(callback):
         raise ConfigTypeError(f"plot_callback must be callable (it receives the matplotlib Figure), got {callback!r}")
-    opts = PlotOptions(
+    return PlotOptions(
         metric=metric,
         title=title if title is not None else DEFAULT_TITLE,
         ylabel=ylabel,
@@ -140,11 +158,9 @@ def plot_options(**options: Any) -> PlotOptions:
         plot_height=_size("plot_height", options.get("plot_height", 4.0)),
         print_data=_flag("print_data", options.get("print_data", False)),
     )
-    _check_roles(opts)
-    return opts
 
 
-def _check_roles(opts: PlotOptions) -> None:
+def check_roles(opts: PlotOptions) -> None:
     """Each parameter has one role (panel, variant or x); the x axis is not empty; variants need variant fields.
 
     Raises:

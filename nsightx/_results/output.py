@@ -24,8 +24,6 @@ RAW_KIND = "raw_data"
 """File kind of the raw JSON-lines file; its exclusive creation reserves the tag."""
 _OTHER_FILES = (("result", "json"), ("profiled_data", "csv"), ("processed_data", "csv"))
 """Other files a call writes under its tag (backends add their own artefacts, named with the tag too)."""
-_counters: dict[tuple[str, str, str], int] = {}
-"""Next ``n`` to try per (folder, stem, function): a hint that saves retries; the reservation decides."""
 
 
 _UNSAFE = re.compile(r"[^\w.-]+")
@@ -53,6 +51,20 @@ def safe_name(function: str) -> str:
     return name or "function"
 
 
+@dataclass
+class TagNumbers:
+    """The next ``n`` to try for the tags ``<function>-<n>`` of one decorated function.
+
+    Each ``@analyze.kernel`` decoration starts its own at 0, as nsight-python keeps a run id per decorated function
+    from 0: a function decorated anew (as a test does) writes ``...-<function>-0`` in a fresh folder even when an
+    earlier function of the same name wrote there before. It is a starting point only: :func:`allocate` moves on
+    past every number whose files exist, so nothing is ever overwritten.
+    """
+
+    next: int = 0
+    """The first ``n`` the next call of the function tries."""
+
+
 @dataclass(frozen=True)
 class OutputLocation:
     """Where one call's files go: ``<folder>/<stem><kind>-<tag>.<ext>``."""
@@ -72,6 +84,11 @@ class OutputLocation:
     def raw(self) -> Path:
         """The raw JSON-lines file (created, empty, by :func:`allocate`)."""
         return self.path(RAW_KIND, "jsonl")
+
+    @property
+    def number(self) -> int:
+        """The ``n`` of the tag ``<function>-<n>``."""
+        return int(self.tag.rpartition("-")[2])
 
 
 def split_prefix(prefix: str) -> tuple[Path, str]:
@@ -124,10 +141,12 @@ def _taken(folder: Path, stem: str, tag: str) -> bool:
     return any((folder / f"{stem}{kind}-{tag}.{ext}").exists() for kind, ext in _OTHER_FILES)
 
 
-def allocate(prefix: str, function: str) -> OutputLocation:
+def allocate(prefix: str, function: str, numbers: TagNumbers | None = None) -> OutputLocation:
     """Create the folder and reserve the tag ``<function>-<n>`` for the next call of ``function``.
 
     ``<function>`` is :func:`safe_name` of ``function``: a name holding ``/`` or ``<>`` never reaches a path.
+    ``n`` is the first free number from ``numbers.next`` (0 without ``numbers``), and ``numbers.next`` becomes
+    ``n + 1``.
 
     ``output_prefix="out/"`` (or an existing folder) writes ``out/profiled_data-f-0.csv``; ``"out/exp1_"``
     writes ``out/exp1_profiled_data-f-0.csv``. The raw file ``<stem>raw_data-<tag>.jsonl`` is created with an
@@ -140,8 +159,7 @@ def allocate(prefix: str, function: str) -> OutputLocation:
     """
     folder, stem = prepare_folder(prefix)
     function = safe_name(function)
-    key = (str(folder.resolve()), stem, function)
-    n = _counters.get(key, 0)
+    n = numbers.next if numbers is not None else 0
     while True:
         tag = f"{function}-{n}"
         raw = folder / f"{stem}{RAW_KIND}-{tag}.jsonl"
@@ -157,7 +175,8 @@ def allocate(prefix: str, function: str) -> OutputLocation:
             raw.unlink(missing_ok=True)
             n += 1
             continue
-        _counters[key] = n + 1
+        if numbers is not None:
+            numbers.next = n + 1
         return OutputLocation(folder, stem, tag, uuid.uuid4().hex)
 
 
