@@ -124,3 +124,66 @@ def test_atomic_files_get_the_mode_a_plain_open_gives(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not the 0o600 of a temporary file
+
+
+# --- numbering: per decorated function, from 0, as nsight-python's run id (issue 36) ---------------------------
+
+
+def test_a_function_decorated_anew_numbers_its_files_from_0_in_a_fresh_folder(plugin_host, tmp_path):
+    """nsight-python's output_csv test: the same folder, removed between two decorations of one function name."""
+    import shutil
+
+    out = tmp_path / "test_output_csv"
+    for _ in range(2):
+        calls: list[int] = []
+        f = counting(f"{out}/test_", calls)
+        f()
+        assert (out / "test_raw_data-f-0.jsonl").exists() and (out / "test_result-f-0.json").exists()
+        shutil.rmtree(out)
+
+
+def test_one_function_counts_its_calls_and_never_overwrites_another(plugin_host, tmp_path):
+    prefix = f"{tmp_path}/"
+    first = counting(prefix, [])
+    first(), first()
+    assert sorted(p.name for p in tmp_path.glob("raw_data-*")) == ["raw_data-f-0.jsonl", "raw_data-f-1.jsonl"]
+    second = counting(prefix, [])  # same name, same folder: starts at 0, moves past the files that exist
+    second()
+    assert (tmp_path / "raw_data-f-2.jsonl").exists()
+    first()  # the first function goes on from its own count
+    assert (tmp_path / "raw_data-f-3.jsonl").exists()
+
+
+def test_ncu_report_of_a_function_decorated_anew_is_number_0(plugin_host, tmp_path, monkeypatch):
+    """nsight-python's ``test_parameter_output_csv`` checks ``test_ncu-output-output_csv_func-0.ncu-rep`` after an
+    earlier parametrisation wrote (and deleted) the same names; under the fake ncu (the double at the binary)."""
+    import shutil
+
+    import ncu_fake
+
+    for module in ("cloudpickle", "nvtx", "ncu_report"):
+        pytest.importorskip(module)
+    ncu_fake.use_fake_ncu(monkeypatch, tmp_path)
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(ncu_fake.ONE_METRIC))
+    output_dir = tmp_path / "test_output_csv"
+    for output_csv in (True, False):
+
+        @nsightx.analyze.kernel(
+            configs=[(1,), (2,)],
+            runs=2,
+            backend="ncu",
+            output_prefix=f"{output_dir}/test_",
+            output_csv=output_csv,
+            verbosity=SILENT,
+            thermal_mode="off",
+            clock_control="none",
+        )
+        def output_csv_func(n):
+            with nsightx.annotate("scale"):
+                pass
+
+        output_csv_func()
+        for name in ("test_ncu-output-output_csv_func-0.ncu-rep", "test_ncu-output-output_csv_func-0.log"):
+            assert (output_dir / name).exists(), name
+        assert (output_dir / "test_profiled_data-output_csv_func-0.csv").exists() == output_csv
+        shutil.rmtree(output_dir)
