@@ -88,3 +88,29 @@ def test_derive_refuses_a_numeric_str():
     values = combine_records([run(0, 0, [("k", 10.0)])], ["t"])
     with pytest.raises(TransformError, match=r"returned '1\.5' \(str\)"):
         derive(values, lambda t, n: "1.5", ["t"], [(40,)])
+
+
+# --- nsight-python's sentence when the number of kernels differs (issue 36) ------------------------------------
+
+
+def test_kernel_counts_differing_between_configs_start_with_nsight_pythons_sentence():
+    """nsight-python's ``inconsistent_kernel_counts`` scenario: n=1024 launches a matmul, n=2048 a matmul and an add."""
+    runs = [run(0, 0, [("gemm", 5.0)]), run(1, 0, [("gemm", 9.0), ("add", 1.0)])]
+    with pytest.raises(KernelCountError) as info:
+        combine_records(runs, ["t"])
+    text = str(info.value)
+    assert text.startswith("Expect same number of kernels per run. Got average of 1.5 per run\n")
+    assert "1 kernel in 1 run(s) (first in config 0, run 0); 2 kernels in 1 run(s) (first in config 1, run 0)" in text
+    assert "More than one (total=2) kernel is launched within the mm annotation.\nWe expect one kernel per" in text
+    assert "config 1, run 0" in text and "  1: add" in text
+
+
+def test_kernel_counts_differing_between_runs_start_with_nsight_pythons_sentence():
+    with pytest.raises(KernelCountError, match=r"^Expect same number of kernels per run. Got average of 1.5 per run"):
+        combine_records(VARYING, ["t"])
+
+
+def test_same_kernel_count_everywhere_keeps_the_more_than_one_sentence_first():
+    runs = [run(0, 0, [("gemm", 6.0), ("reduce", 2.0)]), run(0, 1, [("gemm", 6.5), ("reduce", 2.5)])]
+    with pytest.raises(KernelCountError, match=r"^More than one \(total=2\) kernel is launched within the mm"):
+        combine_records(runs, ["t"])

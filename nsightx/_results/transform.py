@@ -95,9 +95,71 @@ def combine_records(
             if len(recs) == 1:  # the common case, inline: one kernel, one value
                 r = recs[0]
                 out.append(new_run_value(ann, cfg, run_i, metric, r.value, r.unit, r.kernel))
+            elif combine is None:
+                raise kernel_count_error(recs, _counts(ann, metric, order, failed, groups))
             else:
                 out.append(_fold(recs, combine))
     return out
+
+
+def _counts(
+    annotation: str,
+    metric: str,
+    order: list[_Rid],
+    failed: set[_Rid],
+    groups: Mapping[tuple[str, int, int, str], list[Record]],
+) -> dict[_Rid, int]:
+    """How many kernels each measured region of ``annotation`` launched (for ``metric``), in region order."""
+    return {rid: len(groups.get((*rid, metric), ())) for rid in order if rid[0] == annotation and rid not in failed}
+
+
+def kernel_count_error(recs: Sequence[Record], counts: Mapping[_Rid, int]) -> KernelCountError:
+    """The error for a region of several kernels without ``combine_kernel_metrics``, in nsight-python's words.
+
+    When the annotation's regions launched different numbers of kernels (between configs or runs), nsight-python
+    says "Expect same number of kernels per run" (it matches kernels to runs by position); the message then starts
+    with that sentence and the average it would have printed, then goes on with the region that has several.
+
+    Args:
+        recs: The kernels of the region (one metric), in launch order.
+        counts: The number of kernels of every measured region of the same annotation and metric.
+    """
+    recs = sorted(recs, key=_seq)
+    first = recs[0]
+    names = "\n".join(f"  {r.seq}: {r.kernel}" for r in recs)
+    return KernelCountError(
+        f"{_varying(first.annotation, counts)}"
+        f"More than one (total={len(recs)}) kernel is launched within the {first.annotation} annotation.\n"
+        "We expect one kernel per annotation.\n"
+        f"nsightx counted them in config {first.config}, run {first.run} (metric {first.metric}); it reports "
+        "one value per region.\n"
+        "Try one of the following solutions:\n"
+        "  - Use `combine_kernel_metrics = lambda x, y: ...` (or operator.add, max: any function (a, b) -> "
+        "value) to combine the metrics of multiple kernels\n"
+        "  - Add some of the kernels to the ignore_kernel_list\n"
+        "  - Use `replay_mode='range'` (ncu backend) to profile the entire annotated range instead of "
+        "individual kernels\n"
+        f"Kernels are:\n{names}"
+    )
+
+
+def _varying(annotation: str, counts: Mapping[_Rid, int]) -> str:
+    """nsight-python's first line when the regions of ``annotation`` launched different numbers of kernels, or ''."""
+    by_count: dict[int, list[_Rid]] = {}
+    for rid, n in counts.items():
+        by_count.setdefault(n, []).append(rid)
+    if len(by_count) < 2:
+        return ""
+    average = sum(counts.values()) / len(counts)
+    seen = "; ".join(
+        f"{n} kernel{'' if n == 1 else 's'} in {len(rids)} run(s) (first in config {rids[0][1]}, run {rids[0][2]})"
+        for n, rids in sorted(by_count.items())
+    )
+    return (
+        f"Expect same number of kernels per run. Got average of {average} per run\n"
+        f"(the {annotation} annotation launched {seen}; with combine_kernel_metrics nsightx accepts counts that "
+        "vary, matching kernels to runs by identity).\n"
+    )
 
 
 _Rid = tuple[str, int, int]
@@ -151,7 +213,7 @@ def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str], requested:
     return present + extra
 
 
-def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -> RunValue:
+def _fold(recs: list[Record], combine: Callable[[float, float], float]) -> RunValue:
     first = recs[0]
     if len(recs) == 1:
         return new_run_value(
@@ -159,21 +221,6 @@ def _fold(recs: list[Record], combine: Callable[[float, float], float] | None) -
         )
     if any(a.seq > b.seq for a, b in itertools.pairwise(recs)):  # backends hand them in launch order
         recs = sorted(recs, key=_seq)
-    if combine is None:
-        names = "\n".join(f"  {r.seq}: {r.kernel}" for r in recs)
-        raise KernelCountError(
-            f"More than one (total={len(recs)}) kernel is launched within the {first.annotation} annotation.\n"
-            "We expect one kernel per annotation.\n"
-            f"nsightx counted them in config {first.config}, run {first.run} (metric {first.metric}); it reports "
-            "one value per region.\n"
-            "Try one of the following solutions:\n"
-            "  - Use `combine_kernel_metrics = lambda x, y: ...` (or operator.add, max: any function (a, b) -> "
-            "value) to combine the metrics of multiple kernels\n"
-            "  - Add some of the kernels to the ignore_kernel_list\n"
-            "  - Use `replay_mode='range'` (ncu backend) to profile the entire annotated range instead of "
-            "individual kernels\n"
-            f"Kernels are:\n{names}"
-        )
     try:
         value = functools.reduce(combine, (r.value for r in recs))
     except Exception as e:
