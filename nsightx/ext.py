@@ -21,7 +21,10 @@ What is here, by purpose:
 - **Shipping a function to another process** (as the ncu worker, ``parallel_devices`` and ``executor=``
   do): the module :mod:`travel` (a decorated function of an importable module travels as its import path, one of
   ``__main__`` or a notebook by value; ``travel.dump_checked`` names a value that cannot be pickled in a
-  ``travel.UnpicklableError``; ``travel.Destination`` says where it was going and the way out).
+  ``travel.UnpicklableError``; ``travel.Destination`` says where it was going and the way out), and
+  :func:`register_reducer` (with :func:`unregister_reducer`) for objects pickle cannot send as they are: a
+  package makes its own kinds travel, as nsightx does for ``@triton.jit`` kernels and for tensors and models
+  (by value only up to a size).
 - **Plugins and hooks**: :data:`hookimpl`, :class:`BackendRegistrar`, :class:`CollectorRegistrar`,
   :class:`CollectorLike`, :class:`InfoCollector`, :class:`CollectContext`, :data:`CollectResult`,
   :class:`CollectionScope`, :class:`ThermalReading`, :class:`TemperatureSource`.
@@ -104,6 +107,7 @@ if TYPE_CHECKING:
     from nsightx._run.loop import run_loop, to_scalar
     from nsightx._run.plan import Plan
     from nsightx._run.progress import Progress
+    from nsightx._run.reducers import register_reducer, unregister_reducer
     from nsightx._run.thermal import (
         PAUSE_COLUMN,
         Guard,
@@ -159,6 +163,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "nsightx._run.plan": ("Plan",),
     "nsightx._host.plugins": ("BackendRegistrar", "CollectorRegistrar"),
     "nsightx._run.progress": ("Progress",),
+    "nsightx._run.reducers": ("register_reducer", "unregister_reducer"),
     "nsightx._results.records": (
         "CollectorValue",
         "Record",
@@ -271,9 +276,11 @@ __all__ = [
     "new_record",
     "query_gpus",
     "read_raw",
+    "register_reducer",
     "run_loop",
     "to_scalar",
     "travel",
+    "unregister_reducer",
     "use_device",
     "visible_gpus",
 ]

@@ -13,6 +13,9 @@ or a notebook by value (its code with the globals it uses). Two gaps are closed 
 * When a value cannot be pickled, :func:`dump_checked` finds which one (a global the function uses, a closure
   variable, a config argument, following helper functions sent by value) and raises :class:`UnpicklableError`
   naming it, its type and the ways out, before anything starts.
+* Objects of the kinds in :mod:`nsightx._run.reducers` go through their reducer: a ``@triton.jit`` kernel is
+  rebuilt in the worker from its function; a tensor, array or model larger than ``MAX_VALUE_BYTES`` is refused
+  (the error says how large it is); a package adds its own kinds with ``nsightx.ext.register_reducer``.
 
 cloudpickle is imported only when something is pickled.
 """
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from nsightx._errors import MeasurementError
+from nsightx._run.reducers import ValueTooLargeError, human_bytes, reducer_for
 
 MAX_UNWRAP = 8
 """Most ``__wrapped__`` links followed from a module attribute to the function it wraps."""
@@ -129,13 +133,19 @@ def _pickler_class() -> type:
     import cloudpickle
 
     class _Pickler(cloudpickle.Pickler):
-        """cloudpickle, plus by-reference for decorated functions of importable modules."""
+        """cloudpickle, plus by-reference for decorated functions of importable modules and the registered reducers."""
 
         def reducer_override(self, obj: Any) -> Any:
             if isinstance(obj, types.FunctionType):
                 ref = reference(obj)
                 if ref is not None and ref[2] > 0:
                     return load_reference, ref
+            else:
+                reduce = reducer_for(obj)
+                if reduce is not None:
+                    reduced = reduce(obj)
+                    if reduced is not NotImplemented:
+                        return reduced
             return super().reducer_override(obj)
 
     return _Pickler
@@ -297,6 +307,7 @@ def _state_error(
     via = f" (through {where})" if where else ""
     kind = type_name(value)
     state = what.split("`")[1] if "`" in what else "it"
+    problem = _problem(kind, inner)
     collector = (
         "(3) if it only reads something about the run (a device handle, a clock), make that an info collector: "
         "collectors run in this process and are never pickled; (4) or "
@@ -304,14 +315,26 @@ def _state_error(
         else "(3) or "
     )
     return UnpicklableError(
-        f"cannot send {name} to {to.name}: {what}{via}, a {kind}, cannot be pickled "
-        f"({type(inner).__name__}: {inner}). {name} {_origin(function)}. Ways out: (1) create `{state}` "
+        f"cannot send {name} to {to.name}: {what}{via}, {problem}. {name} {_origin(function)}. Ways out: "
+        f"(1) create `{state}` "
         f"inside {name} (it runs in the worker process, so what it makes there is the worker's own); (2) move "
         f"{name} and `{state}` into an importable module: {name} then travels by reference and the worker "
         f"imports the module, rebuilding its state; {collector}{to.in_process}.",
         what=what,
         type_name=kind,
     )
+
+
+def _problem(kind: str, error: Exception) -> str:
+    """``a <kind>, cannot be pickled (...)``, or, for one too large to go by value, how large it is."""
+    if isinstance(error, ValueTooLargeError):
+        holds = f"a {kind} of" if error.kind == kind else f"a {kind} holding a {error.kind} of"
+        return (
+            f"{holds} {human_bytes(error.size)}, is too large to travel by value (the limit is "
+            f"{human_bytes(error.limit)}: it would be copied into the worker on every call; "
+            f"nsightx.ext.register_reducer({error.key!r}, lambda obj: NotImplemented) lifts it)"
+        )
+    return f"a {kind}, cannot be pickled ({type(error).__name__}: {error})"
 
 
 def diagnose(
@@ -333,8 +356,8 @@ def diagnose(
                 param = params[ai] if ai < len(params) else f"#{ai + 1}"
                 what = f"config {ci} argument `{param}`"
                 return UnpicklableError(
-                    f"cannot send {name} to {to.name}: {what}, a {type_name(arg)}, cannot be pickled "
-                    f"({type(inner_error).__name__}: {inner_error}). Configs travel to the worker by value. Pass "
+                    f"cannot send {name} to {to.name}: {what}, {_problem(type_name(arg), inner_error)}. Configs "
+                    "travel to the worker by value. Pass "
                     "what the worker can rebuild it from (sizes, dtypes, names, paths) and build the object inside "
                     f"{name}; or {to.in_process}.",
                     what=what,
