@@ -183,3 +183,48 @@ def test_a_requested_metric_missing_from_the_report_is_nan():
 def test_action_json_round_trip():
     actions = read("two_kernels")
     assert [Action.from_json(a.to_json()) for a in actions] == actions
+
+
+# --- `import ncu_report` after installing nsightx for ncu, as after installing nsight-python (issue 36) ----------
+
+
+def test_the_ncu_extra_brings_ncu_report_where_nvidia_publishes_it():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for extra in ("ncu", "all"):
+        (req,) = [Requirement(r) for r in extras[extra] if Requirement(r).name == "ncu-report"]
+        assert req.specifier.contains("2026.3.1"), req
+        assert req.marker is not None
+        assert req.marker.evaluate({"sys_platform": "linux", "platform_machine": "x86_64"})
+        assert req.marker.evaluate({"sys_platform": "win32", "platform_machine": "AMD64"})
+        assert not req.marker.evaluate({"sys_platform": "linux", "platform_machine": "aarch64"})  # no wheel there
+
+
+def test_nvidia_tutorials_last_step_opens_the_kept_report(plugin_host, tmp_path, monkeypatch):
+    """The tutorial ends with ``ncu_report.load_report(path)`` and counts the launches of every range."""
+    import ncu_fake
+    import ncu_report
+
+    import nsightx as nsight
+
+    pytest.importorskip("cloudpickle")
+    pytest.importorskip("nvtx")
+    ncu_fake.use_fake_ncu(monkeypatch, tmp_path)
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(ncu_fake.ONE_METRIC))
+
+    @nsight.analyze.kernel(
+        configs=[(1,), (2,)], runs=2, backend="ncu", output_prefix=f"{tmp_path}/out/", verbosity=0, thermal_mode="off"
+    )
+    def scale(n):
+        with nsight.annotate("scale"):
+            pass
+
+    scale()
+    context = ncu_report.load_report(str(tmp_path / "out" / "ncu-output-scale-0.ncu-rep"))
+    launches = [context.range_by_idx(i).num_actions() for i in range(context.num_ranges())]
+    assert sum(launches) == 4  # the captured report the fake ncu copies: two configs x two runs
