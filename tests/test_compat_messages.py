@@ -409,7 +409,7 @@ ROWS: list[Row] = [
         CFG,
     ),
     Row(
-        "`analyze.plot` without `metric=` over several metrics (at decoration)",
+        "`analyze.plot` without `metric=` over several metrics (known from the options; raised by the call)",
         "Cannot visualize multiple "
         "metrics (at least 2 > 1) with the @nsight.analyze.plot decorator. Please specify a metric to plot.",
         plot_several_metrics_at_decoration,

@@ -31,7 +31,8 @@ BAD = [
 
 
 @pytest.mark.parametrize(("configs", "match"), BAD)
-def test_bad_container_at_decoration_refused_by_the_call(plugin_host, configs, match):
+def test_bad_container_refused_at_decoration(plugin_host, configs, match):
+    """Given at decoration (the name docs/reliability.md cites): checked there, raised by the call (issue 36)."""
     calls = []
 
     def work(n):
