@@ -225,10 +225,11 @@ class ProfiledFunction:
                 "sweep runs; run the counter sweep on the GPU host itself"
             )
         # the two calls are parts of this one (not nested calls): they run under its lock, if it holds one
-        parts = [ProfiledFunction(self.fn, part(self.spec), configs=None) for part in (without_counters, counter_spec)]
-        for part in parts:
-            part.tags = self.tags  # their files are this function's: one numbering
-        times, counters = (part._call(configs, None) for part in parts)
+        time_part = ProfiledFunction(self.fn, without_counters(self.spec), configs=None)
+        counter_part = ProfiledFunction(self.fn, counter_spec(self.spec), configs=None)
+        time_part.tags = counter_part.tags = self.tags  # their files are this function's: one numbering
+        times = time_part._call(configs, None)
+        counters = counter_part._call(configs, None)
         return joined_results(times, counters, combine=self.spec.combine_kernel_metrics)
 
     def _check_per_device(self, choice: Choice, host: PluginHost) -> None:

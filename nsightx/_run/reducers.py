@@ -84,6 +84,8 @@ _by_type: dict[type, Reduce | None] = {}
 """Per type, the reducer its class or name registrations give (predicates are asked per object)."""
 _predicates = 0
 """How many registrations are predicates: while none is, an object's type decides, from :data:`_by_type`."""
+_generation = 0
+"""Counts registrations and removals, so that a lookup racing with one never caches a stale answer."""
 _lock = threading.Lock()
 
 
@@ -120,22 +122,24 @@ def register_reducer(kind: Kind, reduce: Reduce) -> None:
         )
     if not callable(reduce):
         raise ConfigTypeError(f"register_reducer: reduce must be callable (object -> reduce tuple), got {reduce!r}")
-    global _predicates
+    global _predicates, _generation
     with _lock:
         _entries.append(_Entry(kind, reduce))
         _by_type.clear()
+        _generation += 1
         if not isinstance(kind, type | str):
             _predicates += 1
 
 
 def unregister_reducer(kind: Kind, reduce: Reduce) -> None:
     """Remove the newest registration of exactly ``(kind, reduce)``; nothing if there is none."""
-    global _predicates
+    global _predicates, _generation
     with _lock:
         for i in range(len(_entries) - 1, -1, -1):
             if _entries[i].kind == kind and _entries[i].reduce == reduce:
                 del _entries[i]
                 _by_type.clear()
+                _generation += 1
                 if not isinstance(kind, type | str):
                     _predicates -= 1
                 return
@@ -164,14 +168,17 @@ def reducer_for(obj: object) -> Reduce | None:
             return _by_type[cls]
         except KeyError:
             pass
+    generation = _generation
     names = _names(cls)
     found: Reduce | None = None
-    for entry in reversed(_entries):
+    for entry in reversed(list(_entries)):
         if _matches(entry.kind, obj, cls, names):
             found = entry.reduce
             break
     if not _predicates:
-        _by_type[cls] = found
+        with _lock:
+            if generation == _generation:  # no registration changed the answer meanwhile
+                _by_type[cls] = found
     return found
 
 
