@@ -75,7 +75,9 @@ def test_time_budget_is_respected(plugin_host):
         assert row["NumRuns"] * seconds * 0.5 <= budget
         assert row["NumRuns"] >= 3
     assert frame.loc[0.01, "NumRuns"] > frame.loc[0.02, "NumRuns"]
-    assert elapsed < 2 * budget + 0.3, "total time is about the sum of the per-config budgets"
+    # total time is about the sum of the per-config budgets; the margin is for a loaded machine (each config
+    # would run for minutes without its budget: 10_000 runs of 5-30 ms)
+    assert elapsed < 2 * budget + 5.0, "the budget did not bound the total time"
 
 
 def test_fixed_runs_record_no_stop_reason(plugin_host):
