@@ -1,11 +1,16 @@
-"""Shared fixtures: a fresh plugin host per test, and skipping of GPU tests on machines without one."""
+"""Shared fixtures: a fresh plugin host per test, skipping of GPU tests on machines without one, and one bytecode
+cache for the subprocesses of a run."""
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterator
 
 import pytest
+
+BYTECODE_FOLDER = "pycache"
+"""Folder under the run's base temp directory where subprocesses keep their bytecode (see :func:`_bytecode`)."""
 
 
 @functools.cache
@@ -27,6 +32,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason="needs an NVIDIA GPU with torch.cuda available")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _bytecode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Let the run's subprocesses compile nsightx once and share it, where ``PYTHONDONTWRITEBYTECODE`` is set.
+
+    With it set (and no ``PYTHONPYCACHEPREFIX``), every subprocess that imports nsightx (the pytester sessions,
+    the scripts run with ``sys.executable``) compiled every module again: 1.46 s per pytester session instead of
+    0.80 s, about a tenth of the suite. For the run, subprocesses write their bytecode under one folder of the
+    run's base temp directory instead of the source tree (``PYTHONPYCACHEPREFIX``). Python then looks for every
+    module's bytecode there, so the first subprocess also compiles the dependencies it imports, once per run.
+    Elsewhere nothing changes.
+    """
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        yield
+        return
+    folder = tmp_path_factory.getbasetemp() / BYTECODE_FOLDER
+    folder.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPYCACHEPREFIX", str(folder))
+        mp.delenv("PYTHONDONTWRITEBYTECODE")
+        yield
 
 
 @pytest.fixture

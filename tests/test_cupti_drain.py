@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -92,11 +93,16 @@ class GpuCupti(FakeCupti):
 
 
 class LaggingDevice:
-    """The device side: each L2 flush lets the GPU run one queued kernel; the wait runs the rest in steps."""
+    """The device side: each L2 flush lets the GPU run one queued kernel; the wait runs the rest in steps.
 
-    def __init__(self, gpu: GpuCupti, step_s: float = 0.0) -> None:
+    With ``drains`` (the tracer's drain count; ``cupti_drain="wait"``), each step waits until the helper thread
+    has made a drain that began after it, however late that thread is scheduled: a fixed pause per step let a
+    loaded machine finish the wait before the helper drained at all.
+    """
+
+    def __init__(self, gpu: GpuCupti, drains: Callable[[], int] | None = None) -> None:
         self.gpu = gpu
-        self.step_s = step_s
+        self.drains = drains
 
     def flush_l2(self) -> None:
         self.gpu.run_gpu(1)
@@ -104,14 +110,21 @@ class LaggingDevice:
     def synchronize(self) -> None:
         while self.gpu.queue:
             self.gpu.run_gpu(4)
-            if self.step_s:
-                time.sleep(self.step_s)
+            if self.drains is not None:
+                _wait_for_drains(self.drains, self.drains() + 2)  # one in flight may have begun before the step
 
     def environment(self) -> dict[str, Any]:
         return {}
 
 
-def _sweep(drain: str, capacity: int = 12, partial: bool = True, step_s: float = 0.0) -> tuple[Any, ActivityTracer]:
+def _wait_for_drains(drains: Callable[[], int], count: int) -> None:
+    deadline = time.monotonic() + 60
+    while drains() < count:
+        assert time.monotonic() < deadline, f"the drain thread made {drains()} drain(s) in 60 s, expected {count}"
+        time.sleep(0.0005)
+
+
+def _sweep(drain: str, capacity: int = 12, partial: bool = True) -> tuple[Any, ActivityTracer]:
     """The sweep's shape through the real run loop, session and tracer: 4 configs x (1 warm-up + 10 runs)."""
     gpu = GpuCupti(capacity, partial)
     tracer = ActivityTracer(gpu, canary=None)
@@ -135,7 +148,8 @@ def _sweep(drain: str, capacity: int = 12, partial: bool = True, step_s: float =
         thermal=ThermalSettings(mode="off"),
     )
     sink = RunSink()
-    session = CuptiSession(tracer, LaggingDevice(gpu, step_s), deferred=True, drain=drain)  # type: ignore[arg-type]
+    drains = (lambda: tracer.stats.get("drains", 0)) if drain == "wait" else None
+    session = CuptiSession(tracer, LaggingDevice(gpu, drains), deferred=True, drain=drain)  # type: ignore[arg-type]
     try:
         run_loop(plan, session, sink)
     finally:
@@ -160,7 +174,7 @@ def test_the_reference_has_every_kernel_of_every_measured_run_once() -> None:
 @pytest.mark.parametrize("partial", [True, False])
 @pytest.mark.parametrize("drain", DRAIN_MODES)
 def test_every_drain_mode_gives_the_same_records(drain: str, partial: bool) -> None:
-    sink, tracer = _sweep(drain, partial=partial, step_s=0.001 if drain == "wait" else 0.0)
+    sink, tracer = _sweep(drain, partial=partial)
     assert _records(sink) == EXPECTED
     stats = tracer.stats
     if drain == "off":
@@ -215,14 +229,17 @@ def test_a_failing_drain_is_counted_and_the_forced_flush_still_delivers() -> Non
 def test_wait_draining_makes_no_drain_after_the_wait_even_when_it_raises() -> None:
     calls: list[str] = []
     threads: set[str] = set()
+    second = threading.Event()
 
     def wait() -> None:
-        time.sleep(0.01)
-        raise OSError("device lost")
+        assert second.wait(60), "the helper thread made no second drain in 60 s"
+        raise OSError("device lost")  # while the second drain is (most likely) in flight
 
     def drain() -> None:
         threads.add(threading.current_thread().name)
         calls.append("start")
+        if calls.count("start") == 2:
+            second.set()
         time.sleep(0.002)
         calls.append("end")
 

@@ -5,11 +5,16 @@ Each option is a field of :class:`ProfileSpec` with its one default; its check i
 each check names the option, the bad value and what is accepted, and raises an error that derives from both
 :class:`~nsightx.NsightxError` and ``ValueError``/``TypeError``, before any measurement starts. pydantic's
 ``ValidationError`` never reaches the user: the validators raise our errors, and :meth:`~ProfileSpec.from_options`
-hands the first one on unchanged.
+re-raises the one of the first bad option in field declaration order, outside pydantic's frames and unchained.
+
+pydantic collects only ``ValueError``/``AssertionError`` from a validator; any other exception escapes through
+its frames at once, before the options declared earlier are checked. So every check is declared with
+:func:`_option_check`, which carries a :class:`~nsightx.ConfigTypeError` through pydantic inside a ValueError.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +29,40 @@ from nsightx._run.adaptive import ADAPTIVE_OPTIONS, FixedRuns, build_rule, int_o
 from nsightx._run.collectors import CollectorLike, as_collector
 from nsightx._run.engines import check_alone, check_executor
 from nsightx._run.thermal import DEFAULT_CONT_C, DEFAULT_WAIT_C
+
+
+class _Carried(ValueError):
+    """A :class:`~nsightx.ConfigTypeError` wrapped so that pydantic collects it like a ValueError."""
+
+    def __init__(self, error: ConfigTypeError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _collected(check: Callable[..., Any]) -> Callable[..., Any]:
+    """``check``, raising :class:`_Carried` for a ConfigTypeError; the signature stays ``check``'s for pydantic."""
+
+    @functools.wraps(check)
+    def carried(*args: Any) -> Any:
+        try:
+            return check(*args)
+        except ConfigTypeError as e:
+            raise _Carried(e) from None
+
+    return carried
+
+
+def _option_check(*fields: str) -> Callable[[Callable[..., Any]], Any]:
+    """``field_validator(*fields, mode="before")`` on a classmethod whose ConfigTypeError pydantic collects.
+
+    Collected, a wrong type is reported in field order beside the other bad options instead of escaping
+    through pydantic's frames ahead of them.
+    """
+
+    def declare(check: Callable[..., Any]) -> Any:
+        return field_validator(*fields, mode="before")(classmethod(_collected(check)))
+
+    return declare
 
 
 class ProfileSpec(Frozen):
@@ -104,10 +143,13 @@ class ProfileSpec(Frozen):
         try:
             return cls.model_validate(dict(options))
         except ValidationError as e:
-            raise _our_error(e) from None
+            error = _our_error(e)
+        # Raised outside the except block, so the user's traceback holds no chained ValidationError.
+        raise error
 
     @model_validator(mode="before")
     @classmethod
+    @_collected
     def _runs_and_rule(cls, data: Any) -> Any:
         """``runs`` and the adaptive options together (an adaptive option needs ``runs="auto"``)."""
         if not isinstance(data, dict):
@@ -116,33 +158,27 @@ class ProfileSpec(Frozen):
         rule = build_rule(runs, **{k: data.get(k) for k in ADAPTIVE_OPTIONS})
         return {**data, "runs": rule.runs if isinstance(rule, FixedRuns) else "auto"}
 
-    @field_validator("warmup", mode="before")
-    @classmethod
+    @_option_check("warmup")
     def _warmup(cls, value: object) -> int | None:
         return _int("warmup", value, 0)
 
-    @field_validator("thermal_wait", "thermal_cont", "thermal_device", mode="before")
-    @classmethod
+    @_option_check("thermal_wait", "thermal_cont", "thermal_device")
     def _celsius_or_ordinal(cls, value: object, info: ValidationInfo) -> int | None:
         return _int(info.field_name or "", value, 0, allow_none=True)
 
-    @field_validator("thermal_timeout", mode="before")
-    @classmethod
+    @_option_check("thermal_timeout")
     def _timeout(cls, value: object) -> int | None:
         return _int("thermal_timeout", value, 1, allow_none=True)
 
-    @field_validator("counters", mode="before")
-    @classmethod
+    @_option_check("counters")
     def _counters(cls, value: object) -> tuple[str, ...] | None:
         return _str_list("counters", value, "dram__bytes.sum")
 
-    @field_validator("counter_runs", mode="before")
-    @classmethod
+    @_option_check("counter_runs")
     def _counter_runs(cls, value: object) -> int | None:
         return _int("counter_runs", value, 1)
 
-    @field_validator("metrics", mode="before")
-    @classmethod
+    @_option_check("metrics")
     def _metrics(cls, value: object) -> tuple[str, ...] | None:
         metrics = _str_list("metrics", value, "gpu__time_duration.sum")
         if metrics is not None:
@@ -153,25 +189,21 @@ class ProfileSpec(Frozen):
                 raise ConfigError(f"metrics lists {dupes} more than once")
         return metrics
 
-    @field_validator("ignore_kernel_list", mode="before")
-    @classmethod
+    @_option_check("ignore_kernel_list")
     def _ignored(cls, value: object) -> tuple[str, ...]:
         return _str_list("ignore_kernel_list", value, "kernel") or ()
 
-    @field_validator("derive_metric", mode="before")
-    @classmethod
+    @_option_check("derive_metric")
     def _derive(cls, value: object) -> Callable[..., Any] | None:
         return _callable("derive_metric", value)
 
-    @field_validator("combine_kernel_metrics", mode="before")
-    @classmethod
+    @_option_check("combine_kernel_metrics")
     def _combine(cls, value: object) -> Callable[..., Any] | None:
         combine = _callable("combine_kernel_metrics", value)
         _check_reducer(combine)
         return combine
 
-    @field_validator("verbosity", mode="before")
-    @classmethod
+    @_option_check("verbosity")
     def _verbosity(cls, value: object) -> VerbosityLevel:
         try:
             return VerbosityLevel(value)  # type: ignore[arg-type]  # a bad value raises, below
@@ -180,46 +212,39 @@ class ProfileSpec(Frozen):
                 f"invalid verbosity {value!r}; expected one of {[v.name for v in VerbosityLevel]}"
             ) from None
 
-    @field_validator("cache_control", "clock_control", "replay_mode", mode="before")
-    @classmethod
+    @_option_check("cache_control", "clock_control", "replay_mode")
     def _vocabulary(cls, value: object, info: ValidationInfo) -> str | None:
         option = info.field_name or ""
         return _choice(option, value, _VOCABULARY[option])
 
-    @field_validator("thermal_mode", mode="before")
-    @classmethod
+    @_option_check("thermal_mode")
     def _thermal_mode(cls, value: object) -> str | None:
         return _choice("thermal_mode", value, THERMAL_MODES, allow_none=False)
 
-    @field_validator("normalize_against", mode="before")
-    @classmethod
+    @_option_check("normalize_against")
     def _normalize(cls, value: object) -> str | None:
         if value is not None and (not isinstance(value, str) or not value):
             raise ConfigTypeError(f"normalize_against must be an annotation name (str), got {value!r}")
         return value
 
-    @field_validator("output_prefix", mode="before")
-    @classmethod
+    @_option_check("output_prefix")
     def _prefix(cls, value: object) -> str | None:
         return _output_prefix(value)
 
-    @field_validator("output_csv", mode="before")
-    @classmethod
+    @_option_check("output_csv")
     def _csv(cls, value: object) -> bool:
         if not isinstance(value, bool):
             raise ConfigTypeError(f"output_csv must be True or False, got {value!r}")
         return value
 
-    @field_validator("info_collectors", mode="before")
-    @classmethod
+    @_option_check("info_collectors")
     def _collectors(cls, value: object) -> tuple[Any, ...]:
         collectors = value or ()
         if isinstance(collectors, str) or not isinstance(collectors, Sequence):
             raise ConfigTypeError(f"info_collectors must be a list, got {type(collectors).__name__} {collectors!r}")
         return tuple(c if isinstance(c, str) else as_collector(c) for c in collectors)
 
-    @field_validator("backend", mode="before")
-    @classmethod
+    @_option_check("backend")
     def _backend(cls, value: object) -> str | None:
         if isinstance(value, Tool):
             value = value.value
@@ -227,8 +252,7 @@ class ProfileSpec(Frozen):
             raise ConfigTypeError(f"backend must be a backend name or 'auto', got {value!r}")
         return value
 
-    @field_validator("device", mode="before")
-    @classmethod
+    @_option_check("device")
     def _device(cls, value: object) -> int | str | None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | str)):
             raise ConfigTypeError(f"device must be a CUDA ordinal (int) or a GPU UUID (str), got {value!r}")
@@ -236,18 +260,15 @@ class ProfileSpec(Frozen):
             raise ConfigError(f"device must be >= 0, got {value}")
         return value
 
-    @field_validator("parallel_devices", mode="before")
-    @classmethod
+    @_option_check("parallel_devices")
     def _parallel(cls, value: object) -> tuple[int | str, ...] | Literal["all"] | None:
         return _parallel_devices(value)
 
-    @field_validator("executor", mode="before")
-    @classmethod
+    @_option_check("executor")
     def _executor(cls, value: object) -> object:
         return check_executor(value)
 
-    @field_validator("backend_options", mode="before")
-    @classmethod
+    @_option_check("backend_options")
     def _backend_options(cls, value: object) -> dict[str, Any]:
         options = value or {}
         if not isinstance(options, Mapping):
@@ -298,9 +319,21 @@ _VOCABULARY = {"cache_control": CACHE_CONTROL, "clock_control": CLOCK_CONTROL, "
 
 
 def _our_error(e: ValidationError) -> Exception:
-    """The error a validator raised (the first, in field order), or a ConfigError for pydantic's own check."""
-    err = e.errors(include_url=False)[0]
+    """The error of the first bad option in field declaration order, or a ConfigError for pydantic's own check.
+
+    pydantic lists its errors in the order it met them, which is not always the declaration order; a model
+    validator's error (no field) comes first, a name that is no field last.
+    """
+    order = {name: i for i, name in enumerate(ProfileSpec.model_fields)}
+
+    def position(err: Any) -> int:
+        loc = err["loc"]
+        return -1 if not loc else order.get(str(loc[0]), len(order))
+
+    err = min(e.errors(include_url=False), key=position)
     original = err.get("ctx", {}).get("error")
+    if isinstance(original, _Carried):
+        return original.error
     if isinstance(original, NsightxError):
         return original
     option = ".".join(str(p) for p in err["loc"]) or "analyze.kernel"
