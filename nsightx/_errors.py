@@ -93,6 +93,17 @@ class ResultSchemaError(NsightxError, ValueError):
     """A saved result could not be read: unknown schema version or a damaged file."""
 
 
+class NsightxWarning(Warning):
+    """Root of the warning categories nsightx defines itself (filter them all with ``NsightxWarning``)."""
+
+
+class IncompleteResultWarning(NsightxWarning, RuntimeWarning):
+    """A loaded result holds fewer runs than its plan asked for (a sweep that was stopped, a config that failed).
+
+    The result still loads; ``ProfileResults.completeness`` says how many runs it holds of how many were planned.
+    """
+
+
 class ThermalControlError(NsightxError, RuntimeError):
     """Thermal control cannot go on safely (nsight-python's base class of :class:`CoolingTimeoutError`)."""
 

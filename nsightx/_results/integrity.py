@@ -1,0 +1,249 @@
+"""Checks that a loaded result is consistent and says how complete it is.
+
+pydantic checks the type of each field as a file is read; what no field type can say is how the parts of a
+result refer to each other. A value's config must index ``plan.configs`` (a negative index would silently name
+another config, one past the end fails later with a bare ``IndexError``), each run and each entry is stored once
+(a duplicated one counts twice in ``NumRuns``), a value belongs to a run the result holds, a record to the run
+that holds it, and no config has more runs than planned.
+
+A result may hold a million records (``benchmarks/load_result.py``), so the checks run as set and list
+operations over all entries at once, in C; only when one fails is the result walked again, entry by entry, to
+name the first bad one by its JSON path (``values[12].config``). :func:`check_run` checks a single run, for the
+raw reader, which names the line instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import chain, repeat
+from operator import attrgetter
+from typing import Any, NamedTuple
+
+from nsightx._errors import ResultSchemaError
+from nsightx._results.records import RunRecords
+from nsightx._results.schema import PlanInfo, ResultData
+
+_CONFIG_RUN = attrgetter("config", "run")
+_RECORDS = attrgetter("records")
+_REGIONS = attrgetter("regions")
+_COLLECTORS = attrgetter("collectors")
+_RECORD_ID = attrgetter("config", "run", "annotation", "kernel", "metric", "seq")
+_REGION_ID = attrgetter("config", "run", "annotation")
+_VALUE_ID = attrgetter("annotation", "config", "run", "metric")
+
+ONCE = (-1, -1)
+"""Config and run of the entry that holds a call's ONCE-scope collector values."""
+
+
+class Completeness(NamedTuple):
+    """How many of the planned runs a result holds (``ProfileResults.completeness``)."""
+
+    held: int
+    """Measured runs held (the ONCE-collector entry not counted)."""
+    planned: int
+    """Runs the plan asked for: configs x runs (under ``runs="auto"`` the most it allowed)."""
+    configs: int
+    """Configs in the plan."""
+    configs_held: int
+    """Configs with at least one run."""
+    adaptive: bool
+    """``runs="auto"``: each config stopped on its own, so only a config without runs shows a missing part."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether every planned run is there (under ``runs="auto"``: every config has runs)."""
+        return self.configs_held == self.configs if self.adaptive else self.held >= self.planned
+
+    def describe(self) -> str:
+        """``holds 4 of 6 planned runs (2 configs x 3 runs)`` (``runs="auto"``: configs with runs of all)."""
+        if self.adaptive:
+            return (
+                f'holds runs of {self.configs_held} of {self.configs} planned configs (runs="auto", '
+                f"{self.held} runs in all, at most {self.planned} planned)"
+            )
+        runs = self.planned // self.configs if self.configs else 0
+        return f"holds {self.held} of {self.planned} planned runs ({self.configs} configs x {runs} runs)"
+
+
+def completeness(plan: PlanInfo, runs: Iterable[RunRecords]) -> Completeness:
+    """Count the measured runs and configs of ``runs`` against ``plan`` (runs are assumed checked: no duplicate)."""
+    keys = [k for k in map(_CONFIG_RUN, runs) if k[0] >= 0]
+    configs = len(plan.configs)
+    held_configs = len({c for c, _ in keys})
+    return Completeness(len(keys), configs * plan.runs, configs, held_configs, plan.adaptive)
+
+
+def refuse(source: str, problem: str) -> ResultSchemaError:
+    """The error for ``problem`` in the file ``source`` (a quoted path)."""
+    return ResultSchemaError(f"{source}: {problem}")
+
+
+def check_plan(plan: PlanInfo, source: str, where: str = "plan") -> None:
+    """Refuse a plan whose configs do not match its parameters, or that plans no run.
+
+    Raises:
+        ResultSchemaError: naming ``<where>.configs[i]`` or ``<where>.runs``.
+    """
+    if plan.runs < 1:
+        raise refuse(source, f"{where}.runs is {plan.runs}; expected the number of runs per config, at least 1")
+    width = len(plan.params)
+    for i, config in enumerate(plan.configs):
+        if len(config) != width:
+            raise refuse(
+                source,
+                f"{where}.configs[{i}] has {len(config)} value(s); expected {width}, one per parameter of "
+                f"{where}.params {list(plan.params)}",
+            )
+
+
+def _index_problem(config: int, run: int, plan: PlanInfo, what: str) -> str | None:
+    """Why (config, run) cannot be a measured run of ``plan``, or ``None``."""
+    n = len(plan.configs)
+    if not 0 <= config < n:
+        return f"{what}.config is {config}; expected a config index from 0 to {n - 1} (plan.configs has {n})"
+    if not 0 <= run < plan.runs:
+        return f"{what}.run is {run}; expected a run index from 0 to {plan.runs - 1} (plan.runs is {plan.runs})"
+    return None
+
+
+def check_run(run: RunRecords, plan: PlanInfo, what: str) -> str | None:
+    """Why one run does not fit ``plan`` or does not hold its own entries once each, or ``None``.
+
+    Args:
+        run: The run.
+        plan: The plan it was measured under.
+        what: How the message names the run (``runs[4]``, ``line 5``).
+    """
+    if (run.config, run.run) == ONCE:
+        if run.records or run.regions:
+            return f"{what} is config -1 run -1 (the call's ONCE collector values) but holds records or regions"
+        return None
+    if run.config < 0:
+        return (
+            f"{what}.config is {run.config}; expected a config index from 0 to {len(plan.configs) - 1}, or -1 "
+            "with run -1 for the call's ONCE collector values"
+        )
+    problem = _index_problem(run.config, run.run, plan, what)
+    if problem is not None:
+        return problem
+    for field, ident in (("records", _RECORD_ID), ("regions", _REGION_ID)):
+        entries = getattr(run, field)
+        seen: dict[tuple[Any, ...], int] = {}
+        for j, entry in enumerate(entries):
+            if _CONFIG_RUN(entry) != (run.config, run.run):
+                return (
+                    f"{what}.{field}[{j}] is config {entry.config} run {entry.run}, but {what} is config "
+                    f"{run.config} run {run.run}; an entry belongs to the run that holds it"
+                )
+            first = seen.setdefault(ident(entry), j)
+            if first != j:
+                return f"{what}.{field}[{first}] and {what}.{field}[{j}] are the same entry; each is stored once"
+    return None
+
+
+def check_result(data: ResultData, source: str) -> None:
+    """Refuse a result whose parts do not fit together (see the module docstring for what is checked).
+
+    Raises:
+        ResultSchemaError: naming ``source``, the first bad entry by its JSON path, and what was expected.
+    """
+    plan = data.plan
+    check_plan(plan, source)
+    n = len(plan.configs)
+    for name in ("config_devices", "config_hosts"):
+        got = len(getattr(data, name))
+        if got not in (0, n):
+            raise refuse(source, f"{name} has {got} entries; expected none or {n}, one per config of plan.configs")
+    runs = data.runs
+    keys = list(map(_CONFIG_RUN, runs))
+    held = _check_run_keys(runs, keys, plan, source)
+    for field, ident in (("records", _RECORD_ID), ("regions", _REGION_ID)):
+        per_run = list(map(attrgetter(field), runs))
+        entries = list(chain.from_iterable(per_run))
+        owners = chain.from_iterable(map(repeat, keys, map(len, per_run)))
+        if list(map(_CONFIG_RUN, entries)) != list(owners) or len(set(map(ident, entries))) != len(entries):
+            _locate_in_runs(runs, plan, source)
+    _check_collectors(runs, plan, source)
+    _check_values(data, held, source)
+
+
+def _check_run_keys(
+    runs: Sequence[RunRecords], keys: list[tuple[int, int]], plan: PlanInfo, source: str
+) -> dict[tuple[int, int], int]:
+    """Each run's (config, run) in range and stored once; returns the measured ones with their positions."""
+    n, most = len(plan.configs), plan.runs
+    held: dict[tuple[int, int], int] = {}
+    for i, (c, r) in enumerate(keys):
+        if not (0 <= c < n and 0 <= r < most):
+            if (c, r) == ONCE and not runs[i].records and not runs[i].regions:
+                continue
+            raise refuse(source, check_run(runs[i], plan, f"runs[{i}]") or f"runs[{i}] is out of range")
+        first = held.setdefault((c, r), i)
+        if first != i:
+            raise refuse(
+                source,
+                f"runs[{first}] and runs[{i}] are both config {c} run {r}; each run is stored once (a duplicated "
+                "run would count twice)",
+            )
+    return held
+
+
+def _locate_in_runs(runs: Sequence[RunRecords], plan: PlanInfo, source: str) -> None:
+    """Raise for the first run whose records or regions are not its own or not unique (the slow path)."""
+    for i, run in enumerate(runs):
+        problem = check_run(run, plan, f"runs[{i}]")
+        if problem is not None:
+            raise refuse(source, problem)
+
+
+def _check_collectors(runs: Sequence[RunRecords], plan: PlanInfo, source: str) -> None:
+    """Collector values name a config and a run in range, or none."""
+    values = list(chain.from_iterable(map(_COLLECTORS, runs)))
+    if not values:
+        return
+    configs = set(map(attrgetter("config"), values))
+    run_ids = set(map(attrgetter("run"), values))
+    configs.discard(None)
+    run_ids.discard(None)
+    if configs <= set(range(len(plan.configs))) and run_ids <= set(range(plan.runs)):
+        return
+    for i, run in enumerate(runs):
+        for j, cv in enumerate(run.collectors):
+            if cv.config is not None and not 0 <= cv.config < len(plan.configs):
+                raise refuse(
+                    source,
+                    f"runs[{i}].collectors[{j}].config is {cv.config}; expected a config index from 0 to "
+                    f"{len(plan.configs) - 1} (or null)",
+                )
+            if cv.run is not None and not 0 <= cv.run < plan.runs:
+                raise refuse(
+                    source,
+                    f"runs[{i}].collectors[{j}].run is {cv.run}; expected a run index from 0 to {plan.runs - 1} "
+                    "(or null)",
+                )
+
+
+def _check_values(data: ResultData, held: dict[tuple[int, int], int], source: str) -> None:
+    """Each value belongs to a run the result holds and is stored once."""
+    values = data.values
+    if set(map(_CONFIG_RUN, values)) <= held.keys() and len(set(map(_VALUE_ID, values))) == len(values):
+        return
+    seen: dict[tuple[str, int, int, str], int] = {}
+    for i, v in enumerate(values):
+        problem = _index_problem(v.config, v.run, data.plan, f"values[{i}]")
+        if problem is not None:
+            raise refuse(source, problem)
+        if (v.config, v.run) not in held:
+            raise refuse(
+                source,
+                f"values[{i}] is config {v.config} run {v.run}, but runs holds no such run; a value belongs to a "
+                "measured run",
+            )
+        first = seen.setdefault(_VALUE_ID(v), i)
+        if first != i:
+            raise refuse(
+                source,
+                f"values[{first}] and values[{i}] are both annotation {v.annotation!r}, config {v.config}, run "
+                f"{v.run}, metric {v.metric!r}; each value is stored once (a duplicate would count the run twice "
+                "in NumRuns)",
+            )
