@@ -40,8 +40,7 @@ def start_problem(data: bytes) -> str | None:
             return (
                 f"starts with a {name} byte-order mark (BOM) at byte 0 ({bom.hex(' ')}): nsightx writes UTF-8 "
                 "without a BOM, so another program re-encoded the file (or it is not text at all); save it again "
-                "as UTF-8 without a BOM"
-                + (f" (remove the first {len(bom)} bytes)" if name == "UTF-8" else "")
+                "as UTF-8 without a BOM" + (f" (remove the first {len(bom)} bytes)" if name == "UTF-8" else "")
             )
     return None
 

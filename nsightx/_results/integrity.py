@@ -79,13 +79,20 @@ def refuse(source: str, problem: str) -> ResultSchemaError:
 
 
 def check_plan(plan: PlanInfo, source: str, where: str = "plan") -> None:
-    """Refuse a plan whose configs do not match its parameters, or that plans no run.
+    """Refuse a plan that cannot describe a measurement.
+
+    That is: no run per config, a parameter or metric named twice, a config whose values do not match the parameters.
 
     Raises:
-        ResultSchemaError: naming ``<where>.configs[i]`` or ``<where>.runs``.
+        ResultSchemaError: naming ``<where>.runs``, ``<where>.params``, ``<where>.metrics`` or ``<where>.configs[i]``.
     """
     if plan.runs < 1:
         raise refuse(source, f"{where}.runs is {plan.runs}; expected the number of runs per config, at least 1")
+    for field in ("params", "metrics"):
+        names = getattr(plan, field)
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise refuse(source, f"{where}.{field} names {twice[0]!r} twice; expected each name once, as measured")
     width = len(plan.params)
     for i, config in enumerate(plan.configs):
         if len(config) != width:

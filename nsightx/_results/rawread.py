@@ -24,7 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from nsightx._errors import ResultSchemaError
 from nsightx._results.filebytes import invalid_utf8, start_problem
-from nsightx._results.integrity import check_run
+from nsightx._results.integrity import check_plan, check_run
 from nsightx._results.nulls import RUN_NULLS, null_locations, with_nan
 from nsightx._results.records import RunRecords
 from nsightx._results.schema import RAW_KIND, RawHeader, describe_errors, gc_paused, schema_message
@@ -57,7 +57,9 @@ def parse_raw(path: Path, data: bytes) -> tuple[RawHeader | None, list[RunRecord
     except UnicodeDecodeError as e:
         if e.reason != "unexpected end of data":
             raise ResultSchemaError(f"{str(path)!r} {invalid_utf8(data, e)}") from None
-        text = data[: e.start].decode("utf-8")  # cut inside a character: the unfinished last line is skipped
+        # Cut inside a character: keep a replacement character, so that the unfinished last line stays unfinished
+        # (it is skipped with a warning) rather than becoming a line that ends early but parses.
+        text = data[: e.start].decode("utf-8") + "\ufffd"
     with gc_paused():
         return _Reader(path).read(text)
 
@@ -105,6 +107,7 @@ class _Reader:
             if self.header is not None or self.runs:
                 raise ResultSchemaError(f"{self.source} line {number}: a second header; one file holds one sweep")
             self.header = _header(self.source, number, line)
+            check_plan(self.header.plan, self.source, f"line {number}: plan")
             self.suffix = ',"sweep":' + json.dumps(self.header.sweep) + "}"
             return
         if not isinstance(obj, dict):
