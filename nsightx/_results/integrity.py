@@ -15,20 +15,25 @@ raw reader, which names the line instead.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import chain, repeat
-from operator import attrgetter
+from itertools import chain, groupby, repeat
+from operator import attrgetter, eq, itemgetter
 from typing import Any, NamedTuple
 
 from nsightx._errors import ResultSchemaError
 from nsightx._results.records import RunRecords
 from nsightx._results.schema import PlanInfo, ResultData
 
+_CONFIG = attrgetter("config")
 _CONFIG_RUN = attrgetter("config", "run")
+_NEGATIVE = (0).__gt__
 _RECORDS = attrgetter("records")
 _REGIONS = attrgetter("regions")
 _COLLECTORS = attrgetter("collectors")
 _RECORD_ID = attrgetter("config", "run", "annotation", "kernel", "metric", "seq")
 _REGION_ID = attrgetter("config", "run", "annotation")
+_RECORD_KEY = attrgetter("annotation", "kernel", "metric", "seq")
+_ANNOTATION = attrgetter("annotation")
+_ANNOTATION_METRIC = attrgetter("annotation", "metric")
 _VALUE_ID = attrgetter("annotation", "config", "run", "metric")
 
 ONCE = (-1, -1)
@@ -66,11 +71,16 @@ class Completeness(NamedTuple):
 
 
 def completeness(plan: PlanInfo, runs: Iterable[RunRecords]) -> Completeness:
-    """Count the measured runs and configs of ``runs`` against ``plan`` (runs are assumed checked: no duplicate)."""
-    keys = [k for k in map(_CONFIG_RUN, runs) if k[0] >= 0]
-    configs = len(plan.configs)
-    held_configs = len({c for c, _ in keys})
-    return Completeness(len(keys), configs * plan.runs, configs, held_configs, plan.adaptive)
+    """Count the measured runs and configs of ``runs`` against ``plan`` (runs are assumed checked: no duplicate).
+
+    Only integers are collected (no tuple per run): right after a large result was built with the garbage
+    collector paused, allocating containers would start a collection that walks the whole result.
+    """
+    configs = list(map(_CONFIG, runs))
+    once = sum(map(_NEGATIVE, configs))
+    held_configs = len(set(configs)) - (1 if once else 0)
+    n = len(plan.configs)
+    return Completeness(len(configs) - once, n * plan.runs, n, held_configs, plan.adaptive)
 
 
 def refuse(source: str, problem: str) -> ResultSchemaError:
@@ -164,11 +174,12 @@ def check_result(data: ResultData, source: str) -> None:
     runs = data.runs
     keys = list(map(_CONFIG_RUN, runs))
     held = _check_run_keys(runs, keys, plan, source)
-    for field, ident in (("records", _RECORD_ID), ("regions", _REGION_ID)):
+    for field, ident in (("records", _RECORD_KEY), ("regions", _ANNOTATION)):
         per_run = list(map(attrgetter(field), runs))
-        entries = list(chain.from_iterable(per_run))
+        # Lazily, entry by entry: no list of a million tuples, and small per-run sets stay in the CPU's cache.
         owners = chain.from_iterable(map(repeat, keys, map(len, per_run)))
-        if list(map(_CONFIG_RUN, entries)) != list(owners) or len(set(map(ident, entries))) != len(entries):
+        own = all(map(eq, map(_CONFIG_RUN, chain.from_iterable(per_run)), owners))
+        if not own or not all(len(set(map(ident, entries))) == len(entries) for entries in per_run):
             _locate_in_runs(runs, plan, source)
     _check_collectors(runs, plan, source)
     _check_values(data, held, source)
@@ -176,20 +187,29 @@ def check_result(data: ResultData, source: str) -> None:
 
 def _check_run_keys(
     runs: Sequence[RunRecords], keys: list[tuple[int, int]], plan: PlanInfo, source: str
-) -> dict[tuple[int, int], int]:
-    """Each run's (config, run) in range and stored once; returns the measured ones with their positions."""
-    n, most = len(plan.configs), plan.runs
-    held: dict[tuple[int, int], int] = {}
+) -> set[tuple[int, int]]:
+    """Each run's (config, run) in range and stored once; returns the measured ones."""
+    measured = [k for k in keys if k[0] >= 0]
+    held = set(measured)
+    others = [i for i, k in enumerate(keys) if k[0] < 0]
+    fine = len(held) == len(measured) and all(
+        keys[i] == ONCE and not runs[i].records and not runs[i].regions for i in others
+    )
+    if fine and measured:
+        configs, run_ids = list(map(itemgetter(0), measured)), list(map(itemgetter(1), measured))
+        fine = max(configs) < len(plan.configs) and min(run_ids) >= 0 and max(run_ids) < plan.runs
+    if fine:
+        return held
+    first: dict[tuple[int, int], int] = {}
     for i, (c, r) in enumerate(keys):
-        if not (0 <= c < n and 0 <= r < most):
-            if (c, r) == ONCE and not runs[i].records and not runs[i].regions:
-                continue
-            raise refuse(source, check_run(runs[i], plan, f"runs[{i}]") or f"runs[{i}] is out of range")
-        first = held.setdefault((c, r), i)
-        if first != i:
+        problem = check_run(runs[i], plan, f"runs[{i}]") if c < 0 or _index_problem(c, r, plan, "") else None
+        if problem is not None:
+            raise refuse(source, problem)
+        j = first.setdefault((c, r), i)
+        if c >= 0 and j != i:
             raise refuse(
                 source,
-                f"runs[{first}] and runs[{i}] are both config {c} run {r}; each run is stored once (a duplicated "
+                f"runs[{j}] and runs[{i}] are both config {c} run {r}; each run is stored once (a duplicated "
                 "run would count twice)",
             )
     return held
@@ -230,13 +250,22 @@ def _check_collectors(runs: Sequence[RunRecords], plan: PlanInfo, source: str) -
                 )
 
 
-def _check_values(data: ResultData, held: dict[tuple[int, int], int], source: str) -> None:
-    """Each value belongs to a run the result holds and is stored once."""
-    values = data.values
-    if set(map(_CONFIG_RUN, values)) <= held.keys() and len(set(map(_VALUE_ID, values))) == len(values):
+def _check_values(data: ResultData, held: set[tuple[int, int]], source: str) -> None:
+    """Each value belongs to a run the result holds and is stored once.
+
+    nsightx writes the values of one run next to each other, runs in order: then each run's block is checked
+    with a small set. Values in another order take the slow path, which is exact too.
+    """
+    blocks: set[tuple[int, int]] = set()
+    for key, group in groupby(data.values, key=_CONFIG_RUN):
+        block = list(group)
+        if key in blocks or key not in held or len(set(map(_ANNOTATION_METRIC, block))) != len(block):
+            break
+        blocks.add(key)
+    else:
         return
     seen: dict[tuple[str, int, int, str], int] = {}
-    for i, v in enumerate(values):
+    for i, v in enumerate(data.values):
         problem = _index_problem(v.config, v.run, data.plan, f"values[{i}]")
         if problem is not None:
             raise refuse(source, problem)

@@ -42,7 +42,8 @@ def parse_result(data: bytes, source: str) -> ResultData:
             f"{source} is not a whole nsightx result: field {missing[0]!r} is missing; every saved result has "
             f"{', '.join(REQUIRED)} (the file was cut or edited)"
         )
-    check_result(result, source)
+    with gc_paused():  # the checks make many short-lived tuples; a collection would walk the whole result
+        check_result(result, source)
     return result
 
 
