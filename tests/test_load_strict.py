@@ -155,6 +155,12 @@ def test_a_config_with_the_wrong_number_of_values_is_refused(plugin_host, tmp_pa
     refused(path, r"plan\.configs\[1\] has 2 value\(s\); expected 1, one per parameter of plan\.params \['n'\]")
 
 
+def test_a_plan_naming_a_metric_twice_is_refused(plugin_host, tmp_path):
+    _, path, _ = sweep(tmp_path)
+    edited(path, lambda doc: doc["plan"]["metrics"].append(doc["plan"]["metrics"][0]))
+    refused(path, r"plan\.metrics names 'host__time_duration\.sum' twice")
+
+
 def test_config_hosts_of_the_wrong_length_is_refused(plugin_host, tmp_path):
     _, path, _ = sweep(tmp_path)
     edited(path, lambda doc: doc.update(config_hosts=["h1"]))
@@ -247,6 +253,15 @@ def test_a_raw_run_outside_the_plan_is_refused_naming_the_line(plugin_host, tmp_
     lines[3] = json.dumps(run) + "\n"
     raw.write_text("".join(lines))
     refused(raw, r"line 4\.config is 3; expected a config index from 0 to 1 .*the header's plan does not hold it")
+
+
+def test_a_raw_header_whose_configs_do_not_match_its_parameters_is_refused(plugin_host, tmp_path):
+    _, _, raw = sweep(tmp_path)
+    lines = raw.read_text().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["plan"]["configs"][0] = []
+    raw.write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
+    refused(raw, r"line 1: plan\.configs\[0\] has 0 value\(s\); expected 1, one per parameter")
 
 
 def test_a_raw_line_with_a_number_as_text_is_refused(plugin_host, tmp_path):
