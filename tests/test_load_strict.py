@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from pathlib import Path
 
@@ -313,6 +314,29 @@ def test_a_failed_region_round_trips_as_nan(plugin_host, tmp_path):
     back = nsightx.load(path)
     assert [math.isnan(v.value) for v in back.data.values] == [False, False, True, True]
     assert back.to_dataframe()["NumRuns"].tolist() == [2, 0]
+
+
+def test_with_nan_values_the_problem_named_is_the_bad_field_not_a_null(plugin_host, tmp_path):
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=2, warmup=0, backend="host", verbosity=SILENT)
+    def f(n):
+        with nsightx.annotate("a", ignore_failures=True):
+            if n == 2:
+                raise ValueError("on purpose")
+
+    with pytest.warns(RuntimeWarning):
+        path = f().save(tmp_path / "r.json")
+    edited(path, lambda doc: doc["values"][3].update(run="1"))
+    refused(path, r"field 'values\[3\]\.run': Input should be a valid integer \(found '1'\)")
+
+
+def test_a_raw_record_stored_as_null_is_read_as_nan(plugin_host, tmp_path):
+    _, _, raw = sweep(tmp_path)
+    lines = raw.read_text().splitlines(keepends=True)
+    lines[2] = lines[2].replace('"value":', '"value":null,"was":', 1)
+    lines[2] = re.sub(r',"was":[-0-9.e+]+', "", lines[2], count=1)
+    raw.write_text("".join(lines))
+    back = nsightx.load(raw)
+    assert math.isnan(back.data.runs[1].records[0].value) and math.isnan(back.data.values[2].value)
 
 
 def _same_values(loaded: nsightx.ProfileResults, expected: dict) -> None:

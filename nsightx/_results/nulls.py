@@ -29,27 +29,30 @@ def _matches(loc: Loc, pattern: Loc) -> bool:
     )
 
 
-def null_locations(error: ValidationError, patterns: Sequence[Loc]) -> list[Loc] | None:
-    """The locations of ``error``'s problems when every one is a ``null`` measured value, else ``None``."""
+def null_locations(error: ValidationError, patterns: Sequence[Loc]) -> list[Loc]:
+    """The locations of those of ``error``'s problems that are a ``null`` measured value (maybe none)."""
     locs: list[Loc] = []
     for err in error.errors(include_url=False):
         loc = tuple(err["loc"])
-        if err["type"] != "float_type" or err.get("input", 0) is not None:
-            return None
-        if not any(_matches(loc, p) for p in patterns):
-            return None
-        locs.append(loc)
-    return locs or None
+        if err["type"] == "float_type" and err.get("input", 0) is None and any(_matches(loc, p) for p in patterns):
+            locs.append(loc)
+    return locs
 
 
-def with_nan(text: str | bytes, locs: Sequence[Loc]) -> str:
-    """``text`` (a JSON document) with NaN at each of ``locs``, written back as JSON (with ``NaN`` literals)."""
-    doc: Any = json.loads(text)
-    for loc in locs:
-        node = doc
-        for key in loc[:-1]:
-            node = node[key]
-        node[loc[-1]] = math.nan
+def with_nan(text: str | bytes, locs: Sequence[Loc]) -> str | None:
+    """``text`` (a JSON document) with NaN at each of ``locs``, written back as JSON (with ``NaN`` literals).
+
+    Returns ``None`` when ``text`` cannot be read that way (the caller reports the original problem).
+    """
+    try:
+        doc: Any = json.loads(text)
+        for loc in locs:
+            node = doc
+            for key in loc[:-1]:
+                node = node[key]
+            node[loc[-1]] = math.nan
+    except (ValueError, LookupError, TypeError, RecursionError):
+        return None
     return json.dumps(doc, allow_nan=True, separators=(",", ":"))
 
 

@@ -169,10 +169,10 @@ def _validate_run(source: str, number: int, body: str) -> RunRecords:
     if any(err["type"] == "json_invalid" for err in error.errors(include_url=False)):
         _json(body)  # raises _Damaged with the position, as json reports it
         raise _Damaged(describe_errors(error))
-    locs = null_locations(error, RUN_NULLS)
-    if locs is not None:
+    fixed = with_nan(body, locs) if (locs := null_locations(error, RUN_NULLS)) else None
+    if fixed is not None:
         try:
-            return adapter.validate_json(with_nan(body, locs), strict=True)
+            return adapter.validate_json(fixed, strict=True)
         except ValidationError as e:
-            error = e
+            error = e  # what is wrong beside the nulls
     raise ResultSchemaError(f"{source} line {number} is not a run: {describe_errors(error)}") from None

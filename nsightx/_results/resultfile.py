@@ -48,14 +48,17 @@ def parse_result(data: bytes, source: str) -> ResultData:
 
 
 def _retry_nulls(data: bytes, error: ValidationError, source: str) -> ResultData:
-    """Validate again with stored ``null`` measured values read as NaN; otherwise raise for ``error``."""
+    """Validate again with stored ``null`` measured values read as NaN; raise for what is still wrong.
+
+    With other problems beside the nulls, the retry reports those (not a null that is fine).
+    """
     locs = null_locations(error, RESULT_NULLS)
-    if locs is None:
+    fixed = (patch_stored(data, len(locs)) or with_nan(data, locs)) if locs else None
+    if fixed is None:
         raise _refusal(data, error, source) from None
-    fixed: bytes | str | None = patch_stored(data, len(locs))
     try:
         with gc_paused():
-            return ResultData.model_validate_json(fixed or with_nan(data, locs), strict=True)
+            return ResultData.model_validate_json(fixed, strict=True)
     except ValidationError as e:
         raise _refusal(data, e, source) from None
 
