@@ -6,7 +6,7 @@ another config, one past the end fails later with a bare ``IndexError``), each r
 (a duplicated one counts twice in ``NumRuns``), a value belongs to a run the result holds, a record to the run
 that holds it, and no config has more runs than planned.
 
-A result may hold a million records (``benchmarks/load_result.py``), so the checks run as set and list
+A result may hold a million records (``benchmarks/load_large.py``), so the checks run as set and list
 operations over all entries at once, in C; only when one fails is the result walked again, entry by entry, to
 name the first bad one by its JSON path (``values[12].config``). :func:`check_run` checks a single run, for the
 raw reader, which names the line instead.
@@ -26,8 +26,6 @@ from nsightx._results.schema import PlanInfo, ResultData
 _CONFIG = attrgetter("config")
 _CONFIG_RUN = attrgetter("config", "run")
 _NEGATIVE = (0).__gt__
-_RECORDS = attrgetter("records")
-_REGIONS = attrgetter("regions")
 _COLLECTORS = attrgetter("collectors")
 _RECORD_ID = attrgetter("config", "run", "annotation", "kernel", "metric", "seq")
 _REGION_ID = attrgetter("config", "run", "annotation")
@@ -224,6 +222,7 @@ def _locate_in_runs(runs: Sequence[RunRecords], plan: PlanInfo, source: str) -> 
         problem = check_run(run, plan, f"runs[{i}]")
         if problem is not None:
             raise refuse(source, problem)
+    raise refuse(source, "the records or regions of runs do not fit their runs")  # not reached: the walk names it
 
 
 def _check_collectors(runs: Sequence[RunRecords], plan: PlanInfo, source: str) -> None:
