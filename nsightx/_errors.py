@@ -83,7 +83,11 @@ class NestedCallError(NsightxError, RuntimeError):
         self.inner = inner
 
 
-class ConcurrentCallWarning(RuntimeWarning):
+class NsightxWarning(Warning):
+    """Root of the warning categories nsightx defines itself (filter them all with ``NsightxWarning``)."""
+
+
+class ConcurrentCallWarning(NsightxWarning, RuntimeWarning):
     """Profiled calls were measured one after the other: one profiled call runs at a time per process.
 
     Given once per process when a call from one thread waits for another thread's call, and once when
@@ -180,6 +184,13 @@ def os_error_text(error: OSError) -> str:
 
 class ResultSchemaError(NsightxError, ValueError):
     """A saved result could not be read: unknown schema version or a damaged file."""
+
+
+class IncompleteResultWarning(NsightxWarning, RuntimeWarning):
+    """A loaded result holds fewer runs than its plan asked for (a sweep that was stopped, a config that failed).
+
+    The result still loads; ``ProfileResults.completeness`` says how many runs it holds of how many were planned.
+    """
 
 
 class ThermalControlError(NsightxError, RuntimeError):

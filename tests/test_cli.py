@@ -109,7 +109,7 @@ ERROR_PATHS = [
     (["compare", "/nonexistent/a.json", "/nonexistent/b.json"], "nsightx compare: cannot read result file"),
     # unreadable result files
     (["compare", "{bad}/garbage.json", "{bad}/garbage.json"], "garbage.json' is not an nsightx result: Invalid JSON"),
-    (["compare", "{bad}/binary.json", "{bad}/binary.json"], "binary.json' is not an nsightx result"),
+    (["compare", "{bad}/binary.json", "{bad}/binary.json"], "binary.json' starts with a UTF-16 LE byte-order mark"),
     (["compare", "{bad}/other.json", "{bad}/other.json"], "other.json' is not an nsightx result: field"),
     (["compare", "{bad}/empty", "{bad}/empty"], "empty' holds no saved result (result-*.json)"),
     # a command failing with an NsightxError

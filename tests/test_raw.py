@@ -109,7 +109,7 @@ def test_run_line_missing_a_field_names_line_and_field(plugin_host, tmp_path):
     del run["records"][0]["value"]
     lines[3] = json.dumps(run) + "\n"
     raw.write_text("".join(lines))
-    with pytest.raises(ResultSchemaError, match=r"line 4 is not a run: field 'records.0.value': missing"):
+    with pytest.raises(ResultSchemaError, match=r"line 4 is not a run: field 'records\[0\].value': missing"):
         nsightx.load(raw)
 
 

@@ -144,7 +144,7 @@ def test_save_under_a_file_is_a_clear_error(plugin_host, tmp_path):
     [
         (("plan", "params"), "plan.params"),
         (("created",), "created"),
-        (("runs", 0, "records", 0, "metric"), "runs.0.records.0.metric"),
+        (("runs", 0, "records", 0, "metric"), r"runs\[0\]\.records\[0\]\.metric"),
     ],
 )
 def test_load_of_a_file_missing_a_field_names_the_field(plugin_host, tmp_path, drop, field):

@@ -28,7 +28,7 @@ import pytest
 from nsightx_host import HostBackend, HostSession
 
 import nsightx
-from nsightx import NsightxError, OutputError
+from nsightx import NsightxError, OutputError, ResultSchemaError
 from nsightx._results.sink import read_runs
 from nsightx.ext import RunOutput, Session
 
@@ -196,6 +196,11 @@ def check_raw(raw: Path, saved: int) -> None:
     """The raw file holds exactly ``saved`` measured runs: the first ones of the sweep, each once, measured."""
     text = raw.read_text()
     assert text == "" or text.endswith("\n"), "a half line stayed in the file"
+    if text == "":  # the header's write failed: nothing is saved, and load says the file is empty
+        assert saved == 0
+        with pytest.raises(ResultSchemaError, match="is empty"):
+            nsightx.load(raw)
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no skipped line either
         _, runs = read_runs(raw)

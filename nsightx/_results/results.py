@@ -8,21 +8,23 @@ all go through it, so the values, the schema and the files written are the same 
 from __future__ import annotations
 
 import datetime as _dt
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from nsightx._errors import ConfigError, OutputError, ResultSchemaError, os_error_text
+from nsightx._errors import ConfigError, IncompleteResultWarning, OutputError, ResultSchemaError, os_error_text
 from nsightx._plot.render import plot_frame
 from nsightx._plot.roofline import draw_roofline
 from nsightx._results.html import results_html
+from nsightx._results.integrity import Completeness, completeness
 from nsightx._results.output import OutputLocation, write_atomic
+from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import Record, RunRecords, Scalar
+from nsightx._results.resultfile import parse_result
 from nsightx._results.roofline import roofline_frame
-from nsightx._results.schema import PlanInfo, ResultData, describe_errors, gc_paused, schema_message
-from nsightx._results.sink import looks_raw, read_runs
+from nsightx._results.schema import PlanInfo, RawHeader, ResultData
+from nsightx._results.sink import read_runs
 from nsightx._results.transform import combine_records, derive
 from nsightx._version import __version__
 
@@ -46,14 +48,26 @@ class ProfileResults:
     def __repr__(self) -> str:
         p = self.data.plan
         runs = f"auto (<= {p.runs}) runs" if p.adaptive else f"{p.runs} run(s)"
+        done = self.completeness
+        part = "" if done.complete else f", {done.describe()}"
         return (
             f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
-            f"{len(self.data.values)} values)"
+            f"{len(self.data.values)} values{part})"
         )
 
     def _repr_html_(self) -> str:
         """The aggregated table as HTML for Jupyter: readable units, 95% CIs, stability, Tool (see its renderer)."""
         return results_html(self.to_dataframe(), self.data)
+
+    @property
+    def completeness(self) -> Completeness:
+        """How many of the planned runs this result holds (``.complete``, ``.held``, ``.planned``, ``.describe()``).
+
+        A sweep that was stopped (its raw file read back) or a spread sweep with a failed config holds fewer runs
+        than its plan asked for; :func:`nsightx.load` warns about such a result with an
+        :class:`~nsightx.IncompleteResultWarning`.
+        """
+        return completeness(self.data.plan, self.data.runs)
 
     @property
     def backend(self) -> str:
@@ -230,12 +244,33 @@ def results_from_raw(
         KernelCountError: a region launched several kernels and no ``combine_kernel_metrics`` was given.
     """
     header, runs = read_runs(path)
+    return _raw_results(path, header, runs, combine_kernel_metrics, derive_metric, stacklevel=4)
+
+
+def _raw_results(
+    path: str | Path,
+    header: RawHeader | None,
+    runs: list[RunRecords],
+    combine_kernel_metrics: Callable[[float, float], float] | None,
+    derive_metric: Callable[..., Any] | None,
+    *,
+    stacklevel: int,
+) -> ProfileResults:
+    """Build the result of a raw file's runs, warning when the sweep did not finish (``stacklevel``: the caller's)."""
     if header is None:
         raise ResultSchemaError(
             f"{str(path)!r} has no header line, so its runs cannot be matched to configs; it was written by an "
             "older nsightx or by a backend's worker; nsightx._results.sink.read_raw reads its runs without parameters"
         )
     runs.sort(key=lambda r: (r.config, r.run))  # configs of parallel_devices come back in completion order
+    done = completeness(header.plan, runs)
+    if not done.complete:
+        warnings.warn(
+            f"{path}: {done.describe()}: the sweep stopped before it finished (or is still running); the result "
+            "holds the runs there are (ProfileResults.completeness)",
+            IncompleteResultWarning,
+            stacklevel=stacklevel,
+        )
     environment: dict[str, Scalar] = {
         "Host": header.host,
         "nsightx": header.nsightx_version,
@@ -257,23 +292,31 @@ def load(path: str | Path) -> ProfileResults:
     """Load a result saved with :meth:`ProfileResults.save`, or the completed runs of a raw file.
 
     A raw ``raw_data-*.jsonl`` file (what a stopped sweep leaves behind) is recognised by its first line and
-    read with :func:`nsightx.load_raw`.
+    read as :func:`nsightx.load_raw` reads it. A result that holds fewer runs than its plan asked for still loads,
+    with an :class:`~nsightx.IncompleteResultWarning` (``ProfileResults.completeness`` says how many).
 
     Raises:
-        ResultSchemaError: the file is not a saved result (the message names the first bad or missing field),
-            was written by a newer schema, or is a raw file with a damaged line.
+        ResultSchemaError: the file is not one whole, consistent result: it cannot be read, is empty, starts
+            with a byte-order mark, holds invalid UTF-8, lacks a field, has a field of the wrong type, an index
+            out of range or an entry stored twice (the message names the file, the field by its JSON path or
+            the line, and what was expected); or it was written by a newer schema; or it is a raw file with a
+            damaged line.
     """
     p = Path(path)
-    if looks_raw(p):
-        return results_from_raw(p)
     try:
-        text = p.read_bytes()
+        data = p.read_bytes()
     except OSError as e:
         raise ResultSchemaError(f"cannot read result file {str(path)!r}: {e}") from e
-    try:
-        with gc_paused():
-            return ProfileResults(ResultData.model_validate_json(text))
-    except ValidationError as e:
-        raise ResultSchemaError(
-            schema_message(e) or f"{str(path)!r} is not an nsightx result: {describe_errors(e)}"
-        ) from e
+    if starts_raw(data):
+        header, runs = parse_raw(p, data)
+        return _raw_results(p, header, runs, None, None, stacklevel=3)
+    results = ProfileResults(parse_result(data, repr(str(path))))
+    done = results.completeness
+    if not done.complete:
+        warnings.warn(
+            f"{path}: {done.describe()}: the call that made it did not finish every run (a stopped sweep, a config "
+            "that failed); the result holds the runs there are (ProfileResults.completeness)",
+            IncompleteResultWarning,
+            stacklevel=2,
+        )
+    return results

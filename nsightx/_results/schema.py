@@ -53,6 +53,8 @@ class PlanInfo(Frozen):
     @field_validator("configs", mode="before")
     @classmethod
     def _json_safe(cls, value: Any) -> Any:
+        if not isinstance(value, list | tuple) or not all(isinstance(cfg, list | tuple) for cfg in value):
+            return value  # not a list of lists: the field's own type check refuses it with a clear message
         return tuple(tuple(_json_safe(v) for v in cfg) for cfg in value)
 
 
@@ -95,7 +97,9 @@ class ResultData(Frozen):
     def _check_version(cls, version: Any) -> Any:
         # A field validator, not a model "before" validator: that would make pydantic build the whole document
         # as Python objects first, doubling the time and memory of nsightx.load.
-        if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+        # Only a newer version gets the upgrade hint; anything else that is not 1 (0, "1", null) is refused by the
+        # field's type, as a damaged file.
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
             raise ResultSchemaError(
                 f"result written by schema v{version}; this nsightx reads schema v1 to "
                 f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
@@ -128,7 +132,9 @@ class RawHeader(Frozen):
     @field_validator("format")
     @classmethod
     def _check_format(cls, value: int) -> int:
-        if value > RAW_FORMAT or value < 1:
+        if value < 1:
+            raise ValueError(f"format {value} is not a raw format version; nsightx writes 1 to {RAW_FORMAT}")
+        if value > RAW_FORMAT:
             raise ResultSchemaError(
                 f"raw file written in format v{value}; this nsightx reads format v1 to v{RAW_FORMAT}; "
                 "upgrade nsightx (pip install -U nsightx)"
@@ -136,16 +142,28 @@ class RawHeader(Frozen):
         return value
 
 
-def describe_errors(e: ValidationError) -> str:
-    """The first problem of a validation error as ``<field path>: <problem>``, plus how many more there are.
+def json_path(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as a JSON path: ``("runs", 3, "records", 0)`` -> ``runs[3].records[0]``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
-    The path is dotted, with list positions as numbers (``runs.3.records.0.value``), so a user can find the
-    field in the file.
+
+def describe_errors(e: ValidationError) -> str:
+    """The first problem of a validation error as ``field <JSON path>: <problem>``, plus how many more there are.
+
+    The path is the JSON path of the field (``runs[3].records[0].value``), so a user can find it in the file;
+    the problem says what was expected and, unless the field is missing, what was found.
     """
     errors = e.errors(include_url=False)
     first = errors[0]
-    where = ".".join(str(p) for p in first["loc"])
-    what = "missing" if first["type"] == "missing" else str(first["msg"]).removeprefix("Value error, ")
+    where = json_path(tuple(first["loc"]))
+    what = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "missing":
+        what = "missing"
+    elif first["type"] != "json_invalid" and "input" in first:
+        what += f" (found {first['input']!r:.60})"
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return f"field {where!r}: {what}{more}" if where else f"{what}{more}"
 

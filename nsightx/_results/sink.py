@@ -17,16 +17,15 @@ import errno
 import functools
 import json
 import os
-import re
-import warnings
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from nsightx._errors import OutputError, ResultSchemaError, os_error_text
+from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import RunRecords
-from nsightx._results.schema import RAW_KIND, RawHeader, describe_errors, gc_paused, schema_message
+from nsightx._results.schema import RawHeader
 
 
 @functools.cache
@@ -213,90 +212,33 @@ def _write_all(fh: IO[bytes], data: bytes) -> None:
         n = fh.write(view)
 
 
-_RAW_START = re.compile(r'\s*\{\s*"(kind|config)"\s*:')
-"""How a raw file starts: its header (``{"kind": ...``) or, in a file without a header, a run."""
-
-
 def looks_raw(path: Path) -> bool:
-    """Whether ``path`` starts like a raw JSON-lines file rather than a saved result (reads 200 characters)."""
+    """Whether ``path`` starts like a raw JSON-lines file rather than a saved result (reads 200 bytes)."""
     try:
-        with path.open(encoding="utf-8") as fh:
+        with path.open("rb") as fh:
             head = fh.read(200)
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return False
-    return _RAW_START.match(head) is not None
-
-
-def _header(path: Path, number: int, obj: dict[str, Any]) -> RawHeader:
-    try:
-        return RawHeader.model_validate(obj)
-    except ValidationError as e:
-        raise ResultSchemaError(
-            schema_message(e) or f"{str(path)!r} line {number}: the raw file's header is damaged: {describe_errors(e)}"
-        ) from e
-
-
-def _run(path: Path, number: int, obj: object, header: RawHeader | None) -> RunRecords:
-    if not isinstance(obj, dict):
-        raise ResultSchemaError(f"{str(path)!r} line {number}: expected one run (a JSON object), got {obj!r:.80}")
-    sweep = obj.pop("sweep", None)
-    if header is not None and sweep != header.sweep:
-        raise ResultSchemaError(
-            f"{str(path)!r} line {number} belongs to sweep {sweep!r}, not to {header.sweep!r} named in the header; "
-            "the file mixes two sweeps and cannot be attributed"
-        )
-    try:
-        return _run_adapter().validate_python(obj)
-    except ValidationError as e:
-        raise ResultSchemaError(f"{str(path)!r} line {number} is not a run: {describe_errors(e)}") from e
+    return starts_raw(head)
 
 
 def read_runs(path: str | Path) -> tuple[RawHeader | None, list[RunRecords]]:
     """Read a raw file: its header (``None`` when it has none) and its finished runs, in order.
 
+    The checks are those of :mod:`nsightx._results.rawread`.
+
     Raises:
-        ResultSchemaError: the file cannot be read, or a line other than an unterminated last one is damaged
-            (the message names the line number), or a line belongs to another sweep than the header's.
+        ResultSchemaError: the file cannot be read, is empty, starts with a byte-order mark or holds invalid
+            UTF-8; a line other than an unterminated last one is damaged (the message names the line number);
+            a line belongs to another sweep than the header's; two lines hold the same run (both named); a
+            run's config or run index is outside the header's plan.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        data = path.read_bytes()
+    except OSError as e:
         raise ResultSchemaError(f"cannot read raw file {str(path)!r}: {e}") from e
-    with gc_paused():
-        return _parse(path, text)
-
-
-def _parse(path: Path, text: str) -> tuple[RawHeader | None, list[RunRecords]]:
-    lines = text.split("\n")
-    last = len(lines)  # number of the last line; a complete file ends with "\n", so its last element is ""
-    header: RawHeader | None = None
-    runs: list[RunRecords] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            if number == last:  # no newline after it: the writer was stopped in the middle of this line
-                warnings.warn(
-                    f"{path}: skipped the unfinished last line {number} (the sweep was stopped while "
-                    f"writing it); {len(runs)} complete run line(s) read",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-                break
-            raise ResultSchemaError(
-                f"{str(path)!r} line {number} is damaged ({e.msg} at column {e.colno}); the lines after it cannot "
-                "be trusted either; repair or remove that line to read the rest"
-            ) from e
-        if isinstance(obj, dict) and obj.get("kind") == RAW_KIND:
-            if header is not None or runs:
-                raise ResultSchemaError(f"{str(path)!r} line {number}: a second header; one file holds one sweep")
-            header = _header(path, number, obj)
-            continue
-        runs.append(_run(path, number, obj, header))
-    return header, runs
+    return parse_raw(path, data)
 
 
 def read_raw(path: str | Path) -> list[RunRecords]:
