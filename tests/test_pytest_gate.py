@@ -11,6 +11,7 @@ from pathlib import Path
 
 from _synthetic import make_result, noisy
 
+from nsightx._report import history
 from nsightx._report.pytest_gate import Gate, GateSettings, result_filename
 
 NODE = "perf/test_mm.py::test_mm"
@@ -52,24 +53,28 @@ def test_a_file_that_is_not_a_result_is_a_bad_baseline(tmp_path):
 
 
 def test_slowdown_and_markdown(tmp_path):
-    g = gate(tmp_path, save_dir=tmp_path / "base")  # the same folder: the baseline is read before it is replaced
-    result([1024, 2048]).save(tmp_path / "base" / result_filename(NODE))
+    g = gate(tmp_path, save_dir=tmp_path / "base")  # the same folder: the baseline is read before the new save
+    result([1024, 2048]).save(tmp_path / "base" / result_filename(NODE))  # a file of the plugin before history
     g.record(NODE, result([1024, 2048], scale=1.2, seed=100))
     assert g.failures() == ["1 test(s) with a significant slowdown larger than 5%"]
     md = g.markdown()
     assert md.startswith("## nsightx: FAIL: 1 test(s) with a significant slowdown larger than 5%\n")
     assert f"#### `{NODE}`" in md and md.count("REGRESSION") == 2
-    assert g.saved == [tmp_path / "base" / result_filename(NODE)]
+    (saved,) = g.saved
+    assert saved.parent == tmp_path / "base" / history.test_folder(NODE) and saved.name.startswith("0001_testhost_")
     g2 = gate(tmp_path)
-    g2.record(NODE, result([1024, 2048], scale=1.2, seed=100))
+    g2.record(NODE, result([1024, 2048], scale=1.2, seed=100))  # the newest save is the baseline
     assert g2.outcomes[0].frame is not None and (g2.outcomes[0].frame["Status"] == "no change").all()
+    g3 = gate(tmp_path, baseline_ref="0")  # save 0: the old file
+    g3.record(NODE, result([1024, 2048], scale=1.2, seed=100))
+    assert g3.failures() == ["1 test(s) with a significant slowdown larger than 5%"]
 
 
 def test_unmatched_baselines_are_only_files_this_plugin_wrote(tmp_path):
     g = gate(tmp_path)
     for name in ("README.md", "result-mm-0.json", result_filename("perf/test_old.py::test_old")):
         (tmp_path / "base" / name).write_text("{}")
-    assert [p.name for p in g.unmatched_baselines()] == [result_filename("perf/test_old.py::test_old")]
+    assert [p.name for p in g.unmatched_baselines()] == [history.test_folder("perf/test_old.py::test_old")]
     assert g.failures() == [
         "nothing was compared: no test recorded a result with the nsightx_bench fixture (all skipped, failed or "
         "deselected?)"

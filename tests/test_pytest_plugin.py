@@ -18,6 +18,7 @@ from importlib.metadata import entry_points
 import pytest
 
 import nsightx
+from nsightx._report import history
 from nsightx._report.pytest_gate import result_filename
 
 pytest_plugins = ["pytester"]
@@ -85,13 +86,13 @@ def test_planted_slowdown_fails_the_session_with_the_table(nap_module, monkeypat
         [
             "*= nsightx =*",
             "test_timing.py::test_nap  (baseline *)",
-            "Function  Annotation  Config  Metric *Status*",
-            "nap *nap *n=1 *host__time_duration.sum *slower +*%  REGRESSION (> 10%)*",
+            "Function  Config  Metric *Status*",  # no Annotation column: it repeats Function
+            "nap *n=1 *host__time_duration.sum *slower +*%  REGRESSION (> 10%); confirmed by 2 re-measure(s) (+*)*",
             "nsightx: FAIL: 1 test(s) with a significant slowdown larger than 10%",
         ]
     )
     row = next(line for line in res.outlines if "REGRESSION" in line)
-    assert float(row.split()[8]) > 1.1  # the ratio: 1.2 planted, more when other jobs stretch the slow side
+    assert float(row.split()[7]) > 1.1  # the ratio: 1.2 planted, more when other jobs stretch the slow side
     md = summary.read_text()
     assert md.startswith("## nsightx: FAIL") and "**slower +" in md and "#### `test_timing.py::test_nap`" in md
 
@@ -121,10 +122,13 @@ def test_save_writes_one_loadable_result_per_passed_test(pytester):
         ]
     )
     ids = ["test_timing.py::test_nap", "test_timing.py::test_param[1]", "test_timing.py::test_param[2]"]
-    files = sorted((pytester.path / "out" / "main").iterdir())
-    assert [f.name for f in files] == sorted(result_filename(i) for i in ids)
+    folders = sorted((pytester.path / "out" / "main").iterdir())
+    assert [f.name for f in folders] == sorted(history.test_folder(i) for i in ids)
     for nodeid in ids:
-        loaded = nsightx.load(pytester.path / "out" / "main" / result_filename(nodeid))
+        (saved,) = (pytester.path / "out" / "main" / history.test_folder(nodeid)).iterdir()
+        assert saved.name.startswith("0001_") and saved.name.endswith("Z.json")
+        loaded = nsightx.load(saved)
+        assert loaded.environment[history.NODE_KEY] == nodeid
         frame = loaded.to_dataframe()
         assert loaded.backend == "host" and loaded.data.plan.function == "nap"
         assert frame["Annotation"].tolist() == ["nap"] and frame["Metric"].tolist() == ["host__time_duration.sum"]
@@ -140,7 +144,7 @@ def test_missing_baseline_is_listed_and_fails_only_with_require_all(pytester):
     assert res.ret == 0, res.stdout.str()
     res.stdout.fnmatch_lines(
         [
-            "test_timing.py::test_param?1?: NO BASELINE: no stored result 'base/test_timing.py_test_param_1-*.json'",
+            "test_timing.py::test_param?1?: NO BASELINE: no stored result in 'base/test_timing.py_test_param_1-*'",
             "nsightx: ok: 1 test(s) compared*",
         ]
     )
@@ -189,7 +193,7 @@ def test_gpu_backend_without_a_gpu_skips_and_compares_nothing(nap_module):
     assert gated.ret == pytest.ExitCode.TESTS_FAILED  # every test skipped: the gate did not pass on nothing
     gated.stdout.fnmatch_lines(
         [
-            "1 baseline(s) in 'base' that no test measured: test_timing.py_test_nap-*.json",
+            "1 baseline(s) in 'base' that no test measured: test_timing.py_test_nap-*",
             "nsightx: FAIL: nothing was compared: no test recorded a result*",
         ]
     )

@@ -105,7 +105,8 @@ def scan(root: Path) -> dict[str, list[Entry]]:
     own = entries(root)
     if own and any(e.number > 0 for e in own):
         return {root.name: own}
-    names = {p.stem if p.suffix == ".json" else p.name for p in root.iterdir() if _TEST.search(p.stem)}
+    names = {p.name.removesuffix(".json") if p.is_file() else p.name for p in root.iterdir()}
+    names = {name for name in names if _TEST.search(name)}
     stored = {name: entries(root / name) for name in sorted(names)}
     return {name: found for name, found in stored.items() if found}
 
