@@ -20,6 +20,7 @@ import pytest
 import nsightx
 from nsightx._report import history
 from nsightx._report.pytest_gate import result_filename
+from nsightx.cli import main
 
 pytest_plugins = ["pytester"]
 
@@ -270,3 +271,85 @@ def test_result_filename_is_safe_unique_and_bounded():
     assert result_filename(long_ids[0]) != result_filename(long_ids[1])
     assert max(len(result_filename(i)) for i in long_ids) < 150
     assert result_filename("t.py::test") == result_filename("t.py::test")
+
+
+# --- history, folders for `nsightx compare`, confirmation ---------------------------------------------------------
+
+
+def test_history_is_kept_across_two_saves(nap_module, capsys):
+    for _ in range(2):
+        assert run(nap_module, HOST, "--nsightx-save=base").ret == 0
+    folder = nap_module.path / "base" / history.test_folder("test_timing.py::test_nap")
+    saves = sorted(p.name for p in folder.iterdir())
+    assert [s[:5] for s in saves] == ["0001_", "0002_"]  # the second save replaced nothing
+    assert main(["baselines", str(nap_module.path / "base")]) == 0
+    listed = capsys.readouterr().out
+    assert "test_timing.py_test_nap-" in listed and "2 save(s)" in listed
+    assert "* #2" in listed and "  #1" in listed  # the newest is the baseline
+    gate = (HOST, "--nsightx-compare=base", "--nsightx-threshold=50", "-v")
+    newest = run(nap_module, *gate)
+    assert newest.ret == 0, newest.stdout.str()
+    newest.stdout.fnmatch_lines([f"test_timing.py::test_nap  (baseline '*{saves[1]}')", "baseline: nap [*2 stored*"])
+    first = run(nap_module, *gate, "--nsightx-baseline=1")
+    assert first.ret == 0, first.stdout.str()
+    first.stdout.fnmatch_lines([f"test_timing.py::test_nap  (baseline '*{saves[0]}')"])
+    wrong = run(nap_module, HOST, "--nsightx-compare=base", "--nsightx-baseline=ffff")
+    assert wrong.ret == pytest.ExitCode.TESTS_FAILED
+    wrong.stdout.fnmatch_lines(["test_timing.py::test_nap: NO BASELINE: baseline reference 'ffff' matches no save*"])
+
+
+def test_compare_reads_the_folders_the_plugin_writes(pytester, capsys):
+    pytester.makepyfile(test_timing=WORKLOAD + OTHER_TESTS)
+    for folder in ("base", "new"):
+        assert run(pytester, HOST, f"--nsightx-save={folder}", "-k", "nap or param").ret == 0
+    base, new = str(pytester.path / "base"), str(pytester.path / "new")
+    assert main(["compare", base, new, "--threshold", "50"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("test_timing.py::")]
+    assert sorted(r.split()[0] for r in rows) == [
+        "test_timing.py::test_nap",
+        "test_timing.py::test_param[1]",
+        "test_timing.py::test_param[2]",
+    ]  # matched by test: test_param[1] and [2] time the same function
+    assert any(line.startswith("Test ") for line in out.splitlines())  # the header
+    frame = nsightx.compare(base, new, threshold_pct=50)
+    assert sorted(frame["Test"]) == [r.split()[0] for r in sorted(rows)] and not frame["Regression"].any()
+
+
+ONE_OFF = """
+import itertools
+
+CALLS = itertools.count()
+
+
+def test_once_slow(nsightx_bench):
+    def nap(n):
+        slow = os.environ.get("NSX_ONE_OFF") and next(CALLS) < 41  # the first measurement: warm-up and 40 runs
+        with nsightx.annotate("nap"):
+            time.sleep(DELAY_S * n * (1.2 if slow else 1.0))
+
+    nsightx_bench(nap, configs=[1], runs=40)
+"""
+
+
+def test_confirmation_clears_a_one_off_slowdown_and_keeps_a_real_one(pytester, monkeypatch):
+    pytester.makepyfile(test_timing=WORKLOAD + ONE_OFF)
+    gate = (HOST, "--nsightx-compare=base", "--nsightx-threshold=10", "-k", "once_slow")
+    assert run(pytester, HOST, "--nsightx-save=base", "-k", "once_slow").ret == 0
+    monkeypatch.setenv("NSX_ONE_OFF", "1")  # the first measurement is 20% slower, the re-measures are not
+    unconfirmed = run(pytester, *gate, "--nsightx-confirm=0")
+    assert unconfirmed.ret == pytest.ExitCode.TESTS_FAILED, unconfirmed.stdout.str()
+    cleared = run(pytester, *gate)
+    assert cleared.ret == 0, cleared.stdout.str()
+    cleared.stdout.fnmatch_lines(
+        [
+            "test_timing.py::test_once_slow: ok: no significant slowdown larger than 10% (*); 1 row(s) cleared by "
+            "re-measure",
+            "nsightx: ok: 1 test(s) compared*",
+        ]
+    )
+    monkeypatch.delenv("NSX_ONE_OFF")
+    monkeypatch.setenv("NSX_DELAY_S", "0.006")  # a real 20% slowdown: every measurement is slow
+    real = run(pytester, *gate, "-v")
+    assert real.ret == pytest.ExitCode.TESTS_FAILED, real.stdout.str()
+    real.stdout.fnmatch_lines(["*REGRESSION (> 10%); confirmed by 2 re-measure(s) (+*, +*)*"])

@@ -99,10 +99,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def driver_version(path: Path = DRIVER_FILE) -> str | None:
+def driver_version(path: Path | None = None) -> str | None:
     """The NVIDIA kernel module's version (``"570.86.15"``) from ``/proc``; ``None`` without one (or off Linux)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = (path or DRIVER_FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     match = _DRIVER_VERSION.search(text)
