@@ -194,8 +194,9 @@ def render_text(frame: pd.DataFrame, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-_CUTTABLE = ("Test", "Function", "Annotation", "Config", "Metric", "Flags")
-"""Columns whose cells may be cut short (with ``..``) to fit the width; numbers and the status never are."""
+_CUTTABLE = ("Flags", "Metric", "Config", "Annotation", "Function", "Test")
+"""Columns whose cells may be cut short (with ``..``) to fit the width, the first ones first; numbers and the
+status never are."""
 
 
 def _drop(header: list[str], rows: list[list[str]], name: str) -> tuple[list[str], list[list[str]]]:
@@ -231,11 +232,12 @@ def fit(header: list[str], rows: list[list[str]], width: int | None) -> tuple[li
     if _total(header, rows) > width:
         status = header.index("Status")
         rows = [[*r[:status], _terse(r[status]), *r[status + 1 :]] for r in rows]
-    rows = _cut(header, rows, width)
-    if _total(header, rows) > width and "Flags" in header:
+    cut = _cut(header, rows, width)
+    if _total(header, cut) > width and "Flags" in header:
         header, rows = _drop(header, rows, "Flags")
         above.append("(the Flags column is left out to fit the width; --format markdown or json shows it)")
-    return header, rows, above
+        cut = _cut(header, rows, width)
+    return header, cut, above
 
 
 _TERSE = (
@@ -252,16 +254,17 @@ def _terse(status: str) -> str:
 
 
 def _cut(header: list[str], rows: list[list[str]], width: int) -> list[list[str]]:
-    """Cut the longest cells of :data:`_CUTTABLE` columns (not below 8 characters) until the table fits."""
+    """Cut the cells of :data:`_CUTTABLE` columns, in that order, each down to 8 characters, until the table fits."""
     over = _total(header, rows) - width
-    cuttable = [i for i, h in enumerate(header) if h in _CUTTABLE]
-    limits = {i: max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i]) for i in cuttable}
-    while over > 0:
-        widest = max(cuttable, key=lambda i: limits[i], default=None)
-        if widest is None or limits[widest] <= max(8, len(header[widest])):
-            break
-        limits[widest] -= 1
-        over -= 1
+    limits: dict[int, int] = {}
+    for name in _CUTTABLE:
+        if over <= 0 or name not in header:
+            continue
+        i = header.index(name)
+        now = max(len(name), *(len(r[i]) for r in rows)) if rows else len(name)
+        cut = min(over, max(0, now - max(8, len(name))))
+        limits[i] = now - cut
+        over -= cut
     return [[_clip(c, limits[i]) if i in limits else c for i, c in enumerate(r)] for r in rows]
 
 
