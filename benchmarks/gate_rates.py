@@ -13,8 +13,9 @@ trials runs
   ``+10%`` more matmuls on the GPU: the same kernels, more of them, summed), gated the same way and not saved.
 
 A false alarm is an A/A trial whose gate fails; a detection an A/B trial whose gate fails. For each trial the
-same saved results are also compared with ``nsightx.compare`` (what ``nsightx compare`` runs: no re-measure), so
-both gates' rates are printed, with 95% Wilson intervals. ``--busy N`` starts N ``while 1: pass`` processes for
+same saved results are also compared with ``nsightx.compare`` (what ``nsightx compare`` runs: no re-measure) and
+judged by the rule of d6b4a1c (significant and larger than the threshold: no noise floor, no re-measure), so the
+three gates' rates are printed, with 95% Wilson intervals. ``--busy N`` starts N ``while 1: pass`` processes for
 the whole run and ends them (by process id) however the run ends.
 
 Workloads: ``host``: a pure-Python loop of ``--work`` iterations (60,000: about 2 ms on a 2-core AMD EPYC VM);
@@ -83,6 +84,8 @@ class Trial:
     """``AA`` or ``AB``."""
     plugin_failed: bool
     compare_failed: bool
+    old_failed: bool
+    """The rule of d6b4a1c on the same files: significant and larger than the threshold (no floor, no re-measure)."""
     change_pct: float
     floor_pct: float
     processes: int
@@ -120,6 +123,7 @@ def _trial(kind: str, rc: int, out: str, secs: float, hist: Path, new: Path, arg
         kind,
         rc == 1,
         gate_failed(frame),
+        bool(row["Significant"]) and float(row["ChangePct"]) > args.threshold,
         float(row["ChangePct"]),
         float(row["NoiseFloorPct"]),
         int(row["BaselineProcesses"]),
@@ -160,7 +164,8 @@ def run_trials(folder: Path, args: argparse.Namespace) -> list[Trial]:
             print(
                 f"{t + 1:3d} {tr.kind}  change {tr.change_pct:+7.1f}%  floor {tr.floor_pct:5.1f}% "
                 f"({tr.processes} proc)  plugin {'FAIL' if tr.plugin_failed else 'ok  '} {tr.remeasured:<9}  "
-                f"compare {'FAIL' if tr.compare_failed else 'ok'}  ({tr.seconds:.1f} s)",
+                f"compare {'FAIL' if tr.compare_failed else 'ok  '}  old rule {'FAIL' if tr.old_failed else 'ok  '}  "
+                f"({tr.seconds:.1f} s)",
                 flush=True,
             )
     return trials
@@ -179,7 +184,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def summary(trials: list[Trial]) -> dict[str, object]:
     """Each gate's false-alarm and detection rate, with 95% Wilson intervals."""
     out: dict[str, object] = {}
-    for gate in ("plugin", "compare"):
+    for gate in ("plugin", "compare", "old"):
         for kind, name in (("AA", "false_alarms"), ("AB", "detections")):
             hits = [getattr(t, f"{gate}_failed") for t in trials if t.kind == kind]
             lo, hi = wilson(sum(hits), len(hits))
