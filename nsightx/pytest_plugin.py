@@ -25,7 +25,8 @@ saves is what the noise floor is learned from). ``--nsightx-compare`` compares e
 save of its node id (or ``--nsightx-baseline``'s; ``nsightx compare``'s statistics and table), measures a test that
 looks slower again (``--nsightx-confirm``) and fails the session (exit 1) on a slowdown that is significant, larger
 than the threshold and than the noise floor, and still there when measured again; on a test whose result could
-not be compared with its baseline; or when nothing at all was compared. The tables are in the terminal summary. A test whose backend cannot run here (``--nsightx-backend=cupti`` without a GPU) is
+not be compared with its baseline; or when nothing at all was compared. The tables are in the terminal summary.
+A test whose backend cannot run here (``--nsightx-backend=cupti`` without a GPU) is
 skipped with the reason.
 """
 
