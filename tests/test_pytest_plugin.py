@@ -11,6 +11,7 @@ sleep must pass and the planted 20% must fail.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -298,22 +299,31 @@ def test_history_is_kept_across_two_saves(nap_module, capsys):
     wrong.stdout.fnmatch_lines(["test_timing.py::test_nap: NO BASELINE: baseline reference 'ffff' matches no save*"])
 
 
-def test_compare_reads_the_folders_the_plugin_writes(pytester, capsys):
+def _nsightx(*args: str) -> subprocess.CompletedProcess[str]:
+    """``nsightx ...`` in its own process (after this file's in-process pytest runs, numpy cannot load again here),
+    with no ``COLUMNS``: its table is not cut to a width."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(
+        [sys.executable, "-m", "nsightx", *args], capture_output=True, text=True, check=False, env=env
+    )
+
+
+def test_compare_reads_the_folders_the_plugin_writes(pytester):
     pytester.makepyfile(test_timing=WORKLOAD + OTHER_TESTS)
     for folder in ("base", "new"):
         assert run(pytester, HOST, f"--nsightx-save={folder}", "-k", "nap or param").ret == 0
     base, new = str(pytester.path / "base"), str(pytester.path / "new")
-    assert main(["compare", base, new, "--threshold", "50"]) == 0
-    out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if line.startswith("test_timing.py::")]
+    text = _nsightx("compare", base, new, "--threshold", "50")
+    assert text.returncode == 0, text.stderr
+    rows = [line for line in text.stdout.splitlines() if line.startswith("test_timing.py::")]
     assert sorted(r.split()[0] for r in rows) == [
         "test_timing.py::test_nap",
         "test_timing.py::test_param[1]",
         "test_timing.py::test_param[2]",
     ]  # matched by test: test_param[1] and [2] time the same function
-    assert any(line.startswith("Test ") for line in out.splitlines())  # the header
-    frame = nsightx.compare(base, new, threshold_pct=50)
-    assert sorted(frame["Test"]) == [r.split()[0] for r in sorted(rows)] and not frame["Regression"].any()
+    assert any(line.startswith("Test ") for line in text.stdout.splitlines())  # the header
+    doc = json.loads(_nsightx("compare", base, new, "--threshold", "50", "--format", "json").stdout)
+    assert sorted(r["Test"] for r in doc["rows"]) == sorted(r.split()[0] for r in rows) and not doc["failed"]
 
 
 ONE_OFF = """
