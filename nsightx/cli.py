@@ -1,4 +1,4 @@
-"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``, ``reconcile``.
+"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``, ``baselines``, ``reconcile``.
 
 It behaves like a Unix tool: ``nsightx --version``; ``python -m nsightx`` is the same command; bare ``nsightx``
 prints the help on stdout and exits 2, as bare ``git`` prints its usage and exits non-zero (no command is a
@@ -110,8 +110,11 @@ def _plugins_cmd(args: argparse.Namespace) -> int:
 
 
 def _compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("baseline", help="saved result (result-*.json) or a folder of them: the reference")
-    p.add_argument("new", help="saved result or folder to check against the baseline")
+    p.add_argument(
+        "baseline",
+        help="the reference: a saved result, a folder of result-*.json, or a folder written by pytest --nsightx-save",
+    )
+    p.add_argument("new", help="saved result or folder (the same kinds) to check against the baseline")
     p.add_argument(
         "--threshold",
         type=float,
@@ -123,7 +126,26 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metric", action="append", default=None, help="compare only this metric (repeatable; default: all)"
     )
-    p.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (text)")
+    p.add_argument(
+        "--format",
+        choices=("text", "markdown", "json", "csv"),
+        default="text",
+        help="text (a table that fits the terminal; default), markdown (job summaries), json or csv (programs)",
+    )
+    p.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="in a --nsightx-save folder: the save of each test to compare with, a save number or the start of a "
+        "commit (default: the newest; `nsightx baselines DIR` lists them)",
+    )
+    p.add_argument(
+        "--history",
+        type=int,
+        default=5,
+        metavar="N",
+        help="learn the noise floor from the baseline and the stored processes before it, N in all (default 5; "
+        "1: from the runs alone)",
+    )
     p.add_argument(
         "--require-all",
         action="store_true",
@@ -139,8 +161,8 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
 )
 def _compare(args: argparse.Namespace) -> int:
     from nsightx._errors import NsightxError
+    from nsightx._report import render
     from nsightx._report.compare import compare, gate_failed
-    from nsightx._report.render import render_markdown, render_text
 
     try:
         frame = compare(
@@ -150,12 +172,36 @@ def _compare(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             metrics=args.metric,
             require_all=args.require_all,
+            base_ref=args.base_ref,
+            history=args.history,
         )
     except NsightxError as e:
         print(f"nsightx compare: {one_line(e)}", file=sys.stderr)
         return 2
-    print(render_markdown(frame) if args.format == "markdown" else render_text(frame))
+    if args.format == "text":
+        print(render.render_text(frame, width=render.terminal_width(sys.stdout.isatty())))
+    else:
+        formats = {"markdown": render.render_markdown, "json": render.render_json, "csv": render.render_csv}
+        print(formats[args.format](frame), end="" if args.format == "csv" else "\n")
     return 1 if gate_failed(frame) else 0
+
+
+def _baselines_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", help="a folder written by pytest --nsightx-save")
+
+
+@command(
+    "baselines",
+    "list the results pytest --nsightx-save stored: per test, each save's commit, host and time",
+    _baselines_args,
+)
+def _baselines(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from nsightx._report.history import listing
+
+    print("\n".join(listing(Path(args.folder))))
+    return 0
 
 
 def _parser() -> _Parser:

@@ -40,6 +40,9 @@ What is here, by purpose:
   :data:`LIMIT_PERSISTING_L2_CACHE_SIZE`, the L2 flush-size rule :func:`l2_flush_bytes`
   (:data:`MIN_FLUSH_BYTES`), :func:`query_gpus` (``nvidia-smi``; :class:`NvidiaSmiError`), and the devices this
   process can use, :func:`visible_gpus` (:class:`GpuInfo`).
+- **Host facts**, what every result records about where it ran: :func:`cpu_model` (``/proc/cpuinfo``'s model
+  name) and :func:`git_state` (commit and dirtiness of a work tree, asked of git so that it runs no program the
+  repository configures).
 
 **What is stable.** Every name in ``__all__`` is public: it is removed or changed incompatibly only after a
 release that warns about it, with a CHANGELOG entry. Compatible changes may come in any release: a model or
@@ -107,6 +110,7 @@ if TYPE_CHECKING:
     from nsightx._run.loop import run_loop, to_scalar
     from nsightx._run.plan import Plan
     from nsightx._run.progress import Progress
+    from nsightx._run.provenance import cpu_model, git_state
     from nsightx._run.reducers import register_reducer, unregister_reducer
     from nsightx._run.thermal import (
         PAUSE_COLUMN,
@@ -164,6 +168,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "nsightx._host.plugins": ("BackendRegistrar", "CollectorRegistrar"),
     "nsightx._run.progress": ("Progress",),
     "nsightx._run.reducers": ("register_reducer", "unregister_reducer"),
+    "nsightx._run.provenance": ("cpu_model", "git_state"),
     "nsightx._results.records": (
         "CollectorValue",
         "Record",
@@ -265,8 +270,10 @@ __all__ = [
     "ThermalSettings",
     "UnknownMetricError",
     "VerbosityLevel",
+    "cpu_model",
     "cuda_driver_version",
     "device_attribute",
+    "git_state",
     "hookimpl",
     "l2_flush_bytes",
     "load_libcuda",

@@ -20,17 +20,21 @@ and the command line says what to do with the results::
     pytest --nsightx-backend=cupti --nsightx-save=perf/main              # on main: store the baselines
     pytest --nsightx-backend=cupti --nsightx-compare=perf/main --nsightx-threshold=5   # on a pull request
 
-``--nsightx-compare`` compares each test's result with the one stored under its node id (``nsightx compare``'s
-statistics and table) and fails the session (exit 1) on a significant slowdown larger than the threshold, on a
-test whose result could not be compared with its baseline, or when nothing at all was compared; the tables are
-in the terminal summary. A test whose backend cannot run here (``--nsightx-backend=cupti`` without a GPU) is
+``--nsightx-save`` adds each test's result to the folder as a new save (nothing is replaced: the history of
+saves is what the noise floor is learned from). ``--nsightx-compare`` compares each test's result with the newest
+save of its node id (or ``--nsightx-baseline``'s; ``nsightx compare``'s statistics and table), measures a test that
+looks slower again (``--nsightx-confirm``) and fails the session (exit 1) on a slowdown that is significant, larger
+than the threshold and than the noise floor, and still there when measured again; on a test whose result could
+not be compared with its baseline; or when nothing at all was compared. The tables are in the terminal summary.
+A test whose backend cannot run here (``--nsightx-backend=cupti`` without a GPU) is
 skipped with the reason.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Iterator
+import os
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
@@ -38,7 +42,7 @@ import pytest
 
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import BackendUnavailableError, ConfigError, NsightxError
-from nsightx._report.pytest_gate import DEFAULT_THRESHOLD_PCT, Gate, GateSettings
+from nsightx._report.pytest_gate import DEFAULT_CONFIRM, DEFAULT_THRESHOLD_PCT, Gate, GateSettings
 
 if TYPE_CHECKING:
     from nsightx._results.results import ProfileResults
@@ -60,6 +64,15 @@ def _percent(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    """``--nsightx-confirm``'s value: a whole number >= 0."""
+    import argparse
+
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expects a whole number of re-measures >= 0 such as 2, got {text!r}")
+    return int(text)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add the ``--nsightx-*`` options (nothing else happens until one is given or the fixture is used)."""
     group = parser.getgroup("nsightx", "nsightx: time annotated regions, gate on slowdowns")
@@ -70,7 +83,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="backend of nsightx_bench calls that name none: auto (default), cupti, events, host, or any registered "
         "backend; a test whose backend cannot run here is skipped",
     )
-    group.addoption("--nsightx-save", type=Path, metavar="DIR", help="store each test's result in DIR")
+    group.addoption(
+        "--nsightx-save",
+        type=Path,
+        metavar="DIR",
+        help="store each test's result in DIR as a new save (DIR/<test>/<NNNN>_<machine>_<commit>_<time>.json); "
+        "nothing stored there is replaced",
+    )
     group.addoption(
         "--nsightx-compare",
         type=Path,
@@ -85,6 +104,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PCT",
         help="smallest significant slowdown, in percent, that fails --nsightx-compare (default "
         f"{DEFAULT_THRESHOLD_PCT:g})",
+    )
+    group.addoption(
+        "--nsightx-baseline",
+        metavar="REF",
+        help="with --nsightx-compare: compare with this save of each test, a save number or the start of a commit "
+        "(default: the newest; `nsightx baselines DIR` lists them)",
+    )
+    group.addoption(
+        "--nsightx-confirm",
+        type=_count,
+        default=DEFAULT_CONFIRM,
+        metavar="N",
+        help="measure a test that looks regressed again, up to N times, and fail only if it stays regressed every "
+        f"time (default {DEFAULT_CONFIRM}; 0: fail at once)",
     )
     group.addoption(
         "--nsightx-require-all",
@@ -132,6 +165,8 @@ def _settings(config: pytest.Config) -> GateSettings:
         threshold_pct=float(config.getoption("nsightx_threshold")),
         require_all=bool(config.getoption("nsightx_require_all")),
         markdown=markdown,
+        baseline_ref=config.getoption("nsightx_baseline"),
+        confirm=int(config.getoption("nsightx_confirm")),
     )
 
 
@@ -166,6 +201,7 @@ class Bench:
         """The backend used when a call names none (``--nsightx-backend``)."""
         self.result: ProfileResults | None = None
         """What the call measured (``None`` before it)."""
+        self._again: Callable[[Sequence[int]], ProfileResults] | None = None
 
     def __call__(self, fn: Callable[..., object], /, configs: object = None, **options: Any) -> ProfileResults:
         """Profile every ``nsightx.annotate`` region of ``fn`` over ``configs``, as ``@analyze.kernel`` does.
@@ -204,7 +240,26 @@ class Bench:
             self.result = profiled()
         except BackendUnavailableError as e:
             pytest.skip(f"nsightx: {' '.join(str(e).split())}")
+        again = {k: v for k, v in options.items() if k != "output_prefix"}  # a re-measure writes no files
+
+        def remeasure(indices: Sequence[int]) -> ProfileResults:
+            chosen = [profiled.configs[i] for i in indices] if profiled.configs else None
+            return analyze.kernel(configs=chosen, **again)(fn)()
+
+        self._again = remeasure
         return self.result
+
+    def remeasure(self, indices: Sequence[int]) -> ProfileResults:
+        """Measure the function again, with the same options, over the configs at ``indices`` only.
+
+        The gate calls this to confirm a slowdown before failing on it (``--nsightx-confirm``).
+
+        Raises:
+            ConfigError: the fixture was not called yet.
+        """
+        if self._again is None:
+            raise ConfigError(f"nsightx_bench was not called in {self.nodeid}: there is nothing to measure again")
+        return self._again(indices)
 
 
 @pytest.fixture
@@ -224,7 +279,7 @@ def nsightx_bench(request: pytest.FixtureRequest) -> Iterator[Bench]:
     if report is None or not report.passed:
         gate.not_recorded(bench.nodeid, "the test did not pass, so its timing is neither saved nor compared")
         return
-    gate.record(bench.nodeid, bench.result)
+    gate.record(bench.nodeid, bench.result, bench.remeasure)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -246,6 +301,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     failed = bool(gate.failures())
     terminalreporter.write_sep("=", "nsightx", red=failed, green=not failed)
-    for line in gate.report_lines(verbose=int(config.getoption("verbose")) > 0):
+    tty = bool(getattr(terminalreporter, "isatty", False)) or os.environ.get("COLUMNS", "").strip().isdigit()
+    width = config.get_terminal_writer().fullwidth if tty else None  # a log or a pipe has no width to fit
+    for line in gate.report_lines(verbose=int(config.getoption("verbose")) > 0, width=width):
         terminalreporter.write_line(line)
     terminalreporter.write_line(gate.verdict(), red=failed, green=not failed, bold=True)

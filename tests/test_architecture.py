@@ -250,6 +250,11 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
         "nsightx._report.compare",
     ): "pytest loads the plugin at every start: pandas only when used",
     ("nsightx._report.pytest_gate", "nsightx._report.render"): "pytest imports the plugin at every start (as above)",
+    ("nsightx._report.pytest_gate", "nsightx._report.sources"): "pytest imports the plugin at every start (as above)",
+    (
+        "nsightx._report.history",
+        "nsightx._results.results",
+    ): "the plugin's baseline store is imported at pytest's start: pydantic only when a result is saved",
 }
 """Function-level imports between modules of ``nsightx/`` kept on purpose (heavy or import-time-sensitive).
 

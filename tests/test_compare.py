@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 from _synthetic import make_result, noisy
 
 import nsightx
+from nsightx._report.render import render_text
 from nsightx._report.stats import bootstrap_ratio_ci, holm, mann_whitney_u
+from nsightx._results.results import ProfileResults
 from nsightx.cli import main
 
 stats = pytest.importorskip("scipy.stats")
@@ -298,3 +304,79 @@ def test_report_shows_each_sides_flags(plugin_host, tmp_path, capsys):
     assert header.rstrip().endswith("Flags")
     line = next(ln for ln in out.splitlines() if ln.startswith("bench"))
     assert f"{row['BaselineFlags']} / {row['NewFlags']}" in line
+
+
+# --- formats, environments, the noise floor, the width ------------------------------------------------------------
+
+DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
+
+
+def test_format_json_parses_back_and_csv_has_every_column(tmp_path, capsys):
+    base = sweep(tmp_path, "base", seed=0)
+    new = sweep(tmp_path, "new", factor=lambda n: 1.2 if n == 2048 else 1.0, seed=100)
+    assert main(["compare", str(base), str(new), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["failed"] is True and doc["verdict"].startswith("FAIL: 1 significant slowdown(s) larger than 5%")
+    assert doc["threshold_pct"] == 5.0 and doc["environment"] == [] and doc["warnings"] == []
+    by_n = {row["n"]: row for row in doc["rows"]}
+    assert sorted(by_n) == SIZES and by_n[2048]["Regression"] is True and by_n[2048]["Status"] == "slower"
+    assert 1.15 < by_n[2048]["Ratio"] < 1.25 and not any(r["Regression"] for n, r in by_n.items() if n != 2048)
+    assert set(doc["rows"][0]) >= {"NoiseFloorPct", "BaselineProcesses", "PValueAdj", "Ratio_CI_Lower"}
+    assert main(["compare", str(base), str(base), "--format", "json"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert same["failed"] is False and same["rows"][0]["NoiseFloorPct"] is None  # NaN becomes null
+    assert main(["compare", str(base), str(new), "--format", "csv"]) == 1
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(table) == 4 and [r["Regression"] for r in table].count("True") == 1
+
+
+def _with_env(res, **env):
+    return ProfileResults(res.data.model_copy(update={"environment": {**res.environment, **env}}))
+
+
+def test_environment_differences_are_printed_next_to_the_verdict(tmp_path, capsys):
+    values = {("matmul", 0, "gpu__time_duration.sum"): noisy(1000.0, 0.01, 20, 0)}
+    res = make_result(values, params=["n"], configs=[(1,)])
+    a = _with_env(res, CPU="AMD EPYC 7763", GitCommit="a" * 40, torch="2.9.0", Driver="570.86.15")
+    b = _with_env(res, CPU="Intel Xeon 8480", GitCommit="b" * 40, torch="2.9.0", Driver="580.65.06")
+    a_path, b_path = a.save(tmp_path / "a.json"), b.save(tmp_path / "b.json")
+    assert main(["compare", str(a_path), str(b_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("no change"))
+    assert lines[verdict + 1 : verdict + 4] == [
+        "differs: GitCommit: aaaaaaaaaa (baseline) -> bbbbbbbbbb (new)",
+        "differs: CPU: 'AMD EPYC 7763' (baseline) -> 'Intel Xeon 8480' (new)",
+        "differs: Driver: '570.86.15' (baseline) -> '580.65.06' (new)",
+    ]
+    assert not any("torch" in line for line in lines)  # the same on both sides
+    frame = nsightx.compare(a, b)
+    assert {d["key"] for d in frame.attrs["environment"]} == {"GitCommit", "CPU", "Driver"}
+
+
+def test_history_floor_lets_a_drift_seen_before_pass_and_a_larger_change_fail(tmp_path):
+    """Three stored processes of the baseline whose means spread 30%: +20% is within noise, +60% is not."""
+    (tmp_path / "runs").mkdir()
+    for i, factor in enumerate((1.0, 1.3, 1.0)):
+        sweep(tmp_path / "runs", f"result-bench-{i}", factor=lambda n, f=factor: f, seed=10 * i,
+              created=f"2026-12-0{i + 1}T00:00:00+00:00")  # fmt: skip
+    new = sweep(tmp_path, "new", factor=lambda n: 1.2, seed=100)
+    frame = nsightx.compare(tmp_path / "runs", new)
+    assert (frame["BaselineProcesses"] == 3).all() and (frame["NoiseFloorPct"] > 29).all()
+    assert not frame["Regression"].any() and (frame["Status"] == "within noise").all() and frame["Significant"].all()
+    assert nsightx.compare(tmp_path / "runs", new, history=1)["Regression"].all()  # the runs alone: +20% fails
+    slower = sweep(tmp_path, "slower", factor=lambda n: 1.6, seed=100)
+    assert nsightx.compare(tmp_path / "runs", slower)["Regression"].all()
+
+
+def test_text_table_fits_the_width_and_leaves_out_a_repeated_column(capsys):
+    frame = nsightx.compare(DATA / "h200-gemm-tf32.json", DATA / "h200-gemm-fp32.json")
+    assert (frame["Annotation"] == frame["Function"]).all()
+    full = render_text(frame)
+    header = next(line for line in full.splitlines() if line.startswith("Function"))
+    assert "Annotation" not in header and "95% CI" in header and "Metric" in header  # no limit: all but the repeat
+    for width in (120, 100, 80):
+        text = render_text(frame, width)
+        table = text.split("\n\n")[1].splitlines()
+        assert max(len(line) for line in table) <= width, text
+        assert sum("REGRESSION" in line for line in table) == 3
+    assert "metric: gpu__time_duration.sum" in render_text(frame, 80)

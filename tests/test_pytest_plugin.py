@@ -12,6 +12,7 @@ only the clock the backend reads is the region's.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -19,7 +20,9 @@ from importlib.metadata import entry_points
 import pytest
 
 import nsightx
+from nsightx._report import history
 from nsightx._report.pytest_gate import result_filename
+from nsightx.cli import main
 
 pytest_plugins = ["pytester"]
 
@@ -106,13 +109,13 @@ def test_planted_slowdown_fails_the_session_with_the_table(nap_module, monkeypat
         [
             "*= nsightx =*",
             "test_timing.py::test_nap  (baseline *)",
-            "Function  Annotation  Config  Metric *Status*",
-            "nap *nap *n=1 *host__time_duration.sum *slower +*%  REGRESSION (> 10%)*",
+            "Function  Config  Metric *Status*",  # no Annotation column: it repeats Function
+            "nap *n=1 *host__time_duration.sum *slower +*%  REGRESSION (> 10%); confirmed by 2 re-measure(s) (+*)*",
             "nsightx: FAIL: 1 test(s) with a significant slowdown larger than 10%",
         ]
     )
     row = next(line for line in res.outlines if "REGRESSION" in line)
-    assert 1.17 < float(row.split()[8]) < 1.23  # the ratio: 1.2 planted, +-2% of jitter
+    assert 1.17 < float(row.split()[7]) < 1.23  # the ratio: 1.2 planted, +-2% of jitter
     md = summary.read_text()
     assert md.startswith("## nsightx: FAIL") and "**slower +" in md and "#### `test_timing.py::test_nap`" in md
 
@@ -142,10 +145,13 @@ def test_save_writes_one_loadable_result_per_passed_test(pytester):
         ]
     )
     ids = ["test_timing.py::test_nap", "test_timing.py::test_param[1]", "test_timing.py::test_param[2]"]
-    files = sorted((pytester.path / "out" / "main").iterdir())
-    assert [f.name for f in files] == sorted(result_filename(i) for i in ids)
+    folders = sorted((pytester.path / "out" / "main").iterdir())
+    assert [f.name for f in folders] == sorted(history.test_folder(i) for i in ids)
     for nodeid in ids:
-        loaded = nsightx.load(pytester.path / "out" / "main" / result_filename(nodeid))
+        (saved,) = (pytester.path / "out" / "main" / history.test_folder(nodeid)).iterdir()
+        assert saved.name.startswith("0001_") and saved.name.endswith("Z.json")
+        loaded = nsightx.load(saved)
+        assert loaded.environment[history.NODE_KEY] == nodeid
         frame = loaded.to_dataframe()
         assert loaded.backend == "host" and loaded.data.plan.function == "nap"
         assert frame["Annotation"].tolist() == ["nap"] and frame["Metric"].tolist() == ["host__time_duration.sum"]
@@ -161,7 +167,7 @@ def test_missing_baseline_is_listed_and_fails_only_with_require_all(pytester):
     assert res.ret == 0, res.stdout.str()
     res.stdout.fnmatch_lines(
         [
-            "test_timing.py::test_param?1?: NO BASELINE: no stored result 'base/test_timing.py_test_param_1-*.json'",
+            "test_timing.py::test_param?1?: NO BASELINE: no stored result in 'base/test_timing.py_test_param_1-*'",
             "nsightx: ok: 1 test(s) compared*",
         ]
     )
@@ -210,7 +216,7 @@ def test_gpu_backend_without_a_gpu_skips_and_compares_nothing(nap_module):
     assert gated.ret == pytest.ExitCode.TESTS_FAILED  # every test skipped: the gate did not pass on nothing
     gated.stdout.fnmatch_lines(
         [
-            "1 baseline(s) in 'base' that no test measured: test_timing.py_test_nap-*.json",
+            "1 baseline(s) in 'base' that no test measured: test_timing.py_test_nap-*",
             "nsightx: FAIL: nothing was compared: no test recorded a result*",
         ]
     )
@@ -287,3 +293,94 @@ def test_result_filename_is_safe_unique_and_bounded():
     assert result_filename(long_ids[0]) != result_filename(long_ids[1])
     assert max(len(result_filename(i)) for i in long_ids) < 150
     assert result_filename("t.py::test") == result_filename("t.py::test")
+
+
+# --- history, folders for `nsightx compare`, confirmation ---------------------------------------------------------
+
+
+def test_history_is_kept_across_two_saves(nap_module, capsys):
+    for _ in range(2):
+        assert run(nap_module, HOST, "--nsightx-save=base").ret == 0
+    folder = nap_module.path / "base" / history.test_folder("test_timing.py::test_nap")
+    saves = sorted(p.name for p in folder.iterdir())
+    assert [s[:5] for s in saves] == ["0001_", "0002_"]  # the second save replaced nothing
+    assert main(["baselines", str(nap_module.path / "base")]) == 0
+    listed = capsys.readouterr().out
+    assert "test_timing.py_test_nap-" in listed and "2 save(s)" in listed
+    assert "* #2" in listed and "  #1" in listed  # the newest is the baseline
+    gate = (HOST, "--nsightx-compare=base", "--nsightx-threshold=50", "-v")
+    newest = run(nap_module, *gate)
+    assert newest.ret == 0, newest.stdout.str()
+    newest.stdout.fnmatch_lines([f"test_timing.py::test_nap  (baseline '*{saves[1]}')", "baseline: nap [*2 stored*"])
+    first = run(nap_module, *gate, "--nsightx-baseline=1")
+    assert first.ret == 0, first.stdout.str()
+    first.stdout.fnmatch_lines([f"test_timing.py::test_nap  (baseline '*{saves[0]}')"])
+    wrong = run(nap_module, HOST, "--nsightx-compare=base", "--nsightx-baseline=ffff")
+    assert wrong.ret == pytest.ExitCode.TESTS_FAILED
+    wrong.stdout.fnmatch_lines(["test_timing.py::test_nap: NO BASELINE: baseline reference 'ffff' matches no save*"])
+
+
+def _nsightx(*args: str) -> subprocess.CompletedProcess[str]:
+    """``nsightx ...`` in its own process (after this file's in-process pytest runs, numpy cannot load again here),
+    with no ``COLUMNS``: its table is not cut to a width."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(
+        [sys.executable, "-m", "nsightx", *args], capture_output=True, text=True, check=False, env=env
+    )
+
+
+def test_compare_reads_the_folders_the_plugin_writes(pytester):
+    pytester.makepyfile(test_timing=WORKLOAD + OTHER_TESTS)
+    for folder in ("base", "new"):
+        assert run(pytester, HOST, f"--nsightx-save={folder}", "-k", "nap or param").ret == 0
+    base, new = str(pytester.path / "base"), str(pytester.path / "new")
+    text = _nsightx("compare", base, new, "--threshold", "50")
+    assert text.returncode == 0, text.stderr
+    rows = [line for line in text.stdout.splitlines() if line.startswith("test_timing.py::")]
+    assert sorted(r.split()[0] for r in rows) == [
+        "test_timing.py::test_nap",
+        "test_timing.py::test_param[1]",
+        "test_timing.py::test_param[2]",
+    ]  # matched by test: test_param[1] and [2] time the same function
+    assert any(line.startswith("Test ") for line in text.stdout.splitlines())  # the header
+    doc = json.loads(_nsightx("compare", base, new, "--threshold", "50", "--format", "json").stdout)
+    assert sorted(r["Test"] for r in doc["rows"]) == sorted(r.split()[0] for r in rows) and not doc["failed"]
+
+
+ONE_OFF = """
+import itertools
+
+CALLS = itertools.count()
+
+
+def test_once_slow(nsightx_bench):
+    def nap(n):
+        slow = os.environ.get("NSX_ONE_OFF") and next(CALLS) < 41  # the first measurement: warm-up and 40 runs
+        with nsightx.annotate("nap"):
+            CLOCK.advance(DELAY_S * n * (1.2 if slow else 1.0))
+
+    nsightx_bench(nap, configs=[1], runs=40)
+"""
+
+
+def test_confirmation_clears_a_one_off_slowdown_and_keeps_a_real_one(pytester, monkeypatch):
+    pytester.makepyfile(test_timing=WORKLOAD + ONE_OFF)
+    gate = (HOST, "--nsightx-compare=base", "--nsightx-threshold=10", "-k", "once_slow")
+    assert run(pytester, HOST, "--nsightx-save=base", "-k", "once_slow").ret == 0
+    monkeypatch.setenv("NSX_ONE_OFF", "1")  # the first measurement is 20% slower, the re-measures are not
+    unconfirmed = run(pytester, *gate, "--nsightx-confirm=0")
+    assert unconfirmed.ret == pytest.ExitCode.TESTS_FAILED, unconfirmed.stdout.str()
+    cleared = run(pytester, *gate)
+    assert cleared.ret == 0, cleared.stdout.str()
+    cleared.stdout.fnmatch_lines(
+        [
+            "test_timing.py::test_once_slow: ok: no significant slowdown larger than 10% (*); 1 row(s) cleared by "
+            "re-measure",
+            "nsightx: ok: 1 test(s) compared*",
+        ]
+    )
+    monkeypatch.delenv("NSX_ONE_OFF")
+    monkeypatch.setenv("NSX_DELAY_S", "0.006")  # a real 20% slowdown: every measurement is slow
+    real = run(pytester, *gate, "-v")
+    assert real.ret == pytest.ExitCode.TESTS_FAILED, real.stdout.str()
+    real.stdout.fnmatch_lines(["*REGRESSION (> 10%); confirmed by 2 re-measure(s) (+*, +*)*"])

@@ -7,7 +7,6 @@ region is *not* waited for; use a GPU backend to time kernels.
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from nsightx.ext import (
     RunOutput,
     Scalar,
     Session,
+    cpu_model,
     hookimpl,
 )
 
@@ -66,8 +66,8 @@ class HostSession(Session):
         )
 
     def environment(self) -> Mapping[str, Scalar]:
-        """The CPU stands where a GPU name would."""
-        return {"GPU": None, "CPU": platform.processor() or platform.machine()}
+        """The CPU stands where a GPU name would: its model name (``/proc/cpuinfo``), not merely ``x86_64``."""
+        return {"GPU": None, "CPU": cpu_model()}
 
 
 class HostBackend(Backend):

@@ -34,6 +34,7 @@ from nsightx._run.device import GpuInfo
 from nsightx._run.engines import check_alone, check_executor, engine_for
 from nsightx._run.loop import execute
 from nsightx._run.plan import Plan
+from nsightx._run.provenance import add_provenance
 from nsightx._spec import configs as _configs
 from nsightx._spec.options import ProfileSpec, build_spec, check_derive_arity, collector_objects
 from nsightx._spec.planner import build_plan, plan_info
@@ -331,6 +332,7 @@ class ProfiledFunction:
         environment.setdefault("Host", socket.gethostname())
         environment.setdefault("python", platform.python_version())
         environment.setdefault("nsightx", __version__)
+        add_provenance(environment)
         if location is not None:
             environment.setdefault("raw_data", str(location.raw))
             environment.setdefault("sweep", location.sweep)

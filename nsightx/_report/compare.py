@@ -6,11 +6,15 @@ For each row present in both results, the raw per-run values (after ``combine_ke
 - ``Ratio`` = mean(new) / mean(baseline), with a 95% percentile-bootstrap interval (``Ratio_CI_Lower/Upper``);
 - ``PValue``: two-sided Mann-Whitney U test on the runs; ``PValueAdj``: Holm-adjusted over all rows compared;
 - ``Significant``: ``PValueAdj < alpha`` and the ratio's interval excludes 1;
-- ``Regression``: significant, in the "worse" direction of the metric, and larger than ``threshold_pct``.
+- ``NoiseFloorPct``: how much the mean moves when nothing changed (:mod:`nsightx._report.noise`: the quieter
+  side's run-to-run spread, and the spread between the baseline's stored processes when it has a history);
+- ``Regression``: significant, in the "worse" direction of the metric, larger than ``threshold_pct`` and larger
+  than the noise floor. A significant change within the floor is ``within noise``.
 
 Lower is better for every metric except those whose unit is a rate (``.../s``: TFLOP/s, GB/s, derived
 throughput), where a drop is the regression. Rows are matched by parameter values, not by config index, so a
-sweep that gained or lost configs still compares the ones both have.
+sweep that gained or lost configs still compares the ones both have. Results stored by the pytest plugin are
+matched by test first (:mod:`nsightx._report.sources`), and the table gains a ``Test`` column.
 """
 
 from __future__ import annotations
@@ -20,14 +24,18 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nsightx._errors import CompareError, ConfigError, ConfigTypeError, ResultSchemaError
+from nsightx._errors import CompareError, ConfigError, ConfigTypeError
+from nsightx._report import noise
+from nsightx._report.history import HISTORY
+from nsightx._report.sources import Source, load_side
 from nsightx._report.stats import bootstrap_ratio_ci, holm, mann_whitney_u
+from nsightx._report.unmatched import names, nothing_compared
 from nsightx._results.dataframe import throttled_runs
 from nsightx._results.flags import flags_cell, row_flags
-from nsightx._results.results import ProfileResults, load
+from nsightx._results.results import ProfileResults
+from nsightx._run.provenance import differences
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,6 +54,8 @@ def higher_is_better(unit: str | None, metric: str) -> bool:
 
 @dataclass
 class _Samples:
+    test: str
+    label: str
     function: str
     annotation: str
     metric: str
@@ -55,80 +65,90 @@ class _Samples:
     values: list[float] = field(default_factory=list)
     flags: str = ""
     """The row's quality flags in its own result (``nsightx._results.flags``), as a ``Flags`` cell."""
+    between: tuple[float, int] = (math.nan, 1)
+    """Baseline side: the spread between its stored processes' means (percent) and how many there are."""
 
 
-_SampleMap = dict[tuple[str, str, str, str], _Samples]
-"""Samples keyed by (function, annotation, metric, config as JSON)."""
+_SampleMap = dict[tuple[str, str, str, str, str], _Samples]
+"""Samples keyed by (test, function, annotation, metric, config as JSON)."""
 
 
 def _key(config: Sequence[Any]) -> str:
     return json.dumps(list(config), default=repr)
 
 
-def _samples(results: Iterable[ProfileResults]) -> _SampleMap:
+def _samples(sources: Iterable[Source], by_test: bool) -> _SampleMap:
     out: _SampleMap = {}
-    for res in results:
+    for src in sources:
+        res = src.result
         plan = res.data.plan
         flags = row_flags(res.data, throttled_runs(res.data))
+        between = noise.between_pct(src.history)
+        test = src.test if by_test else ""
         for v in res.data.values:
             cfg = tuple(plan.configs[v.config]) if 0 <= v.config < len(plan.configs) else (v.config,)
-            key = (plan.function, v.annotation, v.metric, _key(cfg))
+            key = (test, plan.function, v.annotation, v.metric, _key(cfg))
             s = out.get(key)
             if s is None:
-                s = out[key] = _Samples(plan.function, v.annotation, v.metric, tuple(plan.params), cfg, v.unit)
+                label = src.label if by_test else ""
+                s = out[key] = _Samples(
+                    test, label, plan.function, v.annotation, v.metric, tuple(plan.params), cfg, v.unit
+                )
                 s.flags = flags_cell(flags.get((v.annotation, v.metric, v.config), ()))
+                s.between = between.get(key[1:], (math.nan, 1))
             if math.isfinite(v.value):
                 s.values.append(float(v.value))
     return out
 
 
-def resolve(source: object) -> list[ProfileResults]:
-    """Results named by ``source``: a ProfileResults, a saved ``.json`` file, or a folder of ``result-*.json``.
+def _by_test(base: Sequence[Source], new: Sequence[Source]) -> bool:
+    """Whether rows are matched by test: every result on both sides was stored by the pytest plugin."""
+    both = [*base, *new]
+    if all(s.test for s in both):
+        return True
+    for side, name in ((base, "baseline"), (new, "new")):
+        functions = [s.result.data.plan.function for s in side]
+        twice = sorted({f for f in functions if functions.count(f) > 1})
+        if twice:
+            raise CompareError(
+                f"the {name} holds several tests that time {names(twice)}, and the other side's results are not "
+                "stored per test; compare two folders written by pytest --nsightx-save, or one result with one"
+            )
+    return False
 
-    In a folder, the newest result of each function is used (by its ``created`` time, then its file name).
+
+def resolve(source: object) -> list[ProfileResults]:
+    """Results named by ``source``: a ProfileResults, a saved ``.json`` file, or a folder of them.
+
+    The folder holds ``result-*.json`` files or is a baseline store of the pytest plugin
+    (:func:`nsightx._report.sources.load_side`); the newest result of each function (of each test, in a store)
+    is used.
 
     Raises:
         ResultSchemaError: a file is not a saved result, or a folder holds none.
     """
-    if isinstance(source, ProfileResults):
-        return [source]
-    if isinstance(source, Sequence) and not isinstance(source, str | bytes):
-        return [r for item in source for r in resolve(item)]
-    if not isinstance(source, str | Path):
-        raise ConfigError(f"compare takes ProfileResults or a path to a saved result, got {source!r}")
-    path = Path(source)
-    if not path.is_dir():
-        return [load(path)]
-    files = sorted(path.glob("*result-*.json"))
-    if not files:
-        raise ResultSchemaError(
-            f"{str(path)!r} holds no saved result (result-*.json); write one with output_prefix=... or "
-            "ProfileResults.save(path)"
-        )
-    newest: dict[str, tuple[str, str, ProfileResults]] = {}
-    for f in files:
-        res = load(f)
-        key = (res.data.created, f.name)
-        prev = newest.get(res.data.plan.function)
-        if prev is None or key > prev[:2]:
-            newest[res.data.plan.function] = (*key, res)
-    return [newest[name][2] for name in sorted(newest)]
+    return [s.result for s in load_side(source)]
 
 
-def _describe(results: Sequence[ProfileResults]) -> str:
+def _describe(sources: Sequence[Source]) -> str:
     parts = []
-    for r in results:
+    for s in sources:
+        r = s.result
         gpu = r.environment.get("GPU") or r.environment.get("CPU") or "?"
-        parts.append(f"{r.data.plan.function} [{r.backend}, {gpu}, {r.data.created}]")
-    return "; ".join(parts)
+        stored = f", {len(s.history)} stored processes" if len(s.history) > 1 else ""
+        parts.append(f"{r.data.plan.function} [{r.backend}, {gpu}, {r.data.created}{stored}]")
+    shown = "; ".join(parts[:3])
+    return shown + (f"; and {len(parts) - 3} more" if len(parts) > 3 else "")
 
 
-def _check_gate(threshold_pct: object, alpha: object) -> None:
-    """Refuse a threshold that is not a finite percentage >= 0, or an alpha outside (0, 1)."""
+def _check_gate(threshold_pct: object, alpha: object, history: object = HISTORY) -> None:
+    """Refuse a threshold that is not a finite percentage >= 0, an alpha outside (0, 1), or a history below 1."""
     if not (isinstance(threshold_pct, int | float) and threshold_pct >= 0 and math.isfinite(threshold_pct)):
         raise ConfigError(f"threshold_pct must be a number >= 0 (percent), got {threshold_pct!r}")
     if not (isinstance(alpha, int | float) and 0 < alpha < 1):
         raise ConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
+    if not (isinstance(history, int) and not isinstance(history, bool) and history >= 1):
+        raise ConfigError(f"history must be a whole number of stored processes >= 1 (1: none), got {history!r}")
 
 
 def compare(
@@ -140,6 +160,8 @@ def compare(
     metrics: Sequence[str] | None = None,
     resamples: int = 4000,
     require_all: bool = False,
+    base_ref: str | None = None,
+    history: int = HISTORY,
 ) -> pd.DataFrame:
     """Compare two results run by run; one row per (function, annotation, config, metric).
 
@@ -152,57 +174,94 @@ def compare(
         resamples: Bootstrap resamples for the ratio's interval.
         require_all: Rows present in only one result fail the gate (:func:`gate_failed`); by default they are
             listed and do not.
+        base_ref: In a ``--nsightx-save`` folder, the save of each test to compare with: a save number or a
+            commit prefix (default: the newest).
+        history: Stored processes of the baseline (it and those saved before it) the noise floor is learned
+            from; 1 turns that part off.
 
     Returns:
-        A DataFrame with columns ``Function, Annotation, Metric, <params>, Unit, BaselineMean, NewMean,
-        BaselineRuns, NewRuns, Ratio, Ratio_CI_Lower, Ratio_CI_Upper, ChangePct, PValue, PValueAdj,
-        HigherIsBetter, Significant, Regression, Status, BaselineFlags, NewFlags`` (each side's quality flags,
-        see ``nsightx._results.flags``). ``Status`` is one of ``no change`` (identical
-        runs), ``slower``, ``faster``, ``within noise``, ``too few runs`` (fewer than 2 valid runs on a side),
-        ``only in baseline``, ``only in new``. ``df.attrs`` holds ``baseline``, ``new``, ``threshold_pct``,
-        ``alpha``, ``require_all`` and ``warnings`` (different backends or GPUs).
+        A DataFrame with the columns of :data:`FIXED_COLUMNS` (``Test`` only when both sides were stored by the
+        pytest plugin; ``Remeasured`` never) with the parameter columns after ``Metric``. ``Status`` is ``no
+        change`` (identical runs), ``slower``, ``faster``, ``within noise`` (not significant, or not above the
+        noise floor), ``too few runs``, ``only in baseline`` or ``only in new``. ``df.attrs`` holds ``baseline``,
+        ``new``, ``threshold_pct``, ``alpha``, ``require_all``, ``warnings`` and ``environment`` (each provenance
+        entry that differs: ``{"key", "baseline", "new"}``).
 
     Raises:
-        ConfigError: a bad threshold or alpha, or a metric in neither result.
+        ConfigError: a bad threshold, alpha or history, a metric in neither result, a ``base_ref`` naming no save.
         ConfigTypeError: ``metrics`` is a bare str (or not a list of str).
-        CompareError: no row could be compared (no function, annotation, config or metric in both results, or
-            fewer than 2 runs on a side in every row): a gate must not pass on nothing.
+        CompareError: no row could be compared (nothing in both results, or fewer than 2 runs a side in every
+            row): a gate must not pass on nothing.
         ResultSchemaError: a path is not a saved result.
     """
-    import pandas as pd
-
-    _check_gate(threshold_pct, alpha)
+    _check_gate(threshold_pct, alpha, history)
     wanted = _metric_list(metrics)
-    base_results, new_results = resolve(baseline), resolve(new)
-    base, cand = _samples(base_results), _samples(new_results)
+    base_sources = load_side(baseline, ref=base_ref, size=history)
+    new_sources = load_side(new, size=1)
+    by_test = _by_test(base_sources, new_sources)
+    base, cand = _samples(base_sources, by_test), _samples(new_sources, by_test)
     keys = list(dict.fromkeys([*base, *cand]))
     if wanted is not None:
         _check_metrics_exist(wanted, base, cand)
-        keys = [k for k in keys if k[2] in wanted]
-    rows = [_row(base.get(k), cand.get(k), threshold_pct, resamples) for k in keys]
-    adjusted = holm([r["PValue"] for r in rows])
-    for r, p_adj in zip(rows, adjusted, strict=True):
-        _decide(r, p_adj, alpha, threshold_pct)
+        keys = [k for k in keys if k[3] in wanted]
+    rows = _rows(base, cand, keys, alpha=alpha, threshold_pct=threshold_pct, resamples=resamples)
     if not any(r["Status"] in _COMPARED for r in rows):
-        raise CompareError(_nothing_compared(base, cand, wanted))
-    params = list(dict.fromkeys(p for s in [*base.values(), *cand.values()] for p in s.params))
-    frame = pd.DataFrame(rows, columns=[*_FRONT, *params, *_STATS])
-    frame.attrs.update(
-        _attrs(base_results, new_results, threshold_pct=threshold_pct, alpha=alpha, require_all=require_all)
-    )
+        raise CompareError(nothing_compared(base, cand, wanted))
+    settings = {"threshold_pct": threshold_pct, "alpha": alpha, "require_all": require_all}
+    return _frame(rows, [*base.values(), *cand.values()], by_test, _attrs(base_sources, new_sources, **settings))
+
+
+def _frame(
+    rows: list[dict[str, Any]], samples: list[_Samples], by_test: bool, attrs: dict[str, object]
+) -> pd.DataFrame:
+    """The comparison's DataFrame: the fixed columns around the parameter columns, and its ``attrs``."""
+    import pandas as pd
+
+    params = list(dict.fromkeys(p for s in samples for p in s.params))
+    front = ("Test", *_FRONT) if by_test else _FRONT
+    frame = pd.DataFrame(rows, columns=[*front, *params, *_STATS])
+    frame.attrs.update(attrs)
     return frame
 
 
-def _attrs(base: Any, new: Any, **settings: object) -> dict[str, object]:
-    """``df.attrs`` of a comparison: what was compared, with which settings, and the warnings."""
+def _rows(
+    base: _SampleMap, cand: _SampleMap, keys: Sequence[tuple[str, str, str, str, str]], **gate: Any
+) -> list[dict[str, Any]]:
+    """One decided row per key: the statistics of each, then the Holm adjustment over all, then the verdicts."""
+    rows = [_row(base.get(k), cand.get(k), gate["resamples"]) for k in keys]
+    adjusted = holm([r["PValue"] for r in rows])
+    for r, p_adj in zip(rows, adjusted, strict=True):
+        _decide(r, p_adj, gate["alpha"], gate["threshold_pct"])
+    return rows
+
+
+def _attrs(base: Sequence[Source], new: Sequence[Source], **settings: object) -> dict[str, object]:
+    """``df.attrs`` of a comparison: what was compared, with which settings, the warnings and what differs."""
+    pairs = _pairs(base, new)
     return {
         "baseline": _describe(base),
         "new": _describe(new),
         "threshold_pct": settings["threshold_pct"],
         "alpha": settings["alpha"],
         "require_all": bool(settings["require_all"]),
-        "warnings": _warnings(base, new),
+        "warnings": _warnings(pairs),
+        "environment": _environment(pairs),
     }
+
+
+def _pairs(base: Sequence[Source], new: Sequence[Source]) -> list[tuple[ProfileResults, ProfileResults]]:
+    """The (baseline, new) results measured by the same test (or, unstored, of the same function)."""
+    by = {(s.test, s.result.data.plan.function): s.result for s in base}
+    return [(b, s.result) for s in new if (b := by.get((s.test, s.result.data.plan.function))) is not None]
+
+
+def _environment(pairs: Sequence[tuple[ProfileResults, ProfileResults]]) -> list[dict[str, object]]:
+    """Each provenance entry (commit, CPU, GPU, driver, versions, host) that differs between the two sides, once."""
+    seen: dict[tuple[str, str, str], dict[str, object]] = {}
+    for b, n in pairs:
+        for key, vb, vn in differences(b.environment, n.environment):
+            seen.setdefault((key, repr(vb), repr(vn)), {"key": key, "baseline": vb, "new": vn})
+    return list(seen.values())
 
 
 _COMPARED = frozenset({"no change", "slower", "faster", "within noise"})
@@ -229,71 +288,10 @@ def _metric_list(metrics: object) -> frozenset[str] | None:
 
 
 def _check_metrics_exist(wanted: frozenset[str], base: _SampleMap, cand: _SampleMap) -> None:
-    have = {k[2] for k in base} | {k[2] for k in cand}
+    have = {k[3] for k in base} | {k[3] for k in cand}
     missing = sorted(wanted - have)
     if missing:
-        raise ConfigError(f"metric(s) {missing} are in neither result; the results hold {_names(have)}")
-
-
-def _names(values: Iterable[str]) -> str:
-    items = sorted(set(values))
-    shown = ", ".join(repr(v) for v in items[:6])
-    return (shown + f" and {len(items) - 6} more" if len(items) > 6 else shown) or "nothing"
-
-
-def _configs(samples: _SampleMap) -> str:
-    seen = {k[3]: s for k, s in samples.items()}
-    parts = [
-        "(" + ", ".join(f"{p}={v!r}" for p, v in zip(s.params, s.config, strict=False)) + ")"
-        if s.params
-        else str(list(s.config))
-        for s in seen.values()
-    ]
-    shown = ", ".join(parts[:4])
-    return shown + (f" and {len(parts) - 4} more" if len(parts) > 4 else "")
-
-
-def _nothing_compared(base: _SampleMap, cand: _SampleMap, wanted: frozenset[str] | None) -> str:
-    """Why no row of ``base`` and ``cand`` could be compared, in terms of what each side holds."""
-    if not base or not cand:
-        empty = "baseline" if not base else "new"
-        return f"nothing to compare: the {empty} result holds no measured value"
-    reasons = _disjoint(base, cand)
-    if reasons:
-        return "nothing to compare: " + "; ".join(reasons)
-    if wanted is not None:
-        both = {k[2] for k in base} & {k[2] for k in cand}
-        return (
-            f"nothing to compare: the metric(s) {sorted(wanted)} are not in both results; metrics in both: "
-            f"{_names(both)}"
-        )
-    return (
-        "nothing to compare: every row in both results has fewer than 2 valid runs on a side ('too few "
-        "runs'); measure with runs=10 or more"
-    )
-
-
-def _disjoint(base: _SampleMap, cand: _SampleMap) -> list[str]:
-    """One reason per level (function, then annotation, metric, config) at which the two sides share nothing."""
-    fb, fn = {k[0] for k in base}, {k[0] for k in cand}
-    if not fb & fn:
-        return [
-            f"no function is in both results (baseline: {_names(fb)}; new: {_names(fn)}); compare results "
-            "of the same decorated function"
-        ]
-    reasons = []
-    for f in sorted(fb & fn):
-        kb = {k: s for k, s in base.items() if k[0] == f}
-        kn = {k: s for k, s in cand.items() if k[0] == f}
-        for level, label in ((1, "annotation"), (2, "metric")):
-            vb, vn = {k[level] for k in kb}, {k[level] for k in kn}
-            if not vb & vn:
-                reasons.append(f"{f}: no {label} is in both results (baseline: {_names(vb)}; new: {_names(vn)})")
-                break
-        else:
-            if not {k[3] for k in kb} & {k[3] for k in kn}:
-                reasons.append(f"{f}: no config is in both results (baseline: {_configs(kb)}; new: {_configs(kn)})")
-    return reasons
+        raise ConfigError(f"metric(s) {missing} are in neither result; the results hold {names(have)}")
 
 
 def gate_failed(frame: pd.DataFrame) -> bool:
@@ -321,6 +319,8 @@ _STATS = (
     "ChangePct",
     "PValue",
     "PValueAdj",
+    "NoiseFloorPct",
+    "BaselineProcesses",
     "HigherIsBetter",
     "Significant",
     "Regression",
@@ -328,14 +328,16 @@ _STATS = (
     "BaselineFlags",
     "NewFlags",
 )
-FIXED_COLUMNS = (*_FRONT, *_STATS)
-"""Every column of a comparison frame except the parameter columns (they sit between the two groups)."""
+FIXED_COLUMNS = ("Test", *_FRONT, *_STATS, "Remeasured")
+"""Every column a comparison frame may have except the parameter columns (they sit between the two groups):
+``Test`` only when both sides were stored per test, ``Remeasured`` only in the pytest plugin's confirmed frames."""
 
 
-def _row(a: _Samples | None, b: _Samples | None, threshold_pct: float, resamples: int) -> dict[str, Any]:
+def _row(a: _Samples | None, b: _Samples | None, resamples: int) -> dict[str, Any]:
     s = a or b
     assert s is not None
     row: dict[str, Any] = {
+        "Test": s.label or s.test,
         "Function": s.function,
         "Annotation": s.annotation,
         "Metric": s.metric,
@@ -360,6 +362,8 @@ def _row(a: _Samples | None, b: _Samples | None, threshold_pct: float, resamples
         ChangePct=math.nan,
         PValue=math.nan,
         PValueAdj=math.nan,
+        NoiseFloorPct=math.nan,
+        BaselineProcesses=a.between[1] if a else 0,
     )
     if a is None or b is None:
         row["Status"] = "only in new" if a is None else "only in baseline"
@@ -377,19 +381,22 @@ def _row(a: _Samples | None, b: _Samples | None, threshold_pct: float, resamples
     lo, hi = bootstrap_ratio_ci(xa, xb, resamples=resamples)
     _, p = mann_whitney_u(xa, xb)
     row.update(Ratio=ratio, Ratio_CI_Lower=lo, Ratio_CI_Upper=hi, ChangePct=100.0 * (ratio - 1.0), PValue=p)
+    row["NoiseFloorPct"] = max((f for f in (noise.within_pct(xa, xb), a.between[0]) if math.isfinite(f)), default=0.0)
     return row
 
 
 def _decide(row: dict[str, Any], p_adj: float, alpha: float, threshold_pct: float) -> None:
+    """The verdict of one compared row: significant, larger than the threshold and than the noise floor."""
     row["PValueAdj"] = p_adj
     if row.get("Status") is not None:
         return
     excludes_one = row["Ratio_CI_Lower"] > 1.0 or row["Ratio_CI_Upper"] < 1.0
     significant = bool(p_adj < alpha and excludes_one)
     worse = (row["Ratio"] < 1.0) if row["HigherIsBetter"] else (row["Ratio"] > 1.0)
+    above_floor = abs(row["ChangePct"]) > row["NoiseFloorPct"]
     row["Significant"] = significant
-    row["Regression"] = bool(significant and worse and abs(row["ChangePct"]) > threshold_pct)
-    if not significant:
+    row["Regression"] = bool(significant and worse and abs(row["ChangePct"]) > threshold_pct and above_floor)
+    if not significant or not above_floor:
         row["Status"] = "within noise"
     elif row["HigherIsBetter"]:
         row["Status"] = "slower" if row["Ratio"] < 1.0 else "faster"
@@ -401,13 +408,9 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def _warnings(base: Sequence[ProfileResults], new: Sequence[ProfileResults]) -> list[str]:
+def _warnings(pairs: Sequence[tuple[ProfileResults, ProfileResults]]) -> list[str]:
     out: list[str] = []
-    by_fn = {r.data.plan.function: r for r in base}
-    for r in new:
-        b = by_fn.get(r.data.plan.function)
-        if b is None:
-            continue
+    for b, r in pairs:
         if b.backend != r.backend:
             out.append(
                 f"{r.data.plan.function}: baseline measured with {b.backend!r}, new with {r.backend!r}; "
@@ -421,7 +424,7 @@ def _warnings(base: Sequence[ProfileResults], new: Sequence[ProfileResults]) -> 
                 f"{r.data.plan.function}: cache_control differs ({b.data.plan.cache_control!r} vs "
                 f"{r.data.plan.cache_control!r})"
             )
-    return out
+    return list(dict.fromkeys(out))
 
 
 def regressions(frame: pd.DataFrame) -> pd.DataFrame:

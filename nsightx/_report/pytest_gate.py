@@ -9,17 +9,25 @@ tables.
 The gate never passes on nothing: a test whose result could not be compared with its baseline (no annotation,
 config or metric in both), an unreadable baseline, or a session in which no test was compared at all fails it.
 A test without a stored baseline is listed; it fails the gate only with ``require_all``.
+
+Baselines keep their history (:mod:`nsightx._report.history`): each save is a new file, the newest (or the one
+``--nsightx-baseline`` names) is compared with, and the saves before it give the noise floor. A row that looks
+regressed is measured again in the same process (``--nsightx-confirm`` times, only its configs) and fails the gate
+only if every re-measure is still a regression: a one-off slow stretch of the machine clears, a real slowdown
+does not.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
+import json
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from nsightx._errors import CompareError, NsightxError
+from nsightx._errors import CompareError, ConfigError, NsightxError
+from nsightx._report import history as _history
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,25 +37,22 @@ if TYPE_CHECKING:
 DEFAULT_THRESHOLD_PCT = 5.0
 """The default of ``--nsightx-threshold`` (the same as ``nsightx compare --threshold``)."""
 
-_READABLE_MAX = 120
-"""Longest readable part of a result file name (the hash keeps names unique; the whole stays under 255 bytes)."""
+DEFAULT_CONFIRM = 2
+"""The default of ``--nsightx-confirm``: how many times a row that looks regressed is measured again."""
 
 
 def result_filename(nodeid: str) -> str:
-    """The file name of a test's stored result: its node id in safe characters, then a short hash of it.
+    """The file name a test's result had before baselines kept history (now read as its save number 0).
 
-    ``tests/test_mm.py::test_mm[1024-fp32]`` becomes ``tests_test_mm.py_test_mm_1024-fp32-<10 hex>.json``. Only
-    ``A-Z a-z 0-9 _ . -`` appear, on every file system and in CI artifact names; the hash of the exact node id
-    keeps two tests apart whose ids differ only in the characters replaced (``a/b`` and ``a_b``) or beyond the
-    readable part's length.
+    ``tests/test_mm.py::test_mm[1024-fp32]`` becomes ``tests_test_mm.py_test_mm_1024-fp32-<10 hex>.json``; the
+    test's saves now live in the folder of the same name without ``.json``
+    (:func:`nsightx._report.history.test_folder`).
     """
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_.-")[:_READABLE_MAX] or "test"
-    digest = hashlib.sha1(nodeid.encode("utf-8")).hexdigest()[:10]
-    return f"{readable}-{digest}.json"
+    return _history.test_folder(nodeid) + ".json"
 
 
-_STORED = re.compile(r"-[0-9a-f]{10}\.json$")
-"""What :func:`result_filename` names end with (to tell stored results from other files in a folder)."""
+Remeasure = Callable[[Sequence[int]], "ProfileResults"]
+"""Measures the test's function again over the given config indices (the fixture's :meth:`Bench.remeasure`)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,10 @@ class GateSettings:
     has fails the session."""
     markdown: Path | None = None
     """``--nsightx-markdown``: a file the comparison is appended to as Markdown (e.g. ``$GITHUB_STEP_SUMMARY``)."""
+    baseline_ref: str | None = None
+    """``--nsightx-baseline``: which save of each test to compare with (a save number or a commit prefix)."""
+    confirm: int = DEFAULT_CONFIRM
+    """``--nsightx-confirm``: re-measures of a row that looks regressed before it fails the gate (0: none)."""
 
     @property
     def active(self) -> bool:
@@ -107,48 +116,61 @@ class Gate:
     outcomes: list[Outcome] = field(default_factory=list)
     saved: list[Path] = field(default_factory=list)
 
-    def record(self, nodeid: str, result: ProfileResults) -> None:
+    def record(self, nodeid: str, result: ProfileResults, remeasure: Remeasure | None = None) -> None:
         """Compare a passed test's result with its baseline (if comparing), then save it (if saving).
 
         The baseline is read before the result is saved, so ``--nsightx-save`` and ``--nsightx-compare`` may
-        name the same folder.
+        name the same folder. A comparison that fails the gate on a slowdown is confirmed with ``remeasure``
+        (see the module docstring) when it is given and ``confirm`` is above 0.
 
         Raises:
             ConfigError: the result cannot be written.
         """
-        name = result_filename(nodeid)
         if self.settings.compare_dir is not None:
-            self.outcomes.append(self._compare(nodeid, self.settings.compare_dir / name, result))
+            outcome, baseline = self._compare(nodeid, result)
+            if baseline is not None and remeasure is not None and self.settings.confirm > 0:
+                confirm(outcome, baseline, result, remeasure, self.settings)
+            self.outcomes.append(outcome)
         if self.settings.save_dir is not None:
-            self.saved.append(result.save(self.settings.save_dir / name))
+            self.saved.append(_history.save(self.settings.save_dir, nodeid, result))
 
     def not_recorded(self, nodeid: str, why: str) -> None:
         """Note a test whose result is kept out of the gate (it failed or skipped after measuring)."""
         if self.settings.active:
             self.outcomes.append(Outcome(nodeid, "not recorded", message=why))
 
-    def _compare(self, nodeid: str, baseline: Path, result: ProfileResults) -> Outcome:
+    def _compare(self, nodeid: str, result: ProfileResults) -> tuple[Outcome, Any]:
+        """The test's outcome, and its baseline (a ``Source`` with history) when one was compared."""
         from nsightx._report.compare import compare
+        from nsightx._report.sources import stored_source
 
-        if not baseline.is_file():
-            return Outcome(nodeid, "no baseline", baseline, message=f"no stored result {str(baseline)!r}")
+        assert self.settings.compare_dir is not None
+        folder = self.settings.compare_dir / _history.test_folder(nodeid)
+        found = _history.entries(folder)
+        if not found:
+            return Outcome(nodeid, "no baseline", folder, message=f"no stored result in {str(folder)!r}"), None
         try:
-            frame = compare(
-                baseline, result, threshold_pct=self.settings.threshold_pct, require_all=self.settings.require_all
-            )
-        except CompareError as e:
-            return Outcome(nodeid, "nothing compared", baseline, message=_one_line(e))
+            baseline = stored_source(found, self.settings.baseline_ref)
+        except ConfigError as e:
+            return Outcome(nodeid, "no baseline", folder, message=_one_line(e)), None
         except NsightxError as e:  # an unreadable or foreign baseline file
-            return Outcome(nodeid, "bad baseline", baseline, message=_one_line(e))
-        return Outcome(nodeid, "compared", baseline, frame)
+            return Outcome(nodeid, "bad baseline", folder, message=_one_line(e)), None
+        where = baseline.path or folder
+        try:
+            frame = compare(baseline, result, **_gate_options(self.settings))
+        except CompareError as e:
+            return Outcome(nodeid, "nothing compared", where, message=_one_line(e)), None
+        except NsightxError as e:
+            return Outcome(nodeid, "bad baseline", where, message=_one_line(e)), None
+        return Outcome(nodeid, "compared", where, frame), baseline
 
     def unmatched_baselines(self) -> list[Path]:
-        """Stored results in the compare folder that no test of this session measured (renamed, skipped, gone)."""
+        """Stored tests in the compare folder that no test of this session measured (renamed, skipped, gone)."""
         folder = self.settings.compare_dir
         if folder is None or not folder.is_dir():
             return []
-        measured = {o.baseline.name for o in self.outcomes if o.baseline is not None}
-        return sorted(p for p in folder.iterdir() if _STORED.search(p.name) and p.name not in measured)
+        measured = {_history.test_folder(o.nodeid) for o in self.outcomes if o.status != "not recorded"}
+        return [folder / name for name in _history.scan(folder) if name not in measured]
 
     def failures(self) -> list[str]:
         """Why the gate fails, one reason per kind (empty: it passes, or nothing is compared)."""
@@ -197,18 +219,18 @@ class Gate:
         compared = len(_by_status(self.outcomes)["compared"])
         return f"nsightx: ok: {compared} test(s) compared, no significant slowdown larger than {self._threshold()}"
 
-    def report_lines(self, *, verbose: bool = False) -> list[str]:
+    def report_lines(self, *, verbose: bool = False, width: int | None = None) -> list[str]:
         """The terminal summary, one entry per test, then the baselines no test measured.
 
         A test that fails the gate gets its whole table (with ``verbose``, every compared test does); the others
-        get one line: the compare verdict, or why there is nothing to compare.
+        get one line: the compare verdict, or why there is nothing to compare. Tables fit ``width`` columns.
         """
         from nsightx._report.render import render_text, summary
 
         lines: list[str] = []
         for o in self.outcomes:
             if o.frame is not None and (verbose or o.regressed):
-                lines += [f"{o.nodeid}  (baseline {str(o.baseline)!r})", render_text(o.frame), ""]
+                lines += [f"{o.nodeid}  (baseline {str(o.baseline)!r})", render_text(o.frame, width), ""]
             elif o.frame is not None:
                 lines.append(f"{o.nodeid}: {summary(o.frame)}")
             else:
@@ -245,3 +267,77 @@ def _by_status(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
+
+
+def _gate_options(settings: GateSettings) -> dict[str, Any]:
+    return {"threshold_pct": settings.threshold_pct, "require_all": settings.require_all}
+
+
+def confirm(
+    outcome: Outcome, baseline: Any, result: ProfileResults, remeasure: Remeasure, settings: GateSettings
+) -> None:
+    """Measure the regressed rows' configs again, up to ``settings.confirm`` times; clear the rows that recover.
+
+    A row stays a regression only if every re-measure, compared with the same baseline by the same rule, is a
+    regression too; the first re-measure in which it is not clears it (its ``Regression`` becomes false). The
+    ``Remeasured`` column says what each re-measure gave. A re-measure that raises leaves the verdict as it was
+    and says why.
+    """
+    from nsightx._report.compare import compare
+
+    frame = outcome.frame
+    if frame is None or not bool(frame["Regression"].any()):
+        return
+    params = [c for c in frame.columns if c not in _fixed_columns()]
+    keys = {i: _row_key(frame.loc[i], params) for i in frame.index[frame["Regression"]]}
+    seen: dict[Any, list[str]] = {i: [] for i in keys}
+    frame["Remeasured"] = ""
+    for attempt in range(1, settings.confirm + 1):
+        try:
+            again = compare(baseline, remeasure(_configs_of(result, keys.values(), params)), **_gate_options(settings))
+        except Exception as e:  # the function failed when called again: keep the verdict, say why
+            for i in keys:
+                frame.at[i, "Remeasured"] = f"re-measure failed ({type(e).__name__}: {_one_line(e)[:80]})"
+            return
+        by_key = {_row_key(r, params): r for _, r in again.iterrows()}
+        for i, key in list(keys.items()):
+            row = by_key.get(key)
+            change = f"{row['ChangePct']:+.1f}%" if row is not None and math.isfinite(row["ChangePct"]) else "-"
+            seen[i].append(change)
+            if row is None or not bool(row["Regression"]):
+                frame.at[i, "Regression"] = False
+                frame.at[i, "Remeasured"] = f"cleared by re-measure {attempt} ({change})"
+                del keys[i]
+        if not keys:
+            return
+    for i in keys:
+        frame.at[i, "Remeasured"] = f"confirmed by {settings.confirm} re-measure(s) ({', '.join(seen[i])})"
+
+
+def _fixed_columns() -> tuple[str, ...]:
+    from nsightx._report.compare import FIXED_COLUMNS
+
+    return FIXED_COLUMNS
+
+
+def _row_key(row: Any, params: Sequence[str]) -> str:
+    """A row's identity across two comparisons: function, annotation, metric and parameter values."""
+    values = [row["Function"], row["Annotation"], row["Metric"], *(row[p] for p in params)]
+    return json.dumps([_text(v) for v in values])
+
+
+def _text(value: Any) -> str:
+    item = getattr(value, "item", None)
+    return str(item() if callable(item) else value)
+
+
+def _configs_of(result: ProfileResults, keys: Any, params: Sequence[str]) -> list[int]:
+    """The indices of ``result``'s configs that the rows ``keys`` (:func:`_row_key`) measured."""
+    plan = result.data.plan
+    wanted = {tuple(json.loads(k)[3:]) for k in keys}
+    out = []
+    for i, cfg in enumerate(plan.configs):
+        values = dict(zip(plan.params, cfg, strict=False))
+        if tuple(_text(values.get(p, math.nan)) for p in params) in wanted:
+            out.append(i)
+    return out or list(range(len(plan.configs)))

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nsightx.ext import cuda_driver_version as ext_cuda_driver_version
+from nsightx.ext import git_state as git_state  # the env collector's GitCommit and GitDirty
 
 PACKAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("TorchVersion", ("torch",)),
@@ -87,68 +88,3 @@ def ncu_version(path: str | None) -> str | None:
         return None
     match = _NCU_VERSION.search(out.stdout)
     return match.group(1) if match else None
-
-
-GIT_SAFE_CONFIG = ("core.fsmonitor=false", "core.hooksPath=/dev/null", "core.untrackedCache=false")
-"""Settings given on git's command line (they win over the repository's ``.git/config``) so that git runs no
-program the repository names: no file-system monitor hook (``git status`` runs ``core.fsmonitor`` at every call)
-and no hook. The filters a repository configures are switched off by name, see :func:`_filter_overrides`."""
-
-
-def git_state(cwd: str | None = None) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the git work tree holding ``cwd`` (default: the current directory).
-
-    git runs so that it never executes a program the repository configures (a cloned or unpacked folder can carry
-    any ``.git/config``): :data:`GIT_SAFE_CONFIG`, every ``filter.<driver>`` emptied, ``--no-optional-locks`` (the
-    user's index is not rewritten) and ``--ignore-submodules=all`` (no git is started inside a submodule). A
-    repository that git itself refuses (owned by another user, see git's ``safe.directory``) gives ``(None, None)``.
-    """
-    git = shutil.which("git")
-    if git is None:
-        return None, None
-    where = cwd or os.getcwd()
-    head = _git(git, where, (), "rev-parse", "HEAD")
-    if head is None or head.returncode != 0:
-        return None, None
-    commit = head.stdout.strip()
-    filters = _filter_overrides(_git(git, where, (), "config", "-z", "--get-regexp", r"^filter\."))
-    if filters is None:
-        return commit, None
-    status = _git(git, where, filters, "status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all")
-    dirty = None if status is None or status.returncode != 0 else bool(status.stdout.strip())
-    return commit, dirty
-
-
-def _git(git: str, where: str, config: Sequence[str], *args: str) -> subprocess.CompletedProcess[str] | None:
-    """Run one git command in ``where`` with :data:`GIT_SAFE_CONFIG` and ``config``; ``None`` if it cannot run."""
-    settings = [part for item in (*GIT_SAFE_CONFIG, *config) for part in ("-c", item)]
-    cmd = [git, "-C", where, *settings, "--no-optional-locks", *args]
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def _filter_overrides(listing: subprocess.CompletedProcess[str] | None) -> list[str] | None:
-    """``filter.<driver>.clean=`` (and ``smudge``, ``process``, ``required=false``) for every driver configured.
-
-    ``git status`` runs a file's clean filter to compare its content with the index; an empty command is no
-    filter. ``None`` when the drivers cannot be listed, or one has a name ``-c`` cannot carry (holding ``=``):
-    then ``git status`` is not run at all.
-    """
-    if listing is None or listing.returncode not in (0, 1):  # 1: no filter configured
-        return None
-    drivers = set()
-    for entry in listing.stdout.split("\0"):
-        key = entry.split("\n", 1)[0]
-        name = key[len("filter.") :].rpartition(".")[0]
-        if not name:
-            continue
-        if "=" in name:
-            return None
-        drivers.add(name)
-    return [
-        f"filter.{name}.{setting}"
-        for name in sorted(drivers)
-        for setting in ("clean=", "smudge=", "process=", "required=false")
-    ]

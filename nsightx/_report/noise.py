@@ -1,0 +1,100 @@
+"""The noise floor of a comparison: how much a row's mean moves when nothing changed.
+
+The rank test and the bootstrap interval (:mod:`nsightx._report.stats`) see only the runs of one process on each
+side. Two processes of the same code differ by more: another job on the machine, the clock, a cold page cache.
+On a 2-core CPU with two busy loops beside it, the means of 16 processes of the same 2 ms region spread from
+3.4 ms to 5.2 ms (+51%), each with a relative standard deviation of 42-57% over its 20 runs (2026-12-05). A
+change is therefore a regression only when it is also larger than the floor, the larger of:
+
+- **within**: the quieter side's run-to-run spread, in percent: NVBench's ``nvbench_compare.py`` calls a
+  difference within the smaller of the two sides' relative standard deviations "SAME"; here the spread is the
+  robust one, 1.4826 x the median absolute deviation over the median, so that a few runs stretched by a
+  preemption (a 5 ms sleep measured at 10 ms twice in 40 runs: RSD 20%, robust spread 1%) do not blind the gate;
+- **between**: the largest difference between the means of the stored processes of the baseline (its history:
+  the baseline and up to 4 saves before it, with the same backend and device), in percent. One process cannot
+  show the drift between processes; several stored ones can, and the newest new process is judged against it.
+
+Rows whose history holds one process get the *within* part only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nsightx._results.results import ProfileResults
+
+RowKey = tuple[str, str, str, str]
+"""(function, annotation, metric, config as JSON): a row of a comparison within one test."""
+
+
+def within_pct(baseline: Sequence[float], new: Sequence[float]) -> float:
+    """The smaller robust relative spread of the two samples, in percent (NaN with fewer than 2 values)."""
+    return min(spread_pct(baseline), spread_pct(new))
+
+
+def spread_pct(values: Sequence[float]) -> float:
+    """1.4826 x the median absolute deviation over the median, in percent (the RSD of a normal sample).
+
+    Example:
+        >>> round(spread_pct([10.0, 10.1, 9.9, 10.0, 30.0]), 1)
+        1.5
+    """
+    if len(values) < 2:
+        return math.nan
+    mid = statistics.median(values)
+    if mid == 0:
+        return math.nan
+    return 100.0 * 1.4826 * statistics.median(abs(v - mid) for v in values) / abs(mid)
+
+
+def device_of(result: ProfileResults) -> tuple[str, object]:
+    """(backend, device name): only stored processes measured the same way on the same kind of device count."""
+    env = result.environment
+    return result.backend, env.get("GPU") or env.get("CPU")
+
+
+def process_means(result: ProfileResults) -> dict[RowKey, float]:
+    """The mean of each row's finite per-run values in one stored process."""
+    plan = result.data.plan
+    sums: dict[RowKey, list[float]] = {}
+    for v in result.data.values:
+        if not math.isfinite(v.value):
+            continue
+        cfg = list(plan.configs[v.config]) if 0 <= v.config < len(plan.configs) else [v.config]
+        key = (plan.function, v.annotation, v.metric, json.dumps(cfg, default=repr))
+        acc = sums.setdefault(key, [0.0, 0.0])
+        acc[0] += float(v.value)
+        acc[1] += 1.0
+    return {k: s / n for k, (s, n) in sums.items() if n}
+
+
+def between_pct(processes: Sequence[ProfileResults]) -> dict[RowKey, tuple[float, int]]:
+    """Per row: the largest relative difference between two stored processes' means (percent), and how many.
+
+    Args:
+        processes: The baseline's history, oldest first, the baseline last; only those measured with the
+            baseline's backend on the same device (:func:`device_of`) are used.
+
+    Returns:
+        ``{row: (percent, processes)}``; the percent is NaN where fewer than 2 processes hold the row.
+    """
+    if not processes:
+        return {}
+    kind = device_of(processes[-1])
+    means: dict[RowKey, list[float]] = {}
+    for p in processes:
+        if device_of(p) != kind:
+            continue
+        for key, m in process_means(p).items():
+            means.setdefault(key, []).append(m)
+    out: dict[RowKey, tuple[float, int]] = {}
+    for key, ms in means.items():
+        positive = [m for m in ms if m > 0]
+        spread = 100.0 * (max(positive) / min(positive) - 1.0) if len(positive) >= 2 else math.nan
+        out[key] = (spread, len(ms))
+    return out

@@ -1,0 +1,226 @@
+"""Where a number came from: the facts every result records by default (commit, CPU, GPU, driver, versions).
+
+A stored baseline is compared with a measurement made days later, maybe on another runner: the result must say
+on which commit, CPU, GPU (name, UUID), driver, CUDA, Python, torch and nsightx it was measured, so that
+``nsightx compare`` can name what differs between the two sides. Everything here is cheap and safe to run at every
+call:
+
+- the git commit of the current directory's work tree (``git rev-parse HEAD``, about 3 ms), with git told to run
+  no program the repository configures (:func:`git_state`; the ``env`` collector uses the same function);
+- the CPU model from ``/proc/cpuinfo`` on Linux (``platform.processor()`` elsewhere), read once per process;
+- the NVIDIA driver version from ``/proc/driver/nvidia/version``, and the GPU's UUID and the CUDA version only
+  from a CUDA driver library that the process has already loaded (never loaded, never initialised here);
+- torch's version and CUDA build only when torch is already imported (``sys.modules``): nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nsightx._cudainfo import loaded_libcuda
+
+if TYPE_CHECKING:
+    from nsightx._results.records import Scalar
+
+PROVENANCE_KEYS = (
+    "GitCommit",
+    "CPU",
+    "GPU",
+    "GpuUuid",
+    "Driver",
+    "CudaDriver",
+    "CudaRuntime",
+    "python",
+    "torch",
+    "nsightx",
+)
+"""The environment keys that say where a number came from, in the order ``nsightx compare`` lists differences."""
+
+DRIVER_FILE = Path("/proc/driver/nvidia/version")
+"""Where the Linux NVIDIA kernel module states its version."""
+_DRIVER_VERSION = re.compile(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)*)\s")
+_CPUINFO = Path("/proc/cpuinfo")
+
+GIT_SAFE_CONFIG = ("core.fsmonitor=false", "core.hooksPath=/dev/null", "core.untrackedCache=false")
+"""Settings given on git's command line (they win over the repository's ``.git/config``) so that git runs no
+program the repository names: no file-system monitor hook (``git status`` runs ``core.fsmonitor`` at every call)
+and no hook. The filters a repository configures are switched off by name, see :func:`_filter_overrides`."""
+
+
+def add_provenance(environment: dict[str, Scalar]) -> None:
+    """Add to a call's ``environment`` the provenance facts it does not already hold (see the module docstring).
+
+    Keys a backend set (``GPU``, its own ``CPU``) are kept. ``GpuUuid``, ``Driver`` and ``CudaDriver`` are added
+    only when a GPU was measured (``GPU`` is set); ``torch`` and ``CudaRuntime`` only when torch is imported;
+    ``GitCommit`` only inside a git work tree.
+    """
+    facts: dict[str, Scalar] = {"CPU": cpu_model()}
+    commit, _ = git_state(dirty=False)
+    if commit:
+        facts["GitCommit"] = commit
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        facts["torch"] = str(getattr(torch, "__version__", "") or "") or None
+        cuda = getattr(getattr(torch, "version", None), "cuda", None)
+        if isinstance(cuda, str):
+            facts["CudaRuntime"] = cuda
+    if environment.get("GPU"):
+        facts.update(gpu_facts(environment.get("Device")))
+    for key, value in facts.items():
+        if value is not None:
+            environment.setdefault(key, value)
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (``"AMD EPYC 7763 64-Core Processor"``), not merely its architecture.
+
+    Linux: the first ``model name`` of ``/proc/cpuinfo``; elsewhere, or when the file has none (some ARM
+    kernels), ``platform.processor()``, else ``platform.machine()``. Read once per process.
+    """
+    try:
+        with _CPUINFO.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "model name" and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def driver_version(path: Path | None = None) -> str | None:
+    """The NVIDIA kernel module's version (``"570.86.15"``) from ``/proc``; ``None`` without one (or off Linux)."""
+    try:
+        text = (path or DRIVER_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = _DRIVER_VERSION.search(text)
+    return match.group(1) if match else None
+
+
+def gpu_facts(device: object) -> dict[str, Scalar]:
+    """``GpuUuid``, ``Driver`` and ``CudaDriver`` of the measured GPU, from what costs nothing.
+
+    Args:
+        device: The result's ``Device`` entry: a CUDA ordinal (CUPTI, events) or ``"<ordinal>:<uuid>"`` (a call
+            with ``device=``); anything else gives no UUID.
+    """
+    facts: dict[str, Scalar] = {"Driver": driver_version()}
+    lib = loaded_libcuda()
+    if isinstance(device, str) and ":" in device:
+        facts["GpuUuid"] = device.partition(":")[2] or None
+    elif isinstance(device, int) and not isinstance(device, bool) and lib is not None:
+        facts["GpuUuid"] = gpu_uuid(lib, device)
+    if lib is not None:
+        version = ctypes.c_int()
+        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0:
+            facts["CudaDriver"] = f"{version.value // 1000}.{version.value % 1000 // 10}"
+    return facts
+
+
+def gpu_uuid(lib: object, device: int) -> str | None:
+    """``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`` (nvidia-smi's form) of CUDA ordinal ``device``, or ``None``.
+
+    Asks ``cuDeviceGetUuid_v2`` (``cuDeviceGetUuid`` on older drivers) of a driver library the process already
+    initialised; an uninitialised driver or an unknown ordinal gives ``None``.
+    """
+    raw = (ctypes.c_ubyte * 16)()
+    for name in ("cuDeviceGetUuid_v2", "cuDeviceGetUuid"):
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue
+        if fn(raw, ctypes.c_int(device)) != 0:
+            return None
+        h = bytes(raw).hex()
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return None
+
+
+def differences(baseline: Mapping[str, Scalar], new: Mapping[str, Scalar]) -> list[tuple[str, Scalar, Scalar]]:
+    """``(key, baseline value, new value)`` for each :data:`PROVENANCE_KEYS` entry (then ``Host``) that differs."""
+    return [
+        (key, baseline.get(key), new.get(key))
+        for key in (*PROVENANCE_KEYS, "Host")
+        if baseline.get(key) != new.get(key)
+    ]
+
+
+# --- git -----------------------------------------------------------------------------------------------------------
+
+
+def git_state(cwd: str | None = None, *, dirty: bool = True) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git work tree holding ``cwd`` (default: the current directory).
+
+    git runs so that it never executes a program the repository configures (a cloned or unpacked folder can carry
+    any ``.git/config``): :data:`GIT_SAFE_CONFIG`, every ``filter.<driver>`` emptied, ``--no-optional-locks`` (the
+    user's index is not rewritten) and ``--ignore-submodules=all`` (no git is started inside a submodule). A
+    repository that git itself refuses (owned by another user, see git's ``safe.directory``), a folder outside any
+    work tree or a machine without git gives ``(None, None)``.
+
+    Args:
+        cwd: The folder to ask about.
+        dirty: Also ask whether tracked files changed (``git status``, slower in a large tree); when false, the
+            second value is ``None``.
+    """
+    git = shutil.which("git")
+    if git is None:
+        return None, None
+    where = cwd or os.getcwd()
+    head = _git(git, where, (), "rev-parse", "HEAD")
+    if head is None or head.returncode != 0:
+        return None, None
+    commit = head.stdout.strip() or None
+    if not dirty or commit is None:
+        return commit, None
+    filters = _filter_overrides(_git(git, where, (), "config", "-z", "--get-regexp", r"^filter\."))
+    if filters is None:
+        return commit, None
+    status = _git(git, where, filters, "status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all")
+    changed = None if status is None or status.returncode != 0 else bool(status.stdout.strip())
+    return commit, changed
+
+
+def _git(git: str, where: str, config: Sequence[str], *args: str) -> subprocess.CompletedProcess[str] | None:
+    """Run one git command in ``where`` with :data:`GIT_SAFE_CONFIG` and ``config``; ``None`` if it cannot run."""
+    settings = [part for item in (*GIT_SAFE_CONFIG, *config) for part in ("-c", item)]
+    cmd = [git, "-C", where, *settings, "--no-optional-locks", *args]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _filter_overrides(listing: subprocess.CompletedProcess[str] | None) -> list[str] | None:
+    """``filter.<driver>.clean=`` (and ``smudge``, ``process``, ``required=false``) for every driver configured.
+
+    ``git status`` runs a file's clean filter to compare its content with the index; an empty command is no
+    filter. ``None`` when the drivers cannot be listed, or one has a name ``-c`` cannot carry (holding ``=``):
+    then ``git status`` is not run at all.
+    """
+    if listing is None or listing.returncode not in (0, 1):  # 1: no filter configured
+        return None
+    drivers = set()
+    for entry in listing.stdout.split("\0"):
+        key = entry.split("\n", 1)[0]
+        name = key[len("filter.") :].rpartition(".")[0]
+        if not name:
+            continue
+        if "=" in name:
+            return None
+        drivers.add(name)
+    return [
+        f"filter.{name}.{setting}"
+        for name in sorted(drivers)
+        for setting in ("clean=", "smudge=", "process=", "required=false")
+    ]

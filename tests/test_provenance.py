@@ -1,0 +1,115 @@
+"""Where a number came from: every result records its commit, CPU model and versions; the GPU facts' parsers.
+
+The commit and CPU come from real runs of the host backend (in a real git repository); the GPU's UUID and CUDA
+version are asked of a double of the CUDA driver library (the library boundary), the driver version of a copy of
+``/proc/driver/nvidia/version``'s text.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nsightx
+from nsightx._run import provenance
+
+
+def _measure() -> nsightx.ProfileResults:
+    @nsightx.analyze.kernel(configs=[(1,)], runs=2, backend="host", verbosity=nsightx.VerbosityLevel.SILENT)
+    def f(n):
+        with nsightx.annotate("a"):
+            pass
+
+    return f()
+
+
+def _model_name() -> str | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
+    return " ".join(names[0].split()) if names else None
+
+
+def test_every_result_records_its_commit_cpu_and_versions(plugin_host, tmp_path, monkeypatch):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    (repo / "a.txt").write_text("1\n")
+    git("add", "a.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
+    monkeypatch.chdir(repo)
+    env = _measure().environment
+    assert env["GitCommit"] == git("rev-parse", "HEAD").strip()
+    model = _model_name()
+    assert env["CPU"] == (model or provenance.cpu_model()) and env["CPU"] not in ("x86_64", "aarch64", "")
+    assert env["python"] and env["nsightx"] == nsightx.__version__
+    assert ("torch" in env) == ("torch" in sys.modules)  # asked only of a torch already imported
+    assert "GpuUuid" not in env and "Driver" not in env  # the host backend measured no GPU
+    monkeypatch.chdir(tmp_path)  # outside any work tree: no commit, no error
+    assert "GitCommit" not in _measure().environment
+
+
+class _Driver:
+    """The two CUDA driver entry points provenance calls, answering like libcuda (0 = CUDA_SUCCESS)."""
+
+    def __init__(self, uuid: bytes, version: int) -> None:
+        self.uuid, self.version, self.asked = uuid, version, []
+
+    def cuDeviceGetUuid_v2(self, out, device):
+        self.asked.append(device.value)
+        if device.value != 0:
+            return 101  # CUDA_ERROR_INVALID_DEVICE
+        ctypes.memmove(out, self.uuid, 16)
+        return 0
+
+    def cuDriverGetVersion(self, out):
+        out._obj.value = self.version
+        return 0
+
+
+def test_gpu_uuid_cuda_version_and_driver_version(tmp_path, monkeypatch):
+    lib = _Driver(bytes.fromhex("8f1c2d3e4f5061728394a5b6c7d8e9f0"), 12080)
+    assert provenance.gpu_uuid(lib, 0) == "GPU-8f1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
+    assert provenance.gpu_uuid(lib, 3) is None
+    version = tmp_path / "version"
+    version.write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  (dvs-builder@U16)  "
+        "Thu Jan 23 2025\nGCC version:  gcc version 12.3.0\n"
+    )
+    assert provenance.driver_version(version) == "570.86.15"
+    assert provenance.driver_version(tmp_path / "missing") is None
+    monkeypatch.setattr(provenance, "loaded_libcuda", lambda: lib)
+    monkeypatch.setattr(provenance, "DRIVER_FILE", version)
+    facts = provenance.gpu_facts(0)
+    assert facts == {"Driver": "570.86.15", "GpuUuid": "GPU-8f1c2d3e-4f50-6172-8394-a5b6c7d8e9f0", "CudaDriver": "12.8"}
+    assert provenance.gpu_facts("1:GPU-abc")["GpuUuid"] == "GPU-abc"  # a call with device=: the label holds it
+    env: dict = {"GPU": "NVIDIA H200", "Device": 0, "CPU": "kept"}
+    provenance.add_provenance(env)
+    assert env["GpuUuid"].startswith("GPU-8f1c") and env["CudaDriver"] == "12.8" and env["CPU"] == "kept"
+
+
+def test_cpu_model_without_a_model_name_falls_back_to_the_platform(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nCPU part\t: 0xd0c\n")
+    monkeypatch.setattr(provenance, "_CPUINFO", cpuinfo)
+    provenance.cpu_model.cache_clear()
+    try:
+        assert provenance.cpu_model() == (provenance.platform.processor() or provenance.platform.machine())
+        cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD   EPYC 7763 64-Core Processor\n")
+        provenance.cpu_model.cache_clear()
+        assert provenance.cpu_model() == "AMD EPYC 7763 64-Core Processor"
+    finally:
+        provenance.cpu_model.cache_clear()
