@@ -84,18 +84,26 @@ class _Collectors:
         """The context fields that stay the same for every call of a (scope, config), see :meth:`_context`."""
 
     def start(self) -> None:
-        """Call ``start(ctx)`` of every collector that has one (a failure warns and leaves that one unstarted)."""
+        """Call ``start(ctx)`` of every collector that has one (a failure warns and leaves that one unstarted).
+
+        A collector whose ``start`` returns ``False`` has nothing to say in this call (the nvml run collector where
+        NVML does not work): it is still stopped at the end, but never asked for a value, so it costs no run
+        anything.
+        """
         ctx = self._context(CollectionScope.ONCE, {})
         for c in self.plan.collectors:
             start = getattr(c, "start", None)
             if start is None or not callable(getattr(c, "stop", None)):
                 continue
             try:
-                start(ctx)
+                active = start(ctx)
             except Exception as e:
                 self._warn(c, "in start()", e)
                 continue
             self._started.append(c)
+            if active is False:
+                for collectors in self.by_scope.values():
+                    collectors[:] = [other for other in collectors if other is not c]
 
     def stop(self) -> None:
         """Call ``stop()`` of every started collector, in reverse order; never raises."""
