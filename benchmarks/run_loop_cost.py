@@ -73,7 +73,7 @@ def child(runs: int, variant: str) -> dict[str, Any]:
             spent["gc"] += time.process_time() - gc_start[0]
             spent["full"] += info["generation"] == 2
 
-    _kernel.execute = timed_execute  # type: ignore[attr-defined]
+    _kernel.execute = timed_execute
     gc.callbacks.append(on_gc)
     thresholds = gc.get_threshold()
     if variant == "threshold":
