@@ -277,3 +277,60 @@ def test_a_mapping_is_taken_as_it_was_when_the_run_started(no_defaults):
     res = sweep([InfoCollector("counter", counter, CollectionScope.RUN)], runs=3, annotations=("a",))
     raw = res.runs_dataframe().drop_duplicates(["Config", "Run"])
     assert raw["step"].tolist() == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_collector_whose_start_returns_false_is_never_asked_and_still_stopped(no_defaults):
+    # start(ctx) -> False: nothing to say in this call (the nvml run collector without NVML); None goes on as before
+    events = []
+
+    class Idle:
+        scope = CollectionScope.RUN
+
+        def __init__(self, name, answer):
+            self.name, self.answer = name, answer
+
+        def start(self, ctx):
+            events.append(f"start {self.name}")
+            return self.answer
+
+        def stop(self):
+            events.append(f"stop {self.name}")
+
+        def collect(self, ctx):
+            events.append(f"collect {self.name} {ctx.run}")
+            return 7
+
+    res = sweep([Idle("idle", False), Idle("busy", None)], runs=2, warmup=1, annotations=("a",))
+    assert events == [
+        "start idle",
+        "start busy",
+        *[f"collect busy {r}" for _ in CONFIGS for r in range(2)],
+        "stop busy",
+        "stop idle",
+    ]
+    raw = res.runs_dataframe()
+    assert "idle" not in raw.columns and raw["busy"].tolist() == [7, 7, 7, 7]
+
+
+def test_a_collector_inactive_in_one_call_is_asked_again_in_the_next(no_defaults):
+    answers = iter([False, True])
+    asked = []
+
+    class Sometimes:
+        name, scope = "sometimes", CollectionScope.RUN
+
+        def start(self, ctx):
+            return next(answers)
+
+        def stop(self):
+            pass
+
+        def collect(self, ctx):
+            asked.append(ctx.run)
+            return 1
+
+    collector = Sometimes()
+    assert "sometimes" not in sweep([collector], runs=2, annotations=("a",)).runs_dataframe().columns
+    assert asked == []
+    assert sweep([collector], runs=2, annotations=("a",)).runs_dataframe()["sometimes"].tolist() == [1, 1, 1, 1]
+    assert asked == [0, 1, 0, 1]

@@ -167,6 +167,40 @@ def test_no_nvml_means_no_columns_and_no_warning(plugin_host, monkeypatch):
     assert "nvidia-ml-py is not installed" in describe(plugin_host)
 
 
+def test_without_nvml_the_run_collector_is_not_asked_before_each_run(plugin_host, monkeypatch):
+    # issue 35: on a machine without NVML the run collector cost every run ~3 us to answer "no columns"
+    from nsightx_nvml import _collectors
+
+    def missing():
+        raise ImportError("No module named 'pynvml'")
+
+    monkeypatch.setattr(_collectors, "_provider", _collectors.Provider(load=missing))
+    asked = []
+    collect = _collectors.RunConditions.collect
+    monkeypatch.setattr(_collectors.RunConditions, "collect", lambda self, ctx: asked.append(ctx) or collect(self, ctx))
+    res = profile(runs=3)
+    assert asked == []
+    assert not set(RUN_COLUMNS) & set(res.runs_dataframe().columns)
+    assert _collectors.RunConditions().start(once_context()) is False
+
+
+def test_with_nvml_the_run_collector_says_it_has_something_to_say(monkeypatch):
+    from nsightx_nvml._collectors import RunConditions
+
+    install(monkeypatch, [FakeGpu(GPU_A)])
+    run = RunConditions()
+    try:
+        assert run.start(once_context()) is True
+    finally:
+        run.stop()
+
+
+def once_context():
+    from nsightx.ext import CollectContext
+
+    return CollectContext(scope=nsightx.CollectionScope.ONCE, function="f")
+
+
 def test_driver_not_loaded_is_reported_by_plugins_listing(plugin_host, monkeypatch):
     install(monkeypatch, [FakeGpu(GPU_A)], driver_loaded=False)
     text = describe(plugin_host)

@@ -17,13 +17,13 @@ from nsightx.ext import (
     Capabilities,
     NoOptions,
     Plan,
-    Record,
     RegionId,
     RunOutput,
     Scalar,
     Session,
     cpu_model,
     hookimpl,
+    new_record,
 )
 
 METRIC = "host__time_duration.sum"
@@ -31,39 +31,32 @@ METRIC = "host__time_duration.sum"
 
 
 class HostSession(Session):
-    """Times each region with ``time.perf_counter_ns``."""
+    """Times each region with ``time.perf_counter_ns``.
+
+    One region is open at a time (the run loop refuses a region opened inside another), so the session keeps
+    one start time, not one per region: a dictionary's store and pop cost ~0.1 us a region.
+    """
 
     def __init__(self) -> None:
-        self._start: dict[str, int] = {}
+        self._start = 0
         self._spans: list[tuple[RegionId, int]] = []
 
     def region_enter(self, region: RegionId) -> None:
         """Note the start time (the last thing before the user's code runs)."""
-        self._start[region.annotation] = time.perf_counter_ns()
+        self._start = time.perf_counter_ns()
 
     def region_exit(self, region: RegionId, failed: bool) -> None:
         """Record the elapsed time (the first thing after the user's code returns)."""
         end = time.perf_counter_ns()
-        self._spans.append((region, end - self._start.pop(region.annotation)))
+        self._spans.append((region, end - self._start))
 
     def finish_run(self, config: int, run: int) -> RunOutput:
-        """Turn this run's spans into records (off the measured path)."""
+        """Turn this run's spans into records (off the measured regions, but between two runs of the sweep).
+
+        Built with :func:`~nsightx.ext.new_record`, the same :class:`Record` as its constructor makes.
+        """
         spans, self._spans = self._spans, []
-        return RunOutput(
-            records=[
-                Record(
-                    annotation=r.annotation,
-                    config=r.config,
-                    run=r.run,
-                    kernel="region",
-                    metric=METRIC,
-                    value=float(ns),
-                    unit="ns",
-                    seq=0,
-                )
-                for r, ns in spans
-            ]
-        )
+        return RunOutput([new_record(r[0], r[1], r[2], "region", METRIC, float(ns), "ns", 0) for r, ns in spans])
 
     def environment(self) -> Mapping[str, Scalar]:
         """The CPU stands where a GPU name would: its model name (``/proc/cpuinfo``), not merely ``x86_64``."""

@@ -24,9 +24,10 @@ from nsightx._host.plugins import PluginHost, default_host
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
 from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.results import ProfileResults, build_results, now
-from nsightx._results.schema import PlanInfo, RawHeader
+from nsightx._results.schema import PlanInfo, RawHeader, gc_paused
 from nsightx._run import device as _device
 from nsightx._run import exclusive as _exclusive
+from nsightx._run import heap
 from nsightx._run.adaptive import STOP_COLUMN
 from nsightx._run.backend import Backend
 from nsightx._run.collectors import CollectorLike
@@ -324,6 +325,27 @@ class ProfiledFunction:
                 self.tags.next = location.number
             raise
         info = plan_info(plan, spec)
+        with heap.holding():  # the runs measured stay out of the collector's rescans until the result is built
+            return self._finish(plan, info, location, configs, gpu, backend)
+
+    def _finish(
+        self,
+        plan: Plan,
+        info: PlanInfo,
+        location: OutputLocation | None,
+        configs: tuple[tuple[Any, ...], ...],
+        gpu: GpuInfo | None,
+        backend: Backend,
+    ) -> ProfileResults:
+        """Measure ``plan`` in this process and build its result (and files).
+
+        The result is built with the cyclic garbage collector paused, as a loaded one is: building it makes a few
+        objects per run and region and no reference cycle, and the collector would walk them again and again as
+        they are made (0.5 to 1.7 us a run of a host-bound call, ``benchmarks/run_loop_cost.py``). The user's
+        code that runs there, ``combine_kernel_metrics`` and ``derive_metric``, computes numbers; a cycle it made
+        would be freed by the first collection after the build, and reference counting frees everything else.
+        """
+        spec = self.spec
         start = time.perf_counter()
         runs, environment = self._measure(backend, plan, info, location)
         elapsed = time.perf_counter() - start
@@ -336,16 +358,17 @@ class ProfiledFunction:
         if location is not None:
             environment.setdefault("raw_data", str(location.raw))
             environment.setdefault("sweep", location.sweep)
-        results = build_results(
-            info,
-            runs,
-            environment,
-            combine=spec.combine_kernel_metrics,
-            derive_metric=spec.derive_metric,
-            configs=configs,
-            location=location,
-            output_csv=spec.output_csv,
-        )
+        with gc_paused():  # see _finish's docstring
+            results = build_results(
+                info,
+                runs,
+                environment,
+                combine=spec.combine_kernel_metrics,
+                derive_metric=spec.derive_metric,
+                configs=configs,
+                location=location,
+                output_csv=spec.output_csv,
+            )
         if spec.verbosity >= VerbosityLevel.INFO:
             print(done_line(plan, runs, elapsed, location), file=sys.stderr)
         return results

@@ -54,6 +54,11 @@ class CollectorLike(Protocol):
     everything, also when the call fails, so a collector can keep a resource exactly as long as a sweep (the
     nvml plugin runs a sampler thread there). ``collect`` must still work without them, returning plain
     values: a caller may ask one value at a time (e.g. a proxy in another process).
+
+    ``start`` may return ``False`` (exactly ``False``; ``None`` and anything else mean "go on as usual") to say
+    that the collector has nothing to say in this call, as the nvml run collector where NVML does not work: the
+    run loop then never calls its ``collect`` in the call, so it costs no run anything, and still calls ``stop``
+    at the end. It adds no column then, as a ``collect`` returning an empty mapping would not.
     """
 
     name: str

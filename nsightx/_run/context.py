@@ -8,11 +8,9 @@ any thread belong to the current run. That is sound because only one profiled ca
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nsightx._errors import AnnotationError
@@ -21,22 +19,46 @@ if TYPE_CHECKING:  # kept out of import time: `import nsightx` must not load pyd
     from nsightx._results.records import RegionId
     from nsightx._run.backend import Session
 
+_tuple_new = tuple.__new__
+_clock = time.perf_counter_ns
 
-@dataclass
+
 class RunState:
-    """Bookkeeping for one run of the user's function."""
+    """Bookkeeping for one run of the user's function.
 
-    session: Session
-    config: int
-    run: int
-    on_annotation: Callable[[str], None] | None = None
-    """Called when a region opens (ANNOTATION-scope collectors)."""
-    used: set[str] = field(default_factory=set)
-    open_name: str | None = None
-    open_start: int = 0
-    regions: list[tuple[str, int, bool]] = field(default_factory=list)
-    """(annotation, host nanoseconds, failed) of each region closed in this run, in closing order."""
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    One is made before every run, between two runs of a host-bound sweep, so it is a plain slotted class whose
+    constructor sets its fields directly, and the run loop hands every run of a call the same lock (0.27 against
+    0.56 us for the dataclass with a new lock each run that it replaces, on a shared 2-core CI CPU).
+
+    Args:
+        session: The backend session measuring the run.
+        config: Config index.
+        run: Run index (negative for warm-up runs).
+        lock: Guards the region bookkeeping against regions opened from other threads; ``None``: a new one.
+        on_annotation: Called with the name when a region opens (ANNOTATION-scope collectors).
+    """
+
+    __slots__ = ("config", "lock", "on_annotation", "open_name", "open_start", "regions", "run", "session", "used")
+
+    def __init__(
+        self,
+        session: Session,
+        config: int,
+        run: int,
+        lock: threading.Lock | None = None,
+        on_annotation: Callable[[str], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.config = config
+        self.run = run
+        self.lock = lock if lock is not None else threading.Lock()
+        self.on_annotation = on_annotation
+        self.used: set[str] = set()
+        """Names of the regions opened in this run."""
+        self.open_name: str | None = None
+        self.open_start = 0
+        self.regions: list[tuple[str, int, bool]] = []
+        """(annotation, host nanoseconds, failed) of each region closed in this run, in closing order."""
 
     def enter(self, name: str) -> RegionId:
         """Open region ``name``; nested or repeated names are errors."""
@@ -46,37 +68,47 @@ class RunState:
                     f"Nested annotations are not supported. Cannot enter annotation '{name}' while another "
                     f"annotation is active. {self.open_name!r} is open: close it first or merge the regions"
                 )
-            if name in self.used:
+            used = self.used
+            if name in used:
                 raise AnnotationError(
                     f"Annotation name '{name}' has already been used in this profiling run. Each annotation "
                     "must have a unique name. Give each region of one run its own name (e.g. add a suffix)"
                 )
-            self.used.add(name)
+            used.add(name)
             self.open_name = name
         if self.on_annotation is not None:
             self.on_annotation(name)
-        region = _region_id()(name, self.config, self.run)
+        region: RegionId = _tuple_new(_REGION_ID or _region_id(), (name, self.config, self.run))
         self.session.region_enter(region)
-        self.open_start = time.perf_counter_ns()
+        self.open_start = _clock()
         return region
 
     def exit(self, region: RegionId, failed: bool) -> None:
-        """Close the region opened by :meth:`enter`."""
-        end = time.perf_counter_ns()
+        """Close the region opened by :meth:`enter`.
+
+        Without the lock: the region is noted, then marked closed, each in one step that no other thread can cut
+        in half, and only the thread that opened it closes it. Only :meth:`enter`'s check-and-open needs the lock.
+        """
+        end = _clock()
         self.session.region_exit(region, failed)
-        with self.lock:
-            self.regions.append((region.annotation, end - self.open_start, failed))
-            self.open_name = None
+        self.regions.append((region[0], end - self.open_start, failed))
+        self.open_name = None
 
 
-@functools.cache
+_REGION_ID: type[RegionId] | None = None
+"""The record key class once :func:`_region_id` has imported it."""
+
+
 def _region_id() -> type[RegionId]:
     """The record key class, imported on first use (not at ``import nsightx``: it loads pydantic).
 
-    A cached call instead of an import statement in :meth:`RunState.enter`, which runs before every region.
+    :meth:`RunState.enter` builds each key with ``tuple.__new__`` on this class: the same named tuple as
+    ``RegionId(name, config, run)``, without the Python-level ``__new__`` of a named tuple (~0.3 us a region).
     """
+    global _REGION_ID
     from nsightx._results.records import RegionId
 
+    _REGION_ID = RegionId
     return RegionId
 
 

@@ -13,6 +13,7 @@ become rows while the GPU still works, and runs are built as plain dataclasses (
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -36,13 +37,14 @@ from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
 from nsightx._run import context as _context
 from nsightx._run import exclusive as _exclusive
-from nsightx._run.adaptive import STOP_COLUMN, FixedRuns, StopRule
+from nsightx._run import heap
+from nsightx._run.adaptive import STOP_COLUMN, ConfigStopper, FixedRuns, StopRule
 from nsightx._run.backend import Backend, RunOutput, Session
 from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._run.device import use_device
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
-from nsightx._run.thermal import make_guard
+from nsightx._run.thermal import NoGuard, make_guard
 
 
 class _Gathered(NamedTuple):
@@ -84,18 +86,26 @@ class _Collectors:
         """The context fields that stay the same for every call of a (scope, config), see :meth:`_context`."""
 
     def start(self) -> None:
-        """Call ``start(ctx)`` of every collector that has one (a failure warns and leaves that one unstarted)."""
+        """Call ``start(ctx)`` of every collector that has one (a failure warns and leaves that one unstarted).
+
+        A collector whose ``start`` returns ``False`` has nothing to say in this call (the nvml run collector where
+        NVML does not work): it is still stopped at the end, but never asked for a value, so it costs no run
+        anything.
+        """
         ctx = self._context(CollectionScope.ONCE, {})
         for c in self.plan.collectors:
             start = getattr(c, "start", None)
             if start is None or not callable(getattr(c, "stop", None)):
                 continue
             try:
-                start(ctx)
+                active = start(ctx)
             except Exception as e:
                 self._warn(c, "in start()", e)
                 continue
             self._started.append(c)
+            if active is False:
+                for collectors in self.by_scope.values():
+                    collectors[:] = [other for other in collectors if other is not c]
 
     def stop(self) -> None:
         """Call ``stop()`` of every started collector, in reverse order; never raises."""
@@ -314,7 +324,7 @@ def run_loop(
     The loop runs under the process's one-call-at-a-time lock (:mod:`nsightx._run.exclusive`): the profiled
     call that started it holds it; a loop started without one (the ncu worker's child) takes it here.
     """
-    with _exclusive.run_loop_guard(plan.function_name):  # a no-op under a profiled call, which holds it
+    with _exclusive.run_loop_guard(plan.function_name), heap.holding():  # no-ops under a profiled call
         collectors = _Collectors(plan)
         collectors.start()
         try:
@@ -366,39 +376,67 @@ class _Sweep:
 
     def _config(self, ci: int) -> None:
         """CONFIG collectors, the warm-up runs, then measured runs until the stop rule says why it stops."""
-        self.progress.start_config(ci)
+        progress, runner = self.progress, self.runner
+        progress.start_config(ci)
         config_values = self.collectors.run(CollectionScope.CONFIG, config=ci)
         for r in range(-self.plan.warmup, 0):
-            self.runner.run(ci, r)
-            self.progress.advance()
+            runner.run(ci, r)
+            progress.advance()
         stopper = self.rule.start_config()
+        observe = None if type(stopper).observe is ConfigStopper.observe else stopper.observe
+        fixed = self.rule.runs if type(self.rule) is FixedRuns else None  # the count alone decides: no call
+        policy, pending = self.policy, self.pending
+        each_run, batched = policy.collects_each_run, policy.write_collects
         r, reason = 0, None
         while reason is None:
-            state, output, values = self.runner.run(ci, r)
-            self.progress.advance()
-            if self.policy.collects_each_run:
+            state, output, values = runner.run(ci, r)
+            progress.advance()
+            if each_run:
                 output = self.session.collect_runs().get((ci, r), output)
-            stopper.observe(output.records)
-            reason = stopper.stop_reason(r + 1)
-            if r == 0:
+            if observe is not None:
+                observe(output.records)
+            if fixed is None:
+                reason = stopper.stop_reason(r + 1)
+            elif r + 1 >= fixed:
+                reason = "runs"
+            if r == 0 and config_values:
                 values = config_values + values
             if reason is not None and self.rule.records_reason:
                 values.append(
                     CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value, config=ci, value=reason)
                 )
-            self.pending.append((ci, r, state, output, values))
-            if self.policy.due(len(self.pending), config_done=reason is not None):
-                self._write(collect=self.policy.write_collects)
+            if not batched:
+                self._write_run(ci, r, state, output, values)
+            else:
+                pending.append((ci, r, state, output, values))
+                if policy.due(len(pending), config_done=reason is not None):
+                    self._write(collect=True)
             if not self.checked_baseline:
                 _check_baseline(self.plan, state.used)
                 self.checked_baseline = True
             r += 1
-        self.progress.skip(self.rule.max_runs - r)
+        progress.skip(self.rule.max_runs - r)
+
+    def _write_run(self, ci: int, r: int, state: _context.RunState, output: RunOutput, values: list[Any]) -> None:
+        """Write one finished run at once (every session that is not collected in batches).
+
+        What :func:`_write_pending` does for one run, without its bookkeeping: a run whose write raised is left in
+        :attr:`pending`, so that the clean-up after the error hands it over again, as it does for a batch.
+        """
+        rows = tuple(self.collectors.materialize(values)) if values else ()
+        try:
+            self.sink.write(_run_records(ci, r, state, output, rows))
+        except BaseException:
+            self.pending.append((ci, r, state, output, list(rows)))
+            raise
+        heap.kept(1)
 
     def _write(self, *, collect: bool) -> None:
         if self.pending:
+            written = len(self.pending)
             _write_pending(self.session, self.sink, self.pending, self.collectors, collect=collect)
             self.policy.written()
+            heap.kept(written)
 
 
 _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
@@ -470,7 +508,12 @@ def _records_adapter() -> TypeAdapter[list[Record]]:
 
 
 class _Runner:
-    """One run of the user's function: thermal guard, run preparation, RUN collectors, the call itself."""
+    """One run of the user's function: thermal guard, run preparation, RUN collectors, the call itself.
+
+    Built after the collectors started (:meth:`_Collectors.start`), so it knows which scopes still have a collector
+    to ask: a run asks none of those that have nothing to say in this call, and without a thermal guard it makes
+    no guard call either.
+    """
 
     def __init__(
         self, plan: Plan, session: Session, collectors: _Collectors, invoke: Callable[[Plan, int], Any]
@@ -480,29 +523,41 @@ class _Runner:
         self.collectors = collectors
         self.invoke = invoke
         self.guard = make_guard(plan)
+        self.guarded = type(self.guard) is not NoGuard
+        self.asks_run = bool(collectors.by_scope[CollectionScope.RUN])
+        self.asks_annotation = bool(collectors.by_scope[CollectionScope.ANNOTATION])
+        self.prepares = type(session).start_run is not Session.start_run
+        """Whether the session prepares its runs (the host session does not: no call then)."""
+        self.lock = threading.Lock()
+        """Shared by the run states of the call (one run at a time): guards the regions opened from threads."""
 
     def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
         """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""
-        collectors = self.collectors
-        self.guard.before_run()
-        self.session.start_run(ci, r)
-        run_values: list[Any] = (
-            [*self.guard.take_values(ci, r), *collectors.gather(CollectionScope.RUN, config=ci, run=r)]
-            if r >= 0
-            else []
-        )
-        state = _context.RunState(session=self.session, config=ci, run=r)
-        if r >= 0 and collectors.by_scope[CollectionScope.ANNOTATION]:
-            state.on_annotation = lambda name: run_values.extend(
-                collectors.gather(CollectionScope.ANNOTATION, config=ci, run=r, annotation=name)
-            )
+        session = self.session
+        if self.guarded:
+            self.guard.before_run()
+        if self.prepares:
+            session.start_run(ci, r)
+        run_values: list[Any] = []
+        state = _context.RunState(session, ci, r, self.lock)
+        if r >= 0:
+            if self.guarded:
+                run_values += self.guard.take_values(ci, r)
+            if self.asks_run:
+                run_values += self.collectors.gather(CollectionScope.RUN, config=ci, run=r)
+            if self.asks_annotation:
+                state.on_annotation = functools.partial(self._annotation, run_values, ci, r)
         previous = _context.current()  # restored, not cleared: None except for a loop run inside a run
         _context.set_current(state)
         try:
             self.invoke(self.plan, ci)
         finally:
             _context.set_current(previous)
-        return state, self.session.finish_run(ci, r), run_values
+        return state, session.finish_run(ci, r), run_values
+
+    def _annotation(self, run_values: list[Any], ci: int, r: int, name: str) -> None:
+        """Ask the ANNOTATION collectors as region ``name`` of run ``r`` of config ``ci`` opens."""
+        run_values.extend(self.collectors.gather(CollectionScope.ANNOTATION, config=ci, run=r, annotation=name))
 
 
 def _call_user(plan: Plan, config: int) -> None:

@@ -194,15 +194,21 @@ class RunConditions:
         self._sweep: dict[int | str | None, tuple[int, str]] = {}
         self._children: dict[tuple[int, str], ChildSpec] = {}
 
-    def start(self, ctx: CollectContext) -> None:
-        """A profiled call starts: start the sampler of ``ctx.device`` (nothing when NVML is unavailable)."""
+    def start(self, ctx: CollectContext) -> bool:
+        """A profiled call starts: start the sampler of ``ctx.device``.
+
+        Returns:
+            ``False`` when NVML is unavailable here: :meth:`collect` would return no column for any run, so the run
+            loop does not ask it (this costs a host-bound sweep nothing per run). ``True`` otherwise, also when the
+            device cannot be matched: :meth:`collect` then warns once and fills the columns with ``None``.
+        """
         devices = provider().devices()
         if devices is None:
-            return
+            return False
         try:
             dev = devices.resolve(ctx.device)
         except DeviceNotFound:
-            return  # collect() warns, once
+            return True  # collect() warns, once
         key = (id(devices), dev.label)
         nvml = devices.nvml
         child = None  # a double of NVML lives only in this process: a thread samples it
@@ -213,6 +219,7 @@ class RunConditions:
         _sampler.acquire(key, lambda: self.read(nvml, dev), child=child)
         self._leases.append(key)
         self._sweep[ctx.device] = key
+        return True
 
     def stop(self) -> None:
         """The profiled call ended: leave the sampler its :meth:`start` joined (its last user stops it).

@@ -1,0 +1,128 @@
+"""The runs a long profiled call keeps are frozen out of the garbage collector's rescans, and only during the call.
+
+Issue 35: the collector walked every kept run again at each full collection (17% of a 10,000-run call, 33% of a
+300,000-run one). These tests check what the freezing does to the process, on the real host backend; the time it
+saves is measured by ``benchmarks/run_loop_cost.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+import nsightx
+
+SILENT = nsightx.VerbosityLevel.SILENT
+FREEZE_EVERY = 1000
+"""``nsightx._run.heap.FREEZE_EVERY`` (checked by the first test; imported there, so this file loads anywhere)."""
+RUNS = FREEZE_EVERY + 200
+
+
+class Node:
+    """A reference cycle the profiled function drops at the end of each run."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def profiled(seen: list[int]):
+    """A profiled function of :data:`RUNS` runs that notes how many objects are frozen at the end of each run."""
+
+    @nsightx.analyze.kernel(runs=RUNS, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off")
+    def f() -> None:
+        with nsightx.annotate("a"):
+            pass
+        seen.append(gc.get_freeze_count())
+
+    return f
+
+
+@pytest.fixture
+def collector_as_found():
+    """The collector enabled and nothing frozen, as in a fresh process; restored after the test."""
+    was_enabled = gc.isenabled()
+    gc.unfreeze()
+    gc.enable()
+    yield
+    gc.unfreeze()
+    if not was_enabled:
+        gc.disable()
+
+
+def test_a_long_call_freezes_what_it_keeps_and_unfreezes_everything_at_the_end(collector_as_found):
+    seen: list[int] = []
+    result = profiled(seen)()
+    assert len(result.data.runs) == RUNS
+    assert seen[:FREEZE_EVERY] == [0] * FREEZE_EVERY  # nothing before the first checkpoint
+    assert min(seen[FREEZE_EVERY:]) > 0  # the runs written so far (and the rest of the heap) are frozen
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    from nsightx._run import heap
+
+    assert heap.FREEZE_EVERY == FREEZE_EVERY
+
+
+def test_the_run_loop_alone_freezes_too_and_a_profiled_call_around_it_unfreezes_once(collector_as_found):
+    # the ncu worker's child drives run_loop without a profiled call around it
+    from nsightx_host import HostSession
+
+    from nsightx._results.sink import RunSink
+    from nsightx._run.loop import run_loop
+    from nsightx._run.plan import Plan
+
+    seen: list[int] = []
+    plan = Plan(
+        function=lambda: seen.append(gc.get_freeze_count()),
+        function_name="f",
+        params=(),
+        configs=((),),
+        runs=RUNS,
+        warmup=0,
+        metrics=("host__time_duration.sum",),
+        backend="host",
+        needs_gpu=False,
+    )
+    run_loop(plan, HostSession(), RunSink())
+    assert seen[0] == 0 and seen[-1] > 0 and gc.get_freeze_count() == 0
+    from nsightx._run import heap
+
+    with heap.holding():  # as ProfiledFunction holds it around the loop and the result
+        seen.clear()
+        run_loop(plan, HostSession(), RunSink())
+        assert seen[-1] > 0 and gc.get_freeze_count() > 0  # the loop's own holding joined this one
+    assert gc.get_freeze_count() == 0
+
+
+def test_cycles_the_function_drops_are_still_freed_during_the_call(collector_as_found):
+    cycles: list[weakref.ref[Node]] = []
+    alive_later: list[int] = []
+
+    @nsightx.analyze.kernel(runs=RUNS, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off")
+    def f() -> None:
+        with nsightx.annotate("a"):
+            cycles.append(weakref.ref(Node()))
+        if len(cycles) == RUNS:  # the last run: what is left of the cycles dropped before the first checkpoint
+            alive_later.append(sum(ref() is not None for ref in cycles[:FREEZE_EVERY]))
+
+    f()
+    # a young collection may promote a cycle still in use to the oldest generation, where one dropped before a
+    # checkpoint waits for the call's end: a few may, not the cycles of every run
+    assert alive_later[0] <= FREEZE_EVERY // 100
+    gc.collect()
+    assert all(ref() is None for ref in cycles)  # unfrozen at the end: a full collection frees every one
+
+
+def test_a_process_that_froze_objects_itself_is_left_as_it_was(collector_as_found):
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    seen: list[int] = []
+    profiled(seen)()
+    assert set(seen) == {frozen} and gc.get_freeze_count() == frozen
+
+
+def test_with_the_collector_disabled_nothing_is_frozen_and_it_stays_disabled(collector_as_found):
+    gc.disable()
+    seen: list[int] = []
+    profiled(seen)()
+    assert set(seen) == {0} and not gc.isenabled() and gc.get_freeze_count() == 0
