@@ -23,9 +23,10 @@ row-by-row code built (``tests/test_dataframe_equal.py`` compares them with comm
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -120,18 +121,37 @@ def _column(values: Sequence[Any], codes: Ints) -> _Column:
     import pandas as pd
 
     used = np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
-    kept = np.flatnonzero(used[1:])
-    listed = [values[i] for i in kept.tolist()]
+    listed: list[Any] = []
+    slots: dict[Hashable, int] = {}
     where = np.zeros(len(values) + 1, dtype=np.int64)
-    where[kept] = np.arange(len(kept))
+    for i in np.flatnonzero(used[1:]).tolist():  # equal values (same type, same bits) share a slot
+        v = values[i]
+        where[i] = slots.setdefault(_identity(v), len(listed))
+        if where[i] == len(listed):
+            listed.append(v)
     if used[0]:
         where[-1] = len(listed)  # code -1 reads the last slot
         listed.append(None)
     return _Column(pd.Series(listed, dtype=None if listed else object), where[codes])
 
 
+def _identity(value: Any) -> Hashable:
+    """A key under which two values are interchangeable in a column: same type and value (floats by their bits)."""
+    if isinstance(value, float):
+        return (type(value), value.hex())
+    try:
+        return (type(value), hash(value), value)
+    except TypeError:
+        return ("id", id(value))
+
+
 def _repeat(value: Any, n: int) -> _Column:
-    return _column([value], np.zeros(n, dtype=np.int64))
+    """A per-run column of one value (``[value] * n``)."""
+    import pandas as pd
+
+    if value is None or n == 0:
+        return _column([value], np.zeros(n, dtype=np.int64))
+    return _Column(pd.Series([value]), np.zeros(n, dtype=np.int64))
 
 
 def _scopes(table: ResultTable) -> dict[str, str]:
@@ -219,7 +239,10 @@ def _first(col: _Column, groups: Groups) -> Any:
     """
     import pandas as pd
 
-    rows = np.flatnonzero(col.notna())
+    present = col.values.notna().to_numpy()
+    if present.all():  # every group's first value is its first row's
+        return pd.Series(col.values.array.take(col.pos[groups.first]), dtype=col.values.dtype).to_numpy()
+    rows = np.flatnonzero(present[col.pos])
     n = len(col.pos)
     first = np.full(groups.count, n, dtype=np.int64)
     first[groups.ids[rows][::-1]] = rows[::-1]  # repeated index: the last write wins, which is the first row
@@ -312,13 +335,32 @@ def _top_kernels(t: ResultTable, groups: Groups) -> Any:
     return out
 
 
-def _scalar(value: Any, n: int) -> pd.Series:
+def _scalar(value: Any, n: int) -> Any:
     """A column of one value, made as ``frame[name] = value`` makes it (``pd.Series(None, index)`` would be float)."""
     import pandas as pd
 
-    holder = pd.DataFrame(index=pd.RangeIndex(n))
-    holder["value"] = value
-    return holder["value"]
+    dtype = _scalar_dtype(type(value)) if type(value) in _PLAIN_SCALARS else None
+    if dtype is None or (type(value) is int and not _INT64[0] <= value <= _INT64[1]):
+        holder = pd.DataFrame(index=pd.RangeIndex(n))
+        holder["value"] = value
+        return holder["value"]
+    if isinstance(dtype, np.dtype):
+        return np.full(n, value, dtype=dtype)
+    return pd.array([value] * n, dtype=dtype)
+
+
+_PLAIN_SCALARS = (str, int, float, bool, type(None))
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+@functools.cache
+def _scalar_dtype(kind: type) -> Any:
+    """The dtype ``frame[name] = value`` gives a value of type ``kind`` (asked of pandas once per type)."""
+    import pandas as pd
+
+    holder = pd.DataFrame(index=pd.RangeIndex(1))
+    holder["value"] = {str: "s", int: 1, float: 1.5, bool: True, type(None): None}[kind]
+    return holder["value"].dtype
 
 
 def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None) -> pd.DataFrame:
@@ -340,26 +382,30 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     verdicts = _throttled(t.collector_values)
     throttled = None if verdicts is None else _throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
-    _collector_stats(out, _run_columns(data, t), scopes, groups)
+    _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups)
     out["StableMeasurement"] = _stability(out, groups, throttled)
     out["Flags"] = flag_cells(data, t, groups, np.zeros(t.n, np.bool_) if throttled is None else throttled)
     out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
     if plan.normalize_against is not None:
         _normalize(out, plan.normalize_against, t, groups)
     out["Geomean"] = _geomeans(out["AvgValue"], t, groups)
-    metrics = [t.metrics[m] for m in t.metric[groups.first].tolist()]
     sources = parse_sources(data.environment.get(SOURCES_KEY))  # a joined result: which backend measured what
-    out["Tool"] = [sources.get(m, plan.backend) for m in metrics] if sources else _scalar(plan.backend, groups.count)
+    if sources:
+        out["Tool"] = _column([sources.get(m, plan.backend) for m in t.metrics], t.metric[groups.first]).array()
+    else:
+        out["Tool"] = _scalar(plan.backend, groups.count)
     devices = _devices(data)
-    idx = out["Config"].tolist()
     if devices is not None:
-        out["Device"] = [devices[c] for c in idx]
-    frame = pd.DataFrame(out)
+        out["Device"] = _column(devices, out["Config"]).array()
+    idx = out["Config"].tolist()
     cfgs = configs if configs is not None else plan.configs
     params = {p: [cfgs[c][i] for c in idx] for i, p in enumerate(plan.params)}
-    front = frame[["Annotation", "Metric"]]
-    rest = frame.drop(columns=["Annotation", "Metric", "Config"])
-    return pd.concat([front, pd.DataFrame(params, index=frame.index), rest], axis=1)
+    front = {"Annotation": out.pop("Annotation"), "Metric": out.pop("Metric")}
+    del out["Config"]
+    if len({*front, *params, *out}) == len(front) + len(params) + len(out):
+        return pd.DataFrame({**front, **params, **out})
+    parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
+    return pd.concat(parts, axis=1)  # a parameter named like a column: both kept, as before
 
 
 def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, Any]:
@@ -368,8 +414,8 @@ def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, 
 
     first = groups.first
     out: dict[str, Any] = {
-        "Annotation": [t.annotations[a] for a in t.annotation[first].tolist()],
-        "Metric": [t.metrics[m] for m in t.metric[first].tolist()],
+        "Annotation": _column(t.annotations, t.annotation[first]).array(),
+        "Metric": _column(t.metrics, t.metric[first]).array(),
         "Config": t.config[first],
     }
     value = pd.Series(t.value, copy=False).groupby(groups.ids, sort=False)
@@ -383,7 +429,7 @@ def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, 
     for name in _ENV_COLUMNS:
         out[name] = _scalar(data.environment.get(name), groups.count)
     if data.config_hosts:
-        out["Host"] = [data.config_hosts[c] for c in out["Config"].tolist()]
+        out["Host"] = _column(data.config_hosts, out["Config"]).array()
     out["Unit"] = _first(_column(t.units, t.unit), groups)
     return out
 
@@ -393,8 +439,10 @@ _SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lo
 
 def _normalize(out: dict[str, Any], baseline: str, t: ResultTable, groups: Groups) -> None:
     """Divide every value and spread column by the baseline's mean for the same config and metric (in place)."""
-    annotations, metrics, configs = out["Annotation"], out["Metric"], out["Config"].tolist()
-    avg = out["AvgValue"]
+    names, all_metrics = t.annotations, t.metrics
+    annotations = [names[a] for a in t.annotation[groups.first].tolist()]
+    metrics = [all_metrics[m] for m in t.metric[groups.first].tolist()]
+    configs, avg = out["Config"].tolist(), out["AvgValue"]
     base = {(c, m): float(v) for a, m, c, v in zip(annotations, metrics, configs, avg, strict=True) if a == baseline}
     if not base:
         names = sorted(set(annotations))
@@ -427,17 +475,14 @@ def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
     first = groups.first
     pair, _ = group_ids(t.annotation[first], t.metric[first])
     order = np.argsort(pair, kind="stable")
-    size = np.bincount(pair)
-    out = np.empty(len(avg), dtype=np.float64)
+    values = np.asarray(avg, dtype=np.float64)[order]
+    kept = np.isfinite(values) & (values > 0)
+    logs = np.log(values[kept])  # elementwise, so the same numbers as taking each group's log on its own
+    size = np.bincount(pair[order][kept], minlength=int(pair.max()) + 1)
+    means = np.full(len(size), math.nan)
     start = 0
-    for k in size.tolist():
-        rows = order[start : start + k]
-        out[rows] = _geomean(avg[rows])
+    for i, k in enumerate(size.tolist()):
+        if k:
+            means[i] = float(np.exp(np.mean(logs[start : start + k])))  # the group's own reduction, as before
         start += k
-    return out
-
-
-def _geomean(values: Any) -> float:
-    arr = np.asarray(values, dtype="float64")
-    arr = arr[np.isfinite(arr) & (arr > 0)]
-    return float(np.exp(np.mean(np.log(arr)))) if arr.size else math.nan
+    return means[pair]

@@ -138,26 +138,86 @@ def numbers(values: Sequence[object]) -> Floats:
     return out
 
 
-@dataclass(frozen=True, eq=False)
 class RegionColumns:
-    """One row per region execution (``RegionRun``), in the order of ``data.runs``."""
+    """One row per region execution (``RegionRun``), in the order of ``data.runs``; each column made when first read.
 
-    annotation: Ints
-    """Code into :attr:`ResultTable.annotations`."""
-    config: Ints
-    run: Ints
-    host_ns: Floats
-    failed: np.ndarray[Any, np.dtype[np.bool_]]
-    launch_bound: np.ndarray[Any, np.dtype[np.int8]]
-    """The backend's own ``launch_bound`` attribute: 1 true, 0 false, -1 absent or not a bool."""
-    device_ns: Floats
-    span_ns: Floats
-    launch_ns: Floats
-    kernel_count: Floats
-    """Numeric attributes as floats (NaN when absent or not a number)."""
+    Most results never need most of them: the quality flags read the host time and the ids only where some
+    execution has GPU-time evidence (the host backend's have none).
+    """
 
+    def __init__(self, runs: Sequence[RunRecords], table: ResultTable) -> None:
+        self._runs = runs
+        self._table = table
 
-_FLAG_ATTRIBUTES = ("device_ns", "span_ns", "launch_ns", "kernel_count")
+    @functools.cached_property
+    def _regions(self) -> list[RegionRun]:
+        return list(itertools.chain.from_iterable(map(attrgetter("regions"), self._runs)))
+
+    @functools.cached_property
+    def n(self) -> int:
+        """Number of region executions."""
+        return len(self._regions)
+
+    def _ints(self, name: str) -> Ints:
+        return np.fromiter(map(attrgetter(name), self._regions), dtype=np.int64, count=self.n)
+
+    @functools.cached_property
+    def annotation(self) -> Ints:
+        """Code into :attr:`ResultTable.annotations`."""
+        return self._table.annotation_codes(map(attrgetter("annotation"), self._regions), self.n)
+
+    @functools.cached_property
+    def config(self) -> Ints:
+        """Config index."""
+        return self._ints("config")
+
+    @functools.cached_property
+    def run(self) -> Ints:
+        """Run index."""
+        return self._ints("run")
+
+    @functools.cached_property
+    def host_ns(self) -> Floats:
+        """Host wall time (ns)."""
+        return np.fromiter(map(attrgetter("host_ns"), self._regions), dtype=np.float64, count=self.n)
+
+    @functools.cached_property
+    def failed(self) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Whether the region raised (and ``ignore_failures`` swallowed it)."""
+        return np.fromiter(map(bool, map(attrgetter("failed"), self._regions)), dtype=np.bool_, count=self.n)
+
+    @functools.cached_property
+    def _with_attributes(self) -> tuple[Ints, list[Mapping[str, Scalar]]]:
+        """The executions that have attributes (positions, and their attribute mappings)."""
+        get = attrgetter("attributes")
+        if not any(any(map(get, run.regions)) for run in self._runs):  # the host backend records none
+            return np.zeros(0, np.int64), []
+        attrs = list(map(attrgetter("attributes"), self._regions))
+        where = np.flatnonzero(np.fromiter(map(len, attrs), dtype=np.int64, count=self.n))
+        return where, [attrs[i] for i in where.tolist()]
+
+    @property
+    def has_attributes(self) -> bool:
+        """Whether any execution has attributes."""
+        return bool(self._with_attributes[1])
+
+    def attribute(self, name: str) -> Floats:
+        """A numeric attribute per execution (NaN when absent or not a number; a bool is not a number)."""
+        out = np.full(self.n, np.nan)
+        where, attrs = self._with_attributes
+        if attrs:
+            out[where] = numbers(list(map(methodcaller("get", name), attrs)))
+        return out
+
+    @functools.cached_property
+    def launch_bound(self) -> np.ndarray[Any, np.dtype[np.int8]]:
+        """The backend's own ``launch_bound`` attribute: 1 true, 0 false, -1 absent or not a bool."""
+        out = np.full(self.n, -1, dtype=np.int8)
+        where, attrs = self._with_attributes
+        if attrs:
+            own = map(methodcaller("get", "launch_bound"), attrs)
+            out[where] = [int(v) if isinstance(v, bool) else -1 for v in own]
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,21 +244,35 @@ class ResultTable:
         n = len(vals)
         self.n = n
         """Number of value rows."""
+        self._values = vals
         self._runs: tuple[RunRecords, ...] = data.runs  # not ``data``: the cache must not keep the result alive
-        self._annotation_codes = Encoder()
-        self.annotation = self._annotation_codes.encode(map(attrgetter("annotation"), vals), n)
-        """Per value row, the code of its annotation in :attr:`annotations`."""
-        metrics, kernels, units = Encoder(), Encoder(), Encoder()
-        self.metric = metrics.encode(map(attrgetter("metric"), vals), n)
-        self.kernel = kernels.encode(map(attrgetter("kernel"), vals), n)
-        self.unit = units.encode(map(attrgetter("unit"), vals), n)
-        self.metrics: list[str] = metrics.values
-        self.kernels: list[str] = kernels.values
-        self.units: list[str | None] = units.values
-        self.config: Ints = np.fromiter(map(attrgetter("config"), vals), dtype=np.int64, count=n)
-        self.run: Ints = np.fromiter(map(attrgetter("run"), vals), dtype=np.int64, count=n)
-        self.value: Floats = np.fromiter(map(attrgetter("value"), vals), dtype=np.float64, count=n)
         self._lock = threading.Lock()
+        # The four string fields in one pass: (annotation, metric, kernel, unit) combinations are few.
+        combos = Encoder()
+        combo = combos.encode(map(attrgetter("annotation", "metric", "kernel", "unit"), vals), n)
+        distinct = combos.values
+        fields = []
+        for i in range(4):
+            encoder = Encoder()
+            per_combo = encoder.encode((c[i] for c in distinct), len(distinct))
+            fields.append((encoder, per_combo[combo]))
+        self._annotation_codes = fields[0][0]
+        self.annotation: Ints = fields[0][1]
+        """Per value row, the code of its annotation in :attr:`annotations`."""
+        self.metric: Ints = fields[1][1]
+        self.kernel: Ints = fields[2][1]
+        self.unit: Ints = fields[3][1]
+        self.metrics: list[str] = fields[1][0].values
+        self.kernels: list[str] = fields[2][0].values
+        self.units: list[str | None] = fields[3][0].values
+        """Codes and distinct values of metric, kernel and unit."""
+        self.config: Ints = np.fromiter(map(attrgetter("config"), vals), dtype=np.int64, count=n)
+        self.value: Floats = np.fromiter(map(attrgetter("value"), vals), dtype=np.float64, count=n)
+
+    @functools.cached_property
+    def run(self) -> Ints:
+        """Per value row, its run index (read when first needed: only collectors and flags of runs need it)."""
+        return np.fromiter(map(attrgetter("run"), self._values), dtype=np.int64, count=self.n)
 
     @property
     def annotations(self) -> list[str]:
@@ -212,28 +286,13 @@ class ResultTable:
 
     @functools.cached_property
     def regions(self) -> RegionColumns:
-        """The region executions as columns (one pass over the runs' regions)."""
-        regs: list[RegionRun] = list(itertools.chain.from_iterable(map(attrgetter("regions"), self._runs)))
-        n = len(regs)
-        attrs: list[Mapping[str, Scalar]] = list(map(attrgetter("attributes"), regs))
-        with_attrs = [i for i, size in enumerate(map(len, attrs)) if size]
-        columns: dict[str, Floats] = {name: np.full(n, np.nan) for name in _FLAG_ATTRIBUTES}
-        launch_bound = np.full(n, -1, dtype=np.int8)
-        if with_attrs:
-            present = [attrs[i] for i in with_attrs]
-            for name in _FLAG_ATTRIBUTES:
-                columns[name][with_attrs] = numbers(list(map(methodcaller("get", name), present)))
-            own = map(methodcaller("get", "launch_bound"), present)
-            launch_bound[with_attrs] = [int(v) if isinstance(v, bool) else -1 for v in own]
-        return RegionColumns(
-            annotation=self.annotation_codes(map(attrgetter("annotation"), regs), n),
-            config=np.fromiter(map(attrgetter("config"), regs), dtype=np.int64, count=n),
-            run=np.fromiter(map(attrgetter("run"), regs), dtype=np.int64, count=n),
-            host_ns=np.fromiter(map(attrgetter("host_ns"), regs), dtype=np.float64, count=n),
-            failed=np.fromiter(map(bool, map(attrgetter("failed"), regs)), dtype=np.bool_, count=n),
-            launch_bound=launch_bound,
-            **columns,
-        )
+        """The region executions as columns (each made from one pass over the runs' regions when first read)."""
+        return RegionColumns(self._runs, self)
+
+    def has_metric(self, metric: str) -> bool:
+        """Whether any raw record is of ``metric`` (a C-level scan that stops at the first)."""
+        get = attrgetter("metric")
+        return any(metric in map(get, run.records) for run in self._runs)
 
     @functools.cached_property
     def records(self) -> list[Record]:

@@ -17,7 +17,6 @@ String work (the ``Flags`` cell) is done once per distinct set of flags.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
@@ -141,12 +140,13 @@ def _judge_again(
     order = np.argsort(groups.ids, kind="stable")
     size = np.bincount(groups.ids, minlength=groups.count)
     start = np.cumsum(size) - size
+    annotations = table.annotations
     for gi in todo:
         rows = order[start[gi] : start[gi] + size[gi]]
         rows = rows[np.isfinite(table.value[rows])]
         first = groups.first[gi]
         row = RowEvidence(
-            annotation=table.annotations[table.annotation[first]],
+            annotation=annotations[table.annotation[first]],
             metric=table.metrics[table.metric[first]],
             config=int(table.config[first]),
             unit=table.units[unit[gi]] if unit[gi] >= 0 else None,
@@ -181,11 +181,10 @@ def _clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Map
 def _gpu_ns(table: ResultTable) -> Floats:
     """Per region execution, the sum of its finite ``gpu__time_duration.sum`` records (NaN without one)."""
     regs = table.regions
-    nr = len(regs.config)
+    if not table.has_metric(GPU_TIME_METRIC):  # most results that get here have none (the host backend)
+        return np.full(regs.n, np.nan)
     records = table.records
     metrics = list(map(attrgetter("metric"), records))
-    if not operator.countOf(metrics, GPU_TIME_METRIC):  # a C-level scan: most results have none (host backend)
-        return np.full(nr, np.nan)
     picked = [records[i] for i in np.flatnonzero(np.array(metrics, dtype=object) == GPU_TIME_METRIC).tolist()]
     k = len(picked)
     value = np.fromiter(map(attrgetter("value"), picked), dtype=np.float64, count=k)
@@ -196,53 +195,68 @@ def _gpu_ns(table: ResultTable) -> Floats:
     )
     ok = np.isfinite(value)
     span = int(ids.max()) + 1
-    rec_ids = ids[nr:][ok]
+    rec_ids = ids[regs.n :][ok]
     sums = np.bincount(rec_ids, weights=value[ok], minlength=span)  # in record order from 0.0, as the rule adds
     seen = np.bincount(rec_ids, minlength=span) > 0
-    reg_ids = ids[:nr]
+    reg_ids = ids[: regs.n]
     return np.where(seen[reg_ids], sums[reg_ids], np.nan)
 
 
-def _launch_verdicts(table: ResultTable) -> tuple[Bools, Bools]:
-    """Per region execution: its launch-bound verdict and whether it has one (``_run_launch_bound`` of flags)."""
+def _launch_verdicts(table: ResultTable) -> tuple[Bools, Bools] | None:
+    """Per region execution: its launch-bound verdict and whether it has one (``_run_launch_bound`` of flags).
+
+    None when no execution has a verdict (no backend attribute and no GPU time: the host backend), found without
+    reading the executions' ids or host times.
+    """
     regs = table.regions
+    if not regs.has_attributes and not table.has_metric(GPU_TIME_METRIC):
+        return None  # no execution has evidence, and no column of them was read
     own = regs.launch_bound
-    gpu = regs.device_ns.copy()
+    gpu = regs.attribute("device_ns")
     with np.errstate(invalid="ignore"):
         use = ~(gpu > 0)
-        gpu[use] = regs.span_ns[use]
-        if (~(gpu > 0) & (own < 0) & ~regs.failed).any():
+        gpu[use] = regs.attribute("span_ns")[use]
+        if (~(gpu > 0) & (own < 0)).any():
             use = ~(gpu > 0)
             gpu[use] = _gpu_ns(table)[use]
-        host = np.where(regs.launch_ns > 0, regs.launch_ns, regs.host_ns)
-        verdict = np.where(own >= 0, own == 1, host > gpu)
         judged = (own >= 0) | (gpu > 0)
-    return verdict, judged
+        if not judged.any():
+            return None
+        launch = regs.attribute("launch_ns")
+        host = np.where(launch > 0, launch, regs.host_ns)
+        verdict = np.where(own >= 0, own == 1, host > gpu)
+    return verdict, judged & ~regs.failed
 
 
 def _region_flags(table: ResultTable, groups: Groups, serializes: bool) -> tuple[Bools, Bools]:
     """``serialized`` and ``launch_bound`` per group, from the executions of its (annotation, config) region."""
-    serialized = np.zeros(groups.count, dtype=np.bool_)
-    launch_bound = np.zeros(groups.count, dtype=np.bool_)
+    none = np.zeros(groups.count, dtype=np.bool_)
     regs = table.regions
-    nr = len(regs.config)
-    if nr == 0:
-        return serialized, launch_bound
+    if serializes:
+        with np.errstate(invalid="ignore"):
+            many = regs.attribute("kernel_count") > 1
+        if not many.any():
+            return none, none
+        reg_ids, grp_ids, span = _region_keys(table, groups)
+        return (np.bincount(reg_ids, weights=many, minlength=span) > 0)[grp_ids], none
+    verdicts = _launch_verdicts(table)
+    if verdicts is None:
+        return none, none
+    verdict, judged = verdicts
+    reg_ids, grp_ids, span = _region_keys(table, groups)
+    n_judged = np.bincount(reg_ids, weights=judged, minlength=span)
+    n_bound = np.bincount(reg_ids, weights=judged & verdict, minlength=span)
+    return none, ((n_judged > 0) & (2 * n_bound > n_judged))[grp_ids]
+
+
+def _region_keys(table: ResultTable, groups: Groups) -> tuple[Ints, Ints, int]:
+    """One numbering of (annotation, config) over the region executions and the groups: their ids, and the span."""
+    regs = table.regions
     ids, _ = group_ids(
         np.concatenate([regs.annotation, table.annotation[groups.first]]),
         np.concatenate([regs.config, table.config[groups.first]]),
     )
-    span = int(ids.max()) + 1
-    reg_ids, grp_ids = ids[:nr], ids[nr:]
-    if serializes:
-        with np.errstate(invalid="ignore"):
-            many = regs.kernel_count > 1
-        return (np.bincount(reg_ids, weights=many, minlength=span) > 0)[grp_ids], launch_bound
-    verdict, judged = _launch_verdicts(table)
-    judged &= ~regs.failed
-    n_judged = np.bincount(reg_ids, weights=judged, minlength=span)
-    n_bound = np.bincount(reg_ids, weights=judged & verdict, minlength=span)
-    return serialized, ((n_judged > 0) & (2 * n_bound > n_judged))[grp_ids]
+    return ids[: regs.n], ids[regs.n :], int(ids.max()) + 1
 
 
 def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled_rows: Bools) -> list[str]:
