@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from _frames import decode, dumps, encode, load_result
 
+from nsightx._results import dataframe
 from nsightx._results.results import ProfileResults
 
 FRAMES = Path(__file__).parent / "fixtures" / "frames"
@@ -30,7 +31,12 @@ def test_every_kind_of_result_is_covered():
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("frame", ["to_dataframe", "runs_dataframe"])
-def test_frames_equal_those_of_the_row_by_row_code(case: str, frame: str) -> None:
+@pytest.mark.parametrize("list_rows", [dataframe._SMALL, 0], ids=["small-as-lists", "all-as-arrays"])
+def test_frames_equal_those_of_the_row_by_row_code(
+    case: str, frame: str, list_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways a column reaches pandas (a per-row list for a few rows, arrays beyond) give the same frame."""
+    monkeypatch.setattr(dataframe, "_SMALL", list_rows)
     expected = json.loads((FRAMES / f"{case}.frames.json").read_text(encoding="utf-8"))[frame]
     results = ProfileResults(load_result(FRAMES / f"{case}.result.json"))
     actual = getattr(results, frame)()

@@ -27,7 +27,6 @@ import functools
 import math
 import statistics
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -93,20 +92,34 @@ def _throttled(collectors: Iterable[CollectorValue]) -> dict[tuple[int, int], bo
     return out
 
 
-@dataclass(frozen=True, eq=False)
+_SMALL = 512
+"""Up to this many rows a column is handed to pandas as the per-row list (pandas' fixed costs dominate there)."""
+
+
 class _Column:
     """A per-run column as its distinct values and each row's position among them (no per-row Python objects)."""
 
-    values: pd.Series
-    """The distinct values the rows use (``None`` last for rows without one), with the dtype pandas infers for
-    the per-row list: a list and its set of distinct values infer the same dtype."""
-    pos: Ints
-    """Per row, the position of its value in :attr:`values`."""
+    def __init__(self, items: list[Any], pos: Ints) -> None:
+        self.items = items
+        """The distinct values the rows use (``None`` last for rows without one)."""
+        self.pos = pos
+        """Per row, the position of its value in :attr:`items`."""
+
+    @functools.cached_property
+    def values(self) -> pd.Series:
+        """:attr:`items` with the dtype pandas infers for the per-row list.
+
+        A list and its set of distinct values infer the same dtype.
+        """
+        import pandas as pd
+
+        return pd.Series(self.items, dtype=None if self.items else object)
 
     def array(self) -> Any:
-        """The column's per-row data, to hand to the DataFrame (an empty list for no rows, as before)."""
-        if len(self.pos) == 0:
-            return []
+        """The column's per-row data, to hand to the DataFrame (the per-row list for few rows, as before)."""
+        if len(self.pos) <= _SMALL:
+            items = self.items
+            return [items[p] for p in self.pos.tolist()]
         if isinstance(self.values.dtype, np.dtype):
             return self.values.to_numpy()[self.pos]
         return self.values.array.take(self.pos)
@@ -118,8 +131,6 @@ class _Column:
 
 def _column(values: Sequence[Any], codes: Ints) -> _Column:
     """The per-row column of ``values[code]`` (``None`` where the code is :data:`MISSING`)."""
-    import pandas as pd
-
     used = np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
     listed: list[Any] = []
     slots: dict[Hashable, int] = {}
@@ -132,7 +143,7 @@ def _column(values: Sequence[Any], codes: Ints) -> _Column:
     if used[0]:
         where[-1] = len(listed)  # code -1 reads the last slot
         listed.append(None)
-    return _Column(pd.Series(listed, dtype=None if listed else object), where[codes])
+    return _Column(listed, where[codes])
 
 
 def _identity(value: Any) -> Hashable:
@@ -147,11 +158,7 @@ def _identity(value: Any) -> Hashable:
 
 def _repeat(value: Any, n: int) -> _Column:
     """A per-run column of one value (``[value] * n``)."""
-    import pandas as pd
-
-    if value is None or n == 0:
-        return _column([value], np.zeros(n, dtype=np.int64))
-    return _Column(pd.Series([value]), np.zeros(n, dtype=np.int64))
+    return _Column([value], np.zeros(n, dtype=np.int64))
 
 
 def _scopes(table: ResultTable) -> dict[str, str]:
@@ -226,9 +233,12 @@ def runs_frame(data: ResultData) -> pd.DataFrame:
 
 
 def _groups(t: ResultTable) -> Groups:
-    """The aggregated rows: (annotation, metric, config) in first-seen order, as ``groupby(sort=False)`` has them."""
-    ids, first = group_ids(t.annotation, t.metric, t.config)
-    return Groups(ids, first)
+    """The aggregated rows: (annotation, metric, config) in first-seen order, as ``groupby(sort=False)`` has them.
+
+    Numbered over the table's combinations, which are in first-seen order themselves, then spread to the rows.
+    """
+    per_combo, first_combo = group_ids(t.combo_annotation, t.combo_metric, t.combo_config)
+    return Groups(per_combo[t.combo], t.combo_first[first_combo])
 
 
 def _first(col: _Column, groups: Groups) -> Any:
@@ -318,16 +328,19 @@ def _stability(out: dict[str, Any], groups: Groups, throttled: Any) -> Any:
 def _top_kernels(t: ResultTable, groups: Groups) -> Any:
     """The most frequent kernel name of each group's successful runs (``failed`` if none succeeded).
 
-    Ties go to the kernel met first, as the stable sort of the row-by-row code did.
+    Ties go to the kernel met first, as the stable sort of the row-by-row code did. Counted per combination of
+    the table (each has one group and one kernel), whose order is the rows' first-seen order.
     """
     out = np.full(groups.count, "failed", dtype=object)
     failed = t.kernels.index("failed") if "failed" in t.kernels else MISSING
-    rows = np.flatnonzero(t.kernel != failed)
-    if len(rows) == 0:
+    combos = np.flatnonzero(t.combo_kernel != failed)
+    if len(combos) == 0:
         return out
-    pair, first = group_ids(groups.ids[rows], t.kernel[rows])
-    count = np.bincount(pair)
-    group, kernel = groups.ids[rows][first], t.kernel[rows][first]
+    rows = np.bincount(t.combo, minlength=len(t.combo_first))[combos]
+    group = groups.ids[t.combo_first[combos]]
+    pair, first = group_ids(group, t.combo_kernel[combos])
+    count = np.bincount(pair, weights=rows)
+    group, kernel = group[first], t.combo_kernel[combos][first]
     order = np.lexsort((np.arange(len(count)), -count, group))
     lead = order[np.r_[True, group[order][1:] != group[order][:-1]]]
     names = t.kernels

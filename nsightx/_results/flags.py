@@ -4,7 +4,9 @@ Each flag is one small function over the evidence a result already holds (its pl
 region records and collector values); :func:`row_flags` runs them all and returns, for every
 (annotation, metric, config) row, the sorted names of the flags that hold. The DataFrame shows them in a
 ``Flags`` column (comma-separated, ``""`` when none) and :func:`filter_flags` keeps or drops rows by flag. Pure
-Python: no pandas here, so ``nsightx compare`` uses the same functions on the results it reads.
+Python: no pandas here, so ``nsightx compare`` uses the same functions on the results it reads. The DataFrame
+computes the same verdicts for all its rows at once with numpy (:mod:`nsightx._results.table_flags`); these rules
+are the reference it is tested against, and it asks them about any row too close to a threshold to call.
 
 The flags and the evidence each one is computed from (docs/flags.md says the same for users):
 

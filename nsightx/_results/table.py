@@ -50,8 +50,8 @@ _MAX_PACKED = 1 << 62
 class Encoder:
     """Dense integer codes for hashable values, numbered in first-seen order; shareable by several columns.
 
-    Values are told apart by ``==`` and ``hash``, so only strings and ``None`` are encoded this way (``1``,
-    ``1.0`` and ``True`` would share a code).
+    Values are told apart by ``==`` and ``hash``, so only strings, ``None``, ints and tuples of those are encoded
+    this way (``1``, ``1.0`` and ``True`` would share a code).
     """
 
     def __init__(self) -> None:
@@ -67,8 +67,12 @@ class Encoder:
         """The codes of ``n`` items (one C-level pass: ``dict.setdefault`` remembers each value's first position)."""
         first = np.fromiter(map(self._index.setdefault, items, itertools.count(self._seen)), dtype=np.int64, count=n)
         self._seen += n
-        positions = np.fromiter(self._index.values(), dtype=np.int64, count=len(self._index))
-        return np.searchsorted(positions, first).astype(np.int64, copy=False)
+        return np.searchsorted(self.first_positions, first).astype(np.int64, copy=False)
+
+    @property
+    def first_positions(self) -> Ints:
+        """Where each distinct value was first met, counting every item encoded so far (ascending)."""
+        return np.fromiter(self._index.values(), dtype=np.int64, count=len(self._index))
 
 
 def dense_ids(keys: Ints) -> tuple[Ints, Ints]:
@@ -247,27 +251,50 @@ class ResultTable:
         self._values = vals
         self._runs: tuple[RunRecords, ...] = data.runs  # not ``data``: the cache must not keep the result alive
         self._lock = threading.Lock()
-        # The four string fields in one pass: (annotation, metric, kernel, unit) combinations are few.
+        # One pass for five fields: the (annotation, metric, kernel, unit, config) combinations are few, and the
+        # work per combination (codes, groups, kernels, units) is then done once per combination, not per row.
         combos = Encoder()
-        combo = combos.encode(map(attrgetter("annotation", "metric", "kernel", "unit"), vals), n)
+        self.combo: Ints = combos.encode(map(attrgetter("annotation", "metric", "kernel", "unit", "config"), vals), n)
+        """Per value row, its combination of (annotation, metric, kernel, unit, config)."""
+        self.combo_first: Ints = combos.first_positions
+        """Per combination, its first value row."""
         distinct = combos.values
-        fields = []
-        for i in range(4):
-            encoder = Encoder()
-            per_combo = encoder.encode((c[i] for c in distinct), len(distinct))
-            fields.append((encoder, per_combo[combo]))
-        self._annotation_codes = fields[0][0]
-        self.annotation: Ints = fields[0][1]
-        """Per value row, the code of its annotation in :attr:`annotations`."""
-        self.metric: Ints = fields[1][1]
-        self.kernel: Ints = fields[2][1]
-        self.unit: Ints = fields[3][1]
-        self.metrics: list[str] = fields[1][0].values
-        self.kernels: list[str] = fields[2][0].values
-        self.units: list[str | None] = fields[3][0].values
-        """Codes and distinct values of metric, kernel and unit."""
-        self.config: Ints = np.fromiter(map(attrgetter("config"), vals), dtype=np.int64, count=n)
+        encoders = [Encoder() for _ in range(4)]
+        per_combo = [e.encode((c[i] for c in distinct), len(distinct)) for i, e in enumerate(encoders)]
+        self.combo_annotation, self.combo_metric, self.combo_kernel, self.combo_unit = per_combo
+        """Per combination, the codes of its annotation, metric, kernel and unit."""
+        self.combo_config: Ints = np.array([c[4] for c in distinct], dtype=np.int64)
+        self._annotation_codes = encoders[0]
+        self.metrics: list[str] = encoders[1].values
+        self.kernels: list[str] = encoders[2].values
+        self.units: list[str | None] = encoders[3].values
+        """Distinct metrics, kernels and units (a code is an index)."""
         self.value: Floats = np.fromiter(map(attrgetter("value"), vals), dtype=np.float64, count=n)
+
+    @functools.cached_property
+    def annotation(self) -> Ints:
+        """Per value row, the code of its annotation in :attr:`annotations`."""
+        return self.combo_annotation[self.combo]
+
+    @functools.cached_property
+    def metric(self) -> Ints:
+        """Per value row, the code of its metric in :attr:`metrics`."""
+        return self.combo_metric[self.combo]
+
+    @functools.cached_property
+    def kernel(self) -> Ints:
+        """Per value row, the code of its kernel in :attr:`kernels`."""
+        return self.combo_kernel[self.combo]
+
+    @functools.cached_property
+    def unit(self) -> Ints:
+        """Per value row, the code of its unit in :attr:`units`."""
+        return self.combo_unit[self.combo]
+
+    @functools.cached_property
+    def config(self) -> Ints:
+        """Per value row, its config index."""
+        return self.combo_config[self.combo]
 
     @functools.cached_property
     def run(self) -> Ints:

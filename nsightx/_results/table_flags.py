@@ -90,16 +90,16 @@ def _spread(value: Floats, finite: Bools, groups: Groups) -> _Spread:
 
 
 def _first_units(table: ResultTable, groups: Groups) -> Ints:
-    """Per group, the code of its first unit that is not ``None`` (as ``row_evidence`` keeps it); -1 without one."""
+    """Per group, the code of its first unit that is not ``None`` (as ``row_evidence`` keeps it); -1 without one.
+
+    Read per combination of the table: they are in first-seen order, so a group's first combination with a unit
+    holds its first row with one.
+    """
     out = np.full(groups.count, -1, dtype=np.int64)
     known = np.array([u is not None for u in table.units], dtype=np.bool_)
-    if not known.any():
-        return out
-    rows = np.flatnonzero(known[table.unit])
-    first = np.full(groups.count, table.n, dtype=np.int64)
-    first[groups.ids[rows][::-1]] = rows[::-1]  # repeated index: the last write wins, which is the first row
-    has = first < table.n
-    out[has] = table.unit[first[has]]
+    combos = np.flatnonzero(known[table.combo_unit])
+    group = groups.ids[table.combo_first[combos]]
+    out[group[::-1]] = table.combo_unit[combos][::-1]  # repeated index: the last write wins, the first combination
     return out
 
 
