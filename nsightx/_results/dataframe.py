@@ -35,7 +35,7 @@ from nsightx._errors import ConfigError
 from nsightx._results.join import SOURCES_KEY, parse_sources
 from nsightx._results.stats import ci_half_widths
 from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
-from nsightx._results.table_flags import Groups, flag_cells
+from nsightx._results.table_flags import Groups, flag_cells, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
@@ -212,13 +212,6 @@ def _run_columns(data: ResultData, t: ResultTable, throttled: Any = None) -> dic
     return cols
 
 
-def _throttled_rows(t: ResultTable, throttled: Mapping[Any, bool]) -> tuple[Any, Any]:
-    """Per value row: whether its run was throttled, and whether that is unknown (no verdict for the run)."""
-    found, codes = t.lookup("run", throttled)
-    values = np.append(np.asarray(found, dtype=np.bool_), False)[codes]
-    return values, codes == MISSING
-
-
 def runs_frame(data: ResultData) -> pd.DataFrame:
     """One row per (run, annotation, metric): nsight-python's ``profiled_data`` layout, params last."""
     import pandas as pd
@@ -227,18 +220,9 @@ def runs_frame(data: ResultData) -> pd.DataFrame:
     verdicts = _throttled(t.collector_values)
     throttled = None
     if verdicts is not None:
-        throttled = pd.arrays.BooleanArray(*_throttled_rows(t, verdicts)) if t.n else pd.array([], dtype="boolean")
+        throttled = pd.arrays.BooleanArray(*throttled_rows(t, verdicts)) if t.n else pd.array([], dtype="boolean")
     columns = _run_columns(data, t, throttled)
     return pd.DataFrame({name: c.array() if isinstance(c, _Column) else c for name, c in columns.items()})
-
-
-def _groups(t: ResultTable) -> Groups:
-    """The aggregated rows: (annotation, metric, config) in first-seen order, as ``groupby(sort=False)`` has them.
-
-    Numbered over the table's combinations, which are in first-seen order themselves, then spread to the rows.
-    """
-    per_combo, first_combo = group_ids(t.combo_annotation, t.combo_metric, t.combo_config)
-    return Groups(per_combo[t.combo], t.combo_first[first_combo])
 
 
 def _first(col: _Column, groups: Groups) -> Any:
@@ -352,7 +336,7 @@ def _scalar(value: Any, n: int) -> Any:
     """A column of one value, made as ``frame[name] = value`` makes it (``pd.Series(None, index)`` would be float)."""
     import pandas as pd
 
-    dtype = _scalar_dtype(type(value)) if type(value) in _PLAIN_SCALARS else None
+    dtype = _scalar_dtype(type(value).__name__) if type(value) in _PLAIN else None
     if dtype is None or (type(value) is int and not _INT64[0] <= value <= _INT64[1]):
         holder = pd.DataFrame(index=pd.RangeIndex(n))
         holder["value"] = value
@@ -362,17 +346,19 @@ def _scalar(value: Any, n: int) -> Any:
     return pd.array([value] * n, dtype=dtype)
 
 
-_PLAIN_SCALARS = (str, int, float, bool, type(None))
+_SAMPLES: dict[str, Any] = {"str": "s", "int": 1, "float": 1.5, "bool": True, "NoneType": None}
+"""A value of each plain type, by type name (another type, a subclass included, takes the general path)."""
+_PLAIN = (str, int, float, bool, type(None))
 _INT64 = (-(2**63), 2**63 - 1)
 
 
 @functools.cache
-def _scalar_dtype(kind: type) -> Any:
+def _scalar_dtype(kind: str) -> Any:
     """The dtype ``frame[name] = value`` gives a value of type ``kind`` (asked of pandas once per type)."""
     import pandas as pd
 
     holder = pd.DataFrame(index=pd.RangeIndex(1))
-    holder["value"] = {str: "s", int: 1, float: 1.5, bool: True, type(None): None}[kind]
+    holder["value"] = _SAMPLES[kind]
     return holder["value"].dtype
 
 
@@ -390,14 +376,14 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     t = table_of(data)
     if t.n == 0:
         return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
-    groups = _groups(t)
+    groups = Groups.of(t)
     out = _value_stats(data, t, groups)
     verdicts = _throttled(t.collector_values)
-    throttled = None if verdicts is None else _throttled_rows(t, verdicts)[0]
+    throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
     _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups)
     out["StableMeasurement"] = _stability(out, groups, throttled)
-    out["Flags"] = flag_cells(data, t, groups, np.zeros(t.n, np.bool_) if throttled is None else throttled)
+    out["Flags"] = flag_cells(data, t, groups, verdicts)
     out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
     if plan.normalize_against is not None:
         _normalize(out, plan.normalize_against, t, groups)

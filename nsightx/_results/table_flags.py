@@ -38,7 +38,7 @@ from nsightx._results.flags import (
     measured_clocks,
 )
 from nsightx._results.stats import ci_half_widths
-from nsightx._results.table import Floats, Ints, ResultTable, group_ids
+from nsightx._results.table import MISSING, Floats, Ints, ResultTable, group_ids
 from nsightx.columns import SERIALIZES_KERNELS
 
 if TYPE_CHECKING:
@@ -64,6 +64,27 @@ class Groups:
     def count(self) -> int:
         """Number of groups."""
         return len(self.first)
+
+    @classmethod
+    def of(cls, table: ResultTable) -> Groups:
+        """(annotation, metric, config) in first-seen order, as ``groupby(sort=False)`` has them.
+
+        Numbered over the table's combinations, which are in first-seen order themselves, then spread to the rows.
+        """
+        per_combo, first_combo = group_ids(table.combo_annotation, table.combo_metric, table.combo_config)
+        return cls(per_combo[table.combo], table.combo_first[first_combo])
+
+
+def throttled_rows(table: ResultTable, throttled: Mapping[Any, bool]) -> tuple[Bools, Bools]:
+    """Per value row: whether its run was throttled, and whether that is unknown (no verdict for its run).
+
+    Args:
+        table: The result's columnar view.
+        throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module).
+    """
+    found, codes = table.lookup("run", throttled)
+    values = np.append(np.asarray(found, dtype=np.bool_), False)[codes]  # MISSING (-1) picks the False
+    return values, codes == MISSING
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,16 +280,17 @@ def _region_keys(table: ResultTable, groups: Groups) -> tuple[Ints, Ints, int]:
     return ids[: regs.n], ids[regs.n :], int(ids.max()) + 1
 
 
-def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled_rows: Bools) -> list[str]:
+def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled: Mapping[Any, bool] | None) -> list[str]:
     """The ``Flags`` cell of every group, in group order (what ``flag_column`` gives for the same rows).
 
     Args:
         data: The result (plan and environment).
         table: Its columnar view.
         groups: The aggregated rows.
-        throttled_rows: Per value row, whether its run was throttled (``throttled_runs``; unknown counts as not).
+        throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module); ``None``: none known.
     """
     finite = np.isfinite(table.value)
+    was_throttled = np.zeros(table.n, np.bool_) if not throttled else throttled_rows(table, throttled)[0]
     spread = _spread(table.value, finite, groups)
     unit = _first_units(table, groups)
     unit_ns = (unit == table.units.index("ns")) if "ns" in table.units else np.zeros(groups.count, np.bool_)
@@ -282,7 +304,7 @@ def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled_r
         "launch_bound": launch_bound,
         "serialized": serialized,
         "short": short,
-        "throttled": np.bincount(groups.ids, weights=throttled_rows & finite, minlength=groups.count) > 0,
+        "throttled": np.bincount(groups.ids, weights=was_throttled & finite, minlength=groups.count) > 0,
         "unstable": unstable,
         "warm": np.full(groups.count, data.plan.cache_control == "none"),
     }
