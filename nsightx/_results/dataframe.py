@@ -80,13 +80,14 @@ def _throttled(collectors: Iterable[CollectorValue]) -> dict[tuple[int, int], bo
         idle = "gpu_idle" in str(values.get(CLOCK_EVENT_REASONS) or "").split("|")
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and not idle else None
 
-    clocks = [c for c in map(clock, per_run.values()) if c is not None]
+    clock_of = {key: clock(values) for key, values in per_run.items()}
+    clocks = [c for c in clock_of.values() if c is not None]
     median = statistics.median(clocks) if clocks else None
     out: dict[tuple[int, int], bool] = {}
     for key, values in per_run.items():
         reasons = values.get(CLOCK_EVENT_REASONS)
         by_reason = isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
-        c = clock(values)
+        c = clock_of[key]
         by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
         out[key] = by_reason or by_clock
     return out
@@ -132,18 +133,33 @@ class _Column:
 def _column(values: Sequence[Any], codes: Ints) -> _Column:
     """The per-row column of ``values[code]`` (``None`` where the code is :data:`MISSING`)."""
     used = np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
-    listed: list[Any] = []
-    slots: dict[Hashable, int] = {}
+    kept = np.flatnonzero(used[1:])
+    items = [values[i] for i in kept.tolist()]
+    listed, slots = _distinct(items)
     where = np.zeros(len(values) + 1, dtype=np.int64)
-    for i in np.flatnonzero(used[1:]).tolist():  # equal values (same type, same bits) share a slot
-        v = values[i]
-        where[i] = slots.setdefault(_identity(v), len(listed))
-        if where[i] == len(listed):
-            listed.append(v)
+    where[kept] = slots
     if used[0]:
         where[-1] = len(listed)  # code -1 reads the last slot
         listed.append(None)
     return _Column(listed, where[codes])
+
+
+def _distinct(items: list[Any]) -> tuple[list[Any], Any]:
+    """Equal items (same type, same value; floats by their bits) merged: the distinct ones, and each item's slot."""
+    kinds = set(map(type, items))
+    if kinds == {str}:  # names, reasons: strings equal by value are interchangeable
+        index = {v: i for i, v in enumerate(dict.fromkeys(items))}
+        return list(index), np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
+    if len(kinds) == 1 and kinds <= {int, float, bool}:  # numbers (a run's clock): kept as they are
+        return list(items), np.arange(len(items), dtype=np.int64)
+    listed: list[Any] = []
+    slots: dict[Hashable, int] = {}
+    out = np.zeros(len(items), dtype=np.int64)
+    for i, v in enumerate(items):
+        out[i] = slots.setdefault(_identity(v), len(listed))
+        if out[i] == len(listed):
+            listed.append(v)
+    return listed, out
 
 
 def _identity(value: Any) -> Hashable:

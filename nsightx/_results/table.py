@@ -339,18 +339,17 @@ class ResultTable:
         """
         scopes: dict[str, str] = {}
         tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
-        for cv in self.collector_values:
-            scopes.setdefault(cv.name, cv.scope)
-            kind = scope_kind(cv.scope)
-            if kind == "once":
-                key: tuple[Any, ...] = ()
-            elif kind == "config":
-                key = (cv.config,)
-            elif kind == "run":
-                key = (cv.config, cv.run)
+        fields = attrgetter("name", "scope", "config", "run", "annotation", "value")
+        for name, scope, config, run, annotation, value in map(fields, self.collector_values):
+            scopes.setdefault(name, scope)
+            if scope == "run":  # the common case first
+                tables.setdefault((name, "run"), {})[(config, run)] = value
+            elif scope == "once":
+                tables.setdefault((name, "once"), {})[()] = value
+            elif scope == "config":
+                tables.setdefault((name, "config"), {})[(config,)] = value
             else:
-                key = (cv.config, cv.run, cv.annotation)
-            tables.setdefault((cv.name, kind), {})[key] = cv.value
+                tables.setdefault((name, "annotation"), {})[(config, run, annotation)] = value
         return scopes, tables
 
     def row_keys(self, kind: str) -> RowKeys:
@@ -392,14 +391,10 @@ class ResultTable:
             value = mapping.get(())
             return ([], np.full(self.n, MISSING, np.int64)) if value is None else ([value], np.zeros(self.n, np.int64))
         keys = self.row_keys(kind)
-        found: list[Scalar] = []
-        per_key = np.full(len(keys.keys), MISSING, dtype=np.int64)
-        for i, key in enumerate(keys.keys):
-            value = mapping.get(key)
-            if value is not None:
-                per_key[i] = len(found)
-                found.append(value)
-        return found, per_key[keys.ids]
+        values = list(map(mapping.get, keys.keys))  # one dictionary look-up per distinct key
+        present = np.array([v is not None for v in values], dtype=np.bool_)
+        per_key = np.where(present, np.cumsum(present) - 1, MISSING)
+        return [v for v in values if v is not None], per_key[keys.ids]
 
     def collector_rows(self, name: str) -> tuple[list[Scalar], Ints]:
         """The values of collector ``name`` per value row, as the per-run frame shows them (see :meth:`lookup`)."""
