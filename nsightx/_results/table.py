@@ -4,10 +4,13 @@ The stored form of a result is a :class:`~nsightx._results.schema.ResultData` of
 value; turning a million of them into a DataFrame row by row (dictionary look-ups, string work, pandas inserts per
 column) cost seconds. :func:`table_of` reads each part once and keeps it as arrays:
 
-- one row per :class:`~nsightx._results.transform.RunValue`: integer codes for annotation, metric, kernel and unit
-  (each with its list of distinct values), config and run as ``int64``, the value as ``float64``;
-- one row per :class:`~nsightx._results.records.RegionRun` (read when first needed): annotation code, config,
-  run, host time, failed, and the attributes the quality flags read, as numbers;
+- one row per :class:`~nsightx._results.transform.RunValue`: the value as ``float64`` and the row's combination
+  of (annotation, metric, kernel, unit, config), read together in one pass; per combination (they are few) the
+  codes of its strings (each field with its list of distinct values) and its config, so work that depends only on
+  those (groups, kernel names, units) is done per combination; per-row code columns and the run index (``int64``)
+  are made when first read;
+- one row per :class:`~nsightx._results.records.RegionRun` (each column made when first read): annotation code,
+  config, run, host time, failed, and the attributes the quality flags read, as numbers;
 - the collector values, with the per-row look-up of each collector column done once per distinct key
   (config, run, or run and annotation), never per row.
 
