@@ -11,26 +11,37 @@ Measured conditions: when RUN-scope values named ``MeasuredSMClockMHz`` and/or `
 throttled run. ``ComputeClock``/``MemoryClock`` stay the backend's rated values (kHz), as in nsight-python.
 
 Quality flags: the aggregated frame's ``Flags`` column holds each row's flag names, sorted and comma-separated
-(``""`` when none); :mod:`nsightx._results.flags` computes them and documents the evidence of each.
+(``""`` when none); :mod:`nsightx._results.flags` documents the evidence of each and
+:mod:`nsightx._results.table_flags` computes them for all rows at once.
+
+Both frames are built from the result's columnar view (:mod:`nsightx._results.table`): each column once from
+arrays (a column of repeated values, such as a config's parameter or a run's collector value, is made from its
+distinct values and per-row positions, with the dtype pandas would infer from the per-row list), statistics with
+one groupby over integer group codes. The frames are the same, column for column and bit for bit, as those the
+row-by-row code built (``tests/test_dataframe_equal.py`` compares them with committed outputs of that code).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from nsightx._errors import ConfigError
-from nsightx._results.flags import flag_column
 from nsightx._results.join import SOURCES_KEY, parse_sources
-from nsightx._results.stats import ci_half_width
+from nsightx._results.stats import ci_half_widths
+from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
+from nsightx._results.table_flags import Groups, flag_cells, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from nsightx._results.records import CollectorValue
     from nsightx._results.schema import ResultData
 
 STABLE_RSD_PCT = 2.0
@@ -52,11 +63,15 @@ def throttled_runs(data: ResultData) -> dict[tuple[int, int], bool] | None:
     clock is below :data:`CLOCK_DROP_FRACTION` of the median SM clock of all the call's runs (reads taken while
     the GPU reported ``gpu_idle`` are left out of both the median and this test: an idle GPU parks its clocks).
     """
+    return _throttled(cv for run in data.runs for cv in run.collectors)
+
+
+def _throttled(collectors: Iterable[CollectorValue]) -> dict[tuple[int, int], bool] | None:
+    """:func:`throttled_runs` over the result's collector values (in the order of its runs)."""
     per_run: dict[tuple[int, int], dict[str, object]] = {}
-    for run in data.runs:
-        for cv in run.collectors:
-            if cv.scope == "run" and cv.name in (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS) and cv.config is not None:
-                per_run.setdefault((cv.config, cv.run or 0), {})[cv.name] = cv.value
+    for cv in collectors:
+        if cv.scope == "run" and cv.name in (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS) and cv.config is not None:
+            per_run.setdefault((cv.config, cv.run or 0), {})[cv.name] = cv.value
     if not per_run:
         return None
 
@@ -65,40 +80,108 @@ def throttled_runs(data: ResultData) -> dict[tuple[int, int], bool] | None:
         idle = "gpu_idle" in str(values.get(CLOCK_EVENT_REASONS) or "").split("|")
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and not idle else None
 
-    clocks = [c for c in map(clock, per_run.values()) if c is not None]
+    clock_of = {key: clock(values) for key, values in per_run.items()}
+    clocks = [c for c in clock_of.values() if c is not None]
     median = statistics.median(clocks) if clocks else None
     out: dict[tuple[int, int], bool] = {}
     for key, values in per_run.items():
         reasons = values.get(CLOCK_EVENT_REASONS)
         by_reason = isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
-        c = clock(values)
+        c = clock_of[key]
         by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
         out[key] = by_reason or by_clock
     return out
 
 
-def _union_reasons(values: pd.Series) -> str:
-    names = {n for v in values.dropna() for n in str(v).split("|") if n and n != "none"}
-    return "|".join(sorted(names)) if names else "none"
+_SMALL = 512
+"""Up to this many rows a column is handed to pandas as the per-row list (pandas' fixed costs dominate there)."""
 
 
-def _collector_columns(data: ResultData) -> tuple[dict[str, str], dict[Any, dict[str, Any]]]:
-    """Collector name -> scope, and lookup tables keyed by where each value applies."""
-    scopes: dict[str, str] = {}
-    table: dict[Any, dict[str, Any]] = defaultdict(dict)
-    for run in data.runs:
-        for cv in run.collectors:
-            scopes.setdefault(cv.name, cv.scope)
-            if cv.scope == "once":
-                table["once"][cv.name] = cv.value
-            elif cv.scope == "config":
-                table[("config", cv.config)][cv.name] = cv.value
-            elif cv.scope == "run":
-                table[("run", cv.config, cv.run)][cv.name] = cv.value
-            else:
-                table[("ann", cv.config, cv.run, cv.annotation)][cv.name] = cv.value
+class _Column:
+    """A per-run column as its distinct values and each row's position among them (no per-row Python objects)."""
+
+    def __init__(self, items: list[Any], pos: Ints) -> None:
+        self.items = items
+        """The distinct values the rows use (``None`` last for rows without one)."""
+        self.pos = pos
+        """Per row, the position of its value in :attr:`items`."""
+
+    @functools.cached_property
+    def values(self) -> pd.Series:
+        """:attr:`items` with the dtype pandas infers for the per-row list.
+
+        A list and its set of distinct values infer the same dtype.
+        """
+        import pandas as pd
+
+        return pd.Series(self.items, dtype=None if self.items else object)
+
+    def array(self) -> Any:
+        """The column's per-row data, to hand to the DataFrame (the per-row list for few rows, as before)."""
+        if len(self.pos) <= _SMALL:
+            items = self.items
+            return [items[p] for p in self.pos.tolist()]
+        if isinstance(self.values.dtype, np.dtype):
+            return self.values.to_numpy()[self.pos]
+        return self.values.array.take(self.pos)
+
+    def notna(self) -> Any:
+        """Per row, whether its value is not missing."""
+        return self.values.notna().to_numpy()[self.pos]
+
+
+def _column(values: Sequence[Any], codes: Ints) -> _Column:
+    """The per-row column of ``values[code]`` (``None`` where the code is :data:`MISSING`)."""
+    used = np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
+    kept = np.flatnonzero(used[1:])
+    items = [values[i] for i in kept.tolist()]
+    listed, slots = _distinct(items)
+    where = np.zeros(len(values) + 1, dtype=np.int64)
+    where[kept] = slots
+    if used[0]:
+        where[-1] = len(listed)  # code -1 reads the last slot
+        listed.append(None)
+    return _Column(listed, where[codes])
+
+
+def _distinct(items: list[Any]) -> tuple[list[Any], Any]:
+    """Equal items (same type, same value; floats by their bits) merged: the distinct ones, and each item's slot."""
+    kinds = set(map(type, items))
+    if kinds == {str}:  # names, reasons: strings equal by value are interchangeable
+        index = {v: i for i, v in enumerate(dict.fromkeys(items))}
+        return list(index), np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
+    if len(kinds) == 1 and kinds <= {int, float, bool}:  # numbers (a run's clock): kept as they are
+        return list(items), np.arange(len(items), dtype=np.int64)
+    listed: list[Any] = []
+    slots: dict[Hashable, int] = {}
+    out = np.zeros(len(items), dtype=np.int64)
+    for i, v in enumerate(items):
+        out[i] = slots.setdefault(_identity(v), len(listed))
+        if out[i] == len(listed):
+            listed.append(v)
+    return listed, out
+
+
+def _identity(value: Any) -> Hashable:
+    """A key under which two values are interchangeable in a column: same type and value (floats by their bits)."""
+    if isinstance(value, float):
+        return (type(value), value.hex())
+    try:
+        return (type(value), hash(value), value)
+    except TypeError:
+        return ("id", id(value))
+
+
+def _repeat(value: Any, n: int) -> _Column:
+    """A per-run column of one value (``[value] * n``)."""
+    return _Column([value], np.zeros(n, dtype=np.int64))
+
+
+def _scopes(table: ResultTable) -> dict[str, str]:
+    """Collector name -> scope, the measured clocks first, then in first-seen order."""
+    scopes = table.collectors[0]
     first = {n: scopes[n] for n in _CONDITIONS_FIRST if n in scopes}
-    return {**first, **scopes}, table
+    return {**first, **scopes}
 
 
 def _devices(data: ResultData) -> list[Any] | None:
@@ -109,101 +192,190 @@ def _devices(data: ResultData) -> list[Any] | None:
     return None if device is None else [device] * len(data.plan.configs)
 
 
+def _run_columns(data: ResultData, t: ResultTable, throttled: Any = None) -> dict[str, Any]:
+    """The per-run frame's columns, in order (nsight-python's ``profiled_data`` layout, params last).
+
+    Columns of repeated values are :class:`_Column`; ``throttled`` (a ``Throttled`` column) goes after the
+    collector columns.
+    """
+    plan, env, n = data.plan, data.environment, t.n
+    cols: dict[str, Any] = {
+        "Annotation": _column(t.annotations, t.annotation),
+        "Value": t.value if n else [],
+        "Metric": _column(t.metrics, t.metric),
+        "Kernel": _column(t.kernels, t.kernel),
+    }
+    for name in _ENV_COLUMNS:
+        cols[name] = _repeat(env.get(name), n)
+    if data.config_hosts:  # a sweep spread over workers: the host of each config
+        cols["Host"] = _column(data.config_hosts, t.config)
+    cols["Unit"] = _column(t.units, t.unit)
+    sources = parse_sources(env.get(SOURCES_KEY))  # a joined result: which backend measured what
+    tools = [sources.get(m, plan.backend) for m in t.metrics] if sources else None
+    cols["Tool"] = _column(tools, t.metric) if tools else _repeat(plan.backend, n)
+    devices = _devices(data)
+    if devices is not None:
+        cols["Device"] = _column(devices, t.config)
+    cols["Config"] = t.config if n else []
+    cols["Run"] = t.run if n else []
+    for name in _scopes(t):
+        cols[name] = _column(*t.collector_rows(name))
+    if throttled is not None:
+        cols["Throttled"] = throttled
+    configs = plan.configs
+    for i, p in enumerate(plan.params):
+        cols[p] = _column([cfg[i] for cfg in configs], t.config)
+    return cols
+
+
 def runs_frame(data: ResultData) -> pd.DataFrame:
     """One row per (run, annotation, metric): nsight-python's ``profiled_data`` layout, params last."""
     import pandas as pd
 
-    plan = data.plan
-    env = data.environment
-    scopes, table = _collector_columns(data)
-    vals = data.values
-    cols: dict[str, list[Any]] = {
-        "Annotation": [v.annotation for v in vals],
-        "Value": [v.value for v in vals],
-        "Metric": [v.metric for v in vals],
-        "Kernel": [v.kernel for v in vals],
-    }
-    n = len(vals)
-    for name in _ENV_COLUMNS:
-        cols[name] = [env.get(name)] * n
-    if data.config_hosts:  # a sweep spread over workers: the host of each config
-        cols["Host"] = [data.config_hosts[v.config] for v in vals]
-    cols["Unit"] = [v.unit for v in vals]
-    sources = parse_sources(env.get(SOURCES_KEY))  # a joined result: which backend measured what
-    cols["Tool"] = [sources.get(v.metric, plan.backend) for v in vals] if sources else [plan.backend] * n
-    devices = _devices(data)
-    if devices is not None:
-        cols["Device"] = [devices[v.config] for v in vals]
-    cols["Config"] = [v.config for v in vals]
-    cols["Run"] = [v.run for v in vals]
-    for name, scope in scopes.items():
-        if scope == "once":
-            cols[name] = [table["once"].get(name)] * n
-        elif scope == "config":
-            cols[name] = [table[("config", v.config)].get(name) for v in vals]
-        elif scope == "run":
-            cols[name] = [table[("run", v.config, v.run)].get(name) for v in vals]
-        else:
-            cols[name] = [table[("ann", v.config, v.run, v.annotation)].get(name) for v in vals]
-    throttled = throttled_runs(data)
-    if throttled is not None:
-        cols["Throttled"] = [throttled.get((v.config, v.run)) for v in vals]
-    configs = plan.configs
-    for i, p in enumerate(plan.params):
-        cols[p] = [configs[v.config][i] for v in vals]
-    frame = pd.DataFrame(cols)
-    frame["Value"] = frame["Value"].astype("float64")
-    if throttled is not None:
-        frame["Throttled"] = frame["Throttled"].astype("boolean")
-    return frame
+    t = table_of(data)
+    verdicts = _throttled(t.collector_values)
+    throttled = None
+    if verdicts is not None:
+        throttled = pd.arrays.BooleanArray(*throttled_rows(t, verdicts)) if t.n else pd.array([], dtype="boolean")
+    columns = _run_columns(data, t, throttled)
+    return pd.DataFrame({name: c.array() if isinstance(c, _Column) else c for name, c in columns.items()})
+
+
+def _first(col: _Column, groups: Groups) -> Any:
+    """``groupby(...).first()`` of a per-run column: each group's first value that is not missing.
+
+    Each group is represented by that row (or its first row when every value is missing) and pandas takes the
+    first of these one-row groups, so a group without a value gets exactly what pandas gives it.
+    """
+    import pandas as pd
+
+    present = col.values.notna().to_numpy()
+    if present.all():  # every group's first value is its first row's
+        return pd.Series(col.values.array.take(col.pos[groups.first]), dtype=col.values.dtype).to_numpy()
+    rows = np.flatnonzero(present[col.pos])
+    n = len(col.pos)
+    first = np.full(groups.count, n, dtype=np.int64)
+    first[groups.ids[rows][::-1]] = rows[::-1]  # repeated index: the last write wins, which is the first row
+    rep = np.where(first < n, first, groups.first)
+    picked = pd.Series(col.values.array.take(col.pos[rep]), dtype=col.values.dtype)
+    return picked.groupby(np.arange(groups.count), sort=False).first().to_numpy()
+
+
+def _union_reasons(col: _Column, groups: Groups) -> Any:
+    """Per group: the clock-event reasons of its runs united (``none`` without any), read once per distinct value."""
+    values = col.values.tolist()
+    _, first = group_ids(groups.ids, col.pos)
+    names: list[set[str]] = [set() for _ in range(groups.count)]
+    for g, p in zip(groups.ids[first].tolist(), col.pos[first].tolist(), strict=True):
+        v = values[p]
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            names[g].update(n for n in str(v).split("|") if n and n != "none")
+    return np.array(["|".join(sorted(s)) if s else "none" for s in names], dtype=object)
+
+
+def _numeric(col: _Column) -> pd.Series | None:
+    """The column as numbers (``pd.to_numeric``), or None when a value is not a number or there is none."""
+    import pandas as pd
+
+    numeric = pd.to_numeric(col.values, errors="coerce")
+    converted = numeric.notna().to_numpy()
+    if (col.values.notna().to_numpy() & ~converted).any() or not converted.any():
+        return None
+    return pd.Series(numeric.array.take(col.pos), dtype=numeric.dtype)
 
 
 def _collector_stats(
-    out: pd.DataFrame, frame: pd.DataFrame, grouped: Any, scopes: Mapping[str, str], keys: list[str]
+    out: dict[str, Any], columns: Mapping[str, Any], scopes: Mapping[str, str], groups: Groups
 ) -> None:
     """Add each collector's columns to ``out``: numeric per-run values as ``_Avg/_Std/_Min/_Max``, else the first."""
-    import pandas as pd
-
     for name, scope in scopes.items():
-        col = grouped[name]
-        numeric = pd.to_numeric(frame[name], errors="coerce")
+        col = columns[name]
         if name == CLOCK_EVENT_REASONS:
-            out[name] = col.agg(_union_reasons).to_numpy()
-        elif scope != "once" and numeric.notna().sum() == frame[name].notna().sum() and numeric.notna().any():
-            ng = numeric.groupby([frame[k] for k in keys], sort=False, dropna=False)
-            out[f"{name}_Avg"] = ng.mean().to_numpy()
-            out[f"{name}_Std"] = ng.std(ddof=1).to_numpy()
-            out[f"{name}_Min"] = ng.min().to_numpy()
-            out[f"{name}_Max"] = ng.max().to_numpy()
-        else:
-            out[name] = col.first().to_numpy()
+            out[name] = _union_reasons(col, groups)
+            continue
+        numeric = _numeric(col) if scope != "once" else None
+        if numeric is None:
+            out[name] = _first(col, groups)
+            continue
+        ng = numeric.groupby(groups.ids, sort=False)
+        out[f"{name}_Avg"] = ng.mean().to_numpy()
+        out[f"{name}_Std"] = ng.std(ddof=1).to_numpy()
+        out[f"{name}_Min"] = ng.min().to_numpy()
+        out[f"{name}_Max"] = ng.max().to_numpy()
 
 
-def _stability(out: pd.DataFrame, frame: pd.DataFrame, keys: list[str]) -> Any:
+def _stability(out: dict[str, Any], groups: Groups, throttled: Any) -> Any:
     """Add the CI and relative spread columns to ``out``; return ``StableMeasurement`` (and count throttled runs)."""
-    import numpy as np
     import pandas as pd
 
-    n = out["NumRuns"].to_numpy()
-    half = np.array([ci_half_width(float(s), int(k)) for s, k in zip(out["StdDev"], n, strict=True)])
+    avg, std = out["AvgValue"], out["StdDev"]
+    half = ci_half_widths(std, out["NumRuns"])
     with np.errstate(invalid="ignore", divide="ignore"):
-        rsd = 100.0 * out["StdDev"].to_numpy() / np.abs(out["AvgValue"].to_numpy())
+        rsd = 100.0 * std / np.abs(avg)
     rsd[~np.isfinite(rsd)] = np.nan
-    out["CI95_Lower"] = out["AvgValue"] - half
-    out["CI95_Upper"] = out["AvgValue"] + half
+    out["CI95_Lower"] = avg - half
+    out["CI95_Upper"] = avg + half
     out["RelativeStdDevPct"] = rsd
-    stable = pd.array([None if math.isnan(r) else bool(r < STABLE_RSD_PCT) for r in rsd], dtype="boolean")
-    if "Throttled" in frame:
-        count = (
-            frame["Throttled"]
-            .fillna(False)
-            .astype("int64")
-            .groupby([frame[k] for k in keys], sort=False, dropna=False)
-            .sum()
-        )
-        out["ThrottledRuns"] = count.to_numpy().astype("int64")
-        stable[out["ThrottledRuns"].to_numpy() > 0] = False
+    unknown = np.isnan(rsd)
+    stable = pd.arrays.BooleanArray(np.where(unknown, False, rsd < STABLE_RSD_PCT), unknown)
+    if throttled is not None:
+        count = np.bincount(groups.ids, weights=throttled, minlength=groups.count).astype(np.int64)
+        out["ThrottledRuns"] = count
+        stable[count > 0] = False
     return stable
+
+
+def _top_kernels(t: ResultTable, groups: Groups) -> Any:
+    """The most frequent kernel name of each group's successful runs (``failed`` if none succeeded).
+
+    Ties go to the kernel met first, as the stable sort of the row-by-row code did. Counted per combination of
+    the table (each has one group and one kernel), whose order is the rows' first-seen order.
+    """
+    out = np.full(groups.count, "failed", dtype=object)
+    failed = t.kernels.index("failed") if "failed" in t.kernels else MISSING
+    combos = np.flatnonzero(t.combo_kernel != failed)
+    if len(combos) == 0:
+        return out
+    rows = np.bincount(t.combo, minlength=len(t.combo_first))[combos]
+    group = groups.ids[t.combo_first[combos]]
+    pair, first = group_ids(group, t.combo_kernel[combos])
+    count = np.bincount(pair, weights=rows)
+    group, kernel = group[first], t.combo_kernel[combos][first]
+    order = np.lexsort((np.arange(len(count)), -count, group))
+    lead = order[np.r_[True, group[order][1:] != group[order][:-1]]]
+    names = t.kernels
+    out[group[lead]] = [names[k] for k in kernel[lead].tolist()]
+    return out
+
+
+def _scalar(value: Any, n: int) -> Any:
+    """A column of one value, made as ``frame[name] = value`` makes it (``pd.Series(None, index)`` would be float)."""
+    import pandas as pd
+
+    dtype = _scalar_dtype(type(value).__name__) if type(value) in _PLAIN else None
+    if dtype is None or (type(value) is int and not _INT64[0] <= value <= _INT64[1]):
+        holder = pd.DataFrame(index=pd.RangeIndex(n))
+        holder["value"] = value
+        return holder["value"]
+    if isinstance(dtype, np.dtype):
+        return np.full(n, value, dtype=dtype)
+    return pd.array([value] * n, dtype=dtype)
+
+
+_SAMPLES: dict[str, Any] = {"str": "s", "int": 1, "float": 1.5, "bool": True, "NoneType": None}
+"""A value of each plain type, by type name (another type, a subclass included, takes the general path)."""
+_PLAIN = (str, int, float, bool, type(None))
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+@functools.cache
+def _scalar_dtype(kind: str) -> Any:
+    """The dtype ``frame[name] = value`` gives a value of type ``kind`` (asked of pandas once per type)."""
+    import pandas as pd
+
+    holder = pd.DataFrame(index=pd.RangeIndex(1))
+    holder["value"] = _SAMPLES[kind]
+    return holder["value"].dtype
 
 
 def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None) -> pd.DataFrame:
@@ -217,89 +389,115 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     import pandas as pd
 
     plan = data.plan
-    frame = runs_frame(data)
-    scopes, _ = _collector_columns(data)
-    if frame.empty:
+    t = table_of(data)
+    if t.n == 0:
         return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
-    keys = ["Annotation", "Metric", "Config"]
-    grouped = frame.groupby(keys, sort=False, dropna=False)
-    value = grouped["Value"]
-    out = grouped.size().reset_index()[keys]
+    groups = Groups.of(t)
+    out = _value_stats(data, t, groups)
+    verdicts = _throttled(t.collector_values)
+    throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
+    scopes = _scopes(t)
+    _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups)
+    out["StableMeasurement"] = _stability(out, groups, throttled)
+    out["Flags"] = flag_cells(data, t, groups, verdicts)
+    out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
+    if plan.normalize_against is not None:
+        _normalize(out, plan.normalize_against, t, groups)
+    out["Geomean"] = _geomeans(out["AvgValue"], t, groups)
+    sources = parse_sources(data.environment.get(SOURCES_KEY))  # a joined result: which backend measured what
+    if sources:
+        out["Tool"] = _column([sources.get(m, plan.backend) for m in t.metrics], t.metric[groups.first]).array()
+    else:
+        out["Tool"] = _scalar(plan.backend, groups.count)
+    devices = _devices(data)
+    if devices is not None:
+        out["Device"] = _column(devices, out["Config"]).array()
+    idx = out["Config"].tolist()
+    cfgs = configs if configs is not None else plan.configs
+    params = {p: [cfgs[c][i] for c in idx] for i, p in enumerate(plan.params)}
+    front = {"Annotation": out.pop("Annotation"), "Metric": out.pop("Metric")}
+    del out["Config"]
+    if len({*front, *params, *out}) == len(front) + len(params) + len(out):
+        return pd.DataFrame({**front, **params, **out})
+    parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
+    return pd.concat(parts, axis=1)  # a parameter named like a column: both kept, as before
+
+
+def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, Any]:
+    """The key columns, the value statistics (one groupby over the group codes), kernel, environment and unit."""
+    import pandas as pd
+
+    first = groups.first
+    out: dict[str, Any] = {
+        "Annotation": _column(t.annotations, t.annotation[first]).array(),
+        "Metric": _column(t.metrics, t.metric[first]).array(),
+        "Config": t.config[first],
+    }
+    value = pd.Series(t.value, copy=False).groupby(groups.ids, sort=False)
     out["AvgValue"] = value.mean().to_numpy()
     out["MedianValue"] = value.median().to_numpy()
     out["StdDev"] = value.std(ddof=1).to_numpy()
     out["MinValue"] = value.min().to_numpy()
     out["MaxValue"] = value.max().to_numpy()
     out["NumRuns"] = value.count().to_numpy().astype("int64")
-    out["Kernel"] = _kernel_names(frame, out, keys)
+    out["Kernel"] = _top_kernels(t, groups)
     for name in _ENV_COLUMNS:
-        out[name] = data.environment.get(name)
+        out[name] = _scalar(data.environment.get(name), groups.count)
     if data.config_hosts:
-        out["Host"] = [data.config_hosts[c] for c in out["Config"].to_numpy()]
-    out["Unit"] = grouped["Unit"].first().to_numpy()
-    _collector_stats(out, frame, grouped, scopes, keys)
-    out["StableMeasurement"] = _stability(out, frame, keys)
-    row_keys = zip(out["Annotation"], out["Metric"], out["Config"], strict=True)
-    out["Flags"] = flag_column(data, [(a, m, int(c)) for a, m, c in row_keys], throttled_runs(data))
-    out["Normalized"] = False
-    if plan.normalize_against is not None:
-        out = _normalize(out, plan.normalize_against)
-    out["Geomean"] = out.groupby(["Annotation", "Metric"], sort=False)["AvgValue"].transform(_geomean)
-    sources = parse_sources(data.environment.get(SOURCES_KEY))  # a joined result: which backend measured what
-    out["Tool"] = [sources.get(m, plan.backend) for m in out["Metric"]] if sources else plan.backend
-    devices = _devices(data)
-    if devices is not None:
-        out["Device"] = [devices[c] for c in out["Config"].to_numpy()]
-    cfgs = configs if configs is not None else plan.configs
-    idx = out["Config"].to_numpy()
-    params = {p: [cfgs[c][i] for c in idx] for i, p in enumerate(plan.params)}
-    front = out[["Annotation", "Metric"]]
-    rest = out.drop(columns=["Annotation", "Metric", "Config"])
-    return pd.concat([front, pd.DataFrame(params, index=out.index), rest], axis=1)
+        out["Host"] = _column(data.config_hosts, out["Config"]).array()
+    out["Unit"] = _first(_column(t.units, t.unit), groups)
+    return out
 
 
 _SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper")
 
 
-def _normalize(out: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    base = out[out["Annotation"] == baseline].set_index(["Config", "Metric"])["AvgValue"]
-    if base.empty:
-        names = sorted(out["Annotation"].unique())
+def _normalize(out: dict[str, Any], baseline: str, t: ResultTable, groups: Groups) -> None:
+    """Divide every value and spread column by the baseline's mean for the same config and metric (in place)."""
+    names, all_metrics = t.annotations, t.metrics
+    annotations = [names[a] for a in t.annotation[groups.first].tolist()]
+    metrics = [all_metrics[m] for m in t.metric[groups.first].tolist()]
+    configs, avg = out["Config"].tolist(), out["AvgValue"]
+    base = {(c, m): float(v) for a, m, c, v in zip(annotations, metrics, configs, avg, strict=True) if a == baseline}
+    if not base:
+        names = sorted(set(annotations))
         raise ConfigError(
             f"Annotation '{baseline}' not found in data. normalize_against={baseline!r} names no "
             f"annotation in the result; found {names}"
         )
-    index = list(zip(out["Config"], out["Metric"], strict=True))
-    missing = sorted({k for k in index if k not in base.index}, key=str)
+    index = list(zip(configs, metrics, strict=True))
+    missing = sorted({k for k in index if k not in base}, key=str)
     if missing:
         shown = ", ".join(f"config {c} / {m}" for c, m in missing[:5])
         raise ConfigError(
             f"normalize_against={baseline!r}: no baseline value for {shown}"
             f"{' and more' if len(missing) > 5 else ''}; every config must run the baseline annotation"
         )
-    denom = base.loc[index].to_numpy()
-    out = out.copy()
+    denom = np.array([base[k] for k in index], dtype=np.float64)
     for col in _SCALED:
-        out[col] = out[col].to_numpy() / denom
-    out["Unit"] = "ratio"
-    out["Normalized"] = baseline
-    loc = out.columns.get_loc("Normalized")
-    out.insert(int(loc) + 1, "NormalizationValue", denom)  # type: ignore[arg-type]
-    return out
+        out[col] = out[col] / denom
+    out["Unit"] = _scalar("ratio", groups.count)
+    out["Normalized"] = _scalar(baseline, groups.count)
+    out["NormalizationValue"] = denom
 
 
-def _geomean(values: pd.Series) -> float:
-    import numpy as np
+def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
+    """Per row, the geometric mean of ``avg`` over the rows of its (annotation, metric), one group at a time.
 
-    arr = values.to_numpy(dtype="float64")
-    arr = arr[np.isfinite(arr) & (arr > 0)]
-    return float(np.exp(np.mean(np.log(arr)))) if arr.size else math.nan
-
-
-def _kernel_names(frame: pd.DataFrame, out: pd.DataFrame, keys: list[str]) -> Any:
-    """The most frequent kernel name of each group's successful runs (``failed`` if none succeeded)."""
-    ok = frame[frame["Kernel"] != "failed"]
-    counts = ok.groupby([*keys, "Kernel"], sort=False).size().reset_index(name="_n")
-    best = counts.sort_values("_n", ascending=False, kind="stable").drop_duplicates(keys)
-    merged = out[keys].merge(best[[*keys, "Kernel"]], on=keys, how="left")
-    return merged["Kernel"].fillna("failed").to_numpy()
+    Each group's values go through :func:`_geomean` as their own array, as ``groupby(...).transform`` did, so
+    the reductions add in the same order.
+    """
+    first = groups.first
+    pair, _ = group_ids(t.annotation[first], t.metric[first])
+    order = np.argsort(pair, kind="stable")
+    values = np.asarray(avg, dtype=np.float64)[order]
+    kept = np.isfinite(values) & (values > 0)
+    logs = np.log(values[kept])  # elementwise, so the same numbers as taking each group's log on its own
+    size = np.bincount(pair[order][kept], minlength=int(pair.max()) + 1)
+    means = np.full(len(size), math.nan)
+    start = 0
+    for i, k in enumerate(size.tolist()):
+        if k:
+            means[i] = float(np.exp(np.mean(logs[start : start + k])))  # the group's own reduction, as before
+        start += k
+    return means[pair]

@@ -4,7 +4,9 @@ Each flag is one small function over the evidence a result already holds (its pl
 region records and collector values); :func:`row_flags` runs them all and returns, for every
 (annotation, metric, config) row, the sorted names of the flags that hold. The DataFrame shows them in a
 ``Flags`` column (comma-separated, ``""`` when none) and :func:`filter_flags` keeps or drops rows by flag. Pure
-Python: no pandas here, so ``nsightx compare`` uses the same functions on the results it reads.
+Python: no pandas here, so ``nsightx compare`` uses the same functions on the results it reads. The DataFrame
+computes the same verdicts for all its rows at once with numpy (:mod:`nsightx._results.table_flags`); these rules
+are the reference it is tested against, and it asks them about any row too close to a threshold to call.
 
 The flags and the evidence each one is computed from (docs/flags.md says the same for users):
 
@@ -54,7 +56,7 @@ from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK, SERIALIZES_K
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nsightx._results.records import RegionRun
+    from nsightx._results.records import CollectorValue, RegionRun
     from nsightx._results.schema import ResultData
 
 SHORT_NS = 5_000.0
@@ -224,31 +226,39 @@ def call_evidence(
     """Gather the call-wide evidence of ``data`` (``throttled`` comes from ``throttled_runs``)."""
     regions: dict[tuple[str, int], list[RegionRun]] = defaultdict(list)
     gpu_ns: dict[tuple[str, int, int], float] = defaultdict(float)
-    clocks: dict[tuple[int, int], float] = {}
-    idle: set[tuple[int, int]] = set()
     for run in data.runs:
         for reg in run.regions:
             regions[(reg.annotation, reg.config)].append(reg)
         for rec in run.records:
             if rec.metric == GPU_TIME_METRIC and math.isfinite(rec.value):
                 gpu_ns[(rec.annotation, rec.config, rec.run)] += rec.value
-        for cv in run.collectors:
-            if cv.scope != "run" or cv.config is None:
-                continue
-            key = (cv.config, cv.run or 0)
-            if cv.name == MEASURED_SM_CLOCK and math.isfinite(_number(cv.value)):
-                clocks[key] = _number(cv.value)
-            elif cv.name == CLOCK_EVENT_REASONS and "gpu_idle" in str(cv.value or "").split("|"):
-                idle.add(key)
     return CallEvidence(
         cache_control=data.plan.cache_control,
         serializes=bool(data.environment.get(SERIALIZES_KERNELS)),
         regions=regions,
         gpu_ns=gpu_ns,
-        clocks={k: c for k, c in clocks.items() if k not in idle},
+        clocks=measured_clocks(cv for run in data.runs for cv in run.collectors),
         throttled=throttled or {},
         target_ci_pct=UNSTABLE_CI_PCT if target_ci_pct is None else target_ci_pct,
     )
+
+
+def measured_clocks(collectors: Iterable[CollectorValue]) -> dict[tuple[int, int], float]:
+    """(config, run) -> the run's measured SM clock (MHz), reads taken while the GPU said ``gpu_idle`` left out.
+
+    A run's clock is its last finite ``MeasuredSMClockMHz`` value; ``nsightx._results.table_flags`` reads the same.
+    """
+    clocks: dict[tuple[int, int], float] = {}
+    idle: set[tuple[int, int]] = set()
+    for cv in collectors:
+        if cv.scope != "run" or cv.config is None:
+            continue
+        key = (cv.config, cv.run or 0)
+        if cv.name == MEASURED_SM_CLOCK and math.isfinite(_number(cv.value)):
+            clocks[key] = _number(cv.value)
+        elif cv.name == CLOCK_EVENT_REASONS and "gpu_idle" in str(cv.value or "").split("|"):
+            idle.add(key)
+    return {k: c for k, c in clocks.items() if k not in idle}
 
 
 def row_evidence(data: ResultData) -> dict[RowKey, RowEvidence]:

@@ -1,0 +1,290 @@
+"""The CPU data path of a result: ``to_dataframe()`` against the floor of the same work in pandas, plus save, load,
+bytes per record and peak memory.
+
+Usage: python benchmarks/data_path.py [--tree PATH ...] [--shapes 4x10x1,10x100x100,...] [--collectors]
+       [--repeat 7] [--json OUT]
+
+Each shape is configs x runs x regions (one metric, so records = values = their product). The result is built
+synthetically through the real schema and builder (``build_results`` over ``RunRecords`` such as the host backend
+writes: one ``host__time_duration.sum`` record and one region execution per region and run; with
+``--collectors``, the four run-scope values the nvml plugin writes as well). Per shape, in one process:
+
+- ``to_dataframe()`` of a fresh result (a new ``ResultData`` object and a new ``ProfileResults``: no cache of
+  either tree applies), and the floor: a DataFrame built from numpy columns (annotation code, metric code, config,
+  value) and one ``groupby`` with mean, median, std, min and max; the two interleaved, each the median of
+  ``--repeat`` runs (fewer for 1e6 records), and their ratio, in wall time and in CPU time of the process; each
+  timed call starts after a full garbage collection (the garbage collector stays on while it runs);
+- ``runs_dataframe()`` of a fresh result (median);
+- ``ProfileResults.save`` and ``nsightx.load`` of the saved file (median), and the file's bytes per record;
+- in two more subprocesses: the peak of Python allocations (``tracemalloc``) while loading the file and then
+  while building ``to_dataframe()``, and the growth of the resident set (``ru_maxrss``) over load plus frame.
+
+``--tree PATH`` (repeatable) measures another checkout the same way: each tree runs in its own subprocess with
+``PYTHONPATH=PATH:PATH/backends:PATH/plugins``, shape by shape, the trees alternating, so a before/after comes from
+one run. Without ``--tree`` the tree this script sits in is measured. The machine is shared and noisy: compare the
+ratios to the floor, which are taken side by side in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+OWN_TREE = HERE.parent
+DEFAULT_SHAPES = "4x10x1,10x10x10,10x100x10,10x1000x10,10x100x100,10x100x1000"
+METRIC = "host__time_duration.sum"
+
+
+def build(configs: int, runs: int, regions: int, collectors: bool, seed: int = 0) -> Any:
+    """A synthetic result of the given shape, through ``build_results`` (the one result builder)."""
+    from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
+    from nsightx._results.results import build_results
+    from nsightx._results.schema import PlanInfo
+
+    rng = random.Random(seed)
+    names = [f"region{i}" for i in range(regions)]
+    out = []
+    for c in range(configs):
+        for r in range(runs):
+            ns = [1000.0 + rng.random() * 100.0 * (c + 1) for _ in names]
+            cols: tuple[CollectorValue, ...] = ()
+            if collectors:
+                cols = (
+                    CollectorValue(
+                        name="MeasuredSMClockMHz", scope="run", config=c, run=r, value=1980.0 - rng.random()
+                    ),
+                    CollectorValue(name="MeasuredMemClockMHz", scope="run", config=c, run=r, value=3201.0),
+                    CollectorValue(name="GPUTemperatureC", scope="run", config=c, run=r, value=rng.randint(40, 70)),
+                    CollectorValue(name="ClockEventReasons", scope="run", config=c, run=r, value="none"),
+                )
+            out.append(
+                RunRecords(
+                    config=c,
+                    run=r,
+                    records=tuple(
+                        Record(annotation=a, config=c, run=r, kernel="region", metric=METRIC, value=v, unit="ns")
+                        for a, v in zip(names, ns, strict=True)
+                    ),
+                    regions=tuple(
+                        RegionRun(annotation=a, config=c, run=r, host_ns=int(v)) for a, v in zip(names, ns, strict=True)
+                    ),
+                    collectors=cols,
+                )
+            )
+    plan = PlanInfo(
+        function="bench",
+        params=("n",),
+        configs=tuple((c,) for c in range(configs)),
+        runs=runs,
+        warmup=0,
+        metrics=(METRIC,),
+        backend="host",
+        cache_control="all",
+        clock_control="none",
+        replay_mode="kernel",
+    )
+    return build_results(plan, out, {"GPU": "none", "Host": "bench"}, created="2026-12-05T00:00:00+00:00")
+
+
+def floor(data: Any) -> tuple[float, float]:
+    """Seconds (wall, CPU) for the same statistics in plain pandas: numpy columns, one DataFrame, one groupby."""
+    import numpy as np
+    import pandas as pd
+
+    vals = data.values
+    n = len(vals)
+    names = {name: i for i, name in enumerate(dict.fromkeys(v.annotation for v in vals))}
+    columns = {  # prepared before the clock starts: the floor is the pandas work alone
+        "annotation": np.fromiter((names[v.annotation] for v in vals), dtype=np.int64, count=n),
+        "metric": np.zeros(n, dtype=np.int64),
+        "config": np.fromiter((v.config for v in vals), dtype=np.int64, count=n),
+        "value": np.fromiter((v.value for v in vals), dtype=np.float64, count=n),
+    }
+    gc.collect()  # else a collection of the result's objects, due by chance, lands in the 10 ms being timed
+    t, c = time.perf_counter(), time.process_time()
+    frame = pd.DataFrame(columns)
+    frame.groupby(["annotation", "metric", "config"], sort=False)["value"].agg(["mean", "median", "std", "min", "max"])
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def timed(fn: Any) -> tuple[float, float]:
+    """Seconds (wall, CPU of this process) that ``fn()`` took (after a full garbage collection, see ``floor``)."""
+    gc.collect()
+    t, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def child_time(shape: str, collectors: bool, repeat: int) -> dict[str, Any]:
+    """The timings of one shape in this process (the tree on ``sys.path``)."""
+    import nsightx
+    from nsightx._results.results import ProfileResults
+
+    configs, runs, regions = map(int, shape.split("x"))
+    result = build(configs, runs, regions, collectors)
+    data = result.data
+    n = len(data.values)
+    ProfileResults(data.model_copy()).to_dataframe()  # imports and first-call costs out of the way
+    floor(data)
+    frames, floors, runs_frames = [], [], []
+    for _ in range(repeat):  # interleaved: the machine's load moves both alike
+        frames.append(timed(lambda: ProfileResults(data.model_copy()).to_dataframe()))
+        floors.append(floor(data))
+        runs_frames.append(timed(lambda: ProfileResults(data.model_copy()).runs_dataframe()))
+    saves, loads = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "result.json"
+        for _ in range(max(1, min(repeat, 3))):
+            saves.append(timed(lambda: result.save(path)))
+            loads.append(timed(lambda: nsightx.load(path)))
+        size = path.stat().st_size
+    wall = [f[0] for f in frames]
+    cpu = [f[1] for f in frames]
+    floor_wall = [f[0] for f in floors]
+    floor_cpu = [f[1] for f in floors]
+    return {
+        "shape": shape,
+        "records": n,
+        "collectors": collectors,
+        "repeat": repeat,
+        "to_dataframe_s": statistics.median(wall),
+        "floor_s": statistics.median(floor_wall),
+        "ratio": statistics.median(wall) / statistics.median(floor_wall),
+        "to_dataframe_cpu_s": statistics.median(cpu),
+        "floor_cpu_s": statistics.median(floor_cpu),
+        "cpu_ratio": statistics.median(cpu) / statistics.median(floor_cpu),
+        "runs_dataframe_s": statistics.median(r[0] for r in runs_frames),
+        "save_s": statistics.median(r[0] for r in saves),
+        "load_s": statistics.median(r[0] for r in loads),
+        "bytes_per_record": size / n,
+        "all_to_dataframe_s": wall,
+        "all_floor_s": floor_wall,
+        "all_to_dataframe_cpu_s": cpu,
+        "all_floor_cpu_s": floor_cpu,
+    }
+
+
+def child_memory(shape: str, collectors: bool, mode: str) -> dict[str, Any]:
+    """Peak memory of loading a saved result of ``shape`` and of its ``to_dataframe()``, in this process."""
+    import resource
+    import tracemalloc
+
+    import pandas  # noqa: F401  (imported before measuring: its import is not the frame's memory)
+
+    import nsightx
+    import nsightx._results.dataframe
+
+    configs, runs, regions = map(int, shape.split("x"))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "result.json"
+        build(configs, runs, regions, collectors).save(path)
+        gc.collect()
+        if mode == "tracemalloc":
+            tracemalloc.start()
+            loaded = nsightx.load(path)
+            load_peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            loaded.to_dataframe()
+            frame_peak = tracemalloc.get_traced_memory()[1] - base
+            tracemalloc.stop()
+            return {"load_tracemalloc_peak_bytes": load_peak, "frame_tracemalloc_peak_bytes": frame_peak}
+        with open("/proc/self/statm") as fh:
+            before = int(fh.read().split()[1]) * resource.getpagesize()
+        nsightx.load(path).to_dataframe()
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return {"load_and_frame_maxrss_growth_bytes": max(after - before, 0)}
+
+
+def run_child(tree: Path, args: list[str]) -> dict[str, Any]:
+    """This script's child mode in a subprocess that imports ``tree``."""
+    paths = [str(tree), str(tree / "backends"), str(tree / "plugins")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), *args], capture_output=True, text=True, env=env, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"child {args} of {tree} failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    """Measure every shape in every tree (alternating), print the table, optionally write JSON."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tree", type=Path, action="append", default=None, help="a checkout to measure (repeatable)")
+    p.add_argument("--shapes", default=DEFAULT_SHAPES, help="configs x runs x regions, comma-separated")
+    p.add_argument("--collectors", action="store_true", help="add the nvml plugin's four run-scope values")
+    p.add_argument("--repeat", type=int, default=7, help="timed repeats per shape (3 at 1e6 records and more)")
+    p.add_argument("--no-memory", action="store_true", help="skip the two memory subprocesses")
+    p.add_argument("--json", type=Path, default=None, help="write the numbers here")
+    p.add_argument("--child", choices=["time", "tracemalloc", "maxrss"], help=argparse.SUPPRESS)
+    p.add_argument("--shape", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        if args.child == "time":
+            out = child_time(args.shape, args.collectors, args.repeat)
+        else:
+            out = child_memory(args.shape, args.collectors, args.child)
+        print(json.dumps(out))
+        return
+    trees = [t.resolve() for t in args.tree] if args.tree else [OWN_TREE]
+    flag = ["--collectors"] if args.collectors else []
+    rows: list[dict[str, Any]] = []
+    for shape in args.shapes.split(","):
+        records = 1
+        for part in shape.split("x"):
+            records *= int(part)
+        repeat = 3 if records >= 1_000_000 else args.repeat
+        for tree in trees:
+            row = {
+                "tree": str(tree),
+                **run_child(tree, ["--child", "time", "--shape", shape, "--repeat", str(repeat), *flag]),
+            }
+            if not args.no_memory:
+                for mode in ("tracemalloc", "maxrss"):
+                    row.update(run_child(tree, ["--child", mode, "--shape", shape, *flag]))
+            rows.append(row)
+            print(_line(row), flush=True)
+    report = {
+        "command": "python " + " ".join(sys.argv),
+        "machine": {"arch": platform.machine(), "python": platform.python_version(), "platform": platform.platform()},
+        "rows": rows,
+    }
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def _line(row: dict[str, Any]) -> str:
+    mem = ""
+    if "load_tracemalloc_peak_bytes" in row:
+        mem = (
+            f" load peak {row['load_tracemalloc_peak_bytes'] / 1e6:7.1f} MB"
+            f" frame peak {row['frame_tracemalloc_peak_bytes'] / 1e6:7.1f} MB"
+            f" rss+ {row['load_and_frame_maxrss_growth_bytes'] / 1e6:7.1f} MB"
+        )
+    return (
+        f"{Path(row['tree']).name:>12} {row['shape']:>11} {row['records']:>8} rec"
+        f"  to_dataframe {row['to_dataframe_s'] * 1e3:9.1f} ms  floor {row['floor_s'] * 1e3:7.1f} ms"
+        f"  ratio {row['ratio']:6.2f}x  (CPU {row['cpu_ratio']:5.2f}x)"
+        f"  runs_dataframe {row['runs_dataframe_s'] * 1e3:8.1f} ms"
+        f"  save {row['save_s'] * 1e3:8.1f} ms  load {row['load_s'] * 1e3:8.1f} ms"
+        f"  {row['bytes_per_record']:6.1f} B/rec{mem}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+"""The quality flags of every aggregated row at once, from the columnar view (what the DataFrame's ``Flags`` shows).
+
+:mod:`nsightx._results.flags` states each rule over one row's evidence in plain Python; ``nsightx compare`` and
+:func:`~nsightx._results.flags.row_flags` use those functions. This module computes the same verdicts for all
+rows with numpy: counts and sums per group with ``np.bincount``, the clock rule on sorted per-group clocks, the
+launch and serialisation rules per region execution. The Python rules stay the reference:
+
+- ``clock_varied``, ``few_runs``, ``throttled``, ``warm``, ``serialized`` and ``launch_bound`` reproduce their
+  rule's arithmetic exactly (same comparisons on the same numbers; the clock median is taken as
+  ``statistics.median`` takes it);
+- ``short`` and ``unstable`` compare a mean and a spread with a threshold; the rules use ``math.fsum``, this module
+  plain sums, which can differ in the last bits. A row whose vectorised number lies within a rounding bound of the
+  threshold (or is not finite) is judged again by the Python rule on its values, so every verdict is the rule's.
+
+String work (the ``Flags`` cell) is done once per distinct set of flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nsightx._results.flags import (
+    CLOCK_VARIED_PCT,
+    FEW_RUNS,
+    FLAGS,
+    GPU_TIME_METRIC,
+    RULES,
+    SHORT_NS,
+    UNSTABLE_CI_PCT,
+    CallEvidence,
+    RowEvidence,
+    flags_cell,
+    measured_clocks,
+)
+from nsightx._results.stats import ci_half_widths
+from nsightx._results.table import MISSING, Floats, Ints, ResultTable, group_ids
+from nsightx.columns import SERIALIZES_KERNELS
+
+if TYPE_CHECKING:
+    from nsightx._results.schema import ResultData
+
+Bools = np.ndarray[Any, np.dtype[np.bool_]]
+
+_EPS = float(np.finfo(np.float64).eps)
+_RATIO_WINDOW = 1e-7
+"""Relative distance to the ``unstable`` threshold under which the Python rule decides."""
+
+
+@dataclass(frozen=True, eq=False)
+class Groups:
+    """The aggregated rows: each value row's group, numbered in first-seen order."""
+
+    ids: Ints
+    """Per value row, its group (0 .. count - 1)."""
+    first: Ints
+    """Per group, its first value row."""
+
+    @property
+    def count(self) -> int:
+        """Number of groups."""
+        return len(self.first)
+
+    @classmethod
+    def of(cls, table: ResultTable) -> Groups:
+        """(annotation, metric, config) in first-seen order, as ``groupby(sort=False)`` has them.
+
+        Numbered over the table's combinations, which are in first-seen order themselves, then spread to the rows.
+        """
+        per_combo, first_combo = group_ids(table.combo_annotation, table.combo_metric, table.combo_config)
+        return cls(per_combo[table.combo], table.combo_first[first_combo])
+
+
+def throttled_rows(table: ResultTable, throttled: Mapping[Any, bool]) -> tuple[Bools, Bools]:
+    """Per value row: whether its run was throttled, and whether that is unknown (no verdict for its run).
+
+    Args:
+        table: The result's columnar view.
+        throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module).
+    """
+    found, codes = table.lookup("run", throttled)
+    values = np.append(np.asarray(found, dtype=np.bool_), False)[codes]  # MISSING (-1) picks the False
+    return values, codes == MISSING
+
+
+@dataclass(frozen=True, eq=False)
+class _Spread:
+    """Per group: finite value count, mean, mean absolute value, sample standard deviation (plain sums)."""
+
+    n: Ints
+    mean: Floats
+    mean_abs: Floats
+    std: Floats
+
+
+def _spread(value: Floats, finite: Bools, groups: Groups) -> _Spread:
+    g, count = groups.ids, groups.count
+    xs = np.where(finite, value, 0.0)
+    n = np.bincount(g, weights=finite, minlength=count).astype(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = np.bincount(g, weights=xs, minlength=count) / n
+        mean_abs = np.bincount(g, weights=np.abs(xs), minlength=count) / n
+        dev = np.where(finite, value - mean[g], 0.0)
+        std = np.sqrt(np.bincount(g, weights=dev * dev, minlength=count) / (n - 1))
+    std[n < 2] = np.nan
+    return _Spread(n, mean, mean_abs, std)
+
+
+def _first_units(table: ResultTable, groups: Groups) -> Ints:
+    """Per group, the code of its first unit that is not ``None`` (as ``row_evidence`` keeps it); -1 without one.
+
+    Read per combination of the table: they are in first-seen order, so a group's first combination with a unit
+    holds its first row with one.
+    """
+    out = np.full(groups.count, -1, dtype=np.int64)
+    known = np.array([u is not None for u in table.units], dtype=np.bool_)
+    combos = np.flatnonzero(known[table.combo_unit])
+    group = groups.ids[table.combo_first[combos]]
+    out[group[::-1]] = table.combo_unit[combos][::-1]  # repeated index: the last write wins, the first combination
+    return out
+
+
+def _short_and_unstable(spread: _Spread, unit_ns: Bools) -> tuple[Bools, Bools, Bools, Bools]:
+    """``short`` and ``unstable`` per group, and the groups too close to their threshold to call with plain sums.
+
+    A plain sum of n terms is within about ``n * eps * sum(|x|)`` of the exact one; the margin is 64 times that.
+    """
+    n, mean = spread.n, spread.mean
+    tol = 64.0 * (n + 1) * _EPS * spread.mean_abs
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        short = unit_ns & (n > 0) & (mean < SHORT_NS)
+        short_unsure = unit_ns & (n > 0) & ~(np.abs(mean - SHORT_NS) > tol)
+        half = ci_half_widths(spread.std, n)
+        ratio = 100.0 * half / np.abs(mean)
+        judged = n >= 2
+        unstable = judged & (mean != 0) & np.isfinite(half) & (ratio > UNSTABLE_CI_PCT)
+        close = ~(np.abs(ratio - UNSTABLE_CI_PCT) > _RATIO_WINDOW * UNSTABLE_CI_PCT)
+        unstable_unsure = judged & (close | ~(np.abs(mean) > tol) | ~(np.abs(half) < 1e300))
+    return short, short_unsure, unstable, unstable_unsure
+
+
+def _judge_again(
+    data: ResultData, table: ResultTable, groups: Groups, unsure: Bools, rule: str, verdict: Bools, unit: Ints
+) -> None:
+    """Judge the ``unsure`` groups again with the Python rule ``rule`` on their finite values (``verdict`` in place)."""
+    todo = np.flatnonzero(unsure).tolist()
+    if not todo:
+        return
+    call = CallEvidence(
+        cache_control=data.plan.cache_control,
+        serializes=bool(data.environment.get(SERIALIZES_KERNELS)),
+        regions={},
+        gpu_ns={},
+        clocks={},
+        throttled={},
+    )
+    order = np.argsort(groups.ids, kind="stable")
+    size = np.bincount(groups.ids, minlength=groups.count)
+    start = np.cumsum(size) - size
+    annotations = table.annotations
+    for gi in todo:
+        rows = order[start[gi] : start[gi] + size[gi]]
+        rows = rows[np.isfinite(table.value[rows])]
+        first = groups.first[gi]
+        row = RowEvidence(
+            annotation=annotations[table.annotation[first]],
+            metric=table.metrics[table.metric[first]],
+            config=int(table.config[first]),
+            unit=table.units[unit[gi]] if unit[gi] >= 0 else None,
+            values=table.value[rows].tolist(),
+            runs=table.run[rows].tolist(),
+        )
+        verdict[gi] = RULES[rule](row, call)
+
+
+def _clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Mapping[Any, float]) -> Bools:
+    """``clock_varied`` per group: the range of its runs' measured clocks against their median (exactly the rule)."""
+    out = np.zeros(groups.count, dtype=np.bool_)
+    if not clocks:
+        return out
+    found, codes = table.lookup("run", clocks)
+    per_row = np.append(np.asarray(found, dtype=np.float64), np.nan)[codes]  # MISSING (-1) picks the NaN
+    rows = np.flatnonzero(finite & ~np.isnan(per_row))
+    g, c = groups.ids[rows], per_row[rows]
+    order = np.lexsort((c, g))
+    g, c = g[order], c[order]
+    k = np.bincount(g, minlength=groups.count)
+    start = np.cumsum(k) - k
+    has = np.flatnonzero(k >= 2)
+    s, m = start[has], k[has]
+    low, high, mid = c[s], c[s + m - 1], s + m // 2
+    median = np.where(m % 2 == 1, c[mid], (c[mid - 1] + c[mid]) / 2)  # statistics.median's arithmetic
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[has] = (median > 0) & (100.0 * (high - low) / median > CLOCK_VARIED_PCT)
+    return out
+
+
+def _gpu_ns(table: ResultTable) -> Floats:
+    """Per region execution, the sum of its finite ``gpu__time_duration.sum`` records (NaN without one)."""
+    regs = table.regions
+    if not table.has_metric(GPU_TIME_METRIC):  # most results that get here have none (the host backend)
+        return np.full(regs.n, np.nan)
+    records = table.records
+    metrics = list(map(attrgetter("metric"), records))
+    picked = [records[i] for i in np.flatnonzero(np.array(metrics, dtype=object) == GPU_TIME_METRIC).tolist()]
+    k = len(picked)
+    value = np.fromiter(map(attrgetter("value"), picked), dtype=np.float64, count=k)
+    ids, _ = group_ids(
+        np.concatenate([regs.annotation, table.annotation_codes(map(attrgetter("annotation"), picked), k)]),
+        np.concatenate([regs.config, np.fromiter(map(attrgetter("config"), picked), dtype=np.int64, count=k)]),
+        np.concatenate([regs.run, np.fromiter(map(attrgetter("run"), picked), dtype=np.int64, count=k)]),
+    )
+    ok = np.isfinite(value)
+    span = int(ids.max()) + 1
+    rec_ids = ids[regs.n :][ok]
+    sums = np.bincount(rec_ids, weights=value[ok], minlength=span)  # in record order from 0.0, as the rule adds
+    seen = np.bincount(rec_ids, minlength=span) > 0
+    reg_ids = ids[: regs.n]
+    return np.where(seen[reg_ids], sums[reg_ids], np.nan)
+
+
+def _launch_verdicts(table: ResultTable) -> tuple[Bools, Bools] | None:
+    """Per region execution: its launch-bound verdict and whether it has one (``_run_launch_bound`` of flags).
+
+    None when no execution has a verdict (no backend attribute and no GPU time: the host backend), found without
+    reading the executions' ids or host times.
+    """
+    regs = table.regions
+    if not regs.has_attributes and not table.has_metric(GPU_TIME_METRIC):
+        return None  # no execution has evidence, and no column of them was read
+    own = regs.launch_bound
+    gpu = regs.attribute("device_ns")
+    with np.errstate(invalid="ignore"):
+        use = ~(gpu > 0)
+        gpu[use] = regs.attribute("span_ns")[use]
+        if (~(gpu > 0) & (own < 0)).any():
+            use = ~(gpu > 0)
+            gpu[use] = _gpu_ns(table)[use]
+        judged = (own >= 0) | (gpu > 0)
+        if not judged.any():
+            return None
+        launch = regs.attribute("launch_ns")
+        host = np.where(launch > 0, launch, regs.host_ns)
+        verdict = np.where(own >= 0, own == 1, host > gpu)
+    return verdict, judged & ~regs.failed
+
+
+def _region_flags(table: ResultTable, groups: Groups, serializes: bool) -> tuple[Bools, Bools]:
+    """``serialized`` and ``launch_bound`` per group, from the executions of its (annotation, config) region."""
+    none = np.zeros(groups.count, dtype=np.bool_)
+    regs = table.regions
+    if serializes:
+        with np.errstate(invalid="ignore"):
+            many = regs.attribute("kernel_count") > 1
+        if not many.any():
+            return none, none
+        reg_ids, grp_ids, span = _region_keys(table, groups)
+        return (np.bincount(reg_ids, weights=many, minlength=span) > 0)[grp_ids], none
+    verdicts = _launch_verdicts(table)
+    if verdicts is None:
+        return none, none
+    verdict, judged = verdicts
+    reg_ids, grp_ids, span = _region_keys(table, groups)
+    n_judged = np.bincount(reg_ids, weights=judged, minlength=span)
+    n_bound = np.bincount(reg_ids, weights=judged & verdict, minlength=span)
+    return none, ((n_judged > 0) & (2 * n_bound > n_judged))[grp_ids]
+
+
+def _region_keys(table: ResultTable, groups: Groups) -> tuple[Ints, Ints, int]:
+    """One numbering of (annotation, config) over the region executions and the groups: their ids, and the span."""
+    regs = table.regions
+    ids, _ = group_ids(
+        np.concatenate([regs.annotation, table.annotation[groups.first]]),
+        np.concatenate([regs.config, table.config[groups.first]]),
+    )
+    return ids[: regs.n], ids[regs.n :], int(ids.max()) + 1
+
+
+def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled: Mapping[Any, bool] | None) -> list[str]:
+    """The ``Flags`` cell of every group, in group order (what ``flag_column`` gives for the same rows).
+
+    Args:
+        data: The result (plan and environment).
+        table: Its columnar view.
+        groups: The aggregated rows.
+        throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module); ``None``: none known.
+    """
+    finite = np.isfinite(table.value)
+    was_throttled = np.zeros(table.n, np.bool_) if not throttled else throttled_rows(table, throttled)[0]
+    spread = _spread(table.value, finite, groups)
+    unit = _first_units(table, groups)
+    unit_ns = (unit == table.units.index("ns")) if "ns" in table.units else np.zeros(groups.count, np.bool_)
+    short, short_unsure, unstable, unstable_unsure = _short_and_unstable(spread, unit_ns)
+    _judge_again(data, table, groups, short_unsure, "short", short, unit)
+    _judge_again(data, table, groups, unstable_unsure, "unstable", unstable, unit)
+    serialized, launch_bound = _region_flags(table, groups, bool(data.environment.get(SERIALIZES_KERNELS)))
+    verdicts = {
+        "clock_varied": _clock_varied(table, finite, groups, measured_clocks(table.collector_values)),
+        "few_runs": spread.n < FEW_RUNS,
+        "launch_bound": launch_bound,
+        "serialized": serialized,
+        "short": short,
+        "throttled": np.bincount(groups.ids, weights=was_throttled & finite, minlength=groups.count) > 0,
+        "unstable": unstable,
+        "warm": np.full(groups.count, data.plan.cache_control == "none"),
+    }
+    return _cells(verdicts)
+
+
+def _cells(verdicts: Mapping[str, Bools]) -> list[str]:
+    """The comma-joined cell of each row's flags, made once per distinct combination."""
+    bits = np.zeros(len(verdicts[FLAGS[0]]), dtype=np.int64)
+    for i, name in enumerate(FLAGS):
+        bits |= verdicts[name].astype(np.int64) << i
+    text = {
+        int(b): flags_cell(name for i, name in enumerate(FLAGS) if int(b) >> i & 1) for b in np.unique(bits).tolist()
+    }
+    return [text[b] for b in bits.tolist()]
