@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
+from nsightx._units import scale
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -327,23 +328,18 @@ def _aggregate(values: list[float], how: str) -> float:
     return sum(finite) / len(finite) if finite else math.nan
 
 
-_SCALES = {
-    "ns": ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns")),
-    "byte": ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "byte")),
-}
-
-
 def _rescale(panels: Iterable[Panel], unit: str) -> str:
-    """Show durations and byte counts in a readable unit (ns -> us/ms/s, byte -> kB/MB/GB); return the unit."""
-    steps = _SCALES.get(unit)
+    """Show the values in a readable unit (ns -> us/ms/s, byte -> kB/MB, TFLOP/s -> GFLOP/s...); return the unit.
+
+    The largest value picks the unit (:func:`nsightx._units.scale`), so every point of the plot shares it.
+    """
     panels = list(panels)
     values = [abs(p.y) for pa in panels for s in pa.series for p in s.points if math.isfinite(p.y)]
-    if steps is None or not values:
+    if not unit or not values:
         return unit
-    top = max(values)
-    factor, new_unit = next(((f, u) for f, u in steps if top >= f), steps[-1])
+    factor, new_unit = scale(max(values), unit)
     if factor == 1.0:
-        return unit
+        return new_unit or unit
     for pa in panels:
         for s in pa.series:
             for p in s.points:

@@ -1,8 +1,9 @@
-"""The aggregated table as people read it: durations in us/ms/s, the 95% CI in the mean's unit, stability, Tool.
+"""The aggregated table as people read it: readable units, the 95% CI in the mean's unit, stability, Tool.
 
 ``nsightx demo`` prints it as text and ``ProfileResults._repr_html_`` (:mod:`nsightx._results.html`) draws it in a
 notebook; both go through :func:`summarize`, so the two show the same cells. The DataFrame itself keeps the raw
-values (durations in ns): this module only formats them for display.
+values (durations in ns): this module only formats them for display, in the units :mod:`nsightx._units` picks
+(``20.68 us``, ``140.6 MFLOP/s``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nsightx._results.dataframe import STABLE_RSD_PCT
+from nsightx._units import number, scale, with_unit
 
 if TYPE_CHECKING:
     import pandas as pd
-
-TIME_UNITS: tuple[tuple[float, str], ...] = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
-"""Factors from nanoseconds to each display unit, largest first."""
 
 MAX_NAMED_UNSTABLE = 3
 """How many unstable rows the warning names before it says "and N more"."""
@@ -49,27 +48,6 @@ class Summary:
     def unstable(self) -> tuple[Row, ...]:
         """The rows whose ``StableMeasurement`` is false."""
         return tuple(r for r in self.rows if not r.stable)
-
-
-def scale(value: float, unit: str | None) -> tuple[float, str | None]:
-    """The factor to divide by and the unit to show ``value`` in.
-
-    A duration in ns is shown in the largest of s, ms, us, ns under which its magnitude is at least 1
-    (``2.068e+04 ns`` becomes ``20.68 us``); any other unit is kept as it is (factor 1).
-    """
-    if unit != "ns" or not math.isfinite(value):
-        return 1.0, unit
-    return next(((f, u) for f, u in TIME_UNITS if abs(value) >= f), TIME_UNITS[-1])
-
-
-def number(value: float) -> str:
-    """Four significant digits, ``-`` for a missing or infinite value."""
-    return f"{value:.4g}" if math.isfinite(value) else "-"
-
-
-def with_unit(text: str, unit: str | None) -> str:
-    """``text`` followed by ``unit`` when there is one."""
-    return f"{text} {unit}" if unit else text
 
 
 def mean_and_ci(avg: float, lower: float, upper: float, unit: str | None) -> tuple[str, str]:
