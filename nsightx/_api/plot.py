@@ -105,12 +105,12 @@ def _check_one_metric(inner: ProfiledFunction, metric: str | None) -> None:
     if metric is None and (spec.derive_metric is not None or len(spec.metrics or ()) > 1):
         asked = len(spec.metrics or ("",))
         count, what = (
-            (f"at least {asked + 1}", "derive_metric adds metrics")
+            (f"at least {asked + 1}", "derive_metric's metrics too")
             if spec.derive_metric is not None
             else (str(asked), f"metrics={list(spec.metrics or ())}")
         )
         raise ConfigError(
             f"Cannot visualize multiple metrics ({count} > 1) with the @nsight.analyze.plot decorator. "
-            f"Please specify a metric to plot. analyze.plot on {inner.name}: the result will hold several "
-            f"metrics ({what}) and a plot shows one; pass metric=<name> to analyze.plot"
+            f"Please specify a metric to plot. ({inner.name}'s result will hold {what}): pass metric=<name> to "
+            "analyze.plot"
         )

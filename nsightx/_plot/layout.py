@@ -147,8 +147,7 @@ def pick_metric(frame: pd.DataFrame, metric: str | None) -> str:
             )
         raise ConfigError(
             f"Cannot visualize multiple metrics ({len(found)} > 1) with the @nsight.analyze.plot decorator. "
-            f"Please specify a metric to plot. The metrics found are: {found}. A plot shows one: pass "
-            "metric=<one of them>"
+            f"Please specify a metric to plot. The metrics found are: {found}: pass metric=<one of them>"
         )
     if metric not in found:
         raise ConfigError(

@@ -56,13 +56,15 @@ class PlotOptions:
         }
         for option, names in roles.items():
             unknown = [n for n in names if n not in params]
-            if unknown:
-                first = ""
-                if option == "x_keys":  # nsight-python checks x_keys only, against the non-panel fields
-                    fields = [p for p in params if p not in (*self.row_panels, *self.col_panels)]
-                    first = f"Field '{unknown[0]}' is not present in the DataFrame. Available fields: {fields}. "
+            if unknown and option == "x_keys":  # nsight-python checks x_keys only, against the non-panel fields
+                fields = [p for p in params if p not in (*self.row_panels, *self.col_panels)]
                 raise ConfigError(
-                    f"{first}{option}={list(names)} names {unknown}, which are not parameters of "
+                    f"Field '{unknown[0]}' is not present in the DataFrame. Available fields: {fields}. "
+                    f"(x_keys={list(names)} of the plot of {function})"
+                )
+            if unknown:
+                raise ConfigError(
+                    f"{option}={list(names)} names {unknown}, which are not parameters of "
                     f"{function}; its parameters are {list(params)}"
                 )
 

@@ -260,7 +260,7 @@ def _raw_results(
     if header is None:
         raise ResultSchemaError(
             f"{str(path)!r} has no header line, so its runs cannot be matched to configs; it was written by an "
-            "older nsightx or by a backend's worker; nsightx._results.sink.read_raw reads its runs without parameters"
+            "older nsightx or by a backend's worker; nsightx.ext.read_raw reads its runs without parameters"
         )
     runs.sort(key=lambda r: (r.config, r.run))  # configs of parallel_devices come back in completion order
     done = completeness(header.plan, runs)
