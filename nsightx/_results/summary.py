@@ -116,8 +116,13 @@ def device_label(backend: str, environment: Mapping[str, Any]) -> str:
     return f"{gpu} ({backend} backend)" if gpu else f"GPU, name not recorded ({backend} backend)"
 
 
-def unstable_warning(summary: Summary) -> str | None:
-    """One sentence naming the unstable rows (at most :data:`MAX_NAMED_UNSTABLE`), or ``None`` when all are stable."""
+def unstable_warning(
+    summary: Summary, remedy: str = "more runs, runs='auto' or a quieter machine tighten them"
+) -> str | None:
+    """One sentence naming the unstable rows (at most :data:`MAX_NAMED_UNSTABLE`), or ``None`` when all are stable.
+
+    ``remedy`` ends it, in the reader's words: ``runs='auto'`` in Python, ``--runs auto`` on a command line.
+    """
     unstable = summary.unstable
     if not unstable:
         return None
@@ -127,7 +132,7 @@ def unstable_warning(summary: Summary) -> str | None:
     more = f" and {len(unstable) - MAX_NAMED_UNSTABLE} more" if len(unstable) > MAX_NAMED_UNSTABLE else ""
     return (
         f"{len(unstable)} of {len(summary.rows)} row(s) unstable (relative std dev >= {STABLE_RSD_PCT:g}% or a "
-        f"throttled run): {named}{more}; more runs, runs='auto' or a quieter machine tighten them"
+        f"throttled run): {named}{more}; {remedy}"
     )
 
 
