@@ -17,7 +17,7 @@ from typing import Any
 from nsightx._api.kernel import ProfiledFunction
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError
-from nsightx._plot.options import PlotOptions, check_filename, check_roles, plot_values
+from nsightx._plot.options import DISTRIBUTIONS, PlotOptions, check_filename, check_roles, plot_values
 from nsightx._plot.render import render
 from nsightx._results.results import ProfileResults
 
@@ -70,7 +70,8 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
                 inner.check_call(*args, **kwargs)  # nsight-python reports a bad call before it plots
                 raise copy.copy(deferred)  # a fresh copy: the stored one keeps no traceback of a call
             results: ProfileResults = profiled(*args, **kwargs)
-            written = render(results.to_dataframe(), path, opts)
+            runs = results.runs_dataframe() if opts.plot_type in DISTRIBUTIONS else None
+            written = render(results.to_dataframe(), path, opts, runs=runs, function=inner.name)
             if inner.spec.verbosity >= VerbosityLevel.INFO:
                 print(f"nsightx: {inner.name}: plot -> {written}", file=sys.stderr)
             return results
