@@ -1,4 +1,4 @@
-"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``, ``baselines``, ``reconcile``.
+"""The ``nsightx`` command: ``doctor``, ``demo``, ``show``, ``plot``, ``compare``, ``reconcile`` and the listings.
 
 It behaves like a Unix tool: ``nsightx --version``; ``python -m nsightx`` is the same command; bare ``nsightx``
 prints the help on stdout and exits 2, as bare ``git`` prints its usage and exits non-zero (no command is a
@@ -214,6 +214,66 @@ def _baselines(args: argparse.Namespace) -> int:
     from nsightx._report.history import listing
 
     print("\n".join(listing(Path(args.folder))))
+    return 0
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "file",
+        help="a saved result (result-*.json), a save of pytest --nsightx-save, a raw_data-*.jsonl, or a folder of "
+        "result-*.json or of --nsightx-save saves (the newest result of each function or test)",
+    )
+
+
+@command("show", "print a saved result as a table in readable units, fitting the terminal", _show_args)
+def _show(args: argparse.Namespace) -> int:
+    from nsightx._cli.show import show
+    from nsightx._report.render import terminal_width
+
+    return show(args.file, terminal_width(sys.stdout.isatty()))
+
+
+def _plot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a saved result, a save of pytest --nsightx-save, or a raw_data-*.jsonl")
+    p.add_argument("out", help="the image to write; its extension picks the format (.png, .svg, .pdf, ...)")
+    p.add_argument("--metric", help="the metric to draw (default: the first, the measured time)")
+    p.add_argument(
+        "--type",
+        dest="plot_type",
+        choices=("line", "bar", "box", "violin"),
+        help="line (default) or bar: means and their 95%% CI; box or violin: every run of each config",
+    )
+    p.add_argument(
+        "--x-log",
+        action=argparse.BooleanOptionalAction,
+        help="log x axis (default: chosen from the data, for a numeric x spanning 16x or more)",
+    )
+    p.add_argument(
+        "--y-log",
+        action=argparse.BooleanOptionalAction,
+        help="log y axis (default: chosen from the data, for values spanning more than two decades)",
+    )
+    p.add_argument("--title", help="the figure's title (default: the function, the metric and the backend)")
+
+
+@command("plot", "draw a saved result's default plot to an image file", _plot_args)
+def _plot(args: argparse.Namespace) -> int:
+    from nsightx._cli.show import plot
+
+    try:
+        written = plot(
+            args.file,
+            args.out,
+            args.metric,
+            plot_type=args.plot_type,
+            x_log=args.x_log,
+            y_log=args.y_log,
+            title=args.title,
+        )
+    except ImportError as e:
+        print(f"nsightx plot: drawing needs matplotlib ({e}); pip install 'nsightx[plot]'", file=sys.stderr)
+        return 2
+    print(written)
     return 0
 
 

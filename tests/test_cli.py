@@ -220,3 +220,119 @@ def test_demo_refuses_runs_that_cannot_finish_and_says_how_long(tmp_path):
         line,
     ), line
     assert not (tmp_path / "out").exists(), "refused before anything was written"
+
+
+# --- nsightx show / nsightx plot: a saved result without writing code (issue 38) ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A host sweep's files (result JSON, raw JSONL), a save of the pytest plugin and a raw file cut short."""
+    import nsightx
+    from nsightx._host import plugins as _plugins
+    from nsightx._report.history import save
+
+    folder = tmp_path_factory.mktemp("saved")
+    previous = _plugins._default
+    _plugins.set_default_host(_plugins.PluginHost(_plugins.LoaderSettings()).load())
+    try:
+
+        @nsightx.analyze.kernel(
+            configs=[1000, 20000, 400000],
+            runs=4,
+            backend="host",
+            verbosity=0,
+            output_prefix=str(folder / "out") + "/",
+            derive_metric=lambda t, n: (n / t, "items/ns"),
+        )
+        def build_list(n):
+            with nsightx.annotate("build"):
+                list(range(n))
+
+        result = build_list()
+    finally:
+        _plugins.set_default_host(previous)
+    store = folder / "store"
+    pytest_save = save(store, "tests/test_lists.py::test_build[1000]", result)
+    raw = folder / "out" / "raw_data-build_list-0.jsonl"
+    cut = folder / "cut.jsonl"
+    cut.write_text(raw.read_text()[:-40])
+    return {
+        "result": folder / "out" / "result-build_list-0.json",
+        "raw": raw,
+        "store": store,
+        "save": pytest_save,
+        "cut": cut,
+    }
+
+
+def test_show_prints_a_saved_result_in_readable_units(saved):
+    out = subprocess.run(  # no COLUMNS, output to a pipe: the whole table, as a log gets it
+        [sys.executable, "-m", "nsightx", "show", str(saved["result"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("build_list: 3 config(s) x 4 run(s) on CPU (host backend), measured ")
+    assert lines[0].endswith("[result-build_list-0.json]")
+    assert lines[1].split()[:4] == ["Annotation", "n", "Metric", "Mean"]
+    assert len(lines) == 2 + 6 and all(re.search(r" \d[\d.]* (ns|us|ms|s) ", line) for line in lines[2:5])
+    assert "e+0" not in out.stdout and "e-0" not in out.stdout
+
+
+def test_show_fits_the_terminal(saved):
+    out = subprocess.run(
+        [sys.executable, "-m", "nsightx", "show", str(saved["result"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "60"},
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "tool: host" in lines  # the same in every row: said once, above the table
+    table = lines[lines.index("tool: host") + 1 :]
+    assert table and all(len(line) <= 60 for line in table), "\n".join(table)
+
+
+@pytest.mark.parametrize("which", ["save", "store"])
+def test_show_reads_the_pytest_plugins_files(saved, which):
+    out = _nsightx("show", str(saved[which]))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].endswith("[test tests/test_lists.py::test_build[1000]]")
+
+
+def test_show_reads_a_raw_file_and_says_what_it_skipped_on_one_line(saved):
+    whole = _nsightx("show", str(saved["raw"]))
+    assert whole.returncode == 0 and "[raw_data-build_list-0.jsonl]" in whole.stdout.splitlines()[0]
+    cut = _nsightx("show", str(saved["cut"]))
+    assert cut.returncode == 0, cut.stderr
+    warnings = [line for line in cut.stderr.splitlines() if "unfinished last line" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("nsightx show: warning: ")
+    assert "holds 11 of 12 planned runs" in cut.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("kind", [None, "violin", "box", "bar"])
+def test_plot_draws_a_saved_result(saved, tmp_path, kind):
+    image = tmp_path / "out.png"
+    extra = ["--type", kind] if kind else []
+    out = _nsightx("plot", str(saved["result"]), str(image), *extra)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(image) and image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.stderr.strip() == (
+        "nsightx plot: drew host__time_duration.sum; the result also holds <lambda> (--metric NAME)"
+    )
+
+
+def test_plot_takes_a_raw_file_and_the_plugins_save_and_refuses_a_folder_of_several(saved, tmp_path):
+    for source in (saved["raw"], saved["save"]):
+        out = _nsightx("plot", str(source), str(tmp_path / "p.svg"), "--y-log", "--metric", "host__time_duration.sum")
+        assert out.returncode == 0, out.stderr
+    (saved["store"] / "other").mkdir(exist_ok=True)
+    many = _nsightx("plot", str(saved["result"].parent), str(tmp_path / "q.png"), "--type", "pie")
+    assert many.returncode == 2 and "argument --type: invalid choice: 'pie'" in many.stderr
+    bad = _nsightx("plot", str(saved["result"]), str(tmp_path / "q.txt"))
+    assert bad.returncode == 2 and bad.stderr.startswith("nsightx plot: cannot tell the image format")

@@ -149,3 +149,60 @@ def render_text(summary: Summary) -> str:
         ).rstrip()
 
     return "\n".join([line(summary.header), *(line(row.cells) for row in summary.rows)])
+
+
+def _width(summary: Summary) -> int:
+    """How wide :func:`render_text` prints ``summary``."""
+    widths = [len(h) for h in summary.header]
+    for row in summary.rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row.cells, strict=True)]
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _without(summary: Summary, column: str) -> Summary:
+    i = summary.header.index(column)
+    rows = tuple(Row(r.cells[:i] + r.cells[i + 1 :], r.stable, r.label, r.rsd_pct) for r in summary.rows)
+    return Summary(summary.header[:i] + summary.header[i + 1 :], rows, summary.right)
+
+
+def _cut(summary: Summary, column: str, over: int, keep: int) -> Summary:
+    """Cut the cells of ``column`` (with ``..``) by up to ``over`` characters, keeping at least ``keep``."""
+    i = summary.header.index(column)
+    now = max(len(r.cells[i]) for r in summary.rows)
+    limit = max(keep, now - over, len(column))
+
+    def clip(text: str) -> str:
+        return text if len(text) <= limit else text[: limit - 2] + ".."
+
+    rows = tuple(
+        Row((*r.cells[:i], clip(r.cells[i]), *r.cells[i + 1 :]), r.stable, r.label, r.rsd_pct) for r in summary.rows
+    )
+    return Summary(summary.header, rows, summary.right)
+
+
+def fit(summary: Summary, width: int | None) -> tuple[Summary, list[str]]:
+    """``summary`` narrowed to ``width`` characters where it can be, and lines to print above it.
+
+    What is the same in every row (the ``Tool``, the ``Device``, a single metric) moves above the table first; then
+    long annotations are cut (``..``), the CI column is left out, metric names are cut, the stability column is left
+    out (the warning still names the unstable rows), and names are cut shorter still, each step only while the table
+    is still too wide.
+    ``width=None`` (not a terminal) leaves the table whole.
+    """
+    above: list[str] = []
+    if width is None or not summary.rows:
+        return summary, above
+    for column in ("Tool", "Device", "Metric"):
+        if _width(summary) <= width or column not in summary.header:
+            continue
+        values = {r.cells[summary.header.index(column)] for r in summary.rows}
+        if len(values) == 1:
+            above.append(f"{column.lower()}: {values.pop()}")
+            summary = _without(summary, column)
+    steps = (("Annotation", 10), ("95% CI", 0), ("Metric", 16), ("Stable", 0), ("Metric", 8), ("Annotation", 6))
+    for column, keep in steps:
+        if _width(summary) <= width or column not in summary.header:
+            continue
+        over = _width(summary) - width
+        summary = _cut(summary, column, over, keep) if keep else _without(summary, column)
+    return summary, above
