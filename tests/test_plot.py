@@ -501,3 +501,19 @@ def test_distribution_of_an_aggregated_frame_is_refused_with_what_to_do(tmp_path
 
     with pytest.raises(ConfigError, match=r"plot_type='box' draws every run .* plot the result itself"):
         plot_frame(_runs_sweep().to_dataframe(), tmp_path / "p.png", plot_type="box")
+
+
+def test_violins_on_a_log_axis_are_drawn_from_the_logarithms_and_keep_their_medians(out):
+    values = {("a", c, "m"): [10.0**c * (1.0 + 0.01 * (i % 5)) for i in range(11)] for c in range(4)}
+    res = make_result(values, params=["n"], configs=[(1,), (2,), (3,), (4,)], units={"m": "us"})
+    ax = _grab(res, out / "violin_log.png", plot_type="violin").axes[0]
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "m (ms)"  # 1 us .. 1.04 ms: shown in ms
+    from matplotlib.collections import LineCollection, PolyCollection
+
+    [medians] = [c for c in ax.collections if isinstance(c, LineCollection)]
+    shown = sorted(segment[0][1] for segment in medians.get_segments())
+    assert shown == pytest.approx([sorted(v)[5] / 1e3 for v in values.values()], rel=1e-9)  # 11 runs: the 6th
+    bodies = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    for body, runs in zip(bodies, values.values(), strict=True):
+        ys = body.get_paths()[0].vertices[:, 1]
+        assert min(ys) == pytest.approx(min(runs) / 1e3) and max(ys) == pytest.approx(max(runs) / 1e3)

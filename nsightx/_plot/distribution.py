@@ -34,8 +34,10 @@ def _jitter(n: int) -> list[float]:
     return [((i * 0.618034) % 1.0) * 2.0 - 1.0 for i in range(n)]
 
 
-def draw_runs(ax: Any, panel_series: list[Series], layout: Layout, opts: PlotOptions, style: Any) -> None:
-    """Draw one panel's series as boxes or violins of their runs, grouped by x value."""
+def draw_runs(
+    ax: Any, panel_series: list[Series], layout: Layout, opts: PlotOptions, style: Any, log: bool = False
+) -> None:
+    """Draw one panel's series as boxes or violins of their runs, grouped by x value (``log``: on a log y axis)."""
     groups, width = _slots(layout, panel_series)
     for k, series in enumerate(panel_series):
         colour = style(layout.series_labels.index(series.label), len(layout.series_labels))["color"]
@@ -47,9 +49,22 @@ def draw_runs(ax: Any, panel_series: list[Series], layout: Layout, opts: PlotOpt
         if opts.plot_type == "box":
             _boxes(ax, data, at, width, colour)
         else:
-            _violins(ax, data, at, width, colour)
+            _violins(ax, data, at, width, colour, log)
         ax.plot([], [], color=colour, linewidth=6, label=series.label)  # a legend entry in the series' colour
     ax.set_xticks(range(len(layout.x_order)))
+
+
+def _unlog(parts: dict[str, Any]) -> None:
+    """Violins drawn from the logarithms of the runs, put back at the runs' values: the shapes a log axis shows.
+
+    A density estimated on the values themselves is stretched on a log axis (a tail of slow runs becomes a long
+    spike); estimated on their logarithms, it is the density the reader sees.
+    """
+    for body in parts["bodies"]:
+        for path in body.get_paths():
+            path.vertices[:, 1] = 10.0 ** path.vertices[:, 1]
+    medians = parts["cmedians"]
+    medians.set_segments([[(x, 10.0**y) for x, y in segment] for segment in medians.get_segments()])
 
 
 def _boxes(ax: Any, data: list[list[float]], at: list[float], width: float, colour: Any) -> None:
@@ -67,16 +82,19 @@ def _boxes(ax: Any, data: list[list[float]], at: list[float], width: float, colo
         box.set_alpha(0.55)
 
 
-def _violins(ax: Any, data: list[list[float]], at: list[float], width: float, colour: Any) -> None:
+def _violins(ax: Any, data: list[list[float]], at: list[float], width: float, colour: Any, log: bool) -> None:
     spread = [d for d in data if len(set(d)) > 1]  # a violin needs two different values; a lone run is a dot
     places = [a for a, d in zip(at, data, strict=True) if len(set(d)) > 1]
     if spread:
-        parts = ax.violinplot(spread, positions=places, widths=width * 0.9, showmedians=True, showextrema=False)
+        shown = [[math.log10(v) for v in d] for d in spread] if log else spread
+        parts = ax.violinplot(shown, positions=places, widths=width * 0.9, showmedians=True, showextrema=False)
         for body in parts["bodies"]:
             body.set_facecolor(colour)
             body.set_edgecolor(colour)
             body.set_alpha(0.45)
         parts["cmedians"].set_color("black")
+        if log:
+            _unlog(parts)
     for x, values in zip(at, data, strict=True):
         offsets = _jitter(len(values))
         xs = [x + o * JITTER * width for o in offsets]

@@ -199,7 +199,7 @@ def _draw_panel(
     if opts.plot_type == "bar":
         _draw_bars(ax, panel.series, layout, opts)
     elif opts.plot_type in DISTRIBUTIONS:
-        draw_runs(ax, panel.series, layout, opts, style)
+        draw_runs(ax, panel.series, layout, opts, style, axes.y_log)
         _category_ticks(ax, _x_labels(layout))
     else:
         pos = _positions(layout)
