@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-GAP_PX = 1.0
-"""Space kept between two labels, in pixels."""
+GAP_PX = 3.0
+"""Space kept between two labels, in pixels, across and along: labels that touch read as one number."""
 
 MAX_ROUNDS = 6
 """How many times the y axis may grow to fit the labels before they are left where they are."""
@@ -23,7 +23,9 @@ def _labels(ax: Any) -> list[Any]:
 
 
 def _overlap(a: Any, b: Any) -> bool:
-    return bool(a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1)
+    """Whether two label boxes come closer than :data:`GAP_PX`."""
+    gap = GAP_PX
+    return bool(a.x0 < b.x1 + gap and b.x0 < a.x1 + gap and a.y0 < b.y1 + gap and b.y0 < a.y1 + gap)
 
 
 def _stack(ax: Any, renderer: Any, dpi: float) -> float:
