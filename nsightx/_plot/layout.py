@@ -389,4 +389,4 @@ def _rescale(panels: Iterable[Panel], unit: str) -> str:
                 p.values = tuple(v / factor for v in p.values)
             if s.aggregate is not None:
                 s.aggregate /= factor
-    return new_unit
+    return new_unit or unit
