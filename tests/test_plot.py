@@ -518,3 +518,12 @@ def test_violins_on_a_log_axis_are_drawn_from_the_logarithms_and_keep_their_medi
     for body, runs in zip(bodies, values.values(), strict=True):
         ys = body.get_paths()[0].vertices[:, 1]
         assert min(ys) == pytest.approx(min(runs) / 1e3) and max(ys) == pytest.approx(max(runs) / 1e3)
+
+
+def test_a_derived_rate_is_drawn_in_its_readable_prefix(out):
+    """Issue 38: a rate derived in TFLOP/s on a CPU was 0.0001406 TFLOP/s; it is drawn as 140.6 MFLOP/s."""
+    values = {("mm", c, "tflops"): [v] * 3 for c, v in enumerate([0.0001406, 0.0003, 0.0005])}
+    res = make_result(values, params=["n"], configs=[(64,), (128,), (256,)], units={"tflops": "TFLOP/s"})
+    ax = _grab(res, out / "rate.png").axes[0]
+    assert ax.get_ylabel() == "tflops (MFLOP/s)"
+    assert sorted(round(y, 6) for y in ax.get_lines()[0].get_ydata()) == [140.6, 300.0, 500.0]
