@@ -3,7 +3,8 @@
 # Writes under $OUT (default ./gpu-out), each file as soon as its step ends (the device tool brings back at most
 # 8 files; the rest is bundled in <stage>.tgz).
 #
-#   bash benchmarks/run_gpu.sh tests   doctor + demo (doctor-demo.log), every `pytest -m gpu` test (gpu-tests.log)
+#   bash benchmarks/run_gpu.sh tests   doctor + demo + show/plot of its result + nsightx.measure (doctor-demo.log,
+#                                      demo-plot.png, demo-violin.png), every `pytest -m gpu` test (gpu-tests.log)
 #   bash benchmarks/run_gpu.sh bench   backend_overhead.json (+ _before with BEFORE_TREE), the issue-12 tutorial
 #                                      script on ncu and cupti, attribution.json, ncu report names, ncu's metric
 #                                      list, ncu_overhead.json; bench.log has each step's output
@@ -36,6 +37,14 @@ stage_tests() {
     python3 -m nsightx.cli doctor
     step "nsightx demo"
     (cd "$WORK" && python3 -m nsightx.cli demo --output demo-out)
+    step "nsightx show and nsightx plot of the demo's result (issue 38)"
+    (cd "$WORK" && python3 -m nsightx.cli show demo-out && python3 -m nsightx.cli plot demo-out/result-matmul-0.json \
+      "$OUT/demo-plot.png" && python3 -m nsightx.cli plot demo-out/result-matmul-0.json "$OUT/demo-violin.png" \
+      --type violin)
+    step "nsightx.measure(lambda: a @ b, runs=50) (issue 38)"
+    python3 -c "import torch, nsightx; a = torch.randn(4096, 4096, device='cuda'); \
+r = nsightx.measure(lambda: a @ a, runs=50); print(r); \
+print(r.to_dataframe()[['Metric', 'AvgValue', 'CI95_Lower', 'CI95_Upper', 'NumRuns', 'Tool']].to_string())"
   } > "$OUT/doctor-demo.log" 2>&1
   # pytest-timeout is on the GPU image: one hung test must not eat the call
   timeout "${TESTS_TIMEOUT:-480}" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=15 \

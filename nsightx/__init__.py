@@ -55,6 +55,7 @@ from nsightx._version import __version__
 
 if TYPE_CHECKING:
     from nsightx import analyze, exceptions, experimental, ext
+    from nsightx._api.measure import measure
     from nsightx._host.hookspecs import hookimpl
     from nsightx._host.plugins import register_plugin, unregister_plugin
     from nsightx._plot.layout import col_panel, row_panel
@@ -80,6 +81,7 @@ _LAZY = {
     "compare": ("nsightx._report.compare", "compare"),
     "filter_flags": ("nsightx._results.flags", "filter_flags"),
     "join_results": ("nsightx._api.joined", "joined_results"),
+    "measure": ("nsightx._api.measure", "measure"),
     "reconcile": ("nsightx._api.reconcile", "reconcile"),
     "ROOFLINE_METRICS": ("nsightx._results.roofline", "ROOFLINE_METRICS"),
     "hookimpl": ("nsightx._host.hookspecs", "hookimpl"),
@@ -169,6 +171,7 @@ __all__ = [
     "hookimpl",
     "load",
     "load_raw",
+    "measure",
     "reconcile",
     "register_plugin",
     "row_panel",

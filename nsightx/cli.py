@@ -1,4 +1,4 @@
-"""The ``nsightx`` command: ``doctor``, ``demo``, ``backends``, ``plugins``, ``compare``, ``baselines``, ``reconcile``.
+"""The ``nsightx`` command: ``doctor``, ``demo``, ``show``, ``plot``, ``compare``, ``reconcile`` and the listings.
 
 It behaves like a Unix tool: ``nsightx --version``; ``python -m nsightx`` is the same command; bare ``nsightx``
 prints the help on stdout and exits 2, as bare ``git`` prints its usage and exits non-zero (no command is a
@@ -16,6 +16,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
+from nsightx._cli import args as _types
+
 if TYPE_CHECKING:
     from nsightx._host.plugins import PluginHost
 
@@ -26,6 +28,9 @@ class _UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (``nsightx demo: error: ...``), not a usage block and exit."""
+
+    commands: dict[str, _Parser]
+    """The subcommands' parsers by name (on the top-level parser), so that a misuse names its command."""
 
     def error(self, message: str) -> NoReturn:
         """Raise the misuse for :func:`main` to print as one line and turn into exit status 2."""
@@ -72,7 +77,13 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default="nsightx-out/", help="output folder (default: nsightx-out/)")
-    p.add_argument("--runs", type=int, default=10, help="measured runs per size (default: 10)")
+    p.add_argument(
+        "--runs",
+        type=_types.runs,
+        default=10,
+        metavar="N",
+        help="measured runs per size, or 'auto': until each size's 95%% CI is within 1%% of its mean (default: 10)",
+    )
     p.add_argument("--backend", default="auto", help="backend name or 'auto' (default)")
 
 
@@ -117,12 +128,14 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("new", help="saved result or folder (the same kinds) to check against the baseline")
     p.add_argument(
         "--threshold",
-        type=float,
+        type=_types.percent,
         default=5.0,
         metavar="PCT",
         help="smallest significant slowdown, in percent, that fails (exit 1); default 5",
     )
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm adjustment (0.05)")
+    p.add_argument(
+        "--alpha", type=_types.fraction, default=0.05, help="significance level after Holm adjustment (0.05)"
+    )
     p.add_argument(
         "--metric", action="append", default=None, help="compare only this metric (repeatable; default: all)"
     )
@@ -140,7 +153,7 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--history",
-        type=int,
+        type=_types.count,
         default=5,
         metavar="N",
         help="learn the noise floor from the baseline and the stored processes before it, N in all (default 5; "
@@ -204,6 +217,66 @@ def _baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "file",
+        help="a saved result (result-*.json), a save of pytest --nsightx-save, a raw_data-*.jsonl, or a folder of "
+        "result-*.json or of --nsightx-save saves (the newest result of each function or test)",
+    )
+
+
+@command("show", "print a saved result as a table in readable units, fitting the terminal", _show_args)
+def _show(args: argparse.Namespace) -> int:
+    from nsightx._cli.show import show
+    from nsightx._report.render import terminal_width
+
+    return show(args.file, terminal_width(sys.stdout.isatty()))
+
+
+def _plot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a saved result, a save of pytest --nsightx-save, or a raw_data-*.jsonl")
+    p.add_argument("out", help="the image to write; its extension picks the format (.png, .svg, .pdf, ...)")
+    p.add_argument("--metric", help="the metric to draw (default: the first, the measured time)")
+    p.add_argument(
+        "--type",
+        dest="plot_type",
+        choices=("line", "bar", "box", "violin"),
+        help="line (default) or bar: means and their 95%% CI; box or violin: every run of each config",
+    )
+    p.add_argument(
+        "--x-log",
+        action=argparse.BooleanOptionalAction,
+        help="log x axis (default: chosen from the data, for a numeric x spanning 16x or more)",
+    )
+    p.add_argument(
+        "--y-log",
+        action=argparse.BooleanOptionalAction,
+        help="log y axis (default: chosen from the data, for values spanning more than two decades)",
+    )
+    p.add_argument("--title", help="the figure's title (default: the function, the metric and the backend)")
+
+
+@command("plot", "draw a saved result's default plot to an image file", _plot_args)
+def _plot(args: argparse.Namespace) -> int:
+    from nsightx._cli.show import plot
+
+    try:
+        written = plot(
+            args.file,
+            args.out,
+            args.metric,
+            plot_type=args.plot_type,
+            x_log=args.x_log,
+            y_log=args.y_log,
+            title=args.title,
+        )
+    except ImportError as e:
+        print(f"nsightx plot: drawing needs matplotlib ({e}); pip install 'nsightx[plot]'", file=sys.stderr)
+        return 2
+    print(written)
+    return 0
+
+
 def _parser() -> _Parser:
     """The ``nsightx`` parser: ``--version`` and one subparser per registered command."""
     from nsightx._version import __version__
@@ -215,16 +288,31 @@ def _parser() -> _Parser:
     )
     parser.add_argument("--version", action="version", version=f"nsightx {__version__}")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    parser.commands = {}
     for name, (help_text, configure, _fn) in _COMMANDS.items():
-        configure(sub.add_parser(name, help=help_text, description=help_text))
+        parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text)
+        configure(parser.commands[name])
     return parser
+
+
+def _parse(parser: _Parser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an argument no parser knows is a misuse of the command it follows (``nsightx demo: ...``).
+
+    Raises:
+        _UsageError: a misuse, with its one-line message.
+    """
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        owner = parser.commands.get(args.cmd) if args.cmd else None
+        (owner or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _reconcile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", help="saved result (result-*.json) or a folder of them, measured with one backend")
     p.add_argument("b", help="the same sweep measured with another backend")
     p.add_argument(
-        "--threshold", type=float, default=5.0, metavar="PCT", help="explain differences above PCT percent (5)"
+        "--threshold", type=_types.percent, default=5.0, metavar="PCT", help="explain differences above PCT percent (5)"
     )
 
 
@@ -253,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     except _UsageError as e:
         print(e, file=sys.stderr)
         return 2

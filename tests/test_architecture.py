@@ -277,7 +277,16 @@ def test_function_level_imports_are_only_for_import_time():
 
 
 STAGES: tuple[tuple[str, ...], ...] = (
-    ("nsightx._errors", "nsightx._enums", "nsightx._model", "nsightx._version", "nsightx._cudainfo", "nsightx.columns"),
+    (
+        "nsightx._errors",
+        "nsightx._enums",
+        "nsightx._model",
+        "nsightx._version",
+        "nsightx._cudainfo",
+        "nsightx.columns",
+        "nsightx._units",
+        "nsightx._warn",
+    ),
     ("nsightx._plot",),
     ("nsightx._results",),
     ("nsightx._run",),

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nsightx.cli import main
+from nsightx.cli import _parser, main
 
 NO_GPU = os.environ.get("CI") == "true" or not os.path.exists("/dev/nvidia0")
 
@@ -41,7 +41,9 @@ def test_demo_prints_table_and_files(tmp_path):
         text=True,
         check=True,
     )
-    assert "Mean" in out.stdout and "95% CI" in out.stdout and "matmul" in out.stdout and "TFLOP/s" in out.stdout
+    assert "Mean" in out.stdout and "95% CI" in out.stdout and "matmul" in out.stdout
+    assert re.search(r" [\d.]+ [kMGTP]?FLOP/s ", out.stdout), "a rate in its readable prefix (issue 38)"
+    assert not re.search(r" 0\.0\d* [kMGTP]?FLOP/s", out.stdout), out.stdout
     assert "device: CPU (host backend)" in out.stdout and "GPU: None" not in out.stdout
     assert "e+0" not in out.stdout  # durations in us/ms, not 2.068e+04 ns
     assert re.search(r"\d+(\.\d+)? (us|ms) ", out.stdout), out.stdout
@@ -97,12 +99,16 @@ def bad_files(tmp_path_factory):
 
 ERROR_PATHS = [
     # bad option
-    (["demo", "--frobnicate"], "nsightx: error: unrecognized arguments: --frobnicate"),
+    (["demo", "--frobnicate"], "nsightx demo: error: unrecognized arguments: --frobnicate (see nsightx demo --help)"),
     (["--frobnicate"], "nsightx: error: unrecognized arguments: --frobnicate"),
-    (["demo", "--runs", "x"], "nsightx demo: error: argument --runs: invalid int value: 'x'"),
-    (["compare", "a.json", "b.json", "--threshold", "five"], "invalid float value: 'five'"),
+    (["demo", "--runs", "x"], "nsightx demo: error: argument --runs: must be a whole number >= 1 or 'auto', got 'x'"),
+    (["compare", "a.json", "b.json", "--threshold", "five"], "argument --threshold: must be a number >= 0 (percent)"),
+    (["compare", "a.json", "b.json", "--threshold", "-5"], "nsightx compare: error: argument --threshold: must be"),
+    (["compare", "a.json", "b.json", "--alpha", "3"], "nsightx compare: error: argument --alpha: must be a number"),
+    (["compare", "a.json", "b.json", "--history", "0"], "nsightx compare: error: argument --history: must be"),
+    (["reconcile", "a.json", "b.json", "--threshold", "-1"], "nsightx reconcile: error: argument --threshold: must"),
     (["compare", "only-one.json"], "nsightx compare: error: the following arguments are required: new"),
-    (["doctor", "extra"], "nsightx: error: unrecognized arguments: extra"),
+    (["doctor", "extra"], "nsightx doctor: error: unrecognized arguments: extra"),
     # unknown command
     (["bogus"], "nsightx: error: argument COMMAND: invalid choice: 'bogus'"),
     # missing file
@@ -113,9 +119,9 @@ ERROR_PATHS = [
     (["compare", "{bad}/other.json", "{bad}/other.json"], "other.json' is not an nsightx result: field"),
     (["compare", "{bad}/empty", "{bad}/empty"], "empty' holds no saved result (result-*.json)"),
     # a command failing with an NsightxError
-    (["demo", "--runs", "0"], "nsightx demo: runs must be >= 1 or 'auto', got 0"),
+    (["demo", "--runs", "0"], "nsightx demo: error: argument --runs: must be a whole number >= 1 or 'auto', got '0'"),
     (["demo", "--backend", "nonexistent"], "nsightx demo: unknown backend 'nonexistent'; registered backends:"),
-    (["demo", "--backend", "host", "--output", "{bad}/a_file/sub"], "nsightx demo: output_prefix="),
+    (["demo", "--backend", "host", "--output", "{bad}/a_file/sub"], "/a_file/sub: cannot create or write that folder"),
 ]
 
 
@@ -126,6 +132,10 @@ def test_every_error_is_one_line_on_stderr_and_exit_2(bad_files, argv, message):
     assert out.returncode == 2, out
     assert len(lines) == 1 and message in lines[0], out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
+    command = argv[0] if argv[0] in _parser().commands else None
+    assert lines[0].startswith(f"nsightx {command}:" if command else "nsightx:"), "named by its command"
+    python_names = re.findall(r"\b(output_prefix='|threshold_pct|alpha=|history=|runs=|backend=)", lines[0])
+    assert not python_names, f"the command line's option names, not the Python API's: {lines[0]}"
 
 
 def test_bare_nsightx_prints_help_on_stdout_and_exits_2():
@@ -176,3 +186,153 @@ def test_demo_names_the_gpu(tmp_path):
     assert "NVIDIA" in device and "backend)" in device and "host" not in device, device
     assert " us " in out.stdout or " ms " in out.stdout
     assert "e+0" not in out.stdout
+
+
+def _without_blas_threads() -> dict[str, str]:
+    """This process's environment without a chosen number of BLAS threads (the demo picks one then)."""
+    from nsightx._cli.demo import BLAS_THREAD_VARIABLES
+
+    return {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+
+
+def test_demo_runs_auto_on_one_blas_thread(tmp_path):
+    """Issue 38: the warning advised runs='auto', but --runs auto was refused; BLAS threads made the CPU demo swing."""
+    out = subprocess.run(
+        [sys.executable, "-m", "nsightx", "demo", "--runs", "auto", "--output", str(tmp_path), "--backend", "host"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_without_blas_threads(),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "device: CPU (host backend), 1 BLAS thread" in out.stdout.splitlines()
+    assert "run(s) in all, auto (5-100 runs" in out.stderr  # the call's line: adaptive, not 10 fixed runs
+    assert "runs='auto'" not in out.stderr, "the demo's advice is in its own option names"
+
+
+def test_demo_refuses_runs_that_cannot_finish_and_says_how_long(tmp_path):
+    out = _nsightx("demo", "--runs", "100000000", "--output", str(tmp_path / "out"), "--backend", "host")
+    assert out.returncode == 2 and out.stdout == ""
+    [line] = out.stderr.splitlines()
+    assert re.fullmatch(
+        r"nsightx demo: --runs 100000000 would take about [\d.]+ (days|h) here \(one run of the 4 sizes takes "
+        r"[\d.]+ (ms|s)\); give --runs \d+ or fewer \(at most 10 min\), or --runs auto",
+        line,
+    ), line
+    assert not (tmp_path / "out").exists(), "refused before anything was written"
+
+
+# --- nsightx show / nsightx plot: a saved result without writing code (issue 38) ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A host sweep's files (result JSON, raw JSONL), a save of the pytest plugin and a raw file cut short."""
+    import nsightx
+    from nsightx._host import plugins as _plugins
+    from nsightx._report.history import save
+
+    folder = tmp_path_factory.mktemp("saved")
+    previous = _plugins._default
+    _plugins.set_default_host(_plugins.PluginHost(_plugins.LoaderSettings()).load())
+    try:
+
+        @nsightx.analyze.kernel(
+            configs=[1000, 20000, 400000],
+            runs=4,
+            backend="host",
+            verbosity=0,
+            output_prefix=str(folder / "out") + "/",
+            derive_metric=lambda t, n: (n / t, "items/ns"),
+        )
+        def build_list(n):
+            with nsightx.annotate("build"):
+                list(range(n))
+
+        result = build_list()
+    finally:
+        _plugins.set_default_host(previous)
+    store = folder / "store"
+    pytest_save = save(store, "tests/test_lists.py::test_build[1000]", result)
+    raw = folder / "out" / "raw_data-build_list-0.jsonl"
+    cut = folder / "cut.jsonl"
+    cut.write_text(raw.read_text()[:-40])
+    return {
+        "result": folder / "out" / "result-build_list-0.json",
+        "raw": raw,
+        "store": store,
+        "save": pytest_save,
+        "cut": cut,
+    }
+
+
+def test_show_prints_a_saved_result_in_readable_units(saved):
+    out = subprocess.run(  # no COLUMNS, output to a pipe: the whole table, as a log gets it
+        [sys.executable, "-m", "nsightx", "show", str(saved["result"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("build_list: 3 config(s) x 4 run(s) on CPU (host backend), measured ")
+    assert lines[0].endswith("[result-build_list-0.json]")
+    assert lines[1].split()[:4] == ["Annotation", "n", "Metric", "Mean"]
+    assert len(lines) == 2 + 6 and all(re.search(r" \d[\d.]* (ns|us|ms|s) ", line) for line in lines[2:5])
+    assert "e+0" not in out.stdout and "e-0" not in out.stdout
+
+
+def test_show_fits_the_terminal(saved):
+    out = subprocess.run(
+        [sys.executable, "-m", "nsightx", "show", str(saved["result"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "60"},
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "tool: host" in lines  # the same in every row: said once, above the table
+    table = lines[lines.index("tool: host") + 1 :]
+    assert table and all(len(line) <= 60 for line in table), "\n".join(table)
+
+
+@pytest.mark.parametrize("which", ["save", "store"])
+def test_show_reads_the_pytest_plugins_files(saved, which):
+    out = _nsightx("show", str(saved[which]))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].endswith("[test tests/test_lists.py::test_build[1000]]")
+
+
+def test_show_reads_a_raw_file_and_says_what_it_skipped_on_one_line(saved):
+    whole = _nsightx("show", str(saved["raw"]))
+    assert whole.returncode == 0 and "[raw_data-build_list-0.jsonl]" in whole.stdout.splitlines()[0]
+    cut = _nsightx("show", str(saved["cut"]))
+    assert cut.returncode == 0, cut.stderr
+    warnings = [line for line in cut.stderr.splitlines() if "unfinished last line" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("nsightx show: warning: ")
+    assert "holds 11 of 12 planned runs" in cut.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("kind", [None, "violin", "box", "bar"])
+def test_plot_draws_a_saved_result(saved, tmp_path, kind):
+    image = tmp_path / "out.png"
+    extra = ["--type", kind] if kind else []
+    out = _nsightx("plot", str(saved["result"]), str(image), *extra)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(image) and image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.stderr.strip() == (
+        "nsightx plot: drew host__time_duration.sum; the result also holds <lambda> (--metric NAME)"
+    )
+
+
+def test_plot_takes_a_raw_file_and_the_plugins_save_and_refuses_a_folder_of_several(saved, tmp_path):
+    for source in (saved["raw"], saved["save"]):
+        out = _nsightx("plot", str(source), str(tmp_path / "p.svg"), "--y-log", "--metric", "host__time_duration.sum")
+        assert out.returncode == 0, out.stderr
+    (saved["store"] / "other").mkdir(exist_ok=True)
+    many = _nsightx("plot", str(saved["result"].parent), str(tmp_path / "q.png"), "--type", "pie")
+    assert many.returncode == 2 and "argument --type: invalid choice: 'pie'" in many.stderr
+    bad = _nsightx("plot", str(saved["result"]), str(tmp_path / "q.txt"))
+    assert bad.returncode == 2 and bad.stderr.startswith("nsightx plot: cannot tell the image format")

@@ -591,6 +591,38 @@ def test_message_starts_with_nsight_pythons_sentence(
     assert len(message) > len(row.their), "nsightx goes on with its own detail"
 
 
+SAID_ONCE: dict[str, dict[str, int]] = {
+    "bad `cache_control`": {"'all'": 1, "'none'": 1},
+    "bad `clock_control`": {"'none'": 1, "'base'": 1},
+    "bad `replay_mode`": {"'kernel'": 1, "'range'": 1, "'application'": 1},
+    "`x_keys` names no parameter": {"['n', 'k']": 1},
+    "configs at decoration and at call time": {"decoration": 2},
+    "configs of different lengths": {"same number": 1},
+    "config length does not fit the function": {"2 ": 1, "1": 1},
+    "config length outside required..all parameters": {"3 ": 1, "between 1 and 2": 1},
+    "plotting a result with several metrics, no `metric=`": {"shows one": 0},
+    "`analyze.plot` without `metric=` over several metrics (known from the options; raised by the call)": {
+        "several metrics": 0,
+        "shows one": 0,
+    },
+}
+"""Fragments of nsight-python's sentence (or what it already implies) and how often the whole message holds each.
+
+Issue 38: nsightx kept nsight-python's sentence and then said it again in its own words ("cache_control must be
+'none', or 'all'; got 'some'. nsightx accepts 'all' or 'none'"). After the sentence comes only what is new.
+"""
+
+
+@pytest.mark.parametrize("condition", sorted(SAID_ONCE))
+def test_what_nsight_python_says_is_said_once(
+    condition: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin_host: Any
+) -> None:
+    row = next(r for r in ROWS if r.condition == condition)
+    message = capture(row, tmp_path, monkeypatch)
+    counts = {fragment: message.count(fragment) for fragment in SAID_ONCE[condition]}
+    assert counts == SAID_ONCE[condition], message
+
+
 def test_every_error_is_a_profiler_exception_and_its_builtin() -> None:
     for row in ROWS:
         if row.error is not None:

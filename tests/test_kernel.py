@@ -121,8 +121,8 @@ def test_warmup_runs_are_discarded(plugin_host):
         ({"configs": []}, {}, "configs cannot be empty"),
         ({"configs": [(1,), (1, 2)]}, {}, "same number of arguments"),
         ({"configs": [(1, 2, 3)]}, {}, "expects between 1 and 2"),
-        ({"configs": [(1,)]}, {"configs": [(2,)]}, "exactly one place"),
-        ({"configs": [(1,)]}, {"args": (2,)}, "exactly one place"),
+        ({"configs": [(1,)]}, {"configs": [(2,)]}, r"at runtime\. \(f was called with configs= as well\)$"),
+        ({"configs": [(1,)]}, {"args": (2,)}, r"at runtime\. \(f was called with positional arguments as well\)$"),
         ({"configs": [(1,)]}, {"kwargs": {"n": 3}}, "Keyword arguments are not supported yet"),
     ],
 )

@@ -80,7 +80,7 @@ def test_clock_control_including_base(clock):
 )
 def test_bad_values_are_config_errors_naming_the_accepted_ones(option, value):
     # checked once, by the profile spec at decoration, before any command is built
-    with pytest.raises(ConfigError, match=f"{option} must be .*; got '{value}'. nsightx accepts"):
+    with pytest.raises(ConfigError, match=f"^{option} must be '[a-z]+', or '[a-z]+'; got '{value}'"):
         nsightx.analyze.kernel(backend="ncu", **{option: value})
 
 

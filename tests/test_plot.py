@@ -330,10 +330,10 @@ def test_several_metrics_without_metric_fail_at_the_call_before_any_run():
         ran.append(n)
 
     derived = nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[1], derive_metric=lambda t, n: t)(body))
-    with pytest.raises(nx.ConfigError, match="several metrics"):
+    with pytest.raises(nx.ConfigError, match=r"result will hold .*: pass metric=<name> to analyze\.plot"):
         derived()
     two = nx.analyze.plot("x.png")(nx.analyze.kernel(configs=[1], metrics=["a", "b"])(body))
-    with pytest.raises(nx.ConfigError, match="several metrics"):
+    with pytest.raises(nx.ConfigError, match=r"result will hold .*: pass metric=<name> to analyze\.plot"):
         two()
     assert ran == []
 
@@ -356,3 +356,174 @@ def test_the_calls_own_errors_come_before_the_plots():
 
 def _two(n, k=0):
     raise AssertionError("never runs")
+
+
+# --- issue 38: scales, labels that do not overlap, the default title, every run ----------------------------------
+
+
+def _size_sweep(low: float = 1024, runs: int = 6):
+    """Two annotations over 1 KiB .. 64 MiB: times from 3 us to 5 ms, so more than two decades."""
+    sizes = [int(low) * 2**i for i in range(17)]
+    values = {
+        (ann, c, "gpu__time_duration.sum"): noisy(3000.0 + s / bw * 1e9, 0.02, runs, seed=c * 3 + j)
+        for c, s in enumerate(sizes)
+        for j, (ann, bw) in enumerate((("copy", 20e9), ("scale", 14e9)))
+    }
+    return make_result(values, params=["size"], configs=[(s,) for s in sizes], function="memcpy")
+
+
+def _grab(res, path, **options):
+    seen = {}
+    res.plot(str(path), plot_callback=lambda fig: seen.setdefault("fig", fig), **options)
+    return seen["fig"]
+
+
+def test_a_sweep_over_more_than_two_decades_gets_log_axes(out):
+    fig = _grab(_size_sweep(), out / "sweep_log.png")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2  # sizes: powers of two
+    assert ax.get_yscale() == "log"
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels[0] == "1Ki" and labels[-1] == "64Mi" and len(labels) <= 12
+    narrow = _sweep_result()  # 0.1 ms .. 5.3 ms: under two decades
+    ax = _grab(narrow, out / "narrow.png", row_panels=["dtype"], col_panels=["k"]).axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+
+
+def test_x_log_and_y_log_force_either_way(out):
+    ax = _grab(_size_sweep(), out / "forced_linear.png", x_log=False, y_log=False).axes[0]
+    assert (ax.get_xscale(), ax.get_yscale(), ax.get_ylim()[0]) == ("linear", "linear", 0)
+    ax = _grab(_sweep_result(), out / "forced_log.png", row_panels=["dtype"], col_panels=["k"], y_log=True).axes[0]
+    assert ax.get_yscale() == "log"
+    ax = _grab(_size_sweep(), out / "bars_log.png", plot_type="bar").axes[0]
+    assert ax.get_yscale() == "log" and ax.get_xscale() == "linear"  # bars stand on categories
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"x_log": True, "plot_type": "bar"}, ConfigError, r"x_log=True applies to line plots"),
+        ({"y_log": "yes"}, ConfigTypeError, r"y_log must be True, False or None"),
+    ],
+)
+def test_log_options_are_checked(options, error, match, tmp_path):
+    with pytest.raises(error, match=match):
+        nsightx.analyze.plot(str(tmp_path / "p.png"), **options)
+
+
+def test_y_log_refuses_values_a_log_axis_cannot_show(tmp_path):
+    res = make_result({("a", 0, "m"): [0.0, 0.0], ("a", 1, "m"): [5.0, 6.0]}, params=["n"], configs=[(1,), (2,)])
+    with pytest.raises(ConfigError, match=r"y_log=True, but 1 plotted value\(s\) are <= 0"):
+        res.plot(str(tmp_path / "p.png"), y_log=True)
+
+
+def _boxes(fig):
+    """Every value label's box on the saved figure's canvas, per axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
+    renderer = canvas.get_renderer()
+    return [(ax, [t.get_window_extent(renderer) for t in ax.texts if t.get_text()]) for ax in fig.axes]
+
+
+@pytest.mark.parametrize("series", [3, 5])
+def test_bar_labels_do_not_overlap_and_stay_inside_the_axes(out, series):
+    """Issue 38: neighbouring bars of about one height put their labels on top of one another."""
+    names = [f"kernel_{i}" for i in range(series)]
+    sizes = [64 * (i + 1) for i in range(10)]
+    values = {
+        (a, c, "gpu__time_duration.sum"): noisy(1234.5 * (1 + 0.1 * c) * (1 + 0.004 * i), 0.001, 4, seed=c * 9 + i)
+        for i, a in enumerate(names)
+        for c in range(len(sizes))
+    }
+    res = make_result(values, params=["n"], configs=[(n,) for n in sizes])
+    fig = _grab(res, out / f"bar_labels_{series}.png", plot_type="bar", annotate_points=True)
+    [(ax, boxes)] = _boxes(fig)
+    assert len(boxes) == len(sizes) * series
+    apart = [box.padded(1.0) for box in boxes]  # 2 px between two labels at least: touching ones read as one
+    overlapping = [(i, j) for i, a in enumerate(apart) for j, b in enumerate(apart[:i]) if a.overlaps(b)]
+    assert not overlapping, f"{len(overlapping)} pairs of labels overlap or touch"
+    top = ax.get_window_extent().y1
+    assert all(b.y1 <= top + 0.5 for b in boxes), "every label inside the axes"
+
+
+def test_default_title_names_the_function_the_metric_and_the_backend(plugin_host, out):
+    fig = _grab(_size_sweep(), out / "title.png")
+    assert fig.get_suptitle().splitlines()[0] == "memcpy: gpu__time_duration.sum (cupti backend)"
+    seen = {}
+
+    @nsightx.analyze.plot(str(out / "title_host.png"), plot_callback=lambda fig: seen.setdefault("fig", fig))
+    @nsightx.analyze.kernel(configs=[1, 2], runs=2, backend="host", verbosity=SILENT)
+    def build_list(n):
+        with nsightx.annotate("a"):
+            list(range(n))
+
+    build_list()
+    assert seen["fig"].get_suptitle().splitlines()[0] == "build_list: host__time_duration.sum (host backend)"
+    assert _grab(_size_sweep(), out / "own_title.png", title="mine").get_suptitle().splitlines()[0] == "mine"
+
+
+def _runs_sweep():
+    """A steady annotation with one slow first run, and one whose runs fall into two groups (ns)."""
+    values = {}
+    for c, n in enumerate([256, 512]):
+        steady = [1000.0 * n * (1.0 + 0.001 * (i % 7)) for i in range(20)]
+        steady[0] *= 1.6
+        values[("steady", c, "gpu__time_duration.sum")] = steady
+        values[("bimodal", c, "gpu__time_duration.sum")] = [1000.0 * n * (1.0, 1.4)[i % 2] for i in range(20)]
+    return make_result(values, params=["n"], configs=[(256,), (512,)], function="matmul")
+
+
+def test_violin_draws_every_run_of_each_config(out):
+    res = _runs_sweep()
+    ax = _grab(res, out / "violin.png", plot_type="violin").axes[0]
+    runs = res.runs_dataframe()
+    from matplotlib.collections import PathCollection
+
+    scattered = [c for c in ax.collections if isinstance(c, PathCollection)]
+    dots = sorted(round(float(y), 6) for coll in scattered for _, y in coll.get_offsets())
+    expected = sorted(round(v / 1e3, 6) for v in runs["Value"])  # ns shown in us
+    assert dots == expected, "one dot per run, at its value"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["256", "512"]
+    assert ax.figure.get_suptitle().startswith("matmul: gpu__time_duration.sum, every run (cupti backend)")
+
+
+def test_box_plot_marks_the_slow_first_run_beyond_the_whiskers(out):
+    res = _runs_sweep()
+    ax = _grab(res, out / "box.png", plot_type="box").axes[0]
+    fliers = [y for line in ax.get_lines() if line.get_marker() == "o" for y in line.get_ydata()]
+    firsts = res.runs_dataframe().query("Annotation == 'steady' and Run == 0")["Value"] / 1e3
+    assert sorted(round(y, 6) for y in fliers) == sorted(round(v, 6) for v in firsts)
+
+
+def test_distribution_of_an_aggregated_frame_is_refused_with_what_to_do(tmp_path):
+    from nsightx._plot.render import plot_frame
+
+    with pytest.raises(ConfigError, match=r"plot_type='box' draws every run .* plot the result itself"):
+        plot_frame(_runs_sweep().to_dataframe(), tmp_path / "p.png", plot_type="box")
+
+
+def test_violins_on_a_log_axis_are_drawn_from_the_logarithms_and_keep_their_medians(out):
+    values = {("a", c, "m"): [10.0**c * (1.0 + 0.01 * (i % 5)) for i in range(11)] for c in range(4)}
+    res = make_result(values, params=["n"], configs=[(1,), (2,), (3,), (4,)], units={"m": "us"})
+    ax = _grab(res, out / "violin_log.png", plot_type="violin").axes[0]
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "m (ms)"  # 1 us .. 1.04 ms: shown in ms
+    from matplotlib.collections import LineCollection, PolyCollection
+
+    [medians] = [c for c in ax.collections if isinstance(c, LineCollection)]
+    shown = sorted(segment[0][1] for segment in medians.get_segments())
+    assert shown == pytest.approx([sorted(v)[5] / 1e3 for v in values.values()], rel=1e-9)  # 11 runs: the 6th
+    bodies = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    for body, runs in zip(bodies, values.values(), strict=True):
+        ys = body.get_paths()[0].vertices[:, 1]
+        assert min(ys) == pytest.approx(min(runs) / 1e3) and max(ys) == pytest.approx(max(runs) / 1e3)
+
+
+def test_a_derived_rate_is_drawn_in_its_readable_prefix(out):
+    """Issue 38: a rate derived in TFLOP/s on a CPU was 0.0001406 TFLOP/s; it is drawn as 140.6 MFLOP/s."""
+    values = {("mm", c, "tflops"): [v] * 3 for c, v in enumerate([0.0001406, 0.0003, 0.0005])}
+    res = make_result(values, params=["n"], configs=[(64,), (128,), (256,)], units={"tflops": "TFLOP/s"})
+    ax = _grab(res, out / "rate.png").axes[0]
+    assert ax.get_ylabel() == "tflops (MFLOP/s)"
+    assert sorted(round(y, 6) for y in ax.get_lines()[0].get_ydata()) == [140.6, 300.0, 500.0]

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,45 @@ def test_raw_file_without_header_is_read_by_read_raw_but_not_load(plugin_host, t
     assert read_runs(raw)[0] is None
     with pytest.raises(ResultSchemaError, match="has no header line"):
         nsightx.load(raw)
+
+
+@pytest.mark.parametrize("reader", [nsightx.load, nsightx.load_raw, read_raw])
+def test_raw_file_cut_inside_its_header_is_one_error_and_no_warning(plugin_host, tmp_path, reader):
+    """Issue 38: a warning with a private module's source line, then an error saying the header is missing."""
+    _, raw = sweep(tmp_path)
+    raw.write_bytes(raw.read_bytes()[:150])  # the sweep was stopped while writing its header line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ResultSchemaError) as info:
+            reader(raw)
+    message = str(info.value)
+    assert message == (
+        f"{str(raw)!r} ends inside its header line: the sweep was stopped before its first run was written, so "
+        "the file holds no run to load"
+    )
+    assert "_results" not in message and "no header line" not in message
+
+
+@pytest.mark.parametrize("reader", [nsightx.load, nsightx.load_raw])
+def test_warnings_about_a_stopped_sweep_point_at_the_callers_line(plugin_host, tmp_path, reader):
+    _, raw = sweep(tmp_path)
+    text = raw.read_text()
+    raw.write_text(text[: len(text) - 40])  # killed while writing the last run
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reader(raw)
+    assert {Path(w.filename).name for w in caught} == {Path(__file__).name}, [
+        f"{w.filename}:{w.lineno} {w.message}" for w in caught
+    ]
+
+
+def test_a_file_without_header_names_the_public_reader(plugin_host, tmp_path):
+    _, raw = sweep(tmp_path)
+    lines = raw.read_text().splitlines(keepends=True)
+    raw.write_text("".join(lines[1:]))
+    with pytest.raises(ResultSchemaError, match=r"nsightx\.ext\.read_raw reads its runs") as info:
+        nsightx.load(raw)
+    assert "_results" not in str(info.value)
+    from nsightx.ext import read_raw as public
+
+    assert len(public(raw)) == 4

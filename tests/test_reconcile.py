@@ -154,7 +154,7 @@ def test_cli_prints_one_line_per_row_and_refuses_bad_input(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("mm matmul (n=512): cupti 12.99 us vs ncu 16.2 us (+24.7%): ncu ran")
     assert main(["reconcile", str(a), str(b), "--threshold", "-1"]) == 2
-    assert "threshold_pct must be a number >= 0" in capsys.readouterr().err
+    assert "nsightx reconcile: error: argument --threshold: must be a number >= 0" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="threshold_pct"):
         reconcile(a, b, threshold_pct=float("nan"))
     other = build_results(plan("ncu").model_copy(update={"function": "other"}), ncu_result().data.runs, {}, **ADD)

@@ -76,3 +76,52 @@ def test_backends_command_shows_cost_auto_and_availability(plugin_host, capsys):
     assert rows["host"] == ["50", "yes", "available", "host"]
     assert rows["cupti"][:2] == ["10", "yes"] and rows["ncu"][:2] == ["100", "yes"]
     assert "(not in 'auto': name it, backend='cheap')" in report(plugin_host)
+
+
+def no_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Make sure no Nsight Compute is found, on a machine that has one too."""
+    from nsightx_ncu import _backend
+
+    monkeypatch.setenv("NSIGHTX_NCU", str(tmp_path / "no-ncu"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(_backend._locate, "STANDARD_GLOBS", ())
+
+
+def test_counters_without_ncu_say_what_was_asked_who_could_and_what_to_install(plugin_host, monkeypatch, tmp_path):
+    """Issue 38: the 26 counter names were listed once per backend (a wall of text), after the times were measured."""
+    no_ncu(monkeypatch, tmp_path)
+    ran = []
+
+    @nsightx.analyze.kernel(
+        configs=[1], runs=2, counters=nsightx.ROOFLINE_METRICS, verbosity=nsightx.VerbosityLevel.SILENT
+    )
+    def f(n):
+        ran.append(n)
+        with nsightx.annotate("a"):
+            sum(range(10))
+
+    with pytest.raises(BackendUnavailableError) as info:
+        f()
+    assert ran == [], "refused before the times were measured"
+    message = str(info.value)
+    lines = message.splitlines()
+    assert lines[0] == (
+        "no available backend can deliver counters=[gpu__time_duration.sum, dram__bytes.sum, "
+        f"dram__bytes.sum.peak_sustained and {len(nsightx.ROOFLINE_METRICS) - 3} more]:"
+    )
+    assert [line.split()[0] for line in lines[1:-1]] == ["ncu:", "cupti:", "events:", "host:"]
+    assert lines[1].startswith("  ncu: could, but is not available here: no usable Nsight Compute (ncu) found")
+    assert lines[1].endswith("install Nsight Compute, put ncu on PATH or set NSIGHTX_NCU")
+    assert lines[4] == "  host: measures only [host__time_duration.sum]"
+    assert "sm__" not in message, "only the first three counters are named (the others are sm__ ones)"
+    assert len(message) < 600
+
+
+def test_a_named_backend_that_cannot_deliver_lists_a_few_metrics(plugin_host):
+    spec = ProfileSpec(backend="host", metrics=tuple(nsightx.ROOFLINE_METRICS))
+    with pytest.raises(nsightx.ConfigError) as info:
+        choose(spec, plugin_host, None)
+    message = str(info.value)
+    assert message.startswith("backend 'host' cannot deliver metrics [gpu__time_duration.sum, dram__bytes.sum, ")
+    assert "more] (it measures only [host__time_duration.sum]). Backends that can: ncu" in message
+    assert len(message) < 300

@@ -22,17 +22,41 @@ from nsightx._results.summary import device_label, mean_and_ci, render_text, sca
         (4.5e9, "ns", (1e9, "s")),
         (-2.5e4, "ns", (1e3, "us")),
         (0.0, "ns", (1.0, "ns")),
-        (2.5e4, "TFLOP/s", (1.0, "TFLOP/s")),
+        (2.5, "TFLOP/s", (1.0, "TFLOP/s")),
         (float("nan"), "ns", (1.0, "ns")),
+        (7.0, "items/ns", (1.0, "items/ns")),
     ],
 )
 def test_scale_picks_the_largest_readable_time_unit(value, unit, expected):
     assert scale(value, unit) == expected
 
 
+@pytest.mark.parametrize(
+    ("value", "unit", "shown"),
+    [
+        (0.0001406, "TFLOP/s", "140.6 MFLOP/s"),  # the demo's n=128 row on a CPU, issue 38
+        (0.03464, "TFLOP/s", "34.64 GFLOP/s"),
+        (2.5e4, "TFLOP/s", "25 PFLOP/s"),
+        (3.2e9, "FLOP/s", "3.2 GFLOP/s"),
+        (0.0, "TFLOP/s", "0 FLOP/s"),
+        (3e6, "byte", "3 MB"),
+        (512.0, "byte", "512 B"),
+        (1500.0, "Kbyte", "1.5 MB"),  # ncu's upper-case K
+        (2.0e9, "byte/second", "2 GB/s"),
+        (1.98e9, "Hz", "1.98 GHz"),
+        (0.002, "s", "2 ms"),
+        (3.5e4, "us", "35 ms"),
+        (42.0, "%", "42 %"),
+    ],
+)
+def test_derived_rates_and_counts_are_scaled_like_times(value, unit, shown):
+    factor, unit_shown = scale(value, unit)
+    assert f"{value / factor:.4g} {unit_shown}" == shown
+
+
 def test_mean_and_ci_share_the_mean_unit():
     assert mean_and_ci(20680.0, 900.0, 40460.0, "ns") == ("20.68 us", "[0.9, 40.46] us")
-    assert mean_and_ci(0.05, 0.04, 0.06, "TFLOP/s") == ("0.05 TFLOP/s", "[0.04, 0.06] TFLOP/s")
+    assert mean_and_ci(0.05, 0.04, 0.06, "TFLOP/s") == ("50 GFLOP/s", "[40, 60] GFLOP/s")
     assert mean_and_ci(5.0, float("nan"), float("nan"), "ns") == ("5 ns", "-")
     assert mean_and_ci(1.5, 1.0, 2.0, None) == ("1.5", "[1, 2]")
 

@@ -230,6 +230,8 @@ class ProfiledFunction:
         time_part = ProfiledFunction(self.fn, without_counters(self.spec), configs=None)
         counter_part = ProfiledFunction(self.fn, counter_spec(self.spec), configs=None)
         time_part.tags = counter_part.tags = self.tags  # their files are this function's: one numbering
+        # the counter backend is chosen before the times are measured: a machine without one fails before any work
+        choose(counter_part.spec, default_host(), active_name(), metrics_option="counters")
         times = time_part._call(configs, None)
         counters = counter_part._call(configs, None)
         return joined_results(times, counters, combine=self.spec.combine_kernel_metrics)
@@ -259,14 +261,14 @@ class ProfiledFunction:
             if present
         ]
         if len(given) > 1:
-            first = (
-                "You have provided configs at decoration time and at runtime. Provide configs at decoration "
-                "time or at runtime. "
-                if self._decoration_configs
-                else ""
-            )
+            if self._decoration_configs:  # nsight-python's sentence says it all but what came at the call
+                raise ConfigError(
+                    "You have provided configs at decoration time and at runtime. Provide configs at decoration "
+                    f"time or at runtime. ({self.name} was called with "
+                    f"{'configs=' if configs is not None else 'positional arguments'} as well)"
+                )
             raise ConfigError(
-                f"{first}{self.name} got {' and '.join(given)}; give configs in exactly one place "
+                f"{self.name} got {' and '.join(given)}; give configs in exactly one place "
                 "(at decoration, or configs=[...] at call time, or one config as positional arguments)"
             )
         if self._decoration_configs:

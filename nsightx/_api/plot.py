@@ -17,7 +17,7 @@ from typing import Any
 from nsightx._api.kernel import ProfiledFunction
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError
-from nsightx._plot.options import PlotOptions, check_filename, check_roles, plot_values
+from nsightx._plot.options import DISTRIBUTIONS, PlotOptions, check_filename, check_roles, plot_values
 from nsightx._plot.render import render
 from nsightx._results.results import ProfileResults
 
@@ -70,7 +70,8 @@ def plot(filename: str | Path = "plot.png", metric: str | None = None, **options
                 inner.check_call(*args, **kwargs)  # nsight-python reports a bad call before it plots
                 raise copy.copy(deferred)  # a fresh copy: the stored one keeps no traceback of a call
             results: ProfileResults = profiled(*args, **kwargs)
-            written = render(results.to_dataframe(), path, opts)
+            runs = results.runs_dataframe() if opts.plot_type in DISTRIBUTIONS else None
+            written = render(results.to_dataframe(), path, opts, runs=runs, function=inner.name)
             if inner.spec.verbosity >= VerbosityLevel.INFO:
                 print(f"nsightx: {inner.name}: plot -> {written}", file=sys.stderr)
             return results
@@ -105,12 +106,12 @@ def _check_one_metric(inner: ProfiledFunction, metric: str | None) -> None:
     if metric is None and (spec.derive_metric is not None or len(spec.metrics or ()) > 1):
         asked = len(spec.metrics or ("",))
         count, what = (
-            (f"at least {asked + 1}", "derive_metric adds metrics")
+            (f"at least {asked + 1}", "derive_metric's metrics too")
             if spec.derive_metric is not None
             else (str(asked), f"metrics={list(spec.metrics or ())}")
         )
         raise ConfigError(
             f"Cannot visualize multiple metrics ({count} > 1) with the @nsight.analyze.plot decorator. "
-            f"Please specify a metric to plot. analyze.plot on {inner.name}: the result will hold several "
-            f"metrics ({what}) and a plot shows one; pass metric=<name> to analyze.plot"
+            f"Please specify a metric to plot. ({inner.name}'s result will hold {what}): pass metric=<name> to "
+            "analyze.plot"
         )

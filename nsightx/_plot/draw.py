@@ -1,21 +1,29 @@
 """Drawing a :class:`~nsightx._plot.layout.Layout` with matplotlib's object API and the Agg canvas.
 
 ``matplotlib.pyplot`` is never imported: a :class:`~matplotlib.figure.Figure` is built directly, so plotting
-neither picks nor changes the user's matplotlib backend and leaves no figure open.
+neither picks nor changes the user's matplotlib backend and leaves no figure open. The scales come from
+:mod:`nsightx._plot.scales`, box and violin plots from :mod:`nsightx._plot.distribution`, and value labels are kept
+apart by :mod:`nsightx._plot.labels`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nsightx._plot import scales
+from nsightx._plot.distribution import draw_runs
+from nsightx._plot.labels import separate
 from nsightx._plot.layout import Layout, Point, Series
+from nsightx._plot.options import DISTRIBUTIONS, PlotOptions
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from nsightx._plot.options import PlotOptions
+DPI = 110
+"""Dots per inch of the figure and of the file written (the labels are measured at the resolution saved)."""
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -54,9 +62,18 @@ def _positions(layout: Layout) -> dict[Any, float]:
     return {x: float(i) for i, x in enumerate(layout.x_order)}
 
 
-def _use_log_x(layout: Layout) -> bool:
-    xs = [float(x) for x in layout.x_order] if layout.numeric_x else []
-    return bool(xs) and min(xs) > 0 and max(xs) / min(xs) >= 16
+@dataclass(frozen=True)
+class _Scales:
+    """Which axes of every panel are logarithmic (:mod:`nsightx._plot.scales`)."""
+
+    x_log: bool
+    y_log: bool
+
+
+def _x_labels(layout: Layout) -> list[str]:
+    """The x tick texts: ``64Mi`` for large powers of two, every value as written otherwise."""
+    binary = layout.numeric_x and scales.binary_labels([float(x) for x in layout.x_order])
+    return [scales.tick_label(x, binary) for x in layout.x_order]
 
 
 def _draw_line(ax: Axes, series: Series, pos: dict[Any, float], st: dict[str, Any], opts: PlotOptions) -> None:
@@ -102,7 +119,7 @@ def _yerr(points: list[Point]) -> list[list[float]]:
 
 def _draw_bars(ax: Axes, panel_series: list[Series], layout: Layout, opts: PlotOptions) -> list[str]:
     """Grouped bars: one group per x value (plus one for the aggregate), one bar per series."""
-    labels = [str(x) for x in layout.x_order]
+    labels = _x_labels(layout)
     groups = {x: float(i) for i, x in enumerate(layout.x_order)}
     agg_at = float(len(labels))
     if opts.show_aggregate is not None:
@@ -122,25 +139,47 @@ def _draw_bars(ax: Axes, panel_series: list[Series], layout: Layout, opts: PlotO
         if any(math.isfinite(p.lower) for p in pts):
             ax.errorbar(xs, ys, yerr=_yerr(pts), fmt="none", ecolor="black", elinewidth=1, capsize=max(1, 6 / n))
         if opts.annotate_points:
-            for x, y in zip(xs, ys, strict=True):
-                if math.isfinite(y):
-                    ax.annotate(
-                        _fmt(y),
-                        (x, y),
-                        textcoords="offset points",
-                        xytext=(0, 3),
-                        ha="center",
-                        fontsize=6 if n > 3 else 7,
-                        rotation=90 if n > 3 else 0,
-                        va="bottom",
-                    )
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(
-        labels,
-        rotation=30 if max((len(s) for s in labels), default=0) > 6 else 0,
-        ha="right" if max((len(s) for s in labels), default=0) > 6 else "center",
-    )
+            _bar_labels(ax, xs, pts, n)
+    _category_ticks(ax, labels)
     return labels
+
+
+def _bar_labels(ax: Axes, xs: list[float], points: list[Point], n: int) -> None:
+    """Each bar's value above its whisker (or its top, without one); :mod:`nsightx._plot.labels` keeps them apart."""
+    for x, p in zip(xs, points, strict=True):
+        if math.isfinite(p.y):
+            top = max(p.y, p.upper) if math.isfinite(p.upper) else p.y
+            ax.annotate(
+                _fmt(p.y),
+                (x, top),
+                textcoords="offset points",
+                xytext=(0, 2),
+                ha="center",
+                fontsize=6 if n > 3 else 7,
+                rotation=90 if n > 3 else 0,
+                va="bottom",
+            )
+
+
+def _category_ticks(ax: Axes, labels: list[str]) -> None:
+    """One tick per group, its label slanted when some label is long."""
+    long = max((len(s) for s in labels), default=0) > 6
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(scales.thinned(labels), rotation=30 if long else 0, ha="right" if long else "center")
+
+
+def _line_x_axis(ax: Axes, layout: Layout, log: bool) -> None:
+    """A numeric x axis (log when ``log``: base 2 for powers of two) with a tick at each x, or one of categories."""
+    if not layout.numeric_x:
+        ax.set_xticks(range(len(layout.x_order)))
+        ax.set_xticklabels([str(x) for x in layout.x_order])
+        return
+    xs = [float(x) for x in layout.x_order]
+    if log:
+        ax.set_xscale("log", base=scales.base_of(xs))
+    ax.set_xticks(xs)
+    ax.set_xticklabels(scales.thinned(_x_labels(layout)))
+    ax.minorticks_off()
 
 
 def _draw_panel(
@@ -148,9 +187,9 @@ def _draw_panel(
     panel: Any,
     cell: tuple[int, int],
     layout: Layout,
-    pos: dict[Any, float],
     opts: PlotOptions,
     ylabel: str,
+    axes: _Scales,
 ) -> None:
     """Draw one subplot (``panel`` of the layout at ``cell``; an empty cell is hidden)."""
     if panel is None:
@@ -159,21 +198,17 @@ def _draw_panel(
     r, c = cell
     if opts.plot_type == "bar":
         _draw_bars(ax, panel.series, layout, opts)
+    elif opts.plot_type in DISTRIBUTIONS:
+        draw_runs(ax, panel.series, layout, opts, style, axes.y_log)
+        _category_ticks(ax, _x_labels(layout))
     else:
+        pos = _positions(layout)
         for series in panel.series:
             st = style(layout.series_labels.index(series.label), len(layout.series_labels))
             _draw_line(ax, series, pos, st, opts)
-        if _use_log_x(layout):
-            ax.set_xscale("log", base=2)
-        if layout.numeric_x:
-            ax.set_xticks([float(x) for x in layout.x_order])
-            ax.set_xticklabels([str(x) for x in layout.x_order])
-            ax.minorticks_off()
-        else:
-            ax.set_xticks(range(len(layout.x_order)))
-            ax.set_xticklabels([str(x) for x in layout.x_order])
-    ax.set_ylim(bottom=0)
-    ax.grid(True, axis="y", alpha=0.3)
+        _line_x_axis(ax, layout, axes.x_log)
+    scales.apply_y(ax, axes.y_log)
+    ax.grid(True, axis="y", which="both" if axes.y_log else "major", alpha=0.3)
     if panel.title:
         ax.set_title(panel.title, fontsize=10)
     if r == layout.n_rows - 1:
@@ -182,8 +217,29 @@ def _draw_panel(
         ax.set_ylabel(ylabel)
 
 
-def draw(layout: Layout, path: Path, opts: PlotOptions) -> Path:
-    """Draw ``layout`` to ``path`` and return it."""
+def default_title(layout: Layout, function: str | None, plot_type: str) -> str:
+    """What a plot shows, when ``title`` is not given: ``matmul: host__time_duration.sum (host backend)``.
+
+    nsight-python titles every plot "Nsight Analyze Kernel Plot Results", which names neither the function nor
+    the backend (issue 38).
+    """
+    what = f"{layout.metric}, every run" if plot_type in DISTRIBUTIONS else layout.metric
+    tools = "/".join(layout.tools)
+    text = f"{what} ({tools} backend)" if tools else what
+    return f"{function}: {text}" if function else text
+
+
+def _legend_title(opts: PlotOptions) -> str:
+    if opts.plot_type == "box":
+        return "every run: box from the\n1st to 3rd quartile, median,\nwhiskers 1.5 IQR, dots beyond"
+    if opts.plot_type == "violin":
+        return "every run: density,\nmedian line, a dot per run"
+    aggregate = f"; dotted: {opts.show_aggregate}" if opts.show_aggregate and opts.plot_type == "line" else ""
+    return "95% CI shown" + aggregate
+
+
+def draw(layout: Layout, path: Path, opts: PlotOptions, function: str | None = None) -> Path:
+    """Draw ``layout`` to ``path`` and return it (``function`` names the profiled function in the default title)."""
     from matplotlib.figure import Figure
 
     legend_cols = 1 if len(layout.series_labels) <= 16 else 2
@@ -191,14 +247,16 @@ def draw(layout: Layout, path: Path, opts: PlotOptions) -> Path:
     fig = Figure(
         figsize=(opts.plot_width * layout.n_cols + legend_width, opts.plot_height * layout.n_rows + 0.8),
         layout="constrained",
+        dpi=DPI,
     )
     axes = fig.subplots(layout.n_rows, layout.n_cols, squeeze=False)
     ylabel = opts.ylabel or _default_ylabel(layout)
-    pos = _positions(layout)
+    values = scales.y_values(layout, opts.plot_type in DISTRIBUTIONS)
+    chosen = _Scales(x_log=scales.log_x(layout, opts), y_log=scales.log_y(values, opts))
     by_cell = {(p.row, p.col): p for p in layout.panels}
     for r in range(layout.n_rows):
         for c in range(layout.n_cols):
-            _draw_panel(axes[r][c], by_cell.get((r, c)), (r, c), layout, pos, opts, ylabel)
+            _draw_panel(axes[r][c], by_cell.get((r, c)), (r, c), layout, opts, ylabel, chosen)
     handles, labels = _legend_entries(axes, layout)
     fig.legend(
         handles,
@@ -206,16 +264,18 @@ def draw(layout: Layout, path: Path, opts: PlotOptions) -> Path:
         loc="outside right upper",
         ncols=legend_cols,
         fontsize=8,
-        title="95% CI shown"
-        + (f"; dotted: {opts.show_aggregate}" if opts.show_aggregate and opts.plot_type == "line" else ""),
+        title=_legend_title(opts),
         title_fontsize=8,
     )
     subtitle = "; ".join(layout.environment)
-    fig.suptitle(opts.title + (f"\n{subtitle}" if subtitle else ""), fontsize=12)
+    title = opts.title if opts.title is not None else default_title(layout, function, opts.plot_type)
+    fig.suptitle(title + (f"\n{subtitle}" if subtitle else ""), fontsize=12)
+    if opts.annotate_points:
+        separate(fig)
     if opts.plot_callback is not None:
         opts.plot_callback(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=DPI)
     return path
 
 

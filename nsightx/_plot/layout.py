@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
+from nsightx._plot.options import DISTRIBUTIONS
+from nsightx._units import scale
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,6 +61,8 @@ class Point:
     runs: int
     pooled: int = 1
     """How many rows were pooled into this point (annotations outside ``variant_annotations``)."""
+    values: tuple[float, ...] = ()
+    """Every run's value (box and violin plots, which are given the runs); empty otherwise."""
 
 
 @dataclass
@@ -98,6 +102,8 @@ class Layout:
     normalized: str | None
     environment: list[str]
     """``GPU``/``Host`` values found in the frame (all of them, not only the first)."""
+    tools: list[str] = field(default_factory=list)
+    """The backends that measured the plotted rows (the ``Tool`` column), for the default title."""
 
     def table(self) -> pd.DataFrame:
         """The plotted values as a DataFrame (for ``print_data``)."""
@@ -146,8 +152,7 @@ def pick_metric(frame: pd.DataFrame, metric: str | None) -> str:
             )
         raise ConfigError(
             f"Cannot visualize multiple metrics ({len(found)} > 1) with the @nsight.analyze.plot decorator. "
-            f"Please specify a metric to plot. The metrics found are: {found}. A plot shows one: pass "
-            "metric=<one of them>"
+            f"Please specify a metric to plot. The metrics found are: {found}: pass metric=<one of them>"
         )
     if metric not in found:
         raise ConfigError(
@@ -165,14 +170,26 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
+def build(frame: pd.DataFrame, options: PlotOptions, runs: pd.DataFrame | None = None) -> Layout:
     """Assign rows to panels, series and x positions.
 
+    Args:
+        frame: The aggregated frame.
+        options: The plot's options.
+        runs: The per-run frame of the same result (:meth:`ProfileResults.runs_dataframe`): each point then holds
+            its runs' values (:attr:`Point.values`), which box and violin plots draw.
+
     Raises:
-        ConfigError: an unknown metric, parameter or annotation was named, or two rows would share a point.
+        ConfigError: an unknown metric, parameter or annotation was named, two rows would share a point, or a
+            box or violin plot was asked of a frame without its runs.
     """
     params = param_columns(frame)
     metric = pick_metric(frame, options.metric)
+    if options.plot_type in DISTRIBUTIONS and runs is None:
+        raise ConfigError(
+            f"plot_type={options.plot_type!r} draws every run of each point, and an aggregated DataFrame holds "
+            "none: plot the result itself (results.plot(...), analyze.plot or nsightx plot FILE OUT.png)"
+        )
     rows = frame[frame["Metric"] == metric].reset_index(drop=True)
     options.check_params(params, "the function")
     annotations = list(dict.fromkeys(rows["Annotation"].tolist()))
@@ -190,7 +207,7 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
         x[0] if numeric_x else (_label(x_keys, x) if len(x_keys) > 1 else (str(x[0]) if x else metric)) for x in xs
     ]
     grid = _Grid(rows, options, split, annotations, x_values)
-    grid.fill(params)
+    grid.fill(params, _run_values(runs, metric, params))
     unit, normalized, env = _facts(rows)
     if normalized is False or not isinstance(normalized, str):
         unit = _rescale(grid.panels.values(), unit)
@@ -207,7 +224,29 @@ def build(frame: pd.DataFrame, options: PlotOptions) -> Layout:
         series_labels=grid.series_labels,
         normalized=str(normalized) if isinstance(normalized, str) else None,
         environment=env,
+        tools=[str(t) for t in dict.fromkeys(rows["Tool"].tolist())] if "Tool" in rows else [],
     )
+
+
+_RowKey = tuple[str, tuple[str, ...]]
+"""An annotation and its config's parameter values as text: where a run and its aggregated row meet."""
+
+
+def _row_key(rows: pd.DataFrame, i: int, params: list[str]) -> _RowKey:
+    return str(rows.at[i, "Annotation"]), tuple(str(rows.at[i, p]) for p in params)
+
+
+def _run_values(runs: pd.DataFrame | None, metric: str, params: list[str]) -> dict[_RowKey, list[float]]:
+    """Every run's value of ``metric``, by annotation and config (empty without ``runs``)."""
+    if runs is None:
+        return {}
+    rows = runs[runs["Metric"] == metric]
+    found: dict[_RowKey, list[float]] = {}
+    columns = [rows[p].tolist() for p in params]
+    for i, (ann, value) in enumerate(zip(rows["Annotation"].tolist(), rows["Value"].tolist(), strict=True)):
+        key = (str(ann), tuple(str(c[i]) for c in columns))
+        found.setdefault(key, []).append(float(value))
+    return found
 
 
 def _facts(rows: pd.DataFrame) -> tuple[str, object, list[str]]:
@@ -252,7 +291,7 @@ class _Grid:
         self.pooled: set[str] = set()
         self.series_ann: dict[str, int] = {}
 
-    def fill(self, params: list[str]) -> None:
+    def fill(self, params: list[str], run_values: dict[_RowKey, list[float]]) -> None:
         """Place every row, then turn each (panel, series, x) into one point, series in annotation order."""
         for i in range(len(self.rows)):
             self._place(i)
@@ -264,7 +303,11 @@ class _Grid:
             if series is None:
                 series = Series(label)
                 panel.series.append(series)
-            series.points.append(_point(self.rows, idx, x))
+            point = _point(self.rows, idx, x)
+            if run_values:
+                keys = [_row_key(self.rows, i, params) for i in idx]
+                point.values = tuple(v for key in keys for v in run_values.get(key, ()))
+            series.points.append(point)
         self.series_labels.sort(key=lambda label: self.series_ann[label])  # grouped by annotation, stable
         for panel in self.panels.values():
             panel.series.sort(key=lambda s: self.series_labels.index(s.label))
@@ -327,27 +370,23 @@ def _aggregate(values: list[float], how: str) -> float:
     return sum(finite) / len(finite) if finite else math.nan
 
 
-_SCALES = {
-    "ns": ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns")),
-    "byte": ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "byte")),
-}
-
-
 def _rescale(panels: Iterable[Panel], unit: str) -> str:
-    """Show durations and byte counts in a readable unit (ns -> us/ms/s, byte -> kB/MB/GB); return the unit."""
-    steps = _SCALES.get(unit)
+    """Show the values in a readable unit (ns -> us/ms/s, byte -> kB/MB, TFLOP/s -> GFLOP/s...); return the unit.
+
+    The largest value picks the unit (:func:`nsightx._units.scale`), so every point of the plot shares it.
+    """
     panels = list(panels)
     values = [abs(p.y) for pa in panels for s in pa.series for p in s.points if math.isfinite(p.y)]
-    if steps is None or not values:
+    if not unit or not values:
         return unit
-    top = max(values)
-    factor, new_unit = next(((f, u) for f, u in steps if top >= f), steps[-1])
+    factor, new_unit = scale(max(values), unit)
     if factor == 1.0:
-        return unit
+        return new_unit or unit
     for pa in panels:
         for s in pa.series:
             for p in s.points:
                 p.y, p.lower, p.upper = p.y / factor, p.lower / factor, p.upper / factor
+                p.values = tuple(v / factor for v in p.values)
             if s.aggregate is not None:
                 s.aggregate /= factor
-    return new_unit
+    return new_unit or unit

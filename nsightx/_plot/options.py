@@ -16,10 +16,13 @@ from typing import Any
 
 from nsightx._errors import ConfigError, ConfigTypeError
 
-PLOT_TYPES = ("line", "bar")
+PLOT_TYPES = ("line", "bar", "box", "violin")
+DISTRIBUTIONS = ("box", "violin")
+"""Plot types that draw every run of each point, not its mean and CI (they need the result's runs)."""
 AGGREGATES = ("avg", "geomean")
 FILE_TYPES = ("png", "pdf", "svg", "jpg", "jpeg", "webp", "eps", "ps", "tif", "tiff")
 DEFAULT_TITLE = "Nsight Analyze Kernel Plot Results"
+"""nsight-python's title for every plot; nsightx's default names the function, the metric and the backend."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,8 @@ class PlotOptions:
     """The validated options of one plot (see :func:`nsightx.analyze.plot` for their meaning)."""
 
     metric: str | None = None
-    title: str = DEFAULT_TITLE
+    title: str | None = None
+    """``None``: the function, the metric and the backend (:func:`nsightx._plot.draw.default_title`)."""
     ylabel: str | None = None
     plot_type: str = "line"
     row_panels: tuple[str, ...] = ()
@@ -41,6 +45,10 @@ class PlotOptions:
     plot_width: float = 6.0
     plot_height: float = 4.0
     print_data: bool = False
+    x_log: bool | None = None
+    """Log x axis: ``None`` chooses (a numeric x spanning 16x or more), ``True``/``False`` force it."""
+    y_log: bool | None = None
+    """Log y axis: ``None`` chooses (positive values spanning more than two decades), ``True``/``False`` force it."""
 
     def check_params(self, params: Sequence[str], function: str) -> None:
         """Check that every parameter named by a panel, x or variant option is one of ``params``.
@@ -56,13 +64,15 @@ class PlotOptions:
         }
         for option, names in roles.items():
             unknown = [n for n in names if n not in params]
-            if unknown:
-                first = ""
-                if option == "x_keys":  # nsight-python checks x_keys only, against the non-panel fields
-                    fields = [p for p in params if p not in (*self.row_panels, *self.col_panels)]
-                    first = f"Field '{unknown[0]}' is not present in the DataFrame. Available fields: {fields}. "
+            if unknown and option == "x_keys":  # nsight-python checks x_keys only, against the non-panel fields
+                fields = [p for p in params if p not in (*self.row_panels, *self.col_panels)]
                 raise ConfigError(
-                    f"{first}{option}={list(names)} names {unknown}, which are not parameters of "
+                    f"Field '{unknown[0]}' is not present in the DataFrame. Available fields: {fields}. "
+                    f"(x_keys={list(names)} of the plot of {function})"
+                )
+            if unknown:
+                raise ConfigError(
+                    f"{option}={list(names)} names {unknown}, which are not parameters of "
                     f"{function}; its parameters are {list(params)}"
                 )
 
@@ -129,11 +139,14 @@ def plot_values(**options: Any) -> PlotOptions:
         raise ConfigTypeError(f"metric must be a metric name (str) or None, got {metric!r}")
     plot_type = options.get("plot_type", "line")
     if plot_type not in PLOT_TYPES:
-        raise ConfigError(f"invalid plot_type {plot_type!r}; expected 'line' or 'bar'")
+        raise ConfigError(
+            f"invalid plot_type {plot_type!r}; expected 'line' or 'bar' (means and their CI), or 'box' or "
+            "'violin' (the runs of each point)"
+        )
     aggregate = options.get("show_aggregate")
     if aggregate is not None and aggregate not in AGGREGATES:
         raise ConfigError(f"invalid show_aggregate {aggregate!r}; expected None, 'avg' or 'geomean'")
-    title = options.get("title", DEFAULT_TITLE)
+    title = options.get("title")
     ylabel = options.get("ylabel")
     for option, text in (("title", title), ("ylabel", ylabel)):
         if text is not None and not isinstance(text, str):
@@ -143,7 +156,7 @@ def plot_values(**options: Any) -> PlotOptions:
         raise ConfigTypeError(f"plot_callback must be callable (it receives the matplotlib Figure), got {callback!r}")
     return PlotOptions(
         metric=metric,
-        title=title if title is not None else DEFAULT_TITLE,
+        title=title,
         ylabel=ylabel,
         plot_type=plot_type,
         row_panels=_names("row_panels", options.get("row_panels")) or (),
@@ -157,7 +170,20 @@ def plot_values(**options: Any) -> PlotOptions:
         plot_width=_size("plot_width", options.get("plot_width", 6.0)),
         plot_height=_size("plot_height", options.get("plot_height", 4.0)),
         print_data=_flag("print_data", options.get("print_data", False)),
+        x_log=_log("x_log", options.get("x_log"), plot_type),
+        y_log=_log("y_log", options.get("y_log"), plot_type),
     )
+
+
+def _log(option: str, value: object, plot_type: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise ConfigTypeError(f"{option} must be True, False or None (choose from the data), got {value!r}")
+    if option == "x_log" and value and plot_type != "line":
+        raise ConfigError(
+            f"x_log=True applies to line plots (a numeric x axis); a {plot_type} plot places each x value as a "
+            "category: use plot_type='line' or leave x_log unset"
+        )
+    return value
 
 
 def check_roles(opts: PlotOptions) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._plot import draw as _plot_draw
 from nsightx._plot import layout as _plot_layout
-from nsightx._plot.options import PlotOptions, check_filename, plot_options
+from nsightx._plot.options import DISTRIBUTIONS, PlotOptions, check_filename, plot_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,12 +26,22 @@ if TYPE_CHECKING:
 __all__ = ["PlotOptions", "plot_frame", "plot_options", "render"]
 
 
-def plot_frame(frame: pd.DataFrame, filename: str | Path = "plot.png", **options: Any) -> Path:
+def plot_frame(
+    frame: pd.DataFrame,
+    filename: str | Path = "plot.png",
+    *,
+    runs: pd.DataFrame | None = None,
+    function: str | None = None,
+    **options: Any,
+) -> Path:
     """Render an aggregated DataFrame (``ProfileResults.to_dataframe()``) to an image file.
 
     Args:
         frame: The aggregated frame (``Annotation, Metric, <params>, AvgValue, ..., CI95_Lower, CI95_Upper``).
         filename: Output file; its extension picks the format (``.png``, ``.pdf``, ``.svg``, ...).
+        runs: The per-run frame of the same result (``ProfileResults.runs_dataframe()``), which box and violin
+            plots draw.
+        function: The profiled function's name, for the default title.
         **options: The options of :func:`nsightx.analyze.plot` (``metric``, ``plot_type``, ``row_panels``, ...).
 
     Returns:
@@ -41,15 +51,22 @@ def plot_frame(frame: pd.DataFrame, filename: str | Path = "plot.png", **options
         ConfigError: an option is invalid or does not fit the data (unknown metric or parameter, ...).
     """
     path = check_filename(filename)
-    return render(frame, path, plot_options(**options))
+    return render(frame, path, plot_options(**options), runs=runs, function=function)
 
 
-def render(frame: pd.DataFrame, path: Path, options: PlotOptions) -> Path:
-    """Lay out and draw ``frame`` with already validated options."""
-    layout = _plot_layout.build(frame, options)
+def render(
+    frame: pd.DataFrame,
+    path: Path,
+    options: PlotOptions,
+    *,
+    runs: pd.DataFrame | None = None,
+    function: str | None = None,
+) -> Path:
+    """Lay out and draw ``frame`` with validated options (``runs`` and ``function`` as in :func:`plot_frame`)."""
+    layout = _plot_layout.build(frame, options, runs if options.plot_type in DISTRIBUTIONS else None)
     if options.print_data:
         import pandas as pd
 
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_rows", 500):
             print(layout.table().to_string(index=False))
-    return _plot_draw.draw(layout, path, options)
+    return _plot_draw.draw(layout, path, options, function)

@@ -17,7 +17,7 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from nsightx._report.compare import FIXED_COLUMNS, gate_failed, only_in_one
-from nsightx._results.summary import number, scale, with_unit
+from nsightx._units import readable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,11 +26,8 @@ _FIXED = FIXED_COLUMNS
 
 
 def format_value(value: float, unit: str | None) -> str:
-    """A value with its unit, durations in ns shown in the largest readable unit (the demo's and notebook's rule)."""
-    if not math.isfinite(value):
-        return "-"
-    factor, shown = scale(value, unit)
-    return with_unit(number(value / factor), shown)
+    """A value with its unit, in the largest readable prefix of that unit (the demo's and notebook's rule)."""
+    return readable(value, unit)
 
 
 def _config(row: Any, params: list[str]) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from nsightx._results.integrity import check_plan, check_run
 from nsightx._results.nulls import RUN_NULLS, null_locations, with_nan
 from nsightx._results.records import RunRecords
 from nsightx._results.schema import RAW_KIND, RawHeader, describe_errors, gc_paused, schema_message
+from nsightx._warn import warn
 
 _RAW_START = re.compile(rb'\s*\{\s*"(kind|config)"\s*:')
 """How a raw file starts: its header (``{"kind": ...``) or, in a file without a header, a run."""
@@ -90,11 +90,15 @@ class _Reader:
                         f"{self.source} line {number} is damaged ({e}); the lines after it cannot be trusted "
                         "either; repair or remove that line to read the rest"
                     ) from None
-                warnings.warn(  # no newline after it: the writer was stopped in the middle of this line
+                if self.header is None and not self.runs and _RAW_START.match(line.encode()):
+                    raise ResultSchemaError(  # no plan to read runs against, and no run: nothing to warn about
+                        f"{self.source} ends inside its header line: the sweep was stopped before its first run "
+                        "was written, so the file holds no run to load"
+                    ) from None
+                warn(  # no newline after it: the writer was stopped in the middle of this line
                     f"{self.path}: skipped the unfinished last line {number} (the sweep was stopped while "
                     f"writing it); {len(self.runs)} complete run line(s) read",
                     RuntimeWarning,
-                    stacklevel=4,
                 )
         return self.header, self.runs
 

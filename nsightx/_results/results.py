@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError, IncompleteResultWarning, OutputError, ResultSchemaError, os_error_text
+from nsightx._plot.options import DISTRIBUTIONS
 from nsightx._plot.render import plot_frame
 from nsightx._plot.roofline import draw_roofline
 from nsightx._results.html import results_html
@@ -155,8 +156,12 @@ class ProfileResults:
         )
 
     def plot(self, filename: str = "plot.png", **options: Any) -> Path:
-        """Plot this result (see :func:`nsightx.analyze.plot` for the options)."""
-        return plot_frame(self.to_dataframe(), filename, **options)
+        """Plot this result (see :func:`nsightx.analyze.plot` for the options).
+
+        ``plot_type="box"`` or ``"violin"`` draws every run of each point (:meth:`runs_dataframe`).
+        """
+        runs = self.runs_dataframe() if options.get("plot_type") in DISTRIBUTIONS else None
+        return plot_frame(self.to_dataframe(), filename, runs=runs, function=self.data.plan.function, **options)
 
     def roofline(self) -> pd.DataFrame:
         """The roofline table: per (annotation, config, kernel) achieved FLOP/s, bytes/s, intensity, roof fraction.
@@ -260,7 +265,7 @@ def _raw_results(
     if header is None:
         raise ResultSchemaError(
             f"{str(path)!r} has no header line, so its runs cannot be matched to configs; it was written by an "
-            "older nsightx or by a backend's worker; nsightx._results.sink.read_raw reads its runs without parameters"
+            "older nsightx or by a backend's worker; nsightx.ext.read_raw reads its runs without parameters"
         )
     runs.sort(key=lambda r: (r.config, r.run))  # configs of parallel_devices come back in completion order
     done = completeness(header.plan, runs)

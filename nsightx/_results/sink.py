@@ -74,6 +74,10 @@ class RunSink:
         """Size of the file up to the end of its last complete line."""
         self._failed: OutputError | None = None
         self._suffix = b""
+        if path is not None:
+            # Build the run serialiser now, before any run: built at the first write (after measured run 0), its
+            # allocations made the next measured run of a short region about 3x slower (13 us -> 40 us on a CPU).
+            _run_adapter()
         if path is not None and header is not None:
             self._suffix = b',"sweep":' + json.dumps(header.sweep).encode() + b"}"
             try:

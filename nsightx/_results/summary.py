@@ -1,8 +1,9 @@
-"""The aggregated table as people read it: durations in us/ms/s, the 95% CI in the mean's unit, stability, Tool.
+"""The aggregated table as people read it: readable units, the 95% CI in the mean's unit, stability, Tool.
 
 ``nsightx demo`` prints it as text and ``ProfileResults._repr_html_`` (:mod:`nsightx._results.html`) draws it in a
 notebook; both go through :func:`summarize`, so the two show the same cells. The DataFrame itself keeps the raw
-values (durations in ns): this module only formats them for display.
+values (durations in ns): this module only formats them for display, in the units :mod:`nsightx._units` picks
+(``20.68 us``, ``140.6 MFLOP/s``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nsightx._results.dataframe import STABLE_RSD_PCT
+from nsightx._units import number, scale, with_unit
 
 if TYPE_CHECKING:
     import pandas as pd
-
-TIME_UNITS: tuple[tuple[float, str], ...] = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
-"""Factors from nanoseconds to each display unit, largest first."""
 
 MAX_NAMED_UNSTABLE = 3
 """How many unstable rows the warning names before it says "and N more"."""
@@ -49,27 +48,6 @@ class Summary:
     def unstable(self) -> tuple[Row, ...]:
         """The rows whose ``StableMeasurement`` is false."""
         return tuple(r for r in self.rows if not r.stable)
-
-
-def scale(value: float, unit: str | None) -> tuple[float, str | None]:
-    """The factor to divide by and the unit to show ``value`` in.
-
-    A duration in ns is shown in the largest of s, ms, us, ns under which its magnitude is at least 1
-    (``2.068e+04 ns`` becomes ``20.68 us``); any other unit is kept as it is (factor 1).
-    """
-    if unit != "ns" or not math.isfinite(value):
-        return 1.0, unit
-    return next(((f, u) for f, u in TIME_UNITS if abs(value) >= f), TIME_UNITS[-1])
-
-
-def number(value: float) -> str:
-    """Four significant digits, ``-`` for a missing or infinite value."""
-    return f"{value:.4g}" if math.isfinite(value) else "-"
-
-
-def with_unit(text: str, unit: str | None) -> str:
-    """``text`` followed by ``unit`` when there is one."""
-    return f"{text} {unit}" if unit else text
 
 
 def mean_and_ci(avg: float, lower: float, upper: float, unit: str | None) -> tuple[str, str]:
@@ -138,8 +116,13 @@ def device_label(backend: str, environment: Mapping[str, Any]) -> str:
     return f"{gpu} ({backend} backend)" if gpu else f"GPU, name not recorded ({backend} backend)"
 
 
-def unstable_warning(summary: Summary) -> str | None:
-    """One sentence naming the unstable rows (at most :data:`MAX_NAMED_UNSTABLE`), or ``None`` when all are stable."""
+def unstable_warning(
+    summary: Summary, remedy: str = "more runs, runs='auto' or a quieter machine tighten them"
+) -> str | None:
+    """One sentence naming the unstable rows (at most :data:`MAX_NAMED_UNSTABLE`), or ``None`` when all are stable.
+
+    ``remedy`` ends it, in the reader's words: ``runs='auto'`` in Python, ``--runs auto`` on a command line.
+    """
     unstable = summary.unstable
     if not unstable:
         return None
@@ -149,7 +132,7 @@ def unstable_warning(summary: Summary) -> str | None:
     more = f" and {len(unstable) - MAX_NAMED_UNSTABLE} more" if len(unstable) > MAX_NAMED_UNSTABLE else ""
     return (
         f"{len(unstable)} of {len(summary.rows)} row(s) unstable (relative std dev >= {STABLE_RSD_PCT:g}% or a "
-        f"throttled run): {named}{more}; more runs, runs='auto' or a quieter machine tighten them"
+        f"throttled run): {named}{more}; {remedy}"
     )
 
 
@@ -166,3 +149,60 @@ def render_text(summary: Summary) -> str:
         ).rstrip()
 
     return "\n".join([line(summary.header), *(line(row.cells) for row in summary.rows)])
+
+
+def _width(summary: Summary) -> int:
+    """How wide :func:`render_text` prints ``summary``."""
+    widths = [len(h) for h in summary.header]
+    for row in summary.rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row.cells, strict=True)]
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _without(summary: Summary, column: str) -> Summary:
+    i = summary.header.index(column)
+    rows = tuple(Row(r.cells[:i] + r.cells[i + 1 :], r.stable, r.label, r.rsd_pct) for r in summary.rows)
+    return Summary(summary.header[:i] + summary.header[i + 1 :], rows, summary.right)
+
+
+def _cut(summary: Summary, column: str, over: int, keep: int) -> Summary:
+    """Cut the cells of ``column`` (with ``..``) by up to ``over`` characters, keeping at least ``keep``."""
+    i = summary.header.index(column)
+    now = max(len(r.cells[i]) for r in summary.rows)
+    limit = max(keep, now - over, len(column))
+
+    def clip(text: str) -> str:
+        return text if len(text) <= limit else text[: limit - 2] + ".."
+
+    rows = tuple(
+        Row((*r.cells[:i], clip(r.cells[i]), *r.cells[i + 1 :]), r.stable, r.label, r.rsd_pct) for r in summary.rows
+    )
+    return Summary(summary.header, rows, summary.right)
+
+
+def fit(summary: Summary, width: int | None) -> tuple[Summary, list[str]]:
+    """``summary`` narrowed to ``width`` characters where it can be, and lines to print above it.
+
+    What is the same in every row (the ``Tool``, the ``Device``, a single metric) moves above the table first; then
+    long annotations are cut (``..``), the CI column is left out, metric names are cut, the stability column is left
+    out (the warning still names the unstable rows), and names are cut shorter still, each step only while the table
+    is still too wide.
+    ``width=None`` (not a terminal) leaves the table whole.
+    """
+    above: list[str] = []
+    if width is None or not summary.rows:
+        return summary, above
+    for column in ("Tool", "Device", "Metric"):
+        if _width(summary) <= width or column not in summary.header:
+            continue
+        values = {r.cells[summary.header.index(column)] for r in summary.rows}
+        if len(values) == 1:
+            above.append(f"{column.lower()}: {values.pop()}")
+            summary = _without(summary, column)
+    steps = (("Annotation", 10), ("95% CI", 0), ("Metric", 16), ("Stable", 0), ("Metric", 8), ("Annotation", 6))
+    for column, keep in steps:
+        if _width(summary) <= width or column not in summary.header:
+            continue
+        over = _width(summary) - width
+        summary = _cut(summary, column, over, keep) if keep else _without(summary, column)
+    return summary, above

@@ -83,9 +83,10 @@ def normalize(shape: FunctionShape, configs: Iterable[Any], function: str = "fun
     lengths = sorted({len(r) for r in rows})
     if len(lengths) > 1:
         found = [len(r) for r in rows]
+        odd = next(i for i, length in enumerate(found) if length != found[0])
         raise ConfigError(
-            f"All configs must have the same number of arguments. Found lengths: {found}. Give every config "
-            "the same number of values (trailing parameters with defaults may be left out of all of them)"
+            f"All configs must have the same number of arguments. Found lengths: {found}. Config {odd} is the "
+            f"first to differ from config 0; trailing parameters with defaults may be left out, of every config alike"
         )
     k = lengths[0]
     if not shape.required <= k <= n:
@@ -96,9 +97,10 @@ def normalize(shape: FunctionShape, configs: Iterable[Any], function: str = "fun
             if lazy
             else f"Configs have {k} arguments, but function expects {expects}"
         )
-        raise ConfigError(
-            f"{first}: each config gives {k} value(s) and {function}({names}) takes {expects}; "
-            "give one value per parameter (trailing parameters with defaults may be left out)"
+        counts = f"each config gives {k} value(s) and {function}({names}) takes {expects}" if lazy else ""
+        raise ConfigError(  # nsight-python's sentence for a list already has the counts: only the signature is new
+            f"{first}: {counts or f'{function}({names})'}; give one value per parameter (trailing parameters with "
+            "defaults may be left out)"
         )
     return tuple(r + shape.defaults[k:] for r in rows)
 

@@ -341,11 +341,15 @@ def _our_error(e: ValidationError) -> Exception:
 
 
 _THEIR_CHOICE_SENTENCE = {
-    "cache_control": "cache_control must be 'none', or 'all'",
-    "clock_control": "clock_control must be 'none', or 'base'",
-    "replay_mode": "replay_mode must be 'kernel', or 'range'",
+    "cache_control": ("cache_control must be 'none', or 'all'", ("none", "all")),
+    "clock_control": ("clock_control must be 'none', or 'base'", ("none", "base")),
+    "replay_mode": ("replay_mode must be 'kernel', or 'range'", ("kernel", "range")),
 }
-"""nsight-python's sentence for a bad value of these options; nsightx's message starts with it."""
+"""nsight-python's sentence for a bad value of these options, and the values it names.
+
+nsightx's message starts with the sentence, then says only what it does not: the value given, and a value
+nsightx accepts beyond those named (``replay_mode='application'``).
+"""
 
 
 def _choice(option: str, value: object, accepted: Sequence[str], allow_none: bool = True) -> str | None:
@@ -357,7 +361,10 @@ def _choice(option: str, value: object, accepted: Sequence[str], allow_none: boo
     their = _THEIR_CHOICE_SENTENCE.get(option)
     if their is None:
         raise ConfigError(f"invalid {option} {value!r}; expected {names}")
-    raise ConfigError(f"{their}; got {value!r}. nsightx accepts {names}")
+    sentence, named = their
+    more = [a for a in accepted if a not in named]
+    also = f" (nsightx also accepts {' or '.join(repr(a) for a in more)})" if more else ""
+    raise ConfigError(f"{sentence}; got {value!r}{also}")
 
 
 def _int(option: str, value: object, minimum: int, allow_none: bool = False) -> int | None:

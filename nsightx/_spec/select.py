@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nsightx._errors import BackendUnavailableError, ConfigError
@@ -21,20 +22,40 @@ class Choice:
     replay_mode: str
 
 
-def _misfits(spec: ProfileSpec, caps: Capabilities) -> list[str]:
-    """Why ``caps`` cannot deliver what ``spec`` asks (empty when it can)."""
+MAX_NAMED = 3
+"""How many metric names a message lists before it says how many more (a counter set can hold 26)."""
+
+
+def _few(names: Sequence[str]) -> str:
+    """``[a, b, c and 23 more]``: a list of names a person reads at a glance."""
+    shown = ", ".join(names[:MAX_NAMED])
+    more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
+    return f"[{shown}{more}]"
+
+
+@dataclass(frozen=True)
+class _Misfit:
+    """One thing a backend cannot deliver: the option, what was asked, and what the backend offers instead."""
+
+    option: str
+    asked: str
+    offers: str
+
+
+def _misfits(spec: ProfileSpec, caps: Capabilities) -> list[_Misfit]:
+    """What ``caps`` cannot deliver of what ``spec`` asks (empty when it can)."""
     why = []
     if spec.metrics is not None and caps.metrics is not None:
         missing = [m for m in spec.metrics if m not in caps.metrics]
         if missing:
-            why.append(f"metrics {missing} (it measures {sorted(caps.metrics)})")
+            why.append(_Misfit("metrics", f"metrics {_few(missing)}", f"measures only {_few(sorted(caps.metrics))}"))
     for option, value, accepted in (
         ("cache_control", spec.cache_control, caps.cache_control),
         ("clock_control", spec.clock_control, caps.clock_control),
         ("replay_mode", spec.replay_mode, caps.replay_modes),
     ):
         if value is not None and value not in accepted:
-            why.append(f"{option}={value!r} (it accepts {sorted(accepted)})")
+            why.append(_Misfit(option, f"{option}={value!r}", f"accepts {option} {sorted(accepted)} only"))
     return why
 
 
@@ -42,12 +63,20 @@ def _supporting(host: PluginHost, spec: ProfileSpec) -> list[str]:
     return [n for n, cls in host.backends.items() if not _misfits(spec, cls.capabilities)]
 
 
-def choose(spec: ProfileSpec, host: PluginHost, active: str | None, *, here: bool = True) -> Choice:
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def choose(
+    spec: ProfileSpec, host: PluginHost, active: str | None, *, here: bool = True, metrics_option: str = "metrics"
+) -> Choice:
     """Pick the backend: ``backend=``, else the active tool, else the cheapest available one that fits.
 
     "auto" considers only backends whose :attr:`Capabilities.auto` is true (the first-party ones, and third-party
     ones that opt in), lowest :attr:`Capabilities.cost` first. With ``here=False`` (a sweep measured by other
     machines' workers) a named backend need not be available in this process: each worker checks it.
+    ``metrics_option`` is what the user called the metrics asked for (``"counters"`` for the counter call of
+    ``counters=``), for the message.
 
     Raises:
         ConfigError: the named backend cannot deliver an option (the message names backends that can).
@@ -60,7 +89,8 @@ def choose(spec: ProfileSpec, host: PluginHost, active: str | None, *, here: boo
         why = _misfits(spec, cls.capabilities)
         if why:
             others = ", ".join(_supporting(host, spec)) or "none"
-            raise ConfigError(f"backend {name!r} cannot deliver {'; '.join(why)}. Backends that can: {others}")
+            text = "; ".join(f"{m.asked} (it {m.offers})" for m in why)
+            raise ConfigError(f"backend {name!r} cannot deliver {text}. Backends that can: {others}")
         avail = cls.availability()
         if here and not avail.available:
             raise BackendUnavailableError(
@@ -70,24 +100,41 @@ def choose(spec: ProfileSpec, host: PluginHost, active: str | None, *, here: boo
                 backend=name,
             )
         return _resolve(cls, spec)
-    reasons = []
+    for bname, avail in host.availability().items():
+        cls = host.backends[bname]
+        if cls.capabilities.auto and avail.available and not _misfits(spec, cls.capabilities):
+            return _resolve(cls, spec)
+    raise BackendUnavailableError(_nothing_fits(spec, host, metrics_option), backend="auto")
+
+
+def _nothing_fits(spec: ProfileSpec, host: PluginHost, metrics_option: str) -> str:
+    """Why "auto" found no backend: what was asked, which backends could deliver it and what they need.
+
+    Each backend gets one short line: what was asked is said once, at the top, not once per backend.
+    """
+    asked: dict[str, str] = {}
+    could, cannot = [], []
     for bname, avail in host.availability().items():
         cls = host.backends[bname]
         why = _misfits(spec, cls.capabilities)
-        if not cls.capabilities.auto:
-            reasons.append(f"  {bname}: takes no part in 'auto' (name it: backend={bname!r})")
-        elif why:
-            reasons.append(f"  {bname}: cannot deliver {'; '.join(why)}")
-        elif not avail.available:
-            reasons.append(f"  {bname}: unavailable ({avail.reason})")
+        for m in why:
+            asked.setdefault(m.option, _asked(spec, m, metrics_option))
+        if why:
+            cannot.append(f"  {bname}: {'; '.join(m.offers for m in why)}")
+        elif not cls.capabilities.auto:
+            could.append(f"  {bname}: takes no part in 'auto' (name it: backend={bname!r})")
         else:
-            return _resolve(cls, spec)
-    raise BackendUnavailableError(
-        "no available backend can deliver what was asked:\n"
-        + "\n".join(reasons)
-        + "\nRun `nsightx doctor` to see what is missing.",
-        backend="auto",
-    )
+            remedy = f"; {_one_line(avail.remedy)}" if avail.remedy else ""
+            could.append(f"  {bname}: could, but is not available here: {_one_line(avail.reason)}{remedy}")
+    head = f"no available backend can deliver {', '.join(asked.values())}" if asked else "no backend is available"
+    return "\n".join([f"{head}:", *could, *cannot, "Run `nsightx doctor` to see what is missing."])
+
+
+def _asked(spec: ProfileSpec, misfit: _Misfit, metrics_option: str) -> str:
+    """What the call asked for ``misfit``'s option, in full (a backend's misfit names only what it lacks)."""
+    if misfit.option == "metrics" and spec.metrics is not None:
+        return f"{metrics_option}={_few(list(spec.metrics))}"
+    return misfit.asked
 
 
 def option_defaults(caps: Capabilities) -> dict[str, str]:
