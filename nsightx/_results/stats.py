@@ -127,7 +127,7 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     lognormal interval of the mean (the modified Cox interval: ``exp(m + v/2 -+ t * sqrt(v/n + v**2/(2(n-1))))``
     over the logs' mean ``m`` and variance ``v``), whose lower end is raised to ``min(values) * (alpha/2)**(1/n)``:
     a bound that holds for the mean of any positive quantity (Markov's inequality), so the interval stays above
-    zero. Why: GPU times are right-skewed, and on skewed data the t interval is too short on the high side and
+    zero (equal values keep the t interval: their mean, exactly). Why: GPU times are right-skewed, and on skewed data the t interval is too short on the high side and
     crosses zero at small ``n``; the lognormal interval keeps its coverage there, and the t interval keeps it
     where the logs are not normal and ``n`` is large. The interval always contains the mean.
 
@@ -137,14 +137,16 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     if n < 2 or not all(math.isfinite(v) for v in values):
         return math.nan, math.nan
     mean = math.fsum(values) / n
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    std = math.sqrt(math.fsum((v - mean) * (v - mean) for v in values) / (n - 1))  # inf, not an error, past 1e308
+    if not math.isfinite(std):  # the spread overflowed: unknown, as for the t interval
+        return math.nan, math.nan
     low = min(values)
-    if low <= 0.0:
+    if low <= 0.0 or std == 0.0:  # equal values: the t interval is the point, exactly
         half = ci_half_width(std, n, confidence)
         return (max(mean - half, 0.0) if low == 0.0 else mean - half), mean + half
     logs = [math.log(v) for v in values]
     log_mean = math.fsum(logs) / n
-    log_var = math.fsum((x - log_mean) ** 2 for x in logs) / (n - 1)
+    log_var = math.fsum((x - log_mean) * (x - log_mean) for x in logs) / (n - 1)
     t = t_ppf(0.5 + confidence / 2.0, n - 1)
     t_half = t * std / math.sqrt(n)
     cox = t * math.sqrt(log_var / n + log_var * log_var / (2.0 * (n - 1)))
@@ -198,7 +200,7 @@ def mean_intervals(
 
     half = ci_half_widths(std, n, confidence)
     lower, upper = mean - half, mean + half
-    positive = (minimum > 0.0) & np.isfinite(half)
+    positive = (minimum > 0.0) & (half > 0.0)  # NaN (unknown) compares false
     lower = np.where(minimum == 0.0, np.maximum(lower, 0.0), lower)
     if positive.any():
         k = n[positive].astype(np.float64)
