@@ -21,7 +21,8 @@ def _data(rows: list[list[float]]) -> ResultData:
     for cfg, vals in enumerate(rows):
         for r, v in enumerate(vals):
             values.append(RunValue(annotation="a", config=cfg, run=r, metric="t", value=v, unit="ns", kernel="k"))
-            runs.append(RunRecords(config=cfg, run=r, regions=(RegionRun(annotation="a", config=cfg, run=r, host_ns=1),)))
+            region = RegionRun(annotation="a", config=cfg, run=r, host_ns=1)
+            runs.append(RunRecords(config=cfg, run=r, regions=(region,)))
     plan = PlanInfo(
         function="f",
         params=("i",),

@@ -3,8 +3,9 @@
 Column names follow nsight-python (``Annotation``, ``AvgValue``, ``CI95_Lower``, ...) with ``MedianValue`` and
 ``Tool`` added. Statistics: sample standard deviation (ddof=1), 95% confidence interval of the mean
 (:func:`~nsightx._results.stats.mean_interval`: Student-t, joined for positive values by the lognormal interval,
-so it respects right-skewed data and never goes below zero), relative standard deviation. With ``normalize_against`` every value and spread column is divided by the
-baseline's mean for the same config and metric, so no row is half converted.
+so it respects right-skewed data and never goes below zero), relative standard deviation. With
+``normalize_against`` every value and spread column is divided by the baseline's mean for the same config and
+metric, so no row is half converted.
 
 Measured conditions: when RUN-scope values named ``MeasuredSMClockMHz`` and/or ``ClockEventReasons`` exist (the
 ``nvml`` plugin writes them; any plugin may), each run is judged :func:`throttled_runs`; the per-run frame gets a
@@ -19,7 +20,8 @@ Both frames are built from the result's columnar view (:mod:`nsightx._results.ta
 arrays (a column of repeated values, such as a config's parameter or a run's collector value, is made from its
 distinct values and per-row positions, with the dtype pandas would infer from the per-row list), statistics with
 one groupby over integer group codes. The frames are the same, column for column and bit for bit, as those the
-row-by-row code built (but for the interval and ``StableMeasurement`` columns, whose rule changed since) (``tests/test_dataframe_equal.py`` compares them with committed outputs of that code).
+row-by-row code built (``tests/test_dataframe_equal.py`` compares them with committed outputs of that code), but
+for the interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nsightx._errors import ConfigError
-from nsightx._results.join import SOURCES_KEY, parse_sources
 from nsightx._results.flags import FEW_RUNS
+from nsightx._results.join import SOURCES_KEY, parse_sources
 from nsightx._results.stats import log_moments, mean_intervals
 from nsightx._results.table import MISSING, Floats, Ints, ResultTable, group_ids, table_of
 from nsightx._results.table_flags import Groups, flag_cells, throttled_rows

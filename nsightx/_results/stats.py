@@ -127,9 +127,10 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     lognormal interval of the mean (the modified Cox interval: ``exp(m + v/2 -+ t * sqrt(v/n + v**2/(2(n-1))))``
     over the logs' mean ``m`` and variance ``v``), whose lower end is raised to ``min(values) * (alpha/2)**(1/n)``:
     a bound that holds for the mean of any positive quantity (Markov's inequality), so the interval stays above
-    zero (equal values keep the t interval: their mean, exactly). Why: GPU times are right-skewed, and on skewed data the t interval is too short on the high side and
-    crosses zero at small ``n``; the lognormal interval keeps its coverage there, and the t interval keeps it
-    where the logs are not normal and ``n`` is large. The interval always contains the mean.
+    zero (equal values keep the t interval: their mean, exactly). Why: GPU times are right-skewed, and on skewed
+    data the t interval is too short on the high side and crosses zero at small ``n``; the lognormal interval keeps
+    its coverage there, and the t interval keeps it where the logs are not normal and ``n`` is large. The interval
+    always contains the mean.
 
     :func:`mean_intervals` computes the same for many rows from their summaries.
     """

@@ -90,8 +90,10 @@ def throttled_rows(table: ResultTable, throttled: Mapping[Any, bool]) -> tuple[B
 
 @dataclass(frozen=True, eq=False)
 class _Spread:
-    """Per group: finite value count, mean, mean absolute value, sample standard deviation (plain sums), and the
-    minimum and log moments (:func:`~nsightx._results.stats.log_moments`) the interval of the mean needs."""
+    """Per group: finite value count, mean, mean absolute value, sample standard deviation (plain sums).
+
+    With the minimum and log moments (:func:`~nsightx._results.stats.log_moments`) the interval of the mean needs.
+    """
 
     n: Ints
     mean: Floats
