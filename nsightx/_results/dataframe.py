@@ -37,9 +37,9 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.join import SOURCES_KEY, parse_sources
-from nsightx._results.stats import log_moments, mean_intervals
-from nsightx._results.table import MISSING, Floats, Ints, ResultTable, group_ids, table_of
-from nsightx._results.table_flags import Groups, flag_cells, throttled_rows
+from nsightx._results.stats import mean_intervals
+from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
+from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
@@ -310,17 +310,16 @@ def _collector_stats(
         out[f"{name}_Max"] = ng.max().to_numpy()
 
 
-def _stability(out: dict[str, Any], value: Floats, groups: Groups, throttled: Any) -> Any:
+def _stability(out: dict[str, Any], spread: Spread, groups: Groups, throttled: Any) -> Any:
     """Add the CI and relative spread columns to ``out``; return ``StableMeasurement`` (and count throttled runs).
 
     The interval is :func:`~nsightx._results.stats.mean_interval`'s, from the group's summaries and the moments of
-    its logs (``value``: the table's per-row values).
+    its logs (``spread``, over its finite values: a group with an infinite value has no interval anyway).
     """
     import pandas as pd
 
     avg, std, n = out["AvgValue"], out["StdDev"], out["NumRuns"]
-    _, log_mean, log_var = log_moments(value, groups.ids, groups.count)
-    lower, upper = mean_intervals(avg, std, n, out["MinValue"], log_mean, log_var)
+    lower, upper = mean_intervals(avg, std, n, out["MinValue"], spread.log_mean, spread.log_var)
     with np.errstate(invalid="ignore", divide="ignore"):
         rsd = 100.0 * std / np.abs(avg)
     rsd[~np.isfinite(rsd)] = np.nan
@@ -409,8 +408,9 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
     _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups)
-    out["StableMeasurement"] = _stability(out, t.value, groups, throttled)
-    out["Flags"] = flag_cells(data, t, groups, verdicts)
+    spread = spread_of(t, groups)
+    out["StableMeasurement"] = _stability(out, spread, groups, throttled)
+    out["Flags"] = flag_cells(data, t, groups, verdicts, spread)
     out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
     if plan.normalize_against is not None:
         _normalize(out, plan.normalize_against, t, groups)

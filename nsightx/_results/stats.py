@@ -157,19 +157,21 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     return lower, max(mean + t_half, _exp(centre + cox))
 
 
-def log_moments(value: Floats, ids: Ints, count: int) -> tuple[Floats, Floats, Floats]:
+def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = None) -> tuple[Floats, Floats, Floats]:
     """Per group: the minimum, and the mean and sample variance of the logs, of ``value``'s finite entries.
 
     The log moments are NaN for a group with a value that is not positive (or fewer than 2 finite values): only
-    :func:`mean_intervals`' positive rows read them.
+    :func:`mean_intervals`' positive rows read them. A caller that has the groups' minimum passes it (it is
+    returned as given).
     """
     import numpy as np
 
     finite = np.isfinite(value)
-    g = ids[finite]
-    x = value[finite]
-    minimum = np.full(count, np.inf)
-    np.minimum.at(minimum, g, x)
+    g, x = (ids, value) if finite.all() else (ids[finite], value[finite])
+    if minimum is None:
+        minimum = np.full(count, np.inf)
+        np.minimum.at(minimum, g, x)
+        minimum[minimum == np.inf] = np.nan  # no finite value (an all-infinite group has no interval anyway)
     with np.errstate(invalid="ignore", divide="ignore"):
         logs = np.log(np.where(x > 0.0, x, 1.0))
         n = np.bincount(g, minlength=count)
@@ -179,7 +181,6 @@ def log_moments(value: Floats, ids: Ints, count: int) -> tuple[Floats, Floats, F
     bad = ~(minimum > 0.0) | (n < 2)
     log_mean[bad] = np.nan
     log_var[bad] = np.nan
-    minimum[n == 0] = np.nan
     return minimum, log_mean, log_var
 
 
@@ -187,6 +188,9 @@ def mean_intervals(
     mean: Floats, std: Floats, n: Ints, minimum: Floats, log_mean: Floats, log_var: Floats, confidence: float = 0.95
 ) -> tuple[Floats, Floats]:
     """:func:`mean_interval` of many rows from their summaries: (lower, upper), NaN where it is NaN.
+
+    Every row's candidate ends are computed with whole-array arithmetic, then each row takes its rule's: no
+    per-row Python, and the t quantile once per distinct count.
 
     Args:
         mean: Per row, the mean of its values.
@@ -199,23 +203,25 @@ def mean_intervals(
     """
     import numpy as np
 
-    half = ci_half_widths(std, n, confidence)
-    lower, upper = mean - half, mean + half
-    positive = (minimum > 0.0) & (half > 0.0)  # NaN (unknown) compares false
-    lower = np.where(minimum == 0.0, np.maximum(lower, 0.0), lower)
-    if positive.any():
-        k = n[positive].astype(np.float64)
-        distinct = np.unique(n[positive])
-        t = np.array([t_ppf(0.5 + confidence / 2.0, int(d) - 1) for d in distinct])[
-            np.searchsorted(distinct, n[positive])
-        ]
-        v = log_var[positive]
+    counts = np.asarray(n, dtype=np.int64)
+    ok = (counts >= 2) & np.isfinite(std)
+    t = np.full(counts.shape, np.nan)
+    if ok.any():
+        distinct = np.unique(counts[ok])
+        quantiles = np.array([t_ppf(0.5 + confidence / 2.0, int(d) - 1) for d in distinct])
+        t[ok] = quantiles[np.searchsorted(distinct, counts[ok])]
+    k = counts.astype(np.float64)
+    v = log_var
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        half = t * std / np.sqrt(counts)  # ci_half_widths' arithmetic
+        lower, upper = mean - half, mean + half
         cox = t * np.sqrt(v / k + v * v / (2.0 * (k - 1.0)))
-        centre = log_mean[positive] + v / 2.0
-        floor = minimum[positive] * ((1.0 - confidence) / 2.0) ** (1.0 / k)
-        with np.errstate(over="ignore"):
-            lower[positive] = np.maximum(np.minimum(lower[positive], np.exp(centre - cox)), floor)
-            upper[positive] = np.maximum(upper[positive], np.exp(centre + cox))
+        centre = log_mean + v / 2.0
+        floor = minimum * ((1.0 - confidence) / 2.0) ** (1.0 / k)
+        positive = (minimum > 0.0) & (half > 0.0)  # NaN (unknown) compares false
+        signed = np.where(minimum == 0.0, np.maximum(lower, 0.0), lower)
+        lower = np.where(positive, np.maximum(np.minimum(lower, np.exp(centre - cox)), floor), signed)
+        upper = np.where(positive, np.maximum(upper, np.exp(centre + cox)), upper)
     return lower, upper
 
 

@@ -89,7 +89,7 @@ def throttled_rows(table: ResultTable, throttled: Mapping[Any, bool]) -> tuple[B
 
 
 @dataclass(frozen=True, eq=False)
-class _Spread:
+class Spread:
     """Per group: finite value count, mean, mean absolute value, sample standard deviation (plain sums).
 
     With the minimum and log moments (:func:`~nsightx._results.stats.log_moments`) the interval of the mean needs.
@@ -104,7 +104,10 @@ class _Spread:
     log_var: Floats
 
 
-def _spread(value: Floats, finite: Bools, groups: Groups) -> _Spread:
+def spread_of(table: ResultTable, groups: Groups) -> Spread:
+    """The groups' :class:`Spread` over their finite values (the DataFrame reuses its log moments)."""
+    value = table.value
+    finite = np.isfinite(value)
     g, count = groups.ids, groups.count
     xs = np.where(finite, value, 0.0)
     n = np.bincount(g, weights=finite, minlength=count).astype(np.int64)
@@ -114,8 +117,8 @@ def _spread(value: Floats, finite: Bools, groups: Groups) -> _Spread:
         dev = np.where(finite, value - mean[g], 0.0)
         std = np.sqrt(np.bincount(g, weights=dev * dev, minlength=count) / (n - 1))
     std[n < 2] = np.nan
-    minimum, log_mean, log_var = log_moments(np.where(finite, value, np.nan), g, count)
-    return _Spread(n, mean, mean_abs, std, minimum, log_mean, log_var)
+    minimum, log_mean, log_var = log_moments(value, g, count)  # over the finite values, as above
+    return Spread(n, mean, mean_abs, std, minimum, log_mean, log_var)
 
 
 def _first_units(table: ResultTable, groups: Groups) -> Ints:
@@ -132,7 +135,7 @@ def _first_units(table: ResultTable, groups: Groups) -> Ints:
     return out
 
 
-def _short_and_unstable(spread: _Spread, unit_ns: Bools) -> tuple[Bools, Bools, Bools, Bools]:
+def _short_and_unstable(spread: Spread, unit_ns: Bools) -> tuple[Bools, Bools, Bools, Bools]:
     """``short`` and ``unstable`` per group, and the groups too close to their threshold to call with plain sums.
 
     A plain sum of n terms is within about ``n * eps * sum(|x|)`` of the exact one; the margin is 64 times that.
@@ -289,7 +292,13 @@ def _region_keys(table: ResultTable, groups: Groups) -> tuple[Ints, Ints, int]:
     return ids[: regs.n], ids[regs.n :], int(ids.max()) + 1
 
 
-def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled: Mapping[Any, bool] | None) -> list[str]:
+def flag_cells(
+    data: ResultData,
+    table: ResultTable,
+    groups: Groups,
+    throttled: Mapping[Any, bool] | None,
+    spread: Spread | None = None,
+) -> list[str]:
     """The ``Flags`` cell of every group, in group order (what ``flag_column`` gives for the same rows).
 
     Args:
@@ -297,10 +306,11 @@ def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled: 
         table: Its columnar view.
         groups: The aggregated rows.
         throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module); ``None``: none known.
+        spread: :func:`spread_of` the table and groups, when the caller has it already.
     """
     finite = np.isfinite(table.value)
     was_throttled = np.zeros(table.n, np.bool_) if not throttled else throttled_rows(table, throttled)[0]
-    spread = _spread(table.value, finite, groups)
+    spread = spread_of(table, groups) if spread is None else spread
     unit = _first_units(table, groups)
     unit_ns = (unit == table.units.index("ns")) if "ns" in table.units else np.zeros(groups.count, np.bool_)
     short, short_unsure, unstable, unstable_unsure = _short_and_unstable(spread, unit_ns)
