@@ -173,7 +173,7 @@ def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = N
         np.minimum.at(minimum, g, x)
         minimum[minimum == np.inf] = np.nan  # no finite value (an all-infinite group has no interval anyway)
     with np.errstate(invalid="ignore", divide="ignore"):
-        logs = np.log(np.where(x > 0.0, x, 1.0))
+        logs = np.log(x if (x > 0.0).all() else np.where(x > 0.0, x, 1.0))
         n = np.bincount(g, minlength=count)
         log_mean = np.bincount(g, weights=logs, minlength=count) / n
         dev = logs - log_mean[g]
