@@ -12,7 +12,7 @@ import region_clock
 import nsightx
 from nsightx import ConfigError, ConfigTypeError
 from nsightx._results.records import Record
-from nsightx._results.stats import t_ppf
+from nsightx._results.stats import mean_interval, t_ppf
 from nsightx._run.adaptive import AdaptiveRuns, FixedRuns, build_rule, relative_half_width
 
 SILENT = nsightx.VerbosityLevel.SILENT
@@ -184,12 +184,16 @@ def test_rule_without_values_stops_at_min_runs():
     assert s.stop_reason(4) == "no_values"
 
 
-def test_relative_half_width_is_the_student_t_interval():
+def test_relative_half_width_is_the_farther_end_of_the_frames_interval():
+    """The stop rule reads the interval the DataFrame shows (and the ``unstable`` flag reads): its farther end."""
     values = [10.0, 11.0, 9.0, 10.5]
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    assert relative_half_width(values) == pytest.approx(100 * t_ppf(0.975, n - 1) * sd / math.sqrt(n) / mean)
+    mean = sum(values) / len(values)
+    lower, upper = mean_interval(values)
+    assert relative_half_width(values) == pytest.approx(100 * max(upper - mean, mean - lower) / mean)
+    near = [100.0, 100.1, 99.9, 100.05, 99.95]  # nearly symmetric: the Student-t half-width, to a small fraction
+    n, m = len(near), sum(near) / len(near)
+    sd = math.sqrt(sum((v - m) ** 2 for v in near) / (n - 1))
+    assert relative_half_width(near) == pytest.approx(100 * t_ppf(0.975, n - 1) * sd / math.sqrt(n) / m, rel=1e-3)
     assert relative_half_width([1.0]) == math.inf
 
 

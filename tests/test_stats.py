@@ -49,3 +49,31 @@ def test_ci_half_widths_agree_with_ci_half_width_to_the_bit():
     for g, s, k in zip(got.tolist(), std, n, strict=True):
         want = ci_half_width(s, k)
         assert (math.isnan(g) and math.isnan(want)) or g == want
+
+
+def test_mean_intervals_agree_with_mean_interval():
+    """The vectorised interval (the DataFrame's, the flags') is the reference rule's, row by row."""
+    from nsightx._results.stats import log_moments, mean_interval, mean_intervals
+
+    rng = np.random.default_rng(11)
+    rows = [list(rng.lognormal(rng.uniform(-5, 20), rng.uniform(0.0005, 2.5), rng.integers(2, 30))) for _ in range(200)]
+    rows += [[0.0, 1.0, 4.0], [-2.0, 1.0, 3.0], [2.5, 2.5], [1.0], [0.0, 0.0], [1e-300, 1.0, 1e150]]
+    ids = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+    value = np.concatenate([np.asarray(r, dtype=np.float64) for r in rows])
+    mean = np.array([math.fsum(r) / len(r) for r in rows])
+    std = np.array([np.std(r, ddof=1) if len(r) > 1 else np.nan for r in rows])
+    n = np.array([len(r) for r in rows])
+    minimum, log_mean, log_var = log_moments(value, ids, len(rows))
+    lower, upper = mean_intervals(mean, std, n, minimum, log_mean, log_var)
+    for i, r in enumerate(rows):
+        assert (lower[i], upper[i]) == pytest.approx(mean_interval(r), rel=1e-9, nan_ok=True), r
+
+
+def test_mean_interval_of_skewed_positive_values():
+    from nsightx._results.stats import mean_interval
+
+    lower, upper = mean_interval([100.0, 110.0, 120.0, 5000.0])
+    assert 100.0 * 0.025**0.25 == pytest.approx(lower)  # the floor that holds for any positive quantity
+    assert upper > 5000.0
+    assert mean_interval([3.0, 3.0]) == (3.0, 3.0)
+    assert all(math.isnan(x) for x in mean_interval([1.0, math.inf]))

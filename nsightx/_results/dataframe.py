@@ -1,9 +1,11 @@
 """The only module that builds pandas DataFrames: the per-run frame and the aggregated frame.
 
 Column names follow nsight-python (``Annotation``, ``AvgValue``, ``CI95_Lower``, ...) with ``MedianValue`` and
-``Tool`` added. Statistics: sample standard deviation (ddof=1), Student-t 95% confidence interval of the mean,
-relative standard deviation. With ``normalize_against`` every value and spread column is divided by the
-baseline's mean for the same config and metric, so no row is half converted.
+``Tool`` added. Statistics: sample standard deviation (ddof=1), 95% confidence interval of the mean
+(:func:`~nsightx._results.stats.mean_interval`: Student-t, joined for positive values by the lognormal interval,
+so it respects right-skewed data and never goes below zero), relative standard deviation. With
+``normalize_against`` every value and spread column is divided by the baseline's mean for the same config and
+metric, so no row is half converted.
 
 Measured conditions: when RUN-scope values named ``MeasuredSMClockMHz`` and/or ``ClockEventReasons`` exist (the
 ``nvml`` plugin writes them; any plugin may), each run is judged :func:`throttled_runs`; the per-run frame gets a
@@ -18,7 +20,8 @@ Both frames are built from the result's columnar view (:mod:`nsightx._results.ta
 arrays (a column of repeated values, such as a config's parameter or a run's collector value, is made from its
 distinct values and per-row positions, with the dtype pandas would infer from the per-row list), statistics with
 one groupby over integer group codes. The frames are the same, column for column and bit for bit, as those the
-row-by-row code built (``tests/test_dataframe_equal.py`` compares them with committed outputs of that code).
+row-by-row code built (``tests/test_dataframe_equal.py`` compares them with committed outputs of that code), but
+for the interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nsightx._errors import ConfigError
+from nsightx._results.flags import FEW_RUNS
 from nsightx._results.join import SOURCES_KEY, parse_sources
-from nsightx._results.stats import ci_half_widths
+from nsightx._results.stats import mean_intervals
 from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
-from nsightx._results.table_flags import Groups, flag_cells, throttled_rows
+from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
@@ -45,7 +49,9 @@ if TYPE_CHECKING:
     from nsightx._results.schema import ResultData
 
 STABLE_RSD_PCT = 2.0
-"""A row is ``StableMeasurement`` when its relative standard deviation is under this (and no run throttled)."""
+"""A row is ``StableMeasurement`` when its relative standard deviation is under this, it has at least
+:data:`~nsightx._results.flags.FEW_RUNS` valid runs (a row the ``few_runs`` flag marks is never stable) and no run
+throttled."""
 _ENV_COLUMNS = ("GPU", "Host", "ComputeClock", "MemoryClock")
 
 NOT_THROTTLING = frozenset({"none", "gpu_idle", "applications_clocks_setting"})
@@ -304,20 +310,24 @@ def _collector_stats(
         out[f"{name}_Max"] = ng.max().to_numpy()
 
 
-def _stability(out: dict[str, Any], groups: Groups, throttled: Any) -> Any:
-    """Add the CI and relative spread columns to ``out``; return ``StableMeasurement`` (and count throttled runs)."""
+def _stability(out: dict[str, Any], spread: Spread, groups: Groups, throttled: Any) -> Any:
+    """Add the CI and relative spread columns to ``out``; return ``StableMeasurement`` (and count throttled runs).
+
+    The interval is :func:`~nsightx._results.stats.mean_interval`'s, from the group's summaries and the moments of
+    its logs (``spread``, over its finite values: a group with an infinite value has no interval anyway).
+    """
     import pandas as pd
 
-    avg, std = out["AvgValue"], out["StdDev"]
-    half = ci_half_widths(std, out["NumRuns"])
+    avg, std, n = out["AvgValue"], out["StdDev"], out["NumRuns"]
+    lower, upper = mean_intervals(avg, std, n, out["MinValue"], spread.log_mean, spread.log_var)
     with np.errstate(invalid="ignore", divide="ignore"):
         rsd = 100.0 * std / np.abs(avg)
     rsd[~np.isfinite(rsd)] = np.nan
-    out["CI95_Lower"] = avg - half
-    out["CI95_Upper"] = avg + half
+    out["CI95_Lower"] = lower
+    out["CI95_Upper"] = upper
     out["RelativeStdDevPct"] = rsd
     unknown = np.isnan(rsd)
-    stable = pd.arrays.BooleanArray(np.where(unknown, False, rsd < STABLE_RSD_PCT), unknown)
+    stable = pd.arrays.BooleanArray(np.where(unknown, False, (rsd < STABLE_RSD_PCT) & (n >= FEW_RUNS)), unknown)
     if throttled is not None:
         count = np.bincount(groups.ids, weights=throttled, minlength=groups.count).astype(np.int64)
         out["ThrottledRuns"] = count
@@ -398,8 +408,9 @@ def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
     _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups)
-    out["StableMeasurement"] = _stability(out, groups, throttled)
-    out["Flags"] = flag_cells(data, t, groups, verdicts)
+    spread = spread_of(t, groups)
+    out["StableMeasurement"] = _stability(out, spread, groups, throttled)
+    out["Flags"] = flag_cells(data, t, groups, verdicts, spread)
     out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
     if plan.normalize_against is not None:
         _normalize(out, plan.normalize_against, t, groups)

@@ -29,8 +29,10 @@ The flags and the evidence each one is computed from (docs/flags.md says the sam
     The measured SM clock (``MeasuredSMClockMHz``, reads taken while the GPU said ``gpu_idle`` left out) of the
     row's runs spans more than :data:`CLOCK_VARIED_PCT` percent of its median.
 ``unstable``
-    The half-width of the row's 95% Student-t interval of the mean is above :data:`UNSTABLE_CI_PCT` percent of
-    the mean (or the target given to :func:`row_flags`).
+    The row's 95% interval of the mean (:func:`~nsightx._results.stats.mean_interval`, the ``CI95_Lower`` ..
+    ``CI95_Upper`` columns) reaches further from the mean than :data:`UNSTABLE_CI_PCT` percent of the mean, on
+    either side (or the target given to :func:`row_flags`): the interval may be asymmetric, and its farther end
+    is the one that says how far off the mean may be.
 ``few_runs``
     Fewer than :data:`FEW_RUNS` valid (finite) runs: the interval is wide and one outlier moves the mean.
 ``serialized``
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nsightx._errors import ConfigError
-from nsightx._results.stats import ci_half_width
+from nsightx._results.stats import interval_reach
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK, SERIALIZES_KERNELS
 
 if TYPE_CHECKING:
@@ -64,7 +66,8 @@ SHORT_NS = 5_000.0
 CLOCK_VARIED_PCT = 3.0
 """A row is ``clock_varied`` when its runs' measured SM clock range exceeds this percentage of their median."""
 UNSTABLE_CI_PCT = 2.0
-"""A row is ``unstable`` when its CI half-width exceeds this percentage of its mean (unless a target is given)."""
+"""A row is ``unstable`` when its CI reaches further than this percentage of its mean from it (unless a target is
+given)."""
 FEW_RUNS = 5
 """A row with fewer valid runs than this is ``few_runs``."""
 GPU_TIME_METRIC = "gpu__time_duration.sum"
@@ -143,11 +146,11 @@ def flag_few_runs(row: RowEvidence, call: CallEvidence) -> bool:
 
 
 def flag_unstable(row: RowEvidence, call: CallEvidence) -> bool:
-    """``unstable``: the 95% CI half-width is above the target percentage of the mean (needs 2 runs)."""
-    if len(row.values) < 2:
+    """``unstable``: the 95% CI's farther end is more than the target percentage of the mean away (needs 2 runs)."""
+    if len(row.values) < 2 or row.mean == 0:
         return False
-    half = ci_half_width(row.std, len(row.values))
-    return row.mean != 0 and math.isfinite(half) and 100.0 * half / abs(row.mean) > call.target_ci_pct
+    reach = interval_reach(row.values, row.mean)
+    return not math.isnan(reach) and 100.0 * reach / abs(row.mean) > call.target_ci_pct
 
 
 def flag_throttled(row: RowEvidence, call: CallEvidence) -> bool:

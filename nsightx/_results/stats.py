@@ -109,3 +109,128 @@ def ci_half_widths(std: Sequence[float] | Floats, n: Sequence[int] | Ints, confi
         t = quantiles[np.searchsorted(distinct, counts[ok])]
         out[ok] = t * spread[ok] / np.sqrt(counts[ok])
     return out
+
+
+_EXP_MAX = 709.78
+"""``math.exp`` of more than this overflows; :func:`mean_interval` reads it as an unbounded upper end."""
+
+
+def _exp(x: float) -> float:
+    return math.inf if x > _EXP_MAX else math.exp(x)
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Confidence interval of the mean of ``values``: the reference rule, one row (NaN, NaN under 2 finite values).
+
+    Values that can be zero or negative get the Student-t interval (its lower end at least 0 when no value is
+    negative). Strictly positive values (times, bytes, counts) get the union of the Student-t interval and the
+    lognormal interval of the mean (the modified Cox interval: ``exp(m + v/2 -+ t * sqrt(v/n + v**2/(2(n-1))))``
+    over the logs' mean ``m`` and variance ``v``), whose lower end is raised to ``min(values) * (alpha/2)**(1/n)``:
+    a bound that holds for the mean of any positive quantity (Markov's inequality), so the interval stays above
+    zero (equal values keep the t interval: their mean, exactly). Why: GPU times are right-skewed, and on skewed
+    data the t interval is too short on the high side and crosses zero at small ``n``; the lognormal interval keeps
+    its coverage there, and the t interval keeps it where the logs are not normal and ``n`` is large. The interval
+    always contains the mean.
+
+    :func:`mean_intervals` computes the same for many rows from their summaries.
+    """
+    n = len(values)
+    if n < 2 or not all(math.isfinite(v) for v in values):
+        return math.nan, math.nan
+    mean = math.fsum(values) / n
+    std = math.sqrt(math.fsum((v - mean) * (v - mean) for v in values) / (n - 1))  # inf, not an error, past 1e308
+    if not math.isfinite(std):  # the spread overflowed: unknown, as for the t interval
+        return math.nan, math.nan
+    low = min(values)
+    if low <= 0.0 or std == 0.0:  # equal values: the t interval is the point, exactly
+        half = ci_half_width(std, n, confidence)
+        return (max(mean - half, 0.0) if low == 0.0 else mean - half), mean + half
+    logs = [math.log(v) for v in values]
+    log_mean = math.fsum(logs) / n
+    log_var = math.fsum((x - log_mean) * (x - log_mean) for x in logs) / (n - 1)
+    t = t_ppf(0.5 + confidence / 2.0, n - 1)
+    t_half = t * std / math.sqrt(n)
+    cox = t * math.sqrt(log_var / n + log_var * log_var / (2.0 * (n - 1)))
+    centre = log_mean + log_var / 2.0
+    floor = low * ((1.0 - confidence) / 2.0) ** (1.0 / n)
+    lower = max(min(mean - t_half, _exp(centre - cox)), floor)
+    return lower, max(mean + t_half, _exp(centre + cox))
+
+
+def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = None) -> tuple[Floats, Floats, Floats]:
+    """Per group: the minimum, and the mean and sample variance of the logs, of ``value``'s finite entries.
+
+    The log moments are NaN for a group with a value that is not positive (or fewer than 2 finite values): only
+    :func:`mean_intervals`' positive rows read them. A caller that has the groups' minimum passes it (it is
+    returned as given).
+    """
+    import numpy as np
+
+    finite = np.isfinite(value)
+    g, x = (ids, value) if finite.all() else (ids[finite], value[finite])
+    if minimum is None:
+        minimum = np.full(count, np.inf)
+        np.minimum.at(minimum, g, x)
+        minimum[minimum == np.inf] = np.nan  # no finite value (an all-infinite group has no interval anyway)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        logs = np.log(x if (x > 0.0).all() else np.where(x > 0.0, x, 1.0))
+        n = np.bincount(g, minlength=count)
+        log_mean = np.bincount(g, weights=logs, minlength=count) / n
+        dev = logs - log_mean[g]
+        log_var = np.bincount(g, weights=dev * dev, minlength=count) / (n - 1)
+    bad = ~(minimum > 0.0) | (n < 2)
+    log_mean[bad] = np.nan
+    log_var[bad] = np.nan
+    return minimum, log_mean, log_var
+
+
+def mean_intervals(
+    mean: Floats, std: Floats, n: Ints, minimum: Floats, log_mean: Floats, log_var: Floats, confidence: float = 0.95
+) -> tuple[Floats, Floats]:
+    """:func:`mean_interval` of many rows from their summaries: (lower, upper), NaN where it is NaN.
+
+    Every row's candidate ends are computed with whole-array arithmetic, then each row takes its rule's: no
+    per-row Python, and the t quantile once per distinct count.
+
+    Args:
+        mean: Per row, the mean of its values.
+        std: Their sample standard deviation (NaN under 2 values or when a value is not finite).
+        n: Their count.
+        minimum: Their minimum.
+        log_mean: The mean of their logs (rows whose minimum is positive; :func:`log_moments`).
+        log_var: The sample variance of their logs.
+        confidence: The interval's confidence level.
+    """
+    import numpy as np
+
+    counts = np.asarray(n, dtype=np.int64)
+    ok = (counts >= 2) & np.isfinite(std)
+    t = np.full(counts.shape, np.nan)
+    if ok.any():
+        distinct = np.unique(counts[ok])
+        quantiles = np.array([t_ppf(0.5 + confidence / 2.0, int(d) - 1) for d in distinct])
+        t[ok] = quantiles[np.searchsorted(distinct, counts[ok])]
+    k = counts.astype(np.float64)
+    v = log_var
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        half = t * std / np.sqrt(counts)  # ci_half_widths' arithmetic
+        lower, upper = mean - half, mean + half
+        cox = t * np.sqrt(v / k + v * v / (2.0 * (k - 1.0)))
+        centre = log_mean + v / 2.0
+        floor = minimum * ((1.0 - confidence) / 2.0) ** (1.0 / k)
+        positive = (minimum > 0.0) & (half > 0.0)  # NaN (unknown) compares false
+        signed = np.where(minimum == 0.0, np.maximum(lower, 0.0), lower)
+        lower = np.where(positive, np.maximum(np.minimum(lower, np.exp(centre - cox)), floor), signed)
+        upper = np.where(positive, np.maximum(upper, np.exp(centre + cox)), upper)
+    return lower, upper
+
+
+def interval_reach(values: Sequence[float], mean: float, confidence: float = 0.95) -> float:
+    """How far :func:`mean_interval`'s farther end lies from ``mean`` (the values' mean); NaN when it is NaN.
+
+    The interval may be asymmetric: this is what a symmetric interval's half-width was, the larger side.
+    """
+    lower, upper = mean_interval(values, confidence)
+    if math.isnan(lower) or math.isnan(upper):
+        return math.nan
+    return max(upper - mean, mean - lower)

@@ -8,8 +8,9 @@ launch and serialisation rules per region execution. The Python rules stay the r
 - ``clock_varied``, ``few_runs``, ``throttled``, ``warm``, ``serialized`` and ``launch_bound`` reproduce their
   rule's arithmetic exactly (same comparisons on the same numbers; the clock median is taken as
   ``statistics.median`` takes it);
-- ``short`` and ``unstable`` compare a mean and a spread with a threshold; the rules use ``math.fsum``, this module
-  plain sums, which can differ in the last bits. A row whose vectorised number lies within a rounding bound of the
+- ``short`` and ``unstable`` compare a mean and a spread (for ``unstable``, the reach of the interval of the mean
+  from its summaries and log moments) with a threshold; the rules use ``math.fsum``, this module plain sums, which
+  can differ in the last bits. A row whose vectorised number lies within a rounding bound of the
   threshold (or is not finite) is judged again by the Python rule on its values, so every verdict is the rule's.
 
 String work (the ``Flags`` cell) is done once per distinct set of flags.
@@ -37,7 +38,7 @@ from nsightx._results.flags import (
     flags_cell,
     measured_clocks,
 )
-from nsightx._results.stats import ci_half_widths
+from nsightx._results.stats import log_moments, mean_intervals
 from nsightx._results.table import MISSING, Floats, Ints, ResultTable, group_ids
 from nsightx.columns import SERIALIZES_KERNELS
 
@@ -88,16 +89,25 @@ def throttled_rows(table: ResultTable, throttled: Mapping[Any, bool]) -> tuple[B
 
 
 @dataclass(frozen=True, eq=False)
-class _Spread:
-    """Per group: finite value count, mean, mean absolute value, sample standard deviation (plain sums)."""
+class Spread:
+    """Per group: finite value count, mean, mean absolute value, sample standard deviation (plain sums).
+
+    With the minimum and log moments (:func:`~nsightx._results.stats.log_moments`) the interval of the mean needs.
+    """
 
     n: Ints
     mean: Floats
     mean_abs: Floats
     std: Floats
+    minimum: Floats
+    log_mean: Floats
+    log_var: Floats
 
 
-def _spread(value: Floats, finite: Bools, groups: Groups) -> _Spread:
+def spread_of(table: ResultTable, groups: Groups) -> Spread:
+    """The groups' :class:`Spread` over their finite values (the DataFrame reuses its log moments)."""
+    value = table.value
+    finite = np.isfinite(value)
     g, count = groups.ids, groups.count
     xs = np.where(finite, value, 0.0)
     n = np.bincount(g, weights=finite, minlength=count).astype(np.int64)
@@ -107,7 +117,8 @@ def _spread(value: Floats, finite: Bools, groups: Groups) -> _Spread:
         dev = np.where(finite, value - mean[g], 0.0)
         std = np.sqrt(np.bincount(g, weights=dev * dev, minlength=count) / (n - 1))
     std[n < 2] = np.nan
-    return _Spread(n, mean, mean_abs, std)
+    minimum, log_mean, log_var = log_moments(value, g, count)  # over the finite values, as above
+    return Spread(n, mean, mean_abs, std, minimum, log_mean, log_var)
 
 
 def _first_units(table: ResultTable, groups: Groups) -> Ints:
@@ -124,7 +135,7 @@ def _first_units(table: ResultTable, groups: Groups) -> Ints:
     return out
 
 
-def _short_and_unstable(spread: _Spread, unit_ns: Bools) -> tuple[Bools, Bools, Bools, Bools]:
+def _short_and_unstable(spread: Spread, unit_ns: Bools) -> tuple[Bools, Bools, Bools, Bools]:
     """``short`` and ``unstable`` per group, and the groups too close to their threshold to call with plain sums.
 
     A plain sum of n terms is within about ``n * eps * sum(|x|)`` of the exact one; the margin is 64 times that.
@@ -134,12 +145,13 @@ def _short_and_unstable(spread: _Spread, unit_ns: Bools) -> tuple[Bools, Bools, 
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         short = unit_ns & (n > 0) & (mean < SHORT_NS)
         short_unsure = unit_ns & (n > 0) & ~(np.abs(mean - SHORT_NS) > tol)
-        half = ci_half_widths(spread.std, n)
-        ratio = 100.0 * half / np.abs(mean)
+        lower, upper = mean_intervals(mean, spread.std, n, spread.minimum, spread.log_mean, spread.log_var)
+        reach = np.maximum(upper - mean, mean - lower)  # NaN when either end is
+        ratio = 100.0 * reach / np.abs(mean)
         judged = n >= 2
-        unstable = judged & (mean != 0) & np.isfinite(half) & (ratio > UNSTABLE_CI_PCT)
+        unstable = judged & (mean != 0) & ~np.isnan(reach) & (ratio > UNSTABLE_CI_PCT)
         close = ~(np.abs(ratio - UNSTABLE_CI_PCT) > _RATIO_WINDOW * UNSTABLE_CI_PCT)
-        unstable_unsure = judged & (close | ~(np.abs(mean) > tol) | ~(np.abs(half) < 1e300))
+        unstable_unsure = judged & (close | ~(np.abs(mean) > tol) | ~(np.abs(reach) < 1e300))
     return short, short_unsure, unstable, unstable_unsure
 
 
@@ -280,7 +292,13 @@ def _region_keys(table: ResultTable, groups: Groups) -> tuple[Ints, Ints, int]:
     return ids[: regs.n], ids[regs.n :], int(ids.max()) + 1
 
 
-def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled: Mapping[Any, bool] | None) -> list[str]:
+def flag_cells(
+    data: ResultData,
+    table: ResultTable,
+    groups: Groups,
+    throttled: Mapping[Any, bool] | None,
+    spread: Spread | None = None,
+) -> list[str]:
     """The ``Flags`` cell of every group, in group order (what ``flag_column`` gives for the same rows).
 
     Args:
@@ -288,10 +306,11 @@ def flag_cells(data: ResultData, table: ResultTable, groups: Groups, throttled: 
         table: Its columnar view.
         groups: The aggregated rows.
         throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module); ``None``: none known.
+        spread: :func:`spread_of` the table and groups, when the caller has it already.
     """
     finite = np.isfinite(table.value)
     was_throttled = np.zeros(table.n, np.bool_) if not throttled else throttled_rows(table, throttled)[0]
-    spread = _spread(table.value, finite, groups)
+    spread = spread_of(table, groups) if spread is None else spread
     unit = _first_units(table, groups)
     unit_ns = (unit == table.units.index("ns")) if "ns" in table.units else np.zeros(groups.count, np.bool_)
     short, short_unsure, unstable, unstable_unsure = _short_and_unstable(spread, unit_ns)

@@ -4,8 +4,9 @@ The run loop asks a :class:`StopRule` for one :class:`ConfigStopper` per config,
 records, and asks before every measured run whether to go on. With a fixed count the answer depends only on the
 run index. Under ``runs="auto"`` a config stops at the first of:
 
-- ``target``: every (annotation, metric) seen has a 95% Student-t confidence interval of the mean whose
-  half-width is at most ``target_ci_pct`` percent of the mean, after at least ``min_runs`` runs;
+- ``target``: every (annotation, metric) seen has a 95% confidence interval of the mean (the DataFrame's
+  ``CI95_Lower`` .. ``CI95_Upper``) whose farther end is at most ``target_ci_pct`` percent of the mean away from
+  it, after at least ``min_runs`` runs;
 - ``max_runs``: ``max_runs`` measured runs were made;
 - ``budget``: one more run (at the mean duration of the runs so far) would overrun ``time_budget_s``, the
   wall time allowed for the config's measured runs (``min_runs`` are always made);
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 from nsightx._errors import ConfigError, ConfigTypeError
 from nsightx._results.records import Record
-from nsightx._results.stats import ci_half_width
+from nsightx._results.stats import interval_reach
 
 STOP_REASONS = ("runs", "target", "max_runs", "budget", "no_values")
 """Why a config stopped: the fixed count, or one of ``runs="auto"``'s reasons (see the module docstring)."""
@@ -149,15 +150,19 @@ class _Adaptive(ConfigStopper):
 
 
 def relative_half_width(values: list[float]) -> float:
-    """Half-width of the 95% Student-t CI of the mean of ``values``, in percent of the mean (inf if unknown)."""
+    """How far the 95% CI of the mean of ``values`` reaches from the mean, in percent of the mean (inf if unknown).
+
+    The interval is the DataFrame's (:func:`~nsightx._results.stats.mean_interval`) and the reach its farther
+    end, as the ``unstable`` flag reads it, so a config that stopped on its target is not flagged ``unstable``.
+    """
     n = len(values)
     if n < 2:
         return math.inf
-    mean = sum(values) / n
+    mean = math.fsum(values) / n
     if mean == 0.0:
         return 0.0 if all(v == 0.0 for v in values) else math.inf
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return 100.0 * ci_half_width(std, n) / abs(mean)
+    reach = interval_reach(values, mean)
+    return math.inf if math.isnan(reach) else 100.0 * reach / abs(mean)
 
 
 ADAPTIVE_OPTIONS = ("min_runs", "max_runs", "target_ci_pct", "time_budget_s")
