@@ -168,3 +168,18 @@ def test_demo_report_warns_about_unstable_rows(plugin_host, tmp_path, capsys):
     assert "device: CPU (host backend)" in out and " ms " in out and "e+0" not in out
     [line] = err.strip().splitlines()
     assert line.startswith("nsightx demo: warning: 1 of 1 row(s) unstable") and "matmul n=64" in line
+
+
+def test_fit_cuts_a_heading_when_long_values_leave_no_other_way():
+    """A wide rate and spread once left `nsightx show` a column over a 60-column terminal: the heading is cut too."""
+    from nsightx._results.summary import Row, Summary, fit
+
+    header = ("Annotation", "n", "Metric", "Mean", "RSD", "Runs")
+    rows = tuple(
+        Row(("build", str(n), "<lambda>", "0.006925 items/ns", "188.4%", "4"), False, f"build n={n}", 188.4)
+        for n in (1000, 20000, 400000)
+    )
+    summary, above = fit(Summary(header, rows, frozenset({"n", "Mean", "RSD", "Runs"})), 50)
+    lines = render_text(summary).splitlines()
+    assert above == ["metric: <lambda>"] and all(len(line) <= 50 for line in lines), lines
+    assert lines[0].split()[0].endswith("..") and lines[1].startswith("build")  # the heading, cut as far as needed

@@ -122,13 +122,18 @@ def check_output(output: str) -> None:
 
 
 def duration(seconds: float) -> str:
-    """``17 ms``, ``42 s``, ``3.5 min``, ``2.1 h``, ``9.3 days``: how long, for a person."""
+    """``17 ms``, ``220 ms``, ``42 s``, ``3.5 min``, ``2.1 h``, ``250 days``: how long, for a person (never 2.5e+02)."""
     if seconds < 1:
-        return f"{seconds * 1e3:.2g} ms"
+        return f"{_figures(seconds * 1e3)} ms"
     for limit, factor, unit in ((120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h")):
         if seconds < limit:
-            return f"{seconds / factor:.2g} {unit}" if seconds < 10 * factor else f"{seconds / factor:.0f} {unit}"
-    return f"{seconds / 86400:.2g} days"
+            return f"{_figures(seconds / factor)} {unit}"
+    return f"{_figures(seconds / 86400)} days"
+
+
+def _figures(value: float) -> str:
+    """Two significant figures under 10 (``3.5``), whole numbers above (``42``, ``250``), never an exponent."""
+    return f"{value:.2g}" if value < 10 else f"{value:.0f}"
 
 
 def check_runs(runs: int | str, sizes: list[int], matmul: Callable[[int], None], warmup: int = 1) -> None:

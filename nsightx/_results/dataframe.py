@@ -37,7 +37,7 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.join import SOURCES_KEY, parse_sources
-from nsightx._results.stats import mean_intervals
+from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
@@ -48,10 +48,6 @@ if TYPE_CHECKING:
     from nsightx._results.records import CollectorValue
     from nsightx._results.schema import ResultData
 
-STABLE_RSD_PCT = 2.0
-"""A row is ``StableMeasurement`` when its relative standard deviation is under this, it has at least
-:data:`~nsightx._results.flags.FEW_RUNS` valid runs (a row the ``few_runs`` flag marks is never stable) and no run
-throttled."""
 _ENV_COLUMNS = ("GPU", "Host", "ComputeClock", "MemoryClock")
 
 NOT_THROTTLING = frozenset({"none", "gpu_idle", "applications_clocks_setting"})

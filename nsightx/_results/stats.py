@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     Floats = np.ndarray[Any, np.dtype[np.float64]]
     Ints = np.ndarray[Any, np.dtype[np.int64]]
 
+STABLE_RSD_PCT = 2.0
+"""A row is ``StableMeasurement`` when its relative standard deviation is under this, it has at least
+:data:`~nsightx._results.flags.FEW_RUNS` valid runs (a row the ``few_runs`` flag marks is never stable) and no run
+throttled. Kept here rather than in the DataFrame module so that text renderers (``nsightx demo``) can name it
+without loading NumPy, which the demo must not load before it has chosen its BLAS threads."""
+
 
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction for the incomplete beta function (modified Lentz's method)."""

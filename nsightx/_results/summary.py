@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nsightx._results.dataframe import STABLE_RSD_PCT
+from nsightx._results.stats import STABLE_RSD_PCT
 from nsightx._units import number, scale, with_unit
 
 if TYPE_CHECKING:
@@ -166,10 +166,14 @@ def _without(summary: Summary, column: str) -> Summary:
 
 
 def _cut(summary: Summary, column: str, over: int, keep: int) -> Summary:
-    """Cut the cells of ``column`` (with ``..``) by up to ``over`` characters, keeping at least ``keep``."""
+    """Cut the cells of ``column`` (with ``..``) by up to ``over`` characters, keeping at least ``keep``.
+
+    The column's heading is cut too where it is wider than what is kept (``Annotation`` -> ``Anno..``): a long value
+    elsewhere in the row (a rate, a wide spread) may leave no other way to fit the terminal.
+    """
     i = summary.header.index(column)
-    now = max(len(r.cells[i]) for r in summary.rows)
-    limit = max(keep, now - over, len(column))
+    now = max(len(column), *(len(r.cells[i]) for r in summary.rows))
+    limit = max(keep, now - over, 3)
 
     def clip(text: str) -> str:
         return text if len(text) <= limit else text[: limit - 2] + ".."
@@ -177,7 +181,9 @@ def _cut(summary: Summary, column: str, over: int, keep: int) -> Summary:
     rows = tuple(
         Row((*r.cells[:i], clip(r.cells[i]), *r.cells[i + 1 :]), r.stable, r.label, r.rsd_pct) for r in summary.rows
     )
-    return Summary(summary.header, rows, summary.right)
+    header = (*summary.header[:i], clip(column), *summary.header[i + 1 :])
+    right = frozenset(clip(h) if h == column else h for h in summary.right)
+    return Summary(header, rows, right)
 
 
 def fit(summary: Summary, width: int | None) -> tuple[Summary, list[str]]:
