@@ -180,8 +180,8 @@ def allocate(prefix: str, function: str, numbers: TagNumbers | None = None) -> O
         return OutputLocation(folder, stem, tag, uuid.uuid4().hex)
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``.
+def write_atomic(path: Path, text: str | bytes) -> Path:
+    """Write ``text`` (UTF-8 text, or bytes as they are) to ``path`` through a temporary file and ``os.replace``.
 
     A reader (or a crash) sees either the old file or the whole new one, never a part. The temporary file is
     created with ``os.open(..., 0o666)``, so the kernel applies the umask and the file gets the mode a plain
@@ -190,8 +190,12 @@ def write_atomic(path: Path, text: str) -> Path:
     """
     fd, tmp = _create_temp(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        if isinstance(text, bytes):
+            with os.fdopen(fd, "wb") as out:
+                out.write(text)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
