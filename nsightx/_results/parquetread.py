@@ -15,6 +15,7 @@ through those objects.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice, repeat
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 
 from nsightx._errors import ResultSchemaError
 from nsightx._results.integrity import check_result
+from nsightx._results.parquetcheck import columns_fit, completeness_of, ints
 from nsightx._results.parquetwrite import (
     DIGEST_KEY,
     KIND_BOOL,
@@ -35,6 +37,7 @@ from nsightx._results.parquetwrite import (
     PARTS,
     digest,
 )
+from nsightx._results.pending import PendingData
 from nsightx._results.records import (
     CollectorValue,
     Record,
@@ -105,8 +108,10 @@ def starts_parquet(head: bytes) -> bool:
     return head.startswith(MAGIC)
 
 
-def parse_parquet(data: bytes, source: str) -> ResultData:
-    """The result whose Parquet bytes are ``data``, checked (``source`` is the quoted file name, for messages).
+def parse_parquet(data: bytes, source: str) -> PendingData:
+    """The result whose Parquet bytes are ``data``, checked, to be built when first read.
+
+    ``source`` is the quoted file name, for messages.
 
     Raises:
         ResultSchemaError: the first problem found (see the module docstring).
@@ -126,10 +131,26 @@ def parse_parquet(data: bytes, source: str) -> ResultData:
         ) from None
     for name, table in tables.items():
         _check_columns(name, table, source)
-    with gc_paused():  # a million objects and no cycles: a collection would walk all of them again and again
-        result = _build(meta, tables, source)
-        check_result(result, source)
-    return result
+    shell = _shell(meta, source)
+    check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
+    build = functools.partial(_build, shell, tables, source)
+    if not columns_fit(shell.plan, tables):
+        check_result(build(), source)  # names the first bad entry by its JSON path
+        raise ResultSchemaError(f"{source}: the runs, records, regions and values do not fit together")
+    done = completeness_of(shell.plan, ints(tables["runs"].column("config")))
+    return PendingData(shell.plan, shell.environment, main.num_rows, done, build)
+
+
+def _shell(meta: dict[str, Any], source: str) -> ResultData:
+    """The result's small parts (no runs, no values), validated like a JSON file's fields."""
+    try:
+        return ResultData.model_validate(
+            {k: meta[k] for k in ("schema_version", "nsightx_version", "created", "plan", "environment")}
+            | {"config_devices": tuple(meta["config_devices"]), "config_hosts": tuple(meta["config_hosts"])}
+        )
+    except (ValidationError, KeyError, TypeError) as e:
+        what = describe_errors(e) if isinstance(e, ValidationError) else f"field {e} is missing or not a list"
+        raise ResultSchemaError(f"{source}: metadata {META_KEY!r}: {what}") from None
 
 
 def _read_main(data: bytes) -> tuple[pa.Table, Mapping[bytes, bytes]]:
@@ -245,41 +266,28 @@ def _columns(table: pa.Table, names: Sequence[str]) -> list[list[Any]]:
     return out
 
 
-def _build(meta: dict[str, Any], tables: dict[str, pa.Table], source: str) -> ResultData:
-    """The result from checked metadata and tables (the runs regrouped by their counts)."""
-    values = list(
-        map(
-            new_run_value,
-            *_columns(tables["values"], ("annotation", "config", "run", "metric"))[:4],
-            *_value_tail(tables["values"]),
-        )
-    )
-    runs = tables["runs"]
-    counts = [runs.column(f"n_{p}").to_pylist() for p in PARTS[1:]]
-    parts = [_records(tables["records"]), _regions(tables["regions"]), _collectors(tables["collectors"])]
-    for part, n in zip(parts, counts, strict=True):
-        if sum(n) != len(part) or min(n, default=0) < 0:
-            raise ResultSchemaError(
-                f"{source}: part 'runs' counts {sum(n)} entries, but the part it counts holds {len(part)}; "
-                "the file was edited"
+def _build(shell: ResultData, tables: dict[str, pa.Table], source: str) -> ResultData:
+    """The whole result: ``shell`` with the runs and values made from the tables (runs regrouped by their counts)."""
+    with gc_paused():  # millions of objects and no cycles: a collection would walk all of them again and again
+        values = tuple(
+            map(
+                new_run_value,
+                *_columns(tables["values"], ("annotation", "config", "run", "metric")),
+                *_columns(tables["values"], ("value", "unit", "kernel")),
             )
-    grouped = [_split(part, n) for part, n in zip(parts, counts, strict=True)]
-    run_list = list(map(new_run_records, runs.column("config").to_pylist(), runs.column("run").to_pylist(), *grouped))
-    try:
-        return ResultData.model_validate(
-            {k: meta[k] for k in ("schema_version", "nsightx_version", "created", "plan", "environment")}
-            | {"config_devices": tuple(meta["config_devices"]), "config_hosts": tuple(meta["config_hosts"])}
-            | {"runs": (), "values": ()}
-        ).model_copy(update={"runs": tuple(run_list), "values": tuple(values)})
-    except (ValidationError, KeyError) as e:
-        what = describe_errors(e) if isinstance(e, ValidationError) else f"field {e} is missing"
-        raise ResultSchemaError(f"{source}: metadata {META_KEY!r}: {what}") from None
-
-
-def _value_tail(table: pa.Table) -> list[list[Any]]:
-    """The ``value``, ``unit`` and ``kernel`` columns of the values table, in :func:`new_run_value`'s order."""
-    value, unit, kernel = _columns(table, ("value", "unit", "kernel"))
-    return [value, unit, kernel]
+        )
+        runs = tables["runs"]
+        counts = [runs.column(f"n_{p}").to_pylist() for p in PARTS[1:]]
+        parts = [_records(tables["records"]), _regions(tables["regions"], source), _collectors(tables["collectors"])]
+        for part, n in zip(parts, counts, strict=True):
+            if sum(n) != len(part) or min(n, default=0) < 0:
+                raise ResultSchemaError(
+                    f"{source}: part 'runs' counts {sum(n)} entries, but the part it counts holds {len(part)}; "
+                    "the file was edited"
+                )
+        grouped = [_split(part, n) for part, n in zip(parts, counts, strict=True)]
+        keys = [runs.column("config").to_pylist(), runs.column("run").to_pylist()]
+        return shell.model_copy(update={"runs": tuple(map(new_run_records, *keys, *grouped)), "values": values})
 
 
 def _records(table: pa.Table) -> list[Record]:
@@ -288,11 +296,16 @@ def _records(table: pa.Table) -> list[Record]:
     )
 
 
-def _regions(table: pa.Table) -> list[RegionRun]:
+def _regions(table: pa.Table, source: str) -> list[RegionRun]:
     annotation, config, run, host_ns, failed, attributes = _columns(
         table, ("annotation", "config", "run", "host_ns", "failed", "attributes")
     )
-    attrs = [{} if a is None else json.loads(a) for a in attributes]
+    try:
+        attrs = [{} if a is None else dict(json.loads(a)) for a in attributes]
+    except (ValueError, TypeError) as e:
+        raise ResultSchemaError(
+            f"{source}: column 'attributes' of part 'regions' holds {e}; expected JSON objects"
+        ) from None
     return list(map(new_region_run, annotation, config, run, host_ns, failed, attrs))
 
 

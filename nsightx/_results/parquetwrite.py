@@ -28,7 +28,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -183,20 +183,41 @@ def _ints(items: Sequence[Any], name: str) -> np.ndarray[Any, np.dtype[np.int64]
     return np.fromiter(map(attrgetter(name), items), np.int64, len(items))
 
 
+def combos(items: Sequence[Any], strings: Sequence[str], numbers: Sequence[str]) -> dict[str, Any]:
+    """Columns of fields that repeat (names, config, seq) from one pass over ``items``.
+
+    The combinations of those fields are few (one per region, kernel, metric and config), so the items are read
+    once for all of them (one tuple each) and each column is then made per combination: strings as dictionary
+    arrays, numbers as ``int64``.
+    """
+    import pyarrow as pa
+
+    enc = Encoder()
+    combo = enc.encode(map(attrgetter(*strings, *numbers), items), len(items))
+    distinct = enc.values
+    out: dict[str, Any] = {}
+    for i, name in enumerate(strings):
+        out[name] = encoded(distinct, itemgetter(i)).take(pa.array(combo))
+    for i, name in enumerate(numbers, start=len(strings)):
+        out[name] = np.array([d[i] for d in distinct], dtype=np.int64)[combo]
+    return out
+
+
 def _records_table(records: Sequence[Any]) -> pa.Table:
     """Every raw record: its fields as columns (strings dictionary-encoded)."""
     import pyarrow as pa
 
+    fields = combos(records, ("annotation", "kernel", "metric", "unit"), ("config", "seq"))
     return pa.table(
         {
-            "annotation": encoded(records, attrgetter("annotation")),
-            "config": _ints(records, "config"),
+            "annotation": fields["annotation"],
+            "config": fields["config"],
             "run": _ints(records, "run"),
-            "kernel": encoded(records, attrgetter("kernel")),
-            "metric": encoded(records, attrgetter("metric")),
+            "kernel": fields["kernel"],
+            "metric": fields["metric"],
             "value": np.fromiter(map(attrgetter("value"), records), np.float64, len(records)),
-            "unit": encoded(records, attrgetter("unit")),
-            "seq": _ints(records, "seq"),
+            "unit": fields["unit"],
+            "seq": fields["seq"],
         }
     )
 
@@ -212,7 +233,7 @@ def _regions_table(regions: Sequence[Any]) -> pa.Table:
             "config": _ints(regions, "config"),
             "run": _ints(regions, "run"),
             "host_ns": _ints(regions, "host_ns"),
-            "failed": pa.array(list(map(bool, map(attrgetter("failed"), regions))), pa.bool_()),
+            "failed": np.fromiter(map(attrgetter("failed"), regions), np.bool_, len(regions)),
             "attributes": pa.array(attrs, pa.string()),
         }
     )

@@ -8,6 +8,7 @@ all go through it, so the values, the schema and the files written are the same 
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
 from nsightx._results.output import OutputLocation, write_atomic
 from nsightx._results.parquetread import parse_parquet, starts_parquet
+from nsightx._results.parquetwrite import result_parquet
+from nsightx._results.pending import PendingData
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import Record, RunRecords, Scalar
 from nsightx._results.resultfile import parse_result
@@ -36,6 +39,8 @@ PARQUET_SUFFIX = ".parquet"
 """The suffix that makes :meth:`ProfileResults.save` write the Parquet format."""
 RESULT_SUFFIX = PARQUET_SUFFIX
 """The format of the ``result-<tag>`` file a call writes under ``output_prefix``."""
+_BUILD_LOCK = threading.Lock()
+"""Held while a loaded result builds its objects (two threads reading ``.data`` at once build it once)."""
 
 
 class ProfileResults:
@@ -46,19 +51,38 @@ class ProfileResults:
         >>> results.to_dataframe()[["Annotation", "AvgValue", "CI95_Lower", "CI95_Upper"]]  # doctest: +SKIP
     """
 
-    def __init__(self, data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None) -> None:
-        self.data = data
+    def __init__(self, data: ResultData | PendingData, configs: Sequence[tuple[Any, ...]] | None = None) -> None:
+        self._data = data if isinstance(data, ResultData) else None
+        self._pending = data if isinstance(data, PendingData) else None
         self._configs = configs
         self._frame: pd.DataFrame | None = None
 
+    @property
+    def data(self) -> ResultData:
+        """Everything the call produced (the saved form). A loaded Parquet file builds it on first read."""
+        data = self._data
+        if data is None:
+            with _BUILD_LOCK:
+                if self._data is None:
+                    assert self._pending is not None, "a ProfileResults holds its data or a pending file"
+                    self._data = self._pending.build()
+                    self._pending = None
+                data = self._data
+        return data
+
+    @property
+    def _plan(self) -> PlanInfo:
+        return self._pending.plan if self._pending is not None else self.data.plan
+
     def __repr__(self) -> str:
-        p = self.data.plan
+        p = self._plan
         runs = f"auto (<= {p.runs}) runs" if p.adaptive else f"{p.runs} run(s)"
         done = self.completeness
         part = "" if done.complete else f", {done.describe()}"
+        count = self._pending.n_values if self._pending is not None else len(self.data.values)
         return (
             f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
-            f"{len(self.data.values)} values{part})"
+            f"{count} values{part})"
         )
 
     def _repr_html_(self) -> str:
@@ -73,17 +97,18 @@ class ProfileResults:
         than its plan asked for; :func:`nsightx.load` warns about such a result with an
         :class:`~nsightx.IncompleteResultWarning`.
         """
-        return completeness(self.data.plan, self.data.runs)
+        pending = self._pending
+        return pending.completeness if pending is not None else completeness(self.data.plan, self.data.runs)
 
     @property
     def backend(self) -> str:
         """Name of the backend that measured (the ``Tool`` column)."""
-        return self.data.plan.backend
+        return self._plan.backend
 
     @property
     def environment(self) -> Mapping[str, Scalar]:
         """Where it was measured: GPU, host, rated clocks, versions, artifact paths."""
-        return self.data.environment
+        return self._pending.environment if self._pending is not None else self.data.environment
 
     @property
     def records(self) -> list[Record]:
@@ -135,8 +160,6 @@ class ProfileResults:
     def _file_bytes(self, suffix: str) -> str | bytes:
         """The file of this result in the format of ``suffix`` (``.parquet``: Parquet; else schema 1 JSON)."""
         if suffix.lower() == PARQUET_SUFFIX:
-            from nsightx._results.parquetwrite import result_parquet
-
             return result_parquet(self.data)
         return self.data.model_dump_json()
 
