@@ -50,8 +50,10 @@ def codes(col: pa.ChunkedArray) -> Ints:
 
 
 def _unique(*columns: Ints) -> bool:
-    """Whether the rows of the columns are distinct: packed into one key each, counted in a dense array where the
-    keys' range allows (the common case: it is about the row count), else sorted.
+    """Whether the rows of the columns are distinct.
+
+    Each row is packed into one key; the keys are counted in a dense array where their range allows (the common
+    case: it is about the row count), else sorted.
     """
     n = len(columns[0])
     if n == 0:
