@@ -158,15 +158,15 @@ def _read_main(data: bytes) -> tuple[pa.Table, Mapping[bytes, bytes]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    footer = pq.ParquetFile(pa.BufferReader(data), thrift_string_size_limit=_THRIFT_LIMIT).metadata
+    names = set(footer.schema.to_arrow_schema().names)
     file = pq.ParquetFile(
         pa.BufferReader(data),
-        read_dictionary=["annotation", "metric", "kernel", "unit"],
+        metadata=footer,
+        read_dictionary=[n for n in ("annotation", "metric", "kernel", "unit") if n in names],
         page_checksum_verification=True,
-        thrift_string_size_limit=_THRIFT_LIMIT,
     )
-    metadata = file.metadata.metadata or {}
-    table = file.read(use_threads=True)
-    return table, metadata
+    return file.read(use_threads=True), footer.metadata or {}
 
 
 def _read_part(blob: bytes) -> pa.Table:
