@@ -112,7 +112,7 @@ def _plugins_cmd(args: argparse.Namespace) -> int:
 def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "baseline",
-        help="the reference: a saved result, a folder of result-*.json, or a folder written by pytest --nsightx-save",
+        help="the reference: a saved result, a folder of result-* files, or a folder written by pytest --nsightx-save",
     )
     p.add_argument("new", help="saved result or folder (the same kinds) to check against the baseline")
     p.add_argument(
@@ -221,7 +221,7 @@ def _parser() -> _Parser:
 
 
 def _reconcile_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a", help="saved result (result-*.json) or a folder of them, measured with one backend")
+    p.add_argument("a", help="saved result (result-*.parquet or .json) or a folder of them, measured with one backend")
     p.add_argument("b", help="the same sweep measured with another backend")
     p.add_argument(
         "--threshold", type=float, default=5.0, metavar="PCT", help="explain differences above PCT percent (5)"

@@ -46,7 +46,7 @@ def test_demo_prints_table_and_files(tmp_path):
     assert "e+0" not in out.stdout  # durations in us/ms, not 2.068e+04 ns
     assert re.search(r"\d+(\.\d+)? (us|ms) ", out.stdout), out.stdout
     assert "processed_data-matmul-0.csv" in out.stdout
-    assert (tmp_path / "result-matmul-0.json").exists()
+    assert (tmp_path / "result-matmul-0.parquet").exists()
 
 
 def test_demo_output_without_separator_is_a_folder(tmp_path):
@@ -61,7 +61,7 @@ def test_demo_output_without_separator_is_a_folder(tmp_path):
         "processed_data-matmul-0.csv",
         "profiled_data-matmul-0.csv",
         "raw_data-matmul-0.jsonl",
-        "result-matmul-0.json",
+        "result-matmul-0.parquet",
     ]
     assert sorted(p.name for p in (tmp_path / "demo-out").iterdir()) == files
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-out"]
@@ -111,7 +111,7 @@ ERROR_PATHS = [
     (["compare", "{bad}/garbage.json", "{bad}/garbage.json"], "garbage.json' is not an nsightx result: Invalid JSON"),
     (["compare", "{bad}/binary.json", "{bad}/binary.json"], "binary.json' starts with a UTF-16 LE byte-order mark"),
     (["compare", "{bad}/other.json", "{bad}/other.json"], "other.json' is not an nsightx result: field"),
-    (["compare", "{bad}/empty", "{bad}/empty"], "empty' holds no saved result (result-*.json)"),
+    (["compare", "{bad}/empty", "{bad}/empty"], "empty' holds no saved result (result-*.parquet or result-*.json)"),
     # a command failing with an NsightxError
     (["demo", "--runs", "0"], "nsightx demo: runs must be >= 1 or 'auto', got 0"),
     (["demo", "--backend", "nonexistent"], "nsightx demo: unknown backend 'nonexistent'; registered backends:"),

@@ -22,7 +22,7 @@ from nsightx._errors import ConfigError
 
 RAW_KIND = "raw_data"
 """File kind of the raw JSON-lines file; its exclusive creation reserves the tag."""
-_OTHER_FILES = (("result", "json"), ("profiled_data", "csv"), ("processed_data", "csv"))
+_OTHER_FILES = (("result", "parquet"), ("result", "json"), ("profiled_data", "csv"), ("processed_data", "csv"))
 """Other files a call writes under its tag (backends add their own artefacts, named with the tag too)."""
 
 
