@@ -122,6 +122,8 @@ def parse_parquet(data: bytes, source: str) -> PendingData:
         main, metadata = _read_main(data)
         meta = _check_meta(metadata, source)
         tables = {"values": main, **{p: _read_part(metadata[f"nsightx.{p}".encode()]) for p in PARTS}}
+        for table in tables.values():
+            table.validate(full=True)  # dictionary indices in range, offsets, UTF-8: what a changed byte breaks
     except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, IndexError, OverflowError) as e:
         if isinstance(e, ResultSchemaError):
             raise
@@ -170,11 +172,11 @@ def _read_main(data: bytes) -> tuple[pa.Table, Mapping[bytes, bytes]]:
 
 
 def _read_part(blob: bytes) -> pa.Table:
-    """One side part (a Parquet file of its own), page checksums verified."""
+    """One side part (an Arrow IPC stream; the digest has already vouched for its bytes)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    return pq.read_table(pa.BufferReader(blob), page_checksum_verification=True)
+    with pa.ipc.open_stream(blob) as reader:
+        return reader.read_all()
 
 
 def _check_meta(metadata: Mapping[bytes, bytes], source: str) -> dict[str, Any]:
@@ -240,16 +242,18 @@ def _strings(col: pa.ChunkedArray) -> list[Any]:
     """A string column as a list (``None`` for nulls), decoding a dictionary column once per distinct value."""
     import pyarrow as pa
 
-    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if not pa.types.is_dictionary(arr.type):
-        return list(arr.to_pylist())
-    names = arr.dictionary.to_pylist()
-    indices = arr.indices
-    if indices.null_count:
-        names.append(None)
-        indices = indices.fill_null(len(names) - 1)
-    codes = indices.to_numpy(zero_copy_only=False)
-    return list(map(names.__getitem__, codes.tolist()))
+    out: list[Any] = []
+    for arr in col.chunks:  # each chunk of a dictionary column has its own dictionary
+        if not pa.types.is_dictionary(arr.type):
+            out.extend(arr.to_pylist())
+            continue
+        names = arr.dictionary.to_pylist()
+        indices = arr.indices
+        if indices.null_count:
+            names.append(None)
+            indices = indices.fill_null(len(names) - 1)
+        out.extend(map(names.__getitem__, indices.to_numpy(zero_copy_only=False).tolist()))
+    return out
 
 
 def _columns(table: pa.Table, names: Sequence[str]) -> list[list[Any]]:
