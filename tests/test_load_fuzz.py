@@ -339,6 +339,7 @@ def damaged_parquet(draw: st.DrawFn, data: bytes) -> bytes:
 @given(st.data())
 def test_a_damaged_parquet_result_loads_as_saved_or_raises_an_nsightx_error(saved, data):
     sweep = data.draw(st.sampled_from(saved["sweeps"]))
+    assert sweep["parquet"][:4] == b"PAR1"
     damaged = data.draw(damaged_parquet(sweep["parquet"]))
     back = _load(saved["tmp"], "damaged.parquet", damaged)
     if back is None:

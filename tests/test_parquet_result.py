@@ -55,7 +55,9 @@ def _load(path: Path) -> ProfileResults:
 @pytest.mark.parametrize("commit", sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()))
 def test_committed_results_round_trip_through_parquet(tmp_path: Path, commit: str):
     old = _load(FIXTURES / commit / "result.json")
-    back = _load(old.save(tmp_path / "r.parquet"))
+    path = old.save(tmp_path / "r.parquet")
+    assert path.read_bytes()[:4] == b"PAR1"
+    back = _load(path)
     _same(old, back)
 
 
@@ -106,7 +108,9 @@ def _synthetic(normalize: str | None = None, kernels: int = 2) -> ProfileResults
 def test_a_synthetic_result_round_trips_with_every_part(tmp_path: Path, normalize: str | None, kernels: int):
     res = _synthetic(normalize, kernels)
     assert any(math.isnan(v.value) for v in res.data.values)
-    back = _load(res.save(tmp_path / "r.parquet"))
+    path = res.save(tmp_path / "r.parquet")
+    assert path.read_bytes()[:4] == b"PAR1"
+    back = _load(path)
     _same(res, back)
     again = _load(back.save(tmp_path / "again.json"))  # and on to JSON, unchanged
     _same(res, again)
@@ -235,6 +239,7 @@ def test_a_parquet_file_of_another_program_is_refused(tmp_path: Path):
 
 def test_a_parquet_file_cut_short_is_refused(tmp_path: Path):
     data = _synthetic().save(tmp_path / "r.parquet").read_bytes()
+    assert data[:4] == b"PAR1"
     for end in (4, len(data) // 2, len(data) - 5):
         (tmp_path / "cut.parquet").write_bytes(data[:end])
         with pytest.raises(ResultSchemaError, match=r"cut\.parquet"):
