@@ -282,7 +282,11 @@ def _build(shell: ResultData, tables: dict[str, pa.Table], source: str) -> Resul
         )
         runs = tables["runs"]
         counts = [runs.column(f"n_{p}").to_pylist() for p in PARTS[1:]]
-        parts = [_records(tables["records"]), _regions(tables["regions"], source), _collectors(tables["collectors"])]
+        parts: list[list[Any]] = [
+            _records(tables["records"]),
+            _regions(tables["regions"], source),
+            _collectors(tables["collectors"]),
+        ]
         for part, n in zip(parts, counts, strict=True):
             if sum(n) != len(part) or min(n, default=0) < 0:
                 raise ResultSchemaError(
