@@ -3,7 +3,7 @@
 Every call reserves its tag ``<function>-<n>`` by creating its raw file with an exclusive create
 (``open(path, "x")``) before the first run, so two processes (or two CI jobs) writing to one prefix at the same
 moment always get different tags, and no file of another call is ever overwritten. The other files of a call
-(CSVs, the result JSON) share the reserved tag and are written atomically (a temporary file in the same folder,
+(CSVs, the result file) share the reserved tag and are written atomically (a temporary file in the same folder,
 then ``os.replace``), so a reader never sees half a file.
 """
 
