@@ -2,7 +2,7 @@
 bytes per record and peak memory.
 
 Usage: python benchmarks/data_path.py [--tree PATH ...] [--shapes 4x10x1,10x100x100,...] [--collectors]
-       [--repeat 7] [--json OUT]
+       [--repeat 7] [--suffix parquet|json] [--json OUT]
 
 Each shape is configs x runs x regions (one metric, so records = values = their product). The result is built
 synthetically through the real schema and builder (``build_results`` over ``RunRecords`` such as the host backend
@@ -15,7 +15,8 @@ writes: one ``host__time_duration.sum`` record and one region execution per regi
   ``--repeat`` runs (fewer for 1e6 records), and their ratio, in wall time and in CPU time of the process; each
   timed call starts after a full garbage collection (the garbage collector stays on while it runs);
 - ``runs_dataframe()`` of a fresh result (median);
-- ``ProfileResults.save`` and ``nsightx.load`` of the saved file (median), and the file's bytes per record;
+- ``ProfileResults.save`` to ``result.<--suffix>`` (``parquet`` by default; a tree whose ``save`` ignores the
+  suffix writes its JSON there) and ``nsightx.load`` of the saved file (median), and the file's bytes per record;
 - in two more subprocesses: the peak of Python allocations (``tracemalloc``) while loading the file and then
   while building ``to_dataframe()``, and the growth of the resident set (``ru_maxrss``) over load plus frame.
 
@@ -127,7 +128,7 @@ def timed(fn: Any) -> tuple[float, float]:
     return time.perf_counter() - t, time.process_time() - c
 
 
-def child_time(shape: str, collectors: bool, repeat: int) -> dict[str, Any]:
+def child_time(shape: str, collectors: bool, repeat: int, suffix: str) -> dict[str, Any]:
     """The timings of one shape in this process (the tree on ``sys.path``)."""
     import nsightx
     from nsightx._results.results import ProfileResults
@@ -145,7 +146,7 @@ def child_time(shape: str, collectors: bool, repeat: int) -> dict[str, Any]:
         runs_frames.append(timed(lambda: ProfileResults(data.model_copy()).runs_dataframe()))
     saves, loads = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "result.json"
+        path = Path(tmp) / f"result.{suffix}"
         for _ in range(max(1, min(repeat, 3))):
             saves.append(timed(lambda: result.save(path)))
             loads.append(timed(lambda: nsightx.load(path)))
@@ -157,6 +158,7 @@ def child_time(shape: str, collectors: bool, repeat: int) -> dict[str, Any]:
     return {
         "shape": shape,
         "records": n,
+        "suffix": suffix,
         "collectors": collectors,
         "repeat": repeat,
         "to_dataframe_s": statistics.median(wall),
@@ -176,7 +178,7 @@ def child_time(shape: str, collectors: bool, repeat: int) -> dict[str, Any]:
     }
 
 
-def child_memory(shape: str, collectors: bool, mode: str) -> dict[str, Any]:
+def child_memory(shape: str, collectors: bool, mode: str, suffix: str) -> dict[str, Any]:
     """Peak memory of loading a saved result of ``shape`` and of its ``to_dataframe()``, in this process."""
     import resource
     import tracemalloc
@@ -188,7 +190,7 @@ def child_memory(shape: str, collectors: bool, mode: str) -> dict[str, Any]:
 
     configs, runs, regions = map(int, shape.split("x"))
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "result.json"
+        path = Path(tmp) / f"result.{suffix}"
         build(configs, runs, regions, collectors).save(path)
         gc.collect()
         if mode == "tracemalloc":
@@ -229,19 +231,20 @@ def main() -> None:
     p.add_argument("--collectors", action="store_true", help="add the nvml plugin's four run-scope values")
     p.add_argument("--repeat", type=int, default=7, help="timed repeats per shape (3 at 1e6 records and more)")
     p.add_argument("--no-memory", action="store_true", help="skip the two memory subprocesses")
+    p.add_argument("--suffix", default="parquet", help="the saved file's suffix (save picks the format by it)")
     p.add_argument("--json", type=Path, default=None, help="write the numbers here")
     p.add_argument("--child", choices=["time", "tracemalloc", "maxrss"], help=argparse.SUPPRESS)
     p.add_argument("--shape", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         if args.child == "time":
-            out = child_time(args.shape, args.collectors, args.repeat)
+            out = child_time(args.shape, args.collectors, args.repeat, args.suffix)
         else:
-            out = child_memory(args.shape, args.collectors, args.child)
+            out = child_memory(args.shape, args.collectors, args.child, args.suffix)
         print(json.dumps(out))
         return
     trees = [t.resolve() for t in args.tree] if args.tree else [OWN_TREE]
-    flag = ["--collectors"] if args.collectors else []
+    flag = [*(["--collectors"] if args.collectors else []), "--suffix", args.suffix]
     rows: list[dict[str, Any]] = []
     for shape in args.shapes.split(","):
         records = 1

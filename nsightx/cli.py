@@ -123,7 +123,7 @@ def _plugins_cmd(args: argparse.Namespace) -> int:
 def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "baseline",
-        help="the reference: a saved result, a folder of result-*.json, or a folder written by pytest --nsightx-save",
+        help="the reference: a saved result, a folder of result-* files, or a folder written by pytest --nsightx-save",
     )
     p.add_argument("new", help="saved result or folder (the same kinds) to check against the baseline")
     p.add_argument(
@@ -220,8 +220,8 @@ def _baselines(args: argparse.Namespace) -> int:
 def _show_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "file",
-        help="a saved result (result-*.json), a save of pytest --nsightx-save, a raw_data-*.jsonl, or a folder of "
-        "result-*.json or of --nsightx-save saves (the newest result of each function or test)",
+        help="a saved result (result-*.parquet or .json), a save of pytest --nsightx-save, a raw_data-*.jsonl, "
+        "or a folder of result-* files or of --nsightx-save saves (the newest result of each function or test)",
     )
 
 
@@ -309,7 +309,7 @@ def _parse(parser: _Parser, argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _reconcile_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a", help="saved result (result-*.json) or a folder of them, measured with one backend")
+    p.add_argument("a", help="saved result (result-*.parquet or .json) or a folder of them, measured with one backend")
     p.add_argument("b", help="the same sweep measured with another backend")
     p.add_argument(
         "--threshold", type=_types.percent, default=5.0, metavar="PCT", help="explain differences above PCT percent (5)"

@@ -48,7 +48,7 @@ def test_demo_prints_table_and_files(tmp_path):
     assert "e+0" not in out.stdout  # durations in us/ms, not 2.068e+04 ns
     assert re.search(r"\d+(\.\d+)? (us|ms) ", out.stdout), out.stdout
     assert "processed_data-matmul-0.csv" in out.stdout
-    assert (tmp_path / "result-matmul-0.json").exists()
+    assert (tmp_path / "result-matmul-0.parquet").exists()
 
 
 def test_demo_output_without_separator_is_a_folder(tmp_path):
@@ -63,7 +63,7 @@ def test_demo_output_without_separator_is_a_folder(tmp_path):
         "processed_data-matmul-0.csv",
         "profiled_data-matmul-0.csv",
         "raw_data-matmul-0.jsonl",
-        "result-matmul-0.json",
+        "result-matmul-0.parquet",
     ]
     assert sorted(p.name for p in (tmp_path / "demo-out").iterdir()) == files
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-out"]
@@ -117,7 +117,7 @@ ERROR_PATHS = [
     (["compare", "{bad}/garbage.json", "{bad}/garbage.json"], "garbage.json' is not an nsightx result: Invalid JSON"),
     (["compare", "{bad}/binary.json", "{bad}/binary.json"], "binary.json' starts with a UTF-16 LE byte-order mark"),
     (["compare", "{bad}/other.json", "{bad}/other.json"], "other.json' is not an nsightx result: field"),
-    (["compare", "{bad}/empty", "{bad}/empty"], "empty' holds no saved result (result-*.json)"),
+    (["compare", "{bad}/empty", "{bad}/empty"], "empty' holds no saved result (result-*.parquet or result-*.json)"),
     # a command failing with an NsightxError
     (["demo", "--runs", "0"], "nsightx demo: error: argument --runs: must be a whole number >= 1 or 'auto', got '0'"),
     (["demo", "--backend", "nonexistent"], "nsightx demo: unknown backend 'nonexistent'; registered backends:"),
@@ -258,7 +258,7 @@ def saved(tmp_path_factory):
     cut = folder / "cut.jsonl"
     cut.write_text(raw.read_text()[:-40])
     return {
-        "result": folder / "out" / "result-build_list-0.json",
+        "result": folder / "out" / "result-build_list-0.parquet",
         "raw": raw,
         "store": store,
         "save": pytest_save,
@@ -277,7 +277,7 @@ def test_show_prints_a_saved_result_in_readable_units(saved):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("build_list: 3 config(s) x 4 run(s) on CPU (host backend), measured ")
-    assert lines[0].endswith("[result-build_list-0.json]")
+    assert lines[0].endswith("[result-build_list-0.parquet]")
     assert lines[1].split()[:4] == ["Annotation", "n", "Metric", "Mean"]
     assert len(lines) == 2 + 6 and all(re.search(r" \d[\d.]* (ns|us|ms|s) ", line) for line in lines[2:5])
     assert "e+0" not in out.stdout and "e-0" not in out.stdout

@@ -90,7 +90,7 @@ def test_real_host_results_from_output_prefix(plugin_host, tmp_path, capsys):
             list(range(n))
 
     build()
-    saved = sorted((tmp_path / "a").glob("result-*.json"))
+    saved = sorted((tmp_path / "a").glob("result-*.parquet"))
     assert len(saved) == 1
     assert main(["compare", str(tmp_path / "a"), str(saved[0])]) == 0
     assert "no change" in capsys.readouterr().out

@@ -1,14 +1,16 @@
 """``nsightx.load`` of damaged files: it returns exactly what the file holds, or raises an ``NsightxError``.
 
 Real results (host backend, 2 configs x 2 runs, two regions; in one of the two sweeps a region fails in config 1,
-so that some values are NaN) are saved as JSON and as a raw file of an ``output_prefix`` run, then cut at random
-offsets and edited at random (bytes flipped, lines deleted, duplicated or swapped, numbers changed, keys deleted,
-types changed, list entries duplicated or removed). For each damaged file, ``nsightx.load``:
+so that some values are NaN) are saved as JSON, as Parquet and as a raw file of an ``output_prefix`` run, then cut
+at random offsets and edited at random (bytes flipped, lines deleted, duplicated or swapped, numbers changed, keys
+deleted, types changed, list entries duplicated or removed; in a Parquet file: bytes flipped, ranges overwritten,
+deleted or repeated). For each damaged file, ``nsightx.load``:
 
 - raises an :class:`~nsightx.NsightxError` (never another exception), or
 - returns a result whose every field is what the file says (compared field by field with the file's JSON; a
   field the file leaves out has its default), that holds nothing twice and whose tables can be built; for an
-  unchanged file, the very result that was saved.
+  unchanged file, the very result that was saved. A Parquet file has no text to compare with: a damaged one
+  loads as exactly the result that was saved, or not at all.
 
 Hypothesis runs derandomized, without an example database and with a bounded number of examples, so the test is
 the same on every run and takes a few seconds.
@@ -69,8 +71,9 @@ def _measure(tmp: Path, fail: bool) -> Saved:
         warnings.simplefilter("ignore")
         res = f()
     path = res.save(tmp / "r.json")
+    parquet = res.save(tmp / "r.parquet").read_bytes()
     raw = Path(str(res.environment["raw_data"]))
-    return Saved(name=f"sweep in {tmp.name}", result=res, json=path.read_bytes(), raw=raw.read_bytes())
+    return Saved(name=f"sweep in {tmp.name}", result=res, json=path.read_bytes(), raw=raw.read_bytes(), parquet=parquet)
 
 
 @pytest.fixture(scope="module")
@@ -307,3 +310,46 @@ def test_a_damaged_raw_file_loads_as_written_or_raises_an_nsightx_error(saved, d
         original = sweep["result"]
         assert back.data.runs == original.data.runs
         pd.testing.assert_frame_equal(back.to_dataframe(), original.to_dataframe())
+
+
+@st.composite
+def damaged_parquet(draw: st.DrawFn, data: bytes) -> bytes:
+    """A Parquet result after one to three byte edits: cut, flip, overwrite, delete or repeat a range."""
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["cut", "flip", "overwrite", "delete", "repeat"]))
+        if not data:
+            break
+        at = draw(st.integers(0, len(data) - 1))
+        if kind == "cut":
+            data = data[:at]
+        elif kind == "flip":
+            data = data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1 :]
+        else:
+            end = min(len(data), at + draw(st.integers(1, 64)))
+            if kind == "overwrite":
+                data = data[:at] + draw(st.binary(min_size=end - at, max_size=end - at)) + data[end:]
+            elif kind == "delete":
+                data = data[:at] + data[end:]
+            else:
+                data = data[:end] + data[at:]
+    return data
+
+
+@FUZZ
+@given(st.data())
+def test_a_damaged_parquet_result_loads_as_saved_or_raises_an_nsightx_error(saved, data):
+    sweep = data.draw(st.sampled_from(saved["sweeps"]))
+    assert sweep["parquet"][:4] == b"PAR1"
+    damaged = data.draw(damaged_parquet(sweep["parquet"]))
+    back = _load(saved["tmp"], "damaged.parquet", damaged)
+    if back is None:
+        return
+    try:
+        loaded = back.data  # the objects are built when first read: a problem found then is an NsightxError too
+    except NsightxError:
+        event("refused when built")
+        return
+    original = sweep["result"]
+    assert loaded.model_dump_json() == original.data.model_dump_json()
+    pd.testing.assert_frame_equal(back.to_dataframe(), original.to_dataframe())
+    pd.testing.assert_frame_equal(back.runs_dataframe(), original.runs_dataframe())

@@ -43,11 +43,11 @@ def test_four_processes_started_together_get_distinct_complete_files(tmp_path):
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    assert sorted(p.name for p in tmp_path.glob("result-*")) == [f"result-shared-{i}.json" for i in range(4)]
+    assert sorted(p.name for p in tmp_path.glob("result-*")) == [f"result-shared-{i}.parquet" for i in range(4)]
     assert len({raw for _, _, raw in reported}) == 4
     for pid, value, raw in reported:
         tag = Path(raw).name.removeprefix("raw_data-").removesuffix(".jsonl")
-        res = nsightx.load(tmp_path / f"result-{tag}.json")
+        res = nsightx.load(tmp_path / f"result-{tag}.parquet")
         df = res.to_dataframe()
         assert df["n"].tolist() == [value] and df["NumRuns"].tolist() == [3] and df["pid"].tolist() == [pid]
         header, runs = read_runs(raw)  # every line carries this sweep's id (read_runs checks it)
@@ -109,7 +109,7 @@ def test_output_prefix_empty_is_config_error():
 
 def test_output_prefix_pathlike_is_accepted(plugin_host, tmp_path):
     counting(tmp_path, [])()  # an existing folder, given as a Path
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_data-f-0.jsonl", "result-f-0.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_data-f-0.jsonl", "result-f-0.parquet"]
 
 
 def test_atomic_files_get_the_mode_a_plain_open_gives(tmp_path):
@@ -138,7 +138,7 @@ def test_a_function_decorated_anew_numbers_its_files_from_0_in_a_fresh_folder(pl
         calls: list[int] = []
         f = counting(f"{out}/test_", calls)
         f()
-        assert (out / "test_raw_data-f-0.jsonl").exists() and (out / "test_result-f-0.json").exists()
+        assert (out / "test_raw_data-f-0.jsonl").exists() and (out / "test_result-f-0.parquet").exists()
         shutil.rmtree(out)
 
 

@@ -40,12 +40,12 @@ def test_configs_spread_over_workers_and_merged(tmp_path):
     files = sorted(p.name for p in tmp_path.iterdir())
     assert any(f.startswith("dev0_raw_data-sleepy") for f in files)
     assert any(f.startswith("dev1_raw_data-sleepy") for f in files)
-    assert "result-sleepy-0.json" in files
+    assert "result-sleepy-0.parquet" in files
     # the parent's raw file, written config by config, reads back with every config and its parameter value
     raw = nsightx.load(tmp_path / "raw_data-sleepy-0.jsonl").to_dataframe()
     assert raw[raw["Annotation"] == "sleep"]["n"].tolist() == configs
     assert raw.groupby("Annotation")["NumRuns"].sum().tolist() == [18, 18]
-    assert nsightx.load(tmp_path / "result-sleepy-0.json").to_dataframe()["Device"].tolist() == df["Device"].tolist()
+    assert nsightx.load(tmp_path / "result-sleepy-0.parquet").to_dataframe()["Device"].tolist() == df["Device"].tolist()
 
 
 def test_failing_config_names_config_and_device():

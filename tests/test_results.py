@@ -69,8 +69,8 @@ def test_output_files_and_csv_layout(plugin_host, tmp_path):
         "profiled_data-f-1.csv",
         "raw_data-f-0.jsonl",
         "raw_data-f-1.jsonl",
-        "result-f-0.json",
-        "result-f-1.json",
+        "result-f-0.parquet",
+        "result-f-1.parquet",
     ]
     profiled = pd.read_csv(tmp_path / "profiled_data-f-0.csv")
     assert len(profiled) == 2 * 3 * 2 and profiled.columns[-1] == "n"
@@ -87,7 +87,10 @@ def test_prefix_with_stem(plugin_host, tmp_path):
             pass
 
     g()
-    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["exp1_raw_data-g-0.jsonl", "exp1_result-g-0.json"]
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == [
+        "exp1_raw_data-g-0.jsonl",
+        "exp1_result-g-0.parquet",
+    ]
 
 
 def test_crash_halfway_keeps_completed_runs_on_disk(plugin_host, tmp_path):

@@ -156,7 +156,7 @@ def test_output_prefix_with_a_tilde_is_the_home_folder(plugin_host, tmp_path, mo
             pass
 
     f()
-    assert sorted(p.name for p in (home / "x").iterdir()) == ["raw_data-f-0.jsonl", "result-f-0.json"]
+    assert sorted(p.name for p in (home / "x").iterdir()) == ["raw_data-f-0.jsonl", "result-f-0.parquet"]
     assert list(cwd.iterdir()) == []  # no folder named "~"
 
 

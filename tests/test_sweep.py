@@ -78,7 +78,7 @@ def test_dask_sweep_matches_a_local_run(client, tmp_path):
     # the raw file written on the client as results arrived reads back with every config
     raw = nsightx.load(env["raw_data"]).to_dataframe()
     assert sorted(raw["n"]) == CONFIGS and set(raw["NumRuns"]) == {3}
-    saved = nsightx.load(tmp_path / "result-timed-0.json").to_dataframe()
+    saved = nsightx.load(tmp_path / "result-timed-0.parquet").to_dataframe()
     assert saved["Device"].tolist() == df["Device"].tolist() and saved["Host"].tolist() == df["Host"].tolist()
 
 

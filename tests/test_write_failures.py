@@ -320,7 +320,7 @@ def test_a_finished_sweep_whose_result_file_cannot_be_written_keeps_its_result(
 
     def block_result(n: int) -> None:  # a folder where the result file goes: replacing it fails (EISDIR)
         if n == 60:
-            (folder / "result-f-0.json").mkdir()
+            (folder / "result-f-0.parquet").mkdir()
 
     with pytest.raises(OutputError, match="Is a directory") as info:
         sweep(folder, "host", configs=[(1,), (2,), (3,)], runs=20, before=block_result)()
@@ -328,7 +328,7 @@ def test_a_finished_sweep_whose_result_file_cannot_be_written_keeps_its_result(
 
 
 def check_kept_result(e: OutputError, folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    raw, result = folder / "raw_data-f-0.jsonl", folder / "result-f-0.json"
+    raw, result = folder / "raw_data-f-0.jsonl", folder / "result-f-0.parquet"
     assert e.path == str(result) and e.raw == str(raw) and e.saved == 60
     message = str(e)
     assert f"the sweep finished, but its file {str(result)!r} cannot be written" in message

@@ -118,9 +118,9 @@ def _by_test(base: Sequence[Source], new: Sequence[Source]) -> bool:
 
 
 def resolve(source: object) -> list[ProfileResults]:
-    """Results named by ``source``: a ProfileResults, a saved ``.json`` file, or a folder of them.
+    """Results named by ``source``: a ProfileResults, a saved result file, or a folder of them.
 
-    The folder holds ``result-*.json`` files or is a baseline store of the pytest plugin
+    The folder holds ``result-*.parquet`` (or ``.json``) files or is a baseline store of the pytest plugin
     (:func:`nsightx._report.sources.load_side`); the newest result of each function (of each test, in a store)
     is used.
 

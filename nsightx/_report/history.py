@@ -7,7 +7,9 @@
 ``<test>`` is the test's node id in safe characters plus a hash of it (:func:`test_folder`), ``NNNN`` counts the
 saves of that test (1, 2, ...), ``<machine>`` is the host name in safe characters, ``<commit>`` the first 10 hex
 digits of the git commit measured (``nogit`` outside a repository) and the time is when it was measured (UTC). A
-result stored by an older plugin as ``DIR/<test>.json`` is read as save number 0 of that test.
+result stored by an older plugin as ``DIR/<test>.json`` is read as save number 0 of that test. A save named
+``.parquet`` (a result in the columnar format, copied in by hand) is read like a ``.json`` one; the plugin
+writes JSON (a few kilobytes per save, where Parquet's fixed overhead is larger).
 
 The newest save is the baseline unless a reference picks another (:func:`pick`: a save number or a commit
 prefix); the saves before it are the history the gate learns its noise floor from (docs/ci.md, section 3).
@@ -40,7 +42,7 @@ _READABLE_MAX = 120
 """Longest readable part of a test's folder name (the hash keeps names unique; the whole stays under 255 bytes)."""
 
 _ENTRY = re.compile(
-    r"^(?P<number>\d{4,})_(?P<machine>[A-Za-z0-9.-]+)_(?P<commit>[0-9a-f]{4,40}|nogit)_(?P<saved>\d{8}T\d{6}Z)\.json$"
+    r"^(?P<number>\d{4,})_(?P<machine>[A-Za-z0-9.-]+)_(?P<commit>[0-9a-f]{4,40}|nogit)_(?P<saved>\d{8}T\d{6}Z)\.(?:json|parquet)$"
 )
 """The name of one save (:func:`entry_name`)."""
 _TEST = re.compile(r"-[0-9a-f]{10}$")

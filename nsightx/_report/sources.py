@@ -1,6 +1,6 @@
 """What one side of a comparison holds: its results, the test each belongs to, and the stored history behind each.
 
-A side is a ``ProfileResults``, a saved result file, a folder of ``result-*.json`` files (``output_prefix``), or a
+A side is a ``ProfileResults``, a saved result file, a folder of ``result-*`` files (``output_prefix``), or a
 baseline store of the pytest plugin (``--nsightx-save``, see :mod:`nsightx._report.history`). Each result comes
 with its *history*: the results of the same test (store) or function (``result-*`` folder) saved before it in the
 same folder, which the gate learns the between-process noise floor from (:mod:`nsightx._report.noise`).
@@ -87,12 +87,13 @@ def stored_source(found: list[_history.Entry], ref: str | None, size: int = _his
 
 
 def _result_folder(path: Path, size: int) -> list[Source]:
-    """The newest result of each function in a folder of ``result-*.json`` (by ``created``, then file name)."""
-    files = sorted(path.glob("*result-*.json"))
+    """The newest result of each function in a folder of ``result-*.parquet``/``.json`` (by ``created``, then name)."""
+    files = sorted([*path.glob("*result-*.parquet"), *path.glob("*result-*.json")])
     if not files:
         raise ResultSchemaError(
-            f"{str(path)!r} holds no saved result (result-*.json) and no save of pytest --nsightx-save "
-            "(<test>/<NNNN>_*.json); write one with output_prefix=..., ProfileResults.save(path) or --nsightx-save"
+            f"{str(path)!r} holds no saved result (result-*.parquet or result-*.json) and no save of pytest "
+            "--nsightx-save (<test>/<NNNN>_*.json); write one with output_prefix=..., ProfileResults.save(path) or "
+            "--nsightx-save"
         )
     by_function: dict[str, list[tuple[str, str, ProfileResults, Path]]] = {}
     for f in files:

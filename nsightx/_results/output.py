@@ -3,7 +3,7 @@
 Every call reserves its tag ``<function>-<n>`` by creating its raw file with an exclusive create
 (``open(path, "x")``) before the first run, so two processes (or two CI jobs) writing to one prefix at the same
 moment always get different tags, and no file of another call is ever overwritten. The other files of a call
-(CSVs, the result JSON) share the reserved tag and are written atomically (a temporary file in the same folder,
+(CSVs, the result file) share the reserved tag and are written atomically (a temporary file in the same folder,
 then ``os.replace``), so a reader never sees half a file.
 """
 
@@ -22,7 +22,7 @@ from nsightx._errors import ConfigError
 
 RAW_KIND = "raw_data"
 """File kind of the raw JSON-lines file; its exclusive creation reserves the tag."""
-_OTHER_FILES = (("result", "json"), ("profiled_data", "csv"), ("processed_data", "csv"))
+_OTHER_FILES = (("result", "parquet"), ("result", "json"), ("profiled_data", "csv"), ("processed_data", "csv"))
 """Other files a call writes under its tag (backends add their own artefacts, named with the tag too)."""
 
 
@@ -180,8 +180,8 @@ def allocate(prefix: str, function: str, numbers: TagNumbers | None = None) -> O
         return OutputLocation(folder, stem, tag, uuid.uuid4().hex)
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``.
+def write_atomic(path: Path, text: str | bytes) -> Path:
+    """Write ``text`` (UTF-8 text, or bytes as they are) to ``path`` through a temporary file and ``os.replace``.
 
     A reader (or a crash) sees either the old file or the whole new one, never a part. The temporary file is
     created with ``os.open(..., 0o666)``, so the kernel applies the umask and the file gets the mode a plain
@@ -190,8 +190,12 @@ def write_atomic(path: Path, text: str) -> Path:
     """
     fd, tmp = _create_temp(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        if isinstance(text, bytes):
+            with os.fdopen(fd, "wb") as out:
+                out.write(text)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -8,6 +8,7 @@ all go through it, so the values, the schema and the files written are the same 
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,9 @@ from nsightx._plot.roofline import draw_roofline
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
 from nsightx._results.output import OutputLocation, write_atomic
+from nsightx._results.parquetread import parse_parquet, starts_parquet
+from nsightx._results.parquetwrite import result_parquet
+from nsightx._results.pending import PendingData
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import Record, RunRecords, Scalar
 from nsightx._results.resultfile import parse_result
@@ -32,6 +36,13 @@ from nsightx._version import __version__
 if TYPE_CHECKING:
     import pandas as pd
 
+PARQUET_SUFFIX = ".parquet"
+"""The suffix that makes :meth:`ProfileResults.save` write the Parquet format."""
+RESULT_SUFFIX = PARQUET_SUFFIX
+"""The format of the ``result-<tag>`` file a call writes under ``output_prefix``."""
+_BUILD_LOCK = threading.Lock()
+"""Held while a loaded result builds its objects (two threads reading ``.data`` at once build it once)."""
+
 
 class ProfileResults:
     """The result of a profiled call: raw records, per-run values and the aggregated DataFrame.
@@ -41,19 +52,38 @@ class ProfileResults:
         >>> results.to_dataframe()[["Annotation", "AvgValue", "CI95_Lower", "CI95_Upper"]]  # doctest: +SKIP
     """
 
-    def __init__(self, data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None) -> None:
-        self.data = data
+    def __init__(self, data: ResultData | PendingData, configs: Sequence[tuple[Any, ...]] | None = None) -> None:
+        self._data = data if isinstance(data, ResultData) else None
+        self._pending = data if isinstance(data, PendingData) else None
         self._configs = configs
         self._frame: pd.DataFrame | None = None
 
+    @property
+    def data(self) -> ResultData:
+        """Everything the call produced (the saved form). A loaded Parquet file builds it on first read."""
+        data = self._data
+        if data is None:
+            with _BUILD_LOCK:
+                if self._data is None:
+                    assert self._pending is not None, "a ProfileResults holds its data or a pending file"
+                    self._data = self._pending.build()
+                    self._pending = None
+                data = self._data
+        return data
+
+    @property
+    def _plan(self) -> PlanInfo:
+        return self._pending.plan if self._pending is not None else self.data.plan
+
     def __repr__(self) -> str:
-        p = self.data.plan
+        p = self._plan
         runs = f"auto (<= {p.runs}) runs" if p.adaptive else f"{p.runs} run(s)"
         done = self.completeness
         part = "" if done.complete else f", {done.describe()}"
+        count = self._pending.n_values if self._pending is not None else len(self.data.values)
         return (
             f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
-            f"{len(self.data.values)} values{part})"
+            f"{count} values{part})"
         )
 
     def _repr_html_(self) -> str:
@@ -68,17 +98,18 @@ class ProfileResults:
         than its plan asked for; :func:`nsightx.load` warns about such a result with an
         :class:`~nsightx.IncompleteResultWarning`.
         """
-        return completeness(self.data.plan, self.data.runs)
+        pending = self._pending
+        return pending.completeness if pending is not None else completeness(self.data.plan, self.data.runs)
 
     @property
     def backend(self) -> str:
         """Name of the backend that measured (the ``Tool`` column)."""
-        return self.data.plan.backend
+        return self._plan.backend
 
     @property
     def environment(self) -> Mapping[str, Scalar]:
         """Where it was measured: GPU, host, rated clocks, versions, artifact paths."""
-        return self.data.environment
+        return self._pending.environment if self._pending is not None else self.data.environment
 
     @property
     def records(self) -> list[Record]:
@@ -100,8 +131,12 @@ class ProfileResults:
         return runs_frame(self.data)
 
     def save(self, path: str | Path) -> Path:
-        """Write the result as JSON (versioned schema); read it back with :func:`nsightx.load`.
+        """Write the result to ``path``; read it back with :func:`nsightx.load`.
 
+        The suffix picks the format: ``.parquet`` a Parquet file (columnar: about 20 bytes per record, and
+        ``pandas.read_parquet(path)`` returns the per-run values with the parameter columns; the records, regions,
+        collector values, plan and environment travel in its metadata, see
+        :mod:`nsightx._results.parquetwrite`); any other suffix (``.json``) the schema 1 JSON of earlier versions.
         The file is written atomically (a temporary file in the same folder, then ``os.replace``): a reader or
         a crash sees the old file or the whole new one, never a part. Missing parent folders are created.
 
@@ -112,19 +147,25 @@ class ProfileResults:
         if out.is_dir():
             raise ConfigError(
                 f"ProfileResults.save({str(path)!r}): that is a folder; give a file path such as "
-                f"{str(out / 'result.json')!r}"
+                f"{str(out / 'result.parquet')!r}"
             )
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
-            return write_atomic(out, self.data.model_dump_json())
+            return write_atomic(out, self._file_bytes(out.suffix))
         except OSError as e:
             raise ConfigError(
                 f"ProfileResults.save({str(path)!r}) failed: {type(e).__name__}: {e.strerror or e}; give a path "
                 "in a folder you can write to"
             ) from e
 
+    def _file_bytes(self, suffix: str) -> str | bytes:
+        """The file of this result in the format of ``suffix`` (``.parquet``: Parquet; else schema 1 JSON)."""
+        if suffix.lower() == PARQUET_SUFFIX:
+            return result_parquet(self.data)
+        return self.data.model_dump_json()
+
     def write_outputs(self, location: OutputLocation, csv: bool) -> None:
-        """Write ``result-<tag>.json`` and, with ``csv``, the per-run and aggregated CSVs to ``location``.
+        """Write ``result-<tag>.parquet`` and, with ``csv``, the per-run and aggregated CSVs to ``location``.
 
         Each file is written atomically under the tag that :func:`nsightx._results.output.allocate` reserved.
 
@@ -132,7 +173,8 @@ class ProfileResults:
             OutputError: a file could not be written (a full disk); the error's ``results`` is this result, so a
                 finished sweep is not lost, and its message says where the raw runs are and how to load them.
         """
-        files: list[tuple[Path, Callable[[], str]]] = [(location.path("result", "json"), self.data.model_dump_json)]
+        result = location.path("result", RESULT_SUFFIX.lstrip("."))
+        files: list[tuple[Path, Callable[[], str | bytes]]] = [(result, lambda: self._file_bytes(result.suffix))]
         if csv:
             files.append((location.path("profiled_data", "csv"), lambda: self.runs_dataframe().to_csv(index=False)))
             files.append((location.path("processed_data", "csv"), lambda: self.to_dataframe().to_csv(index=False)))
@@ -294,7 +336,10 @@ def _raw_results(
 
 
 def load(path: str | Path) -> ProfileResults:
-    """Load a result saved with :meth:`ProfileResults.save`, or the completed runs of a raw file.
+    """Load a result saved with :meth:`ProfileResults.save` (Parquet or JSON), or the completed runs of a raw file.
+
+    The format is told by the content: a Parquet file starts with ``PAR1``, a raw file with its header line,
+    anything else is read as the schema 1 JSON.
 
     A raw ``raw_data-*.jsonl`` file (what a stopped sweep leaves behind) is recognised by its first line and
     read as :func:`nsightx.load_raw` reads it. A result that holds fewer runs than its plan asked for still loads,
@@ -315,7 +360,10 @@ def load(path: str | Path) -> ProfileResults:
     if starts_raw(data):
         header, runs = parse_raw(p, data)
         return _raw_results(p, header, runs, None, None, stacklevel=3)
-    results = ProfileResults(parse_result(data, repr(str(path))))
+    if starts_parquet(data):
+        results = ProfileResults(parse_parquet(data, repr(str(path))))
+    else:
+        results = ProfileResults(parse_result(data, repr(str(path))))
     done = results.completeness
     if not done.complete:
         warnings.warn(

@@ -1,0 +1,130 @@
+"""The consistency checks of a result, on the columns of a Parquet result, before any Python object is built.
+
+The same guarantees as :func:`nsightx._results.integrity.check_result` gives a JSON file: each run's config and
+run index in the plan's range and stored once (the ONCE-collector entry, config -1 run -1, holding no record or
+region), each record and region execution the run's own and stored once within it, collector values naming a
+config and run in range or none, and each per-run value belonging to a held run and stored once. Here they are
+numpy operations over whole columns; only when one fails does the reader build the objects and let
+``check_result`` name the first bad entry, by the same JSON path a JSON file's message would give.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nsightx._results.integrity import Completeness
+from nsightx._results.table import Ints, group_ids
+
+_MAX_PACKED = 1 << 62
+"""Packed keys stay under this (``int64``); wider rows are told apart by sorting."""
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from nsightx._results.schema import PlanInfo
+
+
+def ints(col: pa.ChunkedArray, null: int = -1) -> Ints:
+    """An integer column as ``int64`` (nulls as ``null``)."""
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if arr.null_count:
+        arr = arr.fill_null(null)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def codes(col: pa.ChunkedArray) -> Ints:
+    """A string column as codes, equal strings equal codes across chunks and dictionaries (null: code 0)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    index: dict[str | None, int] = {None: 0}
+    parts = []
+    for chunk in col.chunks:
+        arr = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
+        lut = np.array([index.setdefault(s, len(index)) for s in arr.dictionary.to_pylist()] + [0], dtype=np.int64)
+        indices = arr.indices.fill_null(len(lut) - 1) if arr.indices.null_count else arr.indices
+        parts.append(lut[np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _unique(*columns: Ints) -> bool:
+    """Whether the rows of the columns are distinct.
+
+    Each row is packed into one key; the keys are counted in a dense array where their range allows (the common
+    case: it is about the row count), else sorted.
+    """
+    n = len(columns[0])
+    if n == 0:
+        return True
+    packed, width = np.zeros(n, np.int64), 1
+    for col in columns:
+        low, high = int(col.min()), int(col.max())
+        span = high - low + 1
+        if width * span >= _MAX_PACKED:
+            return len(group_ids(*columns)[1]) == n
+        packed = packed * span + (col - low)
+        width *= span
+    if width <= 4 * n + 1024:
+        return int(np.bincount(packed, minlength=1).max()) <= 1
+    ordered = np.sort(packed)
+    return bool((ordered[1:] != ordered[:-1]).all())
+
+
+def completeness_of(plan: PlanInfo, run_configs: Ints) -> Completeness:
+    """:func:`nsightx._results.integrity.completeness` from the runs' config column (runs checked)."""
+    once = int(np.count_nonzero(run_configs < 0))
+    held_configs = len(np.unique(run_configs)) - (1 if once else 0)
+    n = len(plan.configs)
+    return Completeness(len(run_configs) - once, n * plan.runs, n, held_configs, plan.adaptive)
+
+
+def columns_fit(plan: PlanInfo, tables: dict[str, pa.Table]) -> bool:
+    """Whether the tables pass every check of the module docstring."""
+    runs = tables["runs"]
+    config, run = ints(runs.column("config")), ints(runs.column("run"))
+    counts = [ints(runs.column(f"n_{part}")) for part in ("records", "regions", "collectors")]
+    if any(len(n) and int(n.min()) < 0 for n in counts):
+        return False
+    once = (config == -1) & (run == -1)
+    bad = ~once & ((config < 0) | (config >= len(plan.configs)) | (run < 0) | (run >= plan.runs))
+    if bad.any() or (once & ((counts[0] > 0) | (counts[1] > 0))).any() or not _unique(config[~once], run[~once]):
+        return False
+    owners = np.arange(len(config), dtype=np.int64)
+    for part, n, idents in (("records", counts[0], ("annotation", "kernel", "metric")), ("regions", counts[1], ())):
+        table = tables[part]
+        owner = np.repeat(owners, n)
+        if len(owner) != table.num_rows:
+            return False
+        if not (np.array_equal(ints(table.column("config")), config[owner])) or not np.array_equal(
+            ints(table.column("run")), run[owner]
+        ):
+            return False
+        extra = [ints(table.column("seq"))] if part == "records" else []
+        if not _unique(owner, codes(table.column("annotation")), *[codes(table.column(c)) for c in idents], *extra):
+            return False
+    return _collectors_fit(plan, tables["collectors"]) and _values_fit(
+        plan, tables["values"], config[~once], run[~once]
+    )
+
+
+def _collectors_fit(plan: PlanInfo, table: pa.Table) -> bool:
+    """Collector values name a config and a run in range, or none (null)."""
+    config, run = ints(table.column("config"), 0), ints(table.column("run"), 0)
+    return bool(((config >= 0) & (config < len(plan.configs)) & (run >= 0) & (run < plan.runs)).all())
+
+
+def _values_fit(plan: PlanInfo, table: pa.Table, held_configs: Ints, held_runs: Ints) -> bool:
+    """Each value belongs to a held run and is stored once."""
+    config, run = ints(table.column("config")), ints(table.column("run"))
+    if not ((config >= 0) & (config < len(plan.configs)) & (run >= 0) & (run < plan.runs)).all():
+        return False
+    width = max(plan.runs, 1)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    held = pa.array(held_configs * width + held_runs)
+    if not pc.all(pc.is_in(pa.array(config * width + run), value_set=held)).as_py() and len(config):
+        return False
+    return _unique(codes(table.column("annotation")), config, run, codes(table.column("metric")))
