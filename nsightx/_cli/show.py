@@ -3,7 +3,8 @@
 Both take what nsightx writes: a saved result (``result-*.parquet`` or ``.json``, ``ProfileResults.save``), a
 save of the pytest plugin (``--nsightx-save``'s ``<test>/<NNNN>_*.json``) and a raw ``raw_data-*.jsonl`` (the
 completed runs of a sweep, stopped or not). ``show`` also takes a folder of either kind and shows the newest
-result of each function or test in it. A warning met while reading (a stopped sweep, an unfinished last line) is one line on stderr.
+result of each function or test in it. A warning met while reading (a stopped sweep, an unfinished last line)
+is one line on stderr.
 """
 
 from __future__ import annotations
