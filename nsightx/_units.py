@@ -88,8 +88,18 @@ def _largest(magnitude: float, steps: tuple[tuple[float, str], ...]) -> tuple[fl
 
 
 def number(value: float) -> str:
-    """Four significant digits, ``-`` for a missing or infinite value."""
-    return f"{value:.4g}" if math.isfinite(value) else "-"
+    """Four significant digits, never an exponent (``431700``, ``0.00001235``), ``-`` for a missing or infinite value.
+
+    A person reads ``4.317e+05`` wrongly or not at all; a wide interval end or a tiny spread is shown in full.
+    """
+    if not math.isfinite(value):
+        return "-"
+    size = abs(value)
+    if size == 0.0 or 1e-3 <= size < 1e4:
+        return f"{value:.4g}"
+    if size >= 1e4:
+        return f"{value:.0f}"
+    return f"{value:.{3 - math.floor(math.log10(size))}f}"
 
 
 def with_unit(text: str, unit: str | None) -> str:

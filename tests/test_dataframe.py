@@ -102,10 +102,12 @@ def test_statistics_match_scipy():
 
 def _interval(x: np.ndarray) -> tuple[float, float]:
     """The documented interval of the mean of positive values, from SciPy: the Student-t interval joined by the
-    lognormal (modified Cox) one, the lower end at least ``min * 0.025 ** (1 / n)``."""
+    lognormal (modified Cox) one from 5 runs on, the lower end at least ``min * 0.025 ** (1 / n)``."""
     n = len(x)
     t = stats.t.ppf(0.975, n - 1)
     lo, hi = stats.t.interval(0.95, n - 1, loc=x.mean(), scale=stats.sem(x))
+    if n < 5:
+        return max(lo, x.min() * 0.025 ** (1 / n)), hi
     logs = np.log(x)
     v = logs.var(ddof=1)
     h = t * math.sqrt(v / n + v * v / (2 * (n - 1)))

@@ -51,7 +51,7 @@ def test_interval_of_skewed_times_stays_above_zero_and_holds_the_mean():
 def test_interval_is_positive_and_holds_the_mean_on_any_positive_sample():
     rng = np.random.default_rng(7)
     rows = [list(rng.lognormal(rng.uniform(-3, 12), rng.uniform(0.001, 3.0), rng.integers(2, 40))) for _ in range(300)]
-    rows += [[1.0, 1.0, 1.0], [1e-300, 1.0, 1e150], [5.0, 5.0 * (1 + 1e-15)]]
+    rows += [[1.0, 1.0, 1.0], [1e-300, 1.0, 1e150, 1.0, 1.0], [5.0, 5.0 * (1 + 1e-15)]]
     df = aggregate(_data(rows))
     lower, avg, upper = df["CI95_Lower"].to_numpy(), df["AvgValue"].to_numpy(), df["CI95_Upper"].to_numpy()
     assert (lower > 0).all() and (lower <= avg).all() and (avg <= upper).all()
@@ -101,3 +101,14 @@ def test_unstable_flag_reads_the_farther_end_of_the_interval():
     got = df["Flags"].str.contains("unstable")
     assert want.any() and not want.all()
     assert got.tolist() == want.tolist()
+
+
+def test_few_runs_keep_the_t_interval_raised_to_the_floor():
+    """A demo row of 3 runs read [0.2973, 1.682e+07] GFLOP/s with the lognormal part: under 5 runs it stays out."""
+    from scipy import stats
+
+    x = np.array([100.0, 110.0, 120.0, 5000.0])
+    row = aggregate(_data([list(x)])).iloc[0]
+    _, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    assert row["CI95_Lower"] == pytest.approx(100.0 * 0.025**0.25, rel=1e-12)
+    assert row["CI95_Upper"] == pytest.approx(hi, rel=1e-9)

@@ -125,13 +125,24 @@ def _exp(x: float) -> float:
     return math.inf if x > _EXP_MAX else math.exp(x)
 
 
+LOGNORMAL_MIN_RUNS = 5
+"""Fewest values for which the lognormal interval joins the t interval of positive values (the ``few_runs`` count).
+
+Under it the logs' variance rests on one to three degrees of freedom, and the lognormal interval's upper end runs to
+hundreds of times the mean on a single slow run ([100, 110, 120, 5000] gave 496,504): no one can read such a
+number. Such rows keep the t interval, with its lower end raised to the positive floor; the ``few_runs`` flag
+marks them and they are never ``StableMeasurement``.
+"""
+
+
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """Confidence interval of the mean of ``values``: the reference rule, one row (NaN, NaN under 2 finite values).
 
     Values that can be zero or negative get the Student-t interval (its lower end at least 0 when no value is
     negative). Strictly positive values (times, bytes, counts) get the union of the Student-t interval and the
     lognormal interval of the mean (the modified Cox interval: ``exp(m + v/2 -+ t * sqrt(v/n + v**2/(2(n-1))))``
-    over the logs' mean ``m`` and variance ``v``), whose lower end is raised to ``min(values) * (alpha/2)**(1/n)``:
+    over the logs' mean ``m`` and variance ``v``) from :data:`LOGNORMAL_MIN_RUNS` values on (the t interval alone
+    under it), whose lower end is raised to ``min(values) * (alpha/2)**(1/n)``:
     a bound that holds for the mean of any positive quantity (Markov's inequality), so the interval stays above
     zero (equal values keep the t interval: their mean, exactly). Why: GPU times are right-skewed, and on skewed
     data the t interval is too short on the high side and crosses zero at small ``n``; the lognormal interval keeps
@@ -156,9 +167,11 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     log_var = math.fsum((x - log_mean) * (x - log_mean) for x in logs) / (n - 1)
     t = t_ppf(0.5 + confidence / 2.0, n - 1)
     t_half = t * std / math.sqrt(n)
+    floor = low * ((1.0 - confidence) / 2.0) ** (1.0 / n)
+    if n < LOGNORMAL_MIN_RUNS:
+        return max(mean - t_half, floor), mean + t_half
     cox = t * math.sqrt(log_var / n + log_var * log_var / (2.0 * (n - 1)))
     centre = log_mean + log_var / 2.0
-    floor = low * ((1.0 - confidence) / 2.0) ** (1.0 / n)
     lower = max(min(mean - t_half, _exp(centre - cox)), floor)
     return lower, max(mean + t_half, _exp(centre + cox))
 
@@ -226,8 +239,10 @@ def mean_intervals(
         floor = minimum * ((1.0 - confidence) / 2.0) ** (1.0 / k)
         positive = (minimum > 0.0) & (half > 0.0)  # NaN (unknown) compares false
         signed = np.where(minimum == 0.0, np.maximum(lower, 0.0), lower)
-        lower = np.where(positive, np.maximum(np.minimum(lower, np.exp(centre - cox)), floor), signed)
-        upper = np.where(positive, np.maximum(upper, np.exp(centre + cox)), upper)
+        joined = positive & (counts >= LOGNORMAL_MIN_RUNS)  # few values: the t interval, raised to the floor
+        low_end = np.where(joined, np.minimum(lower, np.exp(centre - cox)), lower)
+        lower = np.where(positive, np.maximum(low_end, floor), signed)
+        upper = np.where(joined, np.maximum(upper, np.exp(centre + cox)), upper)
     return lower, upper
 
 
