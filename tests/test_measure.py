@@ -47,8 +47,8 @@ def test_runs_auto_options_and_a_name(plugin_host, tmp_path):
     )
     frame = result.to_dataframe()
     assert frame["Annotation"].tolist() == ["summing"] and 5 <= frame["NumRuns"].iloc[0] <= 8
-    assert (tmp_path / "result-summing-0.json").exists()
-    assert nsightx.load(tmp_path / "result-summing-0.json").to_dataframe()["Annotation"].tolist() == ["summing"]
+    assert (tmp_path / "result-summing-0.parquet").exists()
+    assert nsightx.load(tmp_path / "result-summing-0.parquet").to_dataframe()["Annotation"].tolist() == ["summing"]
 
 
 def test_a_lambda_is_named_lambda_and_nothing_is_printed(plugin_host, capsys):
