@@ -15,12 +15,9 @@ def runs(text: str) -> int | str:
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or 'auto', got {text!r}")
-    return value
+        return count(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or 'auto', got {text!r}") from None
 
 
 def percent(text: str) -> float:
