@@ -24,7 +24,8 @@ blocked (``*_nocollectors``); and the cupti backend with other ``backend_options
 ``--cupti-variants``: each ``cupti_drain`` mode and buffer size, default collectors), whose CUPTI cost
 breakdown (``Cupti*`` environment keys) is kept per variant. All variants of a workload are timed in turn,
 ``--reps`` times after a warm-up (the order rotates every repetition); the wall time of one whole call is
-compared. Reported per workload:
+compared; with ``--whole-call``, also each backend's call followed by ``.to_dataframe()`` of its result
+(``<backend>_dataframe``: the whole call a user writes, issue 35). Reported per workload:
 median wall time, ratio of medians to ``bare``, the median of the per-repetition ratios (paired: slow drifts of
 the shared machine cancel), the host cost per run over ``bare``, and per-size medians of the measured values (so
 a cheaper harness that measured something else would show).
@@ -231,14 +232,31 @@ def without_nvml(fn: Callable[[], Any]) -> Callable[[], Any]:
     return call
 
 
+def with_frame(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` followed by ``.to_dataframe()`` of its result: the whole call a user writes (issue 35)."""
+
+    def call() -> Any:
+        result = fn()
+        result.to_dataframe()
+        return result
+
+    return call
+
+
 def variants(
-    torch: Any, w: Workload, backends: tuple[str, ...], cupti_variants: tuple[str, ...] = ()
+    torch: Any,
+    w: Workload,
+    backends: tuple[str, ...],
+    cupti_variants: tuple[str, ...] = (),
+    whole_call: bool = False,
 ) -> dict[str, Callable[[], Any]]:
     """Every variant of one workload (the extra cupti ones only when the cupti backend is measured)."""
     out: dict[str, Callable[[], Any]] = {"bare": make_bare(torch, w)}
     for backend in backends:
         out[backend] = make_profiled(torch, w, backend, True)
         out[f"{backend}_nocollectors"] = make_profiled(torch, w, backend, False)
+        if whole_call:
+            out[f"{backend}_dataframe"] = with_frame(make_profiled(torch, w, backend, True))
     if "cupti" in backends:
         for name in cupti_variants:
             out[name] = make_profiled(torch, w, "cupti", True, CUPTI_VARIANTS[name])
@@ -274,10 +292,15 @@ def region_attrs(result: Any) -> dict[str, Any]:
 
 
 def measure(
-    torch: Any, w: Workload, reps: int, backends: tuple[str, ...], cupti_variants: tuple[str, ...] = ()
+    torch: Any,
+    w: Workload,
+    reps: int,
+    backends: tuple[str, ...],
+    cupti_variants: tuple[str, ...] = (),
+    whole_call: bool = False,
 ) -> dict[str, Any]:
     """Time every variant of ``w`` ``reps`` times, interleaved, and summarise."""
-    fns = variants(torch, w, backends, cupti_variants)
+    fns = variants(torch, w, backends, cupti_variants, whole_call)
     names = list(fns)
     last = {k: fn() for k, fn in fns.items()}  # warm-up: cuBLAS, CUPTI, allocator, plugin hosts
     walls: dict[str, list[float]] = {k: [] for k in names}
@@ -348,6 +371,11 @@ def main() -> int:
         "none with --tree, whose older cupti backend may not know their options)",
     )
     ap.add_argument("--nvml-period", type=float, help="nvml sampler period in seconds (default: the plugin's)")
+    ap.add_argument(
+        "--whole-call",
+        action="store_true",
+        help="also time each backend's call followed by .to_dataframe() (<backend>_dataframe: what the user pays)",
+    )
     args = ap.parse_args()
     chosen_variants = args.cupti_variants or ("none" if args.tree else ",".join(CUPTI_VARIANTS))
     cupti_variants = () if chosen_variants == "none" else tuple(chosen_variants.split(","))
@@ -384,7 +412,9 @@ def main() -> int:
     report["cupti_variants"] = {v: CUPTI_VARIANTS[v] for v in cupti_variants}
     for name in chosen:
         t0 = time.perf_counter()
-        res = report["workloads"][name] = measure(torch, WORKLOADS[name], args.reps, backends, cupti_variants)
+        res = report["workloads"][name] = measure(
+            torch, WORKLOADS[name], args.reps, backends, cupti_variants, args.whole_call
+        )
         print(
             f"{name} ({time.perf_counter() - t0:.1f} s): paired ratios "
             + json.dumps({k: round(v, 3) for k, v in res["ratio_paired_median"].items()}),

@@ -2,6 +2,13 @@
 
 Usage:
     python benchmarks/gate_rates.py [--backend host|cupti] [--pairs 40] [--slowdown 0.10] [--busy 2] [--json FILE]
+                                    [--minutes M]
+    python benchmarks/gate_rates.py --merge FILE [FILE ...] [--json FILE]
+
+``--minutes M`` starts no new pair after M minutes (the GPU machine's calls are limited to 10 minutes), and
+``--json`` is rewritten after every pair, so a run cut short keeps what it measured. ``--merge`` adds up the
+trials of several such files (each run on its own machine or job, its own history: between-job variation is what
+CI sees too) and prints the rates of the whole.
 
 Every side runs in its own pytest process, as CI runs it: the test times one region (``--runs`` runs) with the
 ``nsightx_bench`` fixture. One process of "A" is saved first (``--nsightx-save``); then each of the ``--pairs``
@@ -147,13 +154,18 @@ def _remeasured(stdout: str) -> str:
 
 
 def run_trials(folder: Path, args: argparse.Namespace) -> list[Trial]:
-    """The saved first process of A, then ``args.pairs`` A/A and A/B trials (see the module docstring)."""
+    """The saved first process of A, then ``args.pairs`` A/A and A/B trials (see the module docstring), or fewer
+    when ``args.minutes`` run out; ``args.json`` is rewritten after each pair."""
+    started = time.perf_counter()
     hist = folder / "hist"
     rc, out, _ = _pytest(folder, 1.0, args, f"--nsightx-save={hist}")
     if rc != 0:
         raise SystemExit(f"the first process of A failed:\n{out[-3000:]}")
     trials: list[Trial] = []
     for t in range(args.pairs):
+        if args.minutes and time.perf_counter() - started > args.minutes * 60:
+            print(f"# {args.minutes} minutes are up: {t} of {args.pairs} pairs ran", flush=True)
+            break
         args.base_ref, _ = _newest(hist)  # the baseline the A/A process is gated against
         rc, out, secs = _pytest(folder, 1.0, args, f"--nsightx-compare={hist}", f"--nsightx-save={hist}")
         trials.append(_trial("AA", rc, out, secs, hist, _newest(hist)[1], args))
@@ -168,7 +180,27 @@ def run_trials(folder: Path, args: argparse.Namespace) -> list[Trial]:
                 f"({tr.seconds:.1f} s)",
                 flush=True,
             )
+        if args.json:
+            write(args, trials, started)
     return trials
+
+
+def write(args: argparse.Namespace, trials: list[Trial], started: float) -> dict[str, object]:
+    """``args.json`` with the arguments, the rates and every trial so far; returns what it wrote."""
+    result: dict[str, object] = {"args": {k: str(v) for k, v in vars(args).items()}, **summary(trials)}
+    result["minutes"] = round((time.perf_counter() - started) / 60, 1)
+    if args.json:
+        args.json.write_text(json.dumps({**result, "trials": [asdict(t) for t in trials]}, indent=1))
+    return result
+
+
+def merge(files: list[Path], out: Path | None) -> None:
+    """Print (and write to ``out``) the rates over every trial of ``files``."""
+    trials = [Trial(**t) for f in files for t in json.loads(f.read_text())["trials"]]
+    result = {"files": [str(f) for f in files], **summary(trials)}
+    print(json.dumps(result, indent=1))
+    if out:
+        out.write_text(json.dumps({**result, "trials": [asdict(t) for t in trials]}, indent=1))
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -207,7 +239,12 @@ def main() -> None:
     parser.add_argument("--confirm", type=int, default=2)
     parser.add_argument("--busy", type=int, default=0, help="busy-loop processes beside the trials")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--minutes", type=float, default=0.0, help="start no new pair after this many minutes")
+    parser.add_argument("--merge", type=Path, nargs="+", help="add up the trials of these --json files")
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.json)
+        return
     args.work = args.work or (60_000 if args.backend == "host" else 10)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below
     busy = _busy(args.busy)
@@ -217,11 +254,8 @@ def main() -> None:
         print(f"# {platform.node()}, {os.cpu_count()} CPUs, {args.busy} busy loop(s); {vars(args)}", flush=True)
         start = time.perf_counter()
         trials = run_trials(folder, args)
-        result = {"args": {k: str(v) for k, v in vars(args).items()}, **summary(trials)}
-        result["minutes"] = round((time.perf_counter() - start) / 60, 1)
+        result = write(args, trials, start)
         print(json.dumps({k: v for k, v in result.items() if k != "args"}, indent=1))
-        if args.json:
-            args.json.write_text(json.dumps({**result, "trials": [asdict(t) for t in trials]}, indent=1))
     finally:
         for p in busy:
             p.kill()

@@ -16,6 +16,11 @@
 #                                      variant (backend_overhead_learn<i>.json); learn.log has the ratios
 #   bash benchmarks/run_gpu.sh pairs   PAIRS (4) processes of backend_overhead on this tree and on BEFORE_TREE,
 #                                      alternating (sweep_once, sweep_randn, tiny); pairs_summary.json, pairs.log
+#   bash benchmarks/run_gpu.sh issues  session 14's checks for the open issues: the Triton script on ncu and cupti,
+#                                      the tutorial's ncu_report step, torch.profiler -> nsightx -> torch.profiler,
+#                                      the whole call against the bare loop, their GPU tests (issues.log,
+#                                      issue-tests.log, *.json), the Range Profiler probe when it exists, then
+#                                      CI-gate trials on cupti until GATE_MINUTES (3) run out (gate_rates.json)
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
 #
 # Usage (GPU machine, repository root, nsightx importable). Never changes clocks: nothing here uses
@@ -159,6 +164,52 @@ stage_pairs() {
   grep -E "processes\]" "$OUT/pairs.log"
 }
 
+stage_issues() {
+  {
+    date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
+    python3 -c "import pyarrow, nsightx; print('pyarrow', pyarrow.__version__, 'nsightx', nsightx.__file__)"
+    step "what one process of a gate trial costs before it measures: python, torch, a CUDA context"
+    /usr/bin/time -f "%e s wall" python3 -c "import torch; torch.zeros(1, device='cuda')"
+    step "the Triton script with a module-level kernel, ncu then cupti (issue 36)"
+    for b in ncu cupti; do
+      timeout 150 python3 benchmarks/triton_ncu_script.py "$b" "$WORK/triton-$b/triton_"
+      echo "triton script on $b: rc=$?"
+    done
+    step "the tutorial's report step: import ncu_report, open the kept report, count its launches (issue 36)"
+    PYTHONPATH="${PYTHONPATH:-}:/opt/nvidia/nsight-compute/2025.3.1/extras/python" python3 -c "
+import glob, ncu_report
+for path in sorted(glob.glob('$WORK/triton-ncu/*.ncu-rep')):
+    ctx = ncu_report.load_report(path)
+    launches = [ctx.range_by_idx(i).action_by_idx(j) for i in range(ctx.num_ranges())
+                for j in range(ctx.range_by_idx(i).num_actions())]
+    print(path, ncu_report.__file__, 'launches:', len(launches), sorted({a.name() for a in launches}))
+"
+    echo "ncu_report step rc=$?"
+    step "torch.profiler, then an nsightx cupti sweep, then torch.profiler (issue 36)"
+    timeout 240 python3 benchmarks/profiler_sandwich.py --json "$OUT/profiler_sandwich.json"
+    echo "profiler_sandwich rc=$?"
+    step "the whole call (decorated call + .to_dataframe()) against the bare events loop (issue 35)"
+    timeout 240 python3 benchmarks/backend_overhead.py --out "$OUT" --reps 7 --only sweep_once,tiny --no-profile \
+      --cupti-variants none --whole-call --tag _wholecall
+    echo "backend_overhead rc=$?"
+  } > "$OUT/issues.log" 2>&1
+  grep -E "rc=|ratio|fresh|paired" "$OUT/issues.log" | head -30
+  timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 -p timeout \
+    --timeout 150 tests/test_triton_gpu.py tests/test_measure.py tests/test_cupti_other_clients_gpu.py \
+    tests/test_ncu_gpu.py tests/test_cupti_gpu.py > "$OUT/issue-tests.log" 2>&1
+  echo "pytest -m gpu (issue files) rc=$?" >> "$OUT/issue-tests.log"
+  tail -3 "$OUT/issue-tests.log"
+  if [ -f benchmarks/range_profiler_probe.py ]; then
+    timeout 240 python3 benchmarks/range_profiler_probe.py --json "$OUT/range_profiler_probe.json" \
+      > "$OUT/range_profiler_probe.log" 2>&1
+    echo "range_profiler_probe rc=$?" | tee -a "$OUT/range_profiler_probe.log"
+  fi
+  timeout 560 python3 benchmarks/gate_rates.py --backend cupti --pairs 100 --minutes "${GATE_MINUTES:-3}" \
+    --json "$OUT/gate_rates.json" > "$OUT/gate_rates.log" 2>&1
+  echo "gate_rates rc=$?" >> "$OUT/gate_rates.log"
+  tail -3 "$OUT/gate_rates.log"
+}
+
 [ $# -gt 0 ] || set -- tests bench examples
 for stage in "$@"; do
   case "$stage" in
@@ -168,7 +219,8 @@ for stage in "$@"; do
     overhead) stage_overhead ;;
     learn) stage_learn ;;
     pairs) stage_pairs ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs]" >&2; exit 2 ;;
+    issues) stage_issues ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null

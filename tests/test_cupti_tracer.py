@@ -72,6 +72,8 @@ class FakeCupti:
         self.held = False
         """Whether CUPTI holds a buffer of the client's (asked for when a record is made and none is held)."""
         self.forced_flushes = 0
+        self.timestamps: Any = None
+        """What :meth:`get_timestamp` reads (a callable); None: a constant."""
 
     def activity_register_callbacks(self, requested: Any, completed: Any) -> None:
         self.requested, self.completed = requested, completed
@@ -127,7 +129,7 @@ class FakeCupti:
         return self.stack.pop()
 
     def get_timestamp(self) -> int:
-        return 1000
+        return 1000 if self.timestamps is None else int(self.timestamps())
 
     # --- what the process does besides calling cupti-python ---------------------------------------------------
     def driver_call(self, cbid: int = DriverCbid.cuCtxGetCurrent) -> None:
@@ -429,9 +431,32 @@ def test_kernel_launch_calls_are_named_by_cbid() -> None:
     assert [tracer.launches_kernels(a) for a in (launch, other, unknown)] == [True, False, False]
 
 
-def test_records_in_cpu_cycles_are_refused_with_the_cause() -> None:
-    """torch.profiler's Kineto leaves CUPTI stamping records with rdtsc cycles (~1e14): never time with them."""
+def test_records_in_cpu_cycles_are_mapped_back_to_nanoseconds() -> None:
+    """torch.profiler's Kineto leaves CUPTI stamping records with rdtsc cycles: the session notices at its start,
+    measures the ticks per ns, and every timestamp it reads (records and its own windows) comes back in ns."""
     fake = FakeCupti()
+    rate = 2.1047  # the H100 machine's cycle counter, ticks per ns
+    fake.timestamps = lambda: time.perf_counter_ns() * rate
+    tracer = ActivityTracer(fake, canary=None, clock_check=True)
+    tracer.start()
+    assert tracer.clock is not None and tracer.clock.rate == pytest.approx(rate, rel=1e-3)
+    t = fake.get_timestamp()
+    fake.to_deliver = [kernel("k", 3, t, t + round(rate * 1_000_000)), api(3, t - 100)]
+    (k,) = tracer.collect().kernels
+    assert k.duration == pytest.approx(1_000_000, rel=1e-3)  # 1 ms, not 2.1 ms
+    assert abs(k.start - time.time_ns()) < 10**9  # on the wall clock, as CUPTI's own timestamps are
+    assert abs(tracer.timestamp() - time.time_ns()) < 10**9
+    tracer.stop()
+    fake.timestamps = time.time_ns  # CUPTI's own clock again: no map, nothing to pay
+    tracer.start()
+    assert tracer.clock is None
+    tracer.stop()
+
+
+def test_a_clock_that_changes_during_the_session_is_refused_with_the_cause() -> None:
+    """A client that registers its clock while the call runs (torch.profiler started inside it) is not mapped."""
+    fake = FakeCupti()
+    fake.timestamps = time.time_ns
     tracer = ActivityTracer(fake, canary=None, clock_check=True)
     tracer.start()
     now = time.time_ns()
@@ -439,16 +464,23 @@ def test_records_in_cpu_cycles_are_refused_with_the_cause() -> None:
     assert [k.duration for k in tracer.collect().kernels] == [10_000]  # wall-clock ns: measured
     cycles = 180_000_000_000_000  # two days of uptime at 1 GHz
     fake.to_deliver = [kernel("k", 4, cycles, cycles + 21_000), api(4, cycles - 100)]
-    with pytest.raises(MeasurementError, match=r"not nanoseconds.*torch\.profiler.*backend='events'"):
+    with pytest.raises(MeasurementError, match=r"changed unit.*torch\.profiler.*backend='events'"):
         tracer.collect()
     tracer.stop()
+
+
+def test_a_foreign_clock_that_stands_still_is_a_clear_error() -> None:
+    fake = FakeCupti()  # reads 1000 for ever
+    tracer = ActivityTracer(fake, canary=None, clock_check=True)
+    with pytest.raises(MeasurementError, match=r"did not advance.*backend='events'"):
+        tracer.start()
 
 
 def test_the_clock_check_looks_at_apis_when_no_kernel_arrived() -> None:
     now = time.time_ns()
     check_clock(ActivityBatch(), now)  # nothing to judge
     batch = ActivityBatch(apis={1: ApiActivity(1, 10**14, 10**14 + 5, 11, 0, "runtime")})
-    with pytest.raises(MeasurementError, match="not nanoseconds"):
+    with pytest.raises(MeasurementError, match="changed unit"):
         check_clock(batch, now)
     check_clock(ActivityBatch(apis={1: ApiActivity(1, now - 10**9, now, 11, 0, "runtime")}), now)
 

@@ -455,6 +455,8 @@ class CuptiSession(Session):
             env[f"CuptiUsPerRun_{step}"] = round(self.cost_ns[step] / runs / 1e3, 1)
         stats = getattr(self.tracer, "stats", {})
         env["CuptiDrain"] = self.drain
+        clock = getattr(self.tracer, "clock", None)
+        env["CuptiClock"] = "cupti" if clock is None else f"mapped from another client's ticks ({clock.rate:.5f}/ns)"
         env["CuptiDecoder"] = getattr(self.tracer, "decoder", None)
         for key in ("flush", "decode", "flush_decode", "drain", "dropped"):
             env[f"CuptiUsPerRun_{key}"] = round(stats.get(key, 0) / runs / 1e3, 1)

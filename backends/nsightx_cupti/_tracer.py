@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx.ext import MeasurementError
 from nsightx_cupti._attribution import ActivityBatch, ApiActivity, KernelActivity
+from nsightx_cupti._clock import FOREIGN_NS, ClockMap, calibrate, foreign
 from nsightx_cupti._quiet import ApiKey, LaunchGate, QuietApis
 
 if TYPE_CHECKING:
@@ -54,11 +55,10 @@ OTHER_CLIENTS = (
 )
 """The likely cause of activity that does not arrive, for error messages."""
 
-CLOCK_SLACK_NS = 600 * 10**9
+CLOCK_SLACK_NS = FOREIGN_NS
 """How far a record's start may lie from this process's wall clock (``time.time_ns``) before its timestamps are
-taken to be in another unit. CUPTI's own clock reads wall-clock nanoseconds (~1.8e18); a client that registered a
-CPU-cycle timestamp callback (torch.profiler's Kineto registers ``rdtsc`` and never unregisters it) makes every
-later record read cycles since boot (~1e14), so every kernel duration is multiplied by the CPU's cycle rate."""
+taken to be in another unit (see :mod:`nsightx_cupti._clock`, which maps a clock found foreign at the session's
+start; what is left to catch is a clock that changed while the session ran)."""
 
 
 def _default_canary() -> None:
@@ -160,6 +160,8 @@ class ActivityTracer:
         """Which decoder the running session's buffers go through (``ctypes`` or ``cupti-python``)."""
         self._canary = canary
         self.clock_check = clock_check
+        self.clock: ClockMap | None = None
+        """Set by :meth:`start` when another client's clock stamps CUPTI's records (see :mod:`._clock`)."""
         """Refuse records whose timestamps are not wall-clock nanoseconds (on for the process-wide tracer of
         :meth:`get`; test doubles with small made-up timestamps leave it off)."""
         self._canary_pending = False
@@ -351,6 +353,7 @@ class ActivityTracer:
         self.flush_flag = flush_flag
         self.api_tracing = api_tracing
         self._open_regions = 0
+        self.clock = self._clock_map() if self.clock_check else None
         for kind in (self._k_runtime, self._k_driver, self._k_external, self._k_kernel):
             c.activity_enable(kind)
         self._canary_pending = self._sing()
@@ -362,6 +365,16 @@ class ActivityTracer:
             self._apis(False)
         self._gated = self._gate() if api_tracing == "learn" else ()
         self.active = True
+
+    def _clock_map(self) -> ClockMap | None:
+        """A map back to nanoseconds when another client's clock stamps CUPTI's records (see :mod:`._clock`)."""
+        read = self._cupti.get_timestamp
+        if not foreign(int(read()), time.time_ns()):
+            return None
+        t0 = time.perf_counter_ns()
+        clock = calibrate(lambda: int(read()))
+        self._count("clock_calibration", time.perf_counter_ns() - t0)
+        return clock
 
     def _check_can_start(self) -> None:
         """Raise when a session cannot start now (see :meth:`start`)."""
@@ -578,8 +591,9 @@ class ActivityTracer:
         return int(self._cupti.activity_pop_external_correlation_id(self._ext_kind))
 
     def timestamp(self) -> int:
-        """CUPTI's current timestamp (the clock of API records), ns."""
-        return int(self._cupti.get_timestamp())
+        """CUPTI's current timestamp (the clock of API records), ns (mapped, when another client's clock ticks)."""
+        t = int(self._cupti.get_timestamp())
+        return t if self.clock is None else self.clock.ns(t)
 
     def collect(self) -> ActivityBatch:
         """Deliver everything CUPTI holds (call after synchronising the device) and return it.
@@ -608,6 +622,8 @@ class ActivityTracer:
             raise MeasurementError(f"CUPTI activity buffers could not be decoded: {errors[0]}")
         if self._canary_pending and self.active:
             self._check_canary(batch)
+        if self.clock is not None:
+            batch = self.clock.batch(batch)
         if self.clock_check:
             check_clock(batch, time.time_ns())
         if self.active and self.api_filter == "learn":
@@ -666,9 +682,9 @@ def check_clock(batch: ActivityBatch, now_ns: int) -> None:
     if first is None or abs(now_ns - first) <= CLOCK_SLACK_NS:
         return
     raise MeasurementError(
-        f"CUPTI's timestamps in this process are not nanoseconds (a record starts at {first}, the wall clock reads "
-        f"{now_ns}): another CUPTI client registered its own clock, as torch.profiler does (Kineto stamps CUPTI "
-        "records with CPU cycle counts and does not restore CUPTI's clock when its session ends), so every kernel "
-        "time would be off by the CPU's cycle rate. Time with nsightx before the first torch.profiler session "
-        "of the process, in a process of its own, or with backend='events'"
+        f"CUPTI's timestamps changed unit while this call ran (a record starts at {first}, the wall clock reads "
+        f"{now_ns}): another CUPTI client registered its own clock during the call, as torch.profiler does when a "
+        "session starts (Kineto stamps CUPTI records with CPU cycle counts), so kernel times of this call would be "
+        "off by the CPU's cycle rate. Start and end torch.profiler sessions outside the profiled function, or "
+        "profile this call with backend='events'"
     )
