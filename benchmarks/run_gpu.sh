@@ -169,7 +169,8 @@ stage_issues() {
     date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
     python3 -c "import pyarrow, nsightx; print('pyarrow', pyarrow.__version__, 'nsightx', nsightx.__file__)"
     step "what one process of a gate trial costs before it measures: python, torch, a CUDA context"
-    /usr/bin/time -f "%e s wall" python3 -c "import torch; torch.zeros(1, device='cuda')"
+    /usr/bin/time -f "torch: %e s wall" python3 -c "import torch; torch.zeros(1, device='cuda')"
+    /usr/bin/time -f "cupy: %e s wall" python3 -c "import cupy; cupy.ones((8, 8)) @ cupy.ones((8, 8))"
     step "the Triton script with a module-level kernel, ncu then cupti (issue 36)"
     for b in ncu cupti; do
       timeout 150 python3 benchmarks/triton_ncu_script.py "$b" "$WORK/triton-$b/triton_"
@@ -204,7 +205,8 @@ for path in sorted(glob.glob('$WORK/triton-ncu/*.ncu-rep')):
       > "$OUT/range_profiler_probe.log" 2>&1
     echo "range_profiler_probe rc=$?" | tee -a "$OUT/range_profiler_probe.log"
   fi
-  timeout 560 python3 benchmarks/gate_rates.py --backend cupti --pairs 100 --minutes "${GATE_MINUTES:-3}" \
+  timeout 560 python3 benchmarks/gate_rates.py --backend cupti --library "${GATE_LIBRARY:-cupy}" --pairs 100 \
+    --minutes "${GATE_MINUTES:-3}" \
     --json "$OUT/gate_rates.json" > "$OUT/gate_rates.log" 2>&1
   echo "gate_rates rc=$?" >> "$OUT/gate_rates.log"
   tail -3 "$OUT/gate_rates.log"
