@@ -9,8 +9,14 @@ Everything goes through ctypes at the struct layouts of the CUDA 13.0 headers (`
 cupti-python's ``profiler_host`` is tried only when the ctypes host calls fail (its structs are 13.4-sized).
 
 Steps, in order; each is printed as one line ``[ok]``/``[FAIL]``/``[skip]`` with its time and values, and a failed
-CUPTI call prints the function, the result code, its name (``cuptiGetResultString``) and CUPTI's message:
+CUPTI call prints the function, the result code, its name (``cuptiGetResultString``) and CUPTI's message. A failed
+step does not end the run: the steps that need its result are skipped and the others go on.
 
+* ``ncu.run`` (first, while this process holds no CUDA context or profiler): this script's ``--child`` (same inputs,
+  warm-up, L2 evicted, the two matmuls inside the NVTX range ``rp_probe``) under ``ncu --nvtx --nvtx-include
+  rp_probe/ --clock-control none --metrics ...`` (clocks left as they are; ncu's default cache control flushes
+  caches before each kernel), then ``ncu --import --csv --page raw --print-units base``; ``ncu_messages`` are its
+  ``==ERROR==``/``==WARNING==`` lines. ``ncu.parse``: per kernel its name and the metrics (in base units).
 * ``torch.init``: torch initialises CUDA (its primary context), inputs for fp32 matmuls of n=1024 and 2048 (TF32
   off), one warm-up of each; ``unprofiled_ms`` is the two matmuls without the profiler.
 * ``cupti.load``: the libcupti torch loaded (read from /proc/self/maps; else found under site-packages/nvidia),
@@ -25,15 +31,18 @@ CUPTI call prints the function, the result code, its name (``cuptiGetResultStrin
   ``--max-ranges`` ranges), ``range.set_config`` (auto range, kernel replay, one nesting level), ``range.profile``
   (L2 evicted, then start, the two matmuls, stop; ``rounds``: start/stop rounds until all passes were submitted,
   ``launch_ms``), ``range.decode`` (``ranges_dropped``, ``num_ranges``), ``range.evaluate`` (per range its name and
-  ``cuptiProfilerHostEvaluateToGpuValues`` of each metric), ``range.disable``; then ``host.deinitialize`` and
-  ``cupti.profiler_deinitialize``.
-* ``ncu.run``: this script's ``--child`` (same inputs, warm-up, L2 evicted, the two matmuls inside the NVTX range
-  ``rp_probe``) under ``ncu --nvtx --nvtx-include rp_probe/ --clock-control none --metrics ...`` (clocks left as
-  they are; ncu's default cache control flushes caches before each kernel), then ``ncu --import --csv --page raw
-  --print-units base``; ``ncu.parse``: per kernel its name and the metrics (converted to base units).
-* ``compare``: range i against ncu's kernel i, per metric ``rel_diff = (cupti - ncu) / ncu``. Deterministic
+  ``cuptiProfilerHostEvaluateToGpuValues`` of each metric), ``range.disable``. ``retry_without_sass``: when no range
+  was evaluated and a ``__sass_`` metric was asked for, the config is rebuilt without those and the ``range.*``
+  steps run once more. Then ``host.deinitialize`` and ``cupti.profiler_deinitialize``.
+* ``compare`` (last): range i against ncu's kernel i, per metric ``rel_diff = (cupti - ncu) / ncu``. Deterministic
   counters (``smsp__inst_executed.sum``, the ffma count) should agree within 1%; ``dram__bytes.sum`` depends on
   what L2 holds and ``gpu__time_duration.sum`` on clocks and replay.
+
+The summary printed at the end: the failed or skipped steps (with the CUPTI call and result name); per range
+``range I name=... ncu kernel=...`` and per metric ``cupti=`` (in process), ``ncu=`` and ``diff=`` (relative, in
+percent); ``timings (s)``: ``ncu_s`` (ncu run and import), ``torch_init_s``, ``host_config_s`` (host object to
+passes), ``setup_s`` (enable to set config), ``launches_s`` (start to stop, replays included), ``decode_s``,
+``evaluate_s``; and the total. Exit status 0 when no step failed.
 
 The JSON (``--json``, rewritten after every step, so a hang still leaves what was done) holds ``steps`` (name, ok,
 seconds, values, error: call, code, result, message), ``ranges`` (in-process values), ``ncu_kernels``,
@@ -1349,7 +1358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         child()
         return 0
-    faulthandler.dump_traceback_later(args.deadline, exit=True)
+    faulthandler.dump_traceback_later(args.deadline, exit=True, file=sys.__stderr__)
     try:
         report = Report(args.json, sys.argv if argv is None else ["range_profiler_probe.py", *argv])
         probe = Probe(args, report)
