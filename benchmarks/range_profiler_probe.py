@@ -71,7 +71,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 DEFAULT_METRICS = (
     "smsp__inst_executed.sum",
@@ -113,7 +113,7 @@ _strs = ctypes.POINTER(ctypes.c_char_p)
 class Params(ctypes.Structure):
     """The two leading fields of every CUPTI profiler parameter struct (``structSize``, ``pPriv`` = NULL)."""
 
-    _fields_ = (("structSize", _size), ("pPriv", _ptr))
+    _fields_: ClassVar[Any] = (("structSize", _size), ("pPriv", _ptr))
 
 
 class DeviceGetChipName(Params):
@@ -893,9 +893,10 @@ class Probe:
             s.values["path"], s.values["found"] = path, how
             self.cupti = Cupti(path)
             s.values["version"] = self.cupti.version()
-        if self.cupti is None:
+        if not self.report.ok("cupti.load"):
             return
         cupti = self.cupti
+        assert cupti is not None
         if self.args.host_only:
             self.report.skip("cupti.profiler_initialize", "--host-only: no device (it fails without a driver)")
         else:
@@ -1358,7 +1359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         child()
         return 0
-    faulthandler.dump_traceback_later(args.deadline, exit=True, file=sys.__stderr__)
+    faulthandler.dump_traceback_later(args.deadline, exit=True, file=2)  # fd 2: stderr even if replaced
     try:
         report = Report(args.json, sys.argv if argv is None else ["range_profiler_probe.py", *argv])
         probe = Probe(args, report)
