@@ -197,7 +197,7 @@ for path in sorted(glob.glob('$WORK/triton-ncu/*.ncu-rep')):
   grep -E "rc=|ratio|fresh|paired" "$OUT/issues.log" | head -30
   timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 -p timeout \
     --timeout 150 tests/test_triton_gpu.py tests/test_measure.py tests/test_cupti_other_clients_gpu.py \
-    tests/test_ncu_gpu.py tests/test_cupti_gpu.py > "$OUT/issue-tests.log" 2>&1
+    ${ISSUE_TESTS_MORE:-} > "$OUT/issue-tests.log" 2>&1
   echo "pytest -m gpu (issue files) rc=$?" >> "$OUT/issue-tests.log"
   tail -3 "$OUT/issue-tests.log"
   if [ -f benchmarks/range_profiler_probe.py ]; then
