@@ -29,7 +29,7 @@ from nsightx._errors import CompareError, ConfigError, ConfigTypeError
 from nsightx._report import noise
 from nsightx._report.history import HISTORY
 from nsightx._report.sources import Source, load_side
-from nsightx._report.stats import bootstrap_ratio_ci, holm, mann_whitney_u
+from nsightx._report.twosample import bootstrap_ratio_ci, holm, mann_whitney_u
 from nsightx._report.unmatched import names, nothing_compared
 from nsightx._results.dataframe import throttled_runs
 from nsightx._results.flags import flags_cell, row_flags
