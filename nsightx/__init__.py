@@ -80,7 +80,7 @@ _LAZY = {
     "load_raw": ("nsightx._results.raw", "load_raw"),
     "compare": ("nsightx._report.compare", "compare"),
     "filter_flags": ("nsightx._results.flags", "filter_flags"),
-    "join_results": ("nsightx._api.joined", "joined_results"),
+    "join_results": ("nsightx._api.counters", "joined_results"),
     "measure": ("nsightx._api.measure", "measure"),
     "reconcile": ("nsightx._api.reconcile", "reconcile"),
     "ROOFLINE_METRICS": ("nsightx._results.roofline", "ROOFLINE_METRICS"),

@@ -174,7 +174,7 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
 )
 def _compare(args: argparse.Namespace) -> int:
     from nsightx._errors import NsightxError
-    from nsightx._report import render
+    from nsightx._report import views
     from nsightx._report.compare import compare, gate_failed
 
     try:
@@ -192,9 +192,9 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"nsightx compare: {one_line(e)}", file=sys.stderr)
         return 2
     if args.format == "text":
-        print(render.render_text(frame, width=render.terminal_width(sys.stdout.isatty())))
+        print(views.render_text(frame, width=views.terminal_width(sys.stdout.isatty())))
     else:
-        formats = {"markdown": render.render_markdown, "json": render.render_json, "csv": render.render_csv}
+        formats = {"markdown": views.render_markdown, "json": views.render_json, "csv": views.render_csv}
         print(formats[args.format](frame), end="" if args.format == "csv" else "\n")
     return 1 if gate_failed(frame) else 0
 
@@ -228,7 +228,7 @@ def _show_args(p: argparse.ArgumentParser) -> None:
 @command("show", "print a saved result as a table in readable units, fitting the terminal", _show_args)
 def _show(args: argparse.Namespace) -> int:
     from nsightx._cli.show import show
-    from nsightx._report.render import terminal_width
+    from nsightx._report.views import terminal_width
 
     return show(args.file, terminal_width(sys.stdout.isatty()))
 

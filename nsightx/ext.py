@@ -87,7 +87,7 @@ if TYPE_CHECKING:
         metrics_error_message,
     )
     from nsightx._host.hookspecs import hookimpl
-    from nsightx._host.plugins import BackendRegistrar, CollectorRegistrar
+    from nsightx._host.registrars import BackendRegistrar, CollectorRegistrar
     from nsightx._model import Frozen
     from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar, new_record
     from nsightx._results.sink import RunSink, Sink, read_raw
@@ -165,7 +165,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "nsightx._host.hookspecs": ("hookimpl",),
     "nsightx._model": ("Frozen",),
     "nsightx._run.plan": ("Plan",),
-    "nsightx._host.plugins": ("BackendRegistrar", "CollectorRegistrar"),
+    "nsightx._host.registrars": ("BackendRegistrar", "CollectorRegistrar"),
     "nsightx._run.progress": ("Progress",),
     "nsightx._run.reducers": ("register_reducer", "unregister_reducer"),
     "nsightx._run.provenance": ("cpu_model", "git_state"),

@@ -1,17 +1,23 @@
-"""The shape of the code: the import graph of ``nsightx/`` has no circle, and no function is over 60 lines.
+"""The shape of the code: the import graph of ``nsightx/``, ``backends/`` and ``plugins/`` has no circle and goes
+only down the stages, and no function is over 60 lines.
 
 Import graph policy (decided here, enforced below):
 
-* Every ``import`` statement of a module under ``nsightx/`` is an edge, whether it sits at module level or inside
-  a function. A function-local import delays a circle to call time; it does not remove it. So the *runtime*
-  graph (module-level plus function-level imports) must have no circle at all.
+* The graph holds every module of ``nsightx/`` and of each package under ``backends/`` and ``plugins/``
+  (``nsightx_cupti``, ``nsightx_nvml``, the example packages, ...). Every ``import`` statement between them is an
+  edge, whether it sits at module level or inside a function. A function-local import delays a circle to call
+  time; it does not remove it. So the *runtime* graph (module-level plus function-level imports) must have no
+  circle at all.
 * Imports under ``if TYPE_CHECKING:`` never run (every module has ``from __future__ import annotations``), so
-  they cannot form a runtime circle; they are still edges of the *design*: a type-only import pointing back up
-  the stages is a hidden circle. The graph with them must have no circle either, except for the back edges
-  listed in :data:`TYPE_ONLY_BACK_EDGES`, each with its reason. An entry that no longer closes a circle fails
-  the test too, so the list cannot go stale.
+  they cannot form a runtime circle; they are still edges of the *design*: a type-only import pointing back is a
+  hidden circle. The graph with them must have no circle either, with no exception: what two modules both need
+  goes into a third module both import.
 * ``from nsightx import _x`` is an edge to ``nsightx._x``; an edge to the package ``nsightx`` itself is not counted
   (its ``__init__`` only loads submodules lazily, by name, through ``importlib``).
+* Stages: ``nsightx/`` is a stack of stages (:data:`STAGES`); every backend and plugin package sits above all of
+  them (:data:`PLUGINS_STAGE`) and imports no other backend or plugin (that it imports only nsightx's public
+  modules is tests/test_ext.py's check). nsightx names those packages only as strings and loads them through
+  ``importlib``.
 
 Function size policy: no function or method in ``nsightx/``, ``backends/`` or ``plugins/`` is longer than
 :data:`MAX_FUNCTION_LINES` lines, counted as ``end_lineno - lineno + 1`` of the ``def`` (decorators excluded,
@@ -28,20 +34,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "nsightx"
+PLUGIN_FOLDERS = ("backends", "plugins")
+"""Folders holding one importable package each (at any depth: ``plugins/example_backend/nsightx_example_backend``)."""
 MAX_FUNCTION_LINES = 60
-
-TYPE_ONLY_BACK_EDGES: dict[tuple[str, str], str] = {
-    ("nsightx._host.hookspecs", "nsightx._host.plugins"): (
-        "the hook specifications name the registrar types the plugin host hands to plugins, and the host loads "
-        "the specifications: pluggy's own _hooks/_manager pair has the same type-only back edge"
-    ),
-}
-"""Type-only imports allowed to point back at a module that (transitively) imports their module at runtime."""
 
 
 @dataclass(frozen=True)
 class Edge:
-    """One import of one module of ``nsightx/`` by another."""
+    """One import of one module of ``nsightx/``, ``backends/`` or ``plugins/`` by another."""
 
     source: str
     target: str
@@ -50,13 +50,27 @@ class Edge:
     line: int
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def plugin_packages() -> dict[str, Path]:
+    """Each package under ``backends/`` and ``plugins/`` (its import name -> its folder)."""
+    found: dict[str, Path] = {}
+    for folder in PLUGIN_FOLDERS:
+        for init in sorted((ROOT / folder).rglob("__init__.py")):
+            if not (init.parent.parent / "__init__.py").exists():
+                found[init.parent.name] = init.parent
+    return found
+
+
+def _module_name(path: Path, base: Path) -> str:
+    parts = path.relative_to(base).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
+    """Every module of ``nsightx/`` and of each package under ``backends/`` and ``plugins/``, by import name."""
+    modules = {_module_name(p, ROOT): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
+    for folder in plugin_packages().values():
+        modules.update({_module_name(p, folder.parent): p for p in sorted(folder.rglob("*.py"))})
+    return modules
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -71,7 +85,7 @@ def _targets(node: ast.Import | ast.ImportFrom, source: str, modules: dict[str, 
         names = [a.name for a in node.names]
     else:
         if node.level:
-            package = source if (ROOT / Path(*source.split("."))).is_dir() else source.rpartition(".")[0]
+            package = source if modules[source].name == "__init__.py" else source.rpartition(".")[0]
             for _ in range(node.level - 1):
                 package = package.rpartition(".")[0]
             base = f"{package}.{node.module}" if node.module else package
@@ -103,7 +117,7 @@ def _edges_of(source: str, path: Path, modules: dict[str, Path]) -> list[Edge]:
 
 
 def import_edges() -> list[Edge]:
-    """Every import edge between modules of ``nsightx/``."""
+    """Every import edge between modules of ``nsightx/``, ``backends/`` and ``plugins/``."""
     modules = _modules()
     return [e for name, path in modules.items() for e in _edges_of(name, path, modules)]
 
@@ -168,18 +182,18 @@ def test_runtime_imports_have_no_circle() -> None:
 
 
 def test_type_checking_imports_close_no_circle() -> None:
-    """With TYPE_CHECKING imports added, the only circles are the documented type-only back edges."""
-    edges = import_edges()
-    allowed = [e for e in edges if e.kind == "type" and (e.source, e.target) in TYPE_ONLY_BACK_EDGES]
-    cycle = find_cycle([e for e in edges if e not in allowed])
+    """With TYPE_CHECKING imports added, the graph still has no circle: a type-only back edge is a hidden one."""
+    cycle = find_cycle(import_edges())
     assert cycle is None, "import circle through a TYPE_CHECKING import: " + describe(cycle)
-    runtime = [e for e in edges if e.kind != "type"]
-    for source, target in TYPE_ONLY_BACK_EDGES:
-        back = [e for e in allowed if (e.source, e.target) == (source, target)]
-        assert back, f"{source} no longer imports {target}: remove it from TYPE_ONLY_BACK_EDGES"
-        assert find_cycle(runtime + back[:1]) is not None, (
-            f"{source} -> {target} closes no circle any more: remove it from TYPE_ONLY_BACK_EDGES"
-        )
+
+
+def test_backends_and_plugins_are_in_the_graph() -> None:
+    """The graph reaches into every package under ``backends/`` and ``plugins/``, function-level imports too."""
+    packages = plugin_packages()
+    assert {"nsightx_host", "nsightx_cupti", "nsightx_ncu", "nsightx_nvml", "nsightx_example_backend"} <= set(packages)
+    edges = import_edges()
+    assert {e.source.partition(".")[0] for e in edges} >= {"nsightx_cupti", "nsightx_ncu", "nsightx_nvml"}
+    assert any(e.source.startswith("nsightx_cupti.") and e.kind == "function" for e in edges)
 
 
 def _long_functions() -> list[str]:
@@ -249,7 +263,7 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
         "nsightx._report.pytest_gate",
         "nsightx._report.compare",
     ): "pytest loads the plugin at every start: pandas only when used",
-    ("nsightx._report.pytest_gate", "nsightx._report.render"): "pytest imports the plugin at every start (as above)",
+    ("nsightx._report.pytest_gate", "nsightx._report.views"): "pytest imports the plugin at every start (as above)",
     ("nsightx._report.pytest_gate", "nsightx._report.sources"): "pytest imports the plugin at every start (as above)",
     (
         "nsightx._report.history",
@@ -263,12 +277,16 @@ stays fast; its imports are not listed one by one."""
 
 
 def test_function_level_imports_are_only_for_import_time():
-    """A function-local import of an nsightx module is for import time (heavy dependencies), never a circle."""
+    """A function-local import in ``nsightx/`` is for import time (heavy dependencies), never a circle.
+
+    Inside a backend or plugin package, function-level imports are how registration stays light (the hook
+    specifications ask it); the circle tests above count them all the same."""
     extra = sorted(
         {
             (e.source, e.target)
             for e in import_edges()
             if e.kind == "function"
+            and stage_of(e.source) < PLUGINS_STAGE
             and e.source != "nsightx.cli"
             and (e.source, e.target) not in FUNCTION_IMPORTS_ALLOWED
         }
@@ -309,8 +327,15 @@ STAGES: tuple[tuple[str, ...], ...] = (
 below it, never one above. A subpackage is one stage; the floor modules and the public modules are listed."""
 
 
+PLUGINS_STAGE = len(STAGES)
+"""The stage of every package under ``backends/`` and ``plugins/``: above all of ``nsightx/``, which names them only
+as strings (``BUILTIN_PLUGINS``, entry points) and loads them through ``importlib``."""
+
+
 def stage_of(module: str) -> int:
-    """The index in :data:`STAGES` of ``module`` (a module belongs to the longest prefix listed)."""
+    """The stage of ``module``: its index in :data:`STAGES` (the longest prefix listed), or :data:`PLUGINS_STAGE`."""
+    if module.partition(".")[0] in plugin_packages():
+        return PLUGINS_STAGE
     best, rank = "", -1
     for i, members in enumerate(STAGES):
         for m in members:
@@ -334,7 +359,20 @@ def test_imports_only_go_down_the_stages() -> None:
     assert not up, "imports that go up the stages:\n" + "\n".join(up)
 
 
+def test_no_backend_or_plugin_imports_another() -> None:
+    """Each backend or plugin package stands alone: blocking or uninstalling one never breaks another.
+
+    (That they import only nsightx's public modules is tests/test_ext.py's check.)"""
+    crossing = [
+        f"{e.source} -> {e.target} ({e.kind} import, line {e.line})"
+        for e in import_edges()
+        if stage_of(e.target) == PLUGINS_STAGE and e.target.partition(".")[0] != e.source.partition(".")[0]
+    ]
+    assert not crossing, "imports between backend or plugin packages:\n" + "\n".join(crossing)
+
+
 def test_stage_check_can_fail() -> None:
     assert stage_of("nsightx._run.loop") < stage_of("nsightx._spec.options")
+    assert stage_of("nsightx.ext") < stage_of("nsightx_cupti._session") == PLUGINS_STAGE
     assert stage_of("nsightx._results.records") < stage_of("nsightx._run.loop")
     assert stage_of("nsightx.columns") == 0 and stage_of("nsightx") == len(STAGES) - 1

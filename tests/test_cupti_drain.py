@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from nsightx_cupti._backend import CuptiOptions
 from nsightx_cupti._drain import DRAIN_MODES, wait_draining
+from nsightx_cupti._options import CuptiOptions
 from nsightx_cupti._session import CuptiSession
 from nsightx_cupti._tracer import ActivityTracer
 from test_cupti_tracer import FakeCupti, Flag, Kind, api, ext, kernel

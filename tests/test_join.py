@@ -10,7 +10,7 @@ from nsightx_cupti._attribution import batch_from_json
 from nsightx_cupti._names import kernel_base_name
 
 from nsightx import ConfigError
-from nsightx._api.joined import joined_results
+from nsightx._api.counters import joined_results
 from nsightx._results.flags import parse_cell
 from nsightx._results.join import SOURCES_KEY, JoinError, base_name, join_runs, parse_sources
 from nsightx._results.records import Record, RegionRun, RunRecords

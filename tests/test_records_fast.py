@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from nsightx._results.records import (
     Record,
     RegionRun,
     RunRecords,
+    fast_builder,
     new_collector_value,
     new_record,
     new_region_run,
@@ -51,3 +53,30 @@ def test_a_builder_takes_every_field_in_order_and_builds_an_equal_frozen_object(
 def test_a_built_record_round_trips_through_json_like_a_constructed_one() -> None:
     built = new_record("work", 0, 0, "k", "m", 1.0, None, 0)
     assert Record.model_validate_json(built.model_dump_json()) == built
+
+
+def test_one_helper_writes_every_builder() -> None:
+    """The five builders come from fast_builder, not hand-written copies: a new record type gets one for free."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class PairOfThings:
+        left: int
+        right: str = ""
+
+    build = fast_builder(PairOfThings)
+    assert build.__name__ == "new_pair_of_things" and build.__module__ == PairOfThings.__module__
+    assert list(inspect.signature(build).parameters) == ["left", "right"]
+    assert build(1, "x") == PairOfThings(1, "x") and type(build(1, "x")) is PairOfThings
+    for built, made in CASES:
+        fields = ", ".join(f.name for f in dataclasses.fields(made))
+        assert (built.__doc__ or "").startswith(f"``{type(made).__name__}({fields})``, built faster (")
+        assert built.__name__ == "new_" + "_".join(w.lower() for w in re.findall("[A-Z][a-z]*", type(made).__name__))
+
+
+def test_fast_builder_refuses_a_field_its_source_could_shadow() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Shadowing:
+        _obj: int
+
+    with pytest.raises(TypeError, match="_obj"):
+        fast_builder(Shadowing)

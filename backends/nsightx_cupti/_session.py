@@ -44,8 +44,15 @@ from nsightx_cupti._attribution import (
     to_run_output,
     to_run_outputs,
 )
-from nsightx_cupti._drain import DrainMode, wait_draining
-from nsightx_cupti._tracer import OTHER_CLIENTS
+from nsightx_cupti._drain import DRAIN_BUFFER_BYTES, DrainMode, wait_draining
+from nsightx_cupti._options import CuptiOptions
+from nsightx_cupti._tracer import (
+    DEFAULT_BUFFER_BYTES,
+    OTHER_CLIENTS,
+    ActivityTracer,
+    cupti_python_version,
+    loaded_libcupti,
+)
 
 if TYPE_CHECKING:
     from nsightx.ext import Plan
@@ -441,8 +448,6 @@ class CuptiSession(Session):
 
     def environment(self) -> Mapping[str, Scalar]:
         """Device facts plus what CUPTI was used."""
-        from nsightx_cupti._tracer import cupti_python_version, loaded_libcupti
-
         env = dict(self.device.environment())
         env["CuptiPython"] = cupti_python_version()
         env["Libcupti"] = loaded_libcupti()
@@ -474,10 +479,6 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
         plan: The plan (device, cache_control, metrics and ``backend_options`` are read).
         keep_batches: Keep each run's raw activity on the session (fixture capture).
     """
-    from nsightx_cupti._backend import CuptiOptions
-    from nsightx_cupti._drain import DRAIN_BUFFER_BYTES
-    from nsightx_cupti._tracer import DEFAULT_BUFFER_BYTES, ActivityTracer
-
     opts = CuptiOptions.parse(plan.backend_options, "cupti")
     deferred = opts.cupti_collect != "run"
     drain = opts.cupti_drain if deferred else "off"

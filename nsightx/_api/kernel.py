@@ -12,8 +12,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any, overload
 
+from nsightx._api.counters import counter_spec, joined_results, without_counters
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
-from nsightx._api.joined import counter_spec, joined_results, without_counters
 from nsightx._api.parallel import run_parallel
 from nsightx._api.sigterm import Terminated, reported_sigterm
 from nsightx._api.sweep import SweepCall, run_sweep

@@ -26,9 +26,6 @@ from nsightx._run.engines import FuturesEngine
 from nsightx._run.localpool import DevicePool, Target
 from nsightx._spec.options import ProfileSpec
 
-ParallelCall = SweepCall
-"""What the API layer hands the parallel path about one call (``spec.parallel_devices`` set)."""
-
 
 def _targets(spec: ProfileSpec, needs_gpu: bool) -> list[Target]:
     """One target per device of ``spec.parallel_devices``: its label, CUDA_VISIBLE_DEVICES and raw prefix."""

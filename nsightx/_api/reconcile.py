@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from nsightx._api.kernel import ProfiledFunction
 from nsightx._errors import CompareError, ConfigError
 from nsightx._report.compare import resolve
-from nsightx._report.render import format_value
+from nsightx._report.views import format_value
 from nsightx._results.join import base_name
 from nsightx.columns import MEASURED_SM_CLOCK, SERIALIZES_KERNELS
 

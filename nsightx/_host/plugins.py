@@ -11,7 +11,7 @@ import importlib
 import importlib.metadata
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -20,8 +20,9 @@ import pluggy
 
 from nsightx._errors import ConfigError, PluginError
 from nsightx._host import hookspecs as _hookspecs
+from nsightx._host.registrars import BackendRegistrar, CollectorRegistrar
 from nsightx._run.backend import Availability, Backend
-from nsightx._run.collectors import CollectorLike, as_collector
+from nsightx._run.collectors import CollectorLike
 
 if TYPE_CHECKING:
     from nsightx._run.thermal import TemperatureSource
@@ -83,28 +84,6 @@ class LoaderSettings:
             trace=env.get("NSIGHTX_TRACE_PLUGINS", "") not in ("", "0"),
             default_collectors=_split(env.get("NSIGHTX_COLLECTORS")),
         )
-
-
-class BackendRegistrar:
-    """Passed to ``nsightx_register_backends``; call it with a :class:`Backend` subclass."""
-
-    def __init__(self, host: PluginHost, plugin: str) -> None:
-        self._host, self._plugin = host, plugin
-
-    def __call__(self, backend: type[Backend]) -> None:
-        """Register ``backend`` under ``backend.name``."""
-        self._host._add_backend(backend, self._plugin)
-
-
-class CollectorRegistrar:
-    """Passed to ``nsightx_register_collectors``; call it with a set name and its collectors."""
-
-    def __init__(self, host: PluginHost, plugin: str) -> None:
-        self._host, self._plugin = host, plugin
-
-    def __call__(self, name: str, collectors: Sequence[object], *, default: bool = False) -> None:
-        """Register collector set ``name``; with ``default=True`` every profiled call uses it."""
-        self._host._add_collectors(name, [as_collector(c) for c in collectors], default, self._plugin)
 
 
 @dataclass
@@ -268,8 +247,8 @@ class PluginHost:
         for plugin in plugins:
             pname = self.pm.get_name(plugin) or repr(plugin)
             for hook, registrar in (
-                ("nsightx_register_backends", BackendRegistrar(self, pname)),
-                ("nsightx_register_collectors", CollectorRegistrar(self, pname)),
+                ("nsightx_register_backends", BackendRegistrar(self._add_backend, pname)),
+                ("nsightx_register_collectors", CollectorRegistrar(self._add_collectors, pname)),
             ):
                 impl = getattr(plugin, hook, None)
                 if impl is None:

@@ -21,8 +21,6 @@ DISTRIBUTIONS = ("box", "violin")
 """Plot types that draw every run of each point, not its mean and CI (they need the result's runs)."""
 AGGREGATES = ("avg", "geomean")
 FILE_TYPES = ("png", "pdf", "svg", "jpg", "jpeg", "webp", "eps", "ps", "tif", "tiff")
-DEFAULT_TITLE = "Nsight Analyze Kernel Plot Results"
-"""nsight-python's title for every plot; nsightx's default names the function, the metric and the backend."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ from nsightx._errors import CompareError, ConfigError, ConfigTypeError
 from nsightx._report import noise
 from nsightx._report.history import HISTORY
 from nsightx._report.sources import Source, load_side
-from nsightx._report.stats import bootstrap_ratio_ci, holm, mann_whitney_u
+from nsightx._report.twosample import bootstrap_ratio_ci, holm, mann_whitney_u
 from nsightx._report.unmatched import names, nothing_compared
 from nsightx._results.dataframe import throttled_runs
 from nsightx._results.flags import flags_cell, row_flags
@@ -425,16 +424,3 @@ def _warnings(pairs: Sequence[tuple[ProfileResults, ProfileResults]]) -> list[st
                 f"{r.data.plan.cache_control!r})"
             )
     return list(dict.fromkeys(out))
-
-
-def regressions(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a comparison that fail the gate (significant slowdowns above the threshold)."""
-    return frame[frame["Regression"]]
-
-
-def group_counts(frame: pd.DataFrame) -> dict[str, int]:
-    """How many rows have each status."""
-    counts: dict[str, int] = defaultdict(int)
-    for status in frame["Status"]:
-        counts[str(status)] += 1
-    return dict(counts)

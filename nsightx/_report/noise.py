@@ -1,6 +1,6 @@
 """The noise floor of a comparison: how much a row's mean moves when nothing changed.
 
-The rank test and the bootstrap interval (:mod:`nsightx._report.stats`) see only the runs of one process on each
+The rank test and the bootstrap interval (:mod:`nsightx._report.twosample`) see only the runs of one process on each
 side. Two processes of the same code differ by more: another job on the machine, the clock, a cold page cache.
 On a 2-core CPU with two busy loops beside it, the means of 16 processes of the same 2 ms region spread from
 3.4 ms to 5.2 ms (+51%), each with a relative standard deviation of 42-57% over its 20 runs (2026-12-05). A

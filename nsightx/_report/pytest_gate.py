@@ -225,7 +225,7 @@ class Gate:
         A test that fails the gate gets its whole table (with ``verbose``, every compared test does); the others
         get one line: the compare verdict, or why there is nothing to compare. Tables fit ``width`` columns.
         """
-        from nsightx._report.render import render_text, summary
+        from nsightx._report.views import render_text, summary
 
         lines: list[str] = []
         for o in self.outcomes:
@@ -247,7 +247,7 @@ class Gate:
 
     def markdown(self) -> str:
         """The comparison as Markdown: the verdict, then each test's table or why it has none."""
-        from nsightx._report.render import render_markdown
+        from nsightx._report.views import render_markdown
 
         parts = [f"## {self.verdict()}", ""]
         for o in self.outcomes:

@@ -363,11 +363,3 @@ def filter_flags(
     cells = [parse_cell(c) for c in frame["Flags"]]
     mask = [want <= c and not (drop & c) and (not clean or not c) for c in cells]
     return frame[mask].copy()
-
-
-def flag_column(
-    data: ResultData, keys: Iterable[RowKey], throttled: Mapping[tuple[int, int], bool] | None = None
-) -> list[str]:
-    """The ``Flags`` cell for each (annotation, metric, config) key, in the order given."""
-    flags = row_flags(data, throttled)
-    return [flags_cell(flags.get(k, ())) for k in keys]

@@ -17,10 +17,14 @@ the model form uses are kept (:class:`Lean`), as :class:`RegionId` keeps ``model
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, ClassVar, NamedTuple, Self
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 Scalar = float | int | str | bool | None
 """A value a collector or a run attribute may hold."""
@@ -172,10 +176,10 @@ class RunRecords(Lean):
 # After a deferred session's wait for the GPU, every kernel, region and run of the call becomes one of these
 # objects on the measured path, so the backends and the run loop build them through the slots' own descriptors
 # instead: the same object (equal, same hash, still frozen), ~0.4 us cheaper each (benchmarks/cupti_host_path.py).
-# Each builder takes every field positionally, in declaration order; tests/test_records_fast.py checks that they
-# cover every field and build what the constructor builds.
+# :func:`fast_builder` writes each builder; it takes every field positionally, in declaration order, and
+# tests/test_records_fast.py checks that each builds what the constructor builds.
 
-_new = object.__new__
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def slot_setters(cls: type) -> tuple[Any, ...]:
@@ -183,72 +187,36 @@ def slot_setters(cls: type) -> tuple[Any, ...]:
     return tuple(getattr(cls, f.name).__set__ for f in dataclasses.fields(cls))
 
 
-_REC = slot_setters(Record)
-_REG = slot_setters(RegionRun)
-_COL = slot_setters(CollectorValue)
-_RUN = slot_setters(RunRecords)
+def fast_builder(cls: type[T]) -> Callable[..., T]:
+    """A function ``new_<class name in snake case>(field, ...)`` that builds the frozen slotted dataclass ``cls``.
+
+    It takes every field positionally, in declaration order, and sets each through its slot's descriptor. The
+    calls are written out one per field in generated source, as ``dataclasses`` writes an ``__init__``: a loop
+    over the setters would spend most of the time the builder exists to save.
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    if any(n.startswith("_") for n in names):
+        raise TypeError(f"fast_builder: {cls.__name__} has a field starting with '_' ({names}); rename it")
+    fn = "new_" + re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+    body = "".join(f"    _s{i}(_obj, {n})\n" for i, n in enumerate(names))
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    scope.update((f"_s{i}", put) for i, put in enumerate(slot_setters(cls)))
+    exec(f"def {fn}({', '.join(names)}):\n    _obj = _new(_cls)\n{body}    return _obj\n", scope)
+    build: Callable[..., T] = scope[fn]
+    build.__module__ = cls.__module__
+    build.__doc__ = f"``{cls.__name__}({', '.join(names)})``, built faster (:func:`{__name__}.fast_builder`)."
+    return build
 
 
-def new_record(
-    annotation: str, config: int, run: int, kernel: str, metric: str, value: float, unit: str | None, seq: int
-) -> Record:
-    """``Record(annotation, config, run, kernel, metric, value, unit, seq)``, built faster (see above)."""
-    r = _new(Record)
-    s = _REC
-    s[0](r, annotation)
-    s[1](r, config)
-    s[2](r, run)
-    s[3](r, kernel)
-    s[4](r, metric)
-    s[5](r, value)
-    s[6](r, unit)
-    s[7](r, seq)
-    return r
-
-
-def new_region_run(
-    annotation: str, config: int, run: int, host_ns: int, failed: bool, attributes: Mapping[str, Scalar]
-) -> RegionRun:
-    """``RegionRun(annotation, config, run, host_ns, failed, attributes)``, built faster (see above)."""
-    r = _new(RegionRun)
-    s = _REG
-    s[0](r, annotation)
-    s[1](r, config)
-    s[2](r, run)
-    s[3](r, host_ns)
-    s[4](r, failed)
-    s[5](r, attributes)
-    return r
-
-
-def new_collector_value(
-    name: str, scope: str, config: int | None, run: int | None, annotation: str | None, value: Scalar
-) -> CollectorValue:
-    """``CollectorValue(name, scope, config, run, annotation, value)``, built faster (see above)."""
-    r = _new(CollectorValue)
-    s = _COL
-    s[0](r, name)
-    s[1](r, scope)
-    s[2](r, config)
-    s[3](r, run)
-    s[4](r, annotation)
-    s[5](r, value)
-    return r
-
-
-def new_run_records(
-    config: int,
-    run: int,
-    records: tuple[Record, ...],
-    regions: tuple[RegionRun, ...],
-    collectors: tuple[CollectorValue, ...],
-) -> RunRecords:
-    """``RunRecords(config, run, records, regions, collectors)``, built faster (see above)."""
-    r = _new(RunRecords)
-    s = _RUN
-    s[0](r, config)
-    s[1](r, run)
-    s[2](r, records)
-    s[3](r, regions)
-    s[4](r, collectors)
-    return r
+new_record: Callable[[str, int, int, str, str, float, str | None, int], Record] = fast_builder(Record)
+"""``Record(annotation, config, run, kernel, metric, value, unit, seq)``, built faster (see above)."""
+new_region_run: Callable[[str, int, int, int, bool, Mapping[str, Scalar]], RegionRun] = fast_builder(RegionRun)
+"""``RegionRun(annotation, config, run, host_ns, failed, attributes)``, built faster (see above)."""
+new_collector_value: Callable[[str, str, int | None, int | None, str | None, Scalar], CollectorValue] = fast_builder(
+    CollectorValue
+)
+"""``CollectorValue(name, scope, config, run, annotation, value)``, built faster (see above)."""
+new_run_records: Callable[
+    [int, int, tuple[Record, ...], tuple[RegionRun, ...], tuple[CollectorValue, ...]], RunRecords
+] = fast_builder(RunRecords)
+"""``RunRecords(config, run, records, regions, collectors)``, built faster (see above)."""

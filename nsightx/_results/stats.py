@@ -97,26 +97,6 @@ def ci_half_width(std: float, n: int, confidence: float = 0.95) -> float:
     return t_ppf(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
 
 
-def ci_half_widths(std: Sequence[float] | Floats, n: Sequence[int] | Ints, confidence: float = 0.95) -> Floats:
-    """:func:`ci_half_width` of many rows at once (NaN where ``n < 2`` or the spread is not finite).
-
-    The t quantile is computed once per distinct ``n``; each half-width is then the same product and quotient
-    as :func:`ci_half_width`'s, so the two agree to the last bit.
-    """
-    import numpy as np
-
-    spread = np.asarray(std, dtype=np.float64)
-    counts = np.asarray(n, dtype=np.int64)
-    out = np.full(spread.shape, np.nan)
-    ok = (counts >= 2) & np.isfinite(spread)
-    if ok.any():
-        distinct = np.unique(counts[ok])
-        quantiles = np.array([t_ppf(0.5 + confidence / 2.0, int(k) - 1) for k in distinct])
-        t = quantiles[np.searchsorted(distinct, counts[ok])]
-        out[ok] = t * spread[ok] / np.sqrt(counts[ok])
-    return out
-
-
 _EXP_MAX = 709.78
 """``math.exp`` of more than this overflows; :func:`mean_interval` reads it as an unbounded upper end."""
 
@@ -232,7 +212,7 @@ def mean_intervals(
     k = counts.astype(np.float64)
     v = log_var
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        half = t * std / np.sqrt(counts)  # ci_half_widths' arithmetic
+        half = t * std / np.sqrt(counts)  # ci_half_width's arithmetic, row by row
         lower, upper = mean - half, mean + half
         cox = t * np.sqrt(v / k + v * v / (2.0 * (k - 1.0)))
         centre = log_mean + v / 2.0

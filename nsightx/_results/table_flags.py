@@ -299,7 +299,7 @@ def flag_cells(
     throttled: Mapping[Any, bool] | None,
     spread: Spread | None = None,
 ) -> list[str]:
-    """The ``Flags`` cell of every group, in group order (what ``flag_column`` gives for the same rows).
+    """The ``Flags`` cell of every group, in group order (``row_flags``' cells for the same rows).
 
     Args:
         data: The result (plan and environment).

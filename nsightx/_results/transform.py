@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from nsightx._errors import ConfigError, KernelCountError, MeasurementError, TransformError
-from nsightx._results.records import Lean, Record, RunRecords, slot_setters
+from nsightx._results.records import Lean, Record, RunRecords, fast_builder
 
 FAILED_KERNEL = "failed"
 
@@ -40,27 +40,11 @@ class RunValue(Lean):
     """Kernel name(s): ``a|b`` when several kernels were combined; ``failed`` for a failed region."""
 
 
-_RV = slot_setters(RunValue)
+new_run_value: Callable[[str, int, int, str, float, str | None, str], RunValue] = fast_builder(RunValue)
+"""``RunValue(annotation, config, run, metric, value, unit, kernel)`` through the slots' descriptors.
 
-
-def new_run_value(
-    annotation: str, config: int, run: int, metric: str, value: float, unit: str | None, kernel: str
-) -> RunValue:
-    """``RunValue(annotation, config, run, metric, value, unit, kernel)`` through the slots' descriptors.
-
-    One is built per region, run and metric on the measured path of a call; the dataclass constructor of a frozen
-    class is ~40% slower (see the fast builders of :mod:`nsightx._results.records`).
-    """
-    v = object.__new__(RunValue)
-    s = _RV
-    s[0](v, annotation)
-    s[1](v, config)
-    s[2](v, run)
-    s[3](v, metric)
-    s[4](v, value)
-    s[5](v, unit)
-    s[6](v, kernel)
-    return v
+One is built per region, run and metric on the measured path of a call; the dataclass constructor of a frozen
+class is ~40% slower (see the fast builders of :mod:`nsightx._results.records`)."""
 
 
 def _key(r: Record) -> tuple[str, int, int, str]:

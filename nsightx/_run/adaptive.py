@@ -29,9 +29,6 @@ from nsightx._errors import ConfigError, ConfigTypeError
 from nsightx._results.records import Record
 from nsightx._results.stats import interval_reach
 
-STOP_REASONS = ("runs", "target", "max_runs", "budget", "no_values")
-"""Why a config stopped: the fixed count, or one of ``runs="auto"``'s reasons (see the module docstring)."""
-
 STOP_COLUMN = "StopReason"
 """Name of the CONFIG-scope value (and DataFrame column) recording why a config stopped under ``runs="auto"``."""
 

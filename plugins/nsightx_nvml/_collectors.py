@@ -56,7 +56,6 @@ class Provider:
     def __init__(self, load: Callable[[], Any] = import_pynvml, cuda: CudaDriver | None = None) -> None:
         self._load = load
         self._cuda = cuda
-        self._nvml: Nvml | None = None
         self._map: DeviceMap | None = None
         self.error: str | None = None
         """Why NVML is unavailable (``None`` until tried, or when it works)."""
@@ -79,7 +78,6 @@ class Provider:
             except Exception as e:  # NVMLError: no driver, no GPU, no permission
                 self.error = f"NVML could not start: {type(e).__name__}: {e}"
             else:
-                self._nvml = nvml
                 self._map = DeviceMap(nvml, self._cuda if self._cuda is not None else LibCuda())
         return self._map
 
@@ -100,13 +98,6 @@ def provider() -> Provider:
     if _provider is None:
         _provider = Provider()
     return _provider
-
-
-def use_provider(p: Provider | None) -> Provider | None:
-    """Replace the process-wide provider (tests install one over an NVML double); returns the old one."""
-    global _provider
-    old, _provider = _provider, p
-    return old
 
 
 _warned: set[str] = set()
