@@ -160,8 +160,7 @@ class ActivityTracer:
         """Which decoder the running session's buffers go through (``ctypes`` or ``cupti-python``)."""
         self._canary = canary
         self.clock_check = clock_check
-        self.clock: ClockMap | None = None
-        """Set by :meth:`start` when another client's clock stamps CUPTI's records (see :mod:`._clock`)."""
+        self.clock: ClockMap | None = None  # set by start() when another client's clock stamps CUPTI's records
         """Refuse records whose timestamps are not wall-clock nanoseconds (on for the process-wide tracer of
         :meth:`get`; test doubles with small made-up timestamps leave it off)."""
         self._canary_pending = False
