@@ -18,9 +18,9 @@
 #                                      alternating (sweep_once, sweep_randn, tiny); pairs_summary.json, pairs.log
 #   bash benchmarks/run_gpu.sh issues  session 14's checks for the open issues: the Triton script on ncu and cupti,
 #                                      the tutorial's ncu_report step, torch.profiler -> nsightx -> torch.profiler,
-#                                      the whole call against the bare loop, their GPU tests (issues.log,
-#                                      issue-tests.log, *.json), the Range Profiler probe when it exists, then
-#                                      CI-gate trials on cupti until GATE_MINUTES (3) run out (gate_rates.json)
+#                                      the whole call against the bare loop (issues.log, *.json), the Range
+#                                      Profiler probe when it exists, every `pytest -m gpu` test (gpu-tests.log),
+#                                      then CI-gate trials on cupti in what is left of ISSUES_BUDGET_S (570 s)
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
 #
 # Usage (GPU machine, repository root, nsightx importable). Never changes clocks: nothing here uses
@@ -165,6 +165,7 @@ stage_pairs() {
 }
 
 stage_issues() {
+  START=$(date +%s)
   {
     date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
     python3 -c "import pyarrow, nsightx; print('pyarrow', pyarrow.__version__, 'nsightx', nsightx.__file__)"
@@ -195,21 +196,25 @@ for path in sorted(glob.glob('$WORK/triton-ncu/*.ncu-rep')):
     echo "backend_overhead rc=$?"
   } > "$OUT/issues.log" 2>&1
   grep -E "rc=|ratio|fresh|paired" "$OUT/issues.log" | head -30
-  timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=10 -p timeout \
-    --timeout 150 tests/test_triton_gpu.py tests/test_measure.py tests/test_cupti_other_clients_gpu.py \
-    ${ISSUE_TESTS_MORE:-} > "$OUT/issue-tests.log" 2>&1
-  echo "pytest -m gpu (issue files) rc=$?" >> "$OUT/issue-tests.log"
-  tail -3 "$OUT/issue-tests.log"
   if [ -f benchmarks/range_profiler_probe.py ]; then
     timeout 240 python3 benchmarks/range_profiler_probe.py --json "$OUT/range_profiler_probe.json" \
       > "$OUT/range_profiler_probe.log" 2>&1
     echo "range_profiler_probe rc=$?" | tee -a "$OUT/range_profiler_probe.log"
   fi
-  timeout 560 python3 benchmarks/gate_rates.py --backend cupti --library "${GATE_LIBRARY:-cupy}" --pairs 100 \
-    --minutes "${GATE_MINUTES:-3}" \
-    --json "$OUT/gate_rates.json" > "$OUT/gate_rates.log" 2>&1
-  echo "gate_rates rc=$?" >> "$OUT/gate_rates.log"
-  tail -3 "$OUT/gate_rates.log"
+  # every GPU test, the open issues' files first (-v: a run cut by the timeout still shows each result)
+  left=$(( ${ISSUES_BUDGET_S:-570} - ($(date +%s) - START) ))
+  timeout "$(( left > 60 ? left - 30 : 30 ))" python3 -m pytest -m gpu -v -p no:cacheprovider -rfE --durations=10 \
+    -p timeout --timeout 150 tests/test_triton_gpu.py tests/test_measure.py tests/test_cupti_other_clients_gpu.py \
+    tests/test_ncu_gpu.py tests > "$OUT/gpu-tests.log" 2>&1
+  echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
+  tail -3 "$OUT/gpu-tests.log"
+  left=$(( ${ISSUES_BUDGET_S:-570} - ($(date +%s) - START) ))
+  if [ "$left" -gt 60 ]; then
+    timeout "$left" python3 benchmarks/gate_rates.py --backend cupti --library "${GATE_LIBRARY:-cupy}" --pairs 100 \
+      --minutes "$(( (left - 40) / 60 ))" --json "$OUT/gate_rates.json" > "$OUT/gate_rates.log" 2>&1
+    echo "gate_rates rc=$?" >> "$OUT/gate_rates.log"
+    tail -3 "$OUT/gate_rates.log"
+  fi
 }
 
 [ $# -gt 0 ] || set -- tests bench examples
