@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nsightx._results.columns import Ints, Text
 from nsightx._results.integrity import Completeness
-from nsightx._results.table import Ints, group_ids
+from nsightx._results.table import group_ids
 
 _MAX_PACKED = 1 << 62
 """Packed keys stay under this (``int64``); wider rows are told apart by sorting."""
@@ -34,19 +35,32 @@ def ints(col: pa.ChunkedArray, null: int = -1) -> Ints:
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def codes(col: pa.ChunkedArray) -> Ints:
-    """A string column as codes, equal strings equal codes across chunks and dictionaries (null: code 0)."""
+def text(col: pa.ChunkedArray) -> Text:
+    """A string column as a :class:`~nsightx._results.columns.Text` (nulls as ``None``).
+
+    Equal strings get one code across chunks and dictionaries, and each distinct string is in the names once: the
+    work is per distinct string, plus one take per row.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    index: dict[str | None, int] = {None: 0}
+    index: dict[str | None, int] = {}
     parts = []
     for chunk in col.chunks:
         arr = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
-        lut = np.array([index.setdefault(s, len(index)) for s in arr.dictionary.to_pylist()] + [0], dtype=np.int64)
-        indices = arr.indices.fill_null(len(lut) - 1) if arr.indices.null_count else arr.indices
-        parts.append(lut[np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)])
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        lut = [index.setdefault(s, len(index)) for s in arr.dictionary.to_pylist()]
+        indices = arr.indices
+        if indices.null_count:
+            lut.append(index.setdefault(None, len(index)))
+            indices = indices.fill_null(len(lut) - 1)
+        positions = np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        parts.append(np.array(lut, dtype=np.int64)[positions])
+    return Text(np.concatenate(parts) if parts else np.zeros(0, np.int64), list(index))
+
+
+def codes(col: pa.ChunkedArray) -> Ints:
+    """A string column as codes, equal strings equal codes across chunks and dictionaries (see :func:`text`)."""
+    return text(col).codes
 
 
 def _unique(*columns: Ints) -> bool:

@@ -18,18 +18,20 @@ from nsightx._errors import ConfigError, IncompleteResultWarning, OutputError, R
 from nsightx._plot.options import DISTRIBUTIONS
 from nsightx._plot.render import plot_frame
 from nsightx._plot.roofline import draw_roofline
+from nsightx._results.columns import ResultColumns
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
 from nsightx._results.output import OutputLocation, write_atomic
+from nsightx._results.parquetcheck import completeness_of
 from nsightx._results.parquetread import parse_parquet, starts_parquet
 from nsightx._results.parquetwrite import result_parquet
-from nsightx._results.pending import PendingData
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import Record, RunRecords, Scalar
 from nsightx._results.resultfile import parse_result
 from nsightx._results.roofline import roofline_frame
 from nsightx._results.schema import PlanInfo, RawHeader, ResultData
 from nsightx._results.sink import read_runs
+from nsightx._results.table import ResultTable
 from nsightx._results.transform import combine_records, derive
 from nsightx._version import __version__
 
@@ -47,40 +49,81 @@ _BUILD_LOCK = threading.Lock()
 class ProfileResults:
     """The result of a profiled call: raw records, per-run values and the aggregated DataFrame.
 
+    Its primary data are columns (:class:`~nsightx._results.columns.ResultColumns`): the DataFrames and the
+    Parquet file are made from them. ``data`` (the pydantic ``ResultData``, the schema 1 form) and ``records``
+    hold Python objects; a loaded Parquet result builds them from the columns when first read, and a result
+    given as ``ResultData`` makes its columns from it when first needed.
+
     Example:
         >>> results = profiled_function()            # doctest: +SKIP
         >>> results.to_dataframe()[["Annotation", "AvgValue", "CI95_Lower", "CI95_Upper"]]  # doctest: +SKIP
     """
 
-    def __init__(self, data: ResultData | PendingData, configs: Sequence[tuple[Any, ...]] | None = None) -> None:
-        self._data = data if isinstance(data, ResultData) else None
-        self._pending = data if isinstance(data, PendingData) else None
+    def __init__(
+        self,
+        data: ResultData,
+        configs: Sequence[tuple[Any, ...]] | None = None,
+        *,
+        columns: ResultColumns | None = None,
+    ) -> None:
+        self._shell = data
+        """The plan, environment and per-config lists (and, unless built from columns alone, the runs and values)."""
+        self._data: ResultData | None = data
+        self._columns = columns
         self._configs = configs
         self._frame: pd.DataFrame | None = None
+        self._table_cache: ResultTable | None = None
+
+    @classmethod
+    def from_columns(
+        cls, shell: ResultData, columns: ResultColumns, configs: Sequence[tuple[Any, ...]] | None = None
+    ) -> ProfileResults:
+        """The result whose runs and values are ``columns`` (``shell``: its other parts; its runs and values unused)."""
+        results = cls(shell, configs, columns=columns)
+        results._data = None
+        return results
 
     @property
     def data(self) -> ResultData:
-        """Everything the call produced (the saved form). A loaded Parquet file builds it on first read."""
+        """Everything the call produced (the saved form). Built from the columns on first read where needed."""
         data = self._data
         if data is None:
             with _BUILD_LOCK:
                 if self._data is None:
-                    assert self._pending is not None, "a ProfileResults holds its data or a pending file"
-                    self._data = self._pending.build()
-                    self._pending = None
+                    cols = self.columns
+                    update = {"runs": cols.run_records(), "values": cols.run_values()}
+                    self._data = self._shell.model_copy(update=update)
                 data = self._data
         return data
 
     @property
+    def columns(self) -> ResultColumns:
+        """The runs and values as columns (made from ``data`` once, when the result was given as objects)."""
+        cols = self._columns
+        if cols is None:
+            with _BUILD_LOCK:
+                if self._columns is None:
+                    assert self._data is not None, "a ProfileResults holds its data, its columns or both"
+                    self._columns = ResultColumns.of(self._data.runs, self._data.values)
+                cols = self._columns
+        return cols
+
+    def _table(self) -> ResultTable:
+        """The columnar view the DataFrames read (made once)."""
+        if self._table_cache is None:
+            self._table_cache = ResultTable(self.columns)
+        return self._table_cache
+
+    @property
     def _plan(self) -> PlanInfo:
-        return self._pending.plan if self._pending is not None else self.data.plan
+        return self._shell.plan
 
     def __repr__(self) -> str:
         p = self._plan
         runs = f"auto (<= {p.runs}) runs" if p.adaptive else f"{p.runs} run(s)"
         done = self.completeness
         part = "" if done.complete else f", {done.describe()}"
-        count = self._pending.n_values if self._pending is not None else len(self.data.values)
+        count = self._columns.values.n if self._columns is not None else len(self.data.values)
         return (
             f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
             f"{count} values{part})"
@@ -88,7 +131,7 @@ class ProfileResults:
 
     def _repr_html_(self) -> str:
         """The aggregated table as HTML for Jupyter: readable units, 95% CIs, stability, Tool (see its renderer)."""
-        return results_html(self.to_dataframe(), self.data)
+        return results_html(self.to_dataframe(), self._shell)
 
     @property
     def completeness(self) -> Completeness:
@@ -98,8 +141,9 @@ class ProfileResults:
         than its plan asked for; :func:`nsightx.load` warns about such a result with an
         :class:`~nsightx.IncompleteResultWarning`.
         """
-        pending = self._pending
-        return pending.completeness if pending is not None else completeness(self.data.plan, self.data.runs)
+        if self._columns is not None:
+            return completeness_of(self._plan, self.columns.runs.config)
+        return completeness(self._plan, self.data.runs)
 
     @property
     def backend(self) -> str:
@@ -109,7 +153,7 @@ class ProfileResults:
     @property
     def environment(self) -> Mapping[str, Scalar]:
         """Where it was measured: GPU, host, rated clocks, versions, artifact paths."""
-        return self._pending.environment if self._pending is not None else self.data.environment
+        return self._shell.environment
 
     @property
     def records(self) -> list[Record]:
@@ -121,14 +165,14 @@ class ProfileResults:
         if self._frame is None:
             from nsightx._results.dataframe import aggregate
 
-            self._frame = aggregate(self.data, self._configs)
+            self._frame = aggregate(self._shell, self._configs, self._table())
         return self._frame.copy()
 
     def runs_dataframe(self) -> pd.DataFrame:
         """The per-run DataFrame: one row per run, annotation and metric (``profiled_data`` CSV)."""
         from nsightx._results.dataframe import runs_frame
 
-        return runs_frame(self.data)
+        return runs_frame(self._shell, self._table())
 
     def save(self, path: str | Path) -> Path:
         """Write the result to ``path``; read it back with :func:`nsightx.load`.
@@ -161,7 +205,7 @@ class ProfileResults:
     def _file_bytes(self, suffix: str) -> str | bytes:
         """The file of this result in the format of ``suffix`` (``.parquet``: Parquet; else schema 1 JSON)."""
         if suffix.lower() == PARQUET_SUFFIX:
-            return result_parquet(self.data)
+            return result_parquet(self._shell, self.columns)
         return self.data.model_dump_json()
 
     def write_outputs(self, location: OutputLocation, csv: bool) -> None:
@@ -185,7 +229,7 @@ class ProfileResults:
                 raise self._output_error(path, location.raw, e) from e
 
     def _output_error(self, path: Path, raw: Path, e: OSError) -> OutputError:
-        saved = sum(1 for r in self.data.runs if r.config >= 0)
+        saved = int((self.columns.runs.config >= 0).sum())
         return OutputError(
             f"the sweep finished, but its file {str(path)!r} cannot be written: {os_error_text(e)}; the result is "
             f"not lost: it is this error's .results, and its {saved} run(s) are in {str(raw)!r} (load them with "
@@ -203,7 +247,7 @@ class ProfileResults:
         ``plot_type="box"`` or ``"violin"`` draws every run of each point (:meth:`runs_dataframe`).
         """
         runs = self.runs_dataframe() if options.get("plot_type") in DISTRIBUTIONS else None
-        return plot_frame(self.to_dataframe(), filename, runs=runs, function=self.data.plan.function, **options)
+        return plot_frame(self.to_dataframe(), filename, runs=runs, function=self._plan.function, **options)
 
     def roofline(self) -> pd.DataFrame:
         """The roofline table: per (annotation, config, kernel) achieved FLOP/s, bytes/s, intensity, roof fraction.
@@ -215,7 +259,7 @@ class ProfileResults:
 
     def plot_roofline(self, filename: str | Path = "roofline.png", *, title: str | None = None) -> Path:
         """Draw the roofline of :meth:`roofline` (one point per kernel and config, CI bars where there are runs)."""
-        return draw_roofline(self.roofline(), filename, title=title or self.data.plan.function)
+        return draw_roofline(self.roofline(), filename, title=title or self._plan.function)
 
 
 def now() -> str:
@@ -272,7 +316,7 @@ def build_results(
         config_devices=config_devices,
         config_hosts=config_hosts,
     )
-    results = ProfileResults(data, configs)
+    results = ProfileResults(data, configs, columns=ResultColumns.of(data.runs, data.values))
     if location is not None:
         results.write_outputs(location, output_csv)
     return results
@@ -361,7 +405,7 @@ def load(path: str | Path) -> ProfileResults:
         header, runs = parse_raw(p, data)
         return _raw_results(p, header, runs, None, None, stacklevel=3)
     if starts_parquet(data):
-        results = ProfileResults(parse_parquet(data, repr(str(path))))
+        results = ProfileResults.from_columns(*parse_parquet(data, repr(str(path))))
     else:
         results = ProfileResults(parse_result(data, repr(str(path))))
     done = results.completeness
