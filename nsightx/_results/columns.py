@@ -67,6 +67,59 @@ class Encoder:
         return np.fromiter(self._index.values(), dtype=np.int64, count=len(self._index))
 
 
+_LUT_FACTOR = 4
+"""Densify keys through a look-up array when their range is at most this many times the row count (else sort)."""
+_MAX_PACKED = 1 << 62
+"""Packed keys stay under this (int64); wider combinations are densified step by step."""
+
+
+def dense_ids(keys: Ints) -> tuple[Ints, Ints]:
+    """Dense ids of non-negative integer keys, numbered in first-seen order, and the first row of each id."""
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    span = int(keys.max()) + 1
+    if span <= _LUT_FACTOR * n + 1024:
+        first = np.full(span, n, dtype=np.int64)
+        first[keys[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)  # repeated index: the last write wins
+        present = np.flatnonzero(first < n)
+        firsts = first[present]
+        order = np.argsort(firsts, kind="stable")
+        rank = np.empty(span, dtype=np.int64)
+        rank[present[order]] = np.arange(len(present), dtype=np.int64)
+        return rank[keys], firsts[order]
+    _, index, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(index, kind="stable")
+    rank = np.empty(len(index), dtype=np.int64)
+    rank[order] = np.arange(len(index), dtype=np.int64)
+    return rank[inverse.reshape(-1)], index[order].astype(np.int64)
+
+
+def group_ids(*columns: Ints) -> tuple[Ints, Ints]:
+    """Dense ids of the distinct rows of several integer columns (first-seen order), and each id's first row.
+
+    The ids number the combinations in the order ``groupby(..., sort=False)`` meets them.
+    """
+    packed: Ints | None = None
+    width_so_far = 1
+    for col in columns:
+        if len(col) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        low = int(col.min())
+        width = int(col.max()) - low + 1
+        shifted = col - low
+        if packed is None:
+            packed, width_so_far = shifted, width
+            continue
+        if width_so_far * width >= _MAX_PACKED:
+            packed, firsts = dense_ids(packed)
+            width_so_far = len(firsts)
+        packed = packed * width + shifted
+        width_so_far *= width
+    assert packed is not None, "group_ids needs at least one column"
+    return dense_ids(packed)
+
+
 @dataclass(frozen=True, eq=False)
 class Text:
     """A column of strings (or ``None``): per row, a code into :attr:`names`."""
@@ -288,6 +341,28 @@ _PARTS = ("records", "regions", "collectors")
 
 
 @dataclass(frozen=True, eq=False)
+class RunParts:
+    """The columns of a result's runs, before its values are known."""
+
+    runs: RunColumns
+    records: RecordColumns
+    regions: RegionColumns
+    collectors: CollectorColumns
+
+    @classmethod
+    def of(cls, runs: Sequence[RunRecords]) -> RunParts:
+        """The columns of ``runs`` (one pass per field over the objects)."""
+        flat = [list(itertools.chain.from_iterable(map(attrgetter(part), runs))) for part in _PARTS]
+        return cls(
+            RunColumns.of(runs), RecordColumns.of(flat[0]), RegionColumns.of(flat[1]), CollectorColumns.of(flat[2])
+        )
+
+    def with_values(self, values: ValueColumns) -> ResultColumns:
+        """The whole result's columns."""
+        return ResultColumns(values, self.runs, self.records, self.regions, self.collectors)
+
+
+@dataclass(frozen=True, eq=False)
 class ResultColumns:
     """A result's runs and values as columns (see the module docstring)."""
 
@@ -300,14 +375,7 @@ class ResultColumns:
     @classmethod
     def of(cls, runs: Sequence[RunRecords], values: Sequence[RunValue]) -> ResultColumns:
         """The columns of a result's runs and values (one pass per field over the objects)."""
-        flat = [list(itertools.chain.from_iterable(map(attrgetter(part), runs))) for part in _PARTS]
-        return cls(
-            ValueColumns.of(values),
-            RunColumns.of(runs),
-            RecordColumns.of(flat[0]),
-            RegionColumns.of(flat[1]),
-            CollectorColumns.of(flat[2]),
-        )
+        return RunParts.of(runs).with_values(ValueColumns.of(values))
 
     def run_records(self) -> tuple[RunRecords, ...]:
         """The runs as :class:`~nsightx._results.records.RunRecords` objects (records, regions, collectors)."""
@@ -324,6 +392,37 @@ class ResultColumns:
         """The per-run values as :class:`~nsightx._results.transform.RunValue` objects."""
         with gc_paused():
             return self.values.objects()
+
+
+def one_per_region(records: RecordColumns, regions: RegionColumns, ignored: Iterable[str]) -> ValueColumns | None:
+    """The per-run values as ``combine_records`` makes them, when each region execution has exactly one record.
+
+    That is the common case (a host, events or single-kernel result: one time per region): the records, run by
+    run, are then one per region execution, in the same order, and none failed; each value is its record, so the
+    values are the record columns themselves, found with a few vectorised comparisons and no Python object.
+    ``None`` when the result is not of that shape (several kernels or metrics per region, a failed region, an
+    ignored kernel, records without a region): ``combine_records`` then works on the objects.
+    """
+    n = records.n
+    if n != regions.n or bool(regions.failed.any()):
+        return None
+    kernels = records.kernel
+    if set(ignored) & {kernels.names[k] for k in np.unique(kernels.codes).tolist()}:
+        return None
+    index = {name: i for i, name in enumerate(records.annotation.names)}
+    lut = np.array([index.get(name, -1) for name in regions.annotation.names] + [-1], dtype=np.int64)
+    same = (
+        np.array_equal(lut[regions.annotation.codes], records.annotation.codes)
+        and np.array_equal(regions.config, records.config)
+        and np.array_equal(regions.run, records.run)
+    )
+    if not same:
+        return None
+    if len(group_ids(records.annotation.codes, records.config, records.run)[1]) != n:
+        return None  # a region id met twice: combine_records merges those
+    return ValueColumns(
+        records.annotation, records.config, records.run, records.metric, records.value, records.unit, records.kernel
+    )
 
 
 def _split(entries: list[Any], counts: list[int]) -> Iterator[tuple[Any, ...]]:

@@ -8,6 +8,7 @@ all go through it, so the values, the schema and the files written are the same 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,7 @@ from nsightx._errors import ConfigError, IncompleteResultWarning, OutputError, R
 from nsightx._plot.options import DISTRIBUTIONS
 from nsightx._plot.render import plot_frame
 from nsightx._plot.roofline import draw_roofline
-from nsightx._results.columns import ResultColumns
+from nsightx._results.columns import ResultColumns, RunParts, ValueColumns, one_per_region
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
 from nsightx._results.output import OutputLocation, write_atomic
@@ -29,10 +30,10 @@ from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import Record, RunRecords, Scalar
 from nsightx._results.resultfile import parse_result
 from nsightx._results.roofline import roofline_frame
-from nsightx._results.schema import PlanInfo, RawHeader, ResultData
+from nsightx._results.schema import PlanInfo, RawHeader, ResultData, gc_paused
 from nsightx._results.sink import read_runs
 from nsightx._results.table import ResultTable
-from nsightx._results.transform import combine_records, derive
+from nsightx._results.transform import RunValue, combine_records, derive, new_run_value
 from nsightx._version import __version__
 
 if TYPE_CHECKING:
@@ -73,14 +74,28 @@ class ProfileResults:
         self._configs = configs
         self._frame: pd.DataFrame | None = None
         self._table_cache: ResultTable | None = None
+        self._build: Callable[[], tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]] | None = None
 
     @classmethod
     def from_columns(
-        cls, shell: ResultData, columns: ResultColumns, configs: Sequence[tuple[Any, ...]] | None = None
+        cls,
+        shell: ResultData,
+        columns: ResultColumns,
+        configs: Sequence[tuple[Any, ...]] | None = None,
+        *,
+        build: Callable[[], tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]] | None = None,
     ) -> ProfileResults:
-        """The result whose runs and values are ``columns`` (``shell``: its other parts; its runs and values unused)."""
+        """The result whose runs and values are ``columns``.
+
+        Args:
+            shell: Its other parts (plan, environment, per-config lists); its runs and values are not read.
+            columns: Its runs and values.
+            configs: The config values as the call gave them.
+            build: Makes its runs and values as objects, when ``data`` is first read (``None``: from ``columns``).
+        """
         results = cls(shell, configs, columns=columns)
         results._data = None
+        results._build = build
         return results
 
     @property
@@ -91,8 +106,8 @@ class ProfileResults:
             with _BUILD_LOCK:
                 if self._data is None:
                     cols = self.columns
-                    update = {"runs": cols.run_records(), "values": cols.run_values()}
-                    self._data = self._shell.model_copy(update=update)
+                    runs, values = self._build() if self._build else (cols.run_records(), cols.run_values())
+                    self._data = self._shell.model_copy(update={"runs": runs, "values": values})
                 data = self._data
         return data
 
@@ -303,23 +318,62 @@ def build_results(
         TransformError: ``derive_metric`` failed.
         OutputError: with ``location``, a file could not be written; its ``results`` holds the result.
     """
-    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
-    if derive_metric is not None:
-        values = derive(values, derive_metric, plan.metrics, plan.configs)
-    data = ResultData(
+    runs = tuple(runs)
+    shell = ResultData(
         nsightx_version=nsightx_version,
         created=created or now(),
         plan=plan,
         environment=environment,
-        runs=tuple(runs),
-        values=tuple(values),
+        runs=(),
+        values=(),
         config_devices=config_devices,
         config_hosts=config_hosts,
     )
-    results = ProfileResults(data, configs, columns=ResultColumns.of(data.runs, data.values))
+    results = _result(shell, runs, configs, combine, derive_metric)
     if location is not None:
         results.write_outputs(location, output_csv)
     return results
+
+
+def _result(
+    shell: ResultData,
+    runs: tuple[RunRecords, ...],
+    configs: Sequence[tuple[Any, ...]] | None,
+    combine: Callable[[float, float], float] | None,
+    derive_metric: Callable[..., Any] | None,
+) -> ProfileResults:
+    """The result of ``runs``: its columns from the runs, its values through the transforms (see ``build_results``).
+
+    A result of one record per region (the common case) takes its values from the record columns
+    (:func:`~nsightx._results.columns.one_per_region`, what ``combine_records`` would make) and builds their
+    objects only when ``data`` is read; any other goes through ``combine_records`` and ``derive``.
+    """
+    plan = shell.plan
+    parts = RunParts.of(runs)
+    fast = one_per_region(parts.records, parts.regions, plan.ignore_kernel_list) if derive_metric is None else None
+    if fast is not None:
+        build = functools.partial(_one_per_region, runs)
+        return ProfileResults.from_columns(shell, parts.with_values(fast), configs, build=build)
+    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
+    if derive_metric is not None:
+        values = derive(values, derive_metric, plan.metrics, plan.configs)
+    data = shell.model_copy(update={"runs": runs, "values": tuple(values)})
+    return ProfileResults(data, configs, columns=parts.with_values(ValueColumns.of(values)))
+
+
+def _one_per_region(runs: tuple[RunRecords, ...]) -> tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]:
+    """The runs and their values as objects, for a result of one record per region (:func:`one_per_region`).
+
+    Each value is its record's fields, the value itself included as the record holds it (what ``combine_records``
+    makes of such a result).
+    """
+    with gc_paused():
+        values = tuple(
+            new_run_value(r.annotation, r.config, r.run, r.metric, r.value, r.unit, r.kernel)
+            for run in runs
+            for r in run.records
+        )
+    return runs, values
 
 
 def results_from_raw(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nsightx._results.columns import Encoder, Floats, Ints, ResultColumns
+from nsightx._results.columns import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
 
 if TYPE_CHECKING:
     from nsightx._results.columns import RegionColumns, Text
@@ -40,58 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["MISSING", "Encoder", "Floats", "Ints", "ResultTable", "RowKeys", "dense_ids", "group_ids", "table_of"]
 MISSING = -1
 """The code of a row that has no value (a collector that did not report for that row)."""
-
-_LUT_FACTOR = 4
-"""Densify keys through a look-up array when their range is at most this many times the row count (else sort)."""
-_MAX_PACKED = 1 << 62
-"""Packed keys stay under this (int64); wider combinations are densified step by step."""
-
-
-def dense_ids(keys: Ints) -> tuple[Ints, Ints]:
-    """Dense ids of non-negative integer keys, numbered in first-seen order, and the first row of each id."""
-    n = len(keys)
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    span = int(keys.max()) + 1
-    if span <= _LUT_FACTOR * n + 1024:
-        first = np.full(span, n, dtype=np.int64)
-        first[keys[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)  # repeated index: the last write wins
-        present = np.flatnonzero(first < n)
-        firsts = first[present]
-        order = np.argsort(firsts, kind="stable")
-        rank = np.empty(span, dtype=np.int64)
-        rank[present[order]] = np.arange(len(present), dtype=np.int64)
-        return rank[keys], firsts[order]
-    _, index, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.argsort(index, kind="stable")
-    rank = np.empty(len(index), dtype=np.int64)
-    rank[order] = np.arange(len(index), dtype=np.int64)
-    return rank[inverse.reshape(-1)], index[order].astype(np.int64)
-
-
-def group_ids(*columns: Ints) -> tuple[Ints, Ints]:
-    """Dense ids of the distinct rows of several integer columns (first-seen order), and each id's first row.
-
-    The ids number the combinations in the order ``groupby(..., sort=False)`` meets them.
-    """
-    packed: Ints | None = None
-    width_so_far = 1
-    for col in columns:
-        if len(col) == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        low = int(col.min())
-        width = int(col.max()) - low + 1
-        shifted = col - low
-        if packed is None:
-            packed, width_so_far = shifted, width
-            continue
-        if width_so_far * width >= _MAX_PACKED:
-            packed, firsts = dense_ids(packed)
-            width_so_far = len(firsts)
-        packed = packed * width + shifted
-        width_so_far *= width
-    assert packed is not None, "group_ids needs at least one column"
-    return dense_ids(packed)
 
 
 def _number(value: object) -> float:
