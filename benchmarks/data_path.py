@@ -21,8 +21,10 @@ writes: one ``host__time_duration.sum`` record and one region execution per regi
 - ``ProfileResults.save`` to ``result.<--suffix>`` (``parquet`` by default; a tree whose ``save`` ignores the
   suffix writes its JSON there), ``nsightx.load`` of the saved file, and ``nsightx.load(...).to_dataframe()``
   (medians), and the file's bytes per record;
-- in two more subprocesses: the peak of Python allocations (``tracemalloc``) while loading the file and then
-  while building ``to_dataframe()``, and the growth of the resident set (``ru_maxrss``) over load plus frame.
+- in more subprocesses: one saves the result; then, each in its own process that only loads that file, the peak
+  of Python allocations (``tracemalloc``; Arrow's own buffers are outside it) while loading the file and then
+  while building ``to_dataframe()``, and the growth of the peak resident set (``ru_maxrss``, after the imports)
+  over load plus frame.
 
 ``--tree PATH`` (repeatable) measures another checkout the same way: each tree runs in its own subprocess with
 ``PYTHONPATH=PATH:PATH/backends:PATH/plugins``, shape by shape, the trees alternating, so a before/after comes from
@@ -204,36 +206,39 @@ def child_time(shape: str, collectors: bool, repeat: int, suffix: str) -> dict[s
     }
 
 
-def child_memory(shape: str, collectors: bool, mode: str, suffix: str) -> dict[str, Any]:
-    """Peak memory of loading a saved result of ``shape`` and of its ``to_dataframe()``, in this process."""
+def child_save(shape: str, collectors: bool, path: Path) -> dict[str, Any]:
+    """Save a result of ``shape`` to ``path`` (in its own process, so the memory children only load)."""
+    configs, runs, regions = map(int, shape.split("x"))
+    build(configs, runs, regions, collectors).save(path)
+    return {"path": str(path)}
+
+
+def child_memory(path: Path, mode: str) -> dict[str, Any]:
+    """Peak memory of loading the saved result at ``path`` and of its ``to_dataframe()``, in this process."""
     import resource
     import tracemalloc
 
     import pandas  # noqa: F401  (imported before measuring: its import is not the frame's memory)
+    import pyarrow.parquet  # noqa: F401  (likewise)
 
     import nsightx
     import nsightx._results.dataframe
 
-    configs, runs, regions = map(int, shape.split("x"))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"result.{suffix}"
-        build(configs, runs, regions, collectors).save(path)
-        gc.collect()
-        if mode == "tracemalloc":
-            tracemalloc.start()
-            loaded = nsightx.load(path)
-            load_peak = tracemalloc.get_traced_memory()[1]
-            tracemalloc.reset_peak()
-            base = tracemalloc.get_traced_memory()[0]
-            loaded.to_dataframe()
-            frame_peak = tracemalloc.get_traced_memory()[1] - base
-            tracemalloc.stop()
-            return {"load_tracemalloc_peak_bytes": load_peak, "frame_tracemalloc_peak_bytes": frame_peak}
-        with open("/proc/self/statm") as fh:
-            before = int(fh.read().split()[1]) * resource.getpagesize()
-        nsightx.load(path).to_dataframe()
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        return {"load_and_frame_maxrss_growth_bytes": max(after - before, 0)}
+    gc.collect()
+    if mode == "tracemalloc":
+        tracemalloc.start()
+        loaded = nsightx.load(path)
+        load_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        loaded.to_dataframe()
+        frame_peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        return {"load_tracemalloc_peak_bytes": load_peak, "frame_tracemalloc_peak_bytes": frame_peak}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    nsightx.load(path).to_dataframe()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"load_and_frame_maxrss_growth_bytes": max(after - before, 0)}
 
 
 def run_child(tree: Path, args: list[str]) -> dict[str, Any]:
@@ -259,14 +264,17 @@ def main() -> None:
     p.add_argument("--no-memory", action="store_true", help="skip the two memory subprocesses")
     p.add_argument("--suffix", default="parquet", help="the saved file's suffix (save picks the format by it)")
     p.add_argument("--json", type=Path, default=None, help="write the numbers here")
-    p.add_argument("--child", choices=["time", "tracemalloc", "maxrss"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=["time", "save", "tracemalloc", "maxrss"], help=argparse.SUPPRESS)
     p.add_argument("--shape", help=argparse.SUPPRESS)
+    p.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         if args.child == "time":
             out = child_time(args.shape, args.collectors, args.repeat, args.suffix)
+        elif args.child == "save":
+            out = child_save(args.shape, args.collectors, args.path)
         else:
-            out = child_memory(args.shape, args.collectors, args.child, args.suffix)
+            out = child_memory(args.path, args.child)
         print(json.dumps(out))
         return
     trees = [t.resolve() for t in args.tree] if args.tree else [OWN_TREE]
@@ -283,8 +291,11 @@ def main() -> None:
                 **run_child(tree, ["--child", "time", "--shape", shape, "--repeat", str(repeat), *flag]),
             }
             if not args.no_memory:
-                for mode in ("tracemalloc", "maxrss"):
-                    row.update(run_child(tree, ["--child", mode, "--shape", shape, *flag]))
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = str(Path(tmp) / f"result.{args.suffix}")
+                    run_child(tree, ["--child", "save", "--shape", shape, "--path", path, *flag])
+                    for mode in ("tracemalloc", "maxrss"):
+                        row.update(run_child(tree, ["--child", mode, "--path", path, *flag]))
             rows.append(row)
             print(_line(row), flush=True)
     report = {
