@@ -135,7 +135,7 @@ def parse_parquet(data: bytes, source: str) -> tuple[ResultData, ResultColumns]:
     shell = _shell(meta, source)
     check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
     columns = _result_columns(tables, source)
-    if not columns_fit(shell.plan, tables):
+    if not columns_fit(shell.plan, columns):
         whole = shell.model_copy(update={"runs": columns.run_records(), "values": columns.run_values()})
         check_result(whole, source)  # names the first bad entry by its JSON path
         raise ResultSchemaError(f"{source}: the runs, records, regions and values do not fit together")
