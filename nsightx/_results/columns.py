@@ -381,7 +381,11 @@ class ResultColumns:
         """The runs as :class:`~nsightx._results.records.RunRecords` objects (records, regions, collectors)."""
         r = self.runs
         with gc_paused():  # millions of objects and no cycles: a collection would walk all of them again and again
-            parts = (self.records.objects(), self.regions.objects(), self.collectors.objects())
+            parts: tuple[list[Any], ...] = (
+                self.records.objects(),
+                self.regions.objects(),
+                self.collectors.objects(),
+            )
             grouped = [
                 _split(part, n.tolist())
                 for part, n in zip(parts, (r.n_records, r.n_regions, r.n_collectors), strict=True)

@@ -284,7 +284,10 @@ def _regions(table: pa.Table, source: str) -> RegionColumns:
             raise ResultSchemaError(
                 f"{source}: column 'attributes' of part 'regions' holds {e}; expected JSON objects"
             ) from None
-    return RegionColumns(*(_column(table, c) for c in ("annotation", "config", "run", "host_ns", "failed")), attrs)
+    annotation, config, run, host_ns, failed = (
+        _column(table, c) for c in ("annotation", "config", "run", "host_ns", "failed")
+    )
+    return RegionColumns(annotation, config, run, host_ns, failed, attrs)
 
 
 def _collectors(table: pa.Table) -> CollectorColumns:

@@ -123,6 +123,10 @@ class ProfileResults:
                 cols = self._columns
         return cols
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle: all but the columnar view (it holds a lock; it is made again when needed)."""
+        return {**self.__dict__, "_table_cache": None}
+
     def _table(self) -> ResultTable:
         """The columnar view the DataFrames read (made once)."""
         if self._table_cache is None:
