@@ -9,16 +9,22 @@ synthetically through the real schema and builder (``build_results`` over ``RunR
 writes: one ``host__time_duration.sum`` record and one region execution per region and run; with
 ``--collectors``, the four run-scope values the nvml plugin writes as well). Per shape, in one process:
 
-- ``to_dataframe()`` of a fresh result (a new ``ResultData`` object and a new ``ProfileResults``: no cache of
-  either tree applies), and the floor: a DataFrame built from numpy columns (annotation code, metric code, config,
-  value) and one ``groupby`` with mean, median, std, min and max; the two interleaved, each the median of
+- ``to_dataframe()`` of a fresh result (a new ``ProfileResults`` with no cache: in a tree whose results hold
+  columns, over the columns ``build_results`` made; in an older tree, over a new ``ResultData`` object), and the
+  floor: a DataFrame built from numpy columns (annotation code, metric code, config, value) and one
+  ``groupby`` with mean, median, std, min and max; the two interleaved, each the median of
   ``--repeat`` runs (fewer for 1e6 records), and their ratio, in wall time and in CPU time of the process; each
   timed call starts after a full garbage collection (the garbage collector stays on while it runs);
 - ``runs_dataframe()`` of a fresh result (median);
+- ``build_results`` over the runs (the result a call returns, made from the objects the sink delivers; where
+  results hold columns, this is where they are made);
 - ``ProfileResults.save`` to ``result.<--suffix>`` (``parquet`` by default; a tree whose ``save`` ignores the
-  suffix writes its JSON there) and ``nsightx.load`` of the saved file (median), and the file's bytes per record;
-- in two more subprocesses: the peak of Python allocations (``tracemalloc``) while loading the file and then
-  while building ``to_dataframe()``, and the growth of the resident set (``ru_maxrss``) over load plus frame.
+  suffix writes its JSON there), ``nsightx.load`` of the saved file, and ``nsightx.load(...).to_dataframe()``
+  (medians), and the file's bytes per record;
+- in more subprocesses: one saves the result; then, each in its own process that only loads that file, the peak
+  of Python allocations (``tracemalloc``; Arrow's own buffers are outside it) while loading the file and then
+  while building ``to_dataframe()``, and the growth of the peak resident set (``ru_maxrss``, after the imports)
+  over load plus frame.
 
 ``--tree PATH`` (repeatable) measures another checkout the same way: each tree runs in its own subprocess with
 ``PYTHONPATH=PATH:PATH/backends:PATH/plugins``, shape by shape, the trees alternating, so a before/after comes from
@@ -31,6 +37,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import random
@@ -50,8 +57,14 @@ METRIC = "host__time_duration.sum"
 
 def build(configs: int, runs: int, regions: int, collectors: bool, seed: int = 0) -> Any:
     """A synthetic result of the given shape, through ``build_results`` (the one result builder)."""
-    from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
     from nsightx._results.results import build_results
+
+    return build_results(*make_runs(configs, runs, regions, collectors, seed), created="2026-12-05T00:00:00+00:00")
+
+
+def make_runs(configs: int, runs: int, regions: int, collectors: bool, seed: int = 0) -> tuple[Any, Any, Any]:
+    """The plan, runs and environment ``build_results`` takes for a synthetic result of the given shape."""
+    from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
     from nsightx._results.schema import PlanInfo
 
     rng = random.Random(seed)
@@ -96,7 +109,7 @@ def build(configs: int, runs: int, regions: int, collectors: bool, seed: int = 0
         clock_control="none",
         replay_mode="kernel",
     )
-    return build_results(plan, out, {"GPU": "none", "Host": "bench"}, created="2026-12-05T00:00:00+00:00")
+    return plan, out, {"GPU": "none", "Host": "bench"}
 
 
 def floor(data: Any) -> tuple[float, float]:
@@ -131,25 +144,38 @@ def timed(fn: Any) -> tuple[float, float]:
 def child_time(shape: str, collectors: bool, repeat: int, suffix: str) -> dict[str, Any]:
     """The timings of one shape in this process (the tree on ``sys.path``)."""
     import nsightx
-    from nsightx._results.results import ProfileResults
+    from nsightx._results.results import ProfileResults, build_results
 
     configs, runs, regions = map(int, shape.split("x"))
-    result = build(configs, runs, regions, collectors)
+    plan, run_objects, env = make_runs(configs, runs, regions, collectors)
+    result = build_results(plan, run_objects, env, created="2026-12-05T00:00:00+00:00")
     data = result.data
     n = len(data.values)
-    ProfileResults(data.model_copy()).to_dataframe()  # imports and first-call costs out of the way
+    if hasattr(ProfileResults, "from_columns"):  # a tree whose results hold columns: as build_results made them
+        columns = result.columns
+
+        def fresh() -> Any:
+            return ProfileResults.from_columns(data, columns)
+    else:
+
+        def fresh() -> Any:
+            return ProfileResults(data.model_copy())
+
+    fresh().to_dataframe()  # imports and first-call costs out of the way
     floor(data)
     frames, floors, runs_frames = [], [], []
     for _ in range(repeat):  # interleaved: the machine's load moves both alike
-        frames.append(timed(lambda: ProfileResults(data.model_copy()).to_dataframe()))
+        frames.append(timed(lambda: fresh().to_dataframe()))
         floors.append(floor(data))
-        runs_frames.append(timed(lambda: ProfileResults(data.model_copy()).runs_dataframe()))
-    saves, loads = [], []
+        runs_frames.append(timed(lambda: fresh().runs_dataframe()))
+    builds = [timed(lambda: build_results(plan, run_objects, env)) for _ in range(max(1, min(repeat, 3)))]
+    saves, loads, load_frames = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"result.{suffix}"
         for _ in range(max(1, min(repeat, 3))):
             saves.append(timed(lambda: result.save(path)))
             loads.append(timed(lambda: nsightx.load(path)))
+            load_frames.append(timed(lambda: nsightx.load(path).to_dataframe()))
         size = path.stat().st_size
     wall = [f[0] for f in frames]
     cpu = [f[1] for f in frames]
@@ -168,8 +194,10 @@ def child_time(shape: str, collectors: bool, repeat: int, suffix: str) -> dict[s
         "floor_cpu_s": statistics.median(floor_cpu),
         "cpu_ratio": statistics.median(cpu) / statistics.median(floor_cpu),
         "runs_dataframe_s": statistics.median(r[0] for r in runs_frames),
+        "build_results_s": statistics.median(r[0] for r in builds),
         "save_s": statistics.median(r[0] for r in saves),
         "load_s": statistics.median(r[0] for r in loads),
+        "load_to_dataframe_s": statistics.median(r[0] for r in load_frames),
         "bytes_per_record": size / n,
         "all_to_dataframe_s": wall,
         "all_floor_s": floor_wall,
@@ -178,36 +206,39 @@ def child_time(shape: str, collectors: bool, repeat: int, suffix: str) -> dict[s
     }
 
 
-def child_memory(shape: str, collectors: bool, mode: str, suffix: str) -> dict[str, Any]:
-    """Peak memory of loading a saved result of ``shape`` and of its ``to_dataframe()``, in this process."""
+def child_save(shape: str, collectors: bool, path: Path) -> dict[str, Any]:
+    """Save a result of ``shape`` to ``path`` (in its own process, so the memory children only load)."""
+    configs, runs, regions = map(int, shape.split("x"))
+    build(configs, runs, regions, collectors).save(path)
+    return {"path": str(path)}
+
+
+def child_memory(path: Path, mode: str) -> dict[str, Any]:
+    """Peak memory of loading the saved result at ``path`` and of its ``to_dataframe()``, in this process."""
     import resource
     import tracemalloc
 
     import pandas  # noqa: F401  (imported before measuring: its import is not the frame's memory)
+    import pyarrow.parquet  # noqa: F401  (likewise)
 
     import nsightx
     import nsightx._results.dataframe
 
-    configs, runs, regions = map(int, shape.split("x"))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"result.{suffix}"
-        build(configs, runs, regions, collectors).save(path)
-        gc.collect()
-        if mode == "tracemalloc":
-            tracemalloc.start()
-            loaded = nsightx.load(path)
-            load_peak = tracemalloc.get_traced_memory()[1]
-            tracemalloc.reset_peak()
-            base = tracemalloc.get_traced_memory()[0]
-            loaded.to_dataframe()
-            frame_peak = tracemalloc.get_traced_memory()[1] - base
-            tracemalloc.stop()
-            return {"load_tracemalloc_peak_bytes": load_peak, "frame_tracemalloc_peak_bytes": frame_peak}
-        with open("/proc/self/statm") as fh:
-            before = int(fh.read().split()[1]) * resource.getpagesize()
-        nsightx.load(path).to_dataframe()
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        return {"load_and_frame_maxrss_growth_bytes": max(after - before, 0)}
+    gc.collect()
+    if mode == "tracemalloc":
+        tracemalloc.start()
+        loaded = nsightx.load(path)
+        load_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        loaded.to_dataframe()
+        frame_peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        return {"load_tracemalloc_peak_bytes": load_peak, "frame_tracemalloc_peak_bytes": frame_peak}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    nsightx.load(path).to_dataframe()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"load_and_frame_maxrss_growth_bytes": max(after - before, 0)}
 
 
 def run_child(tree: Path, args: list[str]) -> dict[str, Any]:
@@ -233,14 +264,17 @@ def main() -> None:
     p.add_argument("--no-memory", action="store_true", help="skip the two memory subprocesses")
     p.add_argument("--suffix", default="parquet", help="the saved file's suffix (save picks the format by it)")
     p.add_argument("--json", type=Path, default=None, help="write the numbers here")
-    p.add_argument("--child", choices=["time", "tracemalloc", "maxrss"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=["time", "save", "tracemalloc", "maxrss"], help=argparse.SUPPRESS)
     p.add_argument("--shape", help=argparse.SUPPRESS)
+    p.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         if args.child == "time":
             out = child_time(args.shape, args.collectors, args.repeat, args.suffix)
+        elif args.child == "save":
+            out = child_save(args.shape, args.collectors, args.path)
         else:
-            out = child_memory(args.shape, args.collectors, args.child, args.suffix)
+            out = child_memory(args.path, args.child)
         print(json.dumps(out))
         return
     trees = [t.resolve() for t in args.tree] if args.tree else [OWN_TREE]
@@ -257,8 +291,11 @@ def main() -> None:
                 **run_child(tree, ["--child", "time", "--shape", shape, "--repeat", str(repeat), *flag]),
             }
             if not args.no_memory:
-                for mode in ("tracemalloc", "maxrss"):
-                    row.update(run_child(tree, ["--child", mode, "--shape", shape, *flag]))
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = str(Path(tmp) / f"result.{args.suffix}")
+                    run_child(tree, ["--child", "save", "--shape", shape, "--path", path, *flag])
+                    for mode in ("tracemalloc", "maxrss"):
+                        row.update(run_child(tree, ["--child", mode, "--path", path, *flag]))
             rows.append(row)
             print(_line(row), flush=True)
     report = {
@@ -284,7 +321,9 @@ def _line(row: dict[str, Any]) -> str:
         f"  to_dataframe {row['to_dataframe_s'] * 1e3:9.1f} ms  floor {row['floor_s'] * 1e3:7.1f} ms"
         f"  ratio {row['ratio']:6.2f}x  (CPU {row['cpu_ratio']:5.2f}x)"
         f"  runs_dataframe {row['runs_dataframe_s'] * 1e3:8.1f} ms"
+        f"  build {row.get('build_results_s', math.nan) * 1e3:8.1f} ms"
         f"  save {row['save_s'] * 1e3:8.1f} ms  load {row['load_s'] * 1e3:8.1f} ms"
+        f"  load+frame {row.get('load_to_dataframe_s', math.nan) * 1e3:8.1f} ms"
         f"  {row['bytes_per_record']:6.1f} B/rec{mem}"
     )
 

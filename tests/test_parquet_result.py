@@ -142,12 +142,40 @@ def test_load_tells_the_format_by_content_not_by_name(tmp_path: Path):
 def test_load_checks_columns_and_builds_objects_when_data_is_first_read(tmp_path: Path):
     res = _synthetic()
     back = _load(res.save(tmp_path / "r.parquet"))
-    assert back._pending is not None
+    assert back._data is None
     assert back.completeness == res.completeness
     assert back.backend == "cupti" and dict(back.environment) == dict(res.environment)
     assert repr(back) == repr(res)
-    assert back._pending is not None
-    assert back.data.values == back.data.values and back._pending is None
+    assert back._data is None
+    assert back.data.values == back.data.values and back._data is not None
+
+
+def test_a_loaded_result_makes_its_frames_and_file_from_its_columns_without_objects(tmp_path: Path):
+    res = _synthetic()
+    first = res.save(tmp_path / "r.parquet")
+    back = _load(first)
+    frame, runs = back.to_dataframe(), back.runs_dataframe()
+    again = back.save(tmp_path / "again.parquet")
+    assert back._data is None  # no Python object per value, record or region execution was made
+    pd.testing.assert_frame_equal(frame, res.to_dataframe(), check_exact=True)
+    pd.testing.assert_frame_equal(runs, res.runs_dataframe(), check_exact=True)
+    from_objects = ProfileResults(back.data)  # the same result given as objects: its columns made from them
+    pd.testing.assert_frame_equal(frame, from_objects.to_dataframe(), check_exact=True)
+    pd.testing.assert_frame_equal(runs, from_objects.runs_dataframe(), check_exact=True)
+    _same(res, _load(again))  # the file written from the columns holds the same result
+
+
+def test_columns_give_back_the_objects_they_were_made_from():
+    res = _synthetic()
+    data = res.data
+    rebuilt = ProfileResults.from_columns(data.model_copy(update={"runs": (), "values": ()}), res.columns)
+    assert rebuilt.data.model_dump_json() == data.model_dump_json()
+    assert [type(c.value) for r in rebuilt.data.runs for c in r.collectors] == [
+        type(c.value) for r in data.runs for c in r.collectors
+    ]
+    assert [dict(g.attributes) for r in rebuilt.data.runs for g in r.regions] == [
+        dict(g.attributes) for r in data.runs for g in r.regions
+    ]
 
 
 def _rewrite(src: Path, dst: Path, edit) -> Path:

@@ -230,11 +230,15 @@ def _run_columns(data: ResultData, t: ResultTable, throttled: Any = None) -> dic
     return cols
 
 
-def runs_frame(data: ResultData) -> pd.DataFrame:
-    """One row per (run, annotation, metric): nsight-python's ``profiled_data`` layout, params last."""
+def runs_frame(data: ResultData, table: ResultTable | None = None) -> pd.DataFrame:
+    """One row per (run, annotation, metric): nsight-python's ``profiled_data`` layout, params last.
+
+    ``table``: the columnar view of the result's values (``None``: :func:`table_of` ``data``, whose plan,
+    environment and per-config lists are read either way).
+    """
     import pandas as pd
 
-    t = table_of(data)
+    t = table if table is not None else table_of(data)
     verdicts = _throttled(t.collector_values)
     throttled = None
     if verdicts is not None:
@@ -384,18 +388,21 @@ def _scalar_dtype(kind: str) -> Any:
     return holder["value"].dtype
 
 
-def aggregate(data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None) -> pd.DataFrame:
+def aggregate(
+    data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None, table: ResultTable | None = None
+) -> pd.DataFrame:
     """One row per (annotation, metric, config) with mean, median, spread, CI and stability columns.
 
     Args:
-        data: The result.
+        data: The result (its plan, environment and per-config lists; its runs and values only without ``table``).
         configs: The original config objects (kept in memory by a live result) to show in parameter
             columns; ``None`` uses the JSON-safe copies stored in the result.
+        table: The columnar view of the result's runs and values; ``None``: :func:`table_of` ``data``.
     """
     import pandas as pd
 
     plan = data.plan
-    t = table_of(data)
+    t = table if table is not None else table_of(data)
     if t.n == 0:
         return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)

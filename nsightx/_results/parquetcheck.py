@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nsightx._results.columns import Ints, Text
 from nsightx._results.integrity import Completeness
-from nsightx._results.table import Ints, group_ids
+from nsightx._results.table import group_ids
 
 _MAX_PACKED = 1 << 62
 """Packed keys stay under this (``int64``); wider rows are told apart by sorting."""
@@ -23,6 +24,7 @@ _MAX_PACKED = 1 << 62
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from nsightx._results.columns import CollectorColumns, ResultColumns, ValueColumns
     from nsightx._results.schema import PlanInfo
 
 
@@ -34,19 +36,29 @@ def ints(col: pa.ChunkedArray, null: int = -1) -> Ints:
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def codes(col: pa.ChunkedArray) -> Ints:
-    """A string column as codes, equal strings equal codes across chunks and dictionaries (null: code 0)."""
+def text(col: pa.ChunkedArray) -> Text:
+    """A string column as a :class:`~nsightx._results.columns.Text` (nulls as ``None``).
+
+    Equal strings get one code across chunks and dictionaries, and each distinct string is in the names once: the
+    work is per distinct string, plus one take per row.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    index: dict[str | None, int] = {None: 0}
+    index: dict[str | None, int] = {}
     parts = []
     for chunk in col.chunks:
         arr = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
-        lut = np.array([index.setdefault(s, len(index)) for s in arr.dictionary.to_pylist()] + [0], dtype=np.int64)
-        indices = arr.indices.fill_null(len(lut) - 1) if arr.indices.null_count else arr.indices
-        parts.append(lut[np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)])
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        lut = [index.setdefault(s, len(index)) for s in arr.dictionary.to_pylist()]
+        indices = arr.indices
+        if indices.null_count:
+            lut.append(index.setdefault(None, len(index)))
+            indices = indices.fill_null(len(lut) - 1)
+        positions = np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if lut != list(range(len(lut))):  # else (one chunk, distinct names: what nsightx writes) the codes are these
+            positions = np.array(lut, dtype=np.int64)[positions]
+        parts.append(positions)
+    return Text(np.concatenate(parts) if parts else np.zeros(0, np.int64), list(index))
 
 
 def _unique(*columns: Ints) -> bool:
@@ -80,11 +92,11 @@ def completeness_of(plan: PlanInfo, run_configs: Ints) -> Completeness:
     return Completeness(len(run_configs) - once, n * plan.runs, n, held_configs, plan.adaptive)
 
 
-def columns_fit(plan: PlanInfo, tables: dict[str, pa.Table]) -> bool:
-    """Whether the tables pass every check of the module docstring."""
-    runs = tables["runs"]
-    config, run = ints(runs.column("config")), ints(runs.column("run"))
-    counts = [ints(runs.column(f"n_{part}")) for part in ("records", "regions", "collectors")]
+def columns_fit(plan: PlanInfo, columns: ResultColumns) -> bool:
+    """Whether the result's columns (as read from the file) pass every check of the module docstring."""
+    runs = columns.runs
+    config, run = runs.config, runs.run
+    counts = [runs.n_records, runs.n_regions, runs.n_collectors]
     if any(len(n) and int(n.min()) < 0 for n in counts):
         return False
     once = (config == -1) & (run == -1)
@@ -92,39 +104,36 @@ def columns_fit(plan: PlanInfo, tables: dict[str, pa.Table]) -> bool:
     if bad.any() or (once & ((counts[0] > 0) | (counts[1] > 0))).any() or not _unique(config[~once], run[~once]):
         return False
     owners = np.arange(len(config), dtype=np.int64)
-    for part, n, idents in (("records", counts[0], ("annotation", "kernel", "metric")), ("regions", counts[1], ())):
-        table = tables[part]
-        owner = np.repeat(owners, n)
-        if len(owner) != table.num_rows:
-            return False
-        if not (np.array_equal(ints(table.column("config")), config[owner])) or not np.array_equal(
-            ints(table.column("run")), run[owner]
-        ):
-            return False
-        extra = [ints(table.column("seq"))] if part == "records" else []
-        if not _unique(owner, codes(table.column("annotation")), *[codes(table.column(c)) for c in idents], *extra):
-            return False
-    return _collectors_fit(plan, tables["collectors"]) and _values_fit(
-        plan, tables["values"], config[~once], run[~once]
+    rec, reg = columns.records, columns.regions
+    parts = (
+        (rec, counts[0], [rec.annotation.codes, rec.kernel.codes, rec.metric.codes, rec.seq]),
+        (reg, counts[1], [reg.annotation.codes]),
     )
+    for part, n, idents in parts:
+        owner = np.repeat(owners, n)
+        if len(owner) != part.n:
+            return False
+        if not np.array_equal(part.config, config[owner]) or not np.array_equal(part.run, run[owner]):
+            return False
+        if not _unique(owner, *idents):
+            return False
+    return _collectors_fit(plan, columns.collectors) and _values_fit(plan, columns.values, config[~once], run[~once])
 
 
-def _collectors_fit(plan: PlanInfo, table: pa.Table) -> bool:
+def _collectors_fit(plan: PlanInfo, collectors: CollectorColumns) -> bool:
     """Collector values name a config and a run in range, or none (null)."""
-    config, run = ints(table.column("config"), 0), ints(table.column("run"), 0)
+    n = len(collectors.config)
+    config = np.fromiter((0 if c is None else c for c in collectors.config), np.int64, n)
+    run = np.fromiter((0 if r is None else r for r in collectors.run), np.int64, n)
     return bool(((config >= 0) & (config < len(plan.configs)) & (run >= 0) & (run < plan.runs)).all())
 
 
-def _values_fit(plan: PlanInfo, table: pa.Table, held_configs: Ints, held_runs: Ints) -> bool:
+def _values_fit(plan: PlanInfo, values: ValueColumns, held_configs: Ints, held_runs: Ints) -> bool:
     """Each value belongs to a held run and is stored once."""
-    config, run = ints(table.column("config")), ints(table.column("run"))
+    config, run = values.config, values.run
     if not ((config >= 0) & (config < len(plan.configs)) & (run >= 0) & (run < plan.runs)).all():
         return False
     width = max(plan.runs, 1)
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    held = pa.array(held_configs * width + held_runs)
-    if not pc.all(pc.is_in(pa.array(config * width + run), value_set=held)).as_py() and len(config):
+    if len(config) and not np.isin(config * width + run, held_configs * width + held_runs).all():
         return False
-    return _unique(codes(table.column("annotation")), config, run, codes(table.column("metric")))
+    return _unique(values.annotation.codes, config, run, values.metric.codes)

@@ -3,29 +3,36 @@
 In order: the file must open as Parquet (page checksums verified, so a changed byte in the table is an error),
 carry the ``nsightx`` metadata with a digest that matches it and the side parts, a schema version and layout
 format this nsightx reads, and each table the columns and types the writer writes, without nulls where the writer
-writes none. The result is then built from the columns and checked by the same consistency checks as a JSON file
-(:func:`nsightx._results.integrity.check_result`: index ranges, entries stored once, values of held runs). Each
-problem is one :class:`ResultSchemaError` that names the file, the part or column, and what was expected.
+writes none. The tables then become the result's :class:`~nsightx._results.columns.ResultColumns` (numpy arrays;
+each string column as codes into its distinct strings), checked by the same consistency checks as a JSON file
+(:mod:`nsightx._results.parquetcheck` over the columns; on a failure, the objects are built so that
+:func:`nsightx._results.integrity.check_result` names the first bad entry by its JSON path). Each problem is one
+:class:`ResultSchemaError` that names the file, the part or column, and what was expected.
 
-Building: the per-run values, records, region executions and collector values are made from whole columns (one
-``tolist`` per column, then the fast builders of :mod:`nsightx._results.records` mapped over them, with the
-garbage collector paused); about 0.3 s per million records on a 2-core machine. The rest of nsightx reads results
-through those objects.
+No Python object is made per value, record or region execution: the DataFrames and a re-save read the columns;
+the objects (``ProfileResults.data``, ``records``) are built from them on first use.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import islice, repeat
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from nsightx._errors import ResultSchemaError
+from nsightx._results.columns import (
+    CollectorColumns,
+    RecordColumns,
+    RegionColumns,
+    ResultColumns,
+    RunColumns,
+    ValueColumns,
+)
 from nsightx._results.integrity import check_result
-from nsightx._results.parquetcheck import columns_fit, completeness_of, ints
+from nsightx._results.parquetcheck import columns_fit, ints, text
 from nsightx._results.parquetwrite import (
     DIGEST_KEY,
     KIND_BOOL,
@@ -37,21 +44,12 @@ from nsightx._results.parquetwrite import (
     PARTS,
     digest,
 )
-from nsightx._results.pending import PendingData
-from nsightx._results.records import (
-    CollectorValue,
-    Record,
-    RegionRun,
-    new_collector_value,
-    new_record,
-    new_region_run,
-    new_run_records,
-)
-from nsightx._results.schema import SCHEMA_VERSION, PlanInfo, ResultData, describe_errors, gc_paused
-from nsightx._results.transform import new_run_value
+from nsightx._results.schema import SCHEMA_VERSION, PlanInfo, ResultData, describe_errors
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from nsightx._results.records import Scalar
 
 _THRIFT_LIMIT = 2**31 - 1
 """The footer's size limit for reading (pyarrow's default, 100 MB, would refuse the metadata of ~5 million records)."""
@@ -108,10 +106,11 @@ def starts_parquet(head: bytes) -> bool:
     return head.startswith(MAGIC)
 
 
-def parse_parquet(data: bytes, source: str) -> PendingData:
-    """The result whose Parquet bytes are ``data``, checked, to be built when first read.
+def parse_parquet(data: bytes, source: str) -> tuple[ResultData, ResultColumns]:
+    """The result whose Parquet bytes are ``data``, checked: its small parts (no runs, no values) and its columns.
 
-    ``source`` is the quoted file name, for messages.
+    ``source`` is the quoted file name, for messages. No Python object is made per value or record; the result's
+    objects are built from the columns when first asked for (``ProfileResults.data``).
 
     Raises:
         ResultSchemaError: the first problem found (see the module docstring).
@@ -135,12 +134,12 @@ def parse_parquet(data: bytes, source: str) -> PendingData:
         _check_columns(name, table, source)
     shell = _shell(meta, source)
     check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
-    build = functools.partial(_build, shell, tables, source)
-    if not columns_fit(shell.plan, tables):
-        check_result(build(), source)  # names the first bad entry by its JSON path
+    columns = _result_columns(tables, source)
+    if not columns_fit(shell.plan, columns):
+        whole = shell.model_copy(update={"runs": columns.run_records(), "values": columns.run_values()})
+        check_result(whole, source)  # names the first bad entry by its JSON path
         raise ResultSchemaError(f"{source}: the runs, records, regions and values do not fit together")
-    done = completeness_of(shell.plan, ints(tables["runs"].column("config")))
-    return PendingData(shell.plan, shell.environment, main.num_rows, done, build)
+    return shell, columns
 
 
 def _shell(meta: dict[str, Any], source: str) -> ResultData:
@@ -238,87 +237,64 @@ def _check_columns(name: str, table: pa.Table, source: str) -> None:
             )
 
 
-def _strings(col: pa.ChunkedArray) -> list[Any]:
-    """A string column as a list (``None`` for nulls), decoding a dictionary column once per distinct value."""
-    import pyarrow as pa
-
-    out: list[Any] = []
-    for arr in col.chunks:  # each chunk of a dictionary column has its own dictionary
-        if not pa.types.is_dictionary(arr.type):
-            out.extend(arr.to_pylist())
-            continue
-        names = arr.dictionary.to_pylist()
-        indices = arr.indices
-        if indices.null_count:
-            names.append(None)
-            indices = indices.fill_null(len(names) - 1)
-        out.extend(map(names.__getitem__, indices.to_numpy(zero_copy_only=False).tolist()))
-    return out
-
-
-def _columns(table: pa.Table, names: Sequence[str]) -> list[list[Any]]:
-    """The named columns as lists (strings through :func:`_strings`)."""
-    import pyarrow as pa
-
-    out = []
-    for name in names:
-        col = table.column(name)
-        if pa.types.is_dictionary(col.type) or pa.types.is_string(col.type):
-            out.append(_strings(col))
-        else:
-            out.append(col.to_pylist())
-    return out
-
-
-def _build(shell: ResultData, tables: dict[str, pa.Table], source: str) -> ResultData:
-    """The whole result: ``shell`` with the runs and values made from the tables (runs regrouped by their counts)."""
-    with gc_paused():  # millions of objects and no cycles: a collection would walk all of them again and again
-        values = tuple(
-            map(
-                new_run_value,
-                *_columns(tables["values"], ("annotation", "config", "run", "metric")),
-                *_columns(tables["values"], ("value", "unit", "kernel")),
+def _result_columns(tables: dict[str, pa.Table], source: str) -> ResultColumns:
+    """The result's columns from the file's tables (each run's counts checked against the parts they count)."""
+    runs = tables["runs"]
+    run_columns = RunColumns(*(ints(runs.column(c)) for c in COLUMNS["runs"]))
+    parts = [tables[p].num_rows for p in PARTS[1:]]
+    for n, held in zip((run_columns.n_records, run_columns.n_regions, run_columns.n_collectors), parts, strict=True):
+        if int(n.sum()) != held or (len(n) and int(n.min()) < 0):
+            raise ResultSchemaError(
+                f"{source}: part 'runs' counts {int(n.sum())} entries, but the part it counts holds {held}; "
+                "the file was edited"
             )
-        )
-        runs = tables["runs"]
-        counts = [runs.column(f"n_{p}").to_pylist() for p in PARTS[1:]]
-        parts: list[list[Any]] = [
-            _records(tables["records"]),
-            _regions(tables["regions"], source),
-            _collectors(tables["collectors"]),
-        ]
-        for part, n in zip(parts, counts, strict=True):
-            if sum(n) != len(part) or min(n, default=0) < 0:
-                raise ResultSchemaError(
-                    f"{source}: part 'runs' counts {sum(n)} entries, but the part it counts holds {len(part)}; "
-                    "the file was edited"
-                )
-        grouped = [_split(part, n) for part, n in zip(parts, counts, strict=True)]
-        keys = [runs.column("config").to_pylist(), runs.column("run").to_pylist()]
-        return shell.model_copy(update={"runs": tuple(map(new_run_records, *keys, *grouped)), "values": values})
-
-
-def _records(table: pa.Table) -> list[Record]:
-    return list(
-        map(new_record, *_columns(table, ("annotation", "config", "run", "kernel", "metric", "value", "unit", "seq")))
+    v, rec = tables["values"], tables["records"]
+    values = ValueColumns(
+        *(_column(v, c) for c in ("annotation", "config", "run", "metric", "value", "unit", "kernel"))
+    )
+    records = RecordColumns(
+        *(_column(rec, c) for c in ("annotation", "config", "run", "kernel", "metric", "value", "unit", "seq"))
+    )
+    return ResultColumns(
+        values, run_columns, records, _regions(tables["regions"], source), _collectors(tables["collectors"])
     )
 
 
-def _regions(table: pa.Table, source: str) -> list[RegionRun]:
-    annotation, config, run, host_ns, failed, attributes = _columns(
-        table, ("annotation", "config", "run", "host_ns", "failed", "attributes")
+def _column(table: pa.Table, name: str) -> Any:
+    """One column of a checked table as the columns hold it: strings as :class:`Text`, numbers as numpy."""
+    kind = _type_name(table.column(name).type)
+    col = table.column(name)
+    if kind == "string":
+        return text(col)
+    if kind == "double":
+        return np.asarray(col.to_numpy(), dtype=np.float64)
+    if kind == "bool":
+        return np.asarray(col.to_numpy(), dtype=np.bool_)
+    return ints(col)
+
+
+def _regions(table: pa.Table, source: str) -> RegionColumns:
+    """The region executions; attributes decoded from their JSON (only where a row has any)."""
+    attributes = table.column("attributes")
+    attrs: list[Mapping[str, Scalar]] | None = None
+    if attributes.null_count < len(attributes):
+        try:
+            attrs = [{} if a is None else dict(json.loads(a)) for a in attributes.to_pylist()]
+        except (ValueError, TypeError) as e:
+            raise ResultSchemaError(
+                f"{source}: column 'attributes' of part 'regions' holds {e}; expected JSON objects"
+            ) from None
+    annotation, config, run, host_ns, failed = (
+        _column(table, c) for c in ("annotation", "config", "run", "host_ns", "failed")
     )
-    try:
-        attrs = [{} if a is None else dict(json.loads(a)) for a in attributes]
-    except (ValueError, TypeError) as e:
-        raise ResultSchemaError(
-            f"{source}: column 'attributes' of part 'regions' holds {e}; expected JSON objects"
-        ) from None
-    return list(map(new_region_run, annotation, config, run, host_ns, failed, attrs))
+    return RegionColumns(annotation, config, run, host_ns, failed, attrs)
 
 
-def _collectors(table: pa.Table) -> list[CollectorValue]:
-    name, scope, config, run, annotation, kind, number, integer, text = _columns(table, tuple(COLUMNS["collectors"]))
+def _collectors(table: pa.Table) -> CollectorColumns:
+    """The collector values (a few per run), each in the Python type its ``kind`` says."""
+    name, scope, config, run, annotation, kind, number, integer, strs = (
+        table.column(c).to_pylist() for c in COLUMNS["collectors"]
+    )
     pick: dict[int, Callable[[Any, Any, Any], Any]] = {
         KIND_BOOL: lambda n, i, t: bool(i),
         KIND_INT: lambda n, i, t: i,
@@ -326,11 +302,5 @@ def _collectors(table: pa.Table) -> list[CollectorValue]:
         KIND_STR: lambda n, i, t: t,
     }
     none: Callable[[Any, Any, Any], Any] = lambda n, i, t: None  # noqa: E731
-    value = [pick.get(k, none)(n, i, t) for k, n, i, t in zip(kind, number, integer, text, strict=True)]
-    return list(map(new_collector_value, name, scope, config, run, annotation, value))
-
-
-def _split(entries: list[Any], counts: list[int]) -> Iterator[tuple[Any, ...]]:
-    """``entries`` cut into consecutive tuples of ``counts`` entries each."""
-    it = iter(entries)
-    return map(tuple, map(islice, repeat(it), counts))
+    value = [pick.get(k, none)(n, i, t) for k, n, i, t in zip(kind, number, integer, strs, strict=True)]
+    return CollectorColumns(name, scope, config, run, annotation, value)

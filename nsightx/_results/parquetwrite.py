@@ -33,18 +33,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
-from itertools import chain
-from operator import attrgetter, itemgetter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nsightx._results.table import Encoder, table_of
+from nsightx._results.columns import Text
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from nsightx._results.columns import (
+        CollectorColumns,
+        RecordColumns,
+        RegionColumns,
+        ResultColumns,
+        ValueColumns,
+    )
     from nsightx._results.schema import ResultData
 
 PARQUET_FORMAT = 1
@@ -68,16 +73,19 @@ def digest(meta: bytes, parts: Sequence[bytes]) -> str:
     return h.hexdigest()
 
 
-def result_parquet(data: ResultData) -> bytes:
-    """The bytes of the Parquet file of ``data`` (see the module docstring)."""
+def result_parquet(data: ResultData, columns: ResultColumns) -> bytes:
+    """The bytes of the Parquet file of the result ``data`` whose runs and values are ``columns``.
+
+    Only the plan, environment and per-config lists of ``data`` are read (its runs and values may be empty).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     meta = _meta_json(data)
-    parts = [_table_bytes(table) for table in _side_tables(data)]
+    parts = [_table_bytes(table) for table in _side_tables(columns)]
     metadata = {META_KEY: meta, **{f"nsightx.{p}": b for p, b in zip(PARTS, parts, strict=True)}}
     metadata[DIGEST_KEY] = digest(meta, parts).encode()
-    main = _values_table(data)
+    main = _values_table(data, columns.values)
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, main.schema, compression="zstd", write_page_checksum=True) as writer:
         writer.write_table(main, row_group_size=1 << 20)
@@ -110,46 +118,33 @@ def _table_bytes(table: pa.Table) -> bytes:
     return bytes(sink.getvalue())
 
 
-def strings(codes: np.ndarray[Any, Any], names: Sequence[str | None]) -> pa.Array:
-    """A dictionary array of strings (``None`` names are nulls) from codes into ``names``."""
+def strings(text: Text) -> pa.Array:
+    """A string column as an Arrow dictionary array (``None`` names are nulls)."""
     import pyarrow as pa
 
+    names = text.names
     missing = [i for i, name in enumerate(names) if name is None]
     dictionary = pa.array([name or "" for name in names], pa.string())
-    indices = codes.astype(np.int32, copy=False)
-    mask = np.isin(codes, missing) if missing else None
+    indices = text.codes.astype(np.int32)
+    mask = np.isin(text.codes, missing) if missing else None
     return pa.DictionaryArray.from_arrays(indices, dictionary, mask=mask)
 
 
-def encoded(items: Sequence[Any], get: Callable[[Any], str | None]) -> pa.Array:
-    """The strings ``get(item)`` of ``items`` as an Arrow dictionary array (one dictionary look-up per item)."""
-    import pyarrow as pa
-
-    enc = Encoder()
-    codes = enc.encode(map(get, items), len(items))
-    names = enc.values
-    missing = [i for i, name in enumerate(names) if name is None]
-    dictionary = pa.array([name or "" for name in names], pa.string())
-    mask = np.isin(codes, missing) if missing else None
-    return pa.DictionaryArray.from_arrays(codes.astype(np.int32), dictionary, mask=mask)
-
-
-def _values_table(data: ResultData) -> pa.Table:
+def _values_table(data: ResultData, v: ValueColumns) -> pa.Table:
     """The table users open: one row per per-run value, parameter columns last."""
     import pyarrow as pa
 
-    t = table_of(data)
     columns: dict[str, pa.Array] = {
-        "annotation": strings(t.annotation, t.annotations),
-        "config": pa.array(t.config),
-        "run": pa.array(t.run),
-        "metric": strings(t.metric, t.metrics),
-        "kernel": strings(t.kernel, t.kernels),
-        "unit": strings(t.unit, t.units),
-        "value": pa.array(t.value),
+        "annotation": strings(v.annotation),
+        "config": pa.array(v.config),
+        "run": pa.array(v.run),
+        "metric": strings(v.metric),
+        "kernel": strings(v.kernel),
+        "unit": strings(v.unit),
+        "value": pa.array(v.value),
     }
     configs = data.plan.configs
-    positions = pa.array(t.config)
+    positions = columns["config"]
     for i, name in enumerate(data.plan.params):
         column = name if name not in columns else f"param_{name}"
         columns[column] = _param_column([cfg[i] for cfg in configs]).take(positions)
@@ -166,103 +161,81 @@ def _param_column(values: list[Any]) -> pa.Array:
         return pa.array([json.dumps(v) for v in values], pa.string())
 
 
-def _side_tables(data: ResultData) -> list[pa.Table]:
+def _side_tables(c: ResultColumns) -> list[pa.Table]:
     """The runs, records, regions and collector values as Arrow tables (see the module docstring)."""
     import pyarrow as pa
 
-    runs = data.runs
-    count = len(runs)
-    per_run = {f: list(map(attrgetter(f), runs)) for f in ("records", "regions", "collectors")}
+    r = c.runs
     run_table = pa.table(
         {
-            "config": np.fromiter(map(attrgetter("config"), runs), np.int64, count),
-            "run": np.fromiter(map(attrgetter("run"), runs), np.int64, count),
-            **{f"n_{f}": np.fromiter(map(len, entries), np.int64, count) for f, entries in per_run.items()},
+            "config": r.config,
+            "run": r.run,
+            "n_records": r.n_records,
+            "n_regions": r.n_regions,
+            "n_collectors": r.n_collectors,
         }
     )
-    records = list(chain.from_iterable(per_run["records"]))
-    regions = list(chain.from_iterable(per_run["regions"]))
-    collectors = list(chain.from_iterable(per_run["collectors"]))
-    return [run_table, _records_table(records), _regions_table(regions), _collectors_table(collectors)]
+    return [run_table, _records_table(c.records), _regions_table(c.regions), _collectors_table(c.collectors)]
 
 
-def _ints(items: Sequence[Any], name: str) -> np.ndarray[Any, np.dtype[np.int64]]:
-    return np.fromiter(map(attrgetter(name), items), np.int64, len(items))
-
-
-def combos(items: Sequence[Any], strings: Sequence[str], numbers: Sequence[str]) -> dict[str, Any]:
-    """Columns of fields that repeat (names, config, seq) from one pass over ``items``.
-
-    The combinations of those fields are few (one per region, kernel, metric and config), so the items are read
-    once for all of them (one tuple each) and each column is then made per combination: strings as dictionary
-    arrays, numbers as ``int64``.
-    """
-    import pyarrow as pa
-
-    enc = Encoder()
-    combo = enc.encode(map(attrgetter(*strings, *numbers), items), len(items))
-    distinct = enc.values
-    out: dict[str, Any] = {}
-    for i, name in enumerate(strings):
-        out[name] = encoded(distinct, itemgetter(i)).take(pa.array(combo))
-    for i, name in enumerate(numbers, start=len(strings)):
-        out[name] = np.array([d[i] for d in distinct], dtype=np.int64)[combo]
-    return out
-
-
-def _records_table(records: Sequence[Any]) -> pa.Table:
+def _records_table(rec: RecordColumns) -> pa.Table:
     """Every raw record: its fields as columns (strings dictionary-encoded)."""
     import pyarrow as pa
 
-    fields = combos(records, ("annotation", "kernel", "metric", "unit"), ("config", "seq"))
     return pa.table(
         {
-            "annotation": fields["annotation"],
-            "config": fields["config"],
-            "run": _ints(records, "run"),
-            "kernel": fields["kernel"],
-            "metric": fields["metric"],
-            "value": np.fromiter(map(attrgetter("value"), records), np.float64, len(records)),
-            "unit": fields["unit"],
-            "seq": fields["seq"],
+            "annotation": strings(rec.annotation),
+            "config": rec.config,
+            "run": rec.run,
+            "kernel": strings(rec.kernel),
+            "metric": strings(rec.metric),
+            "value": rec.value,
+            "unit": strings(rec.unit),
+            "seq": rec.seq,
         }
     )
 
 
-def _regions_table(regions: Sequence[Any]) -> pa.Table:
+def _regions_table(reg: RegionColumns) -> pa.Table:
     """Every region execution; its attributes as JSON text (null where it has none: the host backend's)."""
     import pyarrow as pa
 
-    attrs = [json.dumps(dict(a), separators=(",", ":")) if a else None for a in map(attrgetter("attributes"), regions)]
+    if reg.attributes is None:
+        attrs = pa.nulls(reg.n, pa.string())
+    else:
+        attrs = pa.array(
+            [json.dumps(dict(a), separators=(",", ":")) if a else None for a in reg.attributes], pa.string()
+        )
     return pa.table(
         {
-            "annotation": encoded(regions, attrgetter("annotation")),
-            "config": _ints(regions, "config"),
-            "run": _ints(regions, "run"),
-            "host_ns": _ints(regions, "host_ns"),
-            "failed": np.fromiter(map(attrgetter("failed"), regions), np.bool_, len(regions)),
-            "attributes": pa.array(attrs, pa.string()),
+            "annotation": strings(reg.annotation),
+            "config": reg.config,
+            "run": reg.run,
+            "host_ns": reg.host_ns,
+            "failed": reg.failed,
+            "attributes": attrs,
         }
     )
 
 
-def _collectors_table(values: Sequence[Any]) -> pa.Table:
+def _collectors_table(c: CollectorColumns) -> pa.Table:
     """Every collector value; the value in the column of its type (``kind``), so 1, 1.0, True and "1" stay apart."""
     import pyarrow as pa
 
-    raw = list(map(attrgetter("value"), values))
-    kinds = np.array([_kind(v) for v in raw], dtype=np.int8)
-    number = [v if k == KIND_FLOAT else None for v, k in zip(raw, kinds.tolist(), strict=True)]
-    integer = [int(v) if k in (KIND_INT, KIND_BOOL) else None for v, k in zip(raw, kinds.tolist(), strict=True)]
-    text = [v if k == KIND_STR else None for v, k in zip(raw, kinds.tolist(), strict=True)]
+    raw = c.value
+    kinds = [_kind(v) for v in raw]
+    number = [v if k == KIND_FLOAT else None for v, k in zip(raw, kinds, strict=True)]
+    integer = [int(v) if k in (KIND_INT, KIND_BOOL) else None for v, k in zip(raw, kinds, strict=True)]  # type: ignore[arg-type]
+    text = [v if k == KIND_STR else None for v, k in zip(raw, kinds, strict=True)]
+    n = len(raw)
     return pa.table(
         {
-            "name": encoded(values, attrgetter("name")),
-            "scope": encoded(values, attrgetter("scope")),
-            "config": pa.array(list(map(attrgetter("config"), values)), pa.int64()),
-            "run": pa.array(list(map(attrgetter("run"), values)), pa.int64()),
-            "annotation": encoded(values, attrgetter("annotation")),
-            "kind": pa.array(kinds),
+            "name": strings(Text.of(c.name, n)),
+            "scope": strings(Text.of(c.scope, n)),
+            "config": pa.array(c.config, pa.int64()),
+            "run": pa.array(c.run, pa.int64()),
+            "annotation": strings(Text.of(c.annotation, n)),
+            "kind": pa.array(np.array(kinds, dtype=np.int8)),
             "number": pa.array(number, pa.float64()),
             "integer": pa.array(integer, pa.int64()),
             "text": pa.array(text, pa.string()),

@@ -8,6 +8,7 @@ all go through it, so the values, the schema and the files written are the same 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -18,19 +19,21 @@ from nsightx._errors import ConfigError, IncompleteResultWarning, OutputError, R
 from nsightx._plot.options import DISTRIBUTIONS
 from nsightx._plot.render import plot_frame
 from nsightx._plot.roofline import draw_roofline
+from nsightx._results.columns import ResultColumns, RunParts, ValueColumns, one_per_region
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
 from nsightx._results.output import OutputLocation, write_atomic
+from nsightx._results.parquetcheck import completeness_of
 from nsightx._results.parquetread import parse_parquet, starts_parquet
 from nsightx._results.parquetwrite import result_parquet
-from nsightx._results.pending import PendingData
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import Record, RunRecords, Scalar
 from nsightx._results.resultfile import parse_result
 from nsightx._results.roofline import roofline_frame
-from nsightx._results.schema import PlanInfo, RawHeader, ResultData
+from nsightx._results.schema import PlanInfo, RawHeader, ResultData, gc_paused
 from nsightx._results.sink import read_runs
-from nsightx._results.transform import combine_records, derive
+from nsightx._results.table import ResultTable
+from nsightx._results.transform import RunValue, combine_records, derive, new_run_value
 from nsightx._version import __version__
 
 if TYPE_CHECKING:
@@ -47,40 +50,99 @@ _BUILD_LOCK = threading.Lock()
 class ProfileResults:
     """The result of a profiled call: raw records, per-run values and the aggregated DataFrame.
 
+    Its primary data are columns (:class:`~nsightx._results.columns.ResultColumns`): the DataFrames and the
+    Parquet file are made from them. ``data`` (the pydantic ``ResultData``, the schema 1 form) and ``records``
+    hold Python objects; a loaded Parquet result builds them from the columns when first read, and a result
+    given as ``ResultData`` makes its columns from it when first needed.
+
     Example:
         >>> results = profiled_function()            # doctest: +SKIP
         >>> results.to_dataframe()[["Annotation", "AvgValue", "CI95_Lower", "CI95_Upper"]]  # doctest: +SKIP
     """
 
-    def __init__(self, data: ResultData | PendingData, configs: Sequence[tuple[Any, ...]] | None = None) -> None:
-        self._data = data if isinstance(data, ResultData) else None
-        self._pending = data if isinstance(data, PendingData) else None
+    def __init__(
+        self,
+        data: ResultData,
+        configs: Sequence[tuple[Any, ...]] | None = None,
+        *,
+        columns: ResultColumns | None = None,
+    ) -> None:
+        self._shell = data
+        """The plan, environment and per-config lists (and, unless built from columns alone, the runs and values)."""
+        self._data: ResultData | None = data
+        self._columns = columns
         self._configs = configs
         self._frame: pd.DataFrame | None = None
+        self._table_cache: ResultTable | None = None
+        self._build: Callable[[], tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]] | None = None
+
+    @classmethod
+    def from_columns(
+        cls,
+        shell: ResultData,
+        columns: ResultColumns,
+        configs: Sequence[tuple[Any, ...]] | None = None,
+        *,
+        build: Callable[[], tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]] | None = None,
+    ) -> ProfileResults:
+        """The result whose runs and values are ``columns``.
+
+        Args:
+            shell: Its other parts (plan, environment, per-config lists); its runs and values are not read.
+            columns: Its runs and values.
+            configs: The config values as the call gave them.
+            build: Makes its runs and values as objects, when ``data`` is first read (``None``: from ``columns``).
+        """
+        results = cls(shell, configs, columns=columns)
+        results._data = None
+        results._build = build
+        return results
 
     @property
     def data(self) -> ResultData:
-        """Everything the call produced (the saved form). A loaded Parquet file builds it on first read."""
+        """Everything the call produced (the saved form). Built from the columns on first read where needed."""
         data = self._data
         if data is None:
             with _BUILD_LOCK:
                 if self._data is None:
-                    assert self._pending is not None, "a ProfileResults holds its data or a pending file"
-                    self._data = self._pending.build()
-                    self._pending = None
+                    cols = self.columns
+                    runs, values = self._build() if self._build else (cols.run_records(), cols.run_values())
+                    self._data = self._shell.model_copy(update={"runs": runs, "values": values})
                 data = self._data
         return data
 
     @property
+    def columns(self) -> ResultColumns:
+        """The runs and values as columns (made from ``data`` once, when the result was given as objects)."""
+        cols = self._columns
+        if cols is None:
+            with _BUILD_LOCK:
+                if self._columns is None:
+                    assert self._data is not None, "a ProfileResults holds its data, its columns or both"
+                    self._columns = ResultColumns.of(self._data.runs, self._data.values)
+                cols = self._columns
+        return cols
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle: all but the columnar view (it holds a lock; it is made again when needed)."""
+        return {**self.__dict__, "_table_cache": None}
+
+    def _table(self) -> ResultTable:
+        """The columnar view the DataFrames read (made once)."""
+        if self._table_cache is None:
+            self._table_cache = ResultTable(self.columns)
+        return self._table_cache
+
+    @property
     def _plan(self) -> PlanInfo:
-        return self._pending.plan if self._pending is not None else self.data.plan
+        return self._shell.plan
 
     def __repr__(self) -> str:
         p = self._plan
         runs = f"auto (<= {p.runs}) runs" if p.adaptive else f"{p.runs} run(s)"
         done = self.completeness
         part = "" if done.complete else f", {done.describe()}"
-        count = self._pending.n_values if self._pending is not None else len(self.data.values)
+        count = self._columns.values.n if self._columns is not None else len(self.data.values)
         return (
             f"ProfileResults({p.function}, backend={p.backend!r}, {len(p.configs)} config(s) x {runs}, "
             f"{count} values{part})"
@@ -88,7 +150,7 @@ class ProfileResults:
 
     def _repr_html_(self) -> str:
         """The aggregated table as HTML for Jupyter: readable units, 95% CIs, stability, Tool (see its renderer)."""
-        return results_html(self.to_dataframe(), self.data)
+        return results_html(self.to_dataframe(), self._shell)
 
     @property
     def completeness(self) -> Completeness:
@@ -98,8 +160,9 @@ class ProfileResults:
         than its plan asked for; :func:`nsightx.load` warns about such a result with an
         :class:`~nsightx.IncompleteResultWarning`.
         """
-        pending = self._pending
-        return pending.completeness if pending is not None else completeness(self.data.plan, self.data.runs)
+        if self._columns is not None:
+            return completeness_of(self._plan, self.columns.runs.config)
+        return completeness(self._plan, self.data.runs)
 
     @property
     def backend(self) -> str:
@@ -109,7 +172,7 @@ class ProfileResults:
     @property
     def environment(self) -> Mapping[str, Scalar]:
         """Where it was measured: GPU, host, rated clocks, versions, artifact paths."""
-        return self._pending.environment if self._pending is not None else self.data.environment
+        return self._shell.environment
 
     @property
     def records(self) -> list[Record]:
@@ -121,14 +184,14 @@ class ProfileResults:
         if self._frame is None:
             from nsightx._results.dataframe import aggregate
 
-            self._frame = aggregate(self.data, self._configs)
+            self._frame = aggregate(self._shell, self._configs, self._table())
         return self._frame.copy()
 
     def runs_dataframe(self) -> pd.DataFrame:
         """The per-run DataFrame: one row per run, annotation and metric (``profiled_data`` CSV)."""
         from nsightx._results.dataframe import runs_frame
 
-        return runs_frame(self.data)
+        return runs_frame(self._shell, self._table())
 
     def save(self, path: str | Path) -> Path:
         """Write the result to ``path``; read it back with :func:`nsightx.load`.
@@ -161,7 +224,7 @@ class ProfileResults:
     def _file_bytes(self, suffix: str) -> str | bytes:
         """The file of this result in the format of ``suffix`` (``.parquet``: Parquet; else schema 1 JSON)."""
         if suffix.lower() == PARQUET_SUFFIX:
-            return result_parquet(self.data)
+            return result_parquet(self._shell, self.columns)
         return self.data.model_dump_json()
 
     def write_outputs(self, location: OutputLocation, csv: bool) -> None:
@@ -185,7 +248,7 @@ class ProfileResults:
                 raise self._output_error(path, location.raw, e) from e
 
     def _output_error(self, path: Path, raw: Path, e: OSError) -> OutputError:
-        saved = sum(1 for r in self.data.runs if r.config >= 0)
+        saved = int((self.columns.runs.config >= 0).sum())
         return OutputError(
             f"the sweep finished, but its file {str(path)!r} cannot be written: {os_error_text(e)}; the result is "
             f"not lost: it is this error's .results, and its {saved} run(s) are in {str(raw)!r} (load them with "
@@ -203,7 +266,7 @@ class ProfileResults:
         ``plot_type="box"`` or ``"violin"`` draws every run of each point (:meth:`runs_dataframe`).
         """
         runs = self.runs_dataframe() if options.get("plot_type") in DISTRIBUTIONS else None
-        return plot_frame(self.to_dataframe(), filename, runs=runs, function=self.data.plan.function, **options)
+        return plot_frame(self.to_dataframe(), filename, runs=runs, function=self._plan.function, **options)
 
     def roofline(self) -> pd.DataFrame:
         """The roofline table: per (annotation, config, kernel) achieved FLOP/s, bytes/s, intensity, roof fraction.
@@ -215,7 +278,7 @@ class ProfileResults:
 
     def plot_roofline(self, filename: str | Path = "roofline.png", *, title: str | None = None) -> Path:
         """Draw the roofline of :meth:`roofline` (one point per kernel and config, CI bars where there are runs)."""
-        return draw_roofline(self.roofline(), filename, title=title or self.data.plan.function)
+        return draw_roofline(self.roofline(), filename, title=title or self._plan.function)
 
 
 def now() -> str:
@@ -259,23 +322,62 @@ def build_results(
         TransformError: ``derive_metric`` failed.
         OutputError: with ``location``, a file could not be written; its ``results`` holds the result.
     """
-    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
-    if derive_metric is not None:
-        values = derive(values, derive_metric, plan.metrics, plan.configs)
-    data = ResultData(
+    runs = tuple(runs)
+    shell = ResultData(
         nsightx_version=nsightx_version,
         created=created or now(),
         plan=plan,
         environment=environment,
-        runs=tuple(runs),
-        values=tuple(values),
+        runs=(),
+        values=(),
         config_devices=config_devices,
         config_hosts=config_hosts,
     )
-    results = ProfileResults(data, configs)
+    results = _result(shell, runs, configs, combine, derive_metric)
     if location is not None:
         results.write_outputs(location, output_csv)
     return results
+
+
+def _result(
+    shell: ResultData,
+    runs: tuple[RunRecords, ...],
+    configs: Sequence[tuple[Any, ...]] | None,
+    combine: Callable[[float, float], float] | None,
+    derive_metric: Callable[..., Any] | None,
+) -> ProfileResults:
+    """The result of ``runs``: its columns from the runs, its values through the transforms (see ``build_results``).
+
+    A result of one record per region (the common case) takes its values from the record columns
+    (:func:`~nsightx._results.columns.one_per_region`, what ``combine_records`` would make) and builds their
+    objects only when ``data`` is read; any other goes through ``combine_records`` and ``derive``.
+    """
+    plan = shell.plan
+    parts = RunParts.of(runs)
+    fast = one_per_region(parts.records, parts.regions, plan.ignore_kernel_list) if derive_metric is None else None
+    if fast is not None:
+        build = functools.partial(_one_per_region, runs)
+        return ProfileResults.from_columns(shell, parts.with_values(fast), configs, build=build)
+    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
+    if derive_metric is not None:
+        values = derive(values, derive_metric, plan.metrics, plan.configs)
+    data = shell.model_copy(update={"runs": runs, "values": tuple(values)})
+    return ProfileResults(data, configs, columns=parts.with_values(ValueColumns.of(values)))
+
+
+def _one_per_region(runs: tuple[RunRecords, ...]) -> tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]:
+    """The runs and their values as objects, for a result of one record per region (:func:`one_per_region`).
+
+    Each value is its record's fields, the value itself included as the record holds it (what ``combine_records``
+    makes of such a result).
+    """
+    with gc_paused():
+        values = tuple(
+            new_run_value(r.annotation, r.config, r.run, r.metric, r.value, r.unit, r.kernel)
+            for run in runs
+            for r in run.records
+        )
+    return runs, values
 
 
 def results_from_raw(
@@ -361,7 +463,7 @@ def load(path: str | Path) -> ProfileResults:
         header, runs = parse_raw(p, data)
         return _raw_results(p, header, runs, None, None, stacklevel=3)
     if starts_parquet(data):
-        results = ProfileResults(parse_parquet(data, repr(str(path))))
+        results = ProfileResults.from_columns(*parse_parquet(data, repr(str(path))))
     else:
         results = ProfileResults(parse_result(data, repr(str(path))))
     done = results.completeness

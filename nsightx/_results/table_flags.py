@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -216,15 +215,13 @@ def _gpu_ns(table: ResultTable) -> Floats:
     regs = table.regions
     if not table.has_metric(GPU_TIME_METRIC):  # most results that get here have none (the host backend)
         return np.full(regs.n, np.nan)
-    records = table.records
-    metrics = list(map(attrgetter("metric"), records))
-    picked = [records[i] for i in np.flatnonzero(np.array(metrics, dtype=object) == GPU_TIME_METRIC).tolist()]
-    k = len(picked)
-    value = np.fromiter(map(attrgetter("value"), picked), dtype=np.float64, count=k)
+    rec = table.columns.records
+    picked = np.flatnonzero(rec.metric.codes == rec.metric.names.index(GPU_TIME_METRIC))
+    value = rec.value[picked]
     ids, _ = group_ids(
-        np.concatenate([regs.annotation, table.annotation_codes(map(attrgetter("annotation"), picked), k)]),
-        np.concatenate([regs.config, np.fromiter(map(attrgetter("config"), picked), dtype=np.int64, count=k)]),
-        np.concatenate([regs.run, np.fromiter(map(attrgetter("run"), picked), dtype=np.int64, count=k)]),
+        np.concatenate([regs.annotation, table.annotation_codes(rec.annotation)[picked]]),
+        np.concatenate([regs.config, rec.config[picked]]),
+        np.concatenate([regs.run, rec.run[picked]]),
     )
     ok = np.isfinite(value)
     span = int(ids.max()) + 1
