@@ -13,7 +13,7 @@ or a notebook by value (its code with the globals it uses). Two gaps are closed 
 * When a value cannot be pickled, :func:`dump_checked` finds which one (a global the function uses, a closure
   variable, a config argument, following helper functions sent by value) and raises :class:`UnpicklableError`
   naming it, its type and the ways out, before anything starts.
-* Objects of the kinds in :mod:`nsightx._run.reducers` go through their reducer: a ``@triton.jit`` kernel is
+* Objects of the kinds in :mod:`nsightx._remote.reducers` go through their reducer: a ``@triton.jit`` kernel is
   rebuilt in the worker from its function; a tensor, array or model larger than ``MAX_VALUE_BYTES`` is refused
   (the error says how large it is); a package adds its own kinds with ``nsightx.ext.register_reducer``.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from nsightx._errors import MeasurementError
-from nsightx._run.reducers import ValueTooLargeError, human_bytes, reducer_for
+from nsightx._remote.reducers import ValueTooLargeError, human_bytes, reducer_for
 
 MAX_UNWRAP = 8
 """Most ``__wrapped__`` links followed from a module attribute to the function it wraps."""
