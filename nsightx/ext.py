@@ -137,7 +137,6 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "load_libcuda",
         "loaded_libcuda",
         "query_gpus",
-    "read_raw",
     ),
     "nsightx._run.device": ("GpuInfo",),
     "nsightx._enums": ("CollectionScope", "VerbosityLevel"),
