@@ -1,7 +1,8 @@
 """How a profiled function travels to another process: by reference when it can be imported there, else by value.
 
-Every path that measures outside the caller's process ships the function the same way: the ncu backend's worker
-(``nsightx_ncu._payload``), the ``parallel_devices`` pool and the tasks of an ``executor=`` sweep.
+Every path that measures outside the caller's process ships the function the same way: a backend's child
+(:mod:`nsightx._remote.payload`, the ncu worker's plan), the ``parallel_devices`` pool and the tasks of an
+``executor=`` sweep.
 
 cloudpickle already sends a function of an importable module by reference (the worker imports the module, so
 its module-level state, an NVML handle, a lock, an open file, is rebuilt there) and a function of ``__main__``
