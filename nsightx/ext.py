@@ -14,17 +14,16 @@ What is here, by purpose:
 - **What a backend receives and produces**: :class:`Plan` (with :class:`ThermalSettings`), :class:`RegionId`,
   :class:`Record` (:func:`new_record` builds one faster, for code after a GPU wait), :data:`Scalar`, and, for a
   backend that overrides :meth:`Backend.execute`, :class:`RunRecords`, :class:`RegionRun`,
-  :class:`CollectorValue` and the :class:`Sink` they are written to.
-- **Running a plan yourself** (``execute`` in another process, as the ncu backend does): :func:`run_loop`,
-  :func:`use_device`, :class:`RunSink` and :func:`read_raw`, :class:`Progress`, :func:`make_guard` with
-  :class:`Guard`, :class:`NoGuard` and :data:`PAUSE_COLUMN`, :func:`to_scalar`.
-- **Shipping a function to another process** (as the ncu worker, ``parallel_devices`` and ``executor=``
-  do): the module :mod:`travel` (a decorated function of an importable module travels as its import path, one of
-  ``__main__`` or a notebook by value; ``travel.dump_checked`` names a value that cannot be pickled in a
-  ``travel.UnpicklableError``; ``travel.Destination`` says where it was going and the way out), and
-  :func:`register_reducer` (with :func:`unregister_reducer`) for objects pickle cannot send as they are: a
-  package makes its own kinds travel, as nsightx does for ``@triton.jit`` kernels and for tensors and models
-  (by value only up to a size).
+  :class:`CollectorValue` and the :class:`Sink` they are written to; :func:`read_raw` reads the runs of a raw
+  JSON-lines file back.
+- **Running the plan in another process** (``execute`` of a backend whose measurement cannot happen in the
+  user's process, as the ncu backend's worker under Nsight Compute): :class:`RemoteCall` is the parent's half
+  (the plan shipped with its function, the collectors and the thermal guard kept in the user's process and
+  served over a private channel, the child's runs and failure read back), :func:`run_child` the child's (the
+  shared run loop on the backend's own session), :func:`child_env` a child's environment.
+- **Objects pickle cannot send as they are**: :func:`register_reducer` (with :func:`unregister_reducer`): a
+  package makes its own kinds travel to a worker (the ncu worker, ``parallel_devices``, ``executor=``), as
+  nsightx does for ``@triton.jit`` kernels and for tensors and models (by value only up to a size).
 - **Plugins and hooks**: :data:`hookimpl`, :class:`BackendRegistrar`, :class:`CollectorRegistrar`,
   :class:`CollectorLike`, :class:`InfoCollector`, :class:`CollectContext`, :data:`CollectResult`,
   :class:`CollectionScope`, :class:`ThermalReading`, :class:`TemperatureSource`.
@@ -89,9 +88,11 @@ if TYPE_CHECKING:
     from nsightx._host.hookspecs import hookimpl
     from nsightx._host.registrars import BackendRegistrar, CollectorRegistrar
     from nsightx._model import Frozen
+    from nsightx._remote.call import RemoteCall, child_env
+    from nsightx._remote.child import run_child
+    from nsightx._remote.reducers import register_reducer, unregister_reducer
     from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar, new_record
-    from nsightx._results.sink import RunSink, Sink, read_raw
-    from nsightx._run import travel
+    from nsightx._results.sink import Sink, read_raw
     from nsightx._run.backend import (
         COLLECT_EVERY,
         COLLECT_SECONDS,
@@ -105,22 +106,11 @@ if TYPE_CHECKING:
         Session,
     )
     from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult, InfoCollector
-    from nsightx._run.device import GpuInfo, use_device
+    from nsightx._run.device import GpuInfo
     from nsightx._run.device import visible as visible_gpus
-    from nsightx._run.loop import run_loop, to_scalar
     from nsightx._run.plan import Plan
-    from nsightx._run.progress import Progress
     from nsightx._run.provenance import cpu_model, git_state
-    from nsightx._run.reducers import register_reducer, unregister_reducer
-    from nsightx._run.thermal import (
-        PAUSE_COLUMN,
-        Guard,
-        NoGuard,
-        TemperatureSource,
-        ThermalReading,
-        ThermalSettings,
-        make_guard,
-    )
+    from nsightx._run.thermal import TemperatureSource, ThermalReading, ThermalSettings
 
 _SOURCES: dict[str, tuple[str, ...]] = {
     "nsightx._run.backend": (
@@ -148,7 +138,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "loaded_libcuda",
         "query_gpus",
     ),
-    "nsightx._run.device": ("GpuInfo", "use_device"),
+    "nsightx._run.device": ("GpuInfo",),
     "nsightx._enums": ("CollectionScope", "VerbosityLevel"),
     "nsightx._errors": (
         "BackendUnavailableError",
@@ -166,46 +156,33 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "nsightx._model": ("Frozen",),
     "nsightx._run.plan": ("Plan",),
     "nsightx._host.registrars": ("BackendRegistrar", "CollectorRegistrar"),
-    "nsightx._run.progress": ("Progress",),
-    "nsightx._run.reducers": ("register_reducer", "unregister_reducer"),
+    "nsightx._remote.reducers": ("register_reducer", "unregister_reducer"),
     "nsightx._run.provenance": ("cpu_model", "git_state"),
     "nsightx._results.records": (
         "CollectorValue",
         "Record",
+        "RemoteCall",
         "RegionId",
         "RegionRun",
         "RunRecords",
         "Scalar",
         "new_record",
     ),
-    "nsightx._run.loop": ("run_loop", "to_scalar"),
-    "nsightx._results.sink": ("RunSink", "Sink", "read_raw"),
-    "nsightx._run.thermal": (
-        "PAUSE_COLUMN",
-        "Guard",
-        "NoGuard",
-        "TemperatureSource",
-        "ThermalReading",
-        "ThermalSettings",
-        "make_guard",
-    ),
+    "nsightx._results.sink": ("Sink", "read_raw"),
+    "nsightx._run.thermal": ("TemperatureSource", "ThermalReading", "ThermalSettings"),
+    "nsightx._remote.call": ("RemoteCall", "child_env"),
+    "nsightx._remote.child": ("run_child",),
 }
 """Private module -> the names this module re-exports from it under the same name."""
 
 _LAZY: dict[str, tuple[str, str]] = {name: (module, name) for module, names in _SOURCES.items() for name in names}
 """Public name -> (private module, attribute), loaded on first access."""
 _LAZY["visible_gpus"] = ("nsightx._run.device", "visible")
-_MODULES: dict[str, str] = {"travel": "nsightx._run.travel"}
-"""Public name -> private module re-exported whole (loaded on first access)."""
 
 if not TYPE_CHECKING:  # type checkers see the imports above, so a misspelt name is an error there
 
     def __getattr__(name: str) -> object:
         """Load ``name`` from its private module on first access (then it is a plain module attribute)."""
-        if name in _MODULES:
-            value: object = importlib.import_module(_MODULES[name])
-            globals()[name] = value
-            return value
         try:
             module, attr = _LAZY[name]
         except KeyError:
@@ -225,7 +202,6 @@ __all__ = [
     "COLLECT_SECONDS",
     "LIMIT_PERSISTING_L2_CACHE_SIZE",
     "MIN_FLUSH_BYTES",
-    "PAUSE_COLUMN",
     "Availability",
     "Backend",
     "BackendOptions",
@@ -245,23 +221,20 @@ __all__ = [
     "DeviceAttribute",
     "Frozen",
     "GpuInfo",
-    "Guard",
     "InfoCollector",
     "MeasurementError",
     "MetricErrorType",
-    "NoGuard",
     "NoOptions",
     "NsightxError",
     "NvidiaSmiError",
     "Plan",
     "PluginError",
-    "Progress",
     "Record",
+    "RemoteCall",
     "RegionId",
     "RegionRun",
     "RunOutput",
     "RunRecords",
-    "RunSink",
     "Scalar",
     "Session",
     "Sink",
@@ -270,6 +243,7 @@ __all__ = [
     "ThermalSettings",
     "UnknownMetricError",
     "VerbosityLevel",
+    "child_env",
     "cpu_model",
     "cuda_driver_version",
     "device_attribute",
@@ -278,16 +252,12 @@ __all__ = [
     "l2_flush_bytes",
     "load_libcuda",
     "loaded_libcuda",
-    "make_guard",
     "metrics_error_message",
     "new_record",
     "query_gpus",
     "read_raw",
     "register_reducer",
-    "run_loop",
-    "to_scalar",
-    "travel",
+    "run_child",
     "unregister_reducer",
-    "use_device",
     "visible_gpus",
 ]

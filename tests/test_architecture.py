@@ -308,6 +308,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("nsightx._plot",),
     ("nsightx._results",),
     ("nsightx._run",),
+    ("nsightx._remote",),
     ("nsightx._host",),
     ("nsightx._spec",),
     ("nsightx._report",),
@@ -376,3 +377,4 @@ def test_stage_check_can_fail() -> None:
     assert stage_of("nsightx.ext") < stage_of("nsightx_cupti._session") == PLUGINS_STAGE
     assert stage_of("nsightx._results.records") < stage_of("nsightx._run.loop")
     assert stage_of("nsightx.columns") == 0 and stage_of("nsightx") == len(STAGES) - 1
+    assert stage_of("nsightx._run.loop") < stage_of("nsightx._remote.child") < stage_of("nsightx._spec.options")

@@ -1,5 +1,7 @@
 """How the plan travels to the ncu worker: by reference when importable, by value otherwise, named failures.
 
+The payload is nsightx's (``nsightx._remote.payload``); the words for the worker are the ncu backend's.
+
 The diagnostics are checked on CPU-only state (a lock, an open file, a ctypes pointer); the GPU kinds of state
 are in test_ncu_state_gpu.py. End-to-end cases run the real worker under the fake ncu.
 """
@@ -16,15 +18,25 @@ import threading
 import ncu_fake
 import pytest
 from ncu_fake import make_plan
-from nsightx_ncu import _payload
 from nsightx_ncu._backend import NcuBackend
-from nsightx_ncu._payload import UnpicklableError, dump_plan, reference
 
 import nsightx
+from nsightx._remote import payload as _payload
+from nsightx._remote.travel import Destination, UnpicklableError, reference
 from nsightx._results.sink import RunSink
+from nsightx._run.plan import Plan
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")
+
+NCU_WORKER = Destination(
+    "the ncu worker", "measure in process with backend='cupti' or 'events', which need no pickling"
+)
+
+
+def dump_plan(plan: Plan) -> bytes:
+    """The plan pickled as the ncu backend ships it (its words for the worker in the errors)."""
+    return _payload.dump_plan(plan, NCU_WORKER)
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """The progress line of an ncu call, drawn in the parent from the worker's channel messages (CPU only).
 
-The messages are fed to the real :class:`~nsightx_ncu._serve.WorkerRequests` as the worker sends them; the
+The messages are fed to the real :class:`~nsightx._remote.serve.WorkerRequests` as the worker sends them; the
 end-to-end path (the real worker under the fake ncu) is covered in test_ncu_channel.py.
 """
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import io
 
-from nsightx_ncu._serve import WorkerRequests
-
+from nsightx._remote.serve import WorkerRequests
 from nsightx._run.plan import Plan, ThermalSettings
 from nsightx._run.progress import Progress
 from nsightx._run.thermal import NoGuard

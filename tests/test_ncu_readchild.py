@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nsightx_ncu._backend import worker_env
 from nsightx_ncu._readchild import ReaderChild
 from nsightx_ncu._reader import read_report
 
 from nsightx._errors import MeasurementError
+from nsightx.ext import child_env as worker_env
 
 pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import ncu_fake
 import pytest
-from nsightx_ncu._backend import NcuBackend, make_artifacts, worker_env
+from nsightx_ncu._backend import NcuBackend, make_artifacts
 
 import nsightx
 from nsightx._results.sink import RunSink
 from nsightx._run.plan import Plan, ThermalSettings
+from nsightx.ext import child_env
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")
@@ -125,13 +126,13 @@ def test_private_folder_is_0700_and_report_goes_to_output_dir(tmp_path):
         assert stat.S_IMODE(os.stat(art.private).st_mode) == 0o700
         assert art.report == tmp_path / "out" / "ncu-output-f-0.ncu-rep"
         assert art.log == tmp_path / "out" / "ncu-output-f-0.log"
-        assert art.payload.parent == art.private
+        assert art.actions.parent == art.private
     finally:
         art.private.rmdir()
 
 
-def test_worker_env_carries_sys_path():
-    env = worker_env({"PYTHONPATH": "/already/there"})
+def test_child_env_carries_sys_path():
+    env = child_env({"PYTHONPATH": "/already/there"})
     parts = env["PYTHONPATH"].split(os.pathsep)
     assert parts[-1] == "/already/there"
     assert str(ROOT / "backends") in parts or any(p.endswith("backends") for p in parts)

@@ -24,7 +24,7 @@ import pytest
 
 import nsightx
 from nsightx import ext
-from nsightx._run import reducers, travel
+from nsightx._remote import reducers, travel
 
 pytest.importorskip("cloudpickle")
 

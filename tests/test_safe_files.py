@@ -244,8 +244,8 @@ def test_only_the_worker_the_call_started_is_served_on_the_channel(tmp_path, mon
     """
     needs_ncu_worker()
     from nsightx_ncu._backend import NcuBackend
-    from nsightx_ncu._channel import ENV_CHANNEL
 
+    from nsightx._remote.channel import ENV_CHANNEL
     from nsightx._run.collectors import InfoCollector
 
     ncu_fake.use_fake_ncu(monkeypatch, tmp_path)

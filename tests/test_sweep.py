@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import nsightx
-from nsightx._run.engines import DaskEngine
-from nsightx._run.travel import UnpicklableError
+from nsightx._remote.engines import DaskEngine
+from nsightx._remote.travel import UnpicklableError
 
 sys.path.insert(0, str(Path(__file__).parent))
 import par_workload

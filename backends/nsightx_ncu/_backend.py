@@ -3,14 +3,15 @@
 Flow of :meth:`NcuBackend.execute`:
 
 1. Find ncu (:mod:`nsightx_ncu._locate`) and validate ``backend_options`` (:class:`~nsightx_ncu._command.NcuOptions`).
-2. Build the thermal guard here and replace the plan's collectors with proxies (:mod:`nsightx_ncu._serve`);
-   pickle that plan (:mod:`nsightx_ncu._payload`: a function of an importable module travels by reference, one
-   of ``__main__`` or a notebook by value; a value that cannot travel is named before ncu starts) into a private
-   folder (mode 0700) with a small JSON spec, next to the channel's socket (:mod:`nsightx_ncu._channel`). The
-   spec carries a random per-call secret: the parent serves only a connection whose first message holds it.
+2. Hand the plan to nsightx's :class:`~nsightx.ext.RemoteCall` (the parent's half of running the loop in another
+   process): it builds the thermal guard here, replaces the plan's collectors with proxies and pickles the plan
+   into a private folder (mode 0700; a function of an importable module travels by reference, one of
+   ``__main__`` or a notebook by value; a value that cannot travel is named before ncu starts), then listens on
+   the channel there and writes the worker's spec with a random per-call secret.
 3. Start ``ncu ... python -m nsightx_ncu._worker spec.json`` without a shell and serve it
-   (:mod:`nsightx_ncu._supervise`): the worker asks for collector values and the guard at each config, run and
-   region; everything printed goes to the log, the user's own lines also to the user's stdout/stderr.
+   (:mod:`nsightx_ncu._supervise`): the worker (nsightx's child loop with an NVTX session,
+   :mod:`nsightx_ncu._worker`) asks for collector values and the guard at each config and run; everything
+   printed goes to the log, the user's own lines also to the user's stdout/stderr.
 4. Read the report in a child process (``python -m nsightx_ncu._reader``), merge it with the worker's runs by NVTX
    identity, and write every run to the sink.
 5. Raise :class:`~nsightx.ext.MeasurementError` (with the log tail, and the config and run that failed) if the
@@ -26,9 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
-import secrets
 import shlex
 import shutil
 import stat
@@ -48,25 +47,20 @@ from nsightx.ext import (
     MeasurementError,
     MetricErrorType,
     Plan,
-    Progress,
+    RemoteCall,
     RunRecords,
     Scalar,
     Sink,
-    ThermalSettings,
     VerbosityLevel,
-    make_guard,
+    child_env,
     metrics_error_message,
-    read_raw,
 )
 from nsightx_ncu import _locate, _metrics
-from nsightx_ncu._channel import ENV_CHANNEL
 from nsightx_ncu._command import NcuOptions, build_command, check_metrics
-from nsightx_ncu._payload import dump_plan
 from nsightx_ncu._readchild import ReaderChild
 from nsightx_ncu._reader import Action
 from nsightx_ncu._report import MergeResult, environment, merge_runs
-from nsightx_ncu._serve import WorkerRequests, worker_collectors
-from nsightx_ncu._supervise import Outcome, listening, supervise
+from nsightx_ncu._supervise import Outcome, supervise
 
 LOG_TAIL_LINES = 40
 """Lines of the ncu log quoted in error messages."""
@@ -91,31 +85,12 @@ class Artifacts:
     """Where one execution keeps its files."""
 
     private: Path
-    """Private (0700) folder: payload, spec, the worker's runs and error files."""
+    """Private (0700) folder: the remote call's files (payload, spec, the worker's runs and error) and the
+    report reader's output."""
     report: Path
     """The ``.ncu-rep`` file."""
     log: Path
     """ncu's and the worker's combined output."""
-
-    @property
-    def payload(self) -> Path:
-        """Cloudpickled plan."""
-        return self.private / "plan.pkl"
-
-    @property
-    def spec(self) -> Path:
-        """JSON spec naming the other files."""
-        return self.private / "spec.json"
-
-    @property
-    def runs(self) -> Path:
-        """JSON lines written by the worker's sink."""
-        return self.private / "runs.jsonl"
-
-    @property
-    def error(self) -> Path:
-        """The worker's failure description, if it failed."""
-        return self.private / "error.json"
 
     @property
     def actions(self) -> Path:
@@ -219,22 +194,6 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
-
-
-def worker_env(base: Mapping[str, str] | None = None, channel: str | None = None) -> dict[str, str]:
-    """The worker's environment: this process's, with its ``sys.path`` in ``PYTHONPATH``.
-
-    That makes nsightx, this package and any module a by-reference pickled function lives in importable there.
-    ``channel`` (the parent's socket) is also set as ``NSIGHTX_NCU_CHANNEL``, which marks the worker.
-    """
-    env = dict(os.environ if base is None else base)
-    entries = [os.path.abspath(p or os.getcwd()) for p in sys.path]
-    existing = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = os.pathsep.join([*dict.fromkeys(entries), *([existing] if existing else [])])
-    env["PYTHONUNBUFFERED"] = "1"
-    if channel is not None:
-        env[ENV_CHANNEL] = channel
-    return env
 
 
 @functools.cache
@@ -348,12 +307,12 @@ class NcuBackend(Backend):
         Raises:
             BackendUnavailableError: No usable ncu, report reader, cloudpickle or nvtx.
             UnpicklableError: A value the function uses (a global, a closure variable, a config argument)
-                cannot be sent to the worker; raised before ncu starts (see :mod:`nsightx_ncu._payload`).
+                cannot be sent to the worker; raised before ncu starts (see :class:`~nsightx.ext.RemoteCall`).
             CounterPermissionError: ncu may not read the performance counters (admin-only).
             MeasurementError: ncu or the worker failed (the message holds the log tail and the failed config
                 and run; runs measured before the failure are already in ``sink``).
         """
-        if os.environ.get(ENV_CHANNEL):
+        if RemoteCall.inside_child():
             raise MeasurementError(
                 f"{plan.function_name} was called with backend='ncu' inside the ncu worker: the worker imported "
                 "the module of the profiled function and that import itself starts a profiled call. Put the "
@@ -382,7 +341,7 @@ class NcuBackend(Backend):
             )
         art = make_artifacts(plan)
         try:
-            with ReaderChild(reader[1], worker_env()) as child:  # starts up while ncu profiles
+            with ReaderChild(reader[1], child_env()) as child:  # starts up while ncu profiles
                 env = self._execute(plan, sink, options, metrics, install, child, art)
         finally:
             self._cleanup(art, options, plan)
@@ -406,23 +365,37 @@ class NcuBackend(Backend):
         child: ReaderChild,
         art: Artifacts,
     ) -> dict[str, Scalar]:
-        guard = make_guard(plan)  # here, in the user's process, like the collectors
-        worker_plan = dataclasses.replace(
+        call = RemoteCall(
             plan,
-            output_dir=None,
-            metrics=metrics,
-            collectors=worker_collectors(plan, guard),
-            thermal=ThermalSettings(mode="off"),
+            art.private,
+            where="the ncu worker",
+            in_process="measure in process with backend='cupti' or 'events', which need no pickling",
+            label=f"{plan.function_name} -> {art.report.name}",
+            options={"nvtx_ranges": options.ncu_nvtx_ranges},
+            changes={"metrics": metrics},
         )
-        art.payload.write_bytes(dump_plan(worker_plan))
-        progress = Progress(plan)
-        progress.label = f"{plan.function_name} -> {art.report.name}"
-        requests = WorkerRequests(plan, guard, progress)
+        try:
+            return self._measure(plan, sink, options, metrics, install, child, art, call)
+        finally:
+            call.cleanup()
+
+    def _measure(
+        self,
+        plan: Plan,
+        sink: Sink,
+        options: NcuOptions,
+        metrics: tuple[str, ...],
+        install: _locate.NcuInstall,
+        child: ReaderChild,
+        art: Artifacts,
+        call: RemoteCall,
+    ) -> dict[str, Scalar]:
+        """Run ncu over the worker, then read the report, merge it with the worker's runs and check the outcome."""
         debug = plan.verbosity >= VerbosityLevel.DEBUG
-        outcome, cmd = _run_ncu(plan, art, options, metrics, install.path, requests, progress)
+        outcome, cmd = _run_ncu(plan, art, options, metrics, install.path, call)
         if outcome.permission_denied:  # nothing was measured: keep the sink empty (auto may measure elsewhere)
             raise CounterPermissionError(f"{PERMISSION_HELP}\n{_log_note(art, plan, options)}", backend=self.name)
-        worker_runs = read_raw(art.runs) if art.runs.exists() else []
+        worker_runs = call.runs()
         actions, read_problem = self._read_report(art, metrics, options.deep, child)
         merged = merge_runs(actions, worker_runs, metrics, deep=options.deep)
         missing = [m for m in metrics if actions and not any(m in a.metrics for a in actions)]
@@ -439,7 +412,7 @@ class NcuBackend(Backend):
             # and leaves ``launch_bound`` unjudged under replay.
             SERIALIZES_KERNELS: True,
         }
-        self._check(plan, art, outcome, options, merged, read_problem, missing, requests)
+        self._check(plan, art, outcome, options, merged, read_problem, missing, call)
         if debug:
             print(log_tail(art.log, 200), file=sys.stderr)
         return env
@@ -465,14 +438,14 @@ class NcuBackend(Backend):
         merged: MergeResult,
         read_problem: str,
         missing: list[str],
-        requests: WorkerRequests,
+        call: RemoteCall,
     ) -> None:
-        error = _read_error(art.error)
+        error = call.error()
         tail = log_tail(art.log)
         where = f"\n{_log_note(art, plan, options)}\n--- last lines of the log ---\n{tail}"
         done = [r for r in merged.runs if r.config >= 0]
         kept = f"{len(done)} measured run(s) completed and were kept"
-        self._check_worker(plan, outcome, options, requests, error, tail, done, kept, where)
+        self._check_worker(plan, outcome, options, call, error, tail, done, kept, where)
         self._check_report(plan, art, merged, read_problem, missing, done, where)
 
     @staticmethod
@@ -480,7 +453,7 @@ class NcuBackend(Backend):
         plan: Plan,
         outcome: Outcome,
         options: NcuOptions,
-        requests: WorkerRequests,
+        call: RemoteCall,
         error: dict[str, Any] | None,
         tail: str,
         done: list[RunRecords],
@@ -488,8 +461,8 @@ class NcuBackend(Backend):
         where: str,
     ) -> None:
         """Raise when ncu or the worker failed: the parent's own error, a time-out, a worker error or death."""
-        if requests.failure is not None:  # the parent's own error (a thermal timeout): as on other backends
-            raise requests.failure
+        if call.failure is not None:  # the parent's own error (a thermal timeout): as on other backends
+            raise call.failure
         if outcome.timed_out:
             raise MeasurementError(
                 f"ncu did not finish within ncu_timeout_s={options.ncu_timeout_s}s and was killed; {kept}.{where}"
@@ -511,10 +484,10 @@ class NcuBackend(Backend):
                 "do). Use replay_mode='kernel' (each kernel replayed alone) or replay_mode='application' "
                 f"(the whole worker re-run per pass); {kept}.{where}"
             )
-        last = requests.last
-        if last is not None and not last.finished and requests.clean_exits < requests.passes:
+        died = call.died_at()
+        if died is not None:
             raise MeasurementError(
-                f"the ncu worker died at {_run_label(plan, last.config, last.run)} without finishing it (ncu "
+                f"the ncu worker died at {_run_label(plan, *died)} without finishing it (ncu "
                 f"exited with {_status(outcome.returncode)}): it was killed (by the out-of-memory killer, a "
                 f"signal, or os._exit) or crashed inside the function; {kept}.{where}"
             )
@@ -561,8 +534,7 @@ class NcuBackend(Backend):
     @staticmethod
     def _cleanup(art: Artifacts, options: NcuOptions, plan: Plan) -> None:
         """Delete the call's private files; give back unused name claims; without keeping, the whole folder."""
-        for path in (art.payload, art.spec, art.runs, art.error, art.actions):
-            path.unlink(missing_ok=True)
+        art.actions.unlink(missing_ok=True)  # the remote call removed its own files
         if not art.has_report:
             art.report.unlink(missing_ok=True)  # the empty claim: ncu wrote no report
             if art.log.exists() and art.log.stat().st_size == 0:
@@ -599,73 +571,26 @@ def _run_ncu(
     options: NcuOptions,
     metrics: tuple[str, ...],
     ncu: Path,
-    requests: WorkerRequests,
-    progress: Progress,
+    call: RemoteCall,
 ) -> tuple[Outcome, list[str]]:
-    """Run ncu over the worker, serving its channel, until it ends; return how it ended and its command."""
+    """Run ncu over the worker, serving the call's channel, until it ends; return how it ended and its command."""
     debug = plan.verbosity >= VerbosityLevel.DEBUG
-    secret = secrets.token_hex(32)  # only the worker started here may talk on the channel: it reads this in spec
-    with listening(art.private) as (listener, channel):
-        _write_spec(art, options, channel, secret)
-        app = [sys.executable, "-m", "nsightx_ncu._worker", str(art.spec)]
-        cmd = build_command(
-            ncu,
-            report=art.report,
-            app=app,
-            metrics=metrics,
-            replay_mode=plan.replay_mode,
-            cache_control=plan.cache_control,
-            clock_control=plan.clock_control,
-            options=options,
-            verbose=debug,
-        )
-        if debug:
-            print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
-        try:
-            outcome = supervise(
-                cmd,
-                env=worker_env(channel=channel),
-                log=art.log,
-                listener=listener,
-                requests=requests,
-                secret=secret,
-                timeout_s=options.ncu_timeout_s,
-                show_tool_lines=debug,
-            )
-        finally:
-            progress.close()
-    return outcome, cmd
-
-
-def _write_spec(art: Artifacts, options: NcuOptions, channel: str | None, secret: str) -> None:
-    """The worker's instructions: where its plan, runs and error go, its NVTX range kind, the channel and its secret.
-
-    The spec lies in the private 0700 folder: the secret reaches the worker without going through its command
-    line (readable by every user) or its environment (inherited by every process the user's function starts).
-    """
-    art.spec.write_text(
-        json.dumps(
-            {
-                "payload": str(art.payload),
-                "runs": str(art.runs),
-                "error": str(art.error),
-                "nvtx_ranges": options.ncu_nvtx_ranges,
-                "channel": channel,
-                "secret": secret,
-            }
-        ),
-        encoding="utf-8",
+    cmd = build_command(
+        ncu,
+        report=art.report,
+        app=call.command("nsightx_ncu._worker"),
+        metrics=metrics,
+        replay_mode=plan.replay_mode,
+        cache_control=plan.cache_control,
+        clock_control=plan.clock_control,
+        options=options,
+        verbose=debug,
     )
-
-
-def _read_error(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {"type": "unknown", "message": "the worker's error file could not be read"}
-    return data if isinstance(data, dict) else None
+    if debug:
+        print(f"nsightx: {shlex.join(cmd)}", file=sys.stderr)
+    with call.serving():
+        outcome = supervise(cmd, call=call, log=art.log, timeout_s=options.ncu_timeout_s, show_tool_lines=debug)
+    return outcome, cmd
 
 
 def _config_args(plan: Plan, config: Any) -> str:

@@ -1,34 +1,23 @@
-"""The worker: runs the shared run loop under ncu and marks every measured region with an NVTX range.
+"""The ncu worker: the shared run loop in a child under ncu, each measured region marked with an NVTX range.
 
-Started by the ncu backend as ``ncu ... python -m nsightx_ncu._worker <spec.json>``. The spec names the
-pickled plan, the JSON-lines file the worker's :class:`~nsightx.ext.RunSink` writes (host times and
-collector values; metric values come from the report, in the parent), the file a failure is described in, and
-the parent's channel socket (:mod:`nsightx_ncu._channel`): the plan's collectors are proxies that ask the
-parent, and each run start waits for the parent's thermal guard and RUN collectors.
+Started by the ncu backend as ``ncu ... python -m nsightx_ncu._worker <spec.json>``. Loading the plan, the
+channel to the parent (collectors and the thermal guard stay there), the runs file and the error file are
+nsightx's (:func:`nsightx.ext.run_child`); what is ncu's is the session: one NVTX range per measured region, in
+the ``nsightx`` domain, named so that the report can be read back run by run.
 
 Warm-up runs (negative run index) open no range, so ncu's ``--nvtx-include`` filter leaves their kernels alone.
 Ranges are process-wide start/end ranges by default (kernels launched by any thread while a region is open are
 profiled); ``backend_options={"ncu_nvtx_ranges": "push_pop"}`` makes them per-thread push/pop ranges.
-The worker's own diagnostics (a traceback) are printed with a ``==NSIGHTX==`` prefix: like ncu's ``==PROF==``
-lines they stay in the log, while what the user's function prints reaches the user's terminal.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from nsightx.ext import RegionId, RunOutput, Session
-from nsightx_ncu import _channel
-from nsightx_ncu._channel import ParentLink
+from nsightx.ext import RegionId, RunOutput, Session, run_child
 from nsightx_ncu._command import DOMAIN, range_name
-
-EXIT_FAILED = 3
-"""Exit status of a worker whose user function (or set-up) raised; details are in the error file."""
 
 
 class NvtxSession(Session):
@@ -37,23 +26,10 @@ class NvtxSession(Session):
     Args:
         push: Called with a range name when a measured region opens (starts or pushes the range).
         pop: Called when it closes (ends or pops it).
-        link: The channel to the parent (``None``: no parent to tell, as in unit tests).
     """
 
-    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any], link: ParentLink | None = None) -> None:
+    def __init__(self, push: Callable[[str], Any], pop: Callable[[], Any]) -> None:
         self._push, self._pop = push, pop
-        self._link = link
-        self.config: int | None = None
-        self.run: int | None = None
-
-    def start_run(self, config: int, run: int) -> None:
-        """Remember which run is in progress (named in the error file if it fails) and wait for the parent.
-
-        The parent runs the thermal guard and, for a measured run, the RUN collectors before it answers.
-        """
-        self.config, self.run = config, run
-        if self._link is not None:
-            self._link.start_run(config, run)
 
     def region_enter(self, region: RegionId) -> None:
         """Open the region's NVTX range (measured runs only)."""
@@ -66,9 +42,7 @@ class NvtxSession(Session):
             self._pop()
 
     def finish_run(self, config: int, run: int) -> RunOutput:
-        """Tell the parent (progress line); nothing to return: metric values are read from the report."""
-        if self._link is not None:
-            self._link.finish_run(config, run)
+        """Nothing to return: metric values are read from the report, in the parent."""
         return RunOutput()
 
 
@@ -109,76 +83,14 @@ def nvtx_callables(kind: str) -> tuple[Callable[[str], Any], Callable[[], Any]]:
     return start, end
 
 
-def _write_error(path: Path, session: NvtxSession | None, exc: BaseException, stage: str) -> None:
-    info = {
-        "stage": stage,
-        "config": None if session is None else session.config,
-        "run": None if session is None else session.run,
-        "type": type(exc).__name__,
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
-    }
-    path.write_text(json.dumps(info), encoding="utf-8")
-
-
-def _print_traceback(exc: BaseException) -> None:
-    """The traceback into the log only: each line carries the prefix the parent keeps off the user's terminal."""
-    lines = "".join(traceback.format_exception(exc)).splitlines()
-    print("\n".join(f"{TAG} {line}" for line in lines), file=sys.stderr, flush=True)
-
-
-TAG = "==NSIGHTX=="
-"""Prefix of the worker's own lines (the parent routes them to the log, like ncu's ``==PROF==`` lines)."""
+def session_from(options: Mapping[str, Any]) -> NvtxSession:
+    """The worker's session for the spec's ``options`` (``nvtx_ranges``: the NVTX range kind)."""
+    return NvtxSession(*nvtx_callables(str(options.get("nvtx_ranges", "start_end"))))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the plan described by the spec file named in ``argv[1]``.
-
-    Returns:
-        0 on success, :data:`EXIT_FAILED` when the plan could not be loaded or the user's function raised.
-    """
-    args = sys.argv if argv is None else argv
-    spec = json.loads(Path(args[1]).read_text(encoding="utf-8"))
-    runs_path, error_path = Path(spec["runs"]), Path(spec["error"])
-    # Application replay starts the worker once per pass: keep only the last pass's host-side records.
-    runs_path.unlink(missing_ok=True)
-    error_path.unlink(missing_ok=True)
-    session: NvtxSession | None = None
-    link: ParentLink | None = None
-    try:
-        if spec.get("channel"):
-            link = ParentLink.connect(spec["channel"], str(spec.get("secret", "")))
-            _channel.install(link)
-        import cloudpickle
-
-        from nsightx.ext import RunSink, run_loop
-
-        plan = cloudpickle.loads(Path(spec["payload"]).read_bytes())
-        push, pop = nvtx_callables(spec.get("nvtx_ranges", "start_end"))
-        session = NvtxSession(push, pop, link)
-    except BaseException as e:
-        _write_error(error_path, session, e, "setup")
-        _print_traceback(e)
-        if link is not None:
-            link.close(clean=False)
-        return EXIT_FAILED
-    sink = RunSink(runs_path)
-    clean = False
-    try:
-        from nsightx.ext import use_device
-
-        with use_device(plan.device):
-            run_loop(plan, session, sink)
-        clean = True
-    except BaseException as e:
-        _write_error(error_path, session, e, "run")
-        _print_traceback(e)
-        return EXIT_FAILED
-    finally:
-        sink.close()
-        if link is not None:
-            link.close(clean=clean)
-    return 0
+    """Run the plan described by the spec file named in ``argv[1]`` (exit status 0, or 3 when it failed)."""
+    return run_child(argv, session_from)
 
 
 if __name__ == "__main__":

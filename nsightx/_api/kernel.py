@@ -21,6 +21,7 @@ from nsightx._api.tool import active_name
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError, CounterPermissionError, NsightxError, OutputError
 from nsightx._host.plugins import PluginHost, default_host
+from nsightx._remote.engines import check_alone, check_executor, engine_for
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
 from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.results import ProfileResults, build_results, now
@@ -32,7 +33,6 @@ from nsightx._run.adaptive import STOP_COLUMN
 from nsightx._run.backend import Backend
 from nsightx._run.collectors import CollectorLike
 from nsightx._run.device import GpuInfo
-from nsightx._run.engines import check_alone, check_executor, engine_for
 from nsightx._run.loop import execute
 from nsightx._run.plan import Plan
 from nsightx._run.provenance import add_provenance

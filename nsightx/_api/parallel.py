@@ -1,13 +1,13 @@
 """``parallel_devices``: a sweep spread over the devices of this host, as a local executor of the one sweep path.
 
-The devices named by ``parallel_devices`` become a :class:`~nsightx._run.localpool.DevicePool` (one spawned worker
+The devices named by ``parallel_devices`` become a :class:`~nsightx._remote.localpool.DevicePool` (one spawned worker
 process per device, pinned with CUDA_VISIBLE_DEVICES), and the sweep runs through :func:`nsightx._api.sweep.run_sweep`
 like any ``executor=`` sweep: configs handed out one at a time, each config's runs appended to the caller's raw
 file as it comes back, one merged result whose ``Device`` column names the GPU of every row. With
 ``output_prefix`` each worker also writes its own raw records as it goes, under ``<prefix>dev<k>_``, so a crash
 keeps what was measured.
 
-The function is shipped as it is to the ncu worker (:mod:`nsightx._run.travel`), so functions defined in
+The function is shipped as it is to the ncu worker (:mod:`nsightx._remote.travel`), so functions defined in
 ``__main__`` or a notebook work.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 from nsightx._api.mainguard import check_child, check_parent
 from nsightx._api.sweep import SweepCall, Worker, folder, run_sweep
 from nsightx._errors import BackendUnavailableError, ConfigError
+from nsightx._remote.engines import FuturesEngine
+from nsightx._remote.localpool import DevicePool, Target
 from nsightx._results.results import ProfileResults
 from nsightx._run import device as _device
 from nsightx._run.device import GpuInfo
-from nsightx._run.engines import FuturesEngine
-from nsightx._run.localpool import DevicePool, Target
 from nsightx._spec.options import ProfileSpec
 
 

@@ -1,10 +1,10 @@
 """One path for every sweep spread over other processes: ``parallel_devices``, ``executor=`` (Dask or futures).
 
-Each config becomes one task (:func:`nsightx._run.task.run_task`) on an engine (:mod:`nsightx._run.engines`); the task
-measures it where the engine placed it and sends back its one-config result with the host and device. As each
-result arrives, its runs are appended to the call's raw file (with ``output_prefix``), so a sweep that stops,
-or a worker lost mid-sweep, loses only the tasks in flight. At the end the results are merged, in config order,
-by the one result builder (:func:`nsightx._results.results.build_results`) into one result whose ``Device`` and
+Each config becomes one task (:func:`nsightx._remote.task.run_task`) on an engine (:mod:`nsightx._remote.engines`);
+the task measures it where the engine placed it and sends back its one-config result with the host and device. As
+each result arrives, its runs are appended to the call's raw file (with ``output_prefix``), so a sweep that stops,
+or a worker lost mid-sweep, loses only the tasks in flight. At the end the results are merged, in config order, by
+the one result builder (:func:`nsightx._results.results.build_results`) into one result whose ``Device`` and
 ``Host`` columns name where each config was measured.
 
 The result's environment says how the sweep went: ``executor`` (what ran it), ``Devices`` and ``Hosts``
@@ -13,8 +13,8 @@ The result's environment says how the sweep went: ``executor`` (what ran it), ``
 that failed for good). When a config failed, the others are still measured; then :class:`SweepError` is
 raised, naming each failure, with the result of the configs that were measured as its ``results``.
 
-The function and the spec travel as they do to the ncu worker (:mod:`nsightx._run.travel`): by reference when
-importable, else by value, with an :class:`~nsightx._run.travel.UnpicklableError` naming what cannot travel.
+The function and the spec travel as they do to the ncu worker (:mod:`nsightx._remote.travel`): by reference when
+importable, else by value, with an :class:`~nsightx._remote.travel.UnpicklableError` naming what cannot travel.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from nsightx._errors import MeasurementError
+from nsightx._remote.engines import Engine
+from nsightx._remote.task import TaskFailure, TaskOutput
+from nsightx._remote.travel import Destination, by_value_if_unimportable, diagnose, dumps
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.schema import RawHeader, ResultData
 from nsightx._results.sink import RunSink
-from nsightx._run.engines import Engine
-from nsightx._run.task import TaskFailure, TaskOutput
-from nsightx._run.travel import Destination, by_value_if_unimportable, diagnose, dumps
 from nsightx._spec.options import ProfileSpec
 
 Worker = Callable[..., ProfileResults]

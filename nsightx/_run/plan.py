@@ -63,7 +63,7 @@ class Plan:
     """The info collectors of the call (the run loop calls them; a backend that runs the loop elsewhere must
     have them answered, as the ncu backend does through proxies)."""
     thermal: ThermalSettings = field(default_factory=ThermalSettings)
-    """Thermal guard options (see :func:`~nsightx.ext.make_guard`)."""
+    """Thermal guard options (see :func:`~nsightx._run.thermal.make_guard`)."""
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     """Backend-specific options (e.g. ncu ``sets``/``sections``)."""
     normalize_against: str | None = None

@@ -25,9 +25,9 @@ from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_v
 from nsightx._enums import CACHE_CONTROL, CLOCK_CONTROL, REPLAY_MODES, THERMAL_MODES, Tool, VerbosityLevel
 from nsightx._errors import ConfigError, ConfigTypeError, NsightxError
 from nsightx._model import Frozen
+from nsightx._remote.engines import check_alone, check_executor
 from nsightx._run.adaptive import ADAPTIVE_OPTIONS, FixedRuns, build_rule, int_option
 from nsightx._run.collectors import CollectorLike, as_collector
-from nsightx._run.engines import check_alone, check_executor
 from nsightx._run.thermal import DEFAULT_CONT_C, DEFAULT_WAIT_C
 
 

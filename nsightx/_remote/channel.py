@@ -1,9 +1,10 @@
-"""The worker's end of the channel to the user's process, and the proxy collectors that travel in the plan.
+"""The child's end of the channel to the user's process, and the proxy collectors that travel in the plan.
 
-Under ncu the user's function runs in a worker, but its info collectors, the thermal guard and the progress
-line stay in the user's process (collector objects often hold NVML handles or other state that cannot be
-pickled, and their values must describe the moment the worker reaches, not a copy of the collector). The
-parent listens on a Unix-domain socket in its private 0700 folder; the worker connects once per start (ncu's
+When a backend measures in another process (the ncu backend's worker under Nsight Compute), the user's function
+runs in that child, but its info collectors, the thermal guard and the progress line stay in the user's process
+(collector objects often hold NVML handles or other state that cannot be pickled, and their values must
+describe the moment the child reaches, not a copy of the collector). The parent listens on a Unix-domain socket
+in its private 0700 folder (:mod:`nsightx._remote.server`); the child connects once per start (ncu's
 application replay starts it once per pass) and speaks JSON lines:
 
 =====================================================  ==========================================================
@@ -39,10 +40,11 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from nsightx.ext import CollectContext, CollectionScope, CollectResult
+from nsightx._enums import CollectionScope
+from nsightx._run.collectors import CollectContext, CollectResult
 
-ENV_CHANNEL = "NSIGHTX_NCU_CHANNEL"
-"""Set in the worker's environment (to the socket path) so that nested use can be recognised."""
+ENV_CHANNEL = "NSIGHTX_REMOTE_CHANNEL"
+"""Set in the child's environment (to the socket path) so that a profiled call made inside it can be recognised."""
 
 
 class ParentGone(BaseException):
@@ -168,7 +170,7 @@ _link: ParentLink | None = None
 
 
 def install(link: ParentLink | None) -> None:
-    """Make ``link`` the one the proxies of this process use (the worker calls this once)."""
+    """Make ``link`` the one the proxies of this process use (the child calls this once)."""
     global _link
     _link = link
 
@@ -177,15 +179,15 @@ def current() -> ParentLink:
     """The installed link.
 
     Raises:
-        ParentGone: No link is installed (a proxy was called outside the ncu worker).
+        ParentGone: No link is installed (a proxy was called outside a child).
     """
     if _link is None:
-        raise ParentGone("a proxy collector was called outside the ncu worker (no channel to the parent)")
+        raise ParentGone("a proxy collector was called outside a child of nsightx (no channel to the parent)")
     return _link
 
 
 class ProxyCollector:
-    """Stands in for one of the parent's collectors inside the worker: same name, scope and columns.
+    """Stands in for one of the parent's collectors inside the child: same name, scope and columns.
 
     It is all that travels in the pickled plan (a name, a scope, a tuple of strings); calling it asks the
     parent, where the real collector runs.

@@ -89,7 +89,7 @@ def run_task(head: bytes, config: bytes, index: int, needs_gpu: bool) -> TaskOut
     """Measure one config of a sweep in this process and return its result (runs in the worker).
 
     Args:
-        head: ``(make_worker, spec)`` pickled by :mod:`nsightx._run.travel`: builds the profiled function.
+        head: ``(make_worker, spec)`` pickled by :mod:`nsightx._remote.travel`: builds the profiled function.
         config: The config's values, pickled the same way.
         index: The config's index in the sweep.
         needs_gpu: Whether the backend measures a GPU (the row's device is then this worker's first GPU).

@@ -1,6 +1,6 @@
 """How objects that pickle cannot send as they are travel to a worker: a registry of reducers.
 
-A function of ``__main__`` or a notebook travels by value with the globals it uses (:mod:`nsightx._run.travel`).
+A function of ``__main__`` or a notebook travels by value with the globals it uses (:mod:`nsightx._remote.travel`).
 Some of those globals are objects pickle refuses or should not copy:
 
 * A Triton kernel (``@triton.jit`` at module level) holds locks and compiled-kernel caches; it is rebuilt in the

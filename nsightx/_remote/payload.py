@@ -1,10 +1,10 @@
-"""The plan's trip to the ncu worker: functions by reference when they can be imported there, else by value.
+"""A whole plan's trip to a child process: the function by reference when importable there, else by value.
 
-The mechanics are nsightx's one way of shipping a profiled function to another process
-(``nsightx.ext.travel``, shared with ``parallel_devices`` and ``executor=`` sweeps): a decorated function of an
-importable module travels as its import path, a function of ``__main__`` or a notebook by value, and a value
-that cannot be pickled is named in an :class:`UnpicklableError` before ncu starts. This module adds what is the
-ncu worker's own: the words of its errors, and a warning naming the largest parts of a payload over
+The mechanics are nsightx's one way of shipping a profiled function to another process (:mod:`travel`, shared
+with ``parallel_devices`` and ``executor=`` sweeps): a decorated function of an importable module travels as its
+import path, a function of ``__main__`` or a notebook by value, and a value that cannot be pickled is named in an
+:class:`~nsightx._remote.travel.UnpicklableError` before the child starts. This module adds what a plan needs on
+top: the check of every config argument, and a warning naming the largest parts of a payload over
 :data:`LARGE_PAYLOAD_BYTES`.
 """
 
@@ -13,39 +13,22 @@ from __future__ import annotations
 import types
 import warnings
 
-from nsightx.ext import Plan, travel
-
-UnpicklableError = travel.UnpicklableError
-dumps = travel.dumps
-load_reference = travel.load_reference
-reference = travel.reference
-travels_by_reference = travel.travels_by_reference
-type_name = travel.type_name
-
-__all__ = [
-    "LARGE_PAYLOAD_BYTES",
-    "UnpicklableError",
-    "dump_plan",
-    "dumps",
-    "load_reference",
-    "reference",
-    "travels_by_reference",
-    "type_name",
-]
+from nsightx._remote import travel
+from nsightx._run.plan import Plan
 
 LARGE_PAYLOAD_BYTES = 64 * 1024 * 1024
 """A pickled plan larger than this gets a warning naming its largest parts (they are copied on every call)."""
 
-NCU_WORKER = travel.Destination(
-    "the ncu worker", "measure in process with backend='cupti' or 'events', which need no pickling"
-)
-"""How the errors name the ncu worker, and the way out that avoids it."""
 
+def dump_plan(plan: Plan, destination: travel.Destination, *, stacklevel: int = 2) -> bytes:
+    """Pickle the child's plan, with a named error for a value that cannot travel and a warning for a big one.
 
-def dump_plan(plan: Plan) -> bytes:
-    """Pickle the worker's plan, with a named error for a value that cannot travel and a warning for a big one.
+    A function of a module the child cannot import (loaded from a file outside the path) travels by value.
 
-    A function of a module the worker cannot import (loaded from a file outside the path) travels by value.
+    Args:
+        plan: The plan the child runs.
+        destination: Where it goes, in the words of the error and the warning.
+        stacklevel: Of the large-payload warning, counted from the caller of this function.
 
     Raises:
         UnpicklableError: A value the function uses, or a config argument, cannot be pickled.
@@ -56,10 +39,10 @@ def dump_plan(plan: Plan) -> bytes:
         name=plan.function_name,
         configs=plan.configs,
         params=plan.params,
-        destination=NCU_WORKER,
+        destination=destination,
     )
     if len(data) > LARGE_PAYLOAD_BYTES:
-        warnings.warn(_size_message(plan, len(data)), RuntimeWarning, stacklevel=4)
+        warnings.warn(_size_message(plan, len(data), destination), RuntimeWarning, stacklevel=stacklevel + 1)
     return data
 
 
@@ -81,7 +64,7 @@ def _sizes(plan: Plan) -> list[tuple[str, int]]:
     sizes = []
     for label, value in parts:
         try:
-            sizes.append((f"{label} ({type_name(value)})", len(dumps(value))))
+            sizes.append((f"{label} ({travel.type_name(value)})", len(travel.dumps(value))))
         except Exception:
             continue
     return sorted(sizes, key=lambda s: -s[1])
@@ -96,12 +79,12 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
-def _size_message(plan: Plan, total: int) -> str:
+def _size_message(plan: Plan, total: int, destination: travel.Destination) -> str:
     big = [f"{label} is {_human(size)}" for label, size in _sizes(plan)[:3] if size >= total // 10]
     parts = "; ".join(big) or "no single global or config argument dominates"
     return (
-        f"the plan sent to the ncu worker for {plan.function_name} is {_human(total)} when pickled: {parts}. "
-        "It is copied into the worker on every call (GPU tensors captured by value travel through host "
+        f"the plan sent to {destination.name} for {plan.function_name} is {_human(total)} when pickled: {parts}. "
+        "It is copied into the child process on every call (GPU tensors captured by value travel through host "
         "memory). Create large data inside the function, or in an importable module (the function then "
         "travels by reference and the module builds its own copy)."
     )

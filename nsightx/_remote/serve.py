@@ -1,6 +1,6 @@
 """The parent's side of the channel: the user's real collectors, the thermal guard and the progress line.
 
-:class:`WorkerRequests` answers the messages described in :mod:`nsightx_ncu._channel`. It calls each collector
+:class:`WorkerRequests` answers the messages described in :mod:`nsightx._remote.channel`. It calls each collector
 with the same :class:`~nsightx.ext.CollectContext` the in-process run loop would build, and applies the
 same rules: a collector that raises warns once (per scope and name) and gives an empty value for that call;
 the run goes on. :func:`worker_collectors` builds the proxies that take the collectors' place in the pickled plan.
@@ -13,18 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsightx.ext import (
-    PAUSE_COLUMN,
-    CollectContext,
-    CollectionScope,
-    CollectorLike,
-    Guard,
-    NoGuard,
-    Plan,
-    Progress,
-    to_scalar,
-)
-from nsightx_ncu._channel import ProxyCollector
+from nsightx._enums import CollectionScope
+from nsightx._remote.channel import ProxyCollector
+from nsightx._run.collectors import CollectContext, CollectorLike
+from nsightx._run.loop import to_scalar
+from nsightx._run.plan import Plan
+from nsightx._run.progress import Progress
+from nsightx._run.thermal import PAUSE_COLUMN, Guard, NoGuard
 
 
 def worker_collectors(plan: Plan, guard: Guard) -> tuple[ProxyCollector, ...]:

@@ -1,7 +1,8 @@
 """How a profiled function travels to another process: by reference when it can be imported there, else by value.
 
-Every path that measures outside the caller's process ships the function the same way: the ncu backend's worker
-(``nsightx_ncu._payload``), the ``parallel_devices`` pool and the tasks of an ``executor=`` sweep.
+Every path that measures outside the caller's process ships the function the same way: a backend's child
+(:mod:`nsightx._remote.payload`, the ncu worker's plan), the ``parallel_devices`` pool and the tasks of an
+``executor=`` sweep.
 
 cloudpickle already sends a function of an importable module by reference (the worker imports the module, so
 its module-level state, an NVML handle, a lock, an open file, is rebuilt there) and a function of ``__main__``
@@ -13,7 +14,7 @@ or a notebook by value (its code with the globals it uses). Two gaps are closed 
 * When a value cannot be pickled, :func:`dump_checked` finds which one (a global the function uses, a closure
   variable, a config argument, following helper functions sent by value) and raises :class:`UnpicklableError`
   naming it, its type and the ways out, before anything starts.
-* Objects of the kinds in :mod:`nsightx._run.reducers` go through their reducer: a ``@triton.jit`` kernel is
+* Objects of the kinds in :mod:`nsightx._remote.reducers` go through their reducer: a ``@triton.jit`` kernel is
   rebuilt in the worker from its function; a tensor, array or model larger than ``MAX_VALUE_BYTES`` is refused
   (the error says how large it is); a package adds its own kinds with ``nsightx.ext.register_reducer``.
 
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from nsightx._errors import MeasurementError
-from nsightx._run.reducers import ValueTooLargeError, human_bytes, reducer_for
+from nsightx._remote.reducers import ValueTooLargeError, human_bytes, reducer_for
 
 MAX_UNWRAP = 8
 """Most ``__wrapped__`` links followed from a module attribute to the function it wraps."""

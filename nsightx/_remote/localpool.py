@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nsightx._run.task import TaskFailure, setup_worker
+from nsightx._remote.task import TaskFailure, setup_worker
 
 T = TypeVar("T")
 

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from nsightx._errors import ConfigError, ConfigTypeError
+from nsightx._remote.task import TaskOutput, run_task
 from nsightx._run.exclusive import warn_once
-from nsightx._run.task import TaskOutput, run_task
 
 Outcome = TaskOutput | BaseException
 """What one task ended with: its output, or the error that ended it."""
