@@ -23,7 +23,6 @@ from nsightx.ext import (
     Session,
     cpu_model,
     hookimpl,
-    new_record,
 )
 
 METRIC = "host__time_duration.sum"
@@ -51,12 +50,13 @@ class HostSession(Session):
         self._spans.append((region, end - self._start))
 
     def finish_run(self, config: int, run: int) -> RunOutput:
-        """Turn this run's spans into records (off the measured regions, but between two runs of the sweep).
+        """Hand this run's spans back (off the measured regions, but between two runs of the sweep).
 
-        Built with :func:`~nsightx.ext.new_record`, the same :class:`Record` as its constructor makes.
+        As record rows (:attr:`~nsightx.ext.RunOutput.record_rows`), the fields of each :class:`Record` in a
+        tuple: a record object is made of one only when something asks for the run's records.
         """
         spans, self._spans = self._spans, []
-        return RunOutput([new_record(r[0], r[1], r[2], "region", METRIC, float(ns), "ns", 0) for r, ns in spans])
+        return RunOutput([], {}, [(r[0], r[1], r[2], "region", METRIC, float(ns), "ns", 0) for r, ns in spans])
 
     def environment(self) -> Mapping[str, Scalar]:
         """The CPU stands where a GPU name would: its model name (``/proc/cpuinfo``), not merely ``x86_64``."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nsightx._errors import AnnotationError, ConfigError
-from nsightx._results.records import RunRecords
+from nsightx._results.records import RunRecords, RunRow, run_from_row
 from nsightx._results.sink import RunSink
 from nsightx._results.transform import combine_records, derive
 from nsightx._run.loop import _check_baseline
@@ -95,3 +95,15 @@ class CheckedSink(RunSink):
         if check is not None and run.config >= 0:
             self._check = None
             check(run)
+
+    def add_run(self, row: RunRow) -> None:
+        """Store the compact ``row``, then check it if it is the first measured run (made into an object for that).
+
+        Raises:
+            NsightxError: whatever the check raises (the run is stored all the same).
+        """
+        super().add_run(row)
+        check = self._check
+        if check is not None and row[0] >= 0:
+            self._check = None
+            check(run_from_row(row))

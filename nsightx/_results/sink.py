@@ -24,8 +24,8 @@ from pydantic import TypeAdapter
 
 from nsightx._errors import OutputError, ResultSchemaError, os_error_text
 from nsightx._results.rawread import parse_raw, starts_raw
-from nsightx._results.records import RunRecords
-from nsightx._results.schema import RawHeader
+from nsightx._results.records import RunRecords, RunRow, run_from_row, runs_from_rows
+from nsightx._results.schema import RawHeader, gc_paused
 
 
 @functools.cache
@@ -45,8 +45,20 @@ class Sink(Protocol):
         ...
 
 
+class RowSink(Sink, Protocol):
+    """A sink that also takes a run in compact form (:class:`RunSink` is one); the run loop prefers :meth:`add_run`."""
+
+    def add_run(self, row: RunRow) -> None:
+        """Store one finished run given as a :data:`~nsightx._results.records.RunRow`."""
+        ...
+
+
 class RunSink:
     """Collects :class:`RunRecords`; with ``path`` set, appends each one to a JSON-lines file as it arrives.
+
+    The run loop hands it runs in compact form (:meth:`add_run`): in memory they stay tuples until something reads
+    :attr:`runs`, which makes the objects then, all at once (beside an empty region on the host backend, a run
+    object, its region and its record cost ~1.4 us of a run when made as the run finished, issue 35).
 
     Each run is stored once: a run equal to the last one stored is the same run handed over again (the run
     loop's clean-up after an interrupt that came between a write and its bookkeeping) and is skipped.
@@ -68,7 +80,10 @@ class RunSink:
 
     def __init__(self, path: Path | None = None, header: RawHeader | None = None) -> None:
         self.path = path
-        self.runs: list[RunRecords] = []
+        self._items: list[RunRecords | RunRow] = []
+        """Every stored run, in order: an object, or a compact row not turned into one yet."""
+        self._built = 0
+        """Every item before this index is a :class:`RunRecords`."""
         self._fh: IO[bytes] | None = None
         self._end = 0
         """Size of the file up to the end of its last complete line."""
@@ -87,9 +102,40 @@ class RunSink:
                 raise
 
     @property
+    def runs(self) -> list[RunRecords]:
+        """Every stored run, in order (the runs stored in compact form become objects now, once)."""
+        items, built = self._items, self._built
+        if built < len(items):
+            with gc_paused():  # many objects and no cycle: see gc_paused
+                items[built:] = runs_from_rows(items[built:])
+            self._built = len(items)
+        return items  # type: ignore[return-value]  # every item is a RunRecords now
+
+    @property
     def measured(self) -> int:
         """How many measured runs (config index >= 0) were stored (with a file: how many are in it)."""
-        return sum(1 for r in self.runs if r.config >= 0)
+        return sum(1 for r in self._items if (r[0] if type(r) is tuple else r.config) >= 0)  # type: ignore[union-attr]
+
+    def add_run(self, row: RunRow) -> None:
+        """Store one finished run given in compact form (the run loop's way: no object is made for it here).
+
+        With a file, its line is written as :meth:`write` writes that of the same run as an object.
+
+        Raises:
+            OutputError: as :meth:`write`.
+        """
+        items = self._items
+        if items:
+            last = items[-1]
+            if type(last) is tuple:
+                if last == row:
+                    return  # handed over again: stored already
+            elif last.run == row[1] and last.config == row[0] and last == run_from_row(row):  # type: ignore[union-attr]
+                return
+        if self.path is None:
+            items.append(row)
+        else:
+            self.write(run_from_row(row))
 
     def write(self, run: RunRecords) -> None:
         """Store one finished run (and write it through to disk when a path was given).
@@ -98,11 +144,12 @@ class RunSink:
             OutputError: its line could not be written (nothing of it stays in the file), or an earlier one
                 could not (nothing more is written).
         """
-        last = self.runs[-1] if self.runs else None
+        items = self._items
+        last = (self.runs[-1] if type(items[-1]) is tuple else items[-1]) if items else None
         if last is not None and last.run == run.run and last.config == run.config and last == run:
             return  # handed over again: stored already
         if self.path is None:
-            self.runs.append(run)
+            items.append(run)
             return
         line = _run_adapter().dump_json(run)
         if self._suffix:
@@ -136,7 +183,7 @@ class RunSink:
             _write_all(fh, data)
             self._end = start + len(data)
             if run is not None:
-                self.runs.append(run)
+                self._items.append(run)
         except OSError as e:
             self._failed = self._output_error(e, clean=self._cut_back())
             raise self._failed from e
@@ -156,7 +203,7 @@ class RunSink:
 
     def _settle(self, start: int, size: int, run: RunRecords | None) -> None:
         """After an interrupt inside :meth:`_append`: keep a line that is whole, cut back one that is not."""
-        if self._fh is None or (run is not None and self.runs and self.runs[-1] is run):
+        if self._fh is None or (run is not None and self._items and self._items[-1] is run):
             return
         try:
             written = os.fstat(self._fh.fileno()).st_size - start
@@ -164,7 +211,7 @@ class RunSink:
             return
         self._end = start + size if written >= size else start
         if written >= size and run is not None:
-            self.runs.append(run)
+            self._items.append(run)
         elif 0 < written < size:
             self._cut_back()
 

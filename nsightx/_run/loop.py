@@ -28,10 +28,11 @@ from nsightx._results.records import (
     CollectorValue,
     Record,
     RunRecords,
+    RunRow,
     Scalar,
     new_collector_value,
-    new_region_run,
-    new_run_records,
+    new_record,
+    run_from_row,
 )
 from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
@@ -346,6 +347,7 @@ class _Sweep:
         self.progress = Progress(plan)
         self.pending: list[_Pending] = []
         self.checked_baseline = plan.normalize_against is None
+        self.hand = _hand_over(sink)
 
     def run(self) -> None:
         """ONCE collectors, then each config; what was measured is written even when a run raises.
@@ -394,7 +396,7 @@ class _Sweep:
             if each_run:
                 output = self.session.collect_runs().get((ci, r), output)
             if observe is not None:
-                observe(output.records)
+                observe(_records_of(output))
             if fixed is None:
                 reason = stopper.stop_reason(r + 1)
             elif r + 1 >= fixed:
@@ -425,7 +427,7 @@ class _Sweep:
         """
         rows = tuple(self.collectors.materialize(values)) if values else ()
         try:
-            self.sink.write(_run_records(ci, r, state, output, rows))
+            self.hand(_run_row(ci, r, state, output, rows))
         except BaseException:
             self.pending.append((ci, r, state, output, list(rows)))
             raise
@@ -434,7 +436,7 @@ class _Sweep:
     def _write(self, *, collect: bool) -> None:
         if self.pending:
             written = len(self.pending)
-            _write_pending(self.session, self.sink, self.pending, self.collectors, collect=collect)
+            _write_pending(self.session, self.hand, self.pending, self.collectors, collect=collect)
             self.policy.written()
             heap.kept(written)
 
@@ -444,7 +446,7 @@ _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
 
 
 def _write_pending(
-    session: Session, sink: Sink, pending: list[_Pending], collectors: _Collectors, *, collect: bool
+    session: Session, hand: Callable[[RunRow], None], pending: list[_Pending], collectors: _Collectors, *, collect: bool
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
@@ -465,7 +467,7 @@ def _write_pending(
     done = 0
     try:
         for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
-            sink.write(_run_records(ci, r, state, outputs.get((ci, r), output), values))
+            hand(_run_row(ci, r, state, outputs.get((ci, r), output), values))
             done += 1
     finally:
         if done < len(pending):  # a write raised: the runs not handed over keep what was collected for them
@@ -476,25 +478,42 @@ def _write_pending(
         del pending[:done]
 
 
-def _run_records(
-    ci: int, r: int, state: _context.RunState, output: RunOutput, values: tuple[CollectorValue, ...]
-) -> RunRecords:
-    """One run's :class:`RunRecords` from its regions, the backend's output and its collector values.
+def _hand_over(sink: Sink) -> Callable[[RunRow], None]:
+    """How the loop hands ``sink`` a finished run: compact, to a sink that takes rows; else as a :class:`RunRecords`.
 
-    Built with the fast builders of :mod:`nsightx._results.records`: with a deferred session this runs for every
-    run of the call after the wait for the GPU.
+    A :class:`~nsightx._results.sink.RunSink` keeps the rows as they are until something asks for the run objects
+    (see :data:`~nsightx._results.records.RunRow`); any other sink gets the objects, built at once.
     """
-    attributes = output.region_attributes
-    regions = tuple(
-        [
-            new_region_run(name, ci, r, host_ns, failed, attributes.get(name, {}))
-            for name, host_ns, failed in state.regions
-        ]
-    )
-    records = output.records
-    if not _RECORD_ONLY.issuperset(map(type, records)):
+    add_run: Callable[[RunRow], None] | None = getattr(sink, "add_run", None)
+    if add_run is not None:
+        return add_run
+    write = sink.write
+    return lambda row: write(run_from_row(row))
+
+
+def _run_row(
+    ci: int, r: int, state: _context.RunState, output: RunOutput, values: tuple[CollectorValue, ...]
+) -> RunRow:
+    """One run in compact form, from its regions, the backend's output and its collector values.
+
+    No object per record or region is made here: with a deferred session this runs for every run of the call
+    after the wait for the GPU, and on the host backend between two runs. Records a backend handed back in another
+    form than :class:`Record` (mappings, subclasses) are validated now, so that a bad one fails at its run.
+    """
+    records: Any = output.records
+    if records and not _RECORD_ONLY.issuperset(map(type, records)):
         records = _records_adapter().validate_python(records)
-    return new_run_records(ci, r, tuple(records), regions, values)
+    rows = output.record_rows
+    if rows:
+        records = [*records, *rows] if records else rows
+    return (ci, r, records, tuple(state.regions), output.region_attributes, values)
+
+
+def _records_of(output: RunOutput) -> list[Record]:
+    """Every record of ``output`` as a :class:`Record` (its record rows made into objects), for a stop rule."""
+    if not output.record_rows:
+        return output.records
+    return [*output.records, *(new_record(*row) for row in output.record_rows)]
 
 
 _RECORD_ONLY = frozenset({Record})
