@@ -56,7 +56,7 @@ class HostSession(Session):
         tuple: a record object is made of one only when something asks for the run's records.
         """
         spans, self._spans = self._spans, []
-        return RunOutput([], {}, [(r[0], r[1], r[2], "region", METRIC, float(ns), "ns", 0) for r, ns in spans])
+        return RunOutput([], {}, tuple([(r[0], r[1], r[2], "region", METRIC, float(ns), "ns", 0) for r, ns in spans]))
 
     def environment(self) -> Mapping[str, Scalar]:
         """The CPU stands where a GPU name would: its model name (``/proc/cpuinfo``), not merely ``x86_64``."""

@@ -18,7 +18,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from pydantic import TypeAdapter
 
@@ -126,16 +126,18 @@ class RunSink:
         """
         items = self._items
         if items:
-            last = items[-1]
-            if type(last) is tuple:
-                if last == row:
-                    return  # handed over again: stored already
-            elif last.run == row[1] and last.config == row[0] and last == run_from_row(row):  # type: ignore[union-attr]
-                return
-        if self.path is None:
-            items.append(row)
-        else:
+            last: Any = items[-1]
+            if (last[1] == row[1] and last == row) if type(last) is tuple else self._stored(last, row):
+                return  # handed over again: stored already
+        if self.path is not None:
             self.write(run_from_row(row))
+            return
+        items.append(row)
+
+    @staticmethod
+    def _stored(last: RunRecords, row: RunRow) -> bool:
+        """Whether ``row`` is the run object ``last`` handed over again."""
+        return last.run == row[1] and last.config == row[0] and last == run_from_row(row)
 
     def write(self, run: RunRecords) -> None:
         """Store one finished run (and write it through to disk when a path was given).

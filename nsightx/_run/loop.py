@@ -389,8 +389,12 @@ class _Sweep:
         fixed = self.rule.runs if type(self.rule) is FixedRuns else None  # the count alone decides: no call
         policy, pending = self.policy, self.pending
         each_run, batched = policy.collects_each_run, policy.write_collects
+        plain = fixed is not None and not (each_run or batched or observe or self.rule.records_reason)
         r, reason = 0, None
         while reason is None:
+            if r == 1 and plain and self.runner.plain:  # run 0 went this way: config values, baseline check
+                r = self._plain_runs(ci, 1, fixed)  # type: ignore[arg-type]  # plain: fixed is an int
+                break
             state, output, values = runner.run(ci, r)
             progress.advance()
             if each_run:
@@ -418,6 +422,36 @@ class _Sweep:
                 self.checked_baseline = True
             r += 1
         progress.skip(self.rule.max_runs - r)
+
+    def _plain_runs(self, ci: int, start: int, stop: int) -> int:
+        """Runs ``start`` to ``stop - 1`` of config ``ci``, where a run is the call, its output and its write alone.
+
+        That is the common case (a fixed run count, a session that hands each run back as it finishes, no thermal
+        guard, no run preparation, no run or annotation collector with something to say) and the one on the host
+        backend beside an empty region, where everything here is most of a run's cost (issue 35): what
+        :meth:`_Runner.run` and :meth:`_write_run` do for such a run, with what stays the same for every run
+        looked up once. Returns ``stop``.
+        """
+        runner, hand, pending, context = self.runner, self.hand, self.pending, _context
+        session, plan, invoke, lock = self.session, self.plan, runner.invoke, runner.lock
+        finish, advance, kept, new_state = session.finish_run, self.progress.advance, heap.kept, _context.RunState
+        for r in range(start, stop):
+            state = new_state(session, ci, r, lock)
+            previous = context._current  # restored, not cleared (see _Runner.run)
+            context._current = state
+            try:
+                invoke(plan, ci)
+            finally:
+                context._current = previous
+            output = finish(ci, r)
+            advance()
+            try:
+                hand(_run_row(ci, r, state, output, ()))
+            except BaseException:
+                pending.append((ci, r, state, output, []))
+                raise
+            kept(1)
+        return stop
 
     def _write_run(self, ci: int, r: int, state: _context.RunState, output: RunOutput, values: list[Any]) -> None:
         """Write one finished run at once (every session that is not collected in batches).
@@ -547,6 +581,8 @@ class _Runner:
         self.asks_annotation = bool(collectors.by_scope[CollectionScope.ANNOTATION])
         self.prepares = type(session).start_run is not Session.start_run
         """Whether the session prepares its runs (the host session does not: no call then)."""
+        self.plain = not (self.guarded or self.prepares or self.asks_run or self.asks_annotation)
+        """Whether a measured run is the call of the user's function alone (see :meth:`_Sweep._plain_runs`)."""
         self.lock = threading.Lock()
         """Shared by the run states of the call (one run at a time): guards the regions opened from threads."""
 
