@@ -193,7 +193,7 @@ def _twin(cls: type) -> type:
     names = [f.name for f in dataclasses.fields(cls)]
     body = "".join(f"\n    self.{n} = {n}" for n in names)
     namespace: dict[str, Any] = {}
-    exec(f"def __init__(self, {', '.join(names)}):{body}", namespace)  # noqa: S102  # field names of our own classes
+    exec(f"def __init__(self, {', '.join(names)}):{body}", namespace)  # field names of our own classes
     twin = type(f"_{cls.__name__}Init", cls.__bases__, {"__slots__": cls.__slots__, "__init__": namespace["__init__"]})
     probe = object.__new__(twin)
     probe.__class__ = cls  # fails at import when the layouts ever differ
@@ -273,6 +273,7 @@ RunRow = tuple[
 ``regions`` one :data:`RegionRow` per region, in closing order; the region attributes are keyed by annotation
 (a region without an entry has none). :func:`run_from_row` makes the :class:`RunRecords` it stands for.
 """
+
 
 def run_from_row(row: RunRow) -> RunRecords:
     """The :class:`RunRecords` that the compact ``row`` stands for (equal to one built field by field)."""
