@@ -67,7 +67,7 @@ def work(n: int) -> None:
 
 
 def test_a_run_row_becomes_the_run_object_built_field_by_field() -> None:
-    from nsightx._results.records import run_from_row, runs_from_rows
+    from nsightx._results.rows import run_from_row, runs_from_rows
 
     built = run_from_row(ROW)
     assert built == RUN

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nsightx._errors import AnnotationError, ConfigError
-from nsightx._results.records import RunRecords, RunRow, run_from_row
+from nsightx._results.records import RunRecords
+from nsightx._results.rows import RunRow, run_from_row
 from nsightx._results.sink import RunSink
 from nsightx._results.transform import combine_records, derive
 from nsightx._run.loop import _check_baseline

@@ -17,7 +17,7 @@ the model form uses are kept (:class:`Lean`), as :class:`RegionId` keeps ``model
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple, Self
 
 from pydantic import ConfigDict, TypeAdapter
@@ -170,13 +170,12 @@ class RunRecords(Lean):
 # --- fast builders ------------------------------------------------------------------------------------------
 # The dataclass constructor of a frozen class sets each field through ``object.__setattr__`` (~0.12 us a field).
 # After a deferred session's wait for the GPU, every kernel, region and run of the call becomes one of these
-# objects on the measured path, so the backends and the run loop build them faster: each type has an unfrozen
-# twin with the very same slots (:func:`_twin`), whose plain ``__init__`` stores the fields, and the new object
-# then takes the frozen class (``__class__`` assignment, allowed between classes of one memory layout). The
-# result is the same object the constructor makes (equal, same hash, still frozen), at half the cost of setting
-# each slot through its descriptor (0.26 against 0.53 us a Record, 0.86 through the constructor, on a 2-core CI
-# CPU). Each builder takes every field positionally, in declaration order; tests/test_records_fast.py checks that
-# they cover every field and build what the constructor builds.
+# objects on the measured path, so the backends and the run loop build them through the slots' own descriptors
+# instead: the same object (equal, same hash, still frozen), ~0.4 us cheaper each (benchmarks/cupti_host_path.py).
+# Each builder takes every field positionally, in declaration order; tests/test_records_fast.py checks that they
+# cover every field and build what the constructor builds.
+
+_new = object.__new__
 
 
 def slot_setters(cls: type) -> tuple[Any, ...]:
@@ -184,53 +183,57 @@ def slot_setters(cls: type) -> tuple[Any, ...]:
     return tuple(getattr(cls, f.name).__set__ for f in dataclasses.fields(cls))
 
 
-def _twin(cls: type) -> type:
-    """An unfrozen class with the slots of the frozen, slotted dataclass ``cls``, whose ``__init__`` sets them all.
-
-    Its instances can become ``cls`` instances by ``__class__`` assignment (same base, same slots, so the same
-    layout). The ``__init__`` is generated, so that a field added to ``cls`` is never missed.
-    """
-    names = [f.name for f in dataclasses.fields(cls)]
-    body = "".join(f"\n    self.{n} = {n}" for n in names)
-    namespace: dict[str, Any] = {}
-    exec(f"def __init__(self, {', '.join(names)}):{body}", namespace)  # field names of our own classes
-    twin = type(f"_{cls.__name__}Init", cls.__bases__, {"__slots__": cls.__slots__, "__init__": namespace["__init__"]})
-    probe = object.__new__(twin)
-    probe.__class__ = cls  # fails at import when the layouts ever differ
-    return twin
-
-
-_RecordInit = _twin(Record)
-_RegionRunInit = _twin(RegionRun)
-_CollectorValueInit = _twin(CollectorValue)
-_RunRecordsInit = _twin(RunRecords)
+_REC = slot_setters(Record)
+_REG = slot_setters(RegionRun)
+_COL = slot_setters(CollectorValue)
+_RUN = slot_setters(RunRecords)
 
 
 def new_record(
     annotation: str, config: int, run: int, kernel: str, metric: str, value: float, unit: str | None, seq: int
 ) -> Record:
     """``Record(annotation, config, run, kernel, metric, value, unit, seq)``, built faster (see above)."""
-    r: Any = _RecordInit(annotation, config, run, kernel, metric, value, unit, seq)
-    r.__class__ = Record
-    return r  # type: ignore[no-any-return]
+    r = _new(Record)
+    s = _REC
+    s[0](r, annotation)
+    s[1](r, config)
+    s[2](r, run)
+    s[3](r, kernel)
+    s[4](r, metric)
+    s[5](r, value)
+    s[6](r, unit)
+    s[7](r, seq)
+    return r
 
 
 def new_region_run(
     annotation: str, config: int, run: int, host_ns: int, failed: bool, attributes: Mapping[str, Scalar]
 ) -> RegionRun:
     """``RegionRun(annotation, config, run, host_ns, failed, attributes)``, built faster (see above)."""
-    r: Any = _RegionRunInit(annotation, config, run, host_ns, failed, attributes)
-    r.__class__ = RegionRun
-    return r  # type: ignore[no-any-return]
+    r = _new(RegionRun)
+    s = _REG
+    s[0](r, annotation)
+    s[1](r, config)
+    s[2](r, run)
+    s[3](r, host_ns)
+    s[4](r, failed)
+    s[5](r, attributes)
+    return r
 
 
 def new_collector_value(
     name: str, scope: str, config: int | None, run: int | None, annotation: str | None, value: Scalar
 ) -> CollectorValue:
     """``CollectorValue(name, scope, config, run, annotation, value)``, built faster (see above)."""
-    r: Any = _CollectorValueInit(name, scope, config, run, annotation, value)
-    r.__class__ = CollectorValue
-    return r  # type: ignore[no-any-return]
+    r = _new(CollectorValue)
+    s = _COL
+    s[0](r, name)
+    s[1](r, scope)
+    s[2](r, config)
+    s[3](r, run)
+    s[4](r, annotation)
+    s[5](r, value)
+    return r
 
 
 def new_run_records(
@@ -241,69 +244,11 @@ def new_run_records(
     collectors: tuple[CollectorValue, ...],
 ) -> RunRecords:
     """``RunRecords(config, run, records, regions, collectors)``, built faster (see above)."""
-    r: Any = _RunRecordsInit(config, run, records, regions, collectors)
-    r.__class__ = RunRecords
-    return r  # type: ignore[no-any-return]
-
-
-# --- compact runs -------------------------------------------------------------------------------------------
-# The run loop hands the sink each finished run as plain tuples (a :data:`RunRow`) rather than as the objects
-# above: on the host backend, building one RunRecords, one RegionRun and one Record per run cost ~1.4 us of a run
-# beside an empty region (issue 35). The objects are made from the rows only when something asks for them
-# (:func:`run_from_row`, all at once with the twins' constructors inlined), and a columnar reader can take the
-# rows' fields without any object in between.
-
-RecordRow = tuple[str, int, int, str, str, float, "str | None", int]
-"""A :class:`Record`'s fields as a tuple, in declaration order."""
-
-RegionRow = tuple[str, int, bool]
-"""(annotation, host_ns, failed) of one region executed in a run (its config and run are the run's)."""
-
-RunRow = tuple[
-    int,
-    int,
-    "tuple[RecordRow | Record, ...] | list[RecordRow | Record]",
-    "tuple[RegionRow, ...] | list[RegionRow]",
-    "Mapping[str, Mapping[str, Scalar]]",
-    "tuple[CollectorValue, ...]",
-]
-"""One finished run in compact form: (config, run, records, regions, region attributes, collector values).
-
-``records`` holds :data:`RecordRow` tuples or :class:`Record` objects (from a backend that made them);
-``regions`` one :data:`RegionRow` per region, in closing order; the region attributes are keyed by annotation
-(a region without an entry has none). :func:`run_from_row` makes the :class:`RunRecords` it stands for.
-"""
-
-
-def run_from_row(row: RunRow) -> RunRecords:
-    """The :class:`RunRecords` that the compact ``row`` stands for (equal to one built field by field)."""
-    return runs_from_rows([row])[0]
-
-
-def runs_from_rows(rows: Iterable[RunRow | RunRecords]) -> list[RunRecords]:
-    """:func:`run_from_row` of each compact run of ``rows`` (a :class:`RunRecords` among them stays as it is).
-
-    One loop for all runs, with the twins' constructors inlined: ~0.6 us a run of one region and one record.
-    """
-    record_init, region_init, run_init = _RecordInit, _RegionRunInit, _RunRecordsInit
-    out: list[RunRecords] = []
-    for row in rows:
-        if type(row) is not tuple:
-            out.append(row)  # type: ignore[arg-type]  # a RunRecords
-            continue
-        config, run, record_rows, region_rows, attributes, collectors = row
-        records: list[Any] = []
-        for x in record_rows:
-            if type(x) is tuple:
-                x = record_init(*x)
-                x.__class__ = Record
-            records.append(x)
-        regions: list[Any] = []
-        for name, host_ns, failed in region_rows:
-            g = region_init(name, config, run, host_ns, failed, attributes.get(name) or {})
-            g.__class__ = RegionRun
-            regions.append(g)
-        r = run_init(config, run, tuple(records), tuple(regions), collectors)
-        r.__class__ = RunRecords
-        out.append(r)
-    return out
+    r = _new(RunRecords)
+    s = _RUN
+    s[0](r, config)
+    s[1](r, run)
+    s[2](r, records)
+    s[3](r, regions)
+    s[4](r, collectors)
+    return r

@@ -24,7 +24,8 @@ from pydantic import TypeAdapter
 
 from nsightx._errors import OutputError, ResultSchemaError, os_error_text
 from nsightx._results.rawread import parse_raw, starts_raw
-from nsightx._results.records import RunRecords, RunRow, run_from_row, runs_from_rows
+from nsightx._results.records import RunRecords
+from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
 from nsightx._results.schema import RawHeader, gc_paused
 
 

@@ -19,7 +19,8 @@ from pydantic import BeforeValidator, ValidationError
 
 from nsightx._errors import ConfigError
 from nsightx._model import Frozen
-from nsightx._results.records import Record, RecordRow, RegionId, Scalar
+from nsightx._results.records import Record, RegionId, Scalar
+from nsightx._results.rows import RecordRow
 
 if TYPE_CHECKING:
     from nsightx._results.sink import Sink

@@ -28,12 +28,11 @@ from nsightx._results.records import (
     CollectorValue,
     Record,
     RunRecords,
-    RunRow,
     Scalar,
     new_collector_value,
     new_record,
-    run_from_row,
 )
+from nsightx._results.rows import RunRow, run_from_row
 from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
 from nsightx._run import context as _context
