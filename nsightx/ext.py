@@ -12,7 +12,8 @@ What is here, by purpose:
   :class:`RunOutput`, and the deferred-collection policy of the run loop (:data:`COLLECT_EVERY`,
   :data:`COLLECT_SECONDS`).
 - **What a backend receives and produces**: :class:`Plan` (with :class:`ThermalSettings`), :class:`RegionId`,
-  :class:`Record` (:func:`new_record` builds one faster, for code after a GPU wait), :data:`Scalar`, and, for a
+  :class:`Record` (:func:`new_record` builds one faster, for code after a GPU wait; a :data:`RecordRow` tuple
+  in ``RunOutput.record_rows`` costs less still), :data:`Scalar`, and, for a
   backend that overrides :meth:`Backend.execute`, :class:`RunRecords`, :class:`RegionRun`,
   :class:`CollectorValue` and the :class:`Sink` they are written to.
 - **Running a plan yourself** (``execute`` in another process, as the ncu backend does): :func:`run_loop`,
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
     from nsightx._host.plugins import BackendRegistrar, CollectorRegistrar
     from nsightx._model import Frozen
     from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar, new_record
+    from nsightx._results.rows import RecordRow
     from nsightx._results.sink import RunSink, Sink, read_raw
     from nsightx._run import travel
     from nsightx._run.backend import (
@@ -180,6 +182,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     ),
     "nsightx._run.loop": ("run_loop", "to_scalar"),
     "nsightx._results.sink": ("RunSink", "Sink", "read_raw"),
+    "nsightx._results.rows": ("RecordRow",),
     "nsightx._run.thermal": (
         "PAUSE_COLUMN",
         "Guard",
@@ -257,6 +260,7 @@ __all__ = [
     "PluginError",
     "Progress",
     "Record",
+    "RecordRow",
     "RegionId",
     "RegionRun",
     "RunOutput",
