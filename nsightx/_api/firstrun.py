@@ -15,7 +15,6 @@ from typing import Any
 
 from nsightx._errors import AnnotationError, ConfigError
 from nsightx._results.records import RunRecords
-from nsightx._results.rows import RunRow, run_from_row
 from nsightx._results.sink import RunSink
 from nsightx._results.transform import combine_records, derive
 from nsightx._run.loop import _check_baseline
@@ -82,29 +81,4 @@ class CheckedSink(RunSink):
     """
 
     def __init__(self, *args: Any, check: Callable[[RunRecords], None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._check: Callable[[RunRecords], None] | None = check
-
-    def write(self, run: RunRecords) -> None:
-        """Store ``run``, then check it if it is the first measured one.
-
-        Raises:
-            NsightxError: whatever the check raises (the run is stored all the same).
-        """
-        super().write(run)
-        check = self._check
-        if check is not None and run.config >= 0:
-            self._check = None
-            check(run)
-
-    def add_run(self, row: RunRow) -> None:
-        """Store the compact ``row``, then check it if it is the first measured run (made into an object for that).
-
-        Raises:
-            NsightxError: whatever the check raises (the run is stored all the same).
-        """
-        RunSink.add_run(self, row)  # not through super(): once per run of the call
-        check = self._check
-        if check is not None and row[0] >= 0:
-            self._check = None
-            check(run_from_row(row))
+        super().__init__(*args, on_first=check, **kwargs)

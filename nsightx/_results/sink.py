@@ -17,6 +17,7 @@ import errno
 import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -74,13 +75,24 @@ class RunSink:
         path: The JSON-lines file (appended to); ``None`` keeps runs in memory only.
         header: Written as the first line at once (before any run), so that even a sweep killed during its
             first run leaves a file that says what it was; its ``sweep`` id is added to every run line.
+        on_first: Called with the first measured run (config index >= 0) once it is stored, in either form; what
+            it raises reaches whoever handed the run over (a profiled call's first-run checks). A hook rather
+            than a subclass's override, so that handing over a run stays one call.
 
     Raises:
         OutputError: the header could not be written.
     """
 
-    def __init__(self, path: Path | None = None, header: RawHeader | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        header: RawHeader | None = None,
+        *,
+        on_first: Callable[[RunRecords], None] | None = None,
+    ) -> None:
         self.path = path
+        self._first = on_first
+        """Called with the first measured run once it is stored, then forgotten (see ``on_first``)."""
         self._items: list[RunRecords | RunRow] = []
         """Every stored run, in order: an object, or a compact row not turned into one yet."""
         self._built = 0
@@ -134,6 +146,14 @@ class RunSink:
             self.write(run_from_row(row))
             return
         items.append(row)
+        if self._first is not None and row[0] >= 0:
+            self._check_first(run_from_row(row))
+
+    def _check_first(self, run: RunRecords) -> None:
+        """Hand the first measured run, stored already, to ``on_first`` (once: whatever it raises)."""
+        first, self._first = self._first, None
+        if first is not None:
+            first(run)
 
     @staticmethod
     def _stored(last: RunRecords, row: RunRow) -> bool:
@@ -153,11 +173,13 @@ class RunSink:
             return  # handed over again: stored already
         if self.path is None:
             items.append(run)
-            return
-        line = _run_adapter().dump_json(run)
-        if self._suffix:
-            line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
-        self._append(line, run)
+        else:
+            line = _run_adapter().dump_json(run)
+            if self._suffix:
+                line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
+            self._append(line, run)
+        if self._first is not None and run.config >= 0:
+            self._check_first(run)
 
     def _open(self) -> IO[bytes]:
         if self._fh is None:
