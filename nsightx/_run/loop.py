@@ -7,7 +7,9 @@ the user's function with the run state installed so that :func:`nsightx.annotate
 
 Everything here between two runs sits on the measured path of a host-bound workload, and everything after a
 deferred session's last wait on the path of the whole call, so the loop keeps that work small: collector answers
-become rows while the GPU still works, and runs are built as plain dataclasses (:func:`_write_pending`).
+become rows while the GPU still works, and each run goes to the sink as plain tuples (:func:`_run_row`), made into
+record objects only when something reads them. A run that is the user's call alone (the common case: a fixed
+count, no guard, no run collector with something to say) goes through :meth:`_Sweep._plain_runs`.
 """
 
 from __future__ import annotations
@@ -515,7 +517,7 @@ def _hand_over(sink: Sink) -> Callable[[RunRow], None]:
     """How the loop hands ``sink`` a finished run: compact, to a sink that takes rows; else as a :class:`RunRecords`.
 
     A :class:`~nsightx._results.sink.RunSink` keeps the rows as they are until something asks for the run objects
-    (see :data:`~nsightx._results.records.RunRow`); any other sink gets the objects, built at once.
+    (see :data:`~nsightx._results.rows.RunRow`); any other sink gets the objects, built at once.
     """
     add_run: Callable[[RunRow], None] | None = getattr(sink, "add_run", None)
     if add_run is not None:
@@ -534,11 +536,12 @@ def _run_row(
     form than :class:`Record` (mappings, subclasses) are validated now, so that a bad one fails at its run.
     """
     records: Any = output.records
-    if records and not _RECORD_ONLY.issuperset(map(type, records)):
-        records = _records_adapter().validate_python(records)
-    rows = output.record_rows
-    if rows:
-        records = [*records, *rows] if records else rows
+    if records:
+        if not _RECORD_ONLY.issuperset(map(type, records)):
+            records = _records_adapter().validate_python(records)
+        records = (*records, *output.record_rows)  # a copy: the backend's list is not kept
+    else:
+        records = output.record_rows  # handed over by the session (the host session's list of the run)
     return (ci, r, records, tuple(state.regions), output.region_attributes, values)
 
 
