@@ -33,8 +33,9 @@ def _twin(cls: type) -> type:
     body = "".join(f"\n    self.{n} = {n}" for n in names)
     namespace: dict[str, Any] = {}
     exec(f"def __init__(self, {', '.join(names)}):{body}", namespace)  # field names of our own classes
-    twin = type(f"_{cls.__name__}Init", cls.__bases__, {"__slots__": cls.__slots__, "__init__": namespace["__init__"]})
-    probe = object.__new__(twin)
+    slots = cls.__dict__["__slots__"]
+    twin = type(f"_{cls.__name__}Init", cls.__bases__, {"__slots__": slots, "__init__": namespace["__init__"]})
+    probe: Any = object.__new__(twin)
     probe.__class__ = cls  # fails at import when the layouts ever differ
     return twin
 

@@ -127,7 +127,7 @@ class RunSink:
     @property
     def measured(self) -> int:
         """How many measured runs (config index >= 0) were stored (with a file: how many are in it)."""
-        return sum(1 for r in self._items if (r[0] if type(r) is tuple else r.config) >= 0)  # type: ignore[union-attr]
+        return sum(1 for r in self._items if _config_of(r) >= 0)
 
     def add_run(self, row: RunRow) -> None:
         """Store one finished run given in compact form (the run loop's way: no object is made for it here).
@@ -168,7 +168,7 @@ class RunSink:
                 could not (nothing more is written).
         """
         items = self._items
-        last = (self.runs[-1] if type(items[-1]) is tuple else items[-1]) if items else None
+        last = (items[-1] if isinstance(items[-1], RunRecords) else run_from_row(items[-1])) if items else None
         if last is not None and last.run == run.run and last.config == run.config and last == run:
             return  # handed over again: stored already
         if self.path is None:
@@ -271,6 +271,11 @@ class RunSink:
         if self._fh is not None:
             fh, self._fh = self._fh, None
             fh.close()
+
+
+def _config_of(item: RunRecords | RunRow) -> int:
+    """The config index of a stored run, in either form."""
+    return item[0] if isinstance(item, tuple) else item.config
 
 
 def _write_all(fh: IO[bytes], data: bytes) -> None:
