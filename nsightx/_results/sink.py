@@ -39,19 +39,13 @@ class Sink(Protocol):
     """Where :meth:`~nsightx.ext.Backend.execute` and the run loop put each finished run (:class:`RunSink` is one).
 
     The core hands a backend the sink; a backend only calls :meth:`write`, once per run (config ``-1`` holds the
-    ONCE collector values), as soon as the run is finished, so a crash later loses nothing already measured.
+    ONCE collector values), as soon as the run is finished, so a crash later loses nothing already measured. A sink
+    that also has ``add_run(row)`` (:class:`RunSink`) gets the run loop's runs in compact form there instead (a
+    :data:`~nsightx._results.rows.RunRow`, see :meth:`RunSink.add_run`).
     """
 
     def write(self, run: RunRecords) -> None:
         """Store one finished run."""
-        ...
-
-
-class RowSink(Sink, Protocol):
-    """A sink that also takes a run in compact form (:class:`RunSink` is one); the run loop prefers :meth:`add_run`."""
-
-    def add_run(self, row: RunRow) -> None:
-        """Store one finished run given as a :data:`~nsightx._results.records.RunRow`."""
         ...
 
 
