@@ -12,7 +12,8 @@ What is here, by purpose:
   :class:`RunOutput`, and the deferred-collection policy of the run loop (:data:`COLLECT_EVERY`,
   :data:`COLLECT_SECONDS`).
 - **What a backend receives and produces**: :class:`Plan` (with :class:`ThermalSettings`), :class:`RegionId`,
-  :class:`Record` (:func:`new_record` builds one faster, for code after a GPU wait), :data:`Scalar`, and, for a
+  :class:`Record` (:func:`new_record` builds one faster, for code after a GPU wait; a :data:`RecordRow` tuple
+  in ``RunOutput.record_rows`` costs less still), :data:`Scalar`, and, for a
   backend that overrides :meth:`Backend.execute`, :class:`RunRecords`, :class:`RegionRun`,
   :class:`CollectorValue` and the :class:`Sink` they are written to; :func:`read_raw` reads the runs of a raw
   JSON-lines file back.
@@ -92,6 +93,7 @@ if TYPE_CHECKING:
     from nsightx._remote.child import run_child
     from nsightx._remote.reducers import register_reducer, unregister_reducer
     from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar, new_record
+    from nsightx._results.rows import RecordRow
     from nsightx._results.sink import Sink, read_raw
     from nsightx._run.backend import (
         COLLECT_EVERY,
@@ -169,6 +171,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "new_record",
     ),
     "nsightx._results.sink": ("Sink", "read_raw"),
+    "nsightx._results.rows": ("RecordRow",),
     "nsightx._run.thermal": ("TemperatureSource", "ThermalReading", "ThermalSettings"),
     "nsightx._remote.call": ("RemoteCall", "child_env"),
     "nsightx._remote.child": ("run_child",),
@@ -230,6 +233,7 @@ __all__ = [
     "Plan",
     "PluginError",
     "Record",
+    "RecordRow",
     "RemoteCall",
     "RegionId",
     "RegionRun",

@@ -126,3 +126,27 @@ def test_with_the_collector_disabled_nothing_is_frozen_and_it_stays_disabled(col
     seen: list[int] = []
     profiled(seen)()
     assert set(seen) == {0} and not gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_the_run_objects_made_when_the_call_reads_its_runs_are_frozen_before_the_collector_resumes(
+    collector_as_found,
+):
+    """The loop hands the sink rows; the objects are made in one burst after it, and no collection walks them."""
+    from nsightx._results.records import RunRecords
+
+    young: list[int] = []
+
+    def derive(t: float) -> tuple[float, str]:
+        young.append(sum(1 for o in gc.get_objects() if type(o) is RunRecords) if len(young) < 2 else 0)
+        return t, "ns"  # called once by the first-run check, then once per run while the result is built
+
+    @nsightx.analyze.kernel(
+        runs=RUNS, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off", derive_metric=derive
+    )
+    def f() -> None:
+        with nsightx.annotate("a"):
+            pass
+
+    assert len(f().data.runs) == RUNS
+    assert young[1] == 0  # every run's object is frozen (base: the runs after the last checkpoint were not)
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

@@ -74,6 +74,7 @@ EXT_ONLY = frozenset(
         "NvidiaSmiError",
         "Plan",
         "RegionRun",
+        "RecordRow",
         "RemoteCall",
         "RunRecords",
         "Scalar",

@@ -81,17 +81,4 @@ class CheckedSink(RunSink):
     """
 
     def __init__(self, *args: Any, check: Callable[[RunRecords], None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._check: Callable[[RunRecords], None] | None = check
-
-    def write(self, run: RunRecords) -> None:
-        """Store ``run``, then check it if it is the first measured one.
-
-        Raises:
-            NsightxError: whatever the check raises (the run is stored all the same).
-        """
-        super().write(run)
-        check = self._check
-        if check is not None and run.config >= 0:
-            self._check = None
-            check(run)
+        super().__init__(*args, on_first=check, **kwargs)

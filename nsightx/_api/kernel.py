@@ -397,7 +397,10 @@ class ProfiledFunction:
             finally:
                 if sink is not None:
                     sink.close()
-        return sink.runs, environment
+        with gc_paused():  # the runs' objects are made here, from the sink's rows; frozen before it resumes
+            runs = sink.runs
+            heap.settle()
+        return runs, environment
 
 
 def done_line(plan: Plan, runs: list[RunRecords], elapsed: float, location: OutputLocation | None) -> str:

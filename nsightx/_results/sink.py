@@ -17,15 +17,17 @@ import errno
 import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from pydantic import TypeAdapter
 
 from nsightx._errors import OutputError, ResultSchemaError, os_error_text
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import RunRecords
-from nsightx._results.schema import RawHeader
+from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
+from nsightx._results.schema import RawHeader, gc_paused
 
 
 @functools.cache
@@ -37,7 +39,9 @@ class Sink(Protocol):
     """Where :meth:`~nsightx.ext.Backend.execute` and the run loop put each finished run (:class:`RunSink` is one).
 
     The core hands a backend the sink; a backend only calls :meth:`write`, once per run (config ``-1`` holds the
-    ONCE collector values), as soon as the run is finished, so a crash later loses nothing already measured.
+    ONCE collector values), as soon as the run is finished, so a crash later loses nothing already measured. A sink
+    that also has ``add_run(row)`` (:class:`RunSink`) gets the run loop's runs in compact form there instead (a
+    :data:`~nsightx._results.rows.RunRow`, see :meth:`RunSink.add_run`).
     """
 
     def write(self, run: RunRecords) -> None:
@@ -47,6 +51,10 @@ class Sink(Protocol):
 
 class RunSink:
     """Collects :class:`RunRecords`; with ``path`` set, appends each one to a JSON-lines file as it arrives.
+
+    The run loop hands it runs in compact form (:meth:`add_run`): in memory they stay tuples until something reads
+    :attr:`runs`, which makes the objects then, all at once (beside an empty region on the host backend, a run
+    object, its region and its record cost ~1.4 us of a run when made as the run finished, issue 35).
 
     Each run is stored once: a run equal to the last one stored is the same run handed over again (the run
     loop's clean-up after an interrupt that came between a write and its bookkeeping) and is skipped.
@@ -61,14 +69,28 @@ class RunSink:
         path: The JSON-lines file (appended to); ``None`` keeps runs in memory only.
         header: Written as the first line at once (before any run), so that even a sweep killed during its
             first run leaves a file that says what it was; its ``sweep`` id is added to every run line.
+        on_first: Called with the first measured run (config index >= 0) once it is stored, in either form; what
+            it raises reaches whoever handed the run over (a profiled call's first-run checks). A hook rather
+            than a subclass's override, so that handing over a run stays one call.
 
     Raises:
         OutputError: the header could not be written.
     """
 
-    def __init__(self, path: Path | None = None, header: RawHeader | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        header: RawHeader | None = None,
+        *,
+        on_first: Callable[[RunRecords], None] | None = None,
+    ) -> None:
         self.path = path
-        self.runs: list[RunRecords] = []
+        self._first = on_first
+        """Called with the first measured run once it is stored, then forgotten (see ``on_first``)."""
+        self._items: list[RunRecords | RunRow] = []
+        """Every stored run, in order: an object, or a compact row not turned into one yet."""
+        self._built = 0
+        """Every item before this index is a :class:`RunRecords`."""
         self._fh: IO[bytes] | None = None
         self._end = 0
         """Size of the file up to the end of its last complete line."""
@@ -87,9 +109,50 @@ class RunSink:
                 raise
 
     @property
+    def runs(self) -> list[RunRecords]:
+        """Every stored run, in order (the runs stored in compact form become objects now, once)."""
+        items, built = self._items, self._built
+        if built < len(items):
+            with gc_paused():  # many objects and no cycle: see gc_paused
+                items[built:] = runs_from_rows(items[built:])
+            self._built = len(items)
+        return items  # type: ignore[return-value]  # every item is a RunRecords now
+
+    @property
     def measured(self) -> int:
         """How many measured runs (config index >= 0) were stored (with a file: how many are in it)."""
-        return sum(1 for r in self.runs if r.config >= 0)
+        return sum(1 for r in self._items if _config_of(r) >= 0)
+
+    def add_run(self, row: RunRow) -> None:
+        """Store one finished run given in compact form (the run loop's way: no object is made for it here).
+
+        With a file, its line is written as :meth:`write` writes that of the same run as an object.
+
+        Raises:
+            OutputError: as :meth:`write`.
+        """
+        items = self._items
+        if items:
+            last: Any = items[-1]
+            if (last[1] == row[1] and last == row) if type(last) is tuple else self._stored(last, row):
+                return  # handed over again: stored already
+        if self.path is not None:
+            self.write(run_from_row(row))
+            return
+        items.append(row)
+        if self._first is not None and row[0] >= 0:
+            self._check_first(run_from_row(row))
+
+    def _check_first(self, run: RunRecords) -> None:
+        """Hand the first measured run, stored already, to ``on_first`` (once: whatever it raises)."""
+        first, self._first = self._first, None
+        if first is not None:
+            first(run)
+
+    @staticmethod
+    def _stored(last: RunRecords, row: RunRow) -> bool:
+        """Whether ``row`` is the run object ``last`` handed over again."""
+        return last.run == row[1] and last.config == row[0] and last == run_from_row(row)
 
     def write(self, run: RunRecords) -> None:
         """Store one finished run (and write it through to disk when a path was given).
@@ -98,16 +161,19 @@ class RunSink:
             OutputError: its line could not be written (nothing of it stays in the file), or an earlier one
                 could not (nothing more is written).
         """
-        last = self.runs[-1] if self.runs else None
+        items = self._items
+        last = (items[-1] if isinstance(items[-1], RunRecords) else run_from_row(items[-1])) if items else None
         if last is not None and last.run == run.run and last.config == run.config and last == run:
             return  # handed over again: stored already
         if self.path is None:
-            self.runs.append(run)
-            return
-        line = _run_adapter().dump_json(run)
-        if self._suffix:
-            line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
-        self._append(line, run)
+            items.append(run)
+        else:
+            line = _run_adapter().dump_json(run)
+            if self._suffix:
+                line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
+            self._append(line, run)
+        if self._first is not None and run.config >= 0:
+            self._check_first(run)
 
     def _open(self) -> IO[bytes]:
         if self._fh is None:
@@ -136,7 +202,7 @@ class RunSink:
             _write_all(fh, data)
             self._end = start + len(data)
             if run is not None:
-                self.runs.append(run)
+                self._items.append(run)
         except OSError as e:
             self._failed = self._output_error(e, clean=self._cut_back())
             raise self._failed from e
@@ -156,7 +222,7 @@ class RunSink:
 
     def _settle(self, start: int, size: int, run: RunRecords | None) -> None:
         """After an interrupt inside :meth:`_append`: keep a line that is whole, cut back one that is not."""
-        if self._fh is None or (run is not None and self.runs and self.runs[-1] is run):
+        if self._fh is None or (run is not None and self._items and self._items[-1] is run):
             return
         try:
             written = os.fstat(self._fh.fileno()).st_size - start
@@ -164,7 +230,7 @@ class RunSink:
             return
         self._end = start + size if written >= size else start
         if written >= size and run is not None:
-            self.runs.append(run)
+            self._items.append(run)
         elif 0 < written < size:
             self._cut_back()
 
@@ -199,6 +265,11 @@ class RunSink:
         if self._fh is not None:
             fh, self._fh = self._fh, None
             fh.close()
+
+
+def _config_of(item: RunRecords | RunRow) -> int:
+    """The config index of a stored run, in either form."""
+    return item[0] if isinstance(item, tuple) else item.config
 
 
 def _write_all(fh: IO[bytes], data: bytes) -> None:

@@ -46,6 +46,9 @@ _active = False
 _since = 0
 """Runs written since the last :func:`checkpoint`."""
 
+_froze = False
+"""Whether a :func:`checkpoint` of the present :func:`holding` froze the heap (a call of many runs)."""
+
 
 @contextmanager
 def holding() -> Iterator[None]:
@@ -54,15 +57,15 @@ def holding() -> Iterator[None]:
     Nested uses (the run loop inside a profiled call) join the outermost one. Only the thread holding the
     process's one-call-at-a-time lock (:mod:`nsightx._run.exclusive`) enters it.
     """
-    global _active, _since
+    global _active, _since, _froze
     if _active or not gc.isenabled() or gc.get_freeze_count():
         yield
         return
-    _active, _since = True, 0
+    _active, _since, _froze = True, 0, False
     try:
         yield
     finally:
-        _active = False
+        _active = _froze = False
         gc.unfreeze()
 
 
@@ -78,8 +81,23 @@ def kept(runs: int) -> None:
 
 def checkpoint() -> None:
     """Collect the young generations, then freeze every object the process holds (only inside :func:`holding`)."""
-    global _since
+    global _since, _froze
     _since = 0
     if _active:
         gc.collect(1)
+        gc.freeze()
+        _froze = True
+
+
+def settle() -> None:
+    """Freeze, without collecting first, what was made with the collector paused (in a call that froze before).
+
+    The run loop hands the sink compact rows; the call makes the runs' objects from them all at once when it reads
+    them, with the collector paused (``RunSink.runs``): three objects or more per run. The first collection after
+    the pause would walk all of them (0.3 to 0.5 us a run of a host-bound call, ``benchmarks/run_loop_cost.py``),
+    so the call freezes them before the collector resumes, as the checkpoints froze the runs' rows. Young garbage
+    cycles the user's code left then wait for the end of the call (which is near: the result is being built),
+    like the cycles that were old at a checkpoint. A call that never reached a checkpoint is left as it is.
+    """
+    if _active and _froze:
         gc.freeze()

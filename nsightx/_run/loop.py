@@ -7,7 +7,9 @@ the user's function with the run state installed so that :func:`nsightx.annotate
 
 Everything here between two runs sits on the measured path of a host-bound workload, and everything after a
 deferred session's last wait on the path of the whole call, so the loop keeps that work small: collector answers
-become rows while the GPU still works, and runs are built as plain dataclasses (:func:`_write_pending`).
+become rows while the GPU still works, and each run goes to the sink as plain tuples (:func:`_run_row`), made into
+record objects only when something reads them. A run that is the user's call alone (the common case: a fixed
+count, no guard, no run collector with something to say) goes through :meth:`_Sweep._plain_runs`.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from nsightx._results.records import (
     RunRecords,
     Scalar,
     new_collector_value,
-    new_region_run,
-    new_run_records,
+    new_record,
 )
+from nsightx._results.rows import RunRow, run_from_row
 from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
 from nsightx._run import context as _context
@@ -346,6 +348,7 @@ class _Sweep:
         self.progress = Progress(plan)
         self.pending: list[_Pending] = []
         self.checked_baseline = plan.normalize_against is None
+        self.hand = _hand_over(sink)
 
     def run(self) -> None:
         """ONCE collectors, then each config; what was measured is written even when a run raises.
@@ -387,14 +390,18 @@ class _Sweep:
         fixed = self.rule.runs if type(self.rule) is FixedRuns else None  # the count alone decides: no call
         policy, pending = self.policy, self.pending
         each_run, batched = policy.collects_each_run, policy.write_collects
+        plain = fixed is not None and not (each_run or batched or observe or self.rule.records_reason)
         r, reason = 0, None
         while reason is None:
+            if r == 1 and plain and self.runner.plain:  # run 0 went this way: config values, baseline check
+                r = self._plain_runs(ci, 1, fixed)  # type: ignore[arg-type]  # plain: fixed is an int
+                break
             state, output, values = runner.run(ci, r)
             progress.advance()
             if each_run:
                 output = self.session.collect_runs().get((ci, r), output)
             if observe is not None:
-                observe(output.records)
+                observe(_records_of(output))
             if fixed is None:
                 reason = stopper.stop_reason(r + 1)
             elif r + 1 >= fixed:
@@ -417,6 +424,36 @@ class _Sweep:
             r += 1
         progress.skip(self.rule.max_runs - r)
 
+    def _plain_runs(self, ci: int, start: int, stop: int) -> int:
+        """Runs ``start`` to ``stop - 1`` of config ``ci``, where a run is the call, its output and its write alone.
+
+        That is the common case (a fixed run count, a session that hands each run back as it finishes, no thermal
+        guard, no run preparation, no run or annotation collector with something to say) and the one on the host
+        backend beside an empty region, where everything here is most of a run's cost (issue 35): what
+        :meth:`_Runner.run` and :meth:`_write_run` do for such a run, with what stays the same for every run
+        looked up once. Returns ``stop``.
+        """
+        runner, hand, pending, context = self.runner, self.hand, self.pending, _context
+        session, plan, invoke, lock = self.session, self.plan, runner.invoke, runner.lock
+        finish, advance, kept, new_state = session.finish_run, self.progress.advance, heap.kept, _context.RunState
+        for r in range(start, stop):
+            state = new_state(session, ci, r, lock)
+            previous = context._current  # restored, not cleared (see _Runner.run)
+            context._current = state
+            try:
+                invoke(plan, ci)
+            finally:
+                context._current = previous
+            output = finish(ci, r)
+            advance()
+            try:
+                hand(_run_row(ci, r, state, output, ()))
+            except BaseException:
+                pending.append((ci, r, state, output, []))
+                raise
+            kept(1)
+        return stop
+
     def _write_run(self, ci: int, r: int, state: _context.RunState, output: RunOutput, values: list[Any]) -> None:
         """Write one finished run at once (every session that is not collected in batches).
 
@@ -425,7 +462,7 @@ class _Sweep:
         """
         rows = tuple(self.collectors.materialize(values)) if values else ()
         try:
-            self.sink.write(_run_records(ci, r, state, output, rows))
+            self.hand(_run_row(ci, r, state, output, rows))
         except BaseException:
             self.pending.append((ci, r, state, output, list(rows)))
             raise
@@ -434,7 +471,7 @@ class _Sweep:
     def _write(self, *, collect: bool) -> None:
         if self.pending:
             written = len(self.pending)
-            _write_pending(self.session, self.sink, self.pending, self.collectors, collect=collect)
+            _write_pending(self.session, self.hand, self.pending, self.collectors, collect=collect)
             self.policy.written()
             heap.kept(written)
 
@@ -444,7 +481,7 @@ _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
 
 
 def _write_pending(
-    session: Session, sink: Sink, pending: list[_Pending], collectors: _Collectors, *, collect: bool
+    session: Session, hand: Callable[[RunRow], None], pending: list[_Pending], collectors: _Collectors, *, collect: bool
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
@@ -465,7 +502,7 @@ def _write_pending(
     done = 0
     try:
         for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
-            sink.write(_run_records(ci, r, state, outputs.get((ci, r), output), values))
+            hand(_run_row(ci, r, state, outputs.get((ci, r), output), values))
             done += 1
     finally:
         if done < len(pending):  # a write raised: the runs not handed over keep what was collected for them
@@ -476,25 +513,43 @@ def _write_pending(
         del pending[:done]
 
 
-def _run_records(
-    ci: int, r: int, state: _context.RunState, output: RunOutput, values: tuple[CollectorValue, ...]
-) -> RunRecords:
-    """One run's :class:`RunRecords` from its regions, the backend's output and its collector values.
+def _hand_over(sink: Sink) -> Callable[[RunRow], None]:
+    """How the loop hands ``sink`` a finished run: compact, to a sink that takes rows; else as a :class:`RunRecords`.
 
-    Built with the fast builders of :mod:`nsightx._results.records`: with a deferred session this runs for every
-    run of the call after the wait for the GPU.
+    A :class:`~nsightx._results.sink.RunSink` keeps the rows as they are until something asks for the run objects
+    (see :data:`~nsightx._results.rows.RunRow`); any other sink gets the objects, built at once.
     """
-    attributes = output.region_attributes
-    regions = tuple(
-        [
-            new_region_run(name, ci, r, host_ns, failed, attributes.get(name, {}))
-            for name, host_ns, failed in state.regions
-        ]
-    )
-    records = output.records
-    if not _RECORD_ONLY.issuperset(map(type, records)):
-        records = _records_adapter().validate_python(records)
-    return new_run_records(ci, r, tuple(records), regions, values)
+    add_run: Callable[[RunRow], None] | None = getattr(sink, "add_run", None)
+    if add_run is not None:
+        return add_run
+    write = sink.write
+    return lambda row: write(run_from_row(row))
+
+
+def _run_row(
+    ci: int, r: int, state: _context.RunState, output: RunOutput, values: tuple[CollectorValue, ...]
+) -> RunRow:
+    """One run in compact form, from its regions, the backend's output and its collector values.
+
+    No object per record or region is made here: with a deferred session this runs for every run of the call
+    after the wait for the GPU, and on the host backend between two runs. Records a backend handed back in another
+    form than :class:`Record` (mappings, subclasses) are validated now, so that a bad one fails at its run.
+    """
+    records: Any = output.records
+    if records:
+        if not _RECORD_ONLY.issuperset(map(type, records)):
+            records = _records_adapter().validate_python(records)
+        records = (*records, *output.record_rows)  # a copy: the backend's list is not kept
+    else:
+        records = output.record_rows  # handed over by the session (the host session's list of the run)
+    return (ci, r, records, tuple(state.regions), output.region_attributes, values)
+
+
+def _records_of(output: RunOutput) -> list[Record]:
+    """Every record of ``output`` as a :class:`Record` (its record rows made into objects), for a stop rule."""
+    if not output.record_rows:
+        return output.records
+    return [*output.records, *(new_record(*row) for row in output.record_rows)]
 
 
 _RECORD_ONLY = frozenset({Record})
@@ -528,6 +583,8 @@ class _Runner:
         self.asks_annotation = bool(collectors.by_scope[CollectionScope.ANNOTATION])
         self.prepares = type(session).start_run is not Session.start_run
         """Whether the session prepares its runs (the host session does not: no call then)."""
+        self.plain = not (self.guarded or self.prepares or self.asks_run or self.asks_annotation)
+        """Whether a measured run is the call of the user's function alone (see :meth:`_Sweep._plain_runs`)."""
         self.lock = threading.Lock()
         """Shared by the run states of the call (one run at a time): guards the regions opened from threads."""
 
