@@ -10,7 +10,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from nsightx._api.counters import counter_spec, joined_results, without_counters
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
@@ -22,6 +22,8 @@ from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError, CounterPermissionError, NsightxError, OutputError
 from nsightx._host.plugins import PluginHost, default_host
 from nsightx._remote.engines import check_alone, check_executor, engine_for
+from nsightx._remote.task import Measured
+from nsightx._remote.taskruns import TaskRuns
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
 from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.results import ProfileResults, build_results, now
@@ -41,6 +43,23 @@ from nsightx._spec.options import ProfileSpec, build_spec, check_derive_arity, c
 from nsightx._spec.planner import build_plan, plan_info
 from nsightx._spec.select import Choice, choose, fallback
 from nsightx._version import __version__
+
+T = TypeVar("T", covariant=True)
+
+
+class _Finish(Protocol[T]):
+    """What a call does with its plan once built: measure it and build a result, or measure a task's runs."""
+
+    def __call__(
+        self,
+        plan: Plan,
+        info: PlanInfo,
+        location: OutputLocation | None,
+        configs: tuple[tuple[Any, ...], ...],
+        gpu: GpuInfo | None,
+        backend: Backend,
+    ) -> T: ...
+
 
 RESERVED_COLUMNS = frozenset(
     {
@@ -183,18 +202,43 @@ class ProfiledFunction:
         """The call's work once its configs are resolved: choose the backend, then measure here or spread."""
         if self.spec.counters is not None:  # times here, counters in a second call, joined per kernel
             return self._joined(resolved, executor)
-        host = default_host()
-        choice = choose(self.spec, host, active_name(), here=executor is None)  # workers check their own
+        if self.spec.parallel_devices is not None or executor is not None:
+            choice, _ = self._choose(default_host(), here=False)  # workers check their backend's availability
+            return self._spread(resolved, choice, executor)
+        return self._here(resolved, self._finish)
+
+    def measure_task(self, configs: list[tuple[Any, ...]], sink: TaskRuns) -> Measured:
+        """In a worker of a spread sweep: measure ``configs`` in this process into ``sink``; build no result.
+
+        The task sends the runs back and the caller builds the sweep's one result (:mod:`nsightx._api.sweep`).
+        The same checks and the same lock as a call apply; the worker writes no file (its spec has no
+        ``output_prefix``).
+        """
+        _exclusive.check_not_nested(self.name)
+        resolved = self._check_call((), configs, None, {})
+        _exclusive.enter(self.name, stacklevel=3)
+        try:
+            return self._here(resolved, functools.partial(self._finish_task, sink))
+        finally:
+            _exclusive.leave()
+
+    def _choose(self, host: PluginHost, *, here: bool) -> tuple[Choice, list[CollectorLike]]:
+        """The backend for this call and its collectors, checked against the options before any work."""
+        choice = choose(self.spec, host, active_name(), here=here)
         check_derive_arity(self.spec.derive_metric, len(choice.metrics), len(self.shape.names))
         collectors = self._collectors(host)
         self._check_per_device(choice, host)
-        if self.spec.parallel_devices is not None or executor is not None:
-            return self._spread(resolved, choice, executor)
+        return choice, collectors
+
+    def _here(self, resolved: tuple[tuple[Any, ...], ...], finish: _Finish[T]) -> T:
+        """Measure ``resolved`` in this process and hand the plan to ``finish`` (a result, or a task's runs)."""
+        host = default_host()
+        choice, collectors = self._choose(host, here=True)
         gpu = None
         if self.spec.device is not None:
             gpu = _device.resolve(self.spec.device, _device.visible())
         try:
-            return self._run(resolved, choice, collectors, host, gpu)
+            return self._run(resolved, choice, collectors, host, gpu, finish)
         except CounterPermissionError:  # "auto" with only a time metric: time it without counters
             other = fallback(self.spec, host, active_name(), choice)
             if other is None:
@@ -205,9 +249,9 @@ class ProfiledFunction:
                 f"see CounterPermissionError); backend='auto' asked only for a time metric, so "
                 f"{self.name} is measured with {other[0].backend.name} instead{dropped}",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-            return self._run(resolved, other[0], collectors, host, gpu)
+            return self._run(resolved, other[0], collectors, host, gpu, finish)
 
     def _spread(self, configs: tuple[tuple[Any, ...], ...], choice: Choice, executor: Any) -> ProfileResults:
         """Measure each config as a task on ``executor``, or on the local pool of ``parallel_devices``."""
@@ -301,9 +345,10 @@ class ProfiledFunction:
         choice: Choice,
         collectors: list[CollectorLike],
         host: PluginHost,
-        gpu: GpuInfo | None = None,
-    ) -> ProfileResults:
-        """Plan the call, measure it in this process, and build its result."""
+        gpu: GpuInfo | None,
+        finish: _Finish[T],
+    ) -> T:
+        """Plan the call, measure it in this process and hand it to ``finish`` (which builds its result)."""
         spec = self.spec
         backend = choice.backend()
         location = allocate(spec.output_prefix, self.name, self.tags) if spec.output_prefix is not None else None
@@ -328,7 +373,7 @@ class ProfiledFunction:
             raise
         info = plan_info(plan, spec)
         with heap.holding():  # the runs measured stay out of the collector's rescans until the result is built
-            return self._finish(plan, info, location, configs, gpu, backend)
+            return finish(plan, info, location, configs, gpu, backend)
 
     def _finish(
         self,
@@ -351,15 +396,7 @@ class ProfiledFunction:
         start = time.perf_counter()
         runs, environment = self._measure(backend, plan, info, location)
         elapsed = time.perf_counter() - start
-        if gpu is not None:
-            environment["Device"] = gpu.label
-        environment.setdefault("Host", socket.gethostname())
-        environment.setdefault("python", platform.python_version())
-        environment.setdefault("nsightx", __version__)
-        add_provenance(environment)
-        if location is not None:
-            environment.setdefault("raw_data", str(location.raw))
-            environment.setdefault("sweep", location.sweep)
+        _add_environment(environment, gpu, location)
         with gc_paused():  # see _finish's docstring
             results = build_results(
                 info,
@@ -375,32 +412,65 @@ class ProfiledFunction:
             print(done_line(plan, runs, elapsed, location), file=sys.stderr)
         return results
 
+    def _finish_task(
+        self,
+        sink: TaskRuns,
+        plan: Plan,
+        info: PlanInfo,
+        location: OutputLocation | None,
+        configs: tuple[tuple[Any, ...], ...],
+        gpu: GpuInfo | None,
+        backend: Backend,
+    ) -> Measured:
+        """Measure ``plan`` into a task's ``sink`` (first run checked as a call's) and say how, without a result."""
+        sink.check = FirstRunCheck(plan, self.spec)
+        environment = self._measure_into(backend, plan, sink, location)
+        _add_environment(environment, gpu, location)
+        return Measured(info, environment, now(), __version__)
+
     def _measure(
         self, backend: Backend, plan: Plan, info: PlanInfo, location: OutputLocation | None
     ) -> tuple[list[RunRecords], dict[str, Scalar]]:
         """Run the run stage into a checked sink (and the raw file); return the runs and the environment."""
-        check = FirstRunCheck(plan, self.spec)
         header = None
         if location is not None:
             header = RawHeader(
                 sweep=location.sweep, nsightx_version=__version__, created=now(), host=socket.gethostname(), plan=info
             )
-        sink: CheckedSink | None = None
-        with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
-            try:
-                sink = CheckedSink(location.raw if location else None, header, check=check)
-                environment = dict(execute(backend, plan, sink))
-            except BaseException as e:
-                if self.spec.verbosity >= VerbosityLevel.INFO and sink is not None and sink.measured:
-                    print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)  # not when none
-                raise
-            finally:
-                if sink is not None:
-                    sink.close()
+        with reported_sigterm():
+            sink = CheckedSink(location.raw if location else None, header, check=FirstRunCheck(plan, self.spec))
+        environment = self._measure_into(backend, plan, sink, location)
         with gc_paused():  # the runs' objects are made here, from the sink's rows; frozen before it resumes
             runs = sink.runs
             heap.settle()
         return runs, environment
+
+    def _measure_into(
+        self, backend: Backend, plan: Plan, sink: CheckedSink | TaskRuns, location: OutputLocation | None
+    ) -> dict[str, Scalar]:
+        """Run the run stage into ``sink`` and close it; return the environment. A stop says what was kept."""
+        with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
+            try:
+                return dict(execute(backend, plan, sink))
+            except BaseException as e:
+                if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:
+                    print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)  # not when none
+                raise
+            finally:
+                sink.close()
+
+
+def _add_environment(environment: dict[str, Scalar], gpu: GpuInfo | None, location: OutputLocation | None) -> None:
+    """What a call in this process adds to its backend's environment: device, host, versions, provenance, files."""
+    if gpu is not None:
+        environment["Device"] = gpu.label
+    environment.setdefault("Host", socket.gethostname())
+    environment.setdefault("python", platform.python_version())
+    environment.setdefault("nsightx", __version__)
+    add_provenance(environment)
+    if location is not None:
+        environment.setdefault("raw_data", str(location.raw))
+        environment.setdefault("sweep", location.sweep)
 
 
 def done_line(plan: Plan, runs: list[RunRecords], elapsed: float, location: OutputLocation | None) -> str:

@@ -3,9 +3,9 @@
 The devices named by ``parallel_devices`` become a :class:`~nsightx._remote.localpool.DevicePool` (one spawned worker
 process per device, pinned with CUDA_VISIBLE_DEVICES), and the sweep runs through :func:`nsightx._api.sweep.run_sweep`
 like any ``executor=`` sweep: configs handed out one at a time, each config's runs appended to the caller's raw
-file as it comes back, one merged result whose ``Device`` column names the GPU of every row. With
-``output_prefix`` each worker also writes its own raw records as it goes, under ``<prefix>dev<k>_``, so a crash
-keeps what was measured.
+file as it comes back, one merged result whose ``Device`` column names the GPU of every row. The workers write
+no files: each sends its config's runs back, and the caller's raw file (with ``output_prefix``) holds every config
+that came back.
 
 The function is shipped as it is to the ncu worker (:mod:`nsightx._remote.travel`), so functions defined in
 ``__main__`` or a notebook work.
@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nsightx._api.mainguard import check_child, check_parent
-from nsightx._api.sweep import SweepCall, Worker, folder, run_sweep
+from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._errors import BackendUnavailableError, ConfigError
 from nsightx._remote.engines import FuturesEngine
 from nsightx._remote.localpool import DevicePool, Target
+from nsightx._remote.task import Worker
 from nsightx._results.results import ProfileResults
 from nsightx._run import device as _device
 from nsightx._run.device import GpuInfo
@@ -28,7 +29,7 @@ from nsightx._spec.options import ProfileSpec
 
 
 def _targets(spec: ProfileSpec, needs_gpu: bool) -> list[Target]:
-    """One target per device of ``spec.parallel_devices``: its label, CUDA_VISIBLE_DEVICES and raw prefix."""
+    """One target per device of ``spec.parallel_devices``: its label and CUDA_VISIBLE_DEVICES."""
     devices = spec.parallel_devices
     assert devices is not None
     if not needs_gpu:  # CPU backends: workers are still separate processes, one per listed "device"
@@ -37,11 +38,7 @@ def _targets(spec: ProfileSpec, needs_gpu: bool) -> list[Target]:
         pairs: list[tuple[str, str | None]] = [(f"{d}:cpu", None) for d in devices]
     else:
         pairs = [(g.label, g.uuid) for g in _gpus(devices)]
-    prefix = spec.output_prefix
-    return [
-        Target(label, visible, None if prefix is None else f"{folder(prefix)}dev{k}_")
-        for k, (label, visible) in enumerate(pairs)
-    ]
+    return [Target(label, visible) for label, visible in pairs]
 
 
 def _gpus(devices: Sequence[int | str] | str) -> list[GpuInfo]:

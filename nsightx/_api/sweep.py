@@ -1,11 +1,12 @@
 """One path for every sweep spread over other processes: ``parallel_devices``, ``executor=`` (Dask or futures).
 
 Each config becomes one task (:func:`nsightx._remote.task.run_task`) on an engine (:mod:`nsightx._remote.engines`);
-the task measures it where the engine placed it and sends back its one-config result with the host and device. As
-each result arrives, its runs are appended to the call's raw file (with ``output_prefix``), so a sweep that stops,
-or a worker lost mid-sweep, loses only the tasks in flight. At the end the results are merged, in config order, by
-the one result builder (:func:`nsightx._results.results.build_results`) into one result whose ``Device`` and
-``Host`` columns name where each config was measured.
+the task measures it where the engine placed it and sends back only its runs (numbered as their config already),
+with the plan and environment of the measurement and the host and device. Workers build no result and write no
+file. As each task comes back, its runs go to the call's one sink (and, with ``output_prefix``, to the call's raw
+file at once), so a sweep that stops, or a worker lost mid-sweep, loses only the tasks in flight. At the end the
+one result builder (:func:`nsightx._results.results.build_results`), the one a call in one process uses, builds
+the sweep's result, once, whose ``Device`` and ``Host`` columns name where each config was measured.
 
 The result's environment says how the sweep went: ``executor`` (what ran it), ``Devices`` and ``Hosts``
 (every one used), ``retried_configs`` (indices of the configs the engine ran more than once, comma-separated,
@@ -19,24 +20,21 @@ importable, else by value, with an :class:`~nsightx._remote.travel.UnpicklableEr
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from nsightx._errors import MeasurementError
 from nsightx._remote.engines import Engine
-from nsightx._remote.task import TaskFailure, TaskOutput
+from nsightx._remote.task import Measured, TaskFailure, TaskOutput, Worker
+from nsightx._remote.taskruns import runs_of_payload
 from nsightx._remote.travel import Destination, by_value_if_unimportable, diagnose, dumps
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
-from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
+from nsightx._results.records import RunRecords
 from nsightx._results.results import ProfileResults, build_results
-from nsightx._results.schema import RawHeader, ResultData
+from nsightx._results.schema import RawHeader, gc_paused
 from nsightx._results.sink import RunSink
 from nsightx._spec.options import ProfileSpec
-
-Worker = Callable[..., ProfileResults]
-"""A profiled function as a worker calls it: ``worker(configs=[config])`` returns a one-config result."""
 
 WORKERS = Destination(
     "the sweep's workers",
@@ -98,16 +96,14 @@ def run_sweep(
     """
     head, blobs = _payloads(call, configs, make_worker)
     location = None if call.spec.output_prefix is None else allocate(call.spec.output_prefix, call.name, call.tags)
-    raw = _RawWriter(location, configs)
-    outputs: dict[int, TaskOutput] = {}
+    collected = _Collected(location, configs)
     failed: dict[int, str] = {}
     try:
         for i, blob in enumerate(blobs):
             engine.submit(i, head, blob)
         for i, outcome in engine.completed():
             if isinstance(outcome, TaskOutput):
-                outputs[i] = outcome
-                raw.add(i, outcome.text)
+                collected.add(outcome)
             else:
                 failed[i] = _failure(i, configs[i], outcome, engine.label)
         retried = engine.retried()
@@ -115,8 +111,10 @@ def run_sweep(
         engine.cancel()
         raise
     finally:
-        raw.close()
-    results = _merge(call.spec, configs, outputs, location, retried, sorted(failed), engine.label) if outputs else None
+        collected.close()
+    results = None
+    if collected.measured:
+        results = _build(call.spec, configs, collected, location, retried, sorted(failed), engine.label)
     if failed:
         raise SweepError(_failure_summary(failed, len(configs), location), failed=failed, results=results)
     assert results is not None
@@ -155,91 +153,73 @@ def _failure_summary(failed: dict[int, str], total: int, location: OutputLocatio
     )
 
 
-class _RawWriter:
-    """The caller's raw file: a header from the first config that comes back, then each config's runs."""
+class _Collected:
+    """The caller's side of a sweep: one sink that receives each task's runs as it comes back.
+
+    The sink is opened when the first task comes back (the raw file's header names the plan as its worker
+    resolved it); with ``output_prefix`` it writes each run to the caller's raw file at once, as a call in one
+    process does, so a sweep that stops keeps every config that came back.
+    """
 
     def __init__(self, location: OutputLocation | None, configs: tuple[tuple[Any, ...], ...]) -> None:
         self.location = location
         self.configs = configs
         self.sink: RunSink | None = None
+        self.measured: dict[int, Measured] = {}
+        """Per config that came back, its plan and environment."""
+        self.where: dict[int, tuple[str, str]] = {}
+        """Per config that came back, the (host, device) that measured it."""
 
-    def add(self, config: int, text: str) -> None:
-        """Append the runs of the one-config result ``text`` as config ``config`` of the sweep."""
-        if self.location is None:
-            return
-        data = ResultData.model_validate_json(text)
+    def add(self, output: TaskOutput) -> None:
+        """Hand the runs of one task to the sink (numbered as their config already)."""
+        measured = output.measured
         if self.sink is None:
-            plan = data.plan.model_copy(update={"configs": self.configs})
-            self.sink = RunSink(
-                self.location.raw,
-                RawHeader(
+            header = None
+            if self.location is not None:
+                header = RawHeader(
                     sweep=self.location.sweep,
-                    nsightx_version=data.nsightx_version,
-                    created=data.created,
-                    host=str(data.environment.get("Host")),
-                    plan=plan,
-                ),
-            )
-        for run in _shift(data, config):
-            self.sink.write(run)
+                    nsightx_version=measured.nsightx_version,
+                    created=measured.created,
+                    host=str(measured.environment.get("Host")),
+                    plan=measured.plan.model_copy(update={"configs": self.configs}),
+                )
+            self.sink = RunSink(None if self.location is None else self.location.raw, header)
+        for item in runs_of_payload(output.runs):
+            if isinstance(item, tuple):
+                self.sink.add_run(item)
+            else:
+                self.sink.write(item)
+        self.measured[output.index] = measured
+        self.where[output.index] = (output.host, output.device)
+
+    def runs(self) -> list[RunRecords]:
+        """Every run received, in config order (a ONCE run first; each config's runs in the order measured)."""
+        assert self.sink is not None
+        return sorted(self.sink.runs, key=lambda run: run.config)
 
     def close(self) -> None:
-        """Close the file, if one was opened."""
+        """Close the raw file, if one was opened."""
         if self.sink is not None:
             self.sink.close()
 
 
-def folder(prefix: str) -> str:
-    """A folder prefix keeps its trailing separator so that a worker's ``dev<k>_`` lands inside the folder."""
-    if os.path.isdir(prefix) and not prefix.endswith(("/", "\\")):
-        return prefix + os.sep
-    return prefix
-
-
-def _shift(data: ResultData, config: int) -> list[RunRecords]:
-    """The runs of a one-config result, its config index 0 renumbered as ``config``."""
-
-    def rec(r: Record) -> Record:
-        return r.model_copy(update={"config": config})
-
-    def reg(r: RegionRun) -> RegionRun:
-        return r.model_copy(update={"config": config})
-
-    def col(c: CollectorValue) -> CollectorValue:
-        return c if c.config is None else c.model_copy(update={"config": config})
-
-    return [
-        r.model_copy(
-            update={
-                "config": config if r.config >= 0 else r.config,
-                "records": tuple(rec(x) for x in r.records),
-                "regions": tuple(reg(x) for x in r.regions),
-                "collectors": tuple(col(x) for x in r.collectors),
-            }
-        )
-        for r in data.runs
-    ]
-
-
-def _merge(
+def _build(
     spec: ProfileSpec,
     configs: tuple[tuple[Any, ...], ...],
-    outputs: dict[int, TaskOutput],
+    collected: _Collected,
     location: OutputLocation | None,
     retried: list[int] | None,
     failed: list[int],
     engine: str,
 ) -> ProfileResults:
-    """One result of the whole sweep from the tasks' one-config results, built like a one-process one."""
-    runs: list[RunRecords] = []
-    first: ResultData | None = None
-    for i in sorted(outputs):
-        data = ResultData.model_validate_json(outputs[i].text)
-        first = first or data
-        runs += _shift(data, i)
-    assert first is not None
-    devices = tuple(outputs[i].device if i in outputs else "" for i in range(len(configs)))
-    hosts = tuple(outputs[i].host if i in outputs else "" for i in range(len(configs)))
+    """The sweep's one result, built from the runs received by the builder a call in one process uses.
+
+    Its plan and environment are those of the lowest config that came back, as its worker resolved them.
+    """
+    first = collected.measured[min(collected.measured)]
+    where = collected.where
+    devices = tuple(where[i][1] if i in where else "" for i in range(len(configs)))
+    hosts = tuple(where[i][0] if i in where else "" for i in range(len(configs)))
     environment = dict(first.environment)
     environment["executor"] = engine
     environment["Devices"] = ",".join(dict.fromkeys(d for d in devices if d))
@@ -249,17 +229,18 @@ def _merge(
     if location is not None:
         environment["raw_data"] = str(location.raw)
         environment["sweep"] = location.sweep
-    return build_results(
-        first.plan.model_copy(update={"configs": configs}),
-        runs,
-        environment,
-        combine=spec.combine_kernel_metrics,
-        derive_metric=spec.derive_metric,
-        configs=configs,
-        created=first.created,
-        nsightx_version=first.nsightx_version,
-        config_devices=devices,
-        config_hosts=hosts,
-        location=location,
-        output_csv=spec.output_csv,
-    )
+    with gc_paused():  # many objects and no cycle: see gc_paused
+        return build_results(
+            first.plan.model_copy(update={"configs": configs}),
+            collected.runs(),
+            environment,
+            combine=spec.combine_kernel_metrics,
+            derive_metric=spec.derive_metric,
+            configs=configs,
+            created=first.created,
+            nsightx_version=first.nsightx_version,
+            config_devices=devices,
+            config_hosts=hosts,
+            location=location,
+            output_csv=spec.output_csv,
+        )

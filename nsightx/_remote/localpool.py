@@ -37,8 +37,6 @@ class Target:
     """The device label of its rows (``"<ordinal>:<uuid>"`` or ``"<k>:cpu"``)."""
     cuda_visible: str | None
     """CUDA_VISIBLE_DEVICES of its worker (the GPU's UUID); ``None`` for a CPU worker."""
-    output_prefix: str | None
-    """``output_prefix`` of the worker's own raw files; ``None`` for none."""
 
 
 _Job = tuple["cf.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -48,7 +46,7 @@ class DevicePool(cf.Executor):
     """A ``concurrent.futures.Executor`` with one pinned worker process per device.
 
     Example:
-        >>> with DevicePool([Target("0:cpu", None, None)]) as pool:  # doctest: +SKIP
+        >>> with DevicePool([Target("0:cpu", None)]) as pool:  # doctest: +SKIP
         ...     pool.submit(pow, 2, 5).result()
         32
     """
@@ -75,7 +73,7 @@ class DevicePool(cf.Executor):
             1,
             mp_context=self._ctx,
             initializer=setup_worker,
-            initargs=(target.cuda_visible, target.label, target.output_prefix),
+            initargs=(target.cuda_visible, target.label),
         )
 
     def _serve(self, target: Target) -> None:

@@ -1,4 +1,4 @@
-"""What runs in a worker of a spread sweep: one config measured, its one-config result sent back as JSON.
+"""What runs in a worker of a spread sweep: one config measured, its runs sent back (no result is built there).
 
 The same task function runs in every engine: a ``parallel_devices`` worker process, a process of a
 ``concurrent.futures`` executor, a Dask worker. It records where it ran (host, device, worker) so the merged
@@ -8,8 +8,14 @@ disturb each other's timing, so a worker with several threads measures its tasks
 task makes also takes the process's lock, :mod:`nsightx._run.exclusive`, so a task run in a thread of the
 caller's own process, by a ``ThreadPoolExecutor``, waits for any other profiled call of that process too.)
 
-A ``parallel_devices`` worker is set up by :func:`setup_worker` (its initializer) with the label of its device
-and the prefix of its own raw files; other workers are not set up and label themselves.
+The task measures into a :class:`~nsightx._remote.taskruns.TaskRuns` sink, which keeps each run as the run loop
+hands it over (a compact row), and sends back those runs pickled, with the few facts the caller's result needs
+beside them (:class:`Measured`: the plan as resolved here, the environment). The worker writes no file and builds
+no result: the caller's sink receives the runs (and its raw file, with ``output_prefix``) as each task comes back,
+and the caller builds the sweep's one result with the same builder as a call in one process.
+
+A ``parallel_devices`` worker is set up by :func:`setup_worker` (its initializer) with the label of its device;
+other workers are not set up and label themselves.
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ import pickle
 import socket
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from nsightx._errors import BackendUnavailableError, MeasurementError
+from nsightx._remote.taskruns import TaskRuns
+from nsightx._results.records import Scalar
+from nsightx._results.schema import PlanInfo
 from nsightx._run import device as _device
 
 _ONE_AT_A_TIME = threading.Lock()
@@ -32,12 +42,10 @@ _ONE_AT_A_TIME = threading.Lock()
 
 @dataclass(frozen=True)
 class WorkerSetup:
-    """How a ``parallel_devices`` worker labels its rows and where it writes its own raw files."""
+    """How a ``parallel_devices`` worker labels its rows."""
 
     label: str
     """The device label its rows get (``"<ordinal>:<uuid>"`` in the parent's numbering, or ``"<k>:cpu"``)."""
-    output_prefix: str | None
-    """Its own ``output_prefix`` (``<prefix>dev<k>_``), or ``None``."""
 
 
 _SETUP: WorkerSetup | None = None
@@ -45,13 +53,37 @@ _SETUP: WorkerSetup | None = None
 
 
 @dataclass(frozen=True)
+class Measured:
+    """What the caller's result needs from a task beside its runs."""
+
+    plan: PlanInfo
+    """The plan as the worker resolved it (backend, metrics, options), holding the task's one config."""
+    environment: Mapping[str, Scalar]
+    """Where it was measured (GPU, clocks, host, versions), as a call in one process records it."""
+    created: str
+    """ISO 8601 time at which the measurement finished."""
+    nsightx_version: str
+    """Version of nsightx in the worker."""
+
+
+class Worker(Protocol):
+    """The profiled function as a task sees it (built in the worker from the spec that travelled)."""
+
+    def measure_task(self, configs: list[tuple[Any, ...]], sink: TaskRuns) -> Measured:
+        """Measure ``configs`` in this process into ``sink``; build no result and write no file."""
+        ...
+
+
+@dataclass(frozen=True)
 class TaskOutput:
-    """What a task sends back: the one-config result and where it was measured."""
+    """What a task sends back: its runs, what the result needs beside them, and where it was measured."""
 
     index: int
     """The config's index in the sweep."""
-    text: str
-    """The one-config result (``ResultData`` JSON)."""
+    runs: bytes
+    """The config's runs, numbered as config ``index``, pickled (see :meth:`TaskRuns.payload`)."""
+    measured: Measured
+    """The plan and environment of the measurement."""
     host: str
     """Host name of the machine that measured."""
     device: str
@@ -77,19 +109,20 @@ class TaskFailure(MeasurementError):
         return f"{self.where}: {self.detail}"
 
 
-def setup_worker(cuda_visible: str | None, label: str, output_prefix: str | None) -> None:
+def setup_worker(cuda_visible: str | None, label: str) -> None:
     """Initializer of a ``parallel_devices`` worker: choose its GPU before any CUDA library loads."""
     global _SETUP
     if cuda_visible is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible
-    _SETUP = WorkerSetup(label, output_prefix)
+    _SETUP = WorkerSetup(label)
 
 
 def run_task(head: bytes, config: bytes, index: int, needs_gpu: bool) -> TaskOutput:
-    """Measure one config of a sweep in this process and return its result (runs in the worker).
+    """Measure one config of a sweep in this process and return its runs (runs in the worker).
 
     Args:
-        head: ``(make_worker, spec)`` pickled by :mod:`nsightx._remote.travel`: builds the profiled function.
+        head: ``(make_worker, spec)`` pickled by :mod:`nsightx._remote.travel`: ``make_worker(spec)`` is the
+            :class:`Worker`.
         config: The config's values, pickled the same way.
         index: The config's index in the sweep.
         needs_gpu: Whether the backend measures a GPU (the row's device is then this worker's first GPU).
@@ -101,16 +134,15 @@ def run_task(head: bytes, config: bytes, index: int, needs_gpu: bool) -> TaskOut
         make_worker, spec = pickle.loads(head)
         values = pickle.loads(config)
         setup = _SETUP
-        if setup is not None and setup.output_prefix is not None:
-            spec = spec.model_copy(update={"output_prefix": setup.output_prefix})
         worker = _worker_name()
         device = setup.label if setup is not None else _device_label(needs_gpu, worker)
         host = socket.gethostname()
+        runs = TaskRuns(index)
         try:
-            result = make_worker(spec)(configs=[values])
+            measured = make_worker(spec).measure_task([values], runs)
         except Exception as e:
             raise TaskFailure(f"on device {device} of host {host}", f"{type(e).__name__}: {e}") from None
-        return TaskOutput(index, str(result.data.model_dump_json()), host, device, _worker_address())
+        return TaskOutput(index, runs.payload(), measured, host, device, _worker_address())
 
 
 def _worker_name() -> str:
