@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from nsightx._errors import AnnotationError, ConfigError
+from nsightx._results.baseline import check_baseline
 from nsightx._results.records import RunRecords
 from nsightx._results.sink import RunSink
 from nsightx._results.transform import combine_records, derive
-from nsightx._run.loop import _check_baseline
 from nsightx._run.plan import Plan
 from nsightx._spec.options import ProfileSpec
 
@@ -57,8 +57,8 @@ class FirstRunCheck:
             )
         if spec.derive_metric is not None:
             derive(values, spec.derive_metric, plan.metrics, plan.configs, warn=False)
-        if plan.normalize_against is not None:
-            _check_baseline(plan, {r.annotation for r in run.regions} | {r.annotation for r in run.records})
+        seen = {r.annotation for r in run.regions} | {r.annotation for r in run.records}
+        check_baseline(plan.normalize_against, seen, plan.function_name, "its first run opened")
 
     def _check_measured(self, run: RunRecords) -> None:
         if run.regions or run.records:

@@ -36,6 +36,7 @@ import numpy as np
 
 from nsightx._errors import ConfigError
 from nsightx._results.flags import FEW_RUNS
+from nsightx._results.baseline import check_baseline
 from nsightx._results.join import SOURCES_KEY, parse_sources
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
@@ -416,7 +417,7 @@ def aggregate(
     out["Flags"] = flag_cells(data, t, groups, verdicts, spread)
     out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
     if plan.normalize_against is not None:
-        _normalize(out, plan.normalize_against, t, groups)
+        _normalize(out, plan.normalize_against, plan.function, t, groups)
     out["Geomean"] = _geomeans(out["AvgValue"], t, groups)
     sources = parse_sources(data.environment.get(SOURCES_KEY))  # a joined result: which backend measured what
     if sources:
@@ -466,19 +467,14 @@ def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, 
 _SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper")
 
 
-def _normalize(out: dict[str, Any], baseline: str, t: ResultTable, groups: Groups) -> None:
+def _normalize(out: dict[str, Any], baseline: str, function: str, t: ResultTable, groups: Groups) -> None:
     """Divide every value and spread column by the baseline's mean for the same config and metric (in place)."""
     names, all_metrics = t.annotations, t.metrics
     annotations = [names[a] for a in t.annotation[groups.first].tolist()]
     metrics = [all_metrics[m] for m in t.metric[groups.first].tolist()]
     configs, avg = out["Config"].tolist(), out["AvgValue"]
+    check_baseline(baseline, annotations, function, "the result holds")
     base = {(c, m): float(v) for a, m, c, v in zip(annotations, metrics, configs, avg, strict=True) if a == baseline}
-    if not base:
-        names = sorted(set(annotations))
-        raise ConfigError(
-            f"Annotation '{baseline}' not found in data. normalize_against={baseline!r} names no "
-            f"annotation in the result; found {names}"
-        )
     index = list(zip(configs, metrics, strict=True))
     missing = sorted({k for k in index if k not in base}, key=str)
     if missing:
