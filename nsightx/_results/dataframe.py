@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nsightx._errors import ConfigError
-from nsightx._results.flags import FEW_RUNS
 from nsightx._results.baseline import check_baseline
+from nsightx._results.flags import FEW_RUNS
 from nsightx._results.join import SOURCES_KEY, parse_sources
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
