@@ -25,7 +25,8 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter
 
 from nsightx._enums import CollectionScope
-from nsightx._errors import ConfigError, OutputError
+from nsightx._errors import OutputError
+from nsightx._results.baseline import check_baseline
 from nsightx._results.records import (
     CollectorValue,
     Record,
@@ -419,7 +420,7 @@ class _Sweep:
                 if policy.due(len(pending), config_done=reason is not None):
                     self._write(collect=True)
             if not self.checked_baseline:
-                _check_baseline(self.plan, state.used)
+                check_baseline(self.plan.normalize_against, state.used, self.plan.function_name, "its first run opened")
                 self.checked_baseline = True
             r += 1
         progress.skip(self.rule.max_runs - r)
@@ -626,13 +627,4 @@ def _call_user(plan: Plan, config: int) -> None:
             f"(It returned {type(result).__name__}; keep what you need in an undecorated helper.)",
             RuntimeWarning,
             stacklevel=3,
-        )
-
-
-def _check_baseline(plan: Plan, seen: set[str]) -> None:
-    if plan.normalize_against not in seen:
-        names = ", ".join(sorted(seen)) or "none"
-        raise ConfigError(
-            f"Annotation '{plan.normalize_against}' not found in data. normalize_against="
-            f"{plan.normalize_against!r} names no annotation of {plan.function_name}; the first run opened: {names}"
         )
