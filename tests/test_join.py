@@ -12,7 +12,7 @@ from nsightx_cupti._names import kernel_base_name
 from nsightx import ConfigError
 from nsightx._api.counters import joined_results
 from nsightx._results.flags import parse_cell
-from nsightx._results.join import SOURCES_KEY, JoinError, base_name, join_runs, parse_sources
+from nsightx._results.join import JoinError, base_name, join_runs
 from nsightx._results.records import Record, RegionRun, RunRecords
 from nsightx._results.results import build_results
 from nsightx._results.schema import PlanInfo
@@ -147,7 +147,8 @@ def test_joined_result_says_which_backend_measured_each_row():
     )
     res = joined_results(times, counters, **add)
     assert res.backend == "cupti+ncu"
-    assert parse_sources(res.environment[SOURCES_KEY]) == {TIME: "cupti", FLOPS: "ncu", BYTES: "ncu"}
+    assert res.data.plan.metric_backends == {TIME: "cupti", FLOPS: "ncu", BYTES: "ncu"}
+    assert "MetricSources" not in res.environment  # a field of the plan, not an environment string
     df = res.to_dataframe().set_index("Metric")
     assert df.loc[TIME, "Tool"] == "cupti" and df.loc[FLOPS, "Tool"] == "ncu"
     per_run = res.runs_dataframe().groupby("Metric")["Tool"].unique().map(list).to_dict()

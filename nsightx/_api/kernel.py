@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, overload
 
-from nsightx._api.counters import counter_spec, joined_results, without_counters
+from nsightx._api.counters import Side, counter_spec, join_sides, without_counters
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
 from nsightx._api.parallel import run_parallel
 from nsightx._api.sigterm import Terminated, reported_sigterm
@@ -276,9 +276,11 @@ class ProfiledFunction:
         time_part.tags = counter_part.tags = self.tags  # their files are this function's: one numbering
         # the counter backend is chosen before the times are measured: a machine without one fails before any work
         choose(counter_part.spec, default_host(), active_name(), metrics_option="counters")
-        times = time_part._call(configs, None)
-        counters = counter_part._call(configs, None)
-        return joined_results(times, counters, combine=self.spec.combine_kernel_metrics)
+        times = time_part._here(configs, time_part._finish_side)
+        counters = counter_part._here(configs, counter_part._finish_side)
+        return join_sides(
+            times, counters, combine=self.spec.combine_kernel_metrics, configs=configs, output_csv=self.spec.output_csv
+        )
 
     def _check_per_device(self, choice: Choice, host: PluginHost) -> None:
         """Refuse ``device=``/``parallel_devices=`` for a backend that cannot measure on a chosen device."""
@@ -411,6 +413,23 @@ class ProfiledFunction:
         if spec.verbosity >= VerbosityLevel.INFO:
             print(done_line(plan, runs, elapsed, location), file=sys.stderr)
         return results
+
+    def _finish_side(
+        self,
+        plan: Plan,
+        info: PlanInfo,
+        location: OutputLocation | None,
+        configs: tuple[tuple[Any, ...], ...],
+        gpu: GpuInfo | None,
+        backend: Backend,
+    ) -> Side:
+        """Measure ``plan`` in this process (its raw file written as it goes) and keep its runs for a join."""
+        start = time.perf_counter()
+        runs, environment = self._measure(backend, plan, info, location)
+        _add_environment(environment, gpu, location)
+        if self.spec.verbosity >= VerbosityLevel.INFO:
+            print(done_line(plan, runs, time.perf_counter() - start, location), file=sys.stderr)
+        return Side(info, runs, environment, location)
 
     def _finish_task(
         self,

@@ -37,7 +37,6 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
-from nsightx._results.join import SOURCES_KEY, parse_sources
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
@@ -213,7 +212,7 @@ def _run_columns(data: ResultData, t: ResultTable, throttled: Any = None) -> dic
     if data.config_hosts:  # a sweep spread over workers: the host of each config
         cols["Host"] = _column(data.config_hosts, t.config)
     cols["Unit"] = _column(t.units, t.unit)
-    sources = parse_sources(env.get(SOURCES_KEY))  # a joined result: which backend measured what
+    sources = plan.metric_backends  # a joined result: which backend measured what
     tools = [sources.get(m, plan.backend) for m in t.metrics] if sources else None
     cols["Tool"] = _column(tools, t.metric) if tools else _repeat(plan.backend, n)
     devices = _devices(data)
@@ -419,7 +418,7 @@ def aggregate(
     if plan.normalize_against is not None:
         _normalize(out, plan.normalize_against, plan.function, t, groups)
     out["Geomean"] = _geomeans(out["AvgValue"], t, groups)
-    sources = parse_sources(data.environment.get(SOURCES_KEY))  # a joined result: which backend measured what
+    sources = plan.metric_backends  # a joined result: which backend measured what
     if sources:
         out["Tool"] = _column([sources.get(m, plan.backend) for m in t.metrics], t.metric[groups.first]).array()
     else:

@@ -11,8 +11,8 @@ the region and both sequences, never a join of the wrong kernels.
 The joined runs hold the time side's runs with their records, regions and collector values; counter run ``r``
 adds its counter records to time run ``r`` (kernel names as the time side spells them). The counter side's own
 time metrics (those the time side also measured) are left out: the time column is the time backend's. Which
-backend measured which metric is :attr:`JoinedRuns.sources`; :func:`sources_cell` is how a result stores it
-(environment key :data:`SOURCES_KEY`), which the DataFrame's ``Tool`` column reads per row.
+backend measured which metric is :attr:`JoinedRuns.sources`; a joined result keeps it as its plan's
+``metric_backends``, which the DataFrame's ``Tool`` column reads per row.
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ from dataclasses import dataclass
 
 from nsightx._errors import MeasurementError
 from nsightx._results.records import Record, RunRecords
-
-SOURCES_KEY = "MetricSources"
-"""Environment key of a joined result: ``metric=backend`` pairs joined by ``;`` (see :func:`sources_cell`)."""
 
 
 class JoinError(MeasurementError):
@@ -176,16 +173,3 @@ def _time_names(times: Sequence[RunRecords], region: RegionKey, expected: Launch
         if tuple(base_name(kernels[s]) for s in sorted(kernels)) == expected:
             return {(region[0], region[1], s): kernels[s] for s in kernels}
     return {}
-
-
-def sources_cell(sources: Mapping[str, str]) -> str:
-    """The environment value that records which backend measured each metric (``metric=backend;...``)."""
-    return ";".join(f"{m}={b}" for m, b in sorted(sources.items()))
-
-
-def parse_sources(cell: object) -> dict[str, str]:
-    """Inverse of :func:`sources_cell`; ``{}`` for anything else."""
-    if not isinstance(cell, str) or not cell:
-        return {}
-    pairs = (item.rsplit("=", 1) for item in cell.split(";") if "=" in item)
-    return {m: b for m, b in pairs}

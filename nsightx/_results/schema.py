@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import ValidationError, field_validator
+from pydantic import ValidationError, field_validator, model_validator
 
 from nsightx._errors import ResultSchemaError
 from nsightx._model import Frozen
@@ -49,6 +49,9 @@ class PlanInfo(Frozen):
     """Name of the derive function, for the record."""
     ignore_kernel_list: tuple[str, ...] = ()
     device: int | str | None = None
+    metric_backends: Mapping[str, str] = {}
+    """Which backend measured each metric, in a result joined from two backends (``counters=``,
+    :func:`nsightx.join_results`): the DataFrame's ``Tool``. Empty: ``backend`` measured every metric."""
 
     @field_validator("configs", mode="before")
     @classmethod
@@ -105,6 +108,20 @@ class ResultData(Frozen):
                 f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
             )
         return version
+
+    @model_validator(mode="after")
+    def _metric_backends_of_older_results(self) -> ResultData:
+        """A joined result saved before ``PlanInfo.metric_backends`` kept it in its environment: move it there."""
+        cell = self.environment.get(_OLD_SOURCES_KEY)
+        if self.plan.metric_backends or not isinstance(cell, str) or not cell:
+            return self
+        pairs = (item.rsplit("=", 1) for item in cell.split(";") if "=" in item)
+        plan = self.plan.model_copy(update={"metric_backends": {m: b for m, b in pairs}})
+        return self.model_copy(update={"plan": plan})
+
+
+_OLD_SOURCES_KEY = "MetricSources"
+"""Where a joined result saved by an earlier nsightx kept ``metric=backend;...`` (its environment)."""
 
 
 class RawHeader(Frozen):
