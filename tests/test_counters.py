@@ -151,3 +151,17 @@ def test_counters_option_is_checked_at_decoration():
         nsightx.analyze.kernel(counters=COUNTERS, counter_runs=0)
     with pytest.raises(ConfigError, match="counters= cannot be combined with derive_metric"):
         nsightx.analyze.kernel(counters=COUNTERS, derive_metric=lambda t, n: t)
+
+
+def test_counters_option_builds_one_result_from_two_sets_of_runs(backends, tmp_path):
+    """Issue 39: no result is built for either side; the one result says which backend measured each metric."""
+    out = tmp_path / "out"
+    res = profiled(output_prefix=f"{out}/")()
+    assert res.data.plan.metric_backends == {TIME: "kerneltimer", COUNTERS[0]: "ncu", COUNTERS[1]: "ncu"}
+    assert "MetricSources" not in res.environment
+    files = sorted(p.name for p in out.iterdir() if p.name.startswith(("raw_data-", "result-")))
+    # each side's raw file, written as it measured; one result file: the joined one, with the time side's tag
+    assert files == ["raw_data-scale-0.jsonl", "raw_data-scale-1.jsonl", "result-scale-0.parquet"]
+    loaded = nsightx.load(out / "result-scale-0.parquet")
+    assert loaded.to_dataframe()["Tool"].tolist() == res.to_dataframe()["Tool"].tolist()
+    assert loaded.data.plan.metric_backends == res.data.plan.metric_backends

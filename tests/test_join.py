@@ -192,3 +192,19 @@ def test_base_name_of_templated_and_anonymous_namespace_kernels():
     assert base_name(add) == "vectorized_elementwise_kernel"
     assert base_name(softmax) == "cunn_SoftMaxForwardReg"
     assert base_name("cunn_SoftMaxForwardReg") == "cunn_SoftMaxForwardReg"
+
+
+def test_a_joined_result_saved_with_the_environment_string_reads_as_metric_backends(tmp_path):
+    """A result saved before the field (d6b4a1c's fixture) keeps its per-metric backends when loaded."""
+    from nsightx import load
+
+    fixture = Path(__file__).parent / "fixtures" / "frames" / "synthetic.result.json"
+    saved = tmp_path / "old.json"
+    saved.write_bytes(fixture.read_bytes())
+    res = load(saved)
+    assert res.environment["MetricSources"] == "gpu__time_duration.sum=cupti;bytes=ncu"
+    assert res.data.plan.metric_backends == {"gpu__time_duration.sum": "cupti", "bytes": "ncu"}
+    assert dict(zip(res.to_dataframe()["Metric"], res.to_dataframe()["Tool"], strict=False)) == {
+        "gpu__time_duration.sum": "cupti",
+        "bytes": "ncu",
+    }
