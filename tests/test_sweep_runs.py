@@ -114,3 +114,27 @@ def test_dask_task_returns_runs_and_the_sweep_matches_its_raw_file(tmp_path):
         result = _profiled(tmp_path)(executor=client)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_data-sleepy-0.jsonl", "result-sleepy-0.parquet"]
     _frames_equal_to_raw(result)
+
+
+def test_task_runs_are_numbered_as_their_config_in_either_form():
+    """Rows from the run loop and objects from a backend that writes objects both travel as config ``index``."""
+    from nsightx._remote.taskruns import TaskRuns
+    from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
+
+    seen = []
+    sink = TaskRuns(5)
+    sink.check = seen.append
+    value = CollectorValue(name="c", scope="run", config=0, run=0, value=1)
+    once = (-1, -1, (), (), {}, (CollectorValue(name="o", scope="once", value=2),))
+    row = (0, 0, (("a", 0, 0, "region", "t", float("nan"), "ns", 0),), (("a", 10, False),), {}, (value,))
+    sink.add_run(once)
+    sink.add_run(row)
+    sink.add_run(row)  # handed over again after an interrupt: stored once
+    rec = Record(annotation="a", config=0, run=1, kernel="k", metric="t", value=float("inf"))
+    sink.write(RunRecords(0, 1, records=(rec,), regions=(RegionRun("a", 0, 1, 10),), collectors=(value,)))
+    runs = runs_from_rows(runs_of_payload(sink.payload()))  # type: ignore[arg-type]
+    assert [(r.config, r.run) for r in runs] == [(-1, -1), (5, 0), (5, 1)]
+    assert {x.config for r in runs[1:] for x in (*r.records, *r.regions, *r.collectors)} == {5}
+    assert runs[0].collectors[0].config is None
+    assert str(runs[1].records[0].value) == "nan" and runs[2].records[0].value == float("inf")  # exact
+    assert [r.config for r in seen] == [0] and sink.measured == 2  # checked as the task's plan numbers it

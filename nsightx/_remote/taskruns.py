@@ -18,7 +18,7 @@ import pickle
 from collections.abc import Callable
 
 from nsightx._results.records import CollectorValue, Record, RunRecords
-from nsightx._results.rows import RunRow, run_from_row
+from nsightx._results.rows import RecordRow, RunRow, run_from_row
 
 
 class TaskRuns:
@@ -85,7 +85,7 @@ def _row_as(row: RunRow, index: int) -> RunRow:
     return (
         index,
         run,
-        tuple((r[0], index, *r[2:]) if type(r) is tuple else _record_as(r, index) for r in records),  # type: ignore[misc]
+        tuple(_record_row_as(r, index) for r in records),
         regions,  # a region row takes its config from the run
         attributes,
         tuple(_collector_as(c, index) for c in collectors),
@@ -103,6 +103,13 @@ def _run_as(run: RunRecords, index: int) -> RunRecords:
         regions=tuple(dataclasses.replace(g, config=index) for g in run.regions),
         collectors=tuple(_collector_as(c, index) for c in run.collectors),
     )
+
+
+def _record_row_as(record: RecordRow | Record, index: int) -> RecordRow | Record:
+    """A record of a row, as a tuple or an object, numbered as config ``index``."""
+    if isinstance(record, tuple):
+        return (record[0], index, *record[2:])
+    return _record_as(record, index)
 
 
 def _record_as(record: Record, index: int) -> Record:
