@@ -305,7 +305,8 @@ def run(name: str, extra: list[str]) -> tuple[Any, str, int]:
     paths = [str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins")]
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     rc = subprocess.run(argv, cwd=ROOT, env=env, check=False).returncode
-    command = shlex.join(["python" if a == sys.executable else a for a in argv[:-1]] + ["OUT"])
+    shown = {sys.executable: "python", str(script): f"benchmarks/{bench.script}"}
+    command = shlex.join([shown.get(a, a) for a in argv[:-1]] + ["OUT"])
     if not out.exists():
         raise SystemExit(f"{name}: the script wrote no output (exit status {rc}); nothing recorded")
     return read_output(bench, out), command, rc
@@ -339,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--from {args.source}: no such file or folder; give the output the benchmark wrote")
         output, command, rc = read_output(SUITE[args.name], args.source), args.command or "", args.rc
     else:
-        output, command, rc = run(args.name, args.extra)
+        output, script, rc = run(args.name, args.extra)
+        command = shlex.join(["python", "benchmarks/run.py", args.name, *(["--", *args.extra] if args.extra else [])])
+        command += f"  (runs: {script})"
     meta = {
         "date": args.date or now(),
         "tree": args.tree or tree_of(),
