@@ -6,10 +6,10 @@
 #   bash benchmarks/run_gpu.sh tests   doctor + demo + show/plot of its result + nsightx.measure (doctor-demo.log,
 #                                      demo-plot.png, demo-violin.png), every `pytest -m gpu` test (gpu-tests.log)
 #   bash benchmarks/run_gpu.sh bench   backend_overhead.json (+ _before with BEFORE_TREE), the issue-12 tutorial
-#                                      script on ncu and cupti, attribution.json, ncu report names, ncu's metric
-#                                      list, ncu_overhead.json; bench.log has each step's output
+#                                      script (tests/fixtures/scripts) on ncu and cupti, ncu's metric list,
+#                                      ncu_overhead.json; bench.log has each step's output
 #   bash benchmarks/run_gpu.sh examples  NVIDIA's nsight-python examples (EXAMPLES=their examples/ folder)
-#   bash benchmarks/run_gpu.sh overhead  issue 13's benchmarks (BEFORE_TREE=older code to compare with) and the
+#   bash benchmarks/run_gpu.sh overhead  issue 13's benchmark (BEFORE_TREE=older code to compare with) and the
 #                                      cupti GPU tests; overhead.log has each step's output
 #   bash benchmarks/run_gpu.sh learn   api_tracing="learn" against "always" (issue 13): the cupti GPU tests, then
 #                                      PROCESSES (4) processes of backend_overhead with its cupti_api_learn
@@ -24,7 +24,8 @@
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
 #
 # Usage (GPU machine, repository root, nsightx importable). Never changes clocks: nothing here uses
-# clock_control="base".
+# clock_control="base". Record what comes back in the suite's format with benchmarks/run.py NAME --from FILE
+# (benchmarks/README.md).
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
@@ -70,15 +71,9 @@ stage_bench() {
     fi
     step "issue 12's tutorial script, ncu then cupti"
     for b in ncu cupti; do
-      timeout 120 python3 benchmarks/ncu_tutorial_script.py "$b" "$WORK/tutorial-$b/heat_"
+      timeout 120 python3 tests/fixtures/scripts/ncu_tutorial_script.py "$b" "$WORK/tutorial-$b/heat_"
       echo "tutorial script on $b: rc=$?"
     done
-    step "benchmarks/attribution_table.py (issue 20, part 1)"
-    timeout 150 python3 benchmarks/attribution_table.py --json "$OUT/attribution.json"
-    echo "attribution_table rc=$?"
-    step "benchmarks/ncu_report_names.py (issue 20, part 4)"
-    timeout 90 python3 benchmarks/ncu_report_names.py --json "$WORK/ncu_report_names.json" --dir "$WORK/names"
-    echo "ncu_report_names rc=$?"
     step "ncu --query-metrics format and the cached list"
     /usr/local/cuda/bin/ncu --query-metrics --query-metrics-mode all --devices 0 2>&1 | head -12
     find "$XDG_CACHE_HOME" -type f -exec ls -la {} + 2>/dev/null
@@ -99,27 +94,15 @@ stage_examples() {
 }
 
 stage_overhead() {
-  # issue 13: the cupti and events cost, paired against BEFORE_TREE (a copy of older code) when given, the
-  # CUPTI flush probe, the call timeline, the host cost of a whole call's own Python, and the cupti GPU tests
+  # issue 13: the cupti and events cost, paired against BEFORE_TREE (a copy of older code) when given, and the cupti
+  # GPU tests (the step-by-step probes this stage ran before are in git history, at 98c9cf0)
   {
-    step "benchmarks/cupti_flush_probe.py (ctypes variants, with 'disable')"
-    timeout 120 python3 benchmarks/cupti_flush_probe.py --out "$OUT" --reps 6 --only-ctypes --tag _disable
     for tag in before after; do
       tree=(); [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
       step "benchmarks/backend_overhead.py $tag"
       timeout 170 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-21}" \
         --only sweep_once,sweep_randn,tiny --no-profile --tag "_$tag" "${tree[@]}"
     done
-    step "benchmarks/call_timeline.py"
-    timeout 90 python3 benchmarks/call_timeline.py --out "$OUT" --calls 9 --tag _after
-    step "benchmarks/cupti_host_path.py (this tree, then BEFORE_TREE)"
-    timeout 60 python3 benchmarks/cupti_host_path.py --calls 150 --json "$OUT/cupti_host_path_after.json"
-    if [ -n "${BEFORE_TREE:-}" ]; then
-      cp benchmarks/cupti_host_path.py benchmarks/cupti_attribution_cost.py benchmarks/call_timeline.py \
-        benchmarks/backend_overhead.py "$BEFORE_TREE/benchmarks/"
-      (cd "$BEFORE_TREE" && timeout 60 python3 benchmarks/cupti_host_path.py --calls 150 \
-        --json "$OUT/cupti_host_path_before.json")
-    fi
     step "pytest -m gpu: cupti, other clients, events"
     timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_cupti_gpu.py \
       tests/test_cupti_other_clients_gpu.py tests/test_events_gpu.py 2>&1 | tail -5
@@ -174,7 +157,7 @@ stage_issues() {
     /usr/bin/time -f "cupy: %e s wall" python3 -c "import cupy; cupy.ones((8, 8)) @ cupy.ones((8, 8))"
     step "the Triton script with a module-level kernel, ncu then cupti (issue 36)"
     for b in ncu cupti; do
-      timeout 150 python3 benchmarks/triton_ncu_script.py "$b" "$WORK/triton-$b/triton_"
+      timeout 150 python3 tests/fixtures/scripts/triton_ncu_script.py "$b" "$WORK/triton-$b/triton_"
       echo "triton script on $b: rc=$?"
     done
     step "the tutorial's report step: import ncu_report, open the kept report, count its launches (issue 36)"

@@ -2,13 +2,13 @@
 
     python docs/tutorial_figures.py            # writes docs/img/tutorial_{cache,sweep,speedup}.png
 
-Input: ``benchmarks/results/2026-12-02-final-tutorial-sweeps.json``, the output of
-``python3 docs/tutorial_numbers.py OUT --only=cache_and_clocks,size_sweep`` on one H200 on 2026-12-02 (run by
-``benchmarks/run_gpu.sh``). It holds the aggregated rows of the two sections: ``cache_and_clocks`` (``torch.add``
-at 8 MiB to 1 GiB per tensor, 20 CUPTI runs each, with ``cache_control="none"`` and ``"all"``) and ``size_sweep``
-(fp32, TF32 and bf16 ``torch.matmul`` at n = 1024 to 8192, 10 CUPTI runs each, once plain and once with
-``normalize_against="fp32"``). The figures are the ones ``tutorial_numbers.py`` draws, with the same options,
-redrawn from those rows.
+Input: ``docs/data/tutorial-sweeps-h200.json`` (until 98c9cf0
+``benchmarks/results/2026-12-02-final-tutorial-sweeps.json``), the output of ``python3 docs/tutorial_numbers.py OUT
+--only=cache_and_clocks,size_sweep`` on one H200 on 2026-12-02 (run by ``benchmarks/run_gpu.sh``). It holds the
+aggregated rows of the two sections: ``cache_and_clocks`` (``torch.add`` at 8 MiB to 1 GiB per tensor, 20 CUPTI
+runs each, with ``cache_control="none"`` and ``"all"``) and ``size_sweep`` (fp32, TF32 and bf16 ``torch.matmul``
+at n = 1024 to 8192, 10 CUPTI runs each, once plain and once with ``normalize_against="fp32"``). The figures are
+the ones ``tutorial_numbers.py`` draws, with the same options, redrawn from those rows.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pandas as pd
 from nsightx._plot.render import plot_frame
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE.parent / "benchmarks" / "results" / "2026-12-02-final-tutorial-sweeps.json"
+RESULTS = HERE / "data" / "tutorial-sweeps-h200.json"
 
 
 def frame(rows: list[dict[str, Any]], param: str, annotation: str | None = None) -> pd.DataFrame:

@@ -1,31 +1,24 @@
-"""benchmarks/overhead_summary.py on the processes recorded on the GPU machine (benchmarks/results, 2026-12-05)."""
+"""benchmarks/overhead_summary.py on the processes recorded on the GPU machine (the H100, 2026-12-05: the pairs
+behind benchmarks/results/overhead/latest.json, kept in tests/fixtures/overhead under run_gpu.sh's names)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+PAIRS = ROOT / "tests" / "fixtures" / "overhead"
 SCRIPT = ROOT / "benchmarks" / "overhead_summary.py"
 
 
-def _pairs(tmp_path: Path) -> Path:
-    """The eight processes of the before/after call, under the names run_gpu.sh's pairs stage gives them."""
-    for f in RESULTS.glob("2026-12-05-s12-pairs-*[0-9].json"):
-        shutil.copy(f, tmp_path / f.name.replace("2026-12-05-s12-pairs-", "backend_overhead_"))
-    return tmp_path
-
-
-def test_groups_processes_by_tag_and_gives_the_documented_medians(tmp_path: Path) -> None:
+def test_groups_processes_by_tag_and_gives_the_documented_medians() -> None:
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         import overhead_summary
     finally:
         sys.path.pop(0)
-    summary = overhead_summary.summarise(overhead_summary.collect(_pairs(tmp_path)))
+    summary = overhead_summary.summarise(overhead_summary.collect(PAIRS))
     assert set(summary) == {"after", "before"}
     after, before = summary["after"], summary["before"]
     assert set(after) == {"sweep_once", "sweep_randn", "tiny"}

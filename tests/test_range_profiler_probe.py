@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "range_profiler_probe.py"
 CUDA_130 = Path("/usr/local/cuda-13.0")
 LIBCUPTI_130 = CUDA_130 / "lib" / "libcupti.so.13"
-TENSOR_CSV = ROOT / "benchmarks" / "results" / "2026-12-04-s7-tensor-peaks.csv"
+TENSOR_CSV = ROOT / "tests" / "fixtures" / "ncu" / "tensor_peaks_h200.csv"
 
 
 def _load() -> ModuleType:

@@ -165,7 +165,7 @@ def test_load_of_a_file_missing_a_field_names_the_field(plugin_host, tmp_path, d
 def test_loaded_records_are_lean_and_keep_the_model_methods(plugin_host, tmp_path):
     back = nsightx.load(make()().save(tmp_path / "r.json"))
     run, value = back.data.runs[0], back.data.values[0]
-    # slotted: ~100 bytes each instead of a pydantic model's ~1 kB (benchmarks/load_result.py)
+    # slotted: ~100 bytes each instead of a pydantic model's ~1 kB (98c9cf0:benchmarks/load_result.py)
     for obj in (run, run.records[0], run.regions[0], value):
         assert not hasattr(obj, "__dict__"), type(obj).__name__
     assert run.model_copy(update={"config": 7}).config == 7 and run.config == 0

@@ -103,8 +103,9 @@ def test_dominant_precision_and_tensor_factor():
     assert tensor.flop == 10 * 512 and tensor.peak_flop_per_s == pytest.approx(4 * 512 * 1e9)
 
 
-# An fp16 cuBLAS matmul at n = 4096 as the H200 measured it (benchmarks/results/2026-12-04-s7-tensor-probe.json):
-# the fp16 tensor counter reads 2n^3 FLOP; its peak is the sparse rate, 8192 FLOP/cycle/SM x 132 SMs.
+# An fp16 cuBLAS matmul at n = 4096 as the H200 measured it
+# (98c9cf0:benchmarks/results/2026-12-04-s7-tensor-probe.json): the fp16 tensor counter reads 2n^3 FLOP; its peak
+# is the sparse rate, 8192 FLOP/cycle/SM x 132 SMs.
 FP16_MATMUL = {
     TIME: (200_000.0, "ns"),
     TENSOR_OPS["tensor_fp16"]: (2 * 4096.0**3, "op"),

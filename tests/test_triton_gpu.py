@@ -1,7 +1,7 @@
 """The most common Triton script under ncu (issue 36): a module-level ``@triton.jit`` kernel in ``__main__``.
 
-``benchmarks/triton_ncu_script.py`` is run as ``python3 script.py``, as a user runs it; before issue 36 it stopped
-with ``UnpicklableError: global 'axpb', a triton.runtime.jit.JITFunction, cannot be pickled``.
+``tests/fixtures/scripts/triton_ncu_script.py`` is run as ``python3 script.py``, as a user runs it; before issue 36 it
+stopped with ``UnpicklableError: global 'axpb', a triton.runtime.jit.JITFunction, cannot be pickled``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ pytest.importorskip("nvtx")
 
 from ncu_fake import subprocess_env  # noqa: E402
 
-SCRIPT = Path(__file__).parent.parent / "benchmarks" / "triton_ncu_script.py"
+SCRIPT = Path(__file__).parent / "fixtures" / "scripts" / "triton_ncu_script.py"
 
 
 def _ncu_ready() -> bool:

@@ -6,9 +6,9 @@ so a kernel's duration read as nanoseconds is off by the CPU's cycle rate (about
 callback of our own would fix the unit, but it would replace Kineto's (whose next session expects cycles) and costs
 a Python call per timestamp. Instead, at the start of each session this module notices a clock that is not wall-clock
 nanoseconds and measures how many of its ticks make a nanosecond; the session then maps every timestamp it reads
-through that line. The cycle counter of the CPUs we run on ticks at a constant rate (the probe in
-``benchmarks/kineto_probe.py`` read 2.1046 to 2.1051 ticks per ns in one process), so the mapping is exact to a few
-parts in 10^5 and durations stay what CUPTI's own clock would give.
+through that line. The cycle counter of the CPUs we run on ticks at a constant rate (the probe
+``98c9cf0:benchmarks/kineto_probe.py`` read 2.1046 to 2.1051 ticks per ns in one process), so the mapping is exact to
+a few parts in 10^5 and durations stay what CUPTI's own clock would give.
 """
 
 from __future__ import annotations

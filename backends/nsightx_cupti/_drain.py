@@ -22,7 +22,7 @@ Modes (:data:`DRAIN_MODES`):
             final buffer still comes out after the wait, and in four H200 calls of ``backend_overhead.py`` the
             whole call was as fast or faster without the helper thread (matmul sweep, inputs allocated once /
             ``torch.randn`` per run, mean of the calls' paired ratios to bare: off 1.028 / 1.037, wait 1.035 /
-            1.046, end 1.028 / 1.041; ``benchmarks/results/2026-12-04-s8-backend-overhead-{a,b,c,e}.json``).
+            1.046, end 1.028 / 1.041; ``98c9cf0:benchmarks/results/2026-12-04-s8-backend-overhead-{a,b,c,e}.json``).
 ``end``     one non-forced flush just before the wait.
 ``config``  one at the start of every config while runs are pending, and one just before the wait.
 ``wait``    (the default in sessions 5-7) a helper thread flushes (non-forced) every :data:`WAIT_PERIOD_S`

@@ -11,7 +11,7 @@ launched no kernel, and keeps that set for the rest of the process (switched off
 starts, a handful of calls: enabling the RUNTIME or DRIVER kind, as every start and every other client does,
 overrides per-API settings, so a session's end leaves them to the next enabler).
 On the H200 this takes a torch matmul loop from ~90 activity
-records per run to ~8 from the second collection on (benchmarks/results/2026-12-02-cupti-api-filter-probe.json).
+records per run to ~8 from the second collection on (98c9cf0:benchmarks/results/2026-12-02-cupti-api-filter-probe.json).
 
 Never switched off: an API whose name contains ``Launch``, an API whose name the installed cupti-python does not
 know, and an API whose record carried the correlation id of a kernel.

@@ -3,7 +3,7 @@
 cupti-python hands its buffer-completed callback a list of Python objects, one per record, each reading its fields
 through the record's numpy dtype. Built after the GPU's last kernel (the final buffer comes out only then), that
 list is on a call's critical path: on the H200 a forced flush delivering a sweep's one buffer of ~170 records took
-~0.6-0.77 ms, of which our own decode inside the callback was ~0.18 ms (``benchmarks/cupti_flush_probe.py``,
+~0.6-0.77 ms, of which our own decode inside the callback was ~0.18 ms (``98c9cf0:benchmarks/cupti_flush_probe.py``,
 2026-12-04). This module registers its own callbacks with ``cuptiActivityRegisterCallbacks``, walks the buffer
 with ``cuptiActivityGetNextRecord`` and reads only the fields nsightx keeps, at their offsets in CUPTI 13's
 packed record structs (:data:`KERNEL`, :data:`API`, :data:`EXTERNAL`), into the same tuples the cupti-python path

@@ -12,7 +12,7 @@ refers to CUPTI memory after the callback returns.
 process (torch.profiler's Kineto, Nsight Systems or compute-sanitizer injected through
 ``CUDA_INJECTION64_PATH``) registers its own, or finalises CUPTI when it is done, and from then on our records
 go elsewhere or nowhere: after one ``torch.profiler`` session a CUPTI call returned no records and no error
-(``benchmarks/results/2026-12-03-diag-alloc-once.json``). So every :meth:`ActivityTracer.start` registers the
+(``98c9cf0:benchmarks/results/2026-12-03-diag-alloc-once.json``). So every :meth:`ActivityTracer.start` registers the
 callbacks again and enables the kinds again (which also re-initialises a finalised CUPTI), refuses to start
 while torch.profiler is recording, and makes one traced driver call under a reserved external id, the
 *canary*. The first collection of the session must deliver it; if it delivers nothing at all, CUPTI is not
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 DEFAULT_BUFFER_BYTES = 256 * 1024
 """Size of each activity buffer handed to CUPTI (hundreds of records; CUPTI asks for another when one fills).
 
-Measured on the H200: the sweep of benchmarks/cupti_overhead.py took 1.4x longer with 8 MiB buffers."""
+Measured on the H200: the sweep of 98c9cf0:benchmarks/cupti_overhead.py took 1.4x longer with 8 MiB buffers."""
 
 
 CANARY_ID = (1 << 63) - 1
@@ -166,7 +166,7 @@ class ActivityTracer:
         self._canary_pending = False
         self.reregister = True
         """Register the callbacks at every :meth:`start` (False: a dispatcher in front of this tracer registered
-        them and forwards to it; ``benchmarks/cupti_breakdown.py`` does, to compare with a minimal client)."""
+        them and forwards to it; ``98c9cf0:benchmarks/cupti_breakdown.py`` does, to compare with a minimal client)."""
         kinds = cupti.ActivityKind
         self._k_kernel = int(kinds.CONCURRENT_KERNEL)
         self._k_runtime = int(kinds.RUNTIME)
@@ -566,8 +566,8 @@ class ActivityTracer:
 
         :meth:`stop` flushes only then. After the final collection's forced flush CUPTI usually holds none (no
         CUDA call was traced since), and a forced flush once the kinds are off cost 57-170 us on the H200, after
-        the GPU wait (``benchmarks/cupti_flush_probe.py``'s ``stop_parts``; stop went from 102-133 to 68-73 us,
-        ``benchmarks/results/2026-12-04-s10-gpu-run.md``). It must not be skipped when
+        the GPU wait (``98c9cf0:benchmarks/cupti_flush_probe.py``'s ``stop_parts``; stop went from 102-133 to 68-73 us,
+        ``98c9cf0:benchmarks/results/2026-12-04-s10-gpu-run.md``). It must not be skipped when
         CUPTI does hold one: a buffer still in CUPTI when another client registers its callbacks would be handed
         to that client.
         """

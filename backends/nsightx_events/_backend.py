@@ -138,7 +138,7 @@ class EventsSession(Session):
     the run loop calls every 64 runs, at config ends and at the end of the call, waits for the recorded events
     and reads every pair at once. Synchronising after every run kept the host from queueing the next run while
     the GPU worked, and cost the whole host time of each run on top of its GPU time (1.23x a bare loop on the
-    allocated-once matmul sweep, ``benchmarks/results/2026-12-03-diag-alloc-once.json``). A span is still the
+    allocated-once matmul sweep, ``98c9cf0:benchmarks/results/2026-12-03-diag-alloc-once.json``). A span is still the
     time between its own two events on its stream, so what it measures is unchanged; without the per-run wait
     the GPU no longer idles between runs, so a short region's start event no longer fires before its first
     kernel has even been launched (less launch latency inside the span).
@@ -274,7 +274,7 @@ def _rated_clocks(index: int) -> dict[str, Scalar]:
     """The device's rated SM and memory clocks, kHz, asked once per process and device.
 
     They are fixed facts of the board, and asking the driver took ~1.4 ms per call on the H200 (after the
-    call's last wait, on its measured path: ``benchmarks/results/2026-12-04-s7-call-timeline-before.json``).
+    call's last wait, on its measured path: ``98c9cf0:benchmarks/results/2026-12-04-s7-call-timeline-before.json``).
     """
     if load_libcuda() is None:
         return {}

@@ -4,7 +4,7 @@ Reading a report takes a fresh Python, the import of ``ncu_report`` (which maps 
 library) and the walk of the report itself. Only the walk needs the report: the child is started with the
 reader's location when the sweep starts, imports it while ncu profiles, and then waits on its standard input
 for the report to read. Measured on the H200 the whole read took 0.19-0.33 s of a 7 s one-metric sweep
-(``benchmarks/results/2026-12-03-ncu-overhead.log``), most of the backend's cost over plain ncu.
+(``98c9cf0:benchmarks/results/2026-12-03-ncu-overhead.log``), most of the backend's cost over plain ncu.
 
 The child imports neither pydantic nor the rest of nsightx (see :mod:`nsightx_ncu._reader`); it is killed when
 the sweep ends without a report to read.

@@ -17,7 +17,7 @@ temperatures (hook ``nsightx_temperature_source``).
 Why on by default: a number without the clock it was measured at is hard to trust, and the cost is outside the
 measured regions. On the H200 one per-run collection (five NVML queries) takes 14 µs on an idle GPU and ~55 µs
 while it runs kernels, so runs starting within 10 ms of the last read share it; in the CUPTI overhead benchmark
-the collectors cost ~3% of the sweep (``benchmarks/results/2026-12-02-s2-run.md``).
+the collectors cost ~3% of the sweep (``98c9cf0:benchmarks/results/2026-12-02-s2-run.md``).
 """
 
 from __future__ import annotations

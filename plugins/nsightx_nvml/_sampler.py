@@ -2,7 +2,7 @@
 
 Why: one NVML query costs ~2 us on an idle H200 but ~40 us while it runs kernels, and the RUN collector makes
 five, so reading them before every run put up to 0.2 ms of host time between two runs
-(benchmarks/results/2026-12-03-diag-alloc-once.json). A thread now reads them every :data:`SAMPLE_PERIOD_S` and
+(98c9cf0:benchmarks/results/2026-12-03-diag-alloc-once.json). A thread now reads them every :data:`SAMPLE_PERIOD_S` and
 publishes each sample with the time its reads began; the collector called before a run takes the latest sample
 published by then, so the value it stores was read *before the run started*, at most about one period plus the
 length of one sample earlier (``NvmlSampleAgeMs`` says how long before, for every run).
@@ -11,7 +11,7 @@ The thread samples only while runs keep starting (:meth:`Sampler.demand`): it pa
 :data:`IDLE_PERIODS` periods without one, so it makes no NVML call while the host waits for queued GPU work, a
 thermal pause or the next call. The first H200 measurement of an always-sampling thread showed why: it cost
 more than the reads it replaced, on a sweep whose host waits for the GPU most of the time
-(``benchmarks/results/2026-12-03-cost-run1-after.json``).
+(``98c9cf0:benchmarks/results/2026-12-03-cost-run1-after.json``).
 
 The calls cost the measured thread little: pynvml calls NVML through ``ctypes.CDLL``, which releases the GIL
 for the duration of each C call, so the thread only holds the GIL for the few microseconds of Python around each
@@ -44,7 +44,7 @@ Short enough that a run's values are at most a few milliseconds old (clocks chan
 
 IDLE_PERIODS = 2
 """The sampler parks (makes no NVML call) once no run has started for this many periods, and wakes up at the
-next run start. Measured on the H200 (``benchmarks/results/2026-12-03-cost-run1-after.json``): a sampler that
+next run start. Measured on the H200 (``98c9cf0:benchmarks/results/2026-12-03-cost-run1-after.json``): a sampler that
 kept querying while the host waited for a GPU-bound sweep to finish cost 3.5-7% of the sweep's wall time, more
 than the queries made between runs before; while the host waits, nothing new needs to be read."""
 

@@ -9,7 +9,7 @@ asked to, when its parent is gone, or when NVML cannot start (the parent then ke
 
 Why a process: a sampling thread in the user's process shares its GIL with the thread that launches the
 kernels (every NVML call hands it over and back), and it is started and joined by every call. Measured on the
-H200 (``benchmarks/results/2026-12-03-s4-collector-cost-{thread,process}.json``), the process made the
+H200 (``98c9cf0:benchmarks/results/2026-12-03-s4-collector-cost-{thread,process}.json``), the process made the
 collector's start/stop ~5x cheaper per call (422 -> 80 us and 171 -> 27 us); the whole-call wall time of the
 split benchmark did not move beyond its noise (its ``default`` variant read 1.26-1.28x in both, an effect of
 that benchmark's setup that ``backend_overhead.py``, 1.07x, does not show).
