@@ -23,8 +23,9 @@ from nsightx._errors import ConfigError, CounterPermissionError, NsightxError, O
 from nsightx._host.plugins import PluginHost, default_host
 from nsightx._remote.engines import check_alone, check_executor, engine_for
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
-from nsightx._results.records import RunRecords, Scalar
+from nsightx._results.records import Scalar
 from nsightx._results.results import ProfileResults, build_results, now
+from nsightx._results.rowparts import StoredRuns
 from nsightx._results.schema import PlanInfo, RawHeader, gc_paused
 from nsightx._run import device as _device
 from nsightx._run import exclusive as _exclusive
@@ -377,7 +378,7 @@ class ProfiledFunction:
 
     def _measure(
         self, backend: Backend, plan: Plan, info: PlanInfo, location: OutputLocation | None
-    ) -> tuple[list[RunRecords], dict[str, Scalar]]:
+    ) -> tuple[StoredRuns, dict[str, Scalar]]:
         """Run the run stage into a checked sink (and the raw file); return the runs and the environment."""
         check = FirstRunCheck(plan, self.spec)
         header = None
@@ -397,19 +398,18 @@ class ProfiledFunction:
             finally:
                 if sink is not None:
                     sink.close()
-        with gc_paused():  # the runs' objects are made here, from the sink's rows; frozen before it resumes
-            runs = sink.runs
-            heap.settle()
+        runs = sink.stored()  # the result reads their columns from the rows; objects are made only when read
+        heap.settle()
         return runs, environment
 
 
-def done_line(plan: Plan, runs: list[RunRecords], elapsed: float, location: OutputLocation | None) -> str:
+def done_line(plan: Plan, runs: StoredRuns, elapsed: float, location: OutputLocation | None) -> str:
     """The one line printed when a call finishes: configs, runs, backend, time and where the files went."""
     where = f" -> {location.folder}" if location else ""
     count = (
         f"x {plan.runs} run(s)"
         if plan.stop_rule is None
-        else f"{sum(r.config >= 0 for r in runs)} run(s) in all, {plan.stop_rule.describe()}"
+        else f"{runs.measured()} run(s) in all, {plan.stop_rule.describe()}"
     )
     return (
         f"nsightx: {plan.function_name}: {len(plan.configs)} config(s) {count} on {plan.backend} in "
