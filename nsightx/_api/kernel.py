@@ -398,9 +398,9 @@ class ProfiledFunction:
             finally:
                 if sink is not None:
                     sink.close()
-        runs = sink.stored()  # the result reads their columns from the rows; objects are made only when read
-        heap.settle()
-        return runs, environment
+        # The result reads the runs' columns from the rows; their objects are made only if something reads them
+        # (derive_metric, combine_kernel_metrics, .data), then frozen before the collector resumes (heap.settle).
+        return sink.stored(made=heap.settle), environment
 
 
 def done_line(plan: Plan, runs: StoredRuns, elapsed: float, location: OutputLocation | None) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -41,9 +41,11 @@ class StoredRuns(Sequence[RunRecords]):
     the garbage collector paused); :meth:`parts` reads the columns straight from the rows.
     """
 
-    def __init__(self, items: Sequence[RunRow | RunRecords]) -> None:
+    def __init__(self, items: Sequence[RunRow | RunRecords], made: Callable[[], None] | None = None) -> None:
+        """Keep ``items``; ``made`` is called once the objects were made (the run stage freezes them there)."""
         self._items = list(items)
         self._objects: list[RunRecords] | None = None
+        self._made = made
         self._lock = threading.Lock()
 
     @classmethod
@@ -60,6 +62,8 @@ class StoredRuns(Sequence[RunRecords]):
                 if self._objects is None:
                     with gc_paused():  # many objects and no cycle (see gc_paused)
                         self._objects = runs_from_rows(self._items)
+                        if self._made is not None:
+                            self._made()
         return self._objects
 
     def parts(self) -> RunParts:

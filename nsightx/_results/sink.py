@@ -119,9 +119,13 @@ class RunSink:
             self._built = len(items)
         return items  # type: ignore[return-value]  # every item is a RunRecords now
 
-    def stored(self) -> StoredRuns:
-        """Every stored run, in order, as they are stored: their columns are read without making run objects."""
-        return StoredRuns(self._items)
+    def stored(self, made: Callable[[], None] | None = None) -> StoredRuns:
+        """Every stored run, in order, as they are stored: their columns are read without making run objects.
+
+        Args:
+            made: Called once the run objects were made, if something asks for them (see :class:`StoredRuns`).
+        """
+        return StoredRuns(self._items, made)
 
     @property
     def measured(self) -> int:
