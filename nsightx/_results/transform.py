@@ -82,7 +82,7 @@ def combine_records(
             elif combine is None:
                 raise kernel_count_error(recs, _counts(ann, metric, order, failed, groups))
             else:
-                out.append(_fold(recs, combine))
+                out.append(fold(recs, combine))
     return out
 
 
@@ -197,7 +197,13 @@ def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str], requested:
     return present + extra
 
 
-def _fold(recs: list[Record], combine: Callable[[float, float], float]) -> RunValue:
+def fold(recs: list[Record], combine: Callable[[float, float], float]) -> RunValue:
+    """The value of one region and metric whose records (kernels) ``combine`` folds in launch order.
+
+    Raises:
+        ConfigError: ``combine`` raised.
+        TransformError: ``combine`` returned something other than a number.
+    """
     first = recs[0]
     if len(recs) == 1:
         return new_run_value(
