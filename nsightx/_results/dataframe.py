@@ -36,7 +36,7 @@ import numpy as np
 
 from nsightx._errors import ConfigError
 from nsightx._results.flags import FEW_RUNS
-from nsightx._results.groupshare import shared_groups
+from nsightx._results.groupshare import same_kernels, shared_groups
 from nsightx._results.join import SOURCES_KEY, parse_sources
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, scope_kind, table_of
@@ -325,16 +325,23 @@ def _numeric_stats(numbers: Mapping[str, pd.Series], groups: Groups, keys: Ints)
     such class (:func:`~nsightx._results.groupshare.shared_groups`) and spread to the others.
     """
     shared = shared_groups(groups.ids, groups.count, keys)
+    if shared is not None:
+        rows, ids = same_kernels(shared, _ascending(groups.ids))
     out: dict[str, Any] = {}
     for name, numeric in numbers.items():
         if shared is None:
             ng = numeric.groupby(groups.ids, sort=False)
         else:
-            ng = numeric.take(shared.rows).groupby(shared.ids, sort=True)
+            ng = numeric.take(rows).groupby(ids, sort=True)
         for suffix, result in (("Avg", ng.mean()), ("Std", ng.std(ddof=1)), ("Min", ng.min()), ("Max", ng.max())):
             column = result.to_numpy()
             out[f"{name}_{suffix}"] = column if shared is None else column[shared.of_group]
     return out
+
+
+def _ascending(ids: Ints) -> bool:
+    """Whether ``ids`` never decrease (pandas then reduces each group with ``ufunc.reduceat``, see same_kernels)."""
+    return bool((ids[1:] >= ids[:-1]).all())
 
 
 def _stability(out: dict[str, Any], spread: Spread, groups: Groups, throttled: Any) -> Any:

@@ -61,3 +61,23 @@ def shared_groups(group_ids: Ints, count: int, keys: Ints) -> SharedGroups | Non
     is_rep[reps] = True
     rows = np.flatnonzero(is_rep[group_ids])
     return SharedGroups(rows, of_group[group_ids[rows]], of_group)
+
+
+def same_kernels(shared: SharedGroups, ascending: bool) -> tuple[Ints, Ints]:
+    """The rows and class ids to group, ordered so that pandas picks the kernels it picks for all rows.
+
+    pandas reduces groups whose ids never decrease with ``ufunc.reduceat`` and others with its own loops, whose
+    last bits can differ (a mean of four clocks: ``1969.0500000000002`` against ``1969.05``). Each group's result
+    depends on its values alone within either kind, so the classes are handed over in the same kind as the groups:
+    ascending (each class's rows together, in row order) when ``ascending`` (the groups' ids never decrease), else
+    not ascending, with one extra row of an extra class in front where they would be (its result is dropped: the
+    class ids ``0 .. count - 1`` come first in a sorted groupby).
+    """
+    rows, ids = shared.rows, shared.ids
+    if ascending:
+        order = np.argsort(ids, kind="stable")
+        return rows[order], ids[order]
+    if len(ids) and bool((ids[1:] >= ids[:-1]).all()):
+        extra = int(ids.max()) + 1
+        return np.concatenate([rows[:1], rows]), np.concatenate([np.array([extra], dtype=np.int64), ids])
+    return rows, ids
