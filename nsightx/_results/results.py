@@ -363,31 +363,14 @@ def _result(
         return ProfileResults.from_columns(shell, parts.with_values(fast), configs, build=build)
     if derive_metric is None:
         combined = combine_columns(parts, plan.metrics, plan.ignore_kernel_list, combine)
-        if combined is not None:
-            build = functools.partial(_combined, runs, plan.metrics, plan.ignore_kernel_list, combine)
-            return ProfileResults.from_columns(shell, parts.with_values(combined), configs, build=build)
+        if combined is not None:  # its objects, when read, are made from the columns
+            return ProfileResults.from_columns(shell, parts.with_values(combined), configs)
     objects = tuple(runs.objects())
     values = combine_records(objects, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
     if derive_metric is not None:
         values = derive(values, derive_metric, plan.metrics, plan.configs)
     data = shell.model_copy(update={"runs": objects, "values": tuple(values)})
     return ProfileResults(data, configs, columns=parts.with_values(ValueColumns.of(values)))
-
-
-def _combined(
-    runs: StoredRuns,
-    metrics: Sequence[str],
-    ignored: Sequence[str],
-    combine: Callable[[float, float], float] | None,
-) -> tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]:
-    """The runs and their values as objects, for a result whose value columns :func:`combine_columns` made.
-
-    The values are made again by ``combine_records`` from the objects (the same values; each as the records hold
-    it), when ``data`` is first read.
-    """
-    objects = tuple(runs.objects())
-    with gc_paused():
-        return objects, tuple(combine_records(objects, metrics, ignore_kernels=ignored, combine=combine))
 
 
 def _one_per_region(runs: StoredRuns) -> tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]:
