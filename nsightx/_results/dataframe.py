@@ -240,7 +240,7 @@ def runs_frame(data: ResultData, table: ResultTable | None = None) -> pd.DataFra
     import pandas as pd
 
     t = table if table is not None else table_of(data)
-    verdicts = _throttled(t.collector_values)
+    verdicts = _throttled(t.clock_values)
     throttled = None
     if verdicts is not None:
         throttled = pd.arrays.BooleanArray(*throttled_rows(t, verdicts)) if t.n else pd.array([], dtype="boolean")
@@ -441,7 +441,7 @@ def aggregate(
         return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)
     out = _value_stats(data, t, groups)
-    verdicts = _throttled(t.collector_values)
+    verdicts = _throttled(t.clock_values)
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
     _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups, t)

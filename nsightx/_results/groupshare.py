@@ -50,8 +50,8 @@ def shared_groups(group_ids: Ints, count: int, keys: Ints) -> SharedGroups | Non
     for s in np.unique(size).tolist():  # groups of one size at a time: a matrix of their key sequences
         members = np.flatnonzero(size == s)
         matrix = seq[start[members][:, None] + np.arange(s, dtype=np.int64)]
-        _, first, inverse = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
-        of_group[members] = inverse.reshape(-1) + classes
+        first, inverse = _distinct_rows(matrix)
+        of_group[members] = inverse + classes
         representative.append(members[first])
         classes += len(first)
     if classes == count:
@@ -61,6 +61,27 @@ def shared_groups(group_ids: Ints, count: int, keys: Ints) -> SharedGroups | Non
     is_rep[reps] = True
     rows = np.flatnonzero(is_rep[group_ids])
     return SharedGroups(rows, of_group[group_ids[rows]], of_group)
+
+
+_MIX = np.random.default_rng(35).integers(1, 2**63, size=4096, dtype=np.uint64) | np.uint64(1)
+"""Odd multipliers that mix a key sequence into one 64-bit number (fixed seed: the same classes every run)."""
+
+
+def _distinct_rows(matrix: Ints) -> tuple[Ints, Ints]:
+    """The first row of each distinct row of ``matrix`` and each row's class (``np.unique(axis=0)``'s, faster).
+
+    Rows are told apart by a 64-bit mix of their entries, then checked entry by entry against their class's first
+    row: equal mixes of different rows (never seen, but possible) fall back to ``np.unique(axis=0)``.
+    """
+    width = matrix.shape[1]
+    if width <= len(_MIX):
+        mixed = (matrix.astype(np.uint64) * _MIX[:width]).sum(axis=1, dtype=np.uint64)
+        _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if np.array_equal(matrix, matrix[first[inverse]]):
+            return first, inverse
+    _, first, inverse = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 def same_kernels(shared: SharedGroups, ascending: bool) -> tuple[Ints, Ints]:

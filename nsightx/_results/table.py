@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nsightx._results.columns import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
+from nsightx._results.records import new_collector_value
+from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
     from nsightx._results.columns import RegionColumns, Text
@@ -202,6 +204,21 @@ class ResultTable:
     def collector_values(self) -> list[CollectorValue]:
         """Every collector value, in the order of ``data.runs`` (objects, built once; they are a few per run)."""
         return self.columns.collectors.objects()
+
+    @functools.cached_property
+    def clock_values(self) -> list[CollectorValue]:
+        """The run-scope ``MeasuredSMClockMHz`` and ``ClockEventReasons`` values, in order, as objects.
+
+        All that the throttling verdict and the measured clocks read (``throttled_runs``, ``measured_clocks``
+        skip every other value): with the nvml plugin, half of the values, and no object made for the others.
+        """
+        c = self.columns.collectors
+        wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
+        picked = [i for i, (n, s) in enumerate(zip(c.name, c.scope, strict=True)) if s == "run" and n in wanted]
+        return [
+            new_collector_value(c.name[i], c.scope[i], c.config[i], c.run[i], c.annotation[i], c.value[i])
+            for i in picked
+        ]
 
     @functools.cached_property
     def collectors(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[Any, Scalar]]]:
