@@ -20,6 +20,7 @@ columns read from them once) and caches it per result object (the model is froze
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 import weakref
@@ -137,6 +138,17 @@ class RowKeys:
     ``(config, run, annotation)``."""
 
 
+def _keys(kind: str, c: Any, at: list[int]) -> list[tuple[Any, ...]]:
+    """The keys, in a collector table of ``kind``, of the collector values at positions ``at`` of ``c``."""
+    if kind == "run":
+        return [(c.config[i], c.run[i]) for i in at]
+    if kind == "once":
+        return [()] * len(at)
+    if kind == "config":
+        return [(c.config[i],) for i in at]
+    return [(c.config[i], c.run[i], c.annotation[i]) for i in at]
+
+
 def scope_kind(scope: str) -> str:
     """Which key a collector value of ``scope`` is stored under: once, config, run, or annotation (any other)."""
     return scope if scope in ("once", "config", "run") else "annotation"
@@ -226,21 +238,20 @@ class ResultTable:
 
         Keys are ``()`` (once), ``(config,)``, ``(config, run)`` and ``(config, run, annotation)``.
         """
-        scopes: dict[str, str] = {}
-        tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
         c = self.columns.collectors
-        for name, scope, config, run, annotation, value in zip(
-            c.name, c.scope, c.config, c.run, c.annotation, c.value, strict=True
-        ):
+        scopes: dict[str, str] = {}
+        for name, scope in zip(c.name, c.scope, strict=True):
             scopes.setdefault(name, scope)
-            if scope == "run":  # the common case first
-                tables.setdefault((name, "run"), {})[(config, run)] = value
-            elif scope == "once":
-                tables.setdefault((name, "once"), {})[()] = value
-            elif scope == "config":
-                tables.setdefault((name, "config"), {})[(config,)] = value
-            else:
-                tables.setdefault((name, "annotation"), {})[(config, run, annotation)] = value
+        pairs = list(zip(c.name, map(scope_kind, c.scope), strict=True))
+        codes = Encoder().encode(pairs, len(pairs))
+        order = np.argsort(codes, kind="stable").tolist()  # each (name, kind)'s values together, in order
+        bounds = np.flatnonzero(np.diff(codes[order], prepend=-1, append=-1)).tolist()
+        tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
+        for start, stop in itertools.pairwise(bounds):
+            at = order[start:stop]
+            pair = pairs[at[0]]
+            values = [c.value[i] for i in at]
+            tables[pair] = dict(zip(_keys(pair[1], c, at), values, strict=True))  # the last value of a key wins
         return scopes, tables
 
     def row_keys(self, kind: str) -> RowKeys:
