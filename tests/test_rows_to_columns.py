@@ -194,3 +194,13 @@ def test_collector_statistics_shared_between_groups_are_those_of_each_group(monk
     monkeypatch.setattr(dataframe, "shared_groups", lambda *args: None)
     each = build_results(plan, runs, {}).to_dataframe()
     assert shared.equals(each)
+
+
+@pytest.mark.parametrize("combine", [lambda a, b: a / 0, lambda a, b: "many"], ids=["raises", "not-a-number"])
+def test_a_combine_that_fails_over_columns_raises_what_combine_records_raises(combine: Any) -> None:
+    runs, metrics, ignored, _ = CASES["kernels-combined-out-of-order"]
+    with pytest.raises(Exception) as want:
+        combine_records(runs, metrics, ignore_kernels=ignored, combine=combine)
+    with pytest.raises(type(want.value)) as got:
+        combine_columns(RunParts.of(runs), metrics, ignored, combine)
+    assert str(got.value) == str(want.value)

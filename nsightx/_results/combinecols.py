@@ -13,6 +13,7 @@ the object path.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -21,7 +22,7 @@ import numpy as np
 
 from nsightx._results.columns import Floats, Ints, RecordColumns, RunParts, Text, ValueColumns, dense_ids, group_ids
 from nsightx._results.records import new_record
-from nsightx._results.transform import FAILED_KERNEL, fold
+from nsightx._results.transform import FAILED_KERNEL, as_float, fold
 
 
 def combine_columns(
@@ -126,7 +127,9 @@ def _group_values(
 ) -> tuple[Floats, Ints, Ints]:
     """Per group: its value, unit code and kernel code (into ``kernel_names``, which the folded names extend).
 
-    A group of one record is that record; one of several is folded by ``combine`` as ``combine_records`` folds it.
+    A group of one record is that record; one of several is folded by ``combine`` as ``combine_records`` folds
+    it: its records in launch order (``seq``, ties in record order), ``functools.reduce``, the kernel names joined
+    by ``|``, the unit of its first record. A fold that fails goes through ``fold`` itself, for its error.
     """
     first = rows[g_first]
     value = rec.value[first].copy()
@@ -136,19 +139,34 @@ def _group_values(
     if len(several) == 0:
         return value, unit, kernel
     assert combine is not None, "several records in a region without combine: the object path raises"
-    by_group = rows[np.argsort(g_ids, kind="stable")]
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ordered = rows[np.lexsort((rec.seq[rows], g_ids))]  # by group, then launch order (stable: ties keep order)
+    starts = (np.cumsum(sizes) - sizes).tolist()
+    values, kernels = rec.value[ordered].tolist(), rec.kernel.codes[ordered].tolist()
     index = {name: i for i, name in enumerate(kernel_names)}
+    joined: dict[tuple[int, ...], int] = {}
     for g in several.tolist():
-        members = by_group[starts[g] : starts[g] + sizes[g]].tolist()
-        result = fold([_record(rec, i) for i in members], combine)
-        value[g] = result.value
-        code = index.get(result.kernel)
+        start, stop = starts[g], starts[g] + int(sizes[g])
+        number = _reduce(combine, values[start:stop])
+        if number is None:  # fold raises the error combine_records raises (or, were combine to change its mind,
+            number = fold([_record(rec, i) for i in sorted(rows[g_ids == g].tolist())], combine).value  # folds)
+        value[g] = number
+        names = tuple(kernels[start:stop])
+        code = joined.get(names)
         if code is None:
-            code = index[result.kernel] = len(kernel_names)
-            kernel_names.append(result.kernel)
+            text = "|".join([kernel_names[k] for k in names])
+            code = joined[names] = index.setdefault(text, len(kernel_names))
+            if code == len(kernel_names):
+                kernel_names.append(text)
         kernel[g] = code
     return value, unit, kernel
+
+
+def _reduce(combine: Callable[[float, float], float], values: list[float]) -> float | None:
+    """``combine`` folded over ``values`` as a float; ``None`` when it raised or returned no number."""
+    try:
+        return as_float(functools.reduce(combine, values))
+    except Exception:
+        return None
 
 
 def _record(rec: RecordColumns, i: int) -> Any:

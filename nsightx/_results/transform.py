@@ -215,7 +215,7 @@ def fold(recs: list[Record], combine: Callable[[float, float], float]) -> RunVal
         value = functools.reduce(combine, (r.value for r in recs))
     except Exception as e:
         raise ConfigError(f"combine_kernel_metrics {combine!r} failed on {first.metric}: {e}") from e
-    number = _as_float(value)
+    number = as_float(value)
     if number is None:
         raise TransformError(
             f"combine_kernel_metrics {combine!r} returned {_show(value)} for metric {first.metric!r} of annotation "
@@ -236,7 +236,7 @@ def _seq(r: Record) -> int:
 _TEXT_TYPES = (str, bytes)  # a tuple: a union expression would be built at every call, once per record
 
 
-def _as_float(value: object) -> float | None:
+def as_float(value: object) -> float | None:
     """``value`` as a float, or None when it is not a number (a str, None, a list, ...)."""
     if value is None or isinstance(value, _TEXT_TYPES):
         return None  # float("1.5") would parse a str: a metric value must be a number
@@ -364,7 +364,7 @@ def _derived(result: object, name: str, where: str, config: int) -> list[tuple[s
                 raise bad(f"{label}the unit {unit!r} is of type {type(unit).__name__}, not a str")
         else:
             value, unit = item, None
-        number = _as_float(value)
+        number = as_float(value)
         if number is None:
             raise bad(f"{label}the value {_show(value)} is not a number" if value is not result else "not a number")
         out.append((metric, number, unit))
