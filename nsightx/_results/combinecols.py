@@ -147,8 +147,8 @@ def _group_values(
     for g in several.tolist():
         start, stop = starts[g], starts[g] + int(sizes[g])
         number = _reduce(combine, values[start:stop])
-        if number is None:  # fold raises the error combine_records raises (or, were combine to change its mind,
-            number = fold([_record(rec, i) for i in sorted(rows[g_ids == g].tolist())], combine).value  # folds)
+        if number is None:  # fold raises the error combine_records raises (it folds, should combine now succeed)
+            number = fold([_record(rec, i) for i in sorted(rows[g_ids == g].tolist())], combine).value
         value[g] = number
         names = tuple(kernels[start:stop])
         code = joined.get(names)
