@@ -204,3 +204,16 @@ def test_a_combine_that_fails_over_columns_raises_what_combine_records_raises(co
     with pytest.raises(type(want.value)) as got:
         combine_columns(RunParts.of(runs), metrics, ignored, combine)
     assert str(got.value) == str(want.value)
+
+
+def test_a_result_built_from_rows_pickles_before_its_objects_are_made() -> None:
+    import pickle
+
+    @nsightx.analyze.kernel(runs=3, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off")
+    def f() -> None:
+        with nsightx.annotate("a"):
+            pass
+
+    result = f()
+    copy = pickle.loads(pickle.dumps(result))
+    assert copy.data == result.data

@@ -86,14 +86,14 @@ def _with(names: list[Any], name: Any) -> tuple[list[Any], int]:
     return out, out.index(name)
 
 
-def _region_ids(parts: RunParts, kept: Ints, names: list[str]) -> tuple[Ints, Ints, tuple[Ints, Ints, Ints]]:
+def _region_ids(parts: RunParts, kept: Ints, names: list[str | None]) -> tuple[Ints, Ints, tuple[Ints, Ints, Ints]]:
     """Dense region ids, numbered as ``combine_records`` meets them (per run: its regions, then its records).
 
     Returns the id of each region execution, the id of each kept record (``kept``: their rows), and per id its
     annotation (an index into ``names``), config and run.
     """
     rec, reg, runs = parts.records, parts.regions, parts.runs
-    index = {name: i for i, name in enumerate(names)}
+    index: dict[str | None, int] = {name: i for i, name in enumerate(names)}
     rec_lut = np.array([index[n] for n in rec.annotation.names] + [0], dtype=np.int64)
     reg_lut = np.array([index[n] for n in reg.annotation.names] + [0], dtype=np.int64)
     run_index = np.arange(len(runs.config), dtype=np.int64)
@@ -109,7 +109,7 @@ def _region_ids(parts: RunParts, kept: Ints, names: list[str]) -> tuple[Ints, In
     return ids[: reg.n], ids[reg.n :], (ann[at], cfg[at], run[at])
 
 
-def _metric_rank(names: list[str], metrics: Sequence[str]) -> Ints:
+def _metric_rank(names: list[Any], metrics: Sequence[str]) -> Ints:
     """Per metric name, its place among a region's metrics: the requested ones in order, then the others sorted."""
     requested = {m: i for i, m in enumerate(metrics)}
     extra = {m: len(metrics) + i for i, m in enumerate(sorted(n for n in names if n not in requested))}

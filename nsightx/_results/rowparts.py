@@ -76,6 +76,14 @@ class StoredRuns(Sequence[RunRecords]):
         """How many runs are measured ones (config index >= 0)."""
         return sum(1 for item in self._items if _key(item)[0] >= 0)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle (a result that has not built its objects yet holds its stored runs): no lock."""
+        return {"_items": self._items, "_objects": self._objects}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["_items"])  # type: ignore[misc]  # a fresh lock
+        self._objects = state["_objects"]
+
     def __len__(self) -> int:
         return len(self._items)
 
