@@ -25,8 +25,9 @@ from nsightx._remote.engines import check_alone, check_executor, engine_for
 from nsightx._remote.task import Measured
 from nsightx._remote.taskruns import TaskRuns
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
-from nsightx._results.records import RunRecords, Scalar
+from nsightx._results.records import Scalar
 from nsightx._results.results import ProfileResults, build_results, now
+from nsightx._results.rowparts import StoredRuns
 from nsightx._results.schema import PlanInfo, RawHeader, gc_paused
 from nsightx._run import device as _device
 from nsightx._run import exclusive as _exclusive
@@ -449,7 +450,7 @@ class ProfiledFunction:
 
     def _measure(
         self, backend: Backend, plan: Plan, info: PlanInfo, location: OutputLocation | None
-    ) -> tuple[list[RunRecords], dict[str, Scalar]]:
+    ) -> tuple[StoredRuns, dict[str, Scalar]]:
         """Run the run stage into a checked sink (and the raw file); return the runs and the environment."""
         header = None
         if location is not None:
@@ -459,10 +460,9 @@ class ProfiledFunction:
         with reported_sigterm():
             sink = CheckedSink(location.raw if location else None, header, check=FirstRunCheck(plan, self.spec))
         environment = self._measure_into(backend, plan, sink, location)
-        with gc_paused():  # the runs' objects are made here, from the sink's rows; frozen before it resumes
-            runs = sink.runs
-            heap.settle()
-        return runs, environment
+        # The result reads the runs' columns from the rows; their objects are made only if something reads them
+        # (derive_metric, combine_kernel_metrics, .data), then frozen before the collector resumes (heap.settle).
+        return sink.stored(made=heap.settle), environment
 
     def _measure_into(
         self, backend: Backend, plan: Plan, sink: CheckedSink | TaskRuns, location: OutputLocation | None
@@ -492,13 +492,13 @@ def _add_environment(environment: dict[str, Scalar], gpu: GpuInfo | None, locati
         environment.setdefault("sweep", location.sweep)
 
 
-def done_line(plan: Plan, runs: list[RunRecords], elapsed: float, location: OutputLocation | None) -> str:
+def done_line(plan: Plan, runs: StoredRuns, elapsed: float, location: OutputLocation | None) -> str:
     """The one line printed when a call finishes: configs, runs, backend, time and where the files went."""
     where = f" -> {location.folder}" if location else ""
     count = (
         f"x {plan.runs} run(s)"
         if plan.stop_rule is None
-        else f"{sum(r.config >= 0 for r in runs)} run(s) in all, {plan.stop_rule.describe()}"
+        else f"{runs.measured()} run(s) in all, {plan.stop_rule.describe()}"
     )
     return (
         f"nsightx: {plan.function_name}: {len(plan.configs)} config(s) {count} on {plan.backend} in "

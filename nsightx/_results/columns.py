@@ -16,9 +16,9 @@ per field. numpy only: pandas and pyarrow stay in the modules that build frames 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -141,14 +141,20 @@ class Text:
         return list(map(self.names.__getitem__, self.codes.tolist()))
 
 
-def _fields(items: Sequence[Any], strings: Sequence[str], numbers: Sequence[str]) -> dict[str, Any]:
+def _fields(
+    items: Sequence[Any],
+    strings: Sequence[str],
+    numbers: Sequence[str],
+    key: Callable[[Any], tuple[Any, ...]] | None = None,
+) -> dict[str, Any]:
     """Columns of fields that repeat (names, config, seq) from one pass over ``items``.
 
     The combinations of those fields are few (one per region, kernel, metric and config), so the items are read
     once for all of them (one tuple each) and each column is then made per combination and spread to the rows.
+    ``key`` reads those fields of an item, in that order (default: the attributes of those names).
     """
     enc = Encoder()
-    combo = enc.encode(map(attrgetter(*strings, *numbers), items), len(items))
+    combo = enc.encode(map(key or attrgetter(*strings, *numbers), items), len(items))
     distinct = enc.values
     out: dict[str, Any] = {}
     for i, name in enumerate(strings):
@@ -207,6 +213,10 @@ class ValueColumns:
         )
 
 
+_RECORD_STRINGS = ("annotation", "kernel", "metric", "unit")
+_RECORD_NUMBERS = ("config", "seq")
+
+
 @dataclass(frozen=True, eq=False)
 class RecordColumns:
     """Every raw record of every run, in the order of the runs."""
@@ -228,8 +238,20 @@ class RecordColumns:
     @classmethod
     def of(cls, records: Sequence[Record]) -> RecordColumns:
         """The columns of ``records``."""
-        f = _fields(records, ("annotation", "kernel", "metric", "unit"), ("config", "seq"))
+        f = _fields(records, _RECORD_STRINGS, _RECORD_NUMBERS)
         run, value = _ints(records, "run"), _floats(records, "value")
+        return cls(f["annotation"], f["config"], run, f["kernel"], f["metric"], value, f["unit"], f["seq"])
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[tuple[Any, ...]]) -> RecordColumns:
+        """The columns of records given as tuples of their fields in declaration order (``RecordRow``).
+
+        The same columns as :meth:`of` the :class:`~nsightx._results.records.Record` objects of those tuples.
+        """
+        n = len(rows)
+        f = _fields(rows, _RECORD_STRINGS, _RECORD_NUMBERS, itemgetter(0, 3, 4, 6, 1, 7))
+        run = np.fromiter(map(itemgetter(2), rows), np.int64, n)
+        value = np.fromiter(map(itemgetter(5), rows), np.float64, n)
         return cls(f["annotation"], f["config"], run, f["kernel"], f["metric"], value, f["unit"], f["seq"])
 
     def objects(self) -> list[Record]:

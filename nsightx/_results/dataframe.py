@@ -37,8 +37,9 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
+from nsightx._results.groupshare import same_kernels, shared_groups
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
-from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, table_of
+from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, scope_kind, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
@@ -239,7 +240,7 @@ def runs_frame(data: ResultData, table: ResultTable | None = None) -> pd.DataFra
     import pandas as pd
 
     t = table if table is not None else table_of(data)
-    verdicts = _throttled(t.collector_values)
+    verdicts = _throttled(t.clock_values)
     throttled = None
     if verdicts is not None:
         throttled = pd.arrays.BooleanArray(*throttled_rows(t, verdicts)) if t.n else pd.array([], dtype="boolean")
@@ -291,9 +292,15 @@ def _numeric(col: _Column) -> pd.Series | None:
 
 
 def _collector_stats(
-    out: dict[str, Any], columns: Mapping[str, Any], scopes: Mapping[str, str], groups: Groups
+    out: dict[str, Any], columns: Mapping[str, Any], scopes: Mapping[str, str], groups: Groups, table: ResultTable
 ) -> None:
-    """Add each collector's columns to ``out``: numeric per-run values as ``_Avg/_Std/_Min/_Max``, else the first."""
+    """Add each collector's columns to ``out``: numeric per-run values as ``_Avg/_Std/_Min/_Max``, else the first.
+
+    Numeric statistics are computed once per class of groups that see the same runs (:func:`_numeric_stats`):
+    with the nvml plugin's values and 100 regions a run, a groupby over every row per collector and statistic
+    was most of the frame's time (issue 35).
+    """
+    numbers: dict[str, pd.Series] = {}
     for name, scope in scopes.items():
         col = columns[name]
         if name == CLOCK_EVENT_REASONS:
@@ -303,11 +310,38 @@ def _collector_stats(
         if numeric is None:
             out[name] = _first(col, groups)
             continue
-        ng = numeric.groupby(groups.ids, sort=False)
-        out[f"{name}_Avg"] = ng.mean().to_numpy()
-        out[f"{name}_Std"] = ng.std(ddof=1).to_numpy()
-        out[f"{name}_Min"] = ng.min().to_numpy()
-        out[f"{name}_Max"] = ng.max().to_numpy()
+        numbers[name] = numeric
+        out.update(dict.fromkeys((f"{name}_Avg", f"{name}_Std", f"{name}_Min", f"{name}_Max")))  # column order
+    for kind in dict.fromkeys(scope_kind(scopes[name]) for name in numbers):
+        named = {name: numbers[name] for name in numbers if scope_kind(scopes[name]) == kind}
+        for name, column in _numeric_stats(named, groups, table.row_keys(kind).ids).items():
+            out[name] = column
+
+
+def _numeric_stats(numbers: Mapping[str, pd.Series], groups: Groups, keys: Ints) -> dict[str, Any]:
+    """``<name>_Avg/_Std/_Min/_Max`` per group of each numeric per-row column, whose value is a function of ``keys``.
+
+    Groups with the same sequence of keys have the same values: each statistic is computed over one group of each
+    such class (:func:`~nsightx._results.groupshare.shared_groups`) and spread to the others.
+    """
+    shared = shared_groups(groups.ids, groups.count, keys)
+    if shared is not None:
+        rows, ids = same_kernels(shared, _ascending(groups.ids))
+    out: dict[str, Any] = {}
+    for name, numeric in numbers.items():
+        if shared is None:
+            ng = numeric.groupby(groups.ids, sort=False)
+        else:
+            ng = numeric.take(rows).groupby(ids, sort=True)
+        for suffix, result in (("Avg", ng.mean()), ("Std", ng.std(ddof=1)), ("Min", ng.min()), ("Max", ng.max())):
+            column = result.to_numpy()
+            out[f"{name}_{suffix}"] = column if shared is None else column[shared.of_group]
+    return out
+
+
+def _ascending(ids: Ints) -> bool:
+    """Whether ``ids`` never decrease (pandas then reduces each group with ``ufunc.reduceat``, see same_kernels)."""
+    return bool((ids[1:] >= ids[:-1]).all())
 
 
 def _stability(out: dict[str, Any], spread: Spread, groups: Groups, throttled: Any) -> Any:
@@ -407,10 +441,10 @@ def aggregate(
         return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)
     out = _value_stats(data, t, groups)
-    verdicts = _throttled(t.collector_values)
+    verdicts = _throttled(t.clock_values)
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
-    _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups)
+    _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups, t)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
     out["Flags"] = flag_cells(data, t, groups, verdicts, spread)

@@ -19,7 +19,8 @@ from nsightx._errors import ConfigError, IncompleteResultWarning, OutputError, R
 from nsightx._plot.options import DISTRIBUTIONS
 from nsightx._plot.render import plot_frame
 from nsightx._plot.roofline import draw_roofline
-from nsightx._results.columns import ResultColumns, RunParts, ValueColumns, one_per_region
+from nsightx._results.columns import ResultColumns, ValueColumns, one_per_region
+from nsightx._results.combinecols import combine_columns
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
 from nsightx._results.output import OutputLocation, write_atomic
@@ -30,6 +31,7 @@ from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import Record, RunRecords, Scalar
 from nsightx._results.resultfile import parse_result
 from nsightx._results.roofline import roofline_frame
+from nsightx._results.rowparts import StoredRuns
 from nsightx._results.schema import PlanInfo, RawHeader, ResultData, gc_paused
 from nsightx._results.sink import read_runs
 from nsightx._results.table import ResultTable
@@ -322,7 +324,7 @@ def build_results(
         TransformError: ``derive_metric`` failed.
         OutputError: with ``location``, a file could not be written; its ``results`` holds the result.
     """
-    runs = tuple(runs)
+    stored = runs if isinstance(runs, StoredRuns) else StoredRuns.of_objects(runs)
     shell = ResultData(
         nsightx_version=nsightx_version,
         created=created or now(),
@@ -333,7 +335,7 @@ def build_results(
         config_devices=config_devices,
         config_hosts=config_hosts,
     )
-    results = _result(shell, runs, configs, combine, derive_metric)
+    results = _result(shell, stored, configs, combine, derive_metric)
     if location is not None:
         results.write_outputs(location, output_csv)
     return results
@@ -341,43 +343,50 @@ def build_results(
 
 def _result(
     shell: ResultData,
-    runs: tuple[RunRecords, ...],
+    runs: StoredRuns,
     configs: Sequence[tuple[Any, ...]] | None,
     combine: Callable[[float, float], float] | None,
     derive_metric: Callable[..., Any] | None,
 ) -> ProfileResults:
     """The result of ``runs``: its columns from the runs, its values through the transforms (see ``build_results``).
 
-    A result of one record per region (the common case) takes its values from the record columns
-    (:func:`~nsightx._results.columns.one_per_region`, what ``combine_records`` would make) and builds their
-    objects only when ``data`` is read; any other goes through ``combine_records`` and ``derive``.
+    The columns are read from the sink's rows (:meth:`StoredRuns.parts`), and the run objects are made only when
+    ``data`` is read. A result of one record per region (the common case) takes its values from the record
+    columns (:func:`~nsightx._results.columns.one_per_region`, what ``combine_records`` would make) and builds
+    their objects only then too; any other goes through ``combine_records`` and ``derive`` over the run objects.
     """
     plan = shell.plan
-    parts = RunParts.of(runs)
+    parts = runs.parts()
     fast = one_per_region(parts.records, parts.regions, plan.ignore_kernel_list) if derive_metric is None else None
     if fast is not None:
         build = functools.partial(_one_per_region, runs)
         return ProfileResults.from_columns(shell, parts.with_values(fast), configs, build=build)
-    values = combine_records(runs, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
+    if derive_metric is None:
+        combined = combine_columns(parts, plan.metrics, plan.ignore_kernel_list, combine)
+        if combined is not None:  # its objects, when read, are made from the columns
+            return ProfileResults.from_columns(shell, parts.with_values(combined), configs)
+    objects = tuple(runs.objects())
+    values = combine_records(objects, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
     if derive_metric is not None:
         values = derive(values, derive_metric, plan.metrics, plan.configs)
-    data = shell.model_copy(update={"runs": runs, "values": tuple(values)})
+    data = shell.model_copy(update={"runs": objects, "values": tuple(values)})
     return ProfileResults(data, configs, columns=parts.with_values(ValueColumns.of(values)))
 
 
-def _one_per_region(runs: tuple[RunRecords, ...]) -> tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]:
+def _one_per_region(runs: StoredRuns) -> tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]:
     """The runs and their values as objects, for a result of one record per region (:func:`one_per_region`).
 
     Each value is its record's fields, the value itself included as the record holds it (what ``combine_records``
     makes of such a result).
     """
+    objects = tuple(runs.objects())
     with gc_paused():
         values = tuple(
             new_run_value(r.annotation, r.config, r.run, r.metric, r.value, r.unit, r.kernel)
-            for run in runs
+            for run in objects
             for r in run.records
         )
-    return runs, values
+    return objects, values
 
 
 def results_from_raw(

@@ -26,6 +26,7 @@ from pydantic import TypeAdapter
 from nsightx._errors import OutputError, ResultSchemaError, os_error_text
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import RunRecords
+from nsightx._results.rowparts import StoredRuns
 from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
 from nsightx._results.schema import RawHeader, gc_paused
 
@@ -118,6 +119,14 @@ class RunSink:
             self._built = len(items)
         return items  # type: ignore[return-value]  # every item is a RunRecords now
 
+    def stored(self, made: Callable[[], None] | None = None) -> StoredRuns:
+        """Every stored run, in order, as they are stored: their columns are read without making run objects.
+
+        Args:
+            made: Called once the run objects were made, if something asks for them (see :class:`StoredRuns`).
+        """
+        return StoredRuns(self._items, made)
+
     @property
     def measured(self) -> int:
         """How many measured runs (config index >= 0) were stored (with a file: how many are in it)."""
@@ -137,7 +146,7 @@ class RunSink:
             if (last[1] == row[1] and last == row) if type(last) is tuple else self._stored(last, row):
                 return  # handed over again: stored already
         if self.path is not None:
-            self.write(run_from_row(row))
+            self._write_line(run_from_row(row), row)
             return
         items.append(row)
         if self._first is not None and row[0] >= 0:
@@ -167,11 +176,17 @@ class RunSink:
             return  # handed over again: stored already
         if self.path is None:
             items.append(run)
+            if self._first is not None and run.config >= 0:
+                self._check_first(run)
         else:
-            line = _run_adapter().dump_json(run)
-            if self._suffix:
-                line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
-            self._append(line, run)
+            self._write_line(run, run)
+
+    def _write_line(self, run: RunRecords, item: RunRecords | RunRow) -> None:
+        """Append the line of ``run`` to the file, then keep ``item`` (the run or its row) in :attr:`runs`."""
+        line = _run_adapter().dump_json(run)
+        if self._suffix:
+            line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
+        self._append(line, item)
         if self._first is not None and run.config >= 0:
             self._check_first(run)
 
@@ -183,8 +198,8 @@ class RunSink:
             self._end = self._fh.seek(0, os.SEEK_END)
         return self._fh
 
-    def _append(self, line: bytes, run: RunRecords | None) -> None:
-        """Append ``line`` and a newline to the file and, once all of it is there, ``run`` to :attr:`runs`.
+    def _append(self, line: bytes, run: RunRecords | RunRow | None) -> None:
+        """Append ``line`` and a newline to the file and, once all of it is there, ``run`` (or its row) to :attr:`runs`.
 
         An exception in between (a failed write, or Ctrl-C or SIGTERM raised in this thread) leaves either the
         whole line in the file and the run in :attr:`runs`, or neither.
@@ -220,7 +235,7 @@ class RunSink:
             return False
         return True
 
-    def _settle(self, start: int, size: int, run: RunRecords | None) -> None:
+    def _settle(self, start: int, size: int, run: RunRecords | RunRow | None) -> None:
         """After an interrupt inside :meth:`_append`: keep a line that is whole, cut back one that is not."""
         if self._fh is None or (run is not None and self._items and self._items[-1] is run):
             return

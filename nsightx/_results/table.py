@@ -20,6 +20,7 @@ columns read from them once) and caches it per result object (the model is froze
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 import weakref
@@ -31,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nsightx._results.columns import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
+from nsightx._results.records import new_collector_value
+from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
     from nsightx._results.columns import RegionColumns, Text
@@ -135,6 +138,17 @@ class RowKeys:
     ``(config, run, annotation)``."""
 
 
+def _keys(kind: str, c: Any, at: list[int]) -> list[tuple[Any, ...]]:
+    """The keys, in a collector table of ``kind``, of the collector values at positions ``at`` of ``c``."""
+    if kind == "run":
+        return [(c.config[i], c.run[i]) for i in at]
+    if kind == "once":
+        return [()] * len(at)
+    if kind == "config":
+        return [(c.config[i],) for i in at]
+    return [(c.config[i], c.run[i], c.annotation[i]) for i in at]
+
+
 def scope_kind(scope: str) -> str:
     """Which key a collector value of ``scope`` is stored under: once, config, run, or annotation (any other)."""
     return scope if scope in ("once", "config", "run") else "annotation"
@@ -204,26 +218,40 @@ class ResultTable:
         return self.columns.collectors.objects()
 
     @functools.cached_property
+    def clock_values(self) -> list[CollectorValue]:
+        """The run-scope ``MeasuredSMClockMHz`` and ``ClockEventReasons`` values, in order, as objects.
+
+        All that the throttling verdict and the measured clocks read (``throttled_runs``, ``measured_clocks``
+        skip every other value): with the nvml plugin, half of the values, and no object made for the others.
+        """
+        c = self.columns.collectors
+        wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
+        picked = [i for i, (n, s) in enumerate(zip(c.name, c.scope, strict=True)) if s == "run" and n in wanted]
+        return [
+            new_collector_value(c.name[i], c.scope[i], c.config[i], c.run[i], c.annotation[i], c.value[i])
+            for i in picked
+        ]
+
+    @functools.cached_property
     def collectors(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[Any, Scalar]]]:
         """Collector name -> its first-seen scope, and (name, kind) -> {key: value} (the last value of a key wins).
 
         Keys are ``()`` (once), ``(config,)``, ``(config, run)`` and ``(config, run, annotation)``.
         """
-        scopes: dict[str, str] = {}
-        tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
         c = self.columns.collectors
-        for name, scope, config, run, annotation, value in zip(
-            c.name, c.scope, c.config, c.run, c.annotation, c.value, strict=True
-        ):
+        scopes: dict[str, str] = {}
+        for name, scope in zip(c.name, c.scope, strict=True):
             scopes.setdefault(name, scope)
-            if scope == "run":  # the common case first
-                tables.setdefault((name, "run"), {})[(config, run)] = value
-            elif scope == "once":
-                tables.setdefault((name, "once"), {})[()] = value
-            elif scope == "config":
-                tables.setdefault((name, "config"), {})[(config,)] = value
-            else:
-                tables.setdefault((name, "annotation"), {})[(config, run, annotation)] = value
+        pairs = list(zip(c.name, map(scope_kind, c.scope), strict=True))
+        codes = Encoder().encode(pairs, len(pairs))
+        order = np.argsort(codes, kind="stable").tolist()  # each (name, kind)'s values together, in order
+        bounds = np.flatnonzero(np.diff(codes[order], prepend=-1, append=-1)).tolist()
+        tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
+        for start, stop in itertools.pairwise(bounds):
+            at = order[start:stop]
+            pair = pairs[at[0]]
+            values = [c.value[i] for i in at]
+            tables[pair] = dict(zip(_keys(pair[1], c, at), values, strict=True))  # the last value of a key wins
         return scopes, tables
 
     def row_keys(self, kind: str) -> RowKeys:

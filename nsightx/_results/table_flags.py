@@ -315,7 +315,7 @@ def flag_cells(
     _judge_again(data, table, groups, unstable_unsure, "unstable", unstable, unit)
     serialized, launch_bound = _region_flags(table, groups, bool(data.environment.get(SERIALIZES_KERNELS)))
     verdicts = {
-        "clock_varied": _clock_varied(table, finite, groups, measured_clocks(table.collector_values)),
+        "clock_varied": _clock_varied(table, finite, groups, measured_clocks(table.clock_values)),
         "few_runs": spread.n < FEW_RUNS,
         "launch_bound": launch_bound,
         "serialized": serialized,

@@ -82,7 +82,7 @@ def combine_records(
             elif combine is None:
                 raise kernel_count_error(recs, _counts(ann, metric, order, failed, groups))
             else:
-                out.append(_fold(recs, combine))
+                out.append(fold(recs, combine))
     return out
 
 
@@ -197,7 +197,13 @@ def _metrics_of(measured: Mapping[str, None], metrics: Sequence[str], requested:
     return present + extra
 
 
-def _fold(recs: list[Record], combine: Callable[[float, float], float]) -> RunValue:
+def fold(recs: list[Record], combine: Callable[[float, float], float]) -> RunValue:
+    """The value of one region and metric whose records (kernels) ``combine`` folds in launch order.
+
+    Raises:
+        ConfigError: ``combine`` raised.
+        TransformError: ``combine`` returned something other than a number.
+    """
     first = recs[0]
     if len(recs) == 1:
         return new_run_value(
@@ -209,7 +215,7 @@ def _fold(recs: list[Record], combine: Callable[[float, float], float]) -> RunVa
         value = functools.reduce(combine, (r.value for r in recs))
     except Exception as e:
         raise ConfigError(f"combine_kernel_metrics {combine!r} failed on {first.metric}: {e}") from e
-    number = _as_float(value)
+    number = as_float(value)
     if number is None:
         raise TransformError(
             f"combine_kernel_metrics {combine!r} returned {_show(value)} for metric {first.metric!r} of annotation "
@@ -230,7 +236,7 @@ def _seq(r: Record) -> int:
 _TEXT_TYPES = (str, bytes)  # a tuple: a union expression would be built at every call, once per record
 
 
-def _as_float(value: object) -> float | None:
+def as_float(value: object) -> float | None:
     """``value`` as a float, or None when it is not a number (a str, None, a list, ...)."""
     if value is None or isinstance(value, _TEXT_TYPES):
         return None  # float("1.5") would parse a str: a metric value must be a number
@@ -358,7 +364,7 @@ def _derived(result: object, name: str, where: str, config: int) -> list[tuple[s
                 raise bad(f"{label}the unit {unit!r} is of type {type(unit).__name__}, not a str")
         else:
             value, unit = item, None
-        number = _as_float(value)
+        number = as_float(value)
         if number is None:
             raise bad(f"{label}the value {_show(value)} is not a number" if value is not result else "not a number")
         out.append((metric, number, unit))

@@ -1,0 +1,159 @@
+"""A call's runs as the sink stored them, read into columns without one Python object per run, record or region.
+
+The run loop hands the sink each run as a compact row (:data:`~nsightx._results.rows.RunRow`). Making the
+:class:`~nsightx._results.records.RunRecords`, :class:`~nsightx._results.records.RegionRun` and
+:class:`~nsightx._results.records.Record` objects of those rows and then reading them back into the result's
+columns cost ~1.4 us a run beside an empty region on the host backend, of a call of ~7.5 us (issue 35). A
+:class:`StoredRuns` hands :func:`~nsightx._results.results.build_results` the rows themselves: their columns
+(:meth:`StoredRuns.parts`) come from the tuples in a few C-level passes, and the objects are made only when
+something reads them (``ProfileResults.data``, ``records``), through :meth:`StoredRuns.objects`.
+
+The columns are those :meth:`~nsightx._results.columns.RunParts.of` makes of the objects, field for field.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import numpy as np
+
+from nsightx._results.columns import (
+    CollectorColumns,
+    RecordColumns,
+    RegionColumns,
+    RunColumns,
+    RunParts,
+    Text,
+)
+from nsightx._results.records import RunRecords
+from nsightx._results.rows import RunRow, runs_from_rows
+from nsightx._results.schema import gc_paused
+
+
+class StoredRuns(Sequence[RunRecords]):
+    """Every run a sink stored, in order: compact rows (or run objects), made into objects only when read.
+
+    A sequence of :class:`RunRecords` to whoever indexes or iterates it (those are made once, all at once, with
+    the garbage collector paused); :meth:`parts` reads the columns straight from the rows.
+    """
+
+    def __init__(self, items: Sequence[RunRow | RunRecords], made: Callable[[], None] | None = None) -> None:
+        """Keep ``items``; ``made`` is called once the objects were made (the run stage freezes them there)."""
+        self._items = list(items)
+        self._objects: list[RunRecords] | None = None
+        self._made = made
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of_objects(cls, runs: Sequence[RunRecords]) -> StoredRuns:
+        """The runs given as objects already (their columns are then read from the objects)."""
+        stored = cls(())
+        stored._items = stored._objects = list(runs)  # type: ignore[assignment]  # objects are items too
+        return stored
+
+    def objects(self) -> list[RunRecords]:
+        """The runs as :class:`RunRecords` objects (made on the first call, then kept)."""
+        if self._objects is None:
+            with self._lock:
+                if self._objects is None:
+                    with gc_paused():  # many objects and no cycle (see gc_paused)
+                        self._objects = runs_from_rows(self._items)
+                        if self._made is not None:
+                            self._made()
+        return self._objects
+
+    def parts(self) -> RunParts:
+        """The runs' columns, read from the rows (no object per run, record or region)."""
+        if self._objects is not None:
+            return RunParts.of(self._objects)
+        return parts_from_rows(self._items)
+
+    def measured(self) -> int:
+        """How many runs are measured ones (config index >= 0)."""
+        return sum(1 for item in self._items if _key(item)[0] >= 0)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle (a result that has not built its objects yet holds its stored runs): no lock."""
+        return {"_items": self._items, "_objects": self._objects}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["_items"])  # type: ignore[misc]  # a fresh lock
+        self._objects = state["_objects"]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.objects()[index]
+
+    def __iter__(self) -> Iterator[RunRecords]:
+        return iter(self.objects())
+
+
+def _key(item: RunRow | RunRecords) -> tuple[int, int]:
+    return (item[0], item[1]) if type(item) is tuple else (item.config, item.run)  # type: ignore[union-attr]
+
+
+_RECORD_FIELDS = ("annotation", "config", "run", "kernel", "metric", "value", "unit", "seq")
+_record_tuple = attrgetter(*_RECORD_FIELDS)
+"""A :class:`Record` object's fields as a tuple (a record row)."""
+
+
+def parts_from_rows(items: Sequence[RunRow | RunRecords]) -> RunParts:
+    """The columns of the runs ``items`` stand for (what ``RunParts.of(runs_from_rows(items))`` makes).
+
+    A :class:`RunRecords` among them (the ONCE collector values, a run written as an object) is read as the
+    row it would be.
+    """
+    rows = [item if type(item) is tuple else _as_row(item) for item in items]  # type: ignore[arg-type]
+    count = len(rows)
+    configs = np.fromiter(map(itemgetter(0), rows), np.int64, count)
+    run_ids = np.fromiter(map(itemgetter(1), rows), np.int64, count)
+    n_records, n_regions, n_collectors = (
+        np.fromiter(map(len, map(itemgetter(i), rows)), np.int64, count) for i in (2, 3, 5)
+    )
+    runs = RunColumns(configs, run_ids, n_records, n_regions, n_collectors)
+    records: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(2), rows)))
+    if not all(type(r) is tuple for r in records):
+        records = [r if type(r) is tuple else _record_tuple(r) for r in records]
+    regions = _region_columns(rows, configs, run_ids, n_regions)
+    collectors = CollectorColumns.of(list(itertools.chain.from_iterable(map(itemgetter(5), rows))))
+    return RunParts(runs, RecordColumns.of_rows(records), regions, collectors)
+
+
+def _as_row(run: RunRecords) -> tuple[Any, ...]:
+    """A run object as a row, its regions' attributes kept per region (the sixth field is for :func:`_attributes`)."""
+    regions = [(g.annotation, g.host_ns, g.failed) for g in run.regions]
+    return (run.config, run.run, run.records, regions, [g.attributes for g in run.regions], run.collectors)
+
+
+def _region_columns(rows: list[Any], configs: Any, run_ids: Any, n_regions: Any) -> RegionColumns:
+    """The region executions of ``rows`` as columns (config and run spread from their run)."""
+    flat: list[tuple[str, int, bool]] = list(itertools.chain.from_iterable(map(itemgetter(3), rows)))
+    n = len(flat)
+    return RegionColumns(
+        Text.of(map(itemgetter(0), flat), n),
+        np.repeat(configs, n_regions),
+        np.repeat(run_ids, n_regions),
+        np.fromiter(map(itemgetter(1), flat), np.int64, n),
+        np.fromiter(map(bool, map(itemgetter(2), flat)), np.bool_, n),
+        _attributes(rows),
+    )
+
+
+def _attributes(rows: list[Any]) -> list[Any] | None:
+    """Per region execution, its attributes; ``None`` when none has any (as ``RegionColumns.of`` makes them)."""
+    if not any(row[4] for row in rows):
+        return None
+    out: list[Any] = []
+    for row in rows:
+        attributes = row[4]
+        if type(attributes) is list:  # a run object's, per region (see _as_row)
+            out.extend(attributes)
+        else:
+            out.extend(attributes.get(name) or {} for name, _, _ in row[3])
+    return out if any(out) else None
