@@ -3,7 +3,8 @@
     python docs/tutorial_figures.py            # writes docs/img/tutorial_{cache,sweep,speedup}.png
 
 Input: ``docs/data/tutorial-sweeps-h200.json`` (until 98c9cf0
-``benchmarks/results/2026-12-02-final-tutorial-sweeps.json``), the output of ``python3 docs/tutorial_numbers.py OUT
+``98c9cf0:benchmarks/results/2026-12-02-final-tutorial-sweeps.json``),
+the output of ``python3 docs/tutorial_numbers.py OUT
 --only=cache_and_clocks,size_sweep`` on one H200 on 2026-12-02 (run by ``benchmarks/run_gpu.sh``). It holds the
 aggregated rows of the two sections: ``cache_and_clocks`` (``torch.add`` at 8 MiB to 1 GiB per tensor, 20 CUPTI
 runs each, with ``cache_control="none"`` and ``"all"``) and ``size_sweep`` (fp32, TF32 and bf16 ``torch.matmul``

@@ -6,7 +6,7 @@ another config, one past the end fails later with a bare ``IndexError``), each r
 (a duplicated one counts twice in ``NumRuns``), a value belongs to a run the result holds, a record to the run
 that holds it, and no config has more runs than planned.
 
-A result may hold a million records (``benchmarks/load_large.py``), so the checks run as set and list
+A result may hold a million records (``98c9cf0:benchmarks/load_large.py``), so the checks run as set and list
 operations over all entries at once, in C; only when one fails is the result walked again, entry by entry, to
 name the first bad one by its JSON path (``values[12].config``). :func:`check_run` checks a single run, for the
 raw reader, which names the line instead.

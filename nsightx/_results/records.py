@@ -7,7 +7,7 @@ than the next (cuBLAS split-K, autotuning), and each record still lands on the r
 The four record types are frozen, slotted dataclasses rather than pydantic models: a result holds hundreds of
 thousands of them, and a pydantic model instance carries a ``__dict__`` and a ``__pydantic_fields_set__`` set
 (about 1 kB each) where a slotted dataclass needs about 100 bytes; loading a saved result of 10,000 runs took
-4.5x the time and 3.5x the memory of ``json.load`` with models (``benchmarks/load_result.py``). pydantic still
+4.5x the time and 3.5x the memory of ``json.load`` with models (``98c9cf0:benchmarks/load_result.py``). pydantic still
 validates them wherever data comes in from outside (a result or raw file, through the ``ResultData`` model or a
 ``TypeAdapter``), with the same rules as before (unknown fields are errors), and still writes them to JSON.
 Building one in Python code does not validate its fields. The ``model_*`` methods that code written against
@@ -175,7 +175,8 @@ class RunRecords(Lean):
 # The dataclass constructor of a frozen class sets each field through ``object.__setattr__`` (~0.12 us a field).
 # After a deferred session's wait for the GPU, every kernel, region and run of the call becomes one of these
 # objects on the measured path, so the backends and the run loop build them through the slots' own descriptors
-# instead: the same object (equal, same hash, still frozen), ~0.4 us cheaper each (benchmarks/cupti_host_path.py).
+# instead: the same object (equal, same hash, still frozen), ~0.4 us cheaper each
+# (98c9cf0:benchmarks/cupti_host_path.py).
 # :func:`fast_builder` writes each builder; it takes every field positionally, in declaration order, and
 # tests/test_records_fast.py checks that each builds what the constructor builds.
 

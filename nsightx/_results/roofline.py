@@ -7,7 +7,7 @@ Every number comes from the counters ncu measured on the kernel and on the devic
   _pred_on.sum`` of its add, multiply and fused multiply-add (``d*``: fp64, ``f*``: fp32, ``h*``: fp16); an FMA
   counts 2 FLOP. Tensor-core work per input type is the ``sm__ops_path_tensor_src_<type>`` counter of
   :data:`TENSOR_OPS` (``mma`` and Hopper's ``wgmma`` alike, already in FLOP: on the H200 it reads exactly 2n^3
-  for fp16, bf16 and tf32 cuBLAS matmuls, ``benchmarks/tensor_flops_probe.py``). Data measured with only
+  for fp16, bf16 and tf32 cuBLAS matmuls, ``98c9cf0:benchmarks/tensor_flops_probe.py``). Data measured with only
   ``sm__inst_executed_pipe_tensor.sum`` falls back to that count times :data:`TENSOR_FLOP_PER_INST` as precision
   ``tensor``, an approximation (it read 1/43 to 1/128 of the real work for Hopper ``nvjet`` kernels).
 - **Traffic.** ``dram__bytes.sum``: bytes read from and written to device memory.

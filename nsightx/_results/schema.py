@@ -200,7 +200,7 @@ def gc_paused() -> Iterator[None]:
 
     Loading creates hundreds of thousands of container objects and no reference cycles; on Python 3.11 the
     collector would walk all of them again and again as they are made (it took more than half the load time
-    in ``benchmarks/load_result.py``). Reference counting still frees everything as usual.
+    in ``98c9cf0:benchmarks/load_result.py``). Reference counting still frees everything as usual.
     """
     was_enabled = gc.isenabled()
     gc.disable()
