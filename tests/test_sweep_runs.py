@@ -94,8 +94,10 @@ def test_parallel_devices_sweep_keeps_every_run_in_the_callers_raw_file(tmp_path
     _frames_equal_to_raw(result)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # ConcurrentCallWarning, when the two threads overlap
 def test_a_thread_pool_sweep_builds_the_result_once_from_the_runs(tmp_path):
-    with cf.ThreadPoolExecutor(2) as pool, pytest.warns(nsightx.ConcurrentCallWarning):
+    # Whether the pool's two threads meet in the call (and warn) depends on scheduling: not what is tested here.
+    with cf.ThreadPoolExecutor(2) as pool:
         result = _profiled(tmp_path)(executor=pool)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_data-sleepy-0.jsonl", "result-sleepy-0.parquet"]
     _frames_equal_to_raw(result)
