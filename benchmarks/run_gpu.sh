@@ -200,6 +200,24 @@ for path in sorted(glob.glob('$WORK/triton-ncu/*.ncu-rep')):
   fi
 }
 
+stage_quick() {
+  # the shortest useful call (under 4 minutes): issue 36's profiler sandwich and module-level Triton kernel
+  # under ncu, issue 40's probe, issue 38's one-call form on the GPU
+  {
+    date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
+    step "torch.profiler, then an nsightx cupti sweep, then torch.profiler (issue 36)"
+    timeout 70 python3 benchmarks/profiler_sandwich.py --json "$OUT/profiler_sandwich.json"
+    echo "profiler_sandwich rc=$?"
+  } > "$OUT/quick.log" 2>&1
+  timeout 100 python3 benchmarks/range_profiler_probe.py --json "$OUT/range_profiler_probe.json" --deadline 95 \
+    > "$OUT/range_profiler_probe.log" 2>&1
+  echo "range_profiler_probe rc=$?" | tee -a "$OUT/range_profiler_probe.log"
+  timeout 60 python3 -m pytest -m gpu -v -p no:cacheprovider -rfE tests/test_measure.py tests/test_triton_gpu.py \
+    >> "$OUT/quick.log" 2>&1
+  echo "pytest rc=$?" >> "$OUT/quick.log"
+  grep -E "rc=|ratio|PASSED|FAILED" "$OUT/quick.log" | head -20
+}
+
 [ $# -gt 0 ] || set -- tests bench examples
 for stage in "$@"; do
   case "$stage" in
@@ -210,6 +228,7 @@ for stage in "$@"; do
     learn) stage_learn ;;
     pairs) stage_pairs ;;
     issues) stage_issues ;;
+    quick) stage_quick ;;
     *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues]" >&2; exit 2 ;;
   esac
 done
