@@ -206,13 +206,13 @@ stage_quick() {
   {
     date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
     step "torch.profiler, then an nsightx cupti sweep, then torch.profiler (issue 36)"
-    timeout 70 python3 benchmarks/profiler_sandwich.py --json "$OUT/profiler_sandwich.json"
+    timeout 60 python3 benchmarks/profiler_sandwich.py --json "$OUT/profiler_sandwich.json"
     echo "profiler_sandwich rc=$?"
   } > "$OUT/quick.log" 2>&1
-  timeout 100 python3 benchmarks/range_profiler_probe.py --json "$OUT/range_profiler_probe.json" --deadline 95 \
+  timeout 145 python3 benchmarks/range_profiler_probe.py --json "$OUT/range_profiler_probe.json" --deadline 140 \
     > "$OUT/range_profiler_probe.log" 2>&1
   echo "range_profiler_probe rc=$?" | tee -a "$OUT/range_profiler_probe.log"
-  timeout 60 python3 -m pytest -m gpu -v -p no:cacheprovider -rfE tests/test_measure.py tests/test_triton_gpu.py \
+  timeout 50 python3 -m pytest -m gpu -v -p no:cacheprovider -rfE tests/test_measure.py tests/test_triton_gpu.py \
     >> "$OUT/quick.log" 2>&1
   echo "pytest rc=$?" >> "$OUT/quick.log"
   grep -E "rc=|ratio|PASSED|FAILED" "$OUT/quick.log" | head -20
