@@ -14,8 +14,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
 
 

@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
-PAIRS = ROOT / "tests" / "fixtures" / "overhead"
+from _paths import FIXTURES, ROOT
+
+PAIRS = FIXTURES / "overhead"
 SCRIPT = ROOT / "benchmarks" / "overhead_summary.py"
 
 

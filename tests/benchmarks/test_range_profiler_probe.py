@@ -15,12 +15,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from _paths import FIXTURES, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "range_profiler_probe.py"
 CUDA_130 = Path("/usr/local/cuda-13.0")
 LIBCUPTI_130 = CUDA_130 / "lib" / "libcupti.so.13"
-TENSOR_CSV = ROOT / "tests" / "fixtures" / "ncu" / "tensor_peaks_h200.csv"
+TENSOR_CSV = FIXTURES / "ncu" / "tensor_peaks_h200.csv"
 
 
 def _load() -> ModuleType:

@@ -16,12 +16,19 @@ Import graph policy (decided here, enforced below):
   (its ``__init__`` only loads submodules lazily, by name, through ``importlib``).
 * Stages: ``nsightx/`` is a stack of stages (:data:`STAGES`); every backend and plugin package sits above all of
   them (:data:`PLUGINS_STAGE`) and imports no other backend or plugin (that it imports only nsightx's public
-  modules is tests/test_ext.py's check). nsightx names those packages only as strings and loads them through
+  modules is tests/library/test_ext.py's check). nsightx names those packages only as strings and loads them through
   ``importlib``.
 
 Function size policy: no function or method in ``nsightx/``, ``backends/`` or ``plugins/`` is longer than
 :data:`MAX_FUNCTION_LINES` lines, counted as ``end_lineno - lineno + 1`` of the ``def`` (decorators excluded,
 docstring and nested functions included), excluding nothing.
+
+Test layout policy: ``tests/`` mirrors the code (:func:`layout_homes`). A test file lives in the folder of what it
+tests: ``tests/core/<stage>/`` for a stage of :data:`STAGES` (``floor`` and ``public`` for the first and last),
+``tests/backends/<name>/`` for ``backends/nsightx_<name>`` (checks over every backend in ``tests/backends/``
+itself), ``tests/plugins/<name>/`` for ``plugins/nsightx_<name>``, the example plugins and nsightx's pytest plugin,
+``tests/library/`` for checks of the library as a whole, ``tests/benchmarks/`` for the benchmark scripts. The top
+level of ``tests/`` holds only ``conftest.py``, the shared helper modules and ``fixtures/``.
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _paths import ROOT, TESTS
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "nsightx"
 PLUGIN_FOLDERS = ("backends", "plugins")
 """Folders holding one importable package each (at any depth: ``plugins/example_backend/nsightx_example_backend``)."""
@@ -363,7 +370,7 @@ def test_imports_only_go_down_the_stages() -> None:
 def test_no_backend_or_plugin_imports_another() -> None:
     """Each backend or plugin package stands alone: blocking or uninstalling one never breaks another.
 
-    (That they import only nsightx's public modules is tests/test_ext.py's check.)"""
+    (That they import only nsightx's public modules is tests/library/test_ext.py's check.)"""
     crossing = [
         f"{e.source} -> {e.target} ({e.kind} import, line {e.line})"
         for e in import_edges()
@@ -378,3 +385,62 @@ def test_stage_check_can_fail() -> None:
     assert stage_of("nsightx._results.records") < stage_of("nsightx._run.loop")
     assert stage_of("nsightx.columns") == 0 and stage_of("nsightx") == len(STAGES) - 1
     assert stage_of("nsightx._run.loop") < stage_of("nsightx._remote.child") < stage_of("nsightx._spec.options")
+
+
+TEST_FILE_GLOBS = ("test_*.py", "*_test.py")
+"""pytest's default ``python_files``: what it collects as a test file."""
+
+
+def layout_homes() -> set[str]:
+    """The folders of ``tests/`` (relative, ``/``-separated) where a test file may live, derived from the code."""
+    stages = [members[0].removeprefix(PACKAGE + "._") for members in STAGES[1:-1]]
+    packages = plugin_packages()
+    backends = [name.removeprefix("nsightx_") for name, path in packages.items() if path.parent.name == "backends"]
+    plugins = [name.removeprefix("nsightx_") for name, path in packages.items() if path.parent.name == "plugins"]
+    return {
+        "library",
+        "benchmarks",
+        "backends",
+        "plugins/examples",
+        "plugins/pytest_plugin",
+        *(f"core/{stage}" for stage in ("floor", *stages, "public")),
+        *(f"backends/{name}" for name in backends),
+        *(f"plugins/{name}" for name in plugins),
+    }
+
+
+def misplaced_test_files(tests: Path, homes: set[str]) -> list[str]:
+    """Test files under ``tests`` (``fixtures/`` aside) whose folder is not one of ``homes``."""
+    found = {path for pattern in TEST_FILE_GLOBS for path in tests.rglob(pattern)}
+    misplaced = []
+    for path in sorted(found):
+        relative = path.relative_to(tests)
+        if relative.parts[0] != "fixtures" and relative.parent.as_posix() not in homes:
+            misplaced.append(relative.as_posix())
+    return misplaced
+
+
+def test_every_test_file_is_in_the_folder_of_what_it_tests() -> None:
+    homes = layout_homes()
+    misplaced = misplaced_test_files(TESTS, homes)
+    assert not misplaced, (
+        f"test files outside the folders that mirror the code: {misplaced}; move each (git mv) into one of "
+        f"{sorted(homes)} (the module docstring says which)"
+    )
+
+
+def test_homes_follow_the_code() -> None:
+    homes = layout_homes()
+    assert {"core/results", "core/run", "core/remote", "core/api", "core/floor", "core/public"} <= homes
+    assert {"backends/cupti", "backends/ncu", "backends/events", "backends/host", "plugins/nvml"} <= homes
+    assert "." not in homes and "core" not in homes and "fixtures" not in homes
+
+
+def test_layout_check_can_fail(tmp_path: Path) -> None:
+    for name in ("test_top.py", "core/test_loose.py", "core/results/test_ok.py", "core/nowhere/x_test.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "fixtures" / "scripts").mkdir(parents=True)
+    (tmp_path / "fixtures" / "scripts" / "test_script.py").write_text("")
+    misplaced = misplaced_test_files(tmp_path, {"core/results"})
+    assert misplaced == ["core/nowhere/x_test.py", "core/test_loose.py", "test_top.py"]

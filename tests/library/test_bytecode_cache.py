@@ -7,9 +7,9 @@ that test starts must see the run's folder as its ``sys.pycache_prefix`` and wri
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from _paths import TESTS
 
 pytest_plugins = ["pytester"]
 
@@ -31,7 +31,7 @@ def test_child(tmp_path, tmp_path_factory):
 
 
 def _child(pytester: pytest.Pytester) -> dict:
-    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makeconftest((TESTS / "conftest.py").read_text())
     pytester.makepyfile(test_inner=INNER)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
     res.assert_outcomes(passed=1)

@@ -4,7 +4,7 @@ A user's test suite written for nsight-python matches its texts (``pytest.raises
 message for the same condition starts with that sentence, word for word, and then goes on with its own detail.
 The host backend runs in CI; conditions only the ncu backend meets use the fake ncu (``fixtures/ncu``).
 
-``python tests/test_compat_messages.py`` prints the table for docs/compat.md (each row's full nsightx message).
+``python tests/library/test_compat_messages.py`` prints the table for docs/compat.md (each row's full nsightx message).
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _paths
 import pytest
+from _paths import TESTS
 
 import nsightx as nsight
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
+FIXTURES = _paths.FIXTURES / "ncu"
 HOST: dict[str, Any] = {"backend": "host", "runs": 2, "verbosity": 0}
 
 
@@ -662,6 +664,6 @@ def _cell(text: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(TESTS))
     print(render_table())
     _ = operator  # the reducer module is imported for readers copying the triggers

@@ -12,11 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
 import nsightx
 import nsightx.ext as ext
 
-ROOT = Path(__file__).resolve().parents[1]
 EXTENSION_FOLDERS = (ROOT / "backends", ROOT / "plugins")
 PRIVATE = re.compile(r"nsightx\._")
 

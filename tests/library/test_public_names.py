@@ -1,7 +1,7 @@
 """Which public names are in ``nsightx``, which in ``nsightx.ext``, and why any is in both.
 
 ``nsightx`` is the user API (what a script or a notebook writes); ``nsightx.ext`` is the door for the author of a
-backend or a collector plugin (tests/test_ext.py checks that backends and plugins use nothing else). A name in
+backend or a collector plugin (tests/library/test_ext.py checks that backends and plugins use nothing else). A name in
 both is one object re-exported twice, and only for a reason written here: adding a name to either module, or to
 both, means adding it below.
 """

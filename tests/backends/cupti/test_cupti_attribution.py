@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import _paths
 import pytest
 from nsightx_cupti._attribution import (
     METRIC,
@@ -23,7 +24,7 @@ from nsightx_cupti._attribution import (
     to_run_output,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "cupti"
+FIXTURES = _paths.FIXTURES / "cupti"
 
 
 def _k(name: str, corr: int, start: int, end: int, **kw: int) -> KernelActivity:

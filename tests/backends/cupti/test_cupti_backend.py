@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import operator
-from pathlib import Path
 from typing import Any
 
+import _paths
 import pytest
 from nsightx_cupti import _backend
 from nsightx_cupti._attribution import ActivityBatch, RegionWindow, batch_from_json
@@ -21,7 +21,7 @@ from nsightx._results.sink import RunSink
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan, ThermalSettings
 
-FIXTURES = Path(__file__).parent / "fixtures" / "cupti" / "api_always"
+FIXTURES = _paths.FIXTURES / "cupti" / "api_always"
 
 
 def test_registered_with_its_capabilities(plugin_host: Any) -> None:

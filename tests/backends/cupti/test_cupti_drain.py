@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _paths import ROOT
 from nsightx_cupti._drain import DRAIN_MODES, wait_draining
 from nsightx_cupti._options import CuptiOptions
 from nsightx_cupti._session import CuptiSession
@@ -269,9 +270,8 @@ def test_drain_options_are_checked() -> None:
 
 def test_the_overhead_benchmarks_cupti_variants_are_valid_options() -> None:
     import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import backend_overhead
     finally:

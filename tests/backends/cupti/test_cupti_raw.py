@@ -1,6 +1,6 @@
 """The ctypes decoder of CUPTI activity buffers (:mod:`nsightx_cupti._raw`), on buffers laid out as CUPTI 13 lays
 them out, with a double of libcupti's record walk (the library boundary); the real one is compared with
-cupti-python's decoding in ``tests/test_cupti_gpu.py``."""
+cupti-python's decoding in ``tests/backends/cupti/test_cupti_gpu.py``."""
 
 from __future__ import annotations
 

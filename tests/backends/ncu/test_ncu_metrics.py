@@ -10,6 +10,7 @@ import re
 import sys
 from pathlib import Path
 
+import _paths
 import pytest
 from nsightx_ncu import _backend, _metrics
 from nsightx_ncu._backend import NcuBackend
@@ -20,7 +21,7 @@ from nsightx._run.plan import Plan
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
+FIXTURES = _paths.FIXTURES / "ncu"
 LISTING = (FIXTURES / "query_metrics.txt").read_text()
 THEIR = "Invalid value {} for 'metrics' parameter for nsight.analyze.kernel()"
 

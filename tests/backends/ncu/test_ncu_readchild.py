@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import _paths
 import pytest
 from nsightx_ncu._readchild import ReaderChild
 from nsightx_ncu._reader import read_report
@@ -13,7 +14,7 @@ from nsightx.ext import child_env as worker_env
 
 pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
+FIXTURES = _paths.FIXTURES / "ncu"
 TIME = "gpu__time_duration.sum"
 
 

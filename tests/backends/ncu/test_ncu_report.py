@@ -8,9 +8,10 @@ without a GPU. The merge tests pair the reports with worker runs shaped like the
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
+import _paths
 import pytest
+from _paths import ROOT
 from nsightx_ncu._reader import Action, read_report
 from nsightx_ncu._report import environment, merge_runs, region_of
 
@@ -18,7 +19,7 @@ from nsightx._results.records import CollectorValue, RegionRun, RunRecords
 
 pytest.importorskip("ncu_report", reason="needs the ncu-report package (test dependency group)")
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
+FIXTURES = _paths.FIXTURES / "ncu"
 TIME = "gpu__time_duration.sum"
 FIVE = (
     "gpu__time_duration.sum",
@@ -193,9 +194,7 @@ def test_the_ncu_extra_brings_ncu_report_where_nvidia_publishes_it():
 
     from packaging.requirements import Requirement
 
-    extras = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"
-    ]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for extra in ("ncu", "all"):
         (req,) = [Requirement(r) for r in extras[extra] if Requirement(r).name == "ncu-report"]
         assert req.specifier.contains("2026.3.1"), req

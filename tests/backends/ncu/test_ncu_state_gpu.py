@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import ncu_fake
 import pytest
+from _paths import TESTS
 
 pytestmark = pytest.mark.gpu
 
@@ -77,7 +77,7 @@ def test_prints_in_the_worker_reach_the_users_stdout(capsys):
 
 @pytest.fixture(scope="module")
 def by_value() -> dict[str, dict[str, object]]:
-    script = Path(__file__).parent / "ncu_gpu_state.py"
+    script = TESTS / "ncu_gpu_state.py"
     out = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _paths import FIXTURES
 
 pytestmark = pytest.mark.gpu
 
@@ -22,7 +23,7 @@ pytest.importorskip("nvtx")
 
 from ncu_fake import subprocess_env  # noqa: E402
 
-SCRIPT = Path(__file__).parent / "fixtures" / "scripts" / "triton_ncu_script.py"
+SCRIPT = FIXTURES / "scripts" / "triton_ncu_script.py"
 
 
 def _ncu_ready() -> bool:

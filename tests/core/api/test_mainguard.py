@@ -12,10 +12,9 @@ import types
 from pathlib import Path
 
 import pytest
+from _paths import TESTS
 
 from nsightx._api.mainguard import _guarded, _rerun_path
-
-TESTS = Path(__file__).parent
 
 HEADER = f"""\
 import sys

@@ -7,9 +7,8 @@ ncu and CUDA events write them; their numbers are stated in each test.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from _paths import FIXTURES
 from _synthetic import cupti_fixture_runs
 
 import nsightx
@@ -20,7 +19,7 @@ from nsightx._results.results import build_results
 from nsightx._results.schema import PlanInfo
 from nsightx.cli import main
 
-CUPTI = Path(__file__).parent / "fixtures" / "cupti"
+CUPTI = FIXTURES / "cupti"
 TIME = "gpu__time_duration.sum"
 SPAN = "region__stream_span_duration"
 ADD = {"combine": lambda a, b: a + b}

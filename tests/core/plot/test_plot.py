@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 from _synthetic import make_result, noisy
 
 import nsightx
@@ -287,8 +288,7 @@ def test_plotting_never_imports_pyplot():
         "import tempfile, os; d = tempfile.mkdtemp(); r.plot(os.path.join(d, 'p.png'));"
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'; print('ok')"
     )
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=False)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 

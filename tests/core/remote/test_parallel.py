@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+import par_workload
 import pytest
 
 import nsightx
 from nsightx import MeasurementError
-
-sys.path.insert(0, str(Path(__file__).parent))
-import par_workload
 
 SILENT = nsightx.VerbosityLevel.SILENT
 

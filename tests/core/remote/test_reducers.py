@@ -5,7 +5,7 @@ The registry is tested with a real reducer for a class that holds an RLock, in t
 real ncu worker under the fake ncu (the double at the ncu-binary boundary). Triton is not installed on the CPU
 machines: a stand-in ``triton`` package written to ``tmp_path`` (the double at the Triton boundary) has a
 ``JITFunction`` that, like Triton's, holds an RLock and reads its function's source when built;
-``tests/test_triton_gpu.py`` runs the real thing.
+``tests/backends/ncu/test_triton_gpu.py`` runs the real thing.
 """
 
 from __future__ import annotations

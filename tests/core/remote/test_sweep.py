@@ -10,19 +10,15 @@ import concurrent.futures as cf
 import os
 import signal
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 
+import par_workload
 import pytest
 
 import nsightx
 from nsightx._remote.engines import DaskEngine
 from nsightx._remote.travel import UnpicklableError
-
-sys.path.insert(0, str(Path(__file__).parent))
-import par_workload
 
 distributed = pytest.importorskip("distributed")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import pickle
-import sys
 from pathlib import Path
 
 import pandas as pd
+import par_workload
 import pytest
 
 import nsightx
@@ -24,9 +24,6 @@ from nsightx._remote.localpool import DevicePool, Target
 from nsightx._remote.task import TaskOutput, run_task
 from nsightx._remote.taskruns import runs_of_payload
 from nsightx._results.rows import runs_from_rows
-
-sys.path.insert(0, str(Path(__file__).parent))
-import par_workload
 
 SILENT = nsightx.VerbosityLevel.SILENT
 CONFIGS = [1, 2, 3, 4]

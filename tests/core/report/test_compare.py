@@ -7,9 +7,9 @@ import io
 import json
 import math
 import random
-from pathlib import Path
 
 import pytest
+from _paths import ROOT
 from _synthetic import make_result, noisy
 
 import nsightx
@@ -308,7 +308,7 @@ def test_report_shows_each_sides_flags(plugin_host, tmp_path, capsys):
 
 # --- formats, environments, the noise floor, the width ------------------------------------------------------------
 
-DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
+DATA = ROOT / "docs" / "data"
 
 
 def test_format_json_parses_back_and_csv_has_every_column(tmp_path, capsys):

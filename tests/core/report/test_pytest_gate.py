@@ -1,8 +1,8 @@
 """The pytest plugin's gate as plain Python: verdicts the pytester sessions do not reach, on given per-run values.
 
 The results are real ``ProfileResults`` (``_synthetic.make_result``: the schema, aggregation, save and load of a
-measured one) with chosen values, so each verdict is deterministic; tests/test_pytest_plugin.py runs the same
-gate in real pytest sessions on measured ones.
+measured one) with chosen values, so each verdict is deterministic;
+tests/plugins/pytest_plugin/test_pytest_plugin.py runs the same gate in real pytest sessions on measured ones.
 """
 
 from __future__ import annotations

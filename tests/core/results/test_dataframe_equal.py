@@ -15,12 +15,12 @@ against the stored verdict with rows of fewer than ``FEW_RUNS`` runs made ``Fals
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from _frames import decode, dumps, encode, load_result
+from _paths import FIXTURES
 
 from nsightx._results import dataframe
 from nsightx._results.flags import FEW_RUNS
@@ -29,7 +29,7 @@ from nsightx._results.stats import mean_interval
 from nsightx._results.table import table_of
 from nsightx._results.table_flags import Groups
 
-FRAMES = Path(__file__).parent / "fixtures" / "frames"
+FRAMES = FIXTURES / "frames"
 CASES = sorted(p.name.removesuffix(".frames.json") for p in FRAMES.glob("*.frames.json"))
 
 

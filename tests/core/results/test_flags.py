@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import pytest
+from _paths import FIXTURES, ROOT
 from _synthetic import cupti_fixture_runs
 
 import nsightx
@@ -23,8 +23,8 @@ from nsightx._results.results import build_results
 from nsightx._results.schema import PlanInfo
 
 SILENT = nsightx.VerbosityLevel.SILENT
-CUPTI = Path(__file__).parent / "fixtures" / "cupti"
-NCU = Path(__file__).parent / "fixtures" / "ncu"
+CUPTI = FIXTURES / "cupti"
+NCU = FIXTURES / "ncu"
 TIME = "gpu__time_duration.sum"
 
 
@@ -236,7 +236,7 @@ def test_host_runs_that_alternate_1_and_4_ms_are_unstable(plugin_host):
 
 def test_every_flag_has_a_rule_and_a_doc():
     assert tuple(RULES) == FLAGS == tuple(sorted(FLAGS))
-    doc = (Path(__file__).parents[1] / "docs" / "flags.md").read_text()
+    doc = (ROOT / "docs" / "flags.md").read_text()
     for name in FLAGS:
         assert f"`{name}`" in doc and RULES[name].__doc__
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from _paths import FIXTURES
 from _synthetic import cupti_fixture_runs
 from nsightx_cupti._attribution import batch_from_json
 from nsightx_cupti._names import kernel_base_name
@@ -17,7 +16,7 @@ from nsightx._results.records import Record, RegionRun, RunRecords
 from nsightx._results.results import build_results
 from nsightx._results.schema import PlanInfo
 
-CUPTI = Path(__file__).parent / "fixtures" / "cupti"
+CUPTI = FIXTURES / "cupti"
 TIME = "gpu__time_duration.sum"
 FLOPS = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
 BYTES = "dram__bytes.sum"
@@ -198,7 +197,7 @@ def test_a_joined_result_saved_with_the_environment_string_reads_as_metric_backe
     """A result saved before the field (d6b4a1c's fixture) keeps its per-metric backends when loaded."""
     from nsightx import load
 
-    fixture = Path(__file__).parent / "fixtures" / "frames" / "synthetic.result.json"
+    fixture = FIXTURES / "frames" / "synthetic.result.json"
     saved = tmp_path / "old.json"
     saved.write_bytes(fixture.read_bytes())
     res = load(saved)

@@ -13,6 +13,7 @@ import re
 import warnings
 from pathlib import Path
 
+import _paths
 import pytest
 
 import nsightx
@@ -20,7 +21,7 @@ from nsightx import IncompleteResultWarning, NsightxError, NsightxWarning, Resul
 from nsightx._results.sink import read_raw
 
 SILENT = nsightx.VerbosityLevel.SILENT
-FIXTURES = Path(__file__).parent / "fixtures" / "results"
+FIXTURES = _paths.FIXTURES / "results"
 
 
 def sweep(tmp_path: Path, annotation: str = "a", runs: int = 3) -> tuple[nsightx.ProfileResults, Path, Path]:

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import sys
 from pathlib import Path
 
+import out_workload
 import pytest
 
 import nsightx
 from nsightx import ConfigError, ConfigTypeError
 from nsightx._results.output import allocate
 from nsightx._results.raw import read_runs
-
-sys.path.insert(0, str(Path(__file__).parent))
-import out_workload
 
 SILENT = nsightx.VerbosityLevel.SILENT
 

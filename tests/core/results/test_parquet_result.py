@@ -15,6 +15,7 @@ import math
 import warnings
 from pathlib import Path
 
+import _paths
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -27,7 +28,7 @@ from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecor
 from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.schema import PlanInfo
 
-FIXTURES = Path(__file__).parent / "fixtures" / "results"
+FIXTURES = _paths.FIXTURES / "results"
 METRIC = "gpu__time_duration.sum"
 
 

@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from _paths import TESTS
 
 import nsightx
 from nsightx import ResultSchemaError
@@ -18,7 +19,7 @@ from nsightx._results.raw import read_runs
 from nsightx._results.sink import read_raw
 
 SILENT = nsightx.VerbosityLevel.SILENT
-WORKLOAD = Path(__file__).parent / "out_workload.py"
+WORKLOAD = TESTS / "out_workload.py"
 
 
 def sweep(tmp_path, runs=2):

@@ -16,8 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "plugins" / "example_backend"
 METRIC = "cpu__process_time.sum"
 

@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "plugins" / "example_plugin"
 
 SCRIPT = textwrap.dedent("""
