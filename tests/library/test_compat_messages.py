@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import _paths
 import pytest
-from _paths import TESTS
 
 import nsightx as nsight
 
-FIXTURES = _paths.FIXTURES / "ncu"
+TESTS = Path(__file__).resolve().parents[1]
+"""``tests/``, found from here rather than through ``_paths``: this file also runs as a script (see above)."""
+FIXTURES = TESTS / "fixtures" / "ncu"
 HOST: dict[str, Any] = {"backend": "host", "runs": 2, "verbosity": 0}
 
 
