@@ -104,8 +104,8 @@ stage_overhead() {
         --only sweep_once,sweep_randn,tiny --no-profile --tag "_$tag" "${tree[@]}"
     done
     step "pytest -m gpu: cupti, other clients, events"
-    timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_cupti_gpu.py \
-      tests/test_cupti_other_clients_gpu.py tests/test_events_gpu.py 2>&1 | tail -5
+    timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/backends/cupti/test_cupti_gpu.py \
+      tests/backends/cupti/test_cupti_other_clients_gpu.py tests/backends/events/test_events_gpu.py 2>&1 | tail -5
   } > "$OUT/overhead.log" 2>&1
   grep -E "paired|ratio|passed|failed" "$OUT/overhead.log" | head -30
 }
@@ -115,8 +115,8 @@ stage_learn() {
   # PROCESSES processes of backend_overhead with the cupti_api_learn variant, paired with "cupti" in each process
   {
     step "pytest -m gpu: cupti and other CUPTI clients"
-    timeout 180 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_cupti_gpu.py \
-      tests/test_cupti_other_clients_gpu.py 2>&1 | tail -5
+    timeout 180 python3 -m pytest -m gpu -q -p no:cacheprovider tests/backends/cupti/test_cupti_gpu.py \
+      tests/backends/cupti/test_cupti_other_clients_gpu.py 2>&1 | tail -5
     for i in $(seq "${PROCESSES:-4}"); do
       step "benchmarks/backend_overhead.py process $i"
       timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-15}" \
@@ -187,8 +187,8 @@ for path in sorted(glob.glob('$WORK/triton-ncu/*.ncu-rep')):
   # every GPU test, the open issues' files first (-v: a run cut by the timeout still shows each result)
   left=$(( ${ISSUES_BUDGET_S:-570} - ($(date +%s) - START) ))
   timeout "$(( left > 60 ? left - 30 : 30 ))" python3 -m pytest -m gpu -v -p no:cacheprovider -rfE --durations=10 \
-    -p timeout --timeout 150 tests/test_triton_gpu.py tests/test_measure.py tests/test_cupti_other_clients_gpu.py \
-    tests/test_ncu_gpu.py tests > "$OUT/gpu-tests.log" 2>&1
+    -p timeout --timeout 150 tests/backends/ncu/test_triton_gpu.py tests/core/api/test_measure.py \
+    tests/backends/cupti/test_cupti_other_clients_gpu.py tests/backends/ncu/test_ncu_gpu.py tests > "$OUT/gpu-tests.log" 2>&1
   echo "pytest -m gpu rc=$?" >> "$OUT/gpu-tests.log"
   tail -3 "$OUT/gpu-tests.log"
   left=$(( ${ISSUES_BUDGET_S:-570} - ($(date +%s) - START) ))

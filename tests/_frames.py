@@ -1,7 +1,7 @@
 """A DataFrame as JSON text that keeps every column's name, order, dtype and exact value, and back.
 
-Used by ``tests/test_dataframe_equal.py`` and by ``tests/fixtures/frames/generate.py`` (which writes the expected
-frames with the code of an earlier commit). Floats are written with ``repr`` (exact round trip; ``NaN``,
+Used by ``tests/core/results/test_dataframe_equal.py`` and by ``tests/fixtures/frames/generate.py`` (which writes
+the expected frames with the code of an earlier commit). Floats are written with ``repr`` (exact round trip; ``NaN``,
 ``Infinity`` and ``-0.0`` kept), so two frames are identical exactly when their texts are. Object cells keep
 their Python type (``1`` and ``1.0`` and ``True`` differ; ``None`` and ``NaN`` differ).
 """

@@ -1,5 +1,9 @@
 """Shared fixtures: a fresh plugin host per test, skipping of GPU tests on machines without one, and one bytecode
-cache for the subprocesses of a run."""
+cache for the subprocesses of a run.
+
+The test files live in subfolders that mirror the code (docs/architecture.md, "Where the tests are"); this folder
+holds this file, the helper modules they share and ``fixtures/``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The child of ``tests/test_remote.py``: a host-clock session, run by ``nsightx.ext.run_child``.
+"""The child of ``tests/core/remote/test_remote.py``: a host-clock session, run by ``nsightx.ext.run_child``.
 
 Written against ``nsightx.ext`` only, as a third-party backend's child module would be. Each measured region gets
 a host-clock record and, as an attribute, the process id it ran in (so the test can tell the child from the

@@ -20,8 +20,8 @@ Both frames are built from the result's columnar view (:mod:`nsightx._results.ta
 arrays (a column of repeated values, such as a config's parameter or a run's collector value, is made from its
 distinct values and per-row positions, with the dtype pandas would infer from the per-row list), statistics with
 one groupby over integer group codes. The frames are the same, column for column and bit for bit, as those the
-row-by-row code built (``tests/test_dataframe_equal.py`` compares them with committed outputs of that code), but
-for the interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
+row-by-row code built (``tests/core/results/test_dataframe_equal.py`` compares them with committed outputs of that
+code), but for the interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ class RunRecords(Lean):
 # instead: the same object (equal, same hash, still frozen), ~0.4 us cheaper each
 # (98c9cf0:benchmarks/cupti_host_path.py).
 # :func:`fast_builder` writes each builder; it takes every field positionally, in declaration order, and
-# tests/test_records_fast.py checks that each builds what the constructor builds.
+# tests/core/results/test_records_fast.py checks that each builds what the constructor builds.
 
 T = TypeVar("T", bound="DataclassInstance")
 

@@ -137,7 +137,7 @@ class _Collectors:
         It is made before every measured run, between two launches of a host-bound sweep, so it is not built
         through the dataclass constructor (~3 us on the H200's host for its nine frozen fields) but as a copy of
         the fields that stay the same for every run of the config (the same :class:`CollectContext`, equal to
-        what the constructor makes: ``tests/test_collectors.py``).
+        what the constructor makes: ``tests/core/run/test_collectors.py``).
         """
         config = where.get("config")
         key = (scope, config)

@@ -1,0 +1,77 @@
+"""benchmarks/run.py, the suite's one runner: its table, its record format, and the recorded results it keeps.
+
+The GPU benchmarks cannot run here; recording an output made elsewhere (``--from``) is the path their results take,
+so it is tested on the outputs the suite keeps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from _paths import ROOT
+
+BENCH = ROOT / "benchmarks"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_run", BENCH / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+run = _load()
+
+
+def test_the_suite_has_at_most_eight_benchmarks_each_a_script_in_the_readme() -> None:
+    readme = (BENCH / "README.md").read_text(encoding="utf-8")
+    assert 1 <= len(run.SUITE) <= 8
+    for name, bench in run.SUITE.items():
+        assert (BENCH / bench.script).is_file(), bench.script
+        assert f"| `{name}` (`{bench.script}`" in readme, f"benchmarks/README.md has no row for {name}"
+    scripts = {p.name for p in BENCH.iterdir() if p.suffix in (".py", ".sh")}
+    helpers = {"run.py", "run_gpu.sh", "overhead_summary.py"}
+    assert scripts - helpers == {b.script for b in run.SUITE.values()}, "a script in benchmarks/ is in no benchmark"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (BENCH / "results").iterdir() if p.is_dir()))
+def test_each_kept_result_is_in_the_one_format(name: str) -> None:
+    folder = BENCH / "results" / name
+    assert name in run.SUITE and {p.name for p in folder.iterdir()} == {"latest.json", "latest.md", "history.jsonl"}
+    latest = json.loads((folder / "latest.json").read_text(encoding="utf-8"))
+    for key in ("benchmark", "goal", "date", "tree", "machine", "command", "rc", "headline", "result"):
+        assert key in latest, f"{name}/latest.json lacks {key}"
+    assert run.SUITE[name].headline(latest["result"]) == latest["headline"]
+    history = [json.loads(line) for line in (folder / "history.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert history and "result" not in history[-1]
+    assert history[-1] == {k: v for k, v in latest.items() if k != "result"}
+
+
+def test_from_records_an_output_made_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    output = json.loads((BENCH / "results" / "ncu_overhead" / "latest.json").read_text(encoding="utf-8"))["result"]
+    made = tmp_path / "ncu_overhead.json"
+    made.write_text(json.dumps(output), encoding="utf-8")
+    monkeypatch.setattr(run, "RESULTS", tmp_path / "results")
+    for _ in range(2):
+        rc = run.main(["ncu_overhead", "--from", str(made), "--machine", "H100", "--command", "cmd", "--tree", "abc"])
+        assert rc == 0
+    folder = tmp_path / "results" / "ncu_overhead"
+    lines = (folder / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    latest = json.loads((folder / "latest.json").read_text(encoding="utf-8"))
+    assert len(lines) == 2 and latest["machine"] == "H100" and latest["tree"] == "abc" and latest["result"] == output
+    assert "| 1 metric ratio | 0.99 |" in (folder / "latest.md").read_text(encoding="utf-8")
+
+
+def test_an_unknown_benchmark_names_the_suite() -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "kineto_probe"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 2 and "unknown benchmark 'kineto_probe'" in out.stderr and "overhead" in out.stderr
