@@ -212,7 +212,7 @@ stage_quick() {
   timeout 145 python3 benchmarks/range_profiler_probe.py --json "$OUT/range_profiler_probe.json" --deadline 140 \
     > "$OUT/range_profiler_probe.log" 2>&1
   echo "range_profiler_probe rc=$?" | tee -a "$OUT/range_profiler_probe.log"
-  timeout 50 python3 -m pytest -m gpu -v -p no:cacheprovider -rfE tests/test_measure.py tests/test_triton_gpu.py \
+  timeout 50 python3 -m pytest -m gpu -v -p no:cacheprovider -rfE tests/core/api/test_measure.py tests/backends/ncu/test_triton_gpu.py \
     >> "$OUT/quick.log" 2>&1
   echo "pytest rc=$?" >> "$OUT/quick.log"
   grep -E "rc=|ratio|PASSED|FAILED" "$OUT/quick.log" | head -20
