@@ -21,6 +21,10 @@
 #                                      the whole call against the bare loop (issues.log, *.json), the Range
 #                                      Profiler probe when it exists, every `pytest -m gpu` test (gpu-tests.log),
 #                                      then CI-gate trials on cupti in what is left of ISSUES_BUDGET_S (570 s)
+#   bash benchmarks/run_gpu.sh quick   the shortest useful call (under 4 minutes): profiler sandwich, the Range
+#                                      Profiler probe, the measure and Triton GPU tests (quick.log)
+#   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
+#                                      missing wheels in ./.whl, pyarrow slimmed to fit the 64 MiB a call carries
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
 #
 # Usage (GPU machine, repository root, nsightx importable). Never changes clocks: nothing here uses
@@ -218,6 +222,24 @@ stage_quick() {
   grep -E "rc=|ratio|PASSED|FAILED" "$OUT/quick.log" | head -20
 }
 
+stage_wheelhouse() {
+  # HERE, not on the GPU machine: ../shared/gpu/wheelhouse.sh plus pyarrow (a dependency since session 13, absent
+  # there), slimmed to fit the 64 MiB a call may carry (its 55 MB wheel alone would not): Flight, S3, ORC, the C++
+  # headers and tests are dropped (nsightx reads and writes Parquet through pyarrow.parquet and pyarrow.compute).
+  local ver slim
+  ver=$(python3 -c "import pyarrow; print(pyarrow.__version__)")
+  bash ../shared/gpu/wheelhouse.sh "pyarrow==$ver" > /dev/null
+  slim=$(mktemp -d)
+  python3 -m wheel unpack -d "$slim" .whl/pyarrow-*.whl > /dev/null
+  (cd "$slim"/pyarrow-* && rm -rf pyarrow/include pyarrow/src pyarrow/tests pyarrow/libarrow_flight.so* \
+    pyarrow/_flight*.so pyarrow/libarrow_python_flight.so* pyarrow/libarrow_s3.so* pyarrow/_s3fs*.so \
+    pyarrow/_orc*.so pyarrow/_gcsfs*.so pyarrow/_azurefs*.so pyarrow/_hdfs*.so pyarrow/_pyarrow_cpp_tests*.so \
+    pyarrow/libarrow_python.so pyarrow/libarrow_python.so.*.*.* && find . -name "*.pyx" -o -name "*.pxd" \
+    -o -name "*.pxi" | xargs rm -f)
+  rm .whl/pyarrow-*.whl && python3 -m wheel pack -d .whl "$slim"/pyarrow-* > /dev/null && rm -rf "$slim"
+  du -sh .whl
+}
+
 [ $# -gt 0 ] || set -- tests bench examples
 for stage in "$@"; do
   case "$stage" in
@@ -229,6 +251,7 @@ for stage in "$@"; do
     pairs) stage_pairs ;;
     issues) stage_issues ;;
     quick) stage_quick ;;
+    wheelhouse) stage_wheelhouse ;;
     *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues]" >&2; exit 2 ;;
   esac
 done
