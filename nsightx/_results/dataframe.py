@@ -37,9 +37,9 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
-from nsightx._results.groupshare import same_kernels, shared_groups
+from nsightx._results.groupshare import same_kernels
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
-from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, scope_kind, table_of
+from nsightx._results.table import MISSING, Ints, ResultTable, RowKeys, group_ids, scope_kind, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
@@ -314,17 +314,18 @@ def _collector_stats(
         out.update(dict.fromkeys((f"{name}_Avg", f"{name}_Std", f"{name}_Min", f"{name}_Max")))  # column order
     for kind in dict.fromkeys(scope_kind(scopes[name]) for name in numbers):
         named = {name: numbers[name] for name in numbers if scope_kind(scopes[name]) == kind}
-        for name, column in _numeric_stats(named, groups, table.row_keys(kind).ids).items():
+        for name, column in _numeric_stats(named, groups, table.row_keys(kind)).items():
             out[name] = column
 
 
-def _numeric_stats(numbers: Mapping[str, pd.Series], groups: Groups, keys: Ints) -> dict[str, Any]:
+def _numeric_stats(numbers: Mapping[str, pd.Series], groups: Groups, keys: RowKeys) -> dict[str, Any]:
     """``<name>_Avg/_Std/_Min/_Max`` per group of each numeric per-row column, whose value is a function of ``keys``.
 
     Groups with the same sequence of keys have the same values: each statistic is computed over one group of each
-    such class (:func:`~nsightx._results.groupshare.shared_groups`) and spread to the others.
+    such class (:meth:`~nsightx._results.table_flags.Groups.shared_by`, which the flags reuse) and spread to the
+    others.
     """
-    shared = shared_groups(groups.ids, groups.count, keys)
+    shared = groups.shared_by(keys)
     if shared is not None:
         rows, ids = same_kernels(shared, _ascending(groups.ids))
     out: dict[str, Any] = {}

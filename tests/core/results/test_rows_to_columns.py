@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import nsightx
-from nsightx._results import dataframe
 from nsightx._results.columns import RunParts, ValueColumns
 from nsightx._results.combinecols import combine_columns
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
@@ -26,6 +25,7 @@ from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.rows import runs_from_rows
 from nsightx._results.schema import PlanInfo
+from nsightx._results.table_flags import Groups
 from nsightx._results.transform import combine_records
 
 SILENT = nsightx.VerbosityLevel.SILENT
@@ -191,7 +191,7 @@ def test_collector_statistics_shared_between_groups_are_those_of_each_group(monk
     )  # fmt: skip
     shared = build_results(plan, runs, {}).to_dataframe()
     assert {"MeasuredSMClockMHz_Std", "GPUTemperatureC_Avg", "Fan_Max"} <= set(shared.columns)
-    monkeypatch.setattr(dataframe, "shared_groups", lambda *args: None)
+    monkeypatch.setattr(Groups, "shared_by", lambda *args: None)
     each = build_results(plan, runs, {}).to_dataframe()
     assert shared.equals(each)
 
