@@ -35,7 +35,7 @@ from nsightx._results.flags import (
     CallEvidence,
     RowEvidence,
     flags_cell,
-    measured_clocks,
+    run_clocks,
 )
 from nsightx._results.groupshare import SharedGroups, shared_groups
 from nsightx._results.stats import log_moments, mean_intervals
@@ -322,6 +322,7 @@ def flag_cells(
     groups: Groups,
     throttled: Mapping[Any, bool] | None,
     spread: Spread | None = None,
+    was_throttled: Bools | None = None,
 ) -> list[str]:
     """The ``Flags`` cell of every group, in group order (``row_flags``' cells for the same rows).
 
@@ -331,9 +332,11 @@ def flag_cells(
         groups: The aggregated rows.
         throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module); ``None``: none known.
         spread: :func:`spread_of` the table and groups, when the caller has it already.
+        was_throttled: :func:`throttled_rows`' first array for ``throttled``, when the caller has it already.
     """
     finite = np.isfinite(table.value)
-    was_throttled = np.zeros(table.n, np.bool_) if not throttled else throttled_rows(table, throttled)[0]
+    if was_throttled is None:
+        was_throttled = np.zeros(table.n, np.bool_) if not throttled else throttled_rows(table, throttled)[0]
     spread = spread_of(table, groups) if spread is None else spread
     unit = _first_units(table, groups)
     unit_ns = (unit == table.units.index("ns")) if "ns" in table.units else np.zeros(groups.count, np.bool_)
@@ -342,7 +345,7 @@ def flag_cells(
     _judge_again(data, table, groups, unstable_unsure, "unstable", unstable, unit)
     serialized, launch_bound = _region_flags(table, groups, bool(data.environment.get(SERIALIZES_KERNELS)))
     verdicts = {
-        "clock_varied": _clock_varied(table, finite, groups, measured_clocks(table.clock_values)),
+        "clock_varied": _clock_varied(table, finite, groups, run_clocks(table.clock_values)),
         "few_runs": spread.n < FEW_RUNS,
         "launch_bound": launch_bound,
         "serialized": serialized,
