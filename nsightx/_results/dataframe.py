@@ -37,9 +37,9 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
-from nsightx._results.groupshare import same_kernels, shared_groups
+from nsightx._results.groupshare import same_kernels
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
-from nsightx._results.table import MISSING, Ints, ResultTable, group_ids, scope_kind, table_of
+from nsightx._results.table import MISSING, ClockItem, Ints, ResultTable, RowKeys, group_ids, scope_kind, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
@@ -71,10 +71,18 @@ def throttled_runs(data: ResultData) -> dict[tuple[int, int], bool] | None:
 
 def _throttled(collectors: Iterable[CollectorValue]) -> dict[tuple[int, int], bool] | None:
     """:func:`throttled_runs` over the result's collector values (in the order of its runs)."""
+    return _throttled_items(
+        (cv.name, cv.config, cv.run or 0, cv.value)
+        for cv in collectors
+        if cv.scope == "run" and cv.name in (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS) and cv.config is not None
+    )
+
+
+def _throttled_items(items: Iterable[ClockItem]) -> dict[tuple[int, int], bool] | None:
+    """:func:`throttled_runs` over the run-scope clock and reason values as (name, config, run, value)."""
     per_run: dict[tuple[int, int], dict[str, object]] = {}
-    for cv in collectors:
-        if cv.scope == "run" and cv.name in (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS) and cv.config is not None:
-            per_run.setdefault((cv.config, cv.run or 0), {})[cv.name] = cv.value
+    for name, config, run, value in items:
+        per_run.setdefault((config, run), {})[name] = value
     if not per_run:
         return None
 
@@ -240,7 +248,7 @@ def runs_frame(data: ResultData, table: ResultTable | None = None) -> pd.DataFra
     import pandas as pd
 
     t = table if table is not None else table_of(data)
-    verdicts = _throttled(t.clock_values)
+    verdicts = _throttled_items(t.clock_values)
     throttled = None
     if verdicts is not None:
         throttled = pd.arrays.BooleanArray(*throttled_rows(t, verdicts)) if t.n else pd.array([], dtype="boolean")
@@ -314,17 +322,18 @@ def _collector_stats(
         out.update(dict.fromkeys((f"{name}_Avg", f"{name}_Std", f"{name}_Min", f"{name}_Max")))  # column order
     for kind in dict.fromkeys(scope_kind(scopes[name]) for name in numbers):
         named = {name: numbers[name] for name in numbers if scope_kind(scopes[name]) == kind}
-        for name, column in _numeric_stats(named, groups, table.row_keys(kind).ids).items():
+        for name, column in _numeric_stats(named, groups, table.row_keys(kind)).items():
             out[name] = column
 
 
-def _numeric_stats(numbers: Mapping[str, pd.Series], groups: Groups, keys: Ints) -> dict[str, Any]:
+def _numeric_stats(numbers: Mapping[str, pd.Series], groups: Groups, keys: RowKeys) -> dict[str, Any]:
     """``<name>_Avg/_Std/_Min/_Max`` per group of each numeric per-row column, whose value is a function of ``keys``.
 
     Groups with the same sequence of keys have the same values: each statistic is computed over one group of each
-    such class (:func:`~nsightx._results.groupshare.shared_groups`) and spread to the others.
+    such class (:meth:`~nsightx._results.table_flags.Groups.shared_by`, which the flags reuse) and spread to the
+    others.
     """
-    shared = shared_groups(groups.ids, groups.count, keys)
+    shared = groups.shared_by(keys)
     if shared is not None:
         rows, ids = same_kernels(shared, _ascending(groups.ids))
     out: dict[str, Any] = {}
@@ -441,13 +450,13 @@ def aggregate(
         return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)
     out = _value_stats(data, t, groups)
-    verdicts = _throttled(t.clock_values)
+    verdicts = _throttled_items(t.clock_values)
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
     _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups, t)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
-    out["Flags"] = flag_cells(data, t, groups, verdicts, spread)
+    out["Flags"] = flag_cells(data, t, groups, verdicts, spread, throttled)
     out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
     if plan.normalize_against is not None:
         _normalize(out, plan.normalize_against, plan.function, t, groups)

@@ -49,7 +49,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
 from nsightx._results.stats import interval_reach
@@ -251,16 +251,25 @@ def measured_clocks(collectors: Iterable[CollectorValue]) -> dict[tuple[int, int
 
     A run's clock is its last finite ``MeasuredSMClockMHz`` value; ``nsightx._results.table_flags`` reads the same.
     """
+    items = (
+        (cv.name, cv.config, cv.run or 0, cv.value)
+        for cv in collectors
+        if cv.scope == "run" and cv.config is not None and cv.name in (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
+    )
+    return run_clocks(items)
+
+
+def run_clocks(items: Iterable[tuple[str, int, int, Any]]) -> dict[tuple[int, int], float]:
+    """:func:`measured_clocks` of run-scope clock and reason values given as (name, config, run, value)."""
     clocks: dict[tuple[int, int], float] = {}
     idle: set[tuple[int, int]] = set()
-    for cv in collectors:
-        if cv.scope != "run" or cv.config is None:
-            continue
-        key = (cv.config, cv.run or 0)
-        if cv.name == MEASURED_SM_CLOCK and math.isfinite(_number(cv.value)):
-            clocks[key] = _number(cv.value)
-        elif cv.name == CLOCK_EVENT_REASONS and "gpu_idle" in str(cv.value or "").split("|"):
-            idle.add(key)
+    for name, config, run, value in items:
+        if name == MEASURED_SM_CLOCK:
+            number = _number(value)
+            if math.isfinite(number):
+                clocks[(config, run)] = number
+        elif name == CLOCK_EVENT_REASONS and "gpu_idle" in str(value or "").split("|"):
+            idle.add((config, run))
     return {k: c for k, c in clocks.items() if k not in idle}
 
 

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nsightx._results.columns import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
-from nsightx._results.records import new_collector_value
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
@@ -40,9 +39,22 @@ if TYPE_CHECKING:
     from nsightx._results.records import CollectorValue, Scalar
     from nsightx._results.schema import ResultData
 
-__all__ = ["MISSING", "Encoder", "Floats", "Ints", "ResultTable", "RowKeys", "dense_ids", "group_ids", "table_of"]
+__all__ = [
+    "MISSING",
+    "Encoder",
+    "Floats",
+    "Ints",
+    "ResultTable",
+    "ClockItem",
+    "RowKeys",
+    "dense_ids",
+    "group_ids",
+    "table_of",
+]
 MISSING = -1
 """The code of a row that has no value (a collector that did not report for that row)."""
+ClockItem = tuple[str, int, int, Any]
+"""A run-scope clock or clock-reasons value: (name, config, run, value)."""
 
 
 def _number(value: object) -> float:
@@ -218,18 +230,20 @@ class ResultTable:
         return self.columns.collectors.objects()
 
     @functools.cached_property
-    def clock_values(self) -> list[CollectorValue]:
-        """The run-scope ``MeasuredSMClockMHz`` and ``ClockEventReasons`` values, in order, as objects.
+    def clock_values(self) -> list[ClockItem]:
+        """The run-scope ``MeasuredSMClockMHz`` and ``ClockEventReasons`` values, in order: (name, config, run, value).
 
         All that the throttling verdict and the measured clocks read (``throttled_runs``, ``measured_clocks``
-        skip every other value): with the nvml plugin, half of the values, and no object made for the others.
+        skip every other value): with the nvml plugin, half of the values, as plain tuples (an object each was a
+        quarter of the frame's time spent on collectors, issue 35). Values without a config are left out, as the
+        rules leave them out; a missing run reads as run 0, as the rules read it.
         """
         c = self.columns.collectors
         wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
-        picked = [i for i, (n, s) in enumerate(zip(c.name, c.scope, strict=True)) if s == "run" and n in wanted]
         return [
-            new_collector_value(c.name[i], c.scope[i], c.config[i], c.run[i], c.annotation[i], c.value[i])
-            for i in picked
+            (n, cfg, r or 0, v)
+            for n, s, cfg, r, v in zip(c.name, c.scope, c.config, c.run, c.value, strict=True)
+            if s == "run" and n in wanted and cfg is not None
         ]
 
     @functools.cached_property

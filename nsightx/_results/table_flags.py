@@ -19,7 +19,7 @@ String work (the ``Flags`` cell) is done once per distinct set of flags.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,10 +35,11 @@ from nsightx._results.flags import (
     CallEvidence,
     RowEvidence,
     flags_cell,
-    measured_clocks,
+    run_clocks,
 )
+from nsightx._results.groupshare import SharedGroups, shared_groups
 from nsightx._results.stats import log_moments, mean_intervals
-from nsightx._results.table import MISSING, Floats, Ints, ResultTable, group_ids
+from nsightx._results.table import MISSING, Floats, Ints, ResultTable, RowKeys, group_ids
 from nsightx.columns import SERIALIZES_KERNELS
 
 if TYPE_CHECKING:
@@ -59,11 +60,23 @@ class Groups:
     """Per value row, its group (0 .. count - 1)."""
     first: Ints
     """Per group, its first value row."""
+    _shared: dict[int, tuple[RowKeys, SharedGroups | None]] = field(default_factory=dict, repr=False)
 
     @property
     def count(self) -> int:
         """Number of groups."""
         return len(self.first)
+
+    def shared_by(self, keys: RowKeys) -> SharedGroups | None:
+        """:func:`~nsightx._results.groupshare.shared_groups` of these groups over ``keys``, found once per keys.
+
+        The collector statistics and the ``clock_varied`` flag both need the classes of groups that see the same
+        runs; finding them sorts every value row, so they are found once per frame.
+        """
+        known = self._shared.get(id(keys))
+        if known is None or known[0] is not keys:
+            known = self._shared[id(keys)] = (keys, shared_groups(self.ids, self.count, keys.ids))
+        return known[1]
 
     @classmethod
     def of(cls, table: ResultTable) -> Groups:
@@ -189,17 +202,31 @@ def _judge_again(
 
 
 def _clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Mapping[Any, float]) -> Bools:
-    """``clock_varied`` per group: the range of its runs' measured clocks against their median (exactly the rule)."""
-    out = np.zeros(groups.count, dtype=np.bool_)
+    """``clock_varied`` per group: the range of its runs' measured clocks against their median (exactly the rule).
+
+    A group's verdict depends only on the clocks of its rows' runs: when every value is finite, groups that see the
+    same runs (:meth:`Groups.shared_by`) are judged once, over one group of each class (issue 35: sorting all the
+    rows by group and clock was the flags' largest cost with the nvml plugin's values).
+    """
     if not clocks:
-        return out
+        return np.zeros(groups.count, dtype=np.bool_)
     found, codes = table.lookup("run", clocks)
     per_row = np.append(np.asarray(found, dtype=np.float64), np.nan)[codes]  # MISSING (-1) picks the NaN
-    rows = np.flatnonzero(finite & ~np.isnan(per_row))
-    g, c = groups.ids[rows], per_row[rows]
+    shared = groups.shared_by(table.row_keys("run")) if bool(finite.all()) else None
+    if shared is None:
+        return _varied(groups.ids, per_row, finite & ~np.isnan(per_row), groups.count)
+    kept = ~np.isnan(per_row[shared.rows])
+    return _varied(shared.ids, per_row[shared.rows], kept, int(shared.of_group.max()) + 1)[shared.of_group]
+
+
+def _varied(ids: Ints, clock: Floats, kept: Bools, count: int) -> Bools:
+    """Per id (0 .. ``count`` - 1), the clock rule over the ``kept`` rows' ``clock`` (see :func:`_clock_varied`)."""
+    out = np.zeros(count, dtype=np.bool_)
+    rows = np.flatnonzero(kept)
+    g, c = ids[rows], clock[rows]
     order = np.lexsort((c, g))
     g, c = g[order], c[order]
-    k = np.bincount(g, minlength=groups.count)
+    k = np.bincount(g, minlength=count)
     start = np.cumsum(k) - k
     has = np.flatnonzero(k >= 2)
     s, m = start[has], k[has]
@@ -295,6 +322,7 @@ def flag_cells(
     groups: Groups,
     throttled: Mapping[Any, bool] | None,
     spread: Spread | None = None,
+    was_throttled: Bools | None = None,
 ) -> list[str]:
     """The ``Flags`` cell of every group, in group order (``row_flags``' cells for the same rows).
 
@@ -304,9 +332,11 @@ def flag_cells(
         groups: The aggregated rows.
         throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module); ``None``: none known.
         spread: :func:`spread_of` the table and groups, when the caller has it already.
+        was_throttled: :func:`throttled_rows`' first array for ``throttled``, when the caller has it already.
     """
     finite = np.isfinite(table.value)
-    was_throttled = np.zeros(table.n, np.bool_) if not throttled else throttled_rows(table, throttled)[0]
+    if was_throttled is None:
+        was_throttled = np.zeros(table.n, np.bool_) if not throttled else throttled_rows(table, throttled)[0]
     spread = spread_of(table, groups) if spread is None else spread
     unit = _first_units(table, groups)
     unit_ns = (unit == table.units.index("ns")) if "ns" in table.units else np.zeros(groups.count, np.bool_)
@@ -315,7 +345,7 @@ def flag_cells(
     _judge_again(data, table, groups, unstable_unsure, "unstable", unstable, unit)
     serialized, launch_bound = _region_flags(table, groups, bool(data.environment.get(SERIALIZES_KERNELS)))
     verdicts = {
-        "clock_varied": _clock_varied(table, finite, groups, measured_clocks(table.clock_values)),
+        "clock_varied": _clock_varied(table, finite, groups, run_clocks(table.clock_values)),
         "few_runs": spread.n < FEW_RUNS,
         "launch_bound": launch_bound,
         "serialized": serialized,

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import nsightx
-from nsightx._results import dataframe
 from nsightx._results.columns import RunParts, ValueColumns
 from nsightx._results.combinecols import combine_columns
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
@@ -26,6 +25,7 @@ from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.rows import runs_from_rows
 from nsightx._results.schema import PlanInfo
+from nsightx._results.table_flags import Groups
 from nsightx._results.transform import combine_records
 
 SILENT = nsightx.VerbosityLevel.SILENT
@@ -191,7 +191,7 @@ def test_collector_statistics_shared_between_groups_are_those_of_each_group(monk
     )  # fmt: skip
     shared = build_results(plan, runs, {}).to_dataframe()
     assert {"MeasuredSMClockMHz_Std", "GPUTemperatureC_Avg", "Fan_Max"} <= set(shared.columns)
-    monkeypatch.setattr(dataframe, "shared_groups", lambda *args: None)
+    monkeypatch.setattr(Groups, "shared_by", lambda *args: None)
     each = build_results(plan, runs, {}).to_dataframe()
     assert shared.equals(each)
 
@@ -217,3 +217,27 @@ def test_a_result_built_from_rows_pickles_before_its_objects_are_made() -> None:
     result = f()
     copy = pickle.loads(pickle.dumps(result))
     assert copy.data == result.data
+
+
+def test_the_frame_makes_no_collector_value_object() -> None:
+    """The throttling verdicts and measured clocks read the collector columns as tuples (issue 35)."""
+    runs = []
+    for r in range(6):
+        base = _run(0, r, [("a", "k", T, 10.0 + r, "ns", 0)], [("a", False)])
+        cols = (
+            CollectorValue("MeasuredSMClockMHz", "run", 0, r, None, 1980.0 - (300.0 if r == 3 else 0.0)),
+            CollectorValue("ClockEventReasons", "run", 0, r, None, "gpu_idle" if r == 5 else "none"),
+        )
+        runs.append(RunRecords(0, r, base.records, base.regions, cols))
+    plan = PlanInfo(
+        function="f", params=("n",), configs=((1,),), runs=6, warmup=0, metrics=(T,),
+        backend="host", cache_control="all", clock_control="none", replay_mode="kernel",
+    )  # fmt: skip
+    result = build_results(plan, runs, {})
+    gc.collect()
+    before = sum(1 for o in gc.get_objects() if type(o) is CollectorValue)  # the runs above hold 12
+    frame, per_run = result.to_dataframe(), result.runs_dataframe()
+    gc.collect()
+    assert sum(1 for o in gc.get_objects() if type(o) is CollectorValue) == before
+    assert frame["ThrottledRuns"].tolist() == [1] and per_run["Throttled"].tolist() == [r == 3 for r in range(6)]
+    assert frame.equals(ProfileResults(result.data).to_dataframe())

@@ -156,3 +156,38 @@ def test_a_mean_too_close_to_the_short_threshold_is_judged_by_the_rule():
     data = build_results(plan(1, 3, "all"), runs, {"GPU": "X"}).data
     flags = vectorised_flags(data)
     assert flags == python_flags(data) and "short" in flags[0]
+
+
+def test_clock_varied_is_judged_once_per_class_of_groups_that_share_runs(monkeypatch: pytest.MonkeyPatch):
+    """With finite values, groups that see the same runs share one ``clock_varied`` verdict (issue 35).
+
+    The classes are found once for the frame (the collector statistics and the flag share them) and the verdicts
+    are the rules' for every row: config 0's clocks vary by 3.5%, config 1's do not, config 2 has one run a clock.
+    """
+    from nsightx._results import table_flags
+
+    calls: list[int] = []
+    real = table_flags.shared_groups
+    monkeypatch.setattr(table_flags, "shared_groups", lambda *a: calls.append(1) or real(*a))
+    clocks = {0: [1980.0, 1911.0, 1950.0, 1975.0], 1: [1980.0, 1979.0, 1978.0, 1980.0], 2: [1980.0, None, None, None]}
+    runs = []
+    for c in range(3):
+        for r in range(4):
+            records = tuple(
+                Record(annotation=a, config=c, run=r, kernel="k", metric=TIME, value=1e4 + 10 * r + i, unit="ns")
+                for i, a in enumerate("abcd")
+            )
+            regions = tuple(RegionRun(annotation=a, config=c, run=r, host_ns=1) for a in "abcd")
+            clock = clocks[c][r]
+            collectors = (
+                ()
+                if clock is None
+                else (CollectorValue(name="MeasuredSMClockMHz", scope="run", config=c, run=r, value=clock),)
+            )
+            runs.append(RunRecords(config=c, run=r, records=records, regions=regions, collectors=collectors))
+    data = build_results(plan(3, 4, "all"), runs, {"GPU": "X"}).data
+    frame = aggregate(data)
+    assert frame["Flags"].tolist() == python_flags(data)
+    varied = ["clock_varied" in cell for cell in frame["Flags"]]
+    assert varied == [True] * 4 + [False] * 8
+    assert len(calls) == 1  # found for the statistics, reused by the flag
