@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nsightx._results.columns import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
 from nsightx._results.records import new_collector_value
+from nsightx._results.store import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
-    from nsightx._results.columns import RegionColumns, Text
     from nsightx._results.records import CollectorValue, Scalar
     from nsightx._results.schema import ResultData
+    from nsightx._results.store import RegionColumns, Text
 
 __all__ = ["MISSING", "Encoder", "Floats", "Ints", "ResultTable", "RowKeys", "dense_ids", "group_ids", "table_of"]
 MISSING = -1
