@@ -218,7 +218,7 @@ def without_nvml(fn: Callable[[], Any]) -> Callable[[], Any]:
         from nsightx._pluginhost import plugins as _plugins
     except ImportError:  # a --tree from before the rename of issue 39 (nsightx._host), or before that package
         try:
-            from nsightx._host import plugins as _plugins  # type: ignore[import-not-found,no-redef]
+            from nsightx._host import plugins as _plugins  # type: ignore[no-redef]
         except ImportError:  # (e.g. the tree issue 13 was filed on)
             from nsightx import _plugins  # type: ignore[no-redef]
 
