@@ -215,9 +215,12 @@ def make_profiled(
 def without_nvml(fn: Callable[[], Any]) -> Callable[[], Any]:
     """``fn`` called with a plugin host of its own that blocks the nvml plugin (no collectors, no thermal source)."""
     try:
-        from nsightx._host import plugins as _plugins
-    except ImportError:  # a --tree from before the _host package (e.g. the tree issue 13 was filed on)
-        from nsightx import _plugins  # type: ignore[no-redef]
+        from nsightx._pluginhost import plugins as _plugins
+    except ImportError:  # a --tree from before the rename of issue 39 (nsightx._host), or before that package
+        try:
+            from nsightx._host import plugins as _plugins  # type: ignore[no-redef]
+        except ImportError:  # (e.g. the tree issue 13 was filed on)
+            from nsightx import _plugins  # type: ignore[no-redef]
 
     host = _plugins.PluginHost(_plugins.LoaderSettings(blocked=("nvml",))).load()
 

@@ -57,7 +57,7 @@ METRIC = "host__time_duration.sum"
 
 def build(configs: int, runs: int, regions: int, collectors: bool, seed: int = 0) -> Any:
     """A synthetic result of the given shape, through ``build_results`` (the one result builder)."""
-    from nsightx._results.results import build_results
+    from nsightx._results.profileresults import build_results
 
     return build_results(*make_runs(configs, runs, regions, collectors, seed), created="2026-12-05T00:00:00+00:00")
 
@@ -144,7 +144,7 @@ def timed(fn: Any) -> tuple[float, float]:
 def child_time(shape: str, collectors: bool, repeat: int, suffix: str) -> dict[str, Any]:
     """The timings of one shape in this process (the tree on ``sys.path``)."""
     import nsightx
-    from nsightx._results.results import ProfileResults, build_results
+    from nsightx._results.profileresults import ProfileResults, build_results
 
     configs, runs, regions = map(int, shape.split("x"))
     plan, run_objects, env = make_runs(configs, runs, regions, collectors)

@@ -495,8 +495,8 @@ def ci_example(out: Path) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    from nsightx._cli.doctor import report
-    from nsightx._host.plugins import default_host
+    from nsightx._commands.doctor import report
+    from nsightx._pluginhost.plugins import default_host
 
     return {"doctor": report(default_host())}
 

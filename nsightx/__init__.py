@@ -56,13 +56,13 @@ from nsightx._version import __version__
 if TYPE_CHECKING:
     from nsightx import analyze, exceptions, experimental, ext
     from nsightx._api.measure import measure
-    from nsightx._host.hookspecs import hookimpl
-    from nsightx._host.plugins import register_plugin, unregister_plugin
     from nsightx._plot.layout import col_panel, row_panel
+    from nsightx._pluginhost.hookspecs import hookimpl
+    from nsightx._pluginhost.plugins import register_plugin, unregister_plugin
     from nsightx._report.compare import compare
+    from nsightx._results.profileresults import ProfileResults, load
     from nsightx._results.raw import load_raw
     from nsightx._results.records import Record, RegionId
-    from nsightx._results.results import ProfileResults, load
     from nsightx._run.backend import Availability, Backend, Capabilities, RunOutput, Session
     from nsightx._run.collectors import CollectContext, InfoCollector
 
@@ -75,8 +75,8 @@ _LAZY = {
     "row_panel": ("nsightx._plot.layout", "row_panel"),
     "InfoCollector": ("nsightx._run.collectors", "InfoCollector"),
     "CollectContext": ("nsightx._run.collectors", "CollectContext"),
-    "ProfileResults": ("nsightx._results.results", "ProfileResults"),
-    "load": ("nsightx._results.results", "load"),
+    "ProfileResults": ("nsightx._results.profileresults", "ProfileResults"),
+    "load": ("nsightx._results.profileresults", "load"),
     "load_raw": ("nsightx._results.raw", "load_raw"),
     "compare": ("nsightx._report.compare", "compare"),
     "filter_flags": ("nsightx._results.flags", "filter_flags"),
@@ -84,9 +84,9 @@ _LAZY = {
     "measure": ("nsightx._api.measure", "measure"),
     "reconcile": ("nsightx._api.reconcile", "reconcile"),
     "ROOFLINE_METRICS": ("nsightx._results.roofline", "ROOFLINE_METRICS"),
-    "hookimpl": ("nsightx._host.hookspecs", "hookimpl"),
-    "register_plugin": ("nsightx._host.plugins", "register_plugin"),
-    "unregister_plugin": ("nsightx._host.plugins", "unregister_plugin"),
+    "hookimpl": ("nsightx._pluginhost.hookspecs", "hookimpl"),
+    "register_plugin": ("nsightx._pluginhost.plugins", "register_plugin"),
+    "unregister_plugin": ("nsightx._pluginhost.plugins", "unregister_plugin"),
     "Backend": ("nsightx._run.backend", "Backend"),
     "Session": ("nsightx._run.backend", "Session"),
     "Capabilities": ("nsightx._run.backend", "Capabilities"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nsightx._api.kernel import ProfiledFunction, kernel
-from nsightx._api.plot import plot
+from nsightx._api.plotting import plot
 from nsightx._run.annotate import ignore_failures
 
 __all__ = ["ProfiledFunction", "ignore_failures", "kernel", "plot"]

@@ -16,10 +16,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from nsightx._cli import args as _types
+from nsightx._commands import args as _types
 
 if TYPE_CHECKING:
-    from nsightx._host.plugins import PluginHost
+    from nsightx._pluginhost.plugins import PluginHost
 
 
 class _UsageError(Exception):
@@ -60,7 +60,7 @@ def command(
 
 def _listing_host() -> PluginHost:
     """The default host, loaded without the failed-plugin warning: the listing commands show failures."""
-    from nsightx._host.plugins import default_host
+    from nsightx._pluginhost.plugins import default_host
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -69,7 +69,7 @@ def _listing_host() -> PluginHost:
 
 @command("doctor", "show GPU, driver, ncu, CUPTI and each backend's availability (and why not)")
 def _doctor(args: argparse.Namespace) -> int:
-    from nsightx._cli.doctor import report
+    from nsightx._commands.doctor import report
 
     print(report(_listing_host()))
     return 0
@@ -89,7 +89,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 @command("demo", "profile a matmul size sweep on the best available backend and print the table", _demo_args)
 def _demo(args: argparse.Namespace) -> int:
-    from nsightx._cli.demo import run
+    from nsightx._commands.demo import run
 
     run(output=args.output, runs=args.runs, backend=args.backend)
     return 0
@@ -97,7 +97,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 @command("backends", "list registered backends: cost, whether 'auto' may pick it, availability (or why not)")
 def _backends(args: argparse.Namespace) -> int:
-    from nsightx._host.plugins import default_host
+    from nsightx._pluginhost.plugins import default_host
 
     host = default_host()
     print("'auto' picks the first available backend marked auto=yes that fits the call (lowest cost first)")
@@ -114,7 +114,7 @@ def _backends(args: argparse.Namespace) -> int:
 
 @command("plugins", "list loaded plugins, their versions and what they register, and those that failed to load")
 def _plugins_cmd(args: argparse.Namespace) -> int:
-    from nsightx._host.listing import describe
+    from nsightx._pluginhost.listing import describe
 
     print(describe(_listing_host()))
     return 0
@@ -227,7 +227,7 @@ def _show_args(p: argparse.ArgumentParser) -> None:
 
 @command("show", "print a saved result as a table in readable units, fitting the terminal", _show_args)
 def _show(args: argparse.Namespace) -> int:
-    from nsightx._cli.show import show
+    from nsightx._commands.show import show
     from nsightx._report.views import terminal_width
 
     return show(args.file, terminal_width(sys.stdout.isatty()))
@@ -258,7 +258,7 @@ def _plot_args(p: argparse.ArgumentParser) -> None:
 
 @command("plot", "draw a saved result's default plot to an image file", _plot_args)
 def _plot(args: argparse.Namespace) -> int:
-    from nsightx._cli.show import plot
+    from nsightx._commands.show import plot
 
     try:
         written = plot(

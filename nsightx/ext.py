@@ -86,9 +86,9 @@ if TYPE_CHECKING:
         UnknownMetricError,
         metrics_error_message,
     )
-    from nsightx._host.hookspecs import hookimpl
-    from nsightx._host.registrars import BackendRegistrar, CollectorRegistrar
     from nsightx._model import Frozen
+    from nsightx._pluginhost.hookspecs import hookimpl
+    from nsightx._pluginhost.registrars import BackendRegistrar, CollectorRegistrar
     from nsightx._remote.call import RemoteCall, child_env
     from nsightx._remote.child import run_child
     from nsightx._remote.reducers import register_reducer, unregister_reducer
@@ -154,10 +154,10 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "UnknownMetricError",
         "metrics_error_message",
     ),
-    "nsightx._host.hookspecs": ("hookimpl",),
+    "nsightx._pluginhost.hookspecs": ("hookimpl",),
     "nsightx._model": ("Frozen",),
     "nsightx._run.plan": ("Plan",),
-    "nsightx._host.registrars": ("BackendRegistrar", "CollectorRegistrar"),
+    "nsightx._pluginhost.registrars": ("BackendRegistrar", "CollectorRegistrar"),
     "nsightx._remote.reducers": ("register_reducer", "unregister_reducer"),
     "nsightx._run.provenance": ("cpu_model", "git_state"),
     "nsightx._results.records": (

@@ -45,7 +45,7 @@ from nsightx._errors import BackendUnavailableError, ConfigError, NsightxError
 from nsightx._report.pytest_gate import DEFAULT_CONFIRM, DEFAULT_THRESHOLD_PCT, Gate, GateSettings
 
 if TYPE_CHECKING:
-    from nsightx._results.results import ProfileResults
+    from nsightx._results.profileresults import ProfileResults
 
 _GATE = pytest.StashKey[Gate]()
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()
@@ -137,7 +137,7 @@ def _check_backend(name: str) -> None:
     """Refuse an unknown ``--nsightx-backend`` before any test runs (loads nsightx's plugins only when given)."""
     if name == "auto":
         return
-    from nsightx._host.plugins import default_host  # pluggy and pydantic: only when a backend is named
+    from nsightx._pluginhost.plugins import default_host  # pluggy and pydantic: only when a backend is named
 
     try:
         default_host().backend(name)

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nsightx._results.profileresults import ProfileResults
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
-from nsightx._results.results import ProfileResults
 from nsightx._results.schema import PlanInfo, ResultData
 from nsightx._results.transform import RunValue
 

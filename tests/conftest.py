@@ -63,7 +63,7 @@ def _bytecode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture
 def plugin_host() -> Iterator[object]:
     """A freshly loaded plugin host installed as the default for the duration of the test."""
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
 
     host = _plugins.PluginHost(_plugins.LoaderSettings()).load()
     previous = _plugins._default

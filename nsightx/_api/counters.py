@@ -18,8 +18,8 @@ from typing import Any
 from nsightx._errors import ConfigError
 from nsightx._results.join import join_runs
 from nsightx._results.output import OutputLocation
+from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import RunRecords, Scalar
-from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.schema import PlanInfo
 from nsightx._spec.options import ProfileSpec
 

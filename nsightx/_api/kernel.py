@@ -20,13 +20,13 @@ from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError, CounterPermissionError, NsightxError, OutputError
-from nsightx._host.plugins import PluginHost, default_host
+from nsightx._pluginhost.plugins import PluginHost, default_host
 from nsightx._remote.engines import check_alone, check_executor, engine_for
 from nsightx._remote.task import Measured
 from nsightx._remote.taskruns import TaskRuns
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
+from nsightx._results.profileresults import ProfileResults, build_results, now
 from nsightx._results.records import Scalar
-from nsightx._results.results import ProfileResults, build_results, now
 from nsightx._results.rowparts import StoredRuns
 from nsightx._results.schema import PlanInfo, RawHeader, gc_paused
 from nsightx._run import device as _device
@@ -40,8 +40,8 @@ from nsightx._run.loop import execute
 from nsightx._run.plan import Plan
 from nsightx._run.provenance import add_provenance
 from nsightx._spec import configs as _configs
+from nsightx._spec.makeplan import build_plan, plan_info
 from nsightx._spec.options import ProfileSpec, build_spec, check_derive_arity, collector_objects
-from nsightx._spec.planner import build_plan, plan_info
 from nsightx._spec.select import Choice, choose, fallback
 from nsightx._version import __version__
 

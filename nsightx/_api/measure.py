@@ -16,7 +16,7 @@ from typing import Any
 from nsightx._api.kernel import kernel
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError, ConfigTypeError
-from nsightx._results.results import ProfileResults
+from nsightx._results.profileresults import ProfileResults
 from nsightx._run.annotate import annotate
 
 ELSEWHERE = ("configs", "parallel_devices", "executor")

@@ -22,7 +22,7 @@ from nsightx._errors import BackendUnavailableError, ConfigError
 from nsightx._remote.engines import FuturesEngine
 from nsightx._remote.localpool import DevicePool, Target
 from nsightx._remote.task import Worker
-from nsightx._results.results import ProfileResults
+from nsightx._results.profileresults import ProfileResults
 from nsightx._run import device as _device
 from nsightx._run.device import GpuInfo
 from nsightx._spec.options import ProfileSpec

@@ -47,7 +47,7 @@ from nsightx.columns import MEASURED_SM_CLOCK, SERIALIZES_KERNELS
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nsightx._results.results import ProfileResults
+    from nsightx._results.profileresults import ProfileResults
 
 DEFAULT_THRESHOLD_PCT = 5.0
 """Differences of means at or under this percentage are not explained."""

@@ -5,7 +5,7 @@ the task measures it where the engine placed it and sends back only its runs (nu
 with the plan and environment of the measurement and the host and device. Workers build no result and write no
 file. As each task comes back, its runs go to the call's one sink (and, with ``output_prefix``, to the call's raw
 file at once), so a sweep that stops, or a worker lost mid-sweep, loses only the tasks in flight. At the end the
-one result builder (:func:`nsightx._results.results.build_results`), the one a call in one process uses, builds
+one result builder (:func:`nsightx._results.profileresults.build_results`), the one a call in one process uses, builds
 the sweep's result, once, whose ``Device`` and ``Host`` columns name where each config was measured.
 
 The result's environment says how the sweep went: ``executor`` (what ran it), ``Devices`` and ``Hosts``
@@ -30,8 +30,8 @@ from nsightx._remote.task import Measured, TaskFailure, TaskOutput, Worker
 from nsightx._remote.taskruns import runs_of_payload
 from nsightx._remote.travel import Destination, by_value_if_unimportable, diagnose, dumps
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
+from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import RunRecords
-from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.schema import RawHeader, gc_paused
 from nsightx._results.sink import RunSink
 from nsightx._spec.options import ProfileSpec

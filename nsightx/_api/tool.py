@@ -17,7 +17,7 @@ def activate(tool: Tool | str) -> None:
     Raises:
         ConfigError: ``tool`` names no registered backend.
     """
-    from nsightx._host.plugins import default_host
+    from nsightx._pluginhost.plugins import default_host
 
     name = tool.value if isinstance(tool, Tool) else str(tool)
     if name != Tool.AUTO.value:

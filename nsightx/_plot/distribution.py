@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from nsightx._plot.layout import Layout, Series
 
 if TYPE_CHECKING:
-    from nsightx._plot.options import PlotOptions
+    from nsightx._plot.plotoptions import PlotOptions
 
 JITTER = 0.25
 """Half the spread of the run dots across a violin, as a fraction of its width."""

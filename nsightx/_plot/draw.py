@@ -17,7 +17,7 @@ from nsightx._plot import scales
 from nsightx._plot.distribution import draw_runs
 from nsightx._plot.labels import separate
 from nsightx._plot.layout import Layout, Point, Series
-from nsightx._plot.options import DISTRIBUTIONS, PlotOptions
+from nsightx._plot.plotoptions import DISTRIBUTIONS, PlotOptions
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
-from nsightx._plot.options import DISTRIBUTIONS
+from nsightx._plot.plotoptions import DISTRIBUTIONS
 from nsightx._units import scale
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nsightx._plot.options import PlotOptions
+    from nsightx._plot.plotoptions import PlotOptions
 
 
 class row_panel:

@@ -1,4 +1,4 @@
-"""Plotting: drawing an aggregated frame, for ``analyze.plot`` (:mod:`nsightx._api.plot`) and ``ProfileResults.plot``.
+"""Drawing an aggregated frame, for ``analyze.plot`` (:mod:`nsightx._api.plotting`) and ``ProfileResults.plot``.
 
 Every option is checked when the decorator is applied, before anything is measured. matplotlib is imported only
 when a plot is drawn, and only its object-oriented API with the Agg canvas is used, so plotting never changes
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._plot import draw as _plot_draw
 from nsightx._plot import layout as _plot_layout
-from nsightx._plot.options import DISTRIBUTIONS, PlotOptions, check_filename, plot_options
+from nsightx._plot.plotoptions import DISTRIBUTIONS, PlotOptions, check_filename, plot_options
 
 if TYPE_CHECKING:
     import pandas as pd

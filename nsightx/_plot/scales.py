@@ -16,7 +16,7 @@ from nsightx._errors import ConfigError
 
 if TYPE_CHECKING:
     from nsightx._plot.layout import Layout
-    from nsightx._plot.options import PlotOptions
+    from nsightx._plot.plotoptions import PlotOptions
 
 Y_LOG_SPAN = 100.0
 """Largest over smallest positive y value beyond which the y axis is logarithmic (more than two decades)."""

@@ -33,7 +33,7 @@ from nsightx._report.twosample import bootstrap_ratio_ci, holm, mann_whitney_u
 from nsightx._report.unmatched import names, nothing_compared
 from nsightx._results.dataframe import throttled_runs
 from nsightx._results.flags import flags_cell, row_flags
-from nsightx._results.results import ProfileResults
+from nsightx._results.profileresults import ProfileResults
 from nsightx._run.provenance import differences
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from nsightx._errors import ConfigError
 
 if TYPE_CHECKING:
-    from nsightx._results.results import ProfileResults
+    from nsightx._results.profileresults import ProfileResults
 
 NODE_KEY = "PytestNode"
 """The environment entry of a stored result that holds the node id of the test that measured it."""
@@ -174,7 +174,7 @@ def save(root: Path, nodeid: str, result: ProfileResults) -> Path:
     Raises:
         ConfigError: the folder or the file cannot be written.
     """
-    from nsightx._results.results import ProfileResults
+    from nsightx._results.profileresults import ProfileResults
 
     data = result.data
     stored = ProfileResults(data.model_copy(update={"environment": {**data.environment, NODE_KEY: nodeid}}))

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nsightx._results.results import ProfileResults
+    from nsightx._results.profileresults import ProfileResults
 
 RowKey = tuple[str, str, str, str]
 """(function, annotation, metric, config as JSON): a row of a comparison within one test."""

@@ -32,7 +32,7 @@ from nsightx._report import history as _history
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nsightx._results.results import ProfileResults
+    from nsightx._results.profileresults import ProfileResults
 
 DEFAULT_THRESHOLD_PCT = 5.0
 """The default of ``--nsightx-threshold`` (the same as ``nsightx compare --threshold``)."""

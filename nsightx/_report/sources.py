@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nsightx._errors import ConfigError, ResultSchemaError
 from nsightx._report import history as _history
-from nsightx._results.results import ProfileResults, load
+from nsightx._results.profileresults import ProfileResults, load
 
 
 @dataclass

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from nsightx._results.columns import Floats, Ints, RecordColumns, RunParts, Text, ValueColumns, dense_ids, group_ids
 from nsightx._results.records import new_record
+from nsightx._results.store import Floats, Ints, RecordColumns, RunParts, Text, ValueColumns, dense_ids, group_ids
 from nsightx._results.transform import FAILED_KERNEL, as_float, fold
 
 

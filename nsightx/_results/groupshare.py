@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsightx._results.columns import Ints
+from nsightx._results.store import Ints
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nsightx._results.columns import Ints, Text
 from nsightx._results.integrity import Completeness
+from nsightx._results.store import Ints, Text
 from nsightx._results.table import group_ids
 
 _MAX_PACKED = 1 << 62
@@ -24,8 +24,8 @@ _MAX_PACKED = 1 << 62
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from nsightx._results.columns import CollectorColumns, ResultColumns, ValueColumns
     from nsightx._results.schema import PlanInfo
+    from nsightx._results.store import CollectorColumns, ResultColumns, ValueColumns
 
 
 def ints(col: pa.ChunkedArray, null: int = -1) -> Ints:
@@ -37,7 +37,7 @@ def ints(col: pa.ChunkedArray, null: int = -1) -> Ints:
 
 
 def text(col: pa.ChunkedArray) -> Text:
-    """A string column as a :class:`~nsightx._results.columns.Text` (nulls as ``None``).
+    """A string column as a :class:`~nsightx._results.store.Text` (nulls as ``None``).
 
     Equal strings get one code across chunks and dictionaries, and each distinct string is in the names once: the
     work is per distinct string, plus one take per row.

@@ -3,7 +3,7 @@
 In order: the file must open as Parquet (page checksums verified, so a changed byte in the table is an error),
 carry the ``nsightx`` metadata with a digest that matches it and the side parts, a schema version and layout
 format this nsightx reads, and each table the columns and types the writer writes, without nulls where the writer
-writes none. The tables then become the result's :class:`~nsightx._results.columns.ResultColumns` (numpy arrays;
+writes none. The tables then become the result's :class:`~nsightx._results.store.ResultColumns` (numpy arrays;
 each string column as codes into its distinct strings), checked by the same consistency checks as a JSON file
 (:mod:`nsightx._results.parquetcheck` over the columns; on a failure, the objects are built so that
 :func:`nsightx._results.integrity.check_result` names the first bad entry by its JSON path). Each problem is one
@@ -23,14 +23,6 @@ import numpy as np
 from pydantic import ValidationError
 
 from nsightx._errors import ResultSchemaError
-from nsightx._results.columns import (
-    CollectorColumns,
-    RecordColumns,
-    RegionColumns,
-    ResultColumns,
-    RunColumns,
-    ValueColumns,
-)
 from nsightx._results.integrity import check_result
 from nsightx._results.parquetcheck import columns_fit, ints, text
 from nsightx._results.parquetwrite import (
@@ -45,6 +37,14 @@ from nsightx._results.parquetwrite import (
     digest,
 )
 from nsightx._results.schema import SCHEMA_VERSION, PlanInfo, ResultData, describe_errors
+from nsightx._results.store import (
+    CollectorColumns,
+    RecordColumns,
+    RegionColumns,
+    ResultColumns,
+    RunColumns,
+    ValueColumns,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -38,19 +38,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nsightx._results.columns import Text
+from nsightx._results.store import Text
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from nsightx._results.columns import (
+    from nsightx._results.schema import ResultData
+    from nsightx._results.store import (
         CollectorColumns,
         RecordColumns,
         RegionColumns,
         ResultColumns,
         ValueColumns,
     )
-    from nsightx._results.schema import ResultData
 
 PARQUET_FORMAT = 1
 """Version of this layout (``format`` in the ``nsightx`` metadata); a newer one is refused with an upgrade hint."""

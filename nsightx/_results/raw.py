@@ -5,7 +5,7 @@ plan: function, parameter names, config values, ...) and every further line one 
 turns such a file into a :class:`~nsightx.ProfileResults` of the completed runs, with the parameter columns
 filled. The file format is read by :mod:`nsightx._results.sink` (next to its writer; :func:`read_runs`, :func:`read_raw`
 and :func:`looks_raw` are re-exported here) and the result is built by
-:func:`nsightx._results.results.results_from_raw`.
+:func:`nsightx._results.profileresults.results_from_raw`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nsightx._results.results import ProfileResults, results_from_raw
+from nsightx._results.profileresults import ProfileResults, results_from_raw
 from nsightx._results.schema import RawHeader
 from nsightx._results.sink import looks_raw, read_raw, read_runs
 

@@ -4,11 +4,11 @@ The run loop hands the sink each run as a compact row (:data:`~nsightx._results.
 :class:`~nsightx._results.records.RunRecords`, :class:`~nsightx._results.records.RegionRun` and
 :class:`~nsightx._results.records.Record` objects of those rows and then reading them back into the result's
 columns cost ~1.4 us a run beside an empty region on the host backend, of a call of ~7.5 us (issue 35). A
-:class:`StoredRuns` hands :func:`~nsightx._results.results.build_results` the rows themselves: their columns
+:class:`StoredRuns` hands :func:`~nsightx._results.profileresults.build_results` the rows themselves: their columns
 (:meth:`StoredRuns.parts`) come from the tuples in a few C-level passes, and the objects are made only when
 something reads them (``ProfileResults.data``, ``records``), through :meth:`StoredRuns.objects`.
 
-The columns are those :meth:`~nsightx._results.columns.RunParts.of` makes of the objects, field for field.
+The columns are those :meth:`~nsightx._results.store.RunParts.of` makes of the objects, field for field.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from nsightx._results.columns import (
+from nsightx._results.records import RunRecords
+from nsightx._results.rows import RunRow, runs_from_rows
+from nsightx._results.schema import gc_paused
+from nsightx._results.store import (
     CollectorColumns,
     RecordColumns,
     RegionColumns,
@@ -29,9 +32,6 @@ from nsightx._results.columns import (
     RunParts,
     Text,
 )
-from nsightx._results.records import RunRecords
-from nsightx._results.rows import RunRow, runs_from_rows
-from nsightx._results.schema import gc_paused
 
 
 class StoredRuns(Sequence[RunRecords]):

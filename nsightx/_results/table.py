@@ -1,6 +1,6 @@
 """A columnar view of a result, for the DataFrames and the flags: codes, groups and look-ups over its columns.
 
-A result's primary data is :class:`~nsightx._results.columns.ResultColumns` (numpy arrays and the few distinct
+A result's primary data is :class:`~nsightx._results.store.ResultColumns` (numpy arrays and the few distinct
 strings). :class:`ResultTable` reads them as the frames need them:
 
 - one row per per-run value: its codes, config, run and value as they are, and the row's combination of
@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nsightx._results.columns import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
+from nsightx._results.store import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
-    from nsightx._results.columns import RegionColumns, Text
     from nsightx._results.records import CollectorValue, Scalar
     from nsightx._results.schema import ResultData
+    from nsightx._results.store import RegionColumns, Text
 
 __all__ = [
     "MISSING",

@@ -16,7 +16,7 @@
 The guard reads temperatures from a :class:`TemperatureSource`, handed in with the plan's
 :class:`ThermalSettings`. Nothing here knows NVML or the plugin host: a plugin offers a source through the
 ``nsightx_temperature_source`` hook (the first-party ``nvml`` plugin does), the API layer asks the host for it
-when it builds the plan (:func:`nsightx._spec.planner.temperature_source`), and tests pass a source built on a
+when it builds the plan (:func:`nsightx._spec.makeplan.temperature_source`), and tests pass a source built on a
 scripted NVML double. Every measured run then carries a ``ThermalPauseS`` value: the seconds
 spent cooling before it (warm-up runs' pauses are added to the next measured run).
 """

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nsightx._errors import BackendUnavailableError, ConfigError
-from nsightx._host.plugins import PluginHost
+from nsightx._pluginhost.plugins import PluginHost
 from nsightx._run.backend import Backend, Capabilities, first_supported
 from nsightx._spec.options import ProfileSpec
 

@@ -35,7 +35,7 @@ OPTIONS: dict[str, Any] = {
 
 
 def _ready(backend: str) -> bool:
-    from nsightx._host.plugins import default_host
+    from nsightx._pluginhost.plugins import default_host
 
     return default_host().backend(backend).availability().available
 

@@ -241,9 +241,9 @@ def _constructions(name: str) -> list[str]:
 @pytest.mark.parametrize(
     ("cls", "builder"),
     [
-        ("ResultData", "nsightx._results.results"),
-        ("Plan", "nsightx._spec.planner"),
-        ("PlanInfo", "nsightx._spec.planner"),
+        ("ResultData", "nsightx._results.profileresults"),
+        ("Plan", "nsightx._spec.makeplan"),
+        ("PlanInfo", "nsightx._spec.makeplan"),
     ],
 )
 def test_one_builder_for_results_and_plans(cls: str, builder: str) -> None:
@@ -258,13 +258,13 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ): "import time: `import nsightx` (annotate) must not load pydantic",
     (
         "nsightx._api.tool",
-        "nsightx._host.plugins",
+        "nsightx._pluginhost.plugins",
     ): "import time: `import nsightx` (activate) must not load pluggy/pydantic",
-    ("nsightx._results.results", "nsightx._results.dataframe"): "pandas, loaded only when a DataFrame is built",
+    ("nsightx._results.profileresults", "nsightx._results.dataframe"): "pandas, loaded only when a DataFrame is built",
     ("nsightx.pytest_plugin", "nsightx.analyze"): "pytest imports the plugin at every start: pydantic only when used",
     (
         "nsightx.pytest_plugin",
-        "nsightx._host.plugins",
+        "nsightx._pluginhost.plugins",
     ): "pytest loads the plugin at every start: pluggy only when used",
     (
         "nsightx._report.pytest_gate",
@@ -274,7 +274,7 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ("nsightx._report.pytest_gate", "nsightx._report.sources"): "pytest imports the plugin at every start (as above)",
     (
         "nsightx._report.history",
-        "nsightx._results.results",
+        "nsightx._results.profileresults",
     ): "the plugin's baseline store is imported at pytest's start: pydantic only when a result is saved",
 }
 """Function-level imports between modules of ``nsightx/`` kept on purpose (heavy or import-time-sensitive).
@@ -316,11 +316,11 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("nsightx._results",),
     ("nsightx._run",),
     ("nsightx._remote",),
-    ("nsightx._host",),
+    ("nsightx._pluginhost",),
     ("nsightx._spec",),
     ("nsightx._report",),
     ("nsightx._api",),
-    ("nsightx._cli",),
+    ("nsightx._commands",),
     (
         "nsightx.ext",
         "nsightx.analyze",
@@ -377,6 +377,39 @@ def test_no_backend_or_plugin_imports_another() -> None:
         if stage_of(e.target) == PLUGINS_STAGE and e.target.partition(".")[0] != e.source.partition(".")[0]
     ]
     assert not crossing, "imports between backend or plugin packages:\n" + "\n".join(crossing)
+
+
+def module_names(modules: list[str], packages: list[str]) -> dict[str, list[str]]:
+    """Each name used more than once: ``modules`` (dotted, ``nsightx.<...>``) by their last part, leading ``_`` off,
+    and ``packages`` (backends and plugins) without their ``nsightx_`` prefix -> who uses it.
+
+    ``nsightx/_plot/`` and ``nsightx/_api/plot.py`` are both ``plot``; ``nsightx/_host/`` and the
+    ``nsightx_host`` backend are both ``host``. ``nsightx`` itself and ``__init__`` modules (their package's name)
+    are not counted twice."""
+    users: dict[str, list[str]] = {}
+    for module in modules:
+        if module != PACKAGE:
+            users.setdefault(module.rpartition(".")[2].lstrip("_"), []).append(module)
+    for package in packages:
+        users.setdefault(package.removeprefix("nsightx_"), []).append(package)
+    return {name: sorted(who) for name, who in sorted(users.items()) if len(who) > 1}
+
+
+def test_one_name_per_concept() -> None:
+    """A module name of ``nsightx/`` (a file or a subpackage) says one thing: no two modules share it, across
+    stages or within one, and none takes the name of a backend or plugin package (issue 39)."""
+    repeated = module_names([m for m in _modules() if stage_of(m) < PLUGINS_STAGE], list(plugin_packages()))
+    assert not repeated, (
+        f"module names used more than once (rename one so that each name says its one concept): {repeated}"
+    )
+
+
+def test_name_check_can_fail() -> None:
+    repeated = module_names(
+        ["nsightx", "nsightx._plot", "nsightx._plot.draw", "nsightx._api.plot", "nsightx._host", "nsightx.ext"],
+        ["nsightx_host", "nsightx_ncu"],
+    )
+    assert repeated == {"host": ["nsightx._host", "nsightx_host"], "plot": ["nsightx._api.plot", "nsightx._plot"]}
 
 
 def test_stage_check_can_fail() -> None:

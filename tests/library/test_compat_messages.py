@@ -254,17 +254,17 @@ def cooling_timeout(tmp: Path, mp: pytest.MonkeyPatch) -> None:
 def thermal_unsupported(tmp: Path, mp: pytest.MonkeyPatch) -> None:
     from nsightx_nvml import _collectors
 
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
     from nsightx._run.thermal import ThermalSettings
-    from nsightx._spec import planner as _planner
+    from nsightx._spec import makeplan as _makeplan
 
     def missing() -> None:
         raise ImportError("No module named 'pynvml'")
 
     mp.setattr(_collectors, "_provider", _collectors.Provider(load=missing))
-    mp.setattr(_planner, "_warned_no_source", set())
+    mp.setattr(_makeplan, "_warned_no_source", set())
     # what a call's plan builder asks the plugin host for a GPU backend with thermal control on
-    _planner.temperature_source(_plugins.PluginHost(_plugins.LoaderSettings()).load(), ThermalSettings(), None)
+    _makeplan.temperature_source(_plugins.PluginHost(_plugins.LoaderSettings()).load(), ThermalSettings(), None)
 
 
 def fake_ncu(mp: pytest.MonkeyPatch, tmp: Path, **env: str) -> None:
@@ -633,7 +633,7 @@ def test_every_error_is_a_profiler_exception_and_its_builtin() -> None:
 
 def render_table() -> str:
     """The markdown table of docs/compat.md (runs every trigger)."""
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
 
     lines = [
         "| condition | backend | nsight-python's sentence | nsightx raises / warns: full message |",

@@ -26,7 +26,7 @@ import nsightx
 from nsightx._results.sink import RunSink
 from nsightx._run.collectors import InfoCollector
 from nsightx._run.plan import ThermalSettings
-from nsightx._spec.planner import temperature_source
+from nsightx._spec.makeplan import temperature_source
 
 pytest.importorskip("cloudpickle")
 pytest.importorskip("nvtx")

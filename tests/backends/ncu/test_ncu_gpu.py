@@ -263,7 +263,7 @@ def test_ncu_then_cupti_in_one_process() -> None:
     assert _ncu_libs_mapped() == []
     assert not any(k.startswith(("CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER")) for k in os.environ)
 
-    from nsightx._host.plugins import default_host
+    from nsightx._pluginhost.plugins import default_host
 
     host = default_host()
     cupti_cls = host.backends.get("cupti")

@@ -14,8 +14,8 @@ from _synthetic import cupti_fixture_runs
 import nsightx
 from nsightx import CompareError, ConfigError
 from nsightx._api.reconcile import reconcile
+from nsightx._results.profileresults import build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
-from nsightx._results.results import build_results
 from nsightx._results.schema import PlanInfo
 from nsightx.cli import main
 

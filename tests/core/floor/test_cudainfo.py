@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nsightx import _cudainfo
-from nsightx._cli import doctor as _doctor
+from nsightx._commands import doctor as _doctor
 from nsightx._run import device as _device
 from nsightx.ext import (
     DeviceAttribute,

@@ -184,7 +184,7 @@ def test_a_named_backend_is_checked_by_the_workers_not_the_client():
 
 
 def _cupti_available() -> bool:
-    from nsightx._host.plugins import default_host
+    from nsightx._pluginhost.plugins import default_host
 
     host = default_host()
     host.load()

@@ -15,7 +15,7 @@ from _synthetic import make_result, noisy
 import nsightx
 from nsightx._report.twosample import bootstrap_ratio_ci, holm, mann_whitney_u
 from nsightx._report.views import render_text
-from nsightx._results.results import ProfileResults
+from nsightx._results.profileresults import ProfileResults
 from nsightx.cli import main
 
 stats = pytest.importorskip("scipy.stats")

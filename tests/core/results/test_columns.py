@@ -2,7 +2,7 @@
 has one record, and every object (``data.runs``, ``data.values``, ``records``) the same as the row-by-row code's.
 
 ``build_results`` takes the values of a result of one record per region (host, events, one kernel) straight from
-the record columns (:func:`nsightx._results.columns.one_per_region`); any other shape goes through
+the record columns (:func:`nsightx._results.store.one_per_region`); any other shape goes through
 ``combine_records``. Both must give the values ``combine_records`` gives, and the frames must not depend on which
 way a result was made.
 """
@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 
 import nsightx
-from nsightx._results.columns import ResultColumns, Text, one_per_region
+from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import Record, RegionRun, RunRecords
-from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.schema import PlanInfo
+from nsightx._results.store import ResultColumns, Text, one_per_region
 from nsightx._results.transform import combine_records
 
 METRIC = "host__time_duration.sum"

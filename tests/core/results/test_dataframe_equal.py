@@ -24,7 +24,7 @@ from _paths import FIXTURES
 
 from nsightx._results import dataframe
 from nsightx._results.flags import FEW_RUNS
-from nsightx._results.results import ProfileResults
+from nsightx._results.profileresults import ProfileResults
 from nsightx._results.stats import mean_interval
 from nsightx._results.table import table_of
 from nsightx._results.table_flags import Groups

@@ -18,8 +18,8 @@ import nsightx
 from nsightx import ConfigError
 from nsightx._results.dataframe import aggregate, throttled_runs
 from nsightx._results.flags import FLAGS, RULES, SHORT_NS, filter_flags, parse_cell, row_flags
+from nsightx._results.profileresults import build_results
 from nsightx._results.records import CollectorValue, RegionRun, RunRecords
-from nsightx._results.results import build_results
 from nsightx._results.schema import PlanInfo
 
 SILENT = nsightx.VerbosityLevel.SILENT

@@ -12,8 +12,8 @@ from nsightx import ConfigError
 from nsightx._api.counters import joined_results
 from nsightx._results.flags import parse_cell
 from nsightx._results.join import JoinError, base_name, join_runs
+from nsightx._results.profileresults import build_results
 from nsightx._results.records import Record, RegionRun, RunRecords
-from nsightx._results.results import build_results
 from nsightx._results.schema import PlanInfo
 
 CUPTI = FIXTURES / "cupti"

@@ -79,7 +79,7 @@ def _measure(tmp: Path, fail: bool) -> Saved:
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Two measured sweeps, one with NaN values (a failed region) and one without, and a folder for damaged files."""
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
 
     host = _plugins.PluginHost(_plugins.LoaderSettings()).load()
     previous = _plugins._default

@@ -24,8 +24,8 @@ import pytest
 
 import nsightx
 from nsightx import ResultSchemaError
+from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
-from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.schema import PlanInfo
 
 FIXTURES = _paths.FIXTURES / "results"

@@ -9,8 +9,8 @@ from scipy import stats
 
 import nsightx
 from nsightx import ConfigError
+from nsightx._results.profileresults import build_results
 from nsightx._results.records import Record, RegionRun, RunRecords
-from nsightx._results.results import build_results
 from nsightx._results.roofline import (
     DRAM_BYTES,
     DRAM_CLOCK,

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 import nsightx
-from nsightx._results.columns import RunParts, ValueColumns
 from nsightx._results.combinecols import combine_columns
+from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
-from nsightx._results.results import ProfileResults, build_results
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.rows import runs_from_rows
 from nsightx._results.schema import PlanInfo
+from nsightx._results.store import RunParts, ValueColumns
 from nsightx._results.table_flags import Groups
 from nsightx._results.transform import combine_records
 

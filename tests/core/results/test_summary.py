@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import nsightx
-from nsightx._cli import demo as _demo
+from nsightx._commands import demo as _demo
 from nsightx._results.summary import device_label, mean_and_ci, render_text, scale, summarize, unstable_warning
 
 

@@ -68,7 +68,7 @@ def test_numbers_read_attributes_as_the_flag_rules_do():
 @pytest.fixture(scope="module")
 def measured() -> ResultData:
     """A host-backend sweep (3 configs x 4 runs x 2 regions, one failing) with collectors of every scope."""
-    from nsightx._results.results import build_results
+    from nsightx._results.profileresults import build_results
 
     @nsightx.analyze.kernel(configs=[(1,), (2,), (3,)], runs=4, warmup=0, backend="host", verbosity=SILENT)
     def sweep(n: int) -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from nsightx._results.dataframe import aggregate, throttled_runs
 from nsightx._results.flags import flags_cell, row_flags
+from nsightx._results.profileresults import build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
-from nsightx._results.results import build_results
 from nsightx._results.schema import PlanInfo
 from nsightx._results.table import table_of
 from nsightx._results.table_flags import Groups, flag_cells

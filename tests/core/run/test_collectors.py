@@ -36,7 +36,7 @@ def sweep(collectors, runs=3, warmup=1, annotations=("a", "b"), **options):
 @pytest.fixture
 def no_defaults(monkeypatch):
     """A plugin host without default sets, so only the collectors under test add columns."""
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
 
     host = _plugins.PluginHost(_plugins.LoaderSettings(autoload=False, blocked=("nvml",))).load()
     monkeypatch.setattr(_plugins, "_default", host)

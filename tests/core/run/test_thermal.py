@@ -13,7 +13,7 @@ from nvml_double import GPU_A, GPU_B, FakeClock, FakeCuda, FakeGpu, install
 import nsightx
 from nsightx import CoolingTimeoutError
 from nsightx._enums import VerbosityLevel
-from nsightx._host.plugins import default_host
+from nsightx._pluginhost.plugins import default_host
 from nsightx._results.records import CollectorValue
 from nsightx._results.sink import RunSink
 from nsightx._run.loop import run_loop
@@ -26,7 +26,7 @@ from nsightx._run.thermal import (
     ThermalGuard,
     make_guard,
 )
-from nsightx._spec.planner import temperature_source
+from nsightx._spec.makeplan import temperature_source
 
 
 def guard_over(monkeypatch, temp, mode="auto", device=None, **band):
@@ -251,13 +251,13 @@ def test_make_guard_watches_thermal_device_else_profiled_device(plugin_host, mon
 def test_make_guard_without_a_source_warns_once(plugin_host, monkeypatch):
     from nsightx_nvml import _collectors
 
-    from nsightx._spec import planner as _planner
+    from nsightx._spec import makeplan as _makeplan
 
     def missing():
         raise ImportError("No module named 'pynvml'")
 
     monkeypatch.setattr(_collectors, "_provider", _collectors.Provider(load=missing))
-    monkeypatch.setattr(_planner, "_warned_no_source", set())
+    monkeypatch.setattr(_makeplan, "_warned_no_source", set())
     with pytest.warns(RuntimeWarning, match="no plugin offers a temperature source"):
         assert isinstance(make_guard(plan()), NoGuard)
     with warnings.catch_warnings():

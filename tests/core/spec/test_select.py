@@ -6,7 +6,7 @@ import pytest
 
 import nsightx
 from nsightx import BackendUnavailableError
-from nsightx._host.plugins import LoaderSettings, PluginHost
+from nsightx._pluginhost.plugins import LoaderSettings, PluginHost
 from nsightx._spec.options import ProfileSpec
 from nsightx._spec.select import choose
 
@@ -66,7 +66,7 @@ def test_auto_says_which_backends_take_no_part():
 
 
 def test_backends_command_shows_cost_auto_and_availability(plugin_host, capsys):
-    from nsightx._cli.doctor import report
+    from nsightx._commands.doctor import report
     from nsightx.cli import main
 
     nsightx.register_plugin(cheap_plugin(auto=False), name="cheap")

@@ -94,7 +94,7 @@ def test_dirty_tree_and_no_repo(plugin_host, git_repo, tmp_path, monkeypatch):
 
 
 def test_environment_variable_enables_it_for_every_call(monkeypatch):
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
 
     host = _plugins.PluginHost(_plugins.LoaderSettings.from_env({"NSIGHTX_COLLECTORS": "env"})).load()
     monkeypatch.setattr(_plugins, "_default", host)

@@ -10,7 +10,7 @@ from nsightx_nvml._lib import reason_names
 from nvml_double import GPU_A, GPU_B, FakeCuda, FakeGpu, install
 
 import nsightx
-from nsightx._host.listing import describe
+from nsightx._pluginhost.listing import describe
 
 SILENT = nsightx.VerbosityLevel.SILENT
 
@@ -209,7 +209,7 @@ def test_driver_not_loaded_is_reported_by_plugins_listing(plugin_host, monkeypat
 
 
 def test_blocking_the_plugin_removes_its_columns(monkeypatch):
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
 
     install(monkeypatch, [FakeGpu(GPU_A)])
     host = _plugins.PluginHost(_plugins.LoaderSettings(blocked=("nvml",))).load()

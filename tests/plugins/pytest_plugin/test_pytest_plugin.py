@@ -199,7 +199,7 @@ def test_comparing_nothing_fails(nap_module, monkeypatch):
 
 
 def _cupti_available() -> bool:
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
 
     host = _plugins.PluginHost(_plugins.LoaderSettings()).load()
     return host.backend("cupti").availability().available
@@ -273,7 +273,7 @@ def test_plugin_import_is_cheap():
     probe = (
         "import json, sys; import nsightx.pytest_plugin; "
         "print(json.dumps(sorted(m for m in ('pandas', 'numpy', 'pydantic', 'torch', 'cupti', 'pynvml', "
-        "'nsightx._results.results', 'nsightx._host.plugins') if m in sys.modules)))"
+        "'nsightx._results.profileresults', 'nsightx._pluginhost.plugins') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 from nsightx._errors import ConfigError, PluginError
-from nsightx._host import hookspecs as _hookspecs
-from nsightx._host.registrars import BackendRegistrar, CollectorRegistrar
+from nsightx._pluginhost import hookspecs as _hookspecs
+from nsightx._pluginhost.registrars import BackendRegistrar, CollectorRegistrar
 from nsightx._run.backend import Availability, Backend
 from nsightx._run.collectors import CollectorLike
 

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError, IncompleteResultWarning, OutputError, ResultSchemaError, os_error_text
-from nsightx._plot.options import DISTRIBUTIONS
+from nsightx._plot.plotoptions import DISTRIBUTIONS
 from nsightx._plot.render import plot_frame
-from nsightx._plot.roofline import draw_roofline
-from nsightx._results.columns import ResultColumns, ValueColumns, one_per_region
+from nsightx._plot.roofchart import draw_roofline
 from nsightx._results.combinecols import combine_columns
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
@@ -34,6 +33,7 @@ from nsightx._results.roofline import roofline_frame
 from nsightx._results.rowparts import StoredRuns
 from nsightx._results.schema import PlanInfo, RawHeader, ResultData, gc_paused
 from nsightx._results.sink import read_runs
+from nsightx._results.store import ResultColumns, ValueColumns, one_per_region
 from nsightx._results.table import ResultTable
 from nsightx._results.transform import RunValue, combine_records, derive, new_run_value
 from nsightx._version import __version__
@@ -52,7 +52,7 @@ _BUILD_LOCK = threading.Lock()
 class ProfileResults:
     """The result of a profiled call: raw records, per-run values and the aggregated DataFrame.
 
-    Its primary data are columns (:class:`~nsightx._results.columns.ResultColumns`): the DataFrames and the
+    Its primary data are columns (:class:`~nsightx._results.store.ResultColumns`): the DataFrames and the
     Parquet file are made from them. ``data`` (the pydantic ``ResultData``, the schema 1 form) and ``records``
     hold Python objects; a loaded Parquet result builds them from the columns when first read, and a result
     given as ``ResultData`` makes its columns from it when first needed.
@@ -352,7 +352,7 @@ def _result(
 
     The columns are read from the sink's rows (:meth:`StoredRuns.parts`), and the run objects are made only when
     ``data`` is read. A result of one record per region (the common case) takes its values from the record
-    columns (:func:`~nsightx._results.columns.one_per_region`, what ``combine_records`` would make) and builds
+    columns (:func:`~nsightx._results.store.one_per_region`, what ``combine_records`` would make) and builds
     their objects only then too; any other goes through ``combine_records`` and ``derive`` over the run objects.
     """
     plan = shell.plan

@@ -9,7 +9,7 @@ import shutil
 import sys
 
 from nsightx._cudainfo import NvidiaSmiError, query_gpus
-from nsightx._host.plugins import PluginHost
+from nsightx._pluginhost.plugins import PluginHost
 from nsightx._version import __version__
 
 

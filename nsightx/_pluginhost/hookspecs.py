@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from nsightx._host.registrars import BackendRegistrar, CollectorRegistrar
+    from nsightx._pluginhost.registrars import BackendRegistrar, CollectorRegistrar
     from nsightx._run.thermal import TemperatureSource
 
 PROJECT = "nsightx"

@@ -10,8 +10,8 @@ import pytest
 
 import nsightx
 from nsightx import ConfigError, PluginError
-from nsightx._host import hookspecs as _hookspecs
-from nsightx._host.plugins import LoaderSettings, PluginHost, set_default_host
+from nsightx._pluginhost import hookspecs as _hookspecs
+from nsightx._pluginhost.plugins import LoaderSettings, PluginHost, set_default_host
 
 PLUGIN_SOURCE = textwrap.dedent('''
     """A third-party nsightx plugin, installed as its own distribution."""
@@ -103,7 +103,7 @@ def test_entry_point_plugin_adds_backend_and_collector(installed_plugin):
 
 
 def test_plugins_listing_names_distribution(installed_plugin):
-    from nsightx._host.listing import describe
+    from nsightx._pluginhost.listing import describe
 
     text = describe(PluginHost(LoaderSettings()).load())
     assert "ticks (nsightx-ticks-plugin 1.2.3)" in text and "backends: ticks" in text
@@ -166,7 +166,7 @@ def test_unknown_collector_set_is_config_error():
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """As in a fresh process: no plugin failure warned about yet."""
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
 
     monkeypatch.setattr(_plugins, "_warned", set())
 

@@ -3,8 +3,8 @@
 ``analyze.plot`` raises what is wrong with the roles of the parameters (panels, x keys, variants) when the
 profiled function is called, where nsight-python raises it; the values themselves are refused when it is applied.
 
-Shared by the decorator (:mod:`nsightx._api.plot`), the drawing entry point (:mod:`nsightx._plot.render`), the layout
-and the drawing, none of which has to import another to know what an option means.
+Shared by the decorator (:mod:`nsightx._api.plotting`), the drawing entry point (:mod:`nsightx._plot.render`), the
+layout and the drawing, none of which has to import another to know what an option means.
 """
 
 from __future__ import annotations

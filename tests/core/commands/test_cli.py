@@ -190,7 +190,7 @@ def test_demo_names_the_gpu(tmp_path):
 
 def _without_blas_threads() -> dict[str, str]:
     """This process's environment without a chosen number of BLAS threads (the demo picks one then)."""
-    from nsightx._cli.demo import BLAS_THREAD_VARIABLES
+    from nsightx._commands.demo import BLAS_THREAD_VARIABLES
 
     return {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
 
@@ -229,7 +229,7 @@ def test_demo_refuses_runs_that_cannot_finish_and_says_how_long(tmp_path):
 def saved(tmp_path_factory):
     """A host sweep's files (result JSON, raw JSONL), a save of the pytest plugin and a raw file cut short."""
     import nsightx
-    from nsightx._host import plugins as _plugins
+    from nsightx._pluginhost import plugins as _plugins
     from nsightx._report.history import save
 
     folder = tmp_path_factory.mktemp("saved")

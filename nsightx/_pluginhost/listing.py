@@ -6,7 +6,7 @@ mapping result fills) and ``availability()`` (one line: usable here, or why not)
 
 from __future__ import annotations
 
-from nsightx._host.plugins import PluginHost
+from nsightx._pluginhost.plugins import PluginHost
 from nsightx._run.collectors import CollectorLike
 from nsightx._version import __version__
 

@@ -20,7 +20,7 @@ from nsightx._report.sources import load_side
 from nsightx._results.summary import device_label, fit, render_text, summarize, unstable_warning
 
 if TYPE_CHECKING:
-    from nsightx._results.results import ProfileResults
+    from nsightx._results.profileresults import ProfileResults
 
 
 def _one_line(text: str) -> str:

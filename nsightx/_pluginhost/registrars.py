@@ -1,6 +1,6 @@
 """The two callables a plugin's registration hooks receive: one adds backend classes, one adds collector sets.
 
-They live apart from the plugin host so that the hook specifications (:mod:`nsightx._host.hookspecs`) can name
+They live apart from the plugin host so that the hook specifications (:mod:`nsightx._pluginhost.hookspecs`) can name
 their types without importing the host, which loads the specifications: each registrar holds only the function
 that stores what it is given, not the host itself.
 """

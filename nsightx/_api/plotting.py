@@ -17,9 +17,9 @@ from typing import Any
 from nsightx._api.kernel import ProfiledFunction
 from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError
-from nsightx._plot.options import DISTRIBUTIONS, PlotOptions, check_filename, check_roles, plot_values
+from nsightx._plot.plotoptions import DISTRIBUTIONS, PlotOptions, check_filename, check_roles, plot_values
 from nsightx._plot.render import render
-from nsightx._results.results import ProfileResults
+from nsightx._results.profileresults import ProfileResults
 
 
 def plot(filename: str | Path = "plot.png", metric: str | None = None, **options: Any) -> Callable[[Any], Any]:

@@ -19,7 +19,7 @@ import pytest
 
 import nsightx
 from nsightx import PluginError
-from nsightx._host.plugins import LoaderSettings, PluginHost, set_default_host
+from nsightx._pluginhost.plugins import LoaderSettings, PluginHost, set_default_host
 
 PYPROJECT = """
 [build-system]

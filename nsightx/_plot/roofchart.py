@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
-from nsightx._plot.options import check_filename
+from nsightx._plot.plotoptions import check_filename
 
 if TYPE_CHECKING:
     import pandas as pd
