@@ -55,9 +55,20 @@ DEFAULT_SHAPES = "4x10x1,10x10x10,10x100x10,10x1000x10,10x100x100,10x100x1000"
 METRIC = "host__time_duration.sum"
 
 
+def _profileresults() -> Any:
+    """The module holding ``ProfileResults`` and ``build_results`` (``_results.results`` in trees before the
+    session-14 renames, so that ``--tree`` still measures them)."""
+    import importlib
+
+    try:
+        return importlib.import_module("nsightx._results.profileresults")
+    except ModuleNotFoundError:
+        return importlib.import_module("nsightx._results.results")
+
+
 def build(configs: int, runs: int, regions: int, collectors: bool, seed: int = 0) -> Any:
     """A synthetic result of the given shape, through ``build_results`` (the one result builder)."""
-    from nsightx._results.profileresults import build_results
+    build_results = _profileresults().build_results
 
     return build_results(*make_runs(configs, runs, regions, collectors, seed), created="2026-12-05T00:00:00+00:00")
 
@@ -144,7 +155,9 @@ def timed(fn: Any) -> tuple[float, float]:
 def child_time(shape: str, collectors: bool, repeat: int, suffix: str) -> dict[str, Any]:
     """The timings of one shape in this process (the tree on ``sys.path``)."""
     import nsightx
-    from nsightx._results.profileresults import ProfileResults, build_results
+
+    module = _profileresults()
+    ProfileResults, build_results = module.ProfileResults, module.build_results
 
     configs, runs, regions = map(int, shape.split("x"))
     plan, run_objects, env = make_runs(configs, runs, regions, collectors)
