@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx.ext import MeasurementError
 from nsightx_cupti._attribution import ActivityBatch, ApiActivity, KernelActivity
-from nsightx_cupti._clock import FOREIGN_NS, ClockMap, calibrate, foreign
+from nsightx_cupti._clock import ClockMap, calibrate, foreign
 from nsightx_cupti._quiet import ApiKey, LaunchGate, QuietApis
 
 if TYPE_CHECKING:
@@ -54,11 +54,6 @@ OTHER_CLIENTS = (
     "torch.profiler (Kineto), Nsight Systems, compute-sanitizer or another CUPTI-based tool"
 )
 """The likely cause of activity that does not arrive, for error messages."""
-
-CLOCK_SLACK_NS = FOREIGN_NS
-"""How far a record's start may lie from this process's wall clock (``time.time_ns``) before its timestamps are
-taken to be in another unit (see :mod:`nsightx_cupti._clock`, which maps a clock found foreign at the session's
-start; what is left to catch is a clock that changed while the session ran)."""
 
 
 def _default_canary() -> None:
@@ -670,7 +665,10 @@ class ActivityTracer:
 
 
 def check_clock(batch: ActivityBatch, now_ns: int) -> None:
-    """Refuse a batch whose timestamps are not wall-clock nanoseconds (see :data:`CLOCK_SLACK_NS`).
+    """Refuse a batch whose timestamps are not wall-clock nanoseconds (:func:`nsightx_cupti._clock.foreign`).
+
+    A clock found foreign at the session's start is mapped (:mod:`nsightx_cupti._clock`); what is left to catch
+    here is a clock that changed while the session ran.
 
     One record is enough: every record of a process shares CUPTI's one timestamp source.
 
@@ -678,7 +676,7 @@ def check_clock(batch: ActivityBatch, now_ns: int) -> None:
         MeasurementError: the first kernel (or API) record starts far from ``now_ns``.
     """
     first = batch.kernels[0].start if batch.kernels else next((a.start for a in batch.apis.values()), None)
-    if first is None or abs(now_ns - first) <= CLOCK_SLACK_NS:
+    if first is None or not foreign(first, now_ns):
         return
     raise MeasurementError(
         f"CUPTI's timestamps changed unit while this call ran (a record starts at {first}, the wall clock reads "
