@@ -156,6 +156,10 @@ stage_issues() {
   {
     date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
     python3 -c "import pyarrow, nsightx; print('pyarrow', pyarrow.__version__, 'nsightx', nsightx.__file__)"
+    step "the whole call (decorated call + .to_dataframe()) against the bare events loop (issue 35, the one open issue: first)"
+    timeout 240 python3 benchmarks/backend_overhead.py --out "$OUT" --reps 7 --only sweep_once,tiny --no-profile \
+      --cupti-variants none --whole-call --tag _wholecall
+    echo "backend_overhead rc=$?"
     step "what one process of a gate trial costs before it measures: python, torch, a CUDA context"
     /usr/bin/time -f "torch: %e s wall" python3 -c "import torch; torch.zeros(1, device='cuda')"
     /usr/bin/time -f "cupy: %e s wall" python3 -c "import cupy; cupy.ones((8, 8)) @ cupy.ones((8, 8))"
@@ -177,10 +181,6 @@ for path in sorted(glob.glob('$WORK/triton-ncu/*.ncu-rep')):
     step "torch.profiler, then an nsightx cupti sweep, then torch.profiler (issue 36)"
     timeout 240 python3 benchmarks/profiler_sandwich.py --json "$OUT/profiler_sandwich.json"
     echo "profiler_sandwich rc=$?"
-    step "the whole call (decorated call + .to_dataframe()) against the bare events loop (issue 35)"
-    timeout 240 python3 benchmarks/backend_overhead.py --out "$OUT" --reps 7 --only sweep_once,tiny --no-profile \
-      --cupti-variants none --whole-call --tag _wholecall
-    echo "backend_overhead rc=$?"
   } > "$OUT/issues.log" 2>&1
   grep -E "rc=|ratio|fresh|paired" "$OUT/issues.log" | head -30
   if [ -f benchmarks/range_profiler_probe.py ]; then
