@@ -8,6 +8,7 @@ version are asked of a double of the CUDA driver library (the library boundary),
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
 import sys
@@ -113,3 +114,59 @@ def test_cpu_model_without_a_model_name_falls_back_to_the_platform(tmp_path, mon
         assert provenance.cpu_model() == "AMD EPYC 7763 64-Core Processor"
     finally:
         provenance.cpu_model.cache_clear()
+
+
+def _logging_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a ``git`` first on PATH that appends each invocation to a log, then runs the real git."""
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "git.log"
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+    return log
+
+
+def test_the_commit_is_asked_of_git_only_when_head_moves(tmp_path, monkeypatch):
+    """Every call records its commit; git (a subprocess, ms with CUDA loaded) runs only when HEAD changed."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    real = shutil.which("git")
+
+    def git(*args: str) -> str:  # the real git, not the logging one
+        cmd = [str(real), "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args]
+        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    for name in ("a", "b"):
+        (repo / name).write_text(name)
+        git("add", name)
+        git("commit", "-q", "-m", name)
+    log = _logging_git(tmp_path, monkeypatch)
+    provenance._HEADS.clear()
+    head = git("rev-parse", "HEAD")
+    assert [provenance.head_commit(str(repo)) for _ in range(3)] == [head] * 3
+    asked = lambda: log.read_text().count("rev-parse")  # noqa: E731
+    assert asked() == 1
+    (repo / "c").write_text("c")  # a new commit on the branch: the ref file is replaced
+    git("add", "c")
+    git("commit", "-q", "-m", "c")
+    assert provenance.head_commit(str(repo)) == git("rev-parse", "HEAD") != head
+    git("checkout", "-q", head)  # detached at an older commit: HEAD itself changes
+    assert provenance.head_commit(str(repo)) == head
+    git("checkout", "-q", "-")
+    git("pack-refs", "--all")  # the branch now lives in packed-refs only
+    assert provenance.head_commit(str(repo)) == git("rev-parse", "HEAD")
+    git("worktree", "add", "-q", "--detach", str(tmp_path / "wt"), head)  # a .git file pointing elsewhere
+    assert provenance.head_commit(str(tmp_path / "wt")) == head
+    before = asked()
+    assert provenance.head_commit(str(tmp_path / "wt")) == head and asked() == before
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))  # git told where the repository is: always asked
+    provenance.head_commit(str(tmp_path))
+    provenance.head_commit(str(tmp_path))
+    assert asked() == before + 2
