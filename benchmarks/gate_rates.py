@@ -115,7 +115,11 @@ def _pytest(folder: Path, scale: float, args: argparse.Namespace, *options: str)
         "GATE_RUNS": str(args.runs),
         "GATE_BACKEND": args.backend,
         "GATE_LIBRARY": args.library,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins")]),
+        # this tree first, then what the caller's path held (the GPU machine installs the dependencies and
+        # nsightx's pytest11 entry point with `pip --target` into a folder named only there)
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
     }
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--nsightx-backend={args.backend}"]
     cmd += [f"--nsightx-threshold={args.threshold}", f"--nsightx-confirm={args.confirm}", *options, "test_gate.py"]
