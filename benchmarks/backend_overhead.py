@@ -31,7 +31,7 @@ the shared machine cancel), the host cost per run over ``bare``, and per-size me
 a cheaper harness that measured something else would show).
 
 Writes OUTDIR/backend_overhead.json and OUTDIR/backend_overhead_profiles.txt (a cProfile of one ``tiny`` call
-per backend: what bounds it).
+per backend, followed by ``.to_dataframe()`` of its result: what bounds it).
 """
 
 from __future__ import annotations
@@ -341,7 +341,8 @@ def measure(
 
 
 def profile_tiny(torch: Any, backends: tuple[str, ...]) -> str:
-    """A cProfile of one tiny call per backend, by total and cumulative time."""
+    """A cProfile of one tiny call per backend and ``.to_dataframe()`` of its result (the whole call a user
+    writes), by total and cumulative time."""
     w = WORKLOADS["tiny"]
     text = []
     for backend in backends:
@@ -349,7 +350,7 @@ def profile_tiny(torch: Any, backends: tuple[str, ...]) -> str:
         fn()
         prof = cProfile.Profile()
         prof.enable()
-        fn()
+        fn().to_dataframe()
         prof.disable()
         s = io.StringIO()
         st = pstats.Stats(prof, stream=s)
