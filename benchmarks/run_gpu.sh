@@ -23,6 +23,8 @@
 #                                      then CI-gate trials on cupti in what is left of ISSUES_BUDGET_S (570 s)
 #   bash benchmarks/run_gpu.sh quick   the shortest useful call (under 4 minutes): profiler sandwich, the Range
 #                                      Profiler probe, the measure and Triton GPU tests (quick.log)
+#   bash benchmarks/run_gpu.sh wholecall  issue 35: the whole call and the 16 KiB op against the bare loop, this
+#                                      tree and BEFORE_TREE alternately (PAIRS processes each), wholecall.log + JSON
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
 #                                      missing wheels in ./.whl, pyarrow slimmed to fit the 64 MiB a call carries
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
@@ -222,6 +224,27 @@ stage_quick() {
   grep -E "rc=|ratio|PASSED|FAILED" "$OUT/quick.log" | head -20
 }
 
+stage_wholecall() {
+  # issue 35's GPU targets: the whole call (decorated call + .to_dataframe()) and the 16 KiB op against the bare
+  # events loop, this tree then BEFORE_TREE (when given: a copy of older code) in alternating processes, PAIRS (2)
+  # times; one cProfile of the tiny call on this tree
+  {
+    date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
+    for i in $(seq "${PAIRS:-2}"); do
+      for tag in after before; do
+        tree=(); prof=(--no-profile)
+        [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
+        [ "$tag$i" = after1 ] && prof=()
+        step "benchmarks/backend_overhead.py --whole-call, $tag, process $i"
+        timeout 200 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only sweep_once,tiny \
+          --cupti-variants none --whole-call --tag "_wholecall_$tag$i" "${prof[@]}" "${tree[@]}"
+        echo "backend_overhead $tag $i rc=$?"
+      done
+    done
+  } > "$OUT/wholecall.log" 2>&1
+  grep -E "rc=|paired" "$OUT/wholecall.log"
+}
+
 stage_wheelhouse() {
   # HERE, not on the GPU machine: ../shared/gpu/wheelhouse.sh plus pyarrow (a dependency since session 13, absent
   # there), slimmed to fit the 64 MiB a call may carry (its 55 MB wheel alone would not): Flight, S3, ORC, the C++
@@ -251,6 +274,7 @@ for stage in "$@"; do
     pairs) stage_pairs ;;
     issues) stage_issues ;;
     quick) stage_quick ;;
+    wholecall) stage_wholecall ;;
     wheelhouse) stage_wheelhouse ;;
     *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues]" >&2; exit 2 ;;
   esac
