@@ -187,9 +187,15 @@ them)."""
 
 
 def make_profiled(
-    torch: Any, w: Workload, backend: str, collectors: bool, options: dict[str, Any] | None = None
+    torch: Any,
+    w: Workload,
+    backend: str,
+    collectors: bool,
+    options: dict[str, Any] | None = None,
+    decorator: dict[str, Any] | None = None,
 ) -> Callable[[], Any]:
-    """The same loop as a decorated function measured by ``backend`` (default options, plus ``options``)."""
+    """The same loop as a decorated function measured by ``backend`` (default options, plus ``options`` for the
+    backend and ``decorator`` for the decorator)."""
     import nsightx
 
     inputs = w.inputs(torch)
@@ -203,6 +209,7 @@ def make_profiled(
         verbosity=nsightx.VerbosityLevel.SILENT,
         **({"backend_options": options} if options else {}),
         **combine,
+        **(decorator or {}),
     )
     def fn(n: int) -> None:
         a, b = w.prepare(torch, inputs, n)
@@ -252,6 +259,7 @@ def variants(
     backends: tuple[str, ...],
     cupti_variants: tuple[str, ...] = (),
     whole_call: bool = False,
+    split_nvml: bool = False,
 ) -> dict[str, Callable[[], Any]]:
     """Every variant of one workload (the extra cupti ones only when the cupti backend is measured)."""
     out: dict[str, Callable[[], Any]] = {"bare": make_bare(torch, w)}
@@ -260,6 +268,8 @@ def variants(
         out[f"{backend}_nocollectors"] = make_profiled(torch, w, backend, False)
         if whole_call:
             out[f"{backend}_dataframe"] = with_frame(make_profiled(torch, w, backend, True))
+        if split_nvml:  # the nvml collectors without the thermal guard that reads the same plugin's temperature
+            out[f"{backend}_noguard"] = make_profiled(torch, w, backend, True, decorator={"thermal_mode": "off"})
     if "cupti" in backends:
         for name in cupti_variants:
             out[name] = make_profiled(torch, w, "cupti", True, CUPTI_VARIANTS[name])
@@ -301,9 +311,10 @@ def measure(
     backends: tuple[str, ...],
     cupti_variants: tuple[str, ...] = (),
     whole_call: bool = False,
+    split_nvml: bool = False,
 ) -> dict[str, Any]:
     """Time every variant of ``w`` ``reps`` times, interleaved, and summarise."""
-    fns = variants(torch, w, backends, cupti_variants, whole_call)
+    fns = variants(torch, w, backends, cupti_variants, whole_call, split_nvml)
     names = list(fns)
     last = {k: fn() for k, fn in fns.items()}  # warm-up: cuBLAS, CUPTI, allocator, plugin hosts
     walls: dict[str, list[float]] = {k: [] for k in names}
@@ -376,6 +387,11 @@ def main() -> int:
     )
     ap.add_argument("--nvml-period", type=float, help="nvml sampler period in seconds (default: the plugin's)")
     ap.add_argument(
+        "--split-nvml",
+        action="store_true",
+        help="also time each backend with thermal_mode='off' (<backend>_noguard: collectors without the guard)",
+    )
+    ap.add_argument(
         "--whole-call",
         action="store_true",
         help="also time each backend's call followed by .to_dataframe() (<backend>_dataframe: what the user pays)",
@@ -417,7 +433,7 @@ def main() -> int:
     for name in chosen:
         t0 = time.perf_counter()
         res = report["workloads"][name] = measure(
-            torch, WORKLOADS[name], args.reps, backends, cupti_variants, args.whole_call
+            torch, WORKLOADS[name], args.reps, backends, cupti_variants, args.whole_call, args.split_nvml
         )
         print(
             f"{name} ({time.perf_counter() - t0:.1f} s): paired ratios "

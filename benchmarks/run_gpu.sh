@@ -237,7 +237,7 @@ stage_wholecall() {
         [ "$tag$i" = after1 ] && prof=()
         step "benchmarks/backend_overhead.py --whole-call, $tag, process $i"
         timeout 200 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only sweep_once,tiny \
-          --cupti-variants none --whole-call --tag "_wholecall_$tag$i" "${prof[@]}" "${tree[@]}"
+          --cupti-variants none --whole-call --tag "_wholecall_$tag$i" "${prof[@]}" "${tree[@]}" ${SPLIT_NVML:+--split-nvml}
         echo "backend_overhead $tag $i rc=$?"
       done
     done
