@@ -549,8 +549,6 @@ def aggregate(
 
 def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, Any]:
     """The key columns, the value statistics (one groupby over the group codes), kernel, environment and unit."""
-    import pandas as pd
-
     first = groups.first
     out: dict[str, Any] = {
         "Annotation": _column(t.annotations, t.annotation[first]).array(),
@@ -567,12 +565,17 @@ def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, 
     return out
 
 
+_NUMPY_ROWS = 8192
+"""Up to this many value rows their statistics are numpy's (one pass per run); beyond, pandas' loops are faster."""
+
+
 def _value_moments(values: Any, groups: Groups) -> dict[str, Any]:
     """``AvgValue`` .. ``NumRuns`` per group: numpy's :mod:`~nsightx._results.groupstats`, else one pandas groupby."""
     import pandas as pd
 
     ids, count = groups.ids, groups.count
-    median = medians(values, ids, count) if fits([values], ids, count) else None
+    small = len(values) <= _NUMPY_ROWS and fits([values], ids, count)
+    median = medians(values, ids, count) if small else None
     if median is not None:
         m = moments(values[:, None], ids, count, _ascending(ids))
         return {

@@ -67,8 +67,7 @@ def fits(columns: list[Array], codes: Array, count: int) -> bool:
 
 
 def _padded(values: Array, codes: Array, count: int) -> tuple[Array, Array, Array]:
-    """The values as a (group, position, column) matrix, NaN where a group has fewer rows; each group's size; the
-    rows in group order."""
+    """The values as a (group, position, column) matrix (NaN pads short groups), group sizes, rows in group order."""
     order = np.argsort(codes, kind="stable")  # each group's rows in row order
     size = np.bincount(codes, minlength=count)
     start = np.cumsum(size) - size
