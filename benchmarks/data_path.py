@@ -89,7 +89,7 @@ def make_runs(configs: int, runs: int, regions: int, collectors: bool, seed: int
             ns = [1000.0 + rng.random() * 100.0 * (c + 1) for _ in names]
             cols: tuple[CollectorValue, ...] = ()
             if collectors:
-                per_run = {
+                per_run: dict[str, float | int | str | bool] = {
                     "ThermalPauseS": 0.0,
                     "MeasuredSMClockMHz": 1980 - rng.randint(0, 1) * 15,
                     "MeasuredMemClockMHz": 2619,
@@ -114,7 +114,7 @@ def make_runs(configs: int, runs: int, regions: int, collectors: bool, seed: int
                 )
             )
     if collectors:  # the nvml plugin's once-per-call values, in a run of their own as the run loop hands them over
-        once = {
+        once: dict[str, float | int | str | bool] = {
             "DriverVersion": "580.159.04",
             "GPUName": "NVIDIA H100 80GB HBM3",
             "GPUUUID": "GPU-00000000-0000-0000-0000-000000000000",
