@@ -2,12 +2,15 @@
 bytes per record and peak memory.
 
 Usage: python benchmarks/data_path.py [--tree PATH ...] [--shapes 4x10x1,10x100x100,...] [--collectors]
-       [--repeat 7] [--suffix parquet|json] [--json OUT]
+       [--fixture RESULT ...] [--repeat 7] [--suffix parquet|json] [--json OUT]
 
 Each shape is configs x runs x regions (one metric, so records = values = their product). The result is built
 synthetically through the real schema and builder (``build_results`` over ``RunRecords`` such as the host backend
 writes: one ``host__time_duration.sum`` record and one region execution per region and run; with
-``--collectors``, the four run-scope values the nvml plugin writes as well). Per shape, in one process:
+``--collectors``, the values the nvml plugin writes as well: seven per run, clocks as ints as NVML gives them,
+and six once per call, as in the H100 result under ``tests/fixtures/results/gpu-h100-20261206``).
+``--fixture PATH`` (repeatable) also times ``to_dataframe()`` of a saved result (loaded once, a fresh
+``ProfileResults`` per call), for the small GPU results of issue 35. Per shape, in one process:
 
 - ``to_dataframe()`` of a fresh result (a new ``ProfileResults`` with no cache: in a tree whose results hold
   columns, over the columns ``build_results`` made; in an older tree, over a new ``ResultData`` object), and the
@@ -86,14 +89,16 @@ def make_runs(configs: int, runs: int, regions: int, collectors: bool, seed: int
             ns = [1000.0 + rng.random() * 100.0 * (c + 1) for _ in names]
             cols: tuple[CollectorValue, ...] = ()
             if collectors:
-                cols = (
-                    CollectorValue(
-                        name="MeasuredSMClockMHz", scope="run", config=c, run=r, value=1980.0 - rng.random()
-                    ),
-                    CollectorValue(name="MeasuredMemClockMHz", scope="run", config=c, run=r, value=3201.0),
-                    CollectorValue(name="GPUTemperatureC", scope="run", config=c, run=r, value=rng.randint(40, 70)),
-                    CollectorValue(name="ClockEventReasons", scope="run", config=c, run=r, value="none"),
-                )
+                per_run: dict[str, float | int | str | bool] = {
+                    "ThermalPauseS": 0.0,
+                    "MeasuredSMClockMHz": 1980 - rng.randint(0, 1) * 15,
+                    "MeasuredMemClockMHz": 2619,
+                    "GPUTemperatureC": rng.randint(40, 70),
+                    "GPUPowerW": round(100.0 + rng.random() * 50.0, 3),
+                    "ClockEventReasons": "none",
+                    "NvmlSampleAgeMs": round(rng.random() * 0.1, 3),
+                }
+                cols = tuple(CollectorValue(name=k, scope="run", config=c, run=r, value=v) for k, v in per_run.items())
             out.append(
                 RunRecords(
                     config=c,
@@ -108,6 +113,17 @@ def make_runs(configs: int, runs: int, regions: int, collectors: bool, seed: int
                     collectors=cols,
                 )
             )
+    if collectors:  # the nvml plugin's once-per-call values, in a run of their own as the run loop hands them over
+        once: dict[str, float | int | str | bool] = {
+            "DriverVersion": "580.159.04",
+            "GPUName": "NVIDIA H100 80GB HBM3",
+            "GPUUUID": "GPU-00000000-0000-0000-0000-000000000000",
+            "PowerLimitW": 700.0,
+            "ECCEnabled": True,
+            "SlowdownTempC": 89,
+        }
+        values = tuple(CollectorValue(name=k, scope="once", config=None, run=None, value=v) for k, v in once.items())
+        out.insert(0, RunRecords(config=-1, run=-1, records=(), regions=(), collectors=values))
     plan = PlanInfo(
         function="bench",
         params=("n",),
@@ -120,7 +136,10 @@ def make_runs(configs: int, runs: int, regions: int, collectors: bool, seed: int
         clock_control="none",
         replay_mode="kernel",
     )
-    return plan, out, {"GPU": "none", "Host": "bench"}
+    env: dict[str, Any] = {"GPU": "none", "Host": "bench"}
+    if collectors:
+        env.update({"GPU": "NVIDIA H100 80GB HBM3", "ComputeClock": 1980000, "MemoryClock": 2619000})
+    return plan, out, env
 
 
 def floor(data: Any) -> tuple[float, float]:
@@ -219,6 +238,26 @@ def child_time(shape: str, collectors: bool, repeat: int, suffix: str) -> dict[s
     }
 
 
+def child_fixture(path: Path, repeat: int) -> dict[str, Any]:
+    """``to_dataframe()`` of the saved result at ``path``: loaded once, a fresh ``ProfileResults`` per call."""
+    import nsightx
+
+    ProfileResults = _profileresults().ProfileResults
+    loaded = nsightx.load(path)
+    if hasattr(ProfileResults, "from_columns"):
+
+        def fresh() -> Any:
+            return ProfileResults.from_columns(loaded.data, loaded.columns)
+    else:
+
+        def fresh() -> Any:
+            return ProfileResults(loaded.data.model_copy())
+
+    fresh().to_dataframe()
+    wall = [timed(lambda: fresh().to_dataframe())[0] for _ in range(repeat)]
+    return {"fixture": str(path), "to_dataframe_s": statistics.median(wall), "all_to_dataframe_s": wall}
+
+
 def child_save(shape: str, collectors: bool, path: Path) -> dict[str, Any]:
     """Save a result of ``shape`` to ``path`` (in its own process, so the memory children only load)."""
     configs, runs, regions = map(int, shape.split("x"))
@@ -276,14 +315,17 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=7, help="timed repeats per shape (3 at 1e6 records and more)")
     p.add_argument("--no-memory", action="store_true", help="skip the two memory subprocesses")
     p.add_argument("--suffix", default="parquet", help="the saved file's suffix (save picks the format by it)")
+    p.add_argument("--fixture", type=Path, action="append", default=[], help="a saved result to time (repeatable)")
     p.add_argument("--json", type=Path, default=None, help="write the numbers here")
-    p.add_argument("--child", choices=["time", "save", "tracemalloc", "maxrss"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=["time", "fixture", "save", "tracemalloc", "maxrss"], help=argparse.SUPPRESS)
     p.add_argument("--shape", help=argparse.SUPPRESS)
     p.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         if args.child == "time":
             out = child_time(args.shape, args.collectors, args.repeat, args.suffix)
+        elif args.child == "fixture":
+            out = child_fixture(args.path, args.repeat)
         elif args.child == "save":
             out = child_save(args.shape, args.collectors, args.path)
         else:
@@ -311,10 +353,17 @@ def main() -> None:
                         row.update(run_child(tree, ["--child", mode, "--path", path, *flag]))
             rows.append(row)
             print(_line(row), flush=True)
+    fixtures: list[dict[str, Any]] = []
+    for fixture in args.fixture:
+        for tree in trees:
+            got = run_child(tree, ["--child", "fixture", "--path", str(fixture.resolve()), "--repeat", "31"])
+            fixtures.append({"tree": str(tree), **got})
+            print(f"{tree.name:>12} {fixture.name}  to_dataframe {got['to_dataframe_s'] * 1e3:7.2f} ms", flush=True)
     report = {
         "command": "python " + " ".join(sys.argv),
         "machine": {"arch": platform.machine(), "python": platform.python_version(), "platform": platform.platform()},
         "rows": rows,
+        "fixtures": fixtures,
     }
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,8 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
-from nsightx._results.groupshare import same_kernels
+from nsightx._results.groupshare import SharedGroups, same_kernels
+from nsightx._results.groupstats import fits, medians, moments
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.table import MISSING, ClockItem, Ints, ResultTable, RowKeys, group_ids, scope_kind, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
@@ -264,6 +265,9 @@ def _first(col: _Column, groups: Groups) -> Any:
     """
     import pandas as pd
 
+    plain = _plain(col.items)
+    if plain is not None:
+        return plain[col.pos[groups.first]]
     present = col.values.notna().to_numpy()
     if present.all():  # every group's first value is its first row's
         return pd.Series(col.values.array.take(col.pos[groups.first]), dtype=col.values.dtype).to_numpy()
@@ -276,9 +280,31 @@ def _first(col: _Column, groups: Groups) -> Any:
     return picked.groupby(np.arange(groups.count), sort=False).first().to_numpy()
 
 
+def _plain(items: list[Any]) -> Any:
+    """``pd.Series(items).to_numpy()`` for items of one plain type without a missing one, else None.
+
+    The array pandas makes of such a list (str: object, int within int64: int64, float without NaN: float64,
+    bool: bool), made without pandas: these per-config and per-call values are most of a small result's columns.
+    """
+    kinds = set(map(type, items))
+    if len(kinds) != 1 or not items:
+        return None
+    kind = next(iter(kinds))
+    if kind is str:
+        return np.array(items, dtype=object)
+    if kind is bool:
+        return np.array(items, dtype=np.bool_)
+    if kind is int and _INT64[0] <= min(items) and max(items) <= _INT64[1]:
+        return np.array(items, dtype=np.int64)
+    if kind is float and not any(v != v for v in items):
+        return np.array(items, dtype=np.float64)
+    return None
+
+
 def _union_reasons(col: _Column, groups: Groups) -> Any:
     """Per group: the clock-event reasons of its runs united (``none`` without any), read once per distinct value."""
-    values = col.values.tolist()
+    strings = all(v is None or type(v) is str for v in col.items)
+    values = col.items if strings else col.values.tolist()
     _, first = group_ids(groups.ids, col.pos)
     names: list[set[str]] = [set() for _ in range(groups.count)]
     for g, p in zip(groups.ids[first].tolist(), col.pos[first].tolist(), strict=True):
@@ -288,9 +314,21 @@ def _union_reasons(col: _Column, groups: Groups) -> Any:
     return np.array(["|".join(sorted(s)) if s else "none" for s in names], dtype=object)
 
 
-def _numeric(col: _Column) -> pd.Series | None:
-    """The column as numbers (``pd.to_numeric``), or None when a value is not a number or there is none."""
+def _numeric(col: _Column) -> Any:
+    """The column as numbers (``pd.to_numeric``), or None when a value is not a number or there is none.
+
+    Python ints and floats (and missing values) are converted with numpy, to the dtype pandas would give them
+    (int64 for ints alone, else float64 with NaN for a missing value); other values go through pandas.
+    """
     import pandas as pd
+
+    kinds = set(map(type, col.items))
+    if kinds <= {int, float, type(None)} and kinds & {int, float}:
+        if kinds == {int} and _INT64[0] <= min(col.items) and max(col.items) <= _INT64[1]:
+            return np.array(col.items, dtype=np.int64)[col.pos]
+        if int not in kinds or all(abs(v) <= 2**53 for v in col.items if type(v) is int):
+            floats = np.array([math.nan if v is None else v for v in col.items], dtype=np.float64)
+            return floats[col.pos]
 
     numeric = pd.to_numeric(col.values, errors="coerce")
     converted = numeric.notna().to_numpy()
@@ -308,7 +346,7 @@ def _collector_stats(
     with the nvml plugin's values and 100 regions a run, a groupby over every row per collector and statistic
     was most of the frame's time (issue 35).
     """
-    numbers: dict[str, pd.Series] = {}
+    numbers: dict[str, Any] = {}
     for name, scope in scopes.items():
         col = columns[name]
         if name == CLOCK_EVENT_REASONS:
@@ -326,18 +364,47 @@ def _collector_stats(
             out[name] = column
 
 
-def _numeric_stats(numbers: Mapping[str, pd.Series], groups: Groups, keys: RowKeys) -> dict[str, Any]:
+def _numeric_stats(numbers: Mapping[str, Any], groups: Groups, keys: RowKeys) -> dict[str, Any]:
     """``<name>_Avg/_Std/_Min/_Max`` per group of each numeric per-row column, whose value is a function of ``keys``.
 
     Groups with the same sequence of keys have the same values: each statistic is computed over one group of each
     such class (:meth:`~nsightx._results.table_flags.Groups.shared_by`, which the flags reuse) and spread to the
-    others.
+    others. All columns at once with :func:`~nsightx._results.groupstats.moments` (pandas' numbers, pandas' kernel
+    kind: that of the groups, see :func:`same_kernels`), else with pandas.
     """
     shared = groups.shared_by(keys)
-    if shared is not None:
-        rows, ids = same_kernels(shared, _ascending(groups.ids))
+    ascending = _ascending(groups.ids)
+    if shared is None:
+        rows, codes, count = None, groups.ids, groups.count
+    else:
+        rows, codes, count = shared.rows, shared.ids, int(shared.of_group.max()) + 1
+    arrays = [np.asarray(v) for v in numbers.values()]
+    picked = arrays if rows is None else [a[rows] for a in arrays]
+    if not fits(picked, codes, count):
+        return _numeric_stats_pandas(numbers, groups, shared, ascending)
+    m = moments(np.column_stack(picked).astype(np.float64), codes, count, ascending)
+    spread = slice(None) if shared is None else shared.of_group
     out: dict[str, Any] = {}
-    for name, numeric in numbers.items():
+    for j, (name, array) in enumerate(zip(numbers, arrays, strict=True)):
+        low, high = m.minimum[:, j], m.maximum[:, j]
+        if array.dtype == np.int64 and not np.isnan(low).any():
+            low, high = low.astype(np.int64), high.astype(np.int64)
+        for suffix, column in (("Avg", m.mean[:, j]), ("Std", m.std[:, j]), ("Min", low), ("Max", high)):
+            out[f"{name}_{suffix}"] = column[spread]
+    return out
+
+
+def _numeric_stats_pandas(
+    numbers: Mapping[str, Any], groups: Groups, shared: SharedGroups | None, ascending: bool
+) -> dict[str, Any]:
+    """:func:`_numeric_stats` with one pandas groupby per column and statistic (columns numpy cannot take)."""
+    import pandas as pd
+
+    if shared is not None:
+        rows, ids = same_kernels(shared, ascending)
+    out: dict[str, Any] = {}
+    for name, values in numbers.items():
+        numeric = pd.Series(values, copy=False)
         if shared is None:
             ng = numeric.groupby(groups.ids, sort=False)
         else:
@@ -482,21 +549,13 @@ def aggregate(
 
 def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, Any]:
     """The key columns, the value statistics (one groupby over the group codes), kernel, environment and unit."""
-    import pandas as pd
-
     first = groups.first
     out: dict[str, Any] = {
         "Annotation": _column(t.annotations, t.annotation[first]).array(),
         "Metric": _column(t.metrics, t.metric[first]).array(),
         "Config": t.config[first],
     }
-    value = pd.Series(t.value, copy=False).groupby(groups.ids, sort=False)
-    out["AvgValue"] = value.mean().to_numpy()
-    out["MedianValue"] = value.median().to_numpy()
-    out["StdDev"] = value.std(ddof=1).to_numpy()
-    out["MinValue"] = value.min().to_numpy()
-    out["MaxValue"] = value.max().to_numpy()
-    out["NumRuns"] = value.count().to_numpy().astype("int64")
+    out.update(_value_moments(t.value, groups))
     out["Kernel"] = _top_kernels(t, groups)
     for name in _ENV_COLUMNS:
         out[name] = _scalar(data.environment.get(name), groups.count)
@@ -504,6 +563,38 @@ def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, 
         out["Host"] = _column(data.config_hosts, out["Config"]).array()
     out["Unit"] = _first(_column(t.units, t.unit), groups)
     return out
+
+
+_NUMPY_ROWS = 8192
+"""Up to this many value rows their statistics are numpy's (one pass per run); beyond, pandas' loops are faster."""
+
+
+def _value_moments(values: Any, groups: Groups) -> dict[str, Any]:
+    """``AvgValue`` .. ``NumRuns`` per group: numpy's :mod:`~nsightx._results.groupstats`, else one pandas groupby."""
+    import pandas as pd
+
+    ids, count = groups.ids, groups.count
+    small = len(values) <= _NUMPY_ROWS and fits([values], ids, count)
+    median = medians(values, ids, count) if small else None
+    if median is not None:
+        m = moments(values[:, None], ids, count, _ascending(ids))
+        return {
+            "AvgValue": m.mean[:, 0],
+            "MedianValue": median,
+            "StdDev": m.std[:, 0],
+            "MinValue": m.minimum[:, 0],
+            "MaxValue": m.maximum[:, 0],
+            "NumRuns": m.count[:, 0],
+        }
+    value = pd.Series(values, copy=False).groupby(ids, sort=False)
+    return {
+        "AvgValue": value.mean().to_numpy(),
+        "MedianValue": value.median().to_numpy(),
+        "StdDev": value.std(ddof=1).to_numpy(),
+        "MinValue": value.min().to_numpy(),
+        "MaxValue": value.max().to_numpy(),
+        "NumRuns": value.count().to_numpy().astype("int64"),
+    }
 
 
 _SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper")

@@ -1,0 +1,156 @@
+"""Per-group count, mean, standard deviation, minimum, maximum and median of numeric columns, with numpy.
+
+The aggregated DataFrame's statistics were one pandas ``groupby`` per column and statistic; for a result of a
+few dozen runs their fixed costs were most of ``to_dataframe()`` (issue 35). This module computes every column's
+statistics at once and gives the numbers pandas gives, bit for bit, by doing pandas' arithmetic in pandas' order:
+
+- mean: where the group codes never decrease and the column holds no NaN, pandas reduces each group with
+  ``np.add.reduceat`` and divides by its size; otherwise its loop adds each group's values in row order with
+  Kahan compensation (a compensation that became NaN, from an infinite value, is reset to zero), then divides;
+- standard deviation (``ddof=1``): Welford's update in row order, ``sqrt(M2 / (n - 1))``, NaN for ``n <= 1``;
+- minimum and maximum: ``ufunc.reduceat`` in the first case, else a strict comparison against the running value
+  in row order (so of equal values the first stays);
+- median: the middle value of the group's sorted values, or the half sum of the two middle ones.
+
+NaN values are skipped; a group without a value gets NaN. The loops run once per position within a group over
+every group and column together (the groups laid out as a padded matrix), so a result of 44 runs costs a few
+dozen numpy operations. :func:`fits` says when this layout is cheap and the numbers are known to match (float64
+or int64 columns, integers exactly representable, no negative zero for the median); the caller keeps pandas for
+the rest. ``tests/core/results/test_groupstats.py`` compares every statistic with pandas' on random data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray[Any, Any]
+
+_MAX_STEPS = 4096
+"""The largest group this module reduces (one numpy pass per position in a group)."""
+_PAD = 4
+"""The padded matrix may hold at most this many times the rows (plus a small allowance): skewed sizes go to pandas."""
+_EXACT_INT = 2**53
+
+
+@dataclass(frozen=True, eq=False)
+class Moments:
+    """Per group (rows) and column (columns): non-NaN count, mean, sample standard deviation, minimum, maximum."""
+
+    count: Array
+    mean: Array
+    std: Array
+    minimum: Array
+    maximum: Array
+
+
+def fits(columns: list[Array], codes: Array, count: int) -> bool:
+    """Whether :func:`moments` handles these columns and groups (else the caller asks pandas).
+
+    Args:
+        columns: The per-row columns, each float64 or int64.
+        codes: Per row, its group (0 .. ``count`` - 1).
+        count: Number of groups.
+    """
+    for column in columns:
+        if column.dtype == np.int64:
+            if len(column) and int(np.abs(column).max()) > _EXACT_INT:
+                return False
+        elif column.dtype != np.float64:
+            return False
+    if not len(codes):
+        return False
+    largest = int(np.bincount(codes, minlength=count).max())
+    return largest <= _MAX_STEPS and largest * count <= _PAD * len(codes) + 1024
+
+
+def _padded(values: Array, codes: Array, count: int) -> tuple[Array, Array, Array]:
+    """The values as a (group, position, column) matrix (NaN pads short groups), group sizes, rows in group order."""
+    order = np.argsort(codes, kind="stable")  # each group's rows in row order
+    size = np.bincount(codes, minlength=count)
+    start = np.cumsum(size) - size
+    sorted_codes = codes[order]
+    position = np.arange(len(codes)) - start[sorted_codes]
+    matrix = np.full((count, int(size.max()), values.shape[1]), np.nan)
+    matrix[sorted_codes, position] = values[order]
+    return matrix, size, order
+
+
+def moments(values: Array, codes: Array, count: int, ascending: bool) -> Moments:
+    """The statistics of each column of ``values`` per group, as pandas' ``groupby(codes)`` computes them.
+
+    Args:
+        values: (rows, columns) float64 (integer columns converted: pandas converts them for mean and std).
+        codes: Per row, its group (0 .. ``count`` - 1), the codes pandas' groupby would use.
+        count: Number of groups.
+        ascending: Whether ``codes`` never decrease (pandas then uses ``ufunc.reduceat`` where there is no NaN).
+    """
+    matrix, size, order = _padded(values, codes, count)
+    width = values.shape[1]
+    shape = (count, width)
+    total, comp, mean, m2 = (np.zeros(shape) for _ in range(4))
+    low, high = np.full(shape, np.inf), np.full(shape, -np.inf)
+    seen = np.zeros(shape)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for k in range(matrix.shape[1]):
+            v = matrix[:, k, :]
+            ok = ~np.isnan(v)
+            seen += ok
+            y = v - comp  # Kahan, as pandas' group_mean
+            t = total + y
+            c = (t - total) - y
+            c[np.isnan(c)] = 0.0
+            np.copyto(total, t, where=ok)
+            np.copyto(comp, c, where=ok)
+            delta = v - mean  # Welford, as pandas' group_var
+            new_mean = mean + delta / seen
+            np.copyto(m2, m2 + (v - new_mean) * delta, where=ok)
+            np.copyto(mean, new_mean, where=ok)
+            np.copyto(low, v, where=v < low)
+            np.copyto(high, v, where=v > high)
+        none = seen == 0
+        avg = np.where(none, np.nan, total / seen)
+        std = np.where(seen <= 1, np.nan, np.sqrt(m2 / (seen - 1)))
+    low[none] = np.nan
+    high[none] = np.nan
+    if ascending:
+        _reduceat(values[order], size, avg, low, high)
+    return Moments(seen.astype(np.int64), avg, std, low, high)
+
+
+def _reduceat(values: Array, size: Array, avg: Array, low: Array, high: Array) -> None:
+    """Overwrite mean, minimum and maximum of the NaN-free columns with pandas' ``ufunc.reduceat`` results.
+
+    ``values`` are in group order (each group's rows together, in row order), as they are when the codes ascend.
+    """
+    clean = ~np.isnan(values).any(axis=0)
+    if not clean.any():
+        return
+    present = np.flatnonzero(size)
+    starts = (np.cumsum(size) - size)[present]
+    part = values[:, clean]
+    avg[np.ix_(present, clean)] = np.add.reduceat(part, starts, axis=0) / size[present].astype(np.float64)[:, None]
+    low[np.ix_(present, clean)] = np.minimum.reduceat(part, starts, axis=0)
+    high[np.ix_(present, clean)] = np.maximum.reduceat(part, starts, axis=0)
+
+
+def medians(values: Array, codes: Array, count: int) -> Array | None:
+    """Per group, the median of its non-NaN values (NaN without one); ``None`` when a value is negative zero.
+
+    pandas picks the middle values with a selection algorithm, which may return either zero of a tie between
+    ``0.0`` and ``-0.0``; such columns are left to pandas.
+    """
+    if bool((np.signbit(values) & (values == 0)).any()):
+        return None
+    order = np.lexsort((values, codes))  # by group, then value, NaN last
+    n = np.bincount(codes, weights=~np.isnan(values), minlength=count).astype(np.int64)
+    start = np.cumsum(np.bincount(codes, minlength=count)) - np.bincount(codes, minlength=count)
+    ordered = values[order]
+    safe = np.maximum(n, 1)
+    upper = ordered[np.minimum(start + safe // 2, len(values) - 1)]
+    lower = ordered[np.minimum(start + (safe - 1) // 2, len(values) - 1)]
+    out = np.where(n % 2 == 1, upper, (upper + lower) / 2)
+    out[n == 0] = np.nan
+    return out

@@ -1,0 +1,99 @@
+"""numpy's per-group statistics are pandas' ``groupby`` statistics, bit for bit (issue 35)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nsightx._results.groupstats import fits, medians, moments
+
+
+def _first_seen(codes: np.ndarray) -> np.ndarray:
+    """The codes renumbered in first-seen order, as ``groupby(sort=False)`` numbers its groups."""
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[inverse.reshape(-1)]
+
+
+def _case(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Values of one kind (spread, NaN, infinities, integers, rounded) in groups, ascending or not."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    codes = _first_seen(rng.integers(0, int(rng.integers(1, 8)), n))
+    if seed % 2:
+        codes = np.sort(codes)
+    values = rng.normal(1e3 * 10.0 ** rng.integers(-3, 9), 10.0 ** rng.integers(-6, 3), n)
+    kind = seed % 5
+    if kind == 1:
+        values[rng.random(n) < 0.2] = np.nan
+    elif kind == 2:
+        values[rng.random(n) < 0.1] = np.inf * rng.choice([-1.0, 1.0])
+    elif kind == 3:
+        values = rng.integers(-100, 100, n).astype(np.float64)
+    elif kind == 4:
+        values = np.round(values, 2)
+    return values, codes
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal bit for bit (NaN equal to NaN, the sign of zero counted)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return bool(np.array_equal(a, b, equal_nan=True) and (np.signbit(a) == np.signbit(b)).all())
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_statistics_are_pandas_groupby_bit_for_bit(seed: int) -> None:
+    """Kahan and reduceat means, Welford std, min, max, count and median: pandas' numbers on each kind of data."""
+    values, codes = _case(seed)
+    count = int(codes.max()) + 1
+    assert fits([values], codes, count)
+    m = moments(values[:, None], codes, count, ascending=bool((codes[1:] >= codes[:-1]).all()))
+    grouped = pd.Series(values).groupby(codes, sort=False)
+    assert _same(m.mean[:, 0], grouped.mean().to_numpy())
+    assert _same(m.std[:, 0], grouped.std(ddof=1).to_numpy())
+    assert _same(m.minimum[:, 0], grouped.min().to_numpy())
+    assert _same(m.maximum[:, 0], grouped.max().to_numpy())
+    assert np.array_equal(m.count[:, 0], grouped.count().to_numpy())
+    median = medians(values, codes, count)
+    assert median is not None
+    assert _same(median, grouped.median().to_numpy())
+
+
+def test_several_columns_at_once_are_each_column_alone() -> None:
+    """Columns reduced together give what each gives alone (a NaN in one keeps the other on reduceat)."""
+    values, codes = _case(1)
+    other = values.copy()
+    other[0] = np.nan
+    both = moments(np.column_stack([values, other]), codes, int(codes.max()) + 1, ascending=True)
+    for j, column in enumerate((values, other)):
+        grouped = pd.Series(column).groupby(codes, sort=False)
+        assert _same(both.mean[:, j], grouped.mean().to_numpy())
+        assert _same(both.std[:, j], grouped.std(ddof=1).to_numpy())
+
+
+def test_what_numpy_does_not_take_is_left_to_pandas() -> None:
+    """Other dtypes, integers past 2**53, one huge group among small ones, negative zero in a median."""
+    codes = np.array([0, 0, 1], dtype=np.int64)
+    assert not fits([np.array([1, 2, 3], dtype=np.int32)], codes, 2)
+    assert not fits([np.array([2**60, 1, 2], dtype=np.int64)], codes, 2)
+    skewed = np.concatenate([np.zeros(10_000, dtype=np.int64), np.arange(1, 100, dtype=np.int64)])
+    assert not fits([np.zeros(len(skewed))], skewed, 100)
+    assert medians(np.array([0.0, -0.0, 1.0]), codes, 2) is None
+
+
+@pytest.mark.parametrize("name", ["cupti-triton-axpb.parquet"])
+def test_gpu_result_frame_is_the_pandas_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H100 result's frame (nvml values, env values) with numpy statistics equals the one with pandas'."""
+    from _paths import FIXTURES
+
+    import nsightx
+    from nsightx._results import dataframe
+
+    path = FIXTURES / "results" / "gpu-h100-20261206" / name
+    fast = nsightx.load(path).to_dataframe()
+    monkeypatch.setattr(dataframe, "fits", lambda *_: False)
+    monkeypatch.setattr(dataframe, "_plain", lambda _: None)
+    slow = nsightx.load(path).to_dataframe()
+    pd.testing.assert_frame_equal(fast, slow, check_exact=True)
