@@ -8,7 +8,7 @@ Each shape is configs x runs x regions (one metric, so records = values = their 
 synthetically through the real schema and builder (``build_results`` over ``RunRecords`` such as the host backend
 writes: one ``host__time_duration.sum`` record and one region execution per region and run; with
 ``--collectors``, the values the nvml plugin writes as well: seven per run, clocks as ints as NVML gives them,
-and six once per call, as in the H100 result under ``tests/fixtures/results/gpu-h100-20261206``).
+and six once per call, as in the H100 result under ``tests/fixtures/gpu-results``).
 ``--fixture PATH`` (repeatable) also times ``to_dataframe()`` of a saved result (loaded once, a fresh
 ``ProfileResults`` per call), for the small GPU results of issue 35. Per shape, in one process:
 

@@ -91,7 +91,7 @@ def test_gpu_result_frame_is_the_pandas_one(name: str, monkeypatch: pytest.Monke
     import nsightx
     from nsightx._results import dataframe
 
-    path = FIXTURES / "results" / "gpu-h100-20261206" / name
+    path = FIXTURES / "gpu-results" / name
     fast = nsightx.load(path).to_dataframe()
     monkeypatch.setattr(dataframe, "fits", lambda *_: False)
     monkeypatch.setattr(dataframe, "_plain", lambda _: None)
