@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,11 @@ def test_the_suite_has_at_most_eight_benchmarks_each_a_script_in_the_readme() ->
     assert scripts - helpers == {b.script for b in run.SUITE.values()}, "a script in benchmarks/ is in no benchmark"
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (BENCH / "results").iterdir() if p.is_dir()))
+LOGS = "logs"
+"""``results/logs/<date>/``: the raw logs a GPU call brought back, with a README naming machine, tree and command."""
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (BENCH / "results").iterdir() if p.is_dir() and p.name != LOGS))
 def test_each_kept_result_is_in_the_one_format(name: str) -> None:
     folder = BENCH / "results" / name
     assert name in run.SUITE and {p.name for p in folder.iterdir()} == {"latest.json", "latest.md", "history.jsonl"}
@@ -54,6 +59,15 @@ def test_each_kept_result_is_in_the_one_format(name: str) -> None:
     assert history and all("result" not in line for line in history)
     # the latest run is in the history (runs recorded with --no-latest may follow it)
     assert {k: v for k, v in latest.items() if k != "result"} in history
+
+
+def test_each_folder_of_raw_logs_says_where_they_came_from() -> None:
+    folders = sorted(p for p in (BENCH / "results" / LOGS).iterdir() if p.is_dir())
+    for folder in folders:
+        readme = (folder / "README.md").read_text(encoding="utf-8")
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", folder.name), f"{folder.name}: name log folders by date"
+        for word in ("machine", "tree", "command"):
+            assert word in readme, f"{folder}/README.md does not name the {word}"
 
 
 def test_from_records_an_output_made_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
