@@ -393,7 +393,9 @@ class _Sweep:
 
         Not when the sink itself failed (:class:`~nsightx.OutputError`, a full disk): its file takes nothing more.
         """
-        once = [new_collector_value(*v) if type(v) is tuple else v for v in self.collectors.run(CollectionScope.ONCE)]
+        once = [
+            new_collector_value(*v) if isinstance(v, tuple) else v for v in self.collectors.run(CollectionScope.ONCE)
+        ]
         if once:  # written as a run object: its values as objects
             self.sink.write(RunRecords(-1, -1, collectors=tuple(once)))
         try:
