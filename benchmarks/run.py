@@ -86,8 +86,10 @@ def data_path_headline(data: dict[str, Any]) -> Headline:
 
 
 def run_loop_headline(data: dict[str, Any]) -> Headline:
-    """CPU microseconds per run of a call beside an empty region, per call size and case (with ``--nvml``: the nvml
-    plugin's part of a run and its per-run work alone, per tree and sampler)."""
+    """CPU microseconds per run of a call beside an empty region, per call size and case.
+
+    With ``--nvml``: the nvml plugin's part of a run and its per-run work alone, per tree and sampler.
+    """
     cases = data["cases"]
     out: Headline = {}
     if data.get("nvml"):
