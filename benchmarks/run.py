@@ -86,9 +86,18 @@ def data_path_headline(data: dict[str, Any]) -> Headline:
 
 
 def run_loop_headline(data: dict[str, Any]) -> Headline:
-    """CPU microseconds per run of a call beside an empty region, per call size and case."""
+    """CPU microseconds per run of a call beside an empty region, per call size and case.
+
+    With ``--nvml``: the nvml plugin's part of a run and its per-run work alone, per tree and sampler.
+    """
     cases = data["cases"]
     out: Headline = {}
+    if data.get("nvml"):
+        for case, m in data["median"].items():
+            name = f"{Path(case.split(' [')[0]).name} [{case.split(' [')[1]}"
+            out[f"{name} nvml-off us/run"] = _r(m["nvml_minus_off_us"], 2)
+            out[f"{name} parts us/run"] = _r(m["parts_us"], 2)
+        return out
     for case in cases:
         prefix = "" if len(cases) == 1 else f"{Path(case.split(' [')[0]).name}{case[len(case.split(' [')[0]) :]} "
         for size, m in data["median"][case].items():

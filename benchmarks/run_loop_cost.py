@@ -18,17 +18,22 @@ from one run on a shared machine. ``--gc-variants`` also measures this tree with
 in other ways, for comparison: ``nofreeze`` (never freezes: ``nsightx._run.heap.FREEZE_EVERY`` out of reach),
 ``threshold`` (never freezes, gen-0 threshold 100,000 for the call) and ``off`` (collector disabled for the
 call: the floor). ``--json`` writes every number.
+
+``--nvml`` measures instead what the nvml plugin (its RUN collector and the thermal guard) costs each run: see
+:func:`nvml_main`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -133,12 +138,23 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, action="append", default=[], help="another source tree to measure")
     ap.add_argument("--gc-variants", action="store_true", help="also this tree with the GC handled otherwise")
     ap.add_argument("--json", type=Path, help="write every number here")
+    ap.add_argument("--nvml", action="store_true", help="measure the nvml plugin's cost per run instead")
+    ap.add_argument("--runs", type=int, default=20_000, help="--nvml: runs per call (and per parts loop)")
+    ap.add_argument("--rounds", type=int, default=3, help="--nvml: off/nvml/parts rounds in each process")
+    ap.add_argument("--samplers", default="process,thread", help="--nvml: comma-separated: process, thread")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--variant", default="default", help=argparse.SUPPRESS)
+    ap.add_argument("--nvml-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--sampler", default="process", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
         print(json.dumps(child(args.child, args.variant)))
         return 0
+    if args.nvml_child is not None:
+        print(json.dumps(nvml_child(args.nvml_child, args.sampler, args.rounds)))
+        return 0
+    if args.nvml:
+        return nvml_main(args)
     here = HERE.parent
     cases = [(here, "default"), *[(t.resolve(), "default") for t in args.tree]]
     if args.gc_variants:
@@ -153,6 +169,180 @@ def main() -> int:
     print_table(table, sizes)
     if args.json:
         args.json.write_text(json.dumps({"cases": list(table), "median": table, "raw": raw}, indent=1))
+    return 0
+
+
+TESTS = HERE.parent / "tests"
+
+FAKE_PYNVML = """
+# The NVML double of tests/nvml_double.py as the ``pynvml`` module (written by benchmarks/nvml_run_cost.py).
+from nvml_double import GPU_A, FakeGpu, FakeNvml
+
+_fake = FakeNvml([FakeGpu(GPU_A)])
+
+
+def __getattr__(name):
+    return getattr(_fake, name)
+"""
+
+
+def _install_double(sampler: str) -> None:
+    """Put the NVML double in place of ``pynvml`` (and the CUDA driver), for a sampler process or thread."""
+    folder = tempfile.mkdtemp(prefix="nsightx-bench-nvml-")
+    Path(folder, "pynvml.py").write_text(FAKE_PYNVML)
+    sys.path[:0] = [folder, str(TESTS)]  # the sampler process gets this path too
+    from nsightx_nvml import _collectors
+    from nsightx_nvml._lib import import_pynvml
+    from nvml_double import GPU_A, FakeCuda
+
+    load: Any = import_pynvml  # the real loader: the plugin starts a sampler process
+    if sampler == "thread":
+        module = import_pynvml()
+        load = lambda: module  # noqa: E731  # not the real loader: a sampler thread
+    _collectors._provider = _collectors.Provider(load=load, cuda=FakeCuda({0: GPU_A[4:]}))
+
+
+def nvml_child(runs: int, sampler: str, rounds: int) -> dict[str, Any]:
+    """Time ``off``, ``nvml`` and ``parts`` ``rounds`` times each in this process (tree set by ``PYTHONPATH``)."""
+    _install_double(sampler)
+    from nsightx_nvml._collectors import NvmlTemperatureSource
+
+    import nsightx
+    from nsightx._api import kernel as _kernel
+    from nsightx._enums import CollectionScope
+    from nsightx._run.loop import _Collectors
+    from nsightx._run.thermal import make_guard
+
+    mode = {"now": "nvml"}
+    plans: list[Any] = []
+    execute = _kernel.execute
+
+    def as_gpu_call(backend: Any, plan: Any, sink: Any) -> Any:
+        if mode["now"] == "nvml":
+            thermal = dataclasses.replace(plan.thermal, source=NvmlTemperatureSource(plan.device))
+            plan = dataclasses.replace(plan, needs_gpu=True, thermal=thermal)
+        else:
+            kept = tuple(c for c in plan.collectors if not c.name.startswith("nvml"))
+            plan = dataclasses.replace(plan, collectors=kept, thermal=dataclasses.replace(plan.thermal, mode="off"))
+        plans.append(plan)
+        return execute(backend, plan, sink)
+
+    _kernel.execute = as_gpu_call
+
+    def body() -> None:
+        with nsightx.annotate("r"):
+            pass
+
+    silent = nsightx.VerbosityLevel.SILENT
+    call = nsightx.analyze.kernel(runs=runs, warmup=0, backend="host", verbosity=silent)(body)
+    for m in ("off", "nvml"):  # plugins loaded, the sampler started, caches filled
+        mode["now"] = m
+        call()
+    nvml_plan = plans[-1]
+
+    def timed_call(m: str) -> float:
+        mode["now"] = m
+        c0 = time.process_time()
+        call()
+        return (time.process_time() - c0) * 1e6 / runs
+
+    def timed_parts() -> float:
+        collectors = _Collectors(nvml_plan)
+        collectors.start()
+        guard = make_guard(nvml_plan)
+        try:
+            materialize, run_scope = collectors.materialize, CollectionScope.RUN
+            rows = getattr(collectors, "collect_run", None)  # what the tree's run loop calls
+            ask = rows if rows is not None else lambda ci, r: collectors.gather(run_scope, config=ci, run=r)
+            c0 = time.process_time()
+            for r in range(runs):
+                guard.before_run()
+                values = guard.take_values(0, r) + ask(0, r)
+                materialize(values)
+            return (time.process_time() - c0) * 1e6 / runs
+        finally:
+            collectors.stop()
+
+    out: dict[str, list[float]] = {"off": [], "nvml": [], "parts": []}
+    for _ in range(rounds):
+        out["off"].append(timed_call("off"))
+        out["nvml"].append(timed_call("nvml"))
+        out["parts"].append(timed_parts())
+    from nsightx_nvml import _sampler
+
+    kinds = {type(s.sampler).__name__ for s in _sampler._leases.values()} | {
+        type(s).__name__ for s in _sampler._parked.values()
+    }
+    return {
+        "runs": runs,
+        "sampler_class": sorted(kinds),
+        "off_us": statistics.median(out["off"]),
+        "nvml_us": statistics.median(out["nvml"]),
+        "nvml_minus_off_us": statistics.median(n - o for n, o in zip(out["nvml"], out["off"], strict=True)),
+        "parts_us": statistics.median(out["parts"]),
+        "raw": out,
+    }
+
+
+def nvml_run_child(tree: Path, runs: int, sampler: str, rounds: int) -> dict[str, Any]:
+    """Run :func:`nvml_child` in a fresh process with ``tree`` first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (tree, tree / "backends", tree / "plugins"))
+    env.pop("NSIGHTX_BLOCK_PLUGINS", None)
+    argv = [sys.executable, str(Path(__file__).resolve()), "--nvml-child", str(runs), "--sampler", sampler]
+    out = subprocess.run([*argv, "--rounds", str(rounds)], env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"child for {tree} ({sampler}) failed:\n{out.stderr}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def nvml_main(args: argparse.Namespace) -> int:
+    """What the nvml plugin costs each run on the CPU: the thermal guard and the RUN collector, on the run loop's path.
+
+        python benchmarks/run_loop_cost.py --nvml [--runs 20000] [--reps 3] [--rounds 3]
+                                           [--samplers process,thread] [--tree PATH ...] [--json OUT]
+
+    On the GPU the nvml plugin added ~22 us to every run of a 16 KiB op (issue 35's run-loop target: 1.10x the bare
+    loop, so ~1-2 us for the plugin). Most of that is Python on the host, which this measures without a GPU: NVML
+    is the scripted double of ``tests/nvml_double.py`` (the library boundary, installed as the ``pynvml`` module,
+    so that the plugin takes the path it takes on a GPU machine: a sampler *process* reading the double, or with
+    ``thread`` a sampler thread), the CUDA driver a double that answers device 0 (CUDA is up). The host backend
+    cannot be guarded (it measures no GPU), so the plan of each call is changed on its way to the run loop: it
+    says it measures a GPU and carries the nvml temperature source, as a GPU call's plan does.
+
+    Each child process times, on the real host backend and run loop, a call of ``--runs`` runs, each an empty region
+    (``with nsightx.annotate``), alternately:
+
+    - ``off``: without the nvml collectors and the guard (the loop's plain path; what a call costs without NVML);
+    - ``nvml``: with both, as a GPU call has them;
+    - ``parts``: the per-run work alone, outside a call, ``--runs`` times: ``guard.before_run()``,
+      ``guard.take_values()``, the RUN collectors called as the tree's run loop calls them (``collect_run``, or
+      ``gather`` in trees before it) and ``materialize`` (what the loop does with their answers when it writes the run).
+
+    Reported per run, in CPU time of the measuring process (a sampler thread's reads count, a sampler process's do
+    not): ``nvml - off``, the plugin's part of a run (the headline), and ``parts``. ``--tree`` (repeatable) measures
+    other source trees in the same run, alternating trees within each repetition, so before/after ratios come from
+    one run on a shared machine. ``--json`` writes every number.
+    """
+    trees = [HERE.parent, *[t.resolve() for t in args.tree]]
+    samplers = args.samplers.split(",")
+    raw: dict[str, list[dict[str, Any]]] = {f"{t} [{s}]": [] for s in samplers for t in trees}
+    for _ in range(args.reps):
+        for s in samplers:
+            for t in trees:
+                raw[f"{t} [{s}]"].append(nvml_run_child(t, args.runs, s, args.rounds))
+    keys = ("off_us", "nvml_us", "nvml_minus_off_us", "parts_us")
+    table = {case: {k: statistics.median(r[k] for r in rows) for k in keys} for case, rows in raw.items()}
+    print(f"{'case':<44} {'off us/run':>10} {'nvml':>8} {'nvml-off':>9} {'parts':>7}")
+    for case, m in table.items():
+        print(
+            f"{case[-44:]:<44} {m['off_us']:>10.2f} {m['nvml_us']:>8.2f} {m['nvml_minus_off_us']:>9.2f} "
+            f"{m['parts_us']:>7.2f}"
+        )
+    if args.json:
+        doc = {"nvml": True, "runs": args.runs, "cases": list(table), "median": table, "raw": raw}
+        args.json.write_text(json.dumps(doc, indent=1))
     return 0
 
 

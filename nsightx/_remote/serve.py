@@ -117,7 +117,7 @@ class WorkerRequests:
         if run < 0:
             return {"values": []}
         self._runs_in_config += 1
-        values = [[row.name, "value", row.value] for row in self.guard.take_values(config, run)]
+        values = [[name, "value", value] for name, _, _, _, _, value in self.guard.take_values(config, run)]
         values += self._collect(CollectionScope.RUN, config, run, None)
         return {"values": values}
 

@@ -17,8 +17,8 @@ import dataclasses
 import pickle
 from collections.abc import Callable
 
-from nsightx._results.records import CollectorValue, Record, RunRecords
-from nsightx._results.rows import RecordRow, RunRow, run_from_row
+from nsightx._results.records import CollectorValue, Record, RunRecords, new_collector_value
+from nsightx._results.rows import CollectorRow, RecordRow, RunRow, run_from_row
 
 
 class TaskRuns:
@@ -101,8 +101,12 @@ def _run_as(run: RunRecords, index: int) -> RunRecords:
         config=index,
         records=tuple(_record_as(r, index) for r in run.records),
         regions=tuple(dataclasses.replace(g, config=index) for g in run.regions),
-        collectors=tuple(_collector_as(c, index) for c in run.collectors),
+        collectors=tuple(_as_object(_collector_as(c, index)) for c in run.collectors),
     )
+
+
+def _as_object(value: CollectorRow | CollectorValue) -> CollectorValue:
+    return new_collector_value(*value) if isinstance(value, tuple) else value
 
 
 def _record_row_as(record: RecordRow | Record, index: int) -> RecordRow | Record:
@@ -116,5 +120,9 @@ def _record_as(record: Record, index: int) -> Record:
     return dataclasses.replace(record, config=index)
 
 
-def _collector_as(value: CollectorValue, index: int) -> CollectorValue:
+def _collector_as(value: CollectorRow | CollectorValue, index: int) -> CollectorRow | CollectorValue:
+    """A collector value of a row, as a tuple or an object, numbered as config ``index`` (a ONCE value stays)."""
+    if isinstance(value, tuple):
+        name, scope, config, run, annotation, v = value
+        return value if config is None else (name, scope, index, run, annotation, v)
     return value if value.config is None else dataclasses.replace(value, config=index)

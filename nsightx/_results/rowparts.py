@@ -121,14 +121,30 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords]) -> RunParts:
     if not all(type(r) is tuple for r in records):
         records = [r if type(r) is tuple else _record_tuple(r) for r in records]
     regions = _region_columns(rows, configs, run_ids, n_regions)
-    collectors = CollectorColumns.of(list(itertools.chain.from_iterable(map(itemgetter(5), rows))))
+    collectors = _collector_columns(list(itertools.chain.from_iterable(map(itemgetter(5), rows))))
     return RunParts(runs, RecordColumns.of_rows(records), regions, collectors)
+
+
+_COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")
+_collector_tuple = attrgetter(*_COLLECTOR_FIELDS)
+"""A :class:`~nsightx._results.records.CollectorValue` object's fields as a tuple (a collector row)."""
+
+
+def _collector_columns(values: list[Any]) -> CollectorColumns:
+    """The columns of collector rows and objects (the run loop hands rows; a run object holds objects)."""
+    if not values:
+        return CollectorColumns([], [], [], [], [], [])
+    if set(map(type, values)) != {tuple}:  # the run loop's rows are tuples already
+        values = [v if type(v) is tuple else _collector_tuple(v) for v in values]
+    name, scope, config, run, annotation, value = map(list, zip(*values, strict=True))
+    return CollectorColumns(name, scope, config, run, annotation, value)
 
 
 def _as_row(run: RunRecords) -> tuple[Any, ...]:
     """A run object as a row, its regions' attributes kept per region (the sixth field is for :func:`_attributes`)."""
     regions = [(g.annotation, g.host_ns, g.failed) for g in run.regions]
-    return (run.config, run.run, run.records, regions, [g.attributes for g in run.regions], run.collectors)
+    values = tuple(map(_collector_tuple, run.collectors))
+    return (run.config, run.run, run.records, regions, [g.attributes for g in run.regions], values)
 
 
 def _region_columns(rows: list[Any], configs: Any, run_ids: Any, n_regions: Any) -> RegionColumns:

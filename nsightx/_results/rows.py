@@ -43,10 +43,16 @@ def _twin(cls: type) -> type:
 _RecordInit = _twin(Record)
 _RegionRunInit = _twin(RegionRun)
 _RunRecordsInit = _twin(RunRecords)
+_CollectorValueInit = _twin(CollectorValue)
 
 
 RecordRow = tuple[str, int, int, str, str, float, "str | None", int]
 """A :class:`Record`'s fields as a tuple, in declaration order."""
+
+CollectorRow = tuple[str, str, "int | None", "int | None", "str | None", Scalar]
+"""A :class:`CollectorValue`'s fields as a tuple, in declaration order: (name, scope, config, run, annotation,
+value). The run loop hands each run's collector and thermal-guard values over in this form: on the GPU the nvml
+plugin's seven values per run, built as objects, were the largest part of its per-run cost (issue 35)."""
 
 RegionRow = tuple[str, int, bool]
 """(annotation, host_ns, failed) of one region executed in a run (its config and run are the run's)."""
@@ -57,11 +63,12 @@ RunRow = tuple[
     "tuple[RecordRow | Record, ...] | list[RecordRow | Record]",
     "tuple[RegionRow, ...] | list[RegionRow]",
     "Mapping[str, Mapping[str, Scalar]]",
-    "tuple[CollectorValue, ...]",
+    "tuple[CollectorRow | CollectorValue, ...]",
 ]
 """One finished run in compact form: (config, run, records, regions, region attributes, collector values).
 
-``records`` holds :data:`RecordRow` tuples or :class:`Record` objects (from a backend that made them);
+``records`` holds :data:`RecordRow` tuples or :class:`Record` objects (from a backend that made them), the
+collector values :data:`CollectorRow` tuples or :class:`CollectorValue` objects;
 ``regions`` one :data:`RegionRow` per region, in closing order; the region attributes are keyed by annotation
 (a region without an entry has none). :func:`run_from_row` makes the :class:`RunRecords` it stands for.
 """
@@ -77,7 +84,7 @@ def runs_from_rows(rows: Iterable[RunRow | RunRecords]) -> list[RunRecords]:
 
     One loop for all runs, with the twins' constructors inlined: ~0.6 us a run of one region and one record.
     """
-    record_init, region_init, run_init = _RecordInit, _RegionRunInit, _RunRecordsInit
+    record_init, region_init, run_init, value_init = _RecordInit, _RegionRunInit, _RunRecordsInit, _CollectorValueInit
     out: list[RunRecords] = []
     for row in rows:
         if type(row) is not tuple:
@@ -95,7 +102,13 @@ def runs_from_rows(rows: Iterable[RunRow | RunRecords]) -> list[RunRecords]:
             g = region_init(name, config, run, host_ns, failed, attributes.get(name) or {})
             g.__class__ = RegionRun
             regions.append(g)
-        r = run_init(config, run, tuple(records), tuple(regions), collectors)
+        values: list[Any] = []
+        for v in collectors:
+            if type(v) is tuple:
+                v = value_init(*v)
+                v.__class__ = CollectorValue
+            values.append(v)
+        r = run_init(config, run, tuple(records), tuple(regions), tuple(values))
         r.__class__ = RunRecords
         out.append(r)
     return out

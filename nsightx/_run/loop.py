@@ -35,7 +35,7 @@ from nsightx._results.records import (
     new_collector_value,
     new_record,
 )
-from nsightx._results.rows import RunRow, run_from_row
+from nsightx._results.rows import CollectorRow, RunRow, run_from_row
 from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
 from nsightx._run import context as _context
@@ -53,22 +53,49 @@ from nsightx._run.thermal import NoGuard, make_guard
 class _Gathered(NamedTuple):
     """One collector's answer, kept as returned until its run is written (see :meth:`_Collectors.gather`)."""
 
-    collector: CollectorLike
-    scope: CollectionScope
-    where: dict[str, Any]
+    name: str
+    scope: str
+    config: int | None
+    run: int | None
+    annotation: str | None
     result: Any
 
 
 _FAILED = object()
 """The result of a collector that raised (its column is None for that run)."""
 
+_RUN_SCOPE = CollectionScope.RUN
+_RUN = _RUN_SCOPE.value
+
+
+def _add_rows(
+    out: list[Any], name: str, scope: str, config: int | None, run: int | None, annotation: str | None, result: Any
+) -> None:
+    """Append the rows of one collector's answer to ``out``: one per key of a mapping, else one named ``name``.
+
+    A mapping's rows are built in one comprehension, :func:`to_scalar` called only for a value that is not a plain
+    scalar already.
+    """
+    if result is _FAILED:
+        out.append((name, scope, config, run, annotation, None))
+    elif type(result) is dict:  # _call copied every mapping into a dict
+        plain, scalar = _PLAIN_TYPES, to_scalar
+        out += [
+            (k if type(k) is str else str(k), scope, config, run, annotation, v if type(v) in plain else scalar(v))
+            for k, v in result.items()
+        ]
+    else:
+        out.append((name, scope, config, run, annotation, to_scalar(result)))
+
 
 class _Collectors:
     """Calls collectors of one scope and turns their results into collector rows.
 
-    RUN and ANNOTATION collectors are called when their run starts (:meth:`gather`), but their answers become
-    rows only when the run is written (:meth:`materialize`): with a deferred session that happens before it
-    waits for the GPU, so the conversion overlaps the GPU's queued work instead of delaying the next launch.
+    RUN collectors are called when their run starts and their answers become
+    :data:`~nsightx._results.rows.CollectorRow` tuples at once (:meth:`collect_run`: one tuple per value, cheaper
+    than keeping the answer to convert later). ANNOTATION collectors are called when their region opens
+    (:meth:`gather`), but their answers become rows only when the run is written (:meth:`materialize`): with a
+    deferred session that happens before it waits for the GPU, so the conversion overlaps the GPU's queued work.
 
     A collector may also have ``start(ctx)`` and ``stop()`` methods (both optional, see
     :class:`~nsightx._run.collectors.CollectorLike`): :meth:`start` calls the first with a ONCE-scope context before
@@ -95,7 +122,7 @@ class _Collectors:
         NVML does not work): it is still stopped at the end, but never asked for a value, so it costs no run
         anything.
         """
-        ctx = self._context(CollectionScope.ONCE, {})
+        ctx = self._context(CollectionScope.ONCE, None, None, None)
         for c in self.plan.collectors:
             start = getattr(c, "start", None)
             if start is None or not callable(getattr(c, "stop", None)):
@@ -119,7 +146,7 @@ class _Collectors:
             except Exception as e:
                 self._warn(c, "in stop()", e)
 
-    def run(self, scope: CollectionScope, **where: Any) -> list[CollectorValue]:
+    def run(self, scope: CollectionScope, **where: Any) -> list[CollectorRow | CollectorValue]:
         """Call the collectors of ``scope`` and return their rows at once (ONCE and CONFIG scopes)."""
         return self.materialize(self.gather(scope, **where))
 
@@ -128,10 +155,25 @@ class _Collectors:
         collectors = self.by_scope[scope]
         if not collectors:
             return []
-        ctx = self._context(scope, where)
-        return [_Gathered(c, scope, where, self._call(c, ctx)) for c in collectors]
+        config, run, annotation = where.get("config"), where.get("run"), where.get("annotation")
+        ctx = self._context(scope, config, run, annotation)
+        return [_Gathered(c.name, scope.value, config, run, annotation, self._call(c, ctx)) for c in collectors]
 
-    def _context(self, scope: CollectionScope, where: Mapping[str, Any]) -> CollectContext:
+    def collect_run(self, config: int, run: int) -> list[CollectorRow]:
+        """Call the RUN collectors for run ``run`` of ``config`` and return their values as rows, at once.
+
+        This runs before every measured run, between two launches of a host-bound sweep: no gathered answer is
+        kept (as :meth:`gather` keeps one), no keyword mapping is built, the rows are made here.
+        """
+        ctx = self._context(_RUN_SCOPE, config, run, None)
+        out: list[CollectorRow] = []
+        for c in self.by_scope[_RUN_SCOPE]:
+            _add_rows(out, c.name, _RUN, config, run, None, self._call(c, ctx))
+        return out
+
+    def _context(
+        self, scope: CollectionScope, config: int | None, run: int | None, annotation: str | None
+    ) -> CollectContext:
         """The context of one collector call: built from the fields kept per (scope, config), run and annotation set.
 
         It is made before every measured run, between two launches of a host-bound sweep, so it is not built
@@ -139,7 +181,6 @@ class _Collectors:
         the fields that stay the same for every run of the config (the same :class:`CollectContext`, equal to
         what the constructor makes: ``tests/core/run/test_collectors.py``).
         """
-        config = where.get("config")
         key = (scope, config)
         fields = self._fields.get(key)
         if fields is None:
@@ -159,35 +200,27 @@ class _Collectors:
         ctx = object.__new__(CollectContext)
         state = ctx.__dict__
         state.update(fields)
-        state["run"] = where.get("run")
-        state["annotation"] = where.get("annotation")
+        state["run"] = run
+        state["annotation"] = annotation
         return ctx
 
-    def materialize(self, items: list[Any]) -> list[CollectorValue]:
-        """Rows for ``items`` as :class:`CollectorValue` (built directly: the values are scalars made here).
+    def materialize(self, items: list[Any]) -> list[CollectorRow | CollectorValue]:
+        """Rows for ``items``: a :data:`~nsightx._results.rows.CollectorRow` tuple per value of a gathered answer.
 
-        Gathered answers are converted; rows already made (from the thermal guard, the stop rule, an earlier
-        scope) pass through unchanged.
+        Rows, not :class:`CollectorValue` objects: a run's values are made into objects only when something reads
+        them (see :mod:`nsightx._results.rows`); the nvml plugin's six values a run, built as objects, cost more
+        than the rest of its work before a run (``benchmarks/nvml_run_cost.py``). Gathered answers are converted;
+        values already made (rows of the RUN collectors and the thermal guard, the stop rule's object, an earlier
+        scope's) pass through unchanged.
         """
-        out: list[CollectorValue] = []
+        if _Gathered not in set(map(type, items)):  # a run without annotation collectors: nothing to convert
+            return list(items)
+        out: list[CollectorRow | CollectorValue] = []
         for item in items:
-            if not isinstance(item, _Gathered):
-                out.append(item)
-                continue
-            c, scope, where, result = item
-            config, run, annotation = where.get("config"), where.get("run"), where.get("annotation")
-            scope_name = scope.value
-            if result is _FAILED:
-                out.append(new_collector_value(c.name, scope_name, config, run, annotation, None))
-            elif type(result) is dict or isinstance(result, Mapping):  # no intermediate dict: once per run
-                out.extend(
-                    [
-                        new_collector_value(str(k), scope_name, config, run, annotation, to_scalar(v))
-                        for k, v in result.items()
-                    ]
-                )
+            if type(item) is _Gathered:
+                _add_rows(out, *item)
             else:
-                out.append(new_collector_value(c.name, scope_name, config, run, annotation, to_scalar(result)))
+                out.append(item)
         return out
 
     def _call(self, c: CollectorLike, ctx: CollectContext) -> Any:
@@ -214,6 +247,10 @@ _SCALAR_TYPES = (int, float, str)  # bool is an int
 """A tuple, not ``int | float | str``: ``isinstance`` with a union expression builds the union at every call
 (0.48 against 0.11 us on a CI CPU), and :func:`to_scalar` runs for every collector value of every run, between
 two launches of a host-bound sweep."""
+
+
+_PLAIN_TYPES = frozenset({int, float, str, bool, type(None)})
+"""Types :func:`to_scalar` returns unchanged: :meth:`_Collectors.materialize` takes such a value without the call."""
 
 
 def to_scalar(value: object) -> Scalar:
@@ -356,8 +393,10 @@ class _Sweep:
 
         Not when the sink itself failed (:class:`~nsightx.OutputError`, a full disk): its file takes nothing more.
         """
-        once = self.collectors.run(CollectionScope.ONCE)
-        if once:
+        once = [
+            new_collector_value(*v) if isinstance(v, tuple) else v for v in self.collectors.run(CollectionScope.ONCE)
+        ]
+        if once:  # written as a run object: its values as objects
             self.sink.write(RunRecords(-1, -1, collectors=tuple(once)))
         try:
             for ci in range(len(self.plan.configs)):
@@ -410,9 +449,7 @@ class _Sweep:
             if r == 0 and config_values:
                 values = config_values + values
             if reason is not None and self.rule.records_reason:
-                values.append(
-                    CollectorValue(name=STOP_COLUMN, scope=CollectionScope.CONFIG.value, config=ci, value=reason)
-                )
+                values.append((STOP_COLUMN, CollectionScope.CONFIG.value, ci, None, None, reason))
             if not batched:
                 self._write_run(ci, r, state, output, values)
             else:
@@ -528,7 +565,7 @@ def _hand_over(sink: Sink) -> Callable[[RunRow], None]:
 
 
 def _run_row(
-    ci: int, r: int, state: _context.RunState, output: RunOutput, values: tuple[CollectorValue, ...]
+    ci: int, r: int, state: _context.RunState, output: RunOutput, values: tuple[CollectorRow | CollectorValue, ...]
 ) -> RunRow:
     """One run in compact form, from its regions, the backend's output and its collector values.
 
@@ -602,7 +639,7 @@ class _Runner:
             if self.guarded:
                 run_values += self.guard.take_values(ci, r)
             if self.asks_run:
-                run_values += self.collectors.gather(CollectionScope.RUN, config=ci, run=r)
+                run_values += self.collectors.collect_run(ci, r)
             if self.asks_annotation:
                 state.on_annotation = functools.partial(self._annotation, run_values, ci, r)
         previous = _context.current()  # restored, not cleared: None except for a loop run inside a run

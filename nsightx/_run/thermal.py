@@ -33,7 +33,7 @@ from typing import Protocol
 
 from nsightx._enums import CollectionScope, VerbosityLevel
 from nsightx._errors import CoolingTimeoutError
-from nsightx._results.records import CollectorValue, new_collector_value
+from nsightx._results.rows import CollectorRow
 
 DEFAULT_WAIT_C = 10
 """Headroom (°C) at or below which a run waits, when ``thermal_wait`` is not given."""
@@ -131,8 +131,11 @@ class Guard(Protocol):
         """Pause if the device is too hot to measure reliably (called before every run, warm-up included)."""
         ...
 
-    def take_values(self, config: int, run: int) -> list[CollectorValue]:
-        """RUN-scope values to store with measured run ``run`` of ``config`` (pause time since the last one)."""
+    def take_values(self, config: int, run: int) -> list[CollectorRow]:
+        """RUN-scope values to store with measured run ``run`` of ``config`` (pause time since the last one).
+
+        As :data:`~nsightx._results.rows.CollectorRow` tuples: the run loop hands them on as they are.
+        """
         ...
 
 
@@ -142,7 +145,7 @@ class NoGuard:
     def before_run(self) -> None:
         """Do nothing."""
 
-    def take_values(self, config: int, run: int) -> list[CollectorValue]:
+    def take_values(self, config: int, run: int) -> list[CollectorRow]:
         """No values: rows carry no ``ThermalPauseS`` column when nothing was guarded."""
         return []
 
@@ -226,10 +229,13 @@ class ThermalGuard:
         self._cool_until = None
         self._pause(reading)
 
-    def take_values(self, config: int, run: int) -> list[CollectorValue]:
-        """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN row."""
-        value, self._pending_s = round(self._pending_s, 3), 0.0
-        return [new_collector_value(PAUSE_COLUMN, _RUN, config, run, None, value)]  # before every run: fast builder
+    def take_values(self, config: int, run: int) -> list[CollectorRow]:
+        """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN row (a plain tuple)."""
+        pending = self._pending_s
+        if not pending:  # nearly every run: no pause since the last one
+            return [(PAUSE_COLUMN, _RUN, config, run, None, 0.0)]
+        self._pending_s = 0.0
+        return [(PAUSE_COLUMN, _RUN, config, run, None, round(pending, 3))]
 
     def _read(self) -> ThermalReading | None:
         if self._broken:

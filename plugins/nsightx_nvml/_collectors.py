@@ -183,6 +183,9 @@ class RunConditions:
         self._last: dict[tuple[int, str], tuple[DeviceMap, Sample]] = {}
         self._leases: list[tuple[int, str]] = []
         self._sweep: dict[int | str | None, tuple[int, str]] = {}
+        self._samplers: dict[int | str | None, _sampler.Sampler | _sampler.ProcessSampler] = {}
+        """The sampler each started device's runs read (what ``_sampler.current`` of its key returns meanwhile:
+        the lease :meth:`start` took keeps it), so that :meth:`collect` looks it up in one step."""
         self._children: dict[tuple[int, str], ChildSpec] = {}
 
     def start(self, ctx: CollectContext) -> bool:
@@ -207,9 +210,10 @@ class RunConditions:
             child = self._children.get(key)
             if child is None:  # a device's UUID is fixed: asked once, not at every call (an NVML query)
                 child = self._children[key] = ChildSpec(nvml.uuid(dev.sensors))
-        _sampler.acquire(key, lambda: self.read(nvml, dev), child=child)
+        sampler = _sampler.acquire(key, lambda: self.read(nvml, dev), child=child)
         self._leases.append(key)
         self._sweep[ctx.device] = key
+        self._samplers[ctx.device] = sampler
         return True
 
     def stop(self) -> None:
@@ -222,25 +226,33 @@ class RunConditions:
         key = self._leases.pop()
         if key not in self._leases:
             self._sweep = {d: k for d, k in self._sweep.items() if k != key}
+            self._samplers = {d: s for d, s in self._samplers.items() if d in self._sweep}
         _sampler.release(key)
 
     def collect(self, ctx: CollectContext) -> Mapping[str, Scalar]:
-        """The readings the run starts with, or no columns when NVML is unavailable."""
+        """The readings the run starts with, or no columns when NVML is unavailable.
+
+        Before every run of a started call this is a dictionary look-up, one clock read, a write and a read of the
+        shared sample (:meth:`~nsightx_nvml._sampler.ProcessSampler.demand`, ``latest``) and a copy of the
+        sample's values: whether the sampler still runs (for a process, a ``waitpid``) is asked only once its
+        latest sample is stale, which is also how a sampler that died is noticed.
+        """
         now = time.perf_counter_ns()
-        key = self._sweep.get(ctx.device)
-        sampler = _sampler.current(key) if key is not None else None
+        sampler = self._samplers.get(ctx.device)
         if sampler is None:
             return self._direct(ctx, now)
-        sampler.demand()
+        sampler.demand(now)
         sample = sampler.latest()
-        if sample is None or (now - sample.taken_ns) / 1e9 > STALE_SAMPLE_S:
+        if sample is None or now - sample.taken_ns > STALE_SAMPLE_S * 1e9:
             if not sampler.running:  # it does not sample (its process ended, or no period): read here
                 return self._direct(ctx, now)
             sample = sampler.sample() or sample  # parked during a long wait: read now, before the run
             now = time.perf_counter_ns()
             if sample is None:
                 return dict.fromkeys(RUN_COLUMNS)
-        return {**sample.values, AGE_COLUMN: sample.age_ms(now)}
+        values = dict(sample.values)
+        values[AGE_COLUMN] = round((now - sample.taken_ns) / 1e6, 3)  # Sample.age_ms, without the call
+        return values
 
     def _direct(self, ctx: CollectContext, now: int) -> Mapping[str, Scalar]:
         """Read NVML on the calling thread (no sampler runs for this device)."""
@@ -273,11 +285,19 @@ class RunConditions:
         return provider().status()
 
 
+RESOLVE_RECHECK_S = 1.0
+"""The thermal source keeps a device it could only guess (CUDA not up yet) for this long before asking again."""
+
+
 class NvmlTemperatureSource:
     """The thermal guard's source: temperature and slowdown threshold of the watched device.
 
+    A source lives for one profiled call. It matches its device once (see :meth:`_resolve`) and takes the
+    temperature from the sample the call's RUN collector copies before each run (:meth:`_temperature`), so a read
+    before a run makes no NVML query, no CUDA driver call and no system call.
+
     Args:
-        device: CUDA ordinal, UUID, or ``None`` for the current device (looked up again at every read).
+        device: CUDA ordinal, UUID, or ``None`` for the current device.
         source: The provider to read through (default: the process-wide one).
     """
 
@@ -286,6 +306,7 @@ class NvmlTemperatureSource:
         self._provider = source
         self._slowdown: dict[str, int] = {}
         self._resolved: dict[int, Resolved] = {}
+        self._guessed: tuple[int, Resolved, float] | None = None
 
     def read(self) -> ThermalReading:
         """Read now.
@@ -299,32 +320,46 @@ class NvmlTemperatureSource:
         if devices is None:
             raise RuntimeError(p.error)
         dev = self._resolved.get(id(devices)) or self._resolve(devices)
-        nvml = devices.nvml
         key = dev.label
-        if key not in self._slowdown:
-            self._slowdown[key] = nvml.slowdown_c(dev.sensors)
-        return ThermalReading(
-            temperature_c=self._temperature(devices, dev), slowdown_c=self._slowdown[key], device=dev.label
-        )
+        slowdown = self._slowdown.get(key)
+        if slowdown is None:
+            slowdown = self._slowdown[key] = devices.nvml.slowdown_c(dev.sensors)
+        return ThermalReading(temperature_c=self._temperature(devices, dev), slowdown_c=slowdown, device=key)
 
     def _resolve(self, devices: DeviceMap) -> Resolved:
-        """Match the watched device once per source (a source lives for one profiled call, on one device).
+        """Match the watched device: once for the call when the match is exact, else at most once a second.
 
-        Matching ``None`` asks the CUDA driver for the current device, a driver call that CUPTI traces; the
-        guard reads before every run.
+        Why once is right: a call profiles one device from its first run to its last, and a match through the
+        CUDA driver (by UUID) is exact, so it is kept for the source's life. Before CUDA is up (the user's first
+        kernel starts it) the device can only be guessed from ``CUDA_VISIBLE_DEVICES`` (see
+        :mod:`nsightx_nvml._device`), which costs NVML and CUDA driver calls that CUPTI traces; a guess is kept
+        for :data:`RESOLVE_RECHECK_S` and then asked again, until CUDA answers exactly.
         """
+        now = time.monotonic()
+        guessed = self._guessed
+        if guessed is not None and guessed[0] == id(devices) and now - guessed[2] < RESOLVE_RECHECK_S:
+            return guessed[1]
         dev = devices.resolve(self.device)
-        if dev.how == "uuid":  # exact; the other ways are re-checked until CUDA is up
+        if dev.how == "uuid":  # exact: kept for good
             self._resolved[id(devices)] = dev
+            self._guessed = None
+        else:
+            self._guessed = (id(devices), dev, now)
         return dev
 
     def _temperature(self, devices: DeviceMap, dev: Resolved) -> float:
-        """The running sampler's temperature of ``dev`` when it is fresh enough, else a direct NVML read."""
-        sampler = _sampler.running((id(devices), dev.label))
+        """The call's sampler's temperature of ``dev`` when it is fresh enough, else a direct NVML read.
+
+        Freshness alone decides, not whether the sampler still runs (for a process, a ``waitpid`` per read): a
+        sampler that ended or parked publishes nothing newer, so its sample goes stale within
+        :data:`TEMPERATURE_MAX_AGE_S` and the device is read directly from then on. A sampler no call uses any
+        more is not asked at all.
+        """
+        sampler = _sampler.current((id(devices), dev.label))
         sample = sampler.latest() if sampler is not None else None
         if sample is not None:
             value = sample.values.get(GPU_TEMPERATURE)
-            fresh = (time.perf_counter_ns() - sample.taken_ns) / 1e9 <= TEMPERATURE_MAX_AGE_S
-            if isinstance(value, int | float) and fresh:
+            fresh = time.perf_counter_ns() - sample.taken_ns <= TEMPERATURE_MAX_AGE_S * 1e9
+            if fresh and isinstance(value, int | float):
                 return float(value)
         return float(devices.nvml.temperature_c(dev.sensors))

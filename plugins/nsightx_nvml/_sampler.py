@@ -135,9 +135,12 @@ class Sampler:
         self._wanted.set()
         thread.join(JOIN_TIMEOUT_S)
 
-    def demand(self) -> None:
-        """A run starts: keep sampling (wake the thread if it parked). Cheap: a clock read and a flag test."""
-        self._demand_ns = self._clock()
+    def demand(self, now_ns: int | None = None) -> None:
+        """A run starts (at ``now_ns``; ``None``: now): keep sampling (wake the thread if it parked).
+
+        Cheap: a clock read and a flag test.
+        """
+        self._demand_ns = self._clock() if now_ns is None else now_ns
         if not self._wanted.is_set():
             self._wanted.set()
 
@@ -302,10 +305,11 @@ class ProcessSampler:
             shared.unlink()
             shared.close()
 
-    def demand(self) -> None:
-        """A run starts: keep sampling (one 8-byte write)."""
-        if self._shared is not None:
-            self._shared.demand(self._clock())
+    def demand(self, now_ns: int | None = None) -> None:
+        """A run starts (at ``now_ns``; ``None``: now): keep sampling (one 8-byte write)."""
+        shared = self._shared
+        if shared is not None:
+            shared.demand(self._clock() if now_ns is None else now_ns)
 
     def latest(self) -> Sample | None:
         """The newest of the process's latest sample and the last inline one."""

@@ -35,6 +35,9 @@ _V_OFF = _HEADER.size
 _E_OFF = _V_OFF + _VALUES.size
 _DEMAND_OFF, _STOP_OFF, _PID_OFF = 16, 24, 48
 _INT_FIELDS = (MEASURED_SM_CLOCK, MEASURED_MEM_CLOCK, GPU_TEMPERATURE)
+_I64 = struct.Struct("<q")
+_U64 = struct.Struct("<Q")
+"""Compiled once: the reader writes the demand time and reads the sequence number before every run."""
 
 
 def _num(value: Value) -> float:
@@ -117,7 +120,7 @@ class SharedSample:
     # reader side (the sweep)
     def demand(self, now_ns: int) -> None:
         """A run starts now: keep sampling."""
-        struct.pack_into("<q", self._map, _DEMAND_OFF, now_ns)
+        _I64.pack_into(self._map, _DEMAND_OFF, now_ns)
 
     def demand_ns(self) -> int:
         """When a run last started."""
@@ -144,7 +147,7 @@ class SharedSample:
 
     def seq(self) -> int:
         """The sequence number: it changes with every sample published (odd while one is written)."""
-        value: int = struct.unpack_from("<Q", self._map, 0)[0]
+        value: int = _U64.unpack_from(self._map, 0)[0]
         return value
 
     def snapshot(self) -> tuple[int, int, dict[str, Value]] | None:

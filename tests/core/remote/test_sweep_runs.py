@@ -125,7 +125,8 @@ def test_task_runs_are_numbered_as_their_config_in_either_form():
     sink.check = seen.append
     value = CollectorValue(name="c", scope="run", config=0, run=0, value=1)
     once = (-1, -1, (), (), {}, (CollectorValue(name="o", scope="once", value=2),))
-    row = (0, 0, (("a", 0, 0, "region", "t", float("nan"), "ns", 0),), (("a", 10, False),), {}, (value,))
+    pause = ("ThermalPauseS", "run", 0, 0, None, 0.0)  # the run loop hands collector values as rows
+    row = (0, 0, (("a", 0, 0, "region", "t", float("nan"), "ns", 0),), (("a", 10, False),), {}, (value, pause))
     sink.add_run(once)
     sink.add_run(row)
     sink.add_run(row)  # handed over again after an interrupt: stored once
@@ -135,5 +136,6 @@ def test_task_runs_are_numbered_as_their_config_in_either_form():
     assert [(r.config, r.run) for r in runs] == [(-1, -1), (5, 0), (5, 1)]
     assert {x.config for r in runs[1:] for x in (*r.records, *r.regions, *r.collectors)} == {5}
     assert runs[0].collectors[0].config is None
+    assert runs[1].collectors[1] == CollectorValue("ThermalPauseS", "run", 5, 0, None, 0.0)
     assert str(runs[1].records[0].value) == "nan" and runs[2].records[0].value == float("inf")  # exact
     assert [r.config for r in seen] == [0] and sink.measured == 2  # checked as the task's plan numbers it

@@ -174,3 +174,47 @@ def test_a_session_may_hand_back_records_as_rows_beside_objects() -> None:
     assert [r.metric for r in first.records] == ["m", "host__time_duration.sum", "m"]
     assert all(type(r) is Record for r in first.records)
     assert first.regions[0].attributes == {"kernel_count": 1}
+
+
+class _Cool:
+    """A temperature source far from slowdown: the thermal guard never pauses."""
+
+    def read(self) -> object:
+        from nsightx._run.thermal import ThermalReading
+
+        return ThermalReading(temperature_c=40.0, slowdown_c=89.0)
+
+
+def test_collector_and_guard_values_reach_the_sink_as_rows_and_read_as_the_objects() -> None:
+    """Before every run the nvml plugin's values and the guard's pause were made into ``CollectorValue`` objects,
+    seven a run; they are now handed over as plain tuples and become the same objects only when read."""
+    from nsightx._run.thermal import ThermalSettings
+
+    clocks = nsightx.InfoCollector("clocks", lambda ctx: {"SM": 1980 + ctx.run, "Reasons": "none"}, "run")
+    guarded = plan(collectors=(clocks,), needs_gpu=True, thermal=ThermalSettings(source=_Cool()))
+    before = live(CollectorValue)
+    sink = RunSink()
+    run_loop(guarded, HostSession(), sink)
+    assert live(CollectorValue) == before  # none made while the runs were measured
+    values = [row[5] for row in sink._items]
+    assert all(type(v) is tuple for run in values for v in run)
+    runs = sink.runs
+    assert runs[1].collectors == (
+        CollectorValue("ThermalPauseS", "run", 0, 1, None, 0.0),
+        CollectorValue("SM", "run", 0, 1, None, 1981),
+        CollectorValue("Reasons", "run", 0, 1, None, "none"),
+    )
+    assert all(type(v) is CollectorValue for r in runs for v in r.collectors)
+
+
+def test_collector_rows_and_objects_in_one_run_read_as_objects_and_as_columns() -> None:
+    from nsightx._results.rowparts import parts_from_rows
+    from nsightx._results.rows import runs_from_rows
+    from nsightx._results.store import RunParts
+
+    row = (*ROW[:5], (("ThermalPauseS", "run", 1, 2, None, 0.5), COL))
+    [built] = runs_from_rows([row])
+    assert built.collectors == (CollectorValue("ThermalPauseS", "run", 1, 2, None, 0.5), COL)
+    assert type(built.collectors[0]) is CollectorValue and built.collectors[1] is COL
+    got, want = parts_from_rows([row, RUN]).collectors, RunParts.of([built, RUN]).collectors
+    assert vars(got) == vars(want)

@@ -45,7 +45,7 @@ def test_no_pause_while_headroom_is_above_wait(monkeypatch):
     for _ in range(5):
         guard.before_run()
     assert guard.pauses == [] and clock.sleeps == []
-    assert guard.take_values(0, 0)[0].value == 0.0
+    assert guard.take_values(0, 0) == [(PAUSE_COLUMN, "run", 0, 0, None, 0.0)]  # a collector row
 
 
 def test_pause_until_cont_then_resume(monkeypatch):
@@ -58,8 +58,8 @@ def test_pause_until_cont_then_resume(monkeypatch):
     assert pause.start_headroom_c == 7 and pause.end_headroom_c == 21
     assert clock.sleeps == [1.0] * 7
     [value] = guard.take_values(0, 3)
-    assert value == CollectorValue(PAUSE_COLUMN, "run", 0, 3, None, 7.0)
-    assert guard.take_values(0, 4)[0].value == 0.0  # handed out once
+    assert CollectorValue(*value) == CollectorValue(PAUSE_COLUMN, "run", 0, 3, None, 7.0)
+    assert guard.take_values(0, 4)[0][-1] == 0.0  # handed out once
     assert "pausing until 20 °C" in log[0] and "resumed after 7.0 s" in log[1]
 
 

@@ -375,3 +375,61 @@ def test_a_fresh_sample_asks_no_liveness_and_a_sampler_that_ended_falls_back_to_
         assert run.collect(ctx) == {AGE_COLUMN: 0.0} and len(direct) == 1 and asked
     finally:
         run.stop()
+
+
+def test_the_thermal_source_takes_a_fresh_sample_without_asking_liveness_and_reads_once_it_is_stale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guard may read before every run: a fresh sample is taken without asking the sampler whether it is alive
+    (for a process, a ``waitpid``); a sampler that ended publishes nothing newer, so its sample goes stale and the
+    device is read directly."""
+    readers: list[str] = []
+
+    def temp(_now: float) -> int:
+        readers.append(threading.current_thread().name)
+        return 61
+
+    install(monkeypatch, [FakeGpu(GPU_A, temp_c=temp)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 3600.0)  # the sample start() reads, then none for an hour
+    monkeypatch.setattr(_collectors, "TEMPERATURE_MAX_AGE_S", NEVER_STALE_S)
+    run = RunConditions()
+    run.start(CollectContext(scope=nsightx.CollectionScope.ONCE, function="f", device=0))
+    try:
+        sampler = _sampler.current(run._sweep[0])
+        assert sampler is not None and len(readers) == 1  # start() read once
+        asked: list[bool] = []
+        real = type(sampler).running
+        monkeypatch.setattr(type(sampler), "running", property(lambda s: asked.append(True) or real.fget(s)))
+        source = NvmlTemperatureSource(0)
+        assert [source.read().temperature_c for _ in range(3)] == [61.0] * 3
+        assert asked == [] and len(readers) == 1  # the sample, three times: no liveness asked, no NVML read
+        sample = sampler.latest()
+        sampler.stop()  # the sampler ends mid-call (a sampler process that died)
+        monkeypatch.setattr(_collectors, "TEMPERATURE_MAX_AGE_S", 0.005)
+        assert _wait_for(lambda: _older_than(sample, 0.005))
+        assert source.read().temperature_c == 61.0 and len(readers) == 2  # stale: read directly
+    finally:
+        run.stop()
+
+
+def test_a_guessed_device_is_kept_for_a_while_and_an_exact_match_for_the_whole_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before CUDA is up the thermal source can only guess its device (NVML calls and a CUDA driver call each
+    time); it asks again at most every ``RESOLVE_RECHECK_S``, and once CUDA answers it keeps the exact match."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    cuda = FakeCuda(None)  # CUDA not up yet
+    fake = install(monkeypatch, [FakeGpu(GPU_A)], cuda=cuda)
+    monkeypatch.setattr(_collectors, "RESOLVE_RECHECK_S", NEVER_STALE_S)
+    source = NvmlTemperatureSource(None)
+    for _ in range(4):
+        assert source.read().device == "CUDA device 0"
+    assert fake.calls["nvmlDeviceGetHandleByIndex"] == 1  # guessed once, kept
+    cuda.uuids = {0: GPU_A[4:]}  # the user's first kernel brought CUDA up
+    monkeypatch.setattr(_collectors, "RESOLVE_RECHECK_S", 0.0)
+    source.read()
+    assert fake.calls["nvmlDeviceGetHandleByUUID"] == 1  # asked again: matched by UUID
+    monkeypatch.setattr(cuda, "uuid", lambda ordinal: pytest.fail("asked the CUDA driver again"))
+    for _ in range(3):
+        source.read()
+    assert fake.calls["nvmlDeviceGetHandleByUUID"] == 1 and fake.calls["nvmlDeviceGetHandleByIndex"] == 1
