@@ -37,6 +37,7 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
+from nsightx._results.framebuild import frame_of
 from nsightx._results.groupshare import SharedGroups, same_kernels
 from nsightx._results.groupstats import fits, medians, moments
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
@@ -542,7 +543,7 @@ def aggregate(
     front = {"Annotation": out.pop("Annotation"), "Metric": out.pop("Metric")}
     del out["Config"]
     if len({*front, *params, *out}) == len(front) + len(params) + len(out):
-        return pd.DataFrame({**front, **params, **out})
+        return frame_of({**front, **params, **out}, groups.count)
     parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
     return pd.concat(parts, axis=1)  # a parameter named like a column: both kept, as before
 
