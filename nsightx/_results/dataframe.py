@@ -145,6 +145,8 @@ class _Column:
 
 def _column(values: Sequence[Any], codes: Ints) -> _Column:
     """The per-row column of ``values[code]`` (``None`` where the code is :data:`MISSING`)."""
+    if len(values) == 1 and len(codes) and int(codes.min()) == 0:  # one value in every row (a once-scope value)
+        return _Column([values[0]], codes)
     used = np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
     kept = np.flatnonzero(used[1:])
     items = [values[i] for i in kept.tolist()]
