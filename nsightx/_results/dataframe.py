@@ -482,7 +482,17 @@ def _scalar(value: Any, n: int) -> Any:
         return holder["value"]
     if isinstance(dtype, np.dtype):
         return np.full(n, value, dtype=dtype)
+    if type(value) is str and dtype == _listed_str_dtype():
+        return [value] * n  # the frame infers the same dtype for the list, without a pandas array built here
     return pd.array([value] * n, dtype=dtype)
+
+
+@functools.cache
+def _listed_str_dtype() -> Any:
+    """The dtype ``pd.DataFrame`` gives a list of strings (asked of pandas once, as :func:`_scalar_dtype`)."""
+    import pandas as pd
+
+    return pd.DataFrame({"value": ["s"]})["value"].dtype
 
 
 _SAMPLES: dict[str, Any] = {"str": "s", "int": 1, "float": 1.5, "bool": True, "NoneType": None}
@@ -647,3 +657,15 @@ def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
             means[i] = float(np.exp(np.mean(logs[start : start + k])))  # the group's own reduction, as before
         start += k
     return means[pair]
+
+
+def frame_copy(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` that its user may change without changing ``frame`` (what ``to_dataframe()`` returns).
+
+    Under pandas' copy-on-write (always on from pandas 3) a shallow copy is one: its data is copied when either
+    frame is written to, and its index and column objects are its own; else a deep copy.
+    """
+    import pandas as pd
+
+    cow = int(pd.__version__.split(".")[0]) >= 3 or pd.options.mode.copy_on_write is True
+    return frame.copy(deep=not cow)
