@@ -31,40 +31,64 @@ def frame_of(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
     """``pd.DataFrame(columns)`` for columns of ``n`` rows each, with a ``RangeIndex`` (see the module docstring)."""
     import pandas as pd
 
-    blocks = _blocks(columns, n)
+    text = _text_dtype()
+    blocks = None if text is None else _blocks(columns, n, text)
     if blocks is None:
         return pd.DataFrame(columns)
     from pandas.api.internals import create_dataframe_from_blocks
 
-    return create_dataframe_from_blocks(blocks, pd.RangeIndex(n), pd.Index(list(columns)))
+    labels = _labels(tuple(columns), text).copy()  # its own object: a user may rename it
+    return create_dataframe_from_blocks(blocks, pd.RangeIndex(n), labels)
 
 
-def _blocks(columns: Mapping[str, Any], n: int) -> list[tuple[Any, Any]] | None:
+@functools.lru_cache(maxsize=64)
+def _labels(names: tuple[str, ...], text: Any) -> pd.Index:
+    """``pd.Index(names)`` for the column names of a frame (the same few sets of names recur in a process)."""
+    import pandas as pd
+
+    return pd.Index(_strings([list(names)], text)[0] if text != object else list(names))
+
+
+class _Text(list[str]):
+    """A column of strings, made into the text dtype's array together with the frame's other text columns."""
+
+
+def _blocks(columns: Mapping[str, Any], n: int, text: Any) -> list[tuple[Any, Any]] | None:
     """The frame's blocks as (array, column positions), or None where ``pd.DataFrame`` must decide."""
-    text = _text_dtype()
-    if text is None or not all(type(name) is str for name in columns):
+    if not all(type(name) is str for name in columns):
         return None
     stacked: dict[np.dtype[Any], tuple[list[Any], list[int]]] = {}
     single: list[tuple[Any, Any]] = []
+    texts: list[list[str]] = []
+    text_at: list[int] = []
     for i, value in enumerate(columns.values()):
-        part = _part(value, n, text)
+        part = _part(value, n)
         if part is None:
             return None
-        if isinstance(part, np.ndarray):
+        if isinstance(part, _Text):
+            texts.append(part)
+            text_at.append(i)
+        elif isinstance(part, np.ndarray):
             arrays, where = stacked.setdefault(part.dtype, ([], []))
             arrays.append(part)
             where.append(i)
         else:
             single.append((part, np.array([i], dtype=np.intp)))
+    for array, i in zip(_strings(texts, text), text_at, strict=True):
+        if isinstance(array, np.ndarray):  # text stored as numpy objects: one block with the other object columns
+            arrays, where = stacked.setdefault(array.dtype, ([], []))
+            arrays.append(array)
+            where.append(i)
+        else:
+            single.append((array, np.array([i], dtype=np.intp)))
     for arrays, where in stacked.values():
         single.append((np.vstack(arrays), np.array(where, dtype=np.intp)))
     return single
 
 
-def _part(value: Any, n: int, text: Any) -> Any:
-    """One column as ``pd.DataFrame`` would store it: a 1-D numpy array (stacked by dtype) or an extension array.
-
-    None for a column of another kind (its dtype is left to pandas).
+def _part(value: Any, n: int) -> Any:
+    """One column as ``pd.DataFrame`` would store it: a 1-D numpy array (stacked by dtype), an extension array,
+    or :class:`_Text`; None for a column of another kind (its dtype is left to pandas).
     """
     import pandas as pd
 
@@ -73,11 +97,12 @@ def _part(value: Any, n: int, text: Any) -> Any:
             return None
         if value.dtype in _NUMPY_KINDS:
             return value
-        if value.dtype == object and all(type(v) is str for v in value.tolist()):
-            return _strings(value.tolist(), text)
+        if value.dtype == object:
+            items = value.tolist()
+            return _Text(items) if all(type(v) is str for v in items) else None
         return None
     if isinstance(value, list):
-        return _listed(value, n, text) if len(value) == n else None
+        return _listed(value) if len(value) == n else None
     if isinstance(value, pd.Series):  # a Series keeps its dtype (no inference); aligned on the same RangeIndex
         index = value.index
         if not (isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(n))):
@@ -91,14 +116,14 @@ def _part(value: Any, n: int, text: Any) -> Any:
     return None
 
 
-def _listed(items: list[Any], n: int, text: Any) -> Any:
+def _listed(items: list[Any]) -> Any:
     """A list column as pandas infers it, for lists of one plain type (else None)."""
     kinds = set(map(type, items))
     if len(kinds) != 1:
         return None
     kind = next(iter(kinds))
     if kind is str:
-        return _strings(items, text)
+        return _Text(items)
     if kind is bool:
         return np.array(items, dtype=np.bool_)
     if kind is int and _INT64[0] <= min(items) and max(items) <= _INT64[1]:
@@ -108,13 +133,17 @@ def _listed(items: list[Any], n: int, text: Any) -> Any:
     return None
 
 
-def _strings(items: list[str], text: Any) -> Any:
-    """A column of strings with the dtype pandas infers for it (``text``)."""
+def _strings(columns: list[list[str]], text: Any) -> list[Any]:
+    """Columns of strings with the dtype pandas infers for them (``text``): numpy objects, or one Arrow array's
+    slices (one conversion for all the frame's text columns; pandas converted each on its own)."""
     if text == object:
-        return np.array(items, dtype=object)
+        return [np.array(items, dtype=object) for items in columns]
     import pyarrow as pa
 
-    return text.construct_array_type()(pa.array(items, type=pa.large_string()), dtype=text)
+    flat = pa.array([v for items in columns for v in items], type=pa.large_string())
+    make = text.construct_array_type()
+    bounds = np.cumsum([0, *map(len, columns)]).tolist()
+    return [make(flat.slice(a, b - a), dtype=text) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def _text_dtype() -> Any:
