@@ -14,6 +14,7 @@ it is known without asking (:func:`_part`); any other column, or an older pandas
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ def _labels(names: tuple[str, ...], text: Any) -> pd.Index:
     """``pd.Index(names)`` for the column names of a frame (the same few sets of names recur in a process)."""
     import pandas as pd
 
-    return pd.Index(_strings([list(names)], text)[0] if text != object else list(names))
+    return pd.Index(_strings([list(names)], text)[0] if not isinstance(text, np.dtype) else list(names))
 
 
 class _Text(list[str]):
@@ -87,8 +88,9 @@ def _blocks(columns: Mapping[str, Any], n: int, text: Any) -> list[tuple[Any, An
 
 
 def _part(value: Any, n: int) -> Any:
-    """One column as ``pd.DataFrame`` would store it: a 1-D numpy array (stacked by dtype), an extension array,
-    or :class:`_Text`; None for a column of another kind (its dtype is left to pandas).
+    """One column as ``pd.DataFrame`` would store it, or None for a column whose dtype is left to pandas.
+
+    A 1-D numpy array (stacked with the others of its dtype), an extension array, or :class:`_Text`.
     """
     import pandas as pd
 
@@ -134,16 +136,19 @@ def _listed(items: list[Any]) -> Any:
 
 
 def _strings(columns: list[list[str]], text: Any) -> list[Any]:
-    """Columns of strings with the dtype pandas infers for them (``text``): numpy objects, or one Arrow array's
-    slices (one conversion for all the frame's text columns; pandas converted each on its own)."""
-    if text == object:
+    """Columns of strings with the dtype pandas infers for them (``text``).
+
+    numpy objects, or slices of one Arrow array: one conversion for all the frame's text columns, where pandas
+    converted each on its own.
+    """
+    if isinstance(text, np.dtype):  # object
         return [np.array(items, dtype=object) for items in columns]
     import pyarrow as pa
 
     flat = pa.array([v for items in columns for v in items], type=pa.large_string())
     make = text.construct_array_type()
     bounds = np.cumsum([0, *map(len, columns)]).tolist()
-    return [make(flat.slice(a, b - a), dtype=text) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [make(flat.slice(a, b - a), dtype=text) for a, b in itertools.pairwise(bounds)]
 
 
 def _text_dtype() -> Any:
@@ -152,22 +157,21 @@ def _text_dtype() -> Any:
     numpy ``object``, or pandas 3's ``str`` (pyarrow storage); None before pandas 3 (no public way to hand over
     blocks) and for the python-storage string dtype.
     """
-    import pandas as pd
-
-    return _text_dtype_of(pd.__version__, bool(pd.get_option("future.infer_string")))
-
-
-@functools.cache
-def _text_dtype_of(version: str, infer_string: bool) -> Any:
-    """:func:`_text_dtype` for a pandas version and ``future.infer_string`` setting (asked of pandas once)."""
-    import pandas as pd
-
-    try:
+    try:  # pandas 3: the switch pandas itself reads (``future.infer_string``), without its deprecation warning
+        from pandas._config import using_string_dtype
         from pandas.api.internals import create_dataframe_from_blocks  # noqa: F401
     except ImportError:
         return None
+    return _text_dtype_of(bool(using_string_dtype()))
+
+
+@functools.cache
+def _text_dtype_of(infer_string: bool) -> Any:
+    """:func:`_text_dtype` for a ``future.infer_string`` setting (asked of pandas once)."""
+    import pandas as pd
+
     dtype = pd.DataFrame({"s": ["s"]})["s"].dtype
-    if dtype == object:
+    if isinstance(dtype, np.dtype):  # object: text as numpy objects
         return dtype
     if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
         return dtype
