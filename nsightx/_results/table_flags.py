@@ -75,7 +75,7 @@ class Groups:
         """
         known = self._shared.get(id(keys))
         if known is None or known[0] is not keys:
-            known = self._shared[id(keys)] = (keys, shared_groups(self.ids, self.count, keys.ids))
+            known = self._shared[id(keys)] = (keys, shared_groups(self.ids, self.count, keys.ids, self.first))
         return known[1]
 
     @classmethod

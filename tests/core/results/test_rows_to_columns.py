@@ -241,3 +241,23 @@ def test_the_frame_makes_no_collector_value_object() -> None:
     assert sum(1 for o in gc.get_objects() if type(o) is CollectorValue) == before
     assert frame["ThrottledRuns"].tolist() == [1] and per_run["Throttled"].tolist() == [r == 3 for r in range(6)]
     assert frame.equals(ProfileResults(result.data).to_dataframe())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_groups_with_distinct_first_keys_are_found_unshared_without_sorting(seed: int) -> None:
+    """Given each group's first row, ``shared_groups`` answers as it does without it (the quick exit is exact)."""
+    from nsightx._results.groupshare import shared_groups
+    from nsightx._results.store import dense_ids
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 80))
+    ids, first = dense_ids(rng.integers(0, int(rng.integers(1, 6)), n))
+    keys = rng.integers(0, int(rng.integers(1, 12)), n) if seed % 3 else ids * 7 + 1
+    count = len(first)
+    with_first = shared_groups(ids, count, keys, first)
+    alone = shared_groups(ids, count, keys)
+    assert (with_first is None) == (alone is None)
+    if alone is not None and with_first is not None:
+        assert np.array_equal(with_first.rows, alone.rows)
+        assert np.array_equal(with_first.ids, alone.ids)
+        assert np.array_equal(with_first.of_group, alone.of_group)
