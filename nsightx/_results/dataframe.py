@@ -307,6 +307,8 @@ def _plain(items: list[Any]) -> Any:
 def _union_reasons(col: _Column, groups: Groups) -> Any:
     """Per group: the clock-event reasons of its runs united (``none`` without any), read once per distinct value."""
     strings = all(v is None or type(v) is str for v in col.items)
+    if strings and all(n in ("", "none") for v in col.items if v is not None for n in v.split("|")):
+        return np.full(groups.count, "none", dtype=object)  # no run named a reason (the usual case)
     values = col.items if strings else col.values.tolist()
     _, first = group_ids(groups.ids, col.pos)
     names: list[set[str]] = [set() for _ in range(groups.count)]
@@ -454,6 +456,8 @@ def _top_kernels(t: ResultTable, groups: Groups) -> Any:
     Ties go to the kernel met first, as the stable sort of the row-by-row code did. Counted per combination of
     the table (each has one group and one kernel), whose order is the rows' first-seen order.
     """
+    if len(t.kernels) == 1 and t.kernels[0] != "failed":  # one kernel in every row (a single-kernel result)
+        return np.full(groups.count, t.kernels[0], dtype=object)
     out = np.full(groups.count, "failed", dtype=object)
     failed = t.kernels.index("failed") if "failed" in t.kernels else MISSING
     combos = np.flatnonzero(t.combo_kernel != failed)
