@@ -148,6 +148,9 @@ def _column(values: Sequence[Any], codes: Ints) -> _Column:
     if len(values) == 1 and len(codes) and int(codes.min()) == 0:  # one value in every row (a once-scope value)
         return _Column([values[0]], codes)
     used = np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
+    if not used[0] and bool(used[1:].all()):  # every value used, no row without one
+        listed, slots = _distinct(list(values))
+        return _Column(listed, codes if len(listed) == len(values) else slots[codes])  # distinct: slots is arange
     kept = np.flatnonzero(used[1:])
     items = [values[i] for i in kept.tolist()]
     listed, slots = _distinct(items)

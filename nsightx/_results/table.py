@@ -148,6 +148,9 @@ class RowKeys:
     """The distinct keys, as the collector tables spell them: ``(config,)``, ``(config, run)``,
     ``(config, run, annotation)``."""
 
+    def __post_init__(self) -> None:
+        self.ids.setflags(write=False)  # handed out as it is (:meth:`ResultTable.lookup`), so never changed
+
 
 def _key(kind: str, config: int | None, run: int | None, annotation: str | None) -> tuple[Any, ...]:
     """The key, in a collector table of ``kind``, of a collector value of that config, run and annotation."""
@@ -309,6 +312,8 @@ class ResultTable:
             return ([], np.full(self.n, MISSING, np.int64)) if value is None else ([value], np.zeros(self.n, np.int64))
         keys = self.row_keys(kind)
         values = list(map(mapping.get, keys.keys))  # one dictionary look-up per distinct key
+        if not any(v is None for v in values):  # every key has a value (a collector that reported every run)
+            return values, keys.ids
         present = np.array([v is not None for v in values], dtype=np.bool_)
         per_key = np.where(present, np.cumsum(present) - 1, MISSING)
         return [v for v in values if v is not None], per_key[keys.ids]
