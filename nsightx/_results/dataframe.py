@@ -445,12 +445,13 @@ def _stability(out: dict[str, Any], spread: Spread, groups: Groups, throttled: A
     out["CI95_Upper"] = upper
     out["RelativeStdDevPct"] = rsd
     unknown = np.isnan(rsd)
-    stable = pd.arrays.BooleanArray(np.where(unknown, False, (rsd < STABLE_RSD_PCT) & (n >= FEW_RUNS)), unknown)
+    stable = np.where(unknown, False, (rsd < STABLE_RSD_PCT) & (n >= FEW_RUNS))
     if throttled is not None:
         count = np.bincount(groups.ids, weights=throttled, minlength=groups.count).astype(np.int64)
         out["ThrottledRuns"] = count
-        stable[count > 0] = False
-    return stable
+        stable[count > 0] = False  # known: a row with a throttled run is not stable
+        unknown = unknown & (count == 0)
+    return pd.arrays.BooleanArray(stable, unknown)
 
 
 def _top_kernels(t: ResultTable, groups: Groups) -> Any:
