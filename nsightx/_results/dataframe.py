@@ -19,7 +19,8 @@ Quality flags: the aggregated frame's ``Flags`` column holds each row's flag nam
 Both frames are built from the result's columnar view (:mod:`nsightx._results.table`): each column once from
 arrays (a column of repeated values, such as a config's parameter or a run's collector value, is made from its
 distinct values and per-row positions, with the dtype pandas would infer from the per-row list), statistics with
-one groupby over integer group codes. The frames are the same, column for column and bit for bit, as those the
+one groupby over integer group codes; the aggregated frame is handed to pandas as its blocks
+(:func:`~nsightx._results.framebuild.frame_of`, the same frame as ``pd.DataFrame`` of its columns). The frames are the same, column for column and bit for bit, as those the
 row-by-row code built (``tests/core/results/test_dataframe_equal.py`` compares them with committed outputs of that
 code), but for the interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
 """
