@@ -20,9 +20,10 @@ Both frames are built from the result's columnar view (:mod:`nsightx._results.ta
 arrays (a column of repeated values, such as a config's parameter or a run's collector value, is made from its
 distinct values and per-row positions, with the dtype pandas would infer from the per-row list), statistics with
 one groupby over integer group codes; the aggregated frame is handed to pandas as its blocks
-(:func:`~nsightx._results.framebuild.frame_of`, the same frame as ``pd.DataFrame`` of its columns). The frames are the same, column for column and bit for bit, as those the
-row-by-row code built (``tests/core/results/test_dataframe_equal.py`` compares them with committed outputs of that
-code), but for the interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
+(:func:`~nsightx._results.framebuild.frame_of`: the frame ``pd.DataFrame`` makes of its columns). The frames are
+the same, column for column and bit for bit, as those the row-by-row code built
+(``tests/core/results/test_dataframe_equal.py`` compares them with committed outputs of that code), but for the
+interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
 """
 
 from __future__ import annotations
