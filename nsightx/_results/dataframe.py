@@ -19,9 +19,11 @@ Quality flags: the aggregated frame's ``Flags`` column holds each row's flag nam
 Both frames are built from the result's columnar view (:mod:`nsightx._results.table`): each column once from
 arrays (a column of repeated values, such as a config's parameter or a run's collector value, is made from its
 distinct values and per-row positions, with the dtype pandas would infer from the per-row list), statistics with
-one groupby over integer group codes. The frames are the same, column for column and bit for bit, as those the
-row-by-row code built (``tests/core/results/test_dataframe_equal.py`` compares them with committed outputs of that
-code), but for the interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
+one groupby over integer group codes; the aggregated frame is handed to pandas as its blocks
+(:func:`~nsightx._results.framebuild.frame_of`: the frame ``pd.DataFrame`` makes of its columns). The frames are
+the same, column for column and bit for bit, as those the row-by-row code built
+(``tests/core/results/test_dataframe_equal.py`` compares them with committed outputs of that code), but for the
+interval and ``StableMeasurement`` columns, whose rule changed since (issue 37).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import numpy as np
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
+from nsightx._results.framebuild import frame_of
 from nsightx._results.groupshare import SharedGroups, same_kernels
 from nsightx._results.groupstats import fits, medians, moments
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
@@ -144,7 +147,12 @@ class _Column:
 
 def _column(values: Sequence[Any], codes: Ints) -> _Column:
     """The per-row column of ``values[code]`` (``None`` where the code is :data:`MISSING`)."""
+    if len(values) == 1 and len(codes) and int(codes.min()) == 0:  # one value in every row (a once-scope value)
+        return _Column([values[0]], codes)
     used = np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
+    if not used[0] and bool(used[1:].all()):  # every value used, no row without one
+        listed, slots = _distinct(list(values))
+        return _Column(listed, codes if len(listed) == len(values) else slots[codes])  # distinct: slots is arange
     kept = np.flatnonzero(used[1:])
     items = [values[i] for i in kept.tolist()]
     listed, slots = _distinct(items)
@@ -304,6 +312,8 @@ def _plain(items: list[Any]) -> Any:
 def _union_reasons(col: _Column, groups: Groups) -> Any:
     """Per group: the clock-event reasons of its runs united (``none`` without any), read once per distinct value."""
     strings = all(v is None or type(v) is str for v in col.items)
+    if strings and all(n in ("", "none") for v in col.items if v is not None for n in v.split("|")):
+        return np.full(groups.count, "none", dtype=object)  # no run named a reason (the usual case)
     values = col.items if strings else col.values.tolist()
     _, first = group_ids(groups.ids, col.pos)
     names: list[set[str]] = [set() for _ in range(groups.count)]
@@ -437,12 +447,13 @@ def _stability(out: dict[str, Any], spread: Spread, groups: Groups, throttled: A
     out["CI95_Upper"] = upper
     out["RelativeStdDevPct"] = rsd
     unknown = np.isnan(rsd)
-    stable = pd.arrays.BooleanArray(np.where(unknown, False, (rsd < STABLE_RSD_PCT) & (n >= FEW_RUNS)), unknown)
+    stable = np.where(unknown, False, (rsd < STABLE_RSD_PCT) & (n >= FEW_RUNS))
     if throttled is not None:
         count = np.bincount(groups.ids, weights=throttled, minlength=groups.count).astype(np.int64)
         out["ThrottledRuns"] = count
-        stable[count > 0] = False
-    return stable
+        stable[count > 0] = False  # known: a row with a throttled run is not stable
+        unknown = unknown & (count == 0)
+    return pd.arrays.BooleanArray(stable, unknown)
 
 
 def _top_kernels(t: ResultTable, groups: Groups) -> Any:
@@ -451,6 +462,8 @@ def _top_kernels(t: ResultTable, groups: Groups) -> Any:
     Ties go to the kernel met first, as the stable sort of the row-by-row code did. Counted per combination of
     the table (each has one group and one kernel), whose order is the rows' first-seen order.
     """
+    if len(t.kernels) == 1 and t.kernels[0] != "failed":  # one kernel in every row (a single-kernel result)
+        return np.full(groups.count, t.kernels[0], dtype=object)
     out = np.full(groups.count, "failed", dtype=object)
     failed = t.kernels.index("failed") if "failed" in t.kernels else MISSING
     combos = np.flatnonzero(t.combo_kernel != failed)
@@ -479,7 +492,17 @@ def _scalar(value: Any, n: int) -> Any:
         return holder["value"]
     if isinstance(dtype, np.dtype):
         return np.full(n, value, dtype=dtype)
+    if type(value) is str and dtype == _listed_str_dtype():
+        return [value] * n  # the frame infers the same dtype for the list, without a pandas array built here
     return pd.array([value] * n, dtype=dtype)
+
+
+@functools.cache
+def _listed_str_dtype() -> Any:
+    """The dtype ``pd.DataFrame`` gives a list of strings (asked of pandas once, as :func:`_scalar_dtype`)."""
+    import pandas as pd
+
+    return pd.DataFrame({"value": ["s"]})["value"].dtype
 
 
 _SAMPLES: dict[str, Any] = {"str": "s", "int": 1, "float": 1.5, "bool": True, "NoneType": None}
@@ -542,7 +565,7 @@ def aggregate(
     front = {"Annotation": out.pop("Annotation"), "Metric": out.pop("Metric")}
     del out["Config"]
     if len({*front, *params, *out}) == len(front) + len(params) + len(out):
-        return pd.DataFrame({**front, **params, **out})
+        return frame_of({**front, **params, **out}, groups.count)
     parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
     return pd.concat(parts, axis=1)  # a parameter named like a column: both kept, as before
 
@@ -644,3 +667,15 @@ def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
             means[i] = float(np.exp(np.mean(logs[start : start + k])))  # the group's own reduction, as before
         start += k
     return means[pair]
+
+
+def frame_copy(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` that its user may change without changing ``frame`` (what ``to_dataframe()`` returns).
+
+    Under pandas' copy-on-write (always on from pandas 3) a shallow copy is one: its data is copied when either
+    frame is written to, and its index and column objects are its own; else a deep copy.
+    """
+    import pandas as pd
+
+    cow = int(pd.__version__.split(".")[0]) >= 3 or pd.options.mode.copy_on_write is True
+    return frame.copy(deep=not cow)

@@ -30,15 +30,19 @@ class SharedGroups:
     """Per group, its class."""
 
 
-def shared_groups(group_ids: Ints, count: int, keys: Ints) -> SharedGroups | None:
+def shared_groups(group_ids: Ints, count: int, keys: Ints, first: Ints | None = None) -> SharedGroups | None:
     """Classes of the groups whose rows, in row order, have the same ``keys``; ``None`` when no two groups share one.
 
     Args:
         group_ids: Per value row, its group (0 .. ``count`` - 1).
         count: Number of groups.
         keys: Per value row, the key its per-row value is a function of (a run's id for a run-scope collector).
+        first: Per group, its first row, when the caller has it: groups whose first keys all differ share no
+            sequence, which is found without sorting the rows (one region per run: each config's own runs).
     """
     if count < 2:
+        return None
+    if first is not None and len(np.unique(keys[first])) == count:
         return None
     order = np.argsort(group_ids, kind="stable")  # the rows group by group, each group's in row order
     size = np.bincount(group_ids, minlength=count)

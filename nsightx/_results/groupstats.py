@@ -87,37 +87,74 @@ def moments(values: Array, codes: Array, count: int, ascending: bool) -> Moments
         count: Number of groups.
         ascending: Whether ``codes`` never decrease (pandas then uses ``ufunc.reduceat`` where there is no NaN).
     """
+    clean = ascending and not bool(np.isnan(values).any())  # mean, min, max all reduceat's: the loop skips them
+    if clean and len(codes) % count == 0 and bool((np.bincount(codes, minlength=count) == len(codes) // count).all()):
+        return _even(values, count)
     matrix, size, order = _padded(values, codes, count)
-    width = values.shape[1]
-    shape = (count, width)
-    total, comp, mean, m2 = (np.zeros(shape) for _ in range(4))
-    low, high = np.full(shape, np.inf), np.full(shape, -np.inf)
-    seen = np.zeros(shape)
+    shape = (count, values.shape[1])
+    mean, m2, seen = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    sums = None if clean else (np.zeros(shape), np.zeros(shape), np.full(shape, np.inf), np.full(shape, -np.inf))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         for k in range(matrix.shape[1]):
             v = matrix[:, k, :]
             ok = ~np.isnan(v)
             seen += ok
-            y = v - comp  # Kahan, as pandas' group_mean
-            t = total + y
-            c = (t - total) - y
-            c[np.isnan(c)] = 0.0
-            np.copyto(total, t, where=ok)
-            np.copyto(comp, c, where=ok)
             delta = v - mean  # Welford, as pandas' group_var
             new_mean = mean + delta / seen
             np.copyto(m2, m2 + (v - new_mean) * delta, where=ok)
             np.copyto(mean, new_mean, where=ok)
-            np.copyto(low, v, where=v < low)
-            np.copyto(high, v, where=v > high)
+            if sums is not None:
+                _kahan_step(v, ok, *sums)
         none = seen == 0
-        avg = np.where(none, np.nan, total / seen)
         std = np.where(seen <= 1, np.nan, np.sqrt(m2 / (seen - 1)))
+        if sums is None:
+            avg, low, high = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+        else:
+            total, _, low, high = sums
+            avg = np.where(none, np.nan, total / seen)
     low[none] = np.nan
     high[none] = np.nan
     if ascending:
         _reduceat(values[order], size, avg, low, high)
     return Moments(seen.astype(np.int64), avg, std, low, high)
+
+
+def _even(values: Array, count: int) -> Moments:
+    """:func:`moments` of groups that are consecutive rows, all of one size, without a NaN (a sweep's usual shape).
+
+    The same arithmetic as the general path, without padding or masks: every group has a value at every position.
+    """
+    steps, width = len(values) // count, values.shape[1]
+    matrix = values.reshape(count, steps, width)
+    mean, m2 = np.zeros((count, width)), np.zeros((count, width))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for k in range(steps):
+            v = matrix[:, k, :]
+            delta = v - mean  # Welford, as pandas' group_var (``seen`` is k + 1 in every group)
+            mean = mean + delta / float(k + 1)
+            m2 = m2 + (v - mean) * delta
+        std = np.full((count, width), np.nan) if steps <= 1 else np.sqrt(m2 / float(steps - 1))
+    starts = np.arange(count, dtype=np.intp) * steps
+    avg = np.add.reduceat(values, starts, axis=0) / float(steps)  # as _reduceat
+    low = np.minimum.reduceat(values, starts, axis=0)
+    high = np.maximum.reduceat(values, starts, axis=0)
+    return Moments(np.full((count, width), steps, dtype=np.int64), avg, std, low, high)
+
+
+def _kahan_step(v: Array, ok: Array, total: Array, comp: Array, low: Array, high: Array) -> None:
+    """Add one position's values (``v``, present where ``ok``) to the running sums, minimum and maximum, in place.
+
+    The sum with Kahan compensation as pandas' ``group_mean`` (a compensation that became NaN is reset to zero);
+    the minimum and maximum by strict comparison, so of equal values the first stays.
+    """
+    y = v - comp
+    t = total + y
+    c = (t - total) - y
+    c[np.isnan(c)] = 0.0
+    np.copyto(total, t, where=ok)
+    np.copyto(comp, c, where=ok)
+    np.copyto(low, v, where=v < low)
+    np.copyto(high, v, where=v > high)
 
 
 def _reduceat(values: Array, size: Array, avg: Array, low: Array, high: Array) -> None:

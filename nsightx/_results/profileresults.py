@@ -183,11 +183,11 @@ class ProfileResults:
 
     def to_dataframe(self) -> pd.DataFrame:
         """The aggregated DataFrame: one row per annotation, config and metric (a copy each call)."""
-        if self._frame is None:
-            from nsightx._results.dataframe import aggregate
+        from nsightx._results.dataframe import aggregate, frame_copy
 
+        if self._frame is None:
             self._frame = aggregate(self._shell, self._configs, self._table())
-        return self._frame.copy()
+        return frame_copy(self._frame)
 
     def runs_dataframe(self) -> pd.DataFrame:
         """The per-run DataFrame: one row per run, annotation and metric (``profiled_data`` CSV)."""

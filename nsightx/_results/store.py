@@ -107,6 +107,8 @@ def group_ids(*columns: Ints) -> tuple[Ints, Ints]:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         low = int(col.min())
         width = int(col.max()) - low + 1
+        if width == 1 and packed is not None:  # one value: it tells no rows apart (the ids depend on equality alone)
+            continue
         shifted = col - low
         if packed is None:
             packed, width_so_far = shifted, width

@@ -20,7 +20,6 @@ columns read from them once) and caches it per result object (the model is froze
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import threading
 import weakref
@@ -149,16 +148,19 @@ class RowKeys:
     """The distinct keys, as the collector tables spell them: ``(config,)``, ``(config, run)``,
     ``(config, run, annotation)``."""
 
+    def __post_init__(self) -> None:
+        self.ids.setflags(write=False)  # handed out as it is (:meth:`ResultTable.lookup`), so never changed
 
-def _keys(kind: str, c: Any, at: list[int]) -> list[tuple[Any, ...]]:
-    """The keys, in a collector table of ``kind``, of the collector values at positions ``at`` of ``c``."""
+
+def _key(kind: str, config: int | None, run: int | None, annotation: str | None) -> tuple[Any, ...]:
+    """The key, in a collector table of ``kind``, of a collector value of that config, run and annotation."""
     if kind == "run":
-        return [(c.config[i], c.run[i]) for i in at]
+        return (config, run)
     if kind == "once":
-        return [()] * len(at)
+        return ()
     if kind == "config":
-        return [(c.config[i],) for i in at]
-    return [(c.config[i], c.run[i], c.annotation[i]) for i in at]
+        return (config,)
+    return (config, run, annotation)
 
 
 def scope_kind(scope: str) -> str:
@@ -254,18 +256,20 @@ class ResultTable:
         """
         c = self.columns.collectors
         scopes: dict[str, str] = {}
-        for name, scope in zip(c.name, c.scope, strict=True):
-            scopes.setdefault(name, scope)
-        pairs = list(zip(c.name, map(scope_kind, c.scope), strict=True))
-        codes = Encoder().encode(pairs, len(pairs))
-        order = np.argsort(codes, kind="stable").tolist()  # each (name, kind)'s values together, in order
-        bounds = np.flatnonzero(np.diff(codes[order], prepend=-1, append=-1)).tolist()
         tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
-        for start, stop in itertools.pairwise(bounds):
-            at = order[start:stop]
-            pair = pairs[at[0]]
-            values = [c.value[i] for i in at]
-            tables[pair] = dict(zip(_keys(pair[1], c, at), values, strict=True))  # the last value of a key wins
+        kinds: dict[str, str] = {}
+        # One pass in plain Python: a few values per run, where sorting them by (name, kind) cost more (issue 35).
+        for name, scope, config, run, annotation, value in zip(
+            c.name, c.scope, c.config, c.run, c.annotation, c.value, strict=True
+        ):
+            kind = kinds.get(scope)
+            if kind is None:
+                kind = kinds[scope] = scope_kind(scope)
+            scopes.setdefault(name, scope)
+            table = tables.get((name, kind))
+            if table is None:
+                table = tables[(name, kind)] = {}
+            table[_key(kind, config, run, annotation)] = value  # the last value of a key wins, where it was first
         return scopes, tables
 
     def row_keys(self, kind: str) -> RowKeys:
@@ -308,6 +312,8 @@ class ResultTable:
             return ([], np.full(self.n, MISSING, np.int64)) if value is None else ([value], np.zeros(self.n, np.int64))
         keys = self.row_keys(kind)
         values = list(map(mapping.get, keys.keys))  # one dictionary look-up per distinct key
+        if not any(v is None for v in values):  # every key has a value (a collector that reported every run)
+            return values, keys.ids
         present = np.array([v is not None for v in values], dtype=np.bool_)
         per_key = np.where(present, np.cumsum(present) - 1, MISSING)
         return [v for v in values if v is not None], per_key[keys.ids]

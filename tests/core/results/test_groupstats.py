@@ -61,6 +61,27 @@ def test_statistics_are_pandas_groupby_bit_for_bit(seed: int) -> None:
     assert _same(median, grouped.median().to_numpy())
 
 
+@pytest.mark.parametrize("seed", range(120))
+def test_groups_of_one_size_in_order_are_pandas_groupby_bit_for_bit(seed: int) -> None:
+    """A sweep's usual shape (each group's rows together, all groups one size, no NaN) takes a path of its own."""
+    rng = np.random.default_rng(seed)
+    count, size, width = int(rng.integers(1, 9)), int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    codes = np.repeat(np.arange(count, dtype=np.int64), size)
+    values = rng.normal(1e3 * 10.0 ** rng.integers(-3, 9), 10.0 ** rng.integers(-6, 3), (count * size, width))
+    if seed % 3 == 1:
+        values = np.round(values, 1)
+    elif seed % 3 == 2:
+        values[rng.random(values.shape) < 0.1] = np.inf
+    m = moments(values, codes, count, ascending=True)
+    for j in range(width):
+        grouped = pd.Series(values[:, j]).groupby(codes, sort=False)
+        assert _same(m.mean[:, j], grouped.mean().to_numpy())
+        assert _same(m.std[:, j], grouped.std(ddof=1).to_numpy())
+        assert _same(m.minimum[:, j], grouped.min().to_numpy())
+        assert _same(m.maximum[:, j], grouped.max().to_numpy())
+        assert np.array_equal(m.count[:, j], grouped.count().to_numpy())
+
+
 def test_several_columns_at_once_are_each_column_alone() -> None:
     """Columns reduced together give what each gives alone (a NaN in one keeps the other on reduceat)."""
     values, codes = _case(1)

@@ -241,3 +241,50 @@ def test_the_frame_makes_no_collector_value_object() -> None:
     assert sum(1 for o in gc.get_objects() if type(o) is CollectorValue) == before
     assert frame["ThrottledRuns"].tolist() == [1] and per_run["Throttled"].tolist() == [r == 3 for r in range(6)]
     assert frame.equals(ProfileResults(result.data).to_dataframe())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_groups_with_distinct_first_keys_are_found_unshared_without_sorting(seed: int) -> None:
+    """Given each group's first row, ``shared_groups`` answers as it does without it (the quick exit is exact)."""
+    from nsightx._results.groupshare import shared_groups
+    from nsightx._results.store import dense_ids
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 80))
+    ids, first = dense_ids(rng.integers(0, int(rng.integers(1, 6)), n))
+    keys = rng.integers(0, int(rng.integers(1, 12)), n) if seed % 3 else ids * 7 + 1
+    count = len(first)
+    with_first = shared_groups(ids, count, keys, first)
+    alone = shared_groups(ids, count, keys)
+    assert (with_first is None) == (alone is None)
+    if alone is not None and with_first is not None:
+        assert np.array_equal(with_first.rows, alone.rows)
+        assert np.array_equal(with_first.ids, alone.ids)
+        assert np.array_equal(with_first.of_group, alone.of_group)
+
+
+@pytest.mark.parametrize(
+    ("reasons", "expected"),
+    [
+        (["none", "none", None, "none|", "", "none"], ["none", "none"]),  # nothing named: every row "none"
+        (
+            ["none", "hw_slowdown|none", None, "none", "", "sw_power_cap|gpu_idle"],
+            ["hw_slowdown", "gpu_idle|sw_power_cap"],
+        ),
+    ],
+    ids=["none-named", "some-named"],
+)
+def test_clock_event_reasons_are_united_per_row(reasons: list[Any], expected: list[str]) -> None:
+    """``ClockEventReasons`` of a row: its runs' reasons united and sorted, ``none`` when no run names one."""
+    runs = []
+    for c in range(2):
+        for r in range(3):
+            base = _run(c, r, [("a", "k", T, 10.0 + r, "ns", 0)], [("a", False)])
+            cols = (CollectorValue("ClockEventReasons", "run", c, r, None, reasons[3 * c + r]),)
+            runs.append(RunRecords(c, r, base.records, base.regions, cols))
+    plan = PlanInfo(
+        function="f", params=("n",), configs=((1,), (2,)), runs=3, warmup=0, metrics=(T,),
+        backend="host", cache_control="all", clock_control="none", replay_mode="kernel",
+    )  # fmt: skip
+    frame = build_results(plan, runs, {}).to_dataframe()
+    assert frame["ClockEventReasons"].tolist() == expected

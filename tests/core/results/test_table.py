@@ -44,6 +44,16 @@ def test_group_ids_number_rows_as_groupby_sort_false_meets_them(high: int):
     assert ids.tolist() == want_ids and firsts.tolist() == want_firsts
 
 
+@pytest.mark.parametrize("constant", [0, 1, 2])
+def test_group_ids_with_a_column_of_one_value(constant: int):
+    """A column holding one value (a result's single metric or kernel) is skipped when packing, ids unchanged."""
+    rng = np.random.default_rng(constant)
+    cols = [rng.integers(0, 6, 200), rng.integers(0, 3, 200)]
+    cols.insert(constant, np.full(200, 7, dtype=np.int64))
+    ids, firsts = group_ids(*cols)
+    assert (ids.tolist(), firsts.tolist()) == _reference_ids(*cols)
+
+
 def test_group_ids_of_wide_keys_that_would_overflow_when_packed():
     rng = np.random.default_rng(1)
     cols = [rng.integers(0, 2**40, 300) for _ in range(3)]  # 2**120 combinations: densified step by step

@@ -1,0 +1,178 @@
+"""``pd.DataFrame(columns)`` for the aggregated frame's columns, built block by block where pandas allows it.
+
+The aggregated frame of a small result has about 56 columns of a few rows; ``pd.DataFrame(dict)`` checks and
+converts each column on its own (``sanitize_array``; pandas 3 builds every text column through
+``ArrowStringArray._from_sequence``), which was 40% of ``to_dataframe()`` for a 44-run result (issue 35).
+:func:`frame_of` hands pandas the blocks it would build itself: one 2-D array per numpy dtype (the columns of that
+dtype stacked in column order), one extension array per text or nullable column, through
+``pandas.api.internals.create_dataframe_from_blocks`` (pandas 3). The frame is the one ``pd.DataFrame(columns)``
+gives, dtypes and values alike: each kind of column is taken this way only where the dtype pandas would infer for
+it is known without asking (:func:`_part`); any other column, or an older pandas, sends the whole dict to
+``pd.DataFrame``. ``tests/core/results/test_framebuild.py`` compares both on every kind.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_INT64 = (-(2**63), 2**63 - 1)
+_NUMPY_KINDS = frozenset({np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.bool_)})
+"""numpy dtypes ``pd.DataFrame`` keeps as they are (a numpy object array is inferred, so it is not among them)."""
+
+
+def frame_of(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
+    """``pd.DataFrame(columns)`` for columns of ``n`` rows each, with a ``RangeIndex`` (see the module docstring)."""
+    import pandas as pd
+
+    text = _text_dtype()
+    blocks = None if text is None else _blocks(columns, n, text)
+    if blocks is None:
+        return pd.DataFrame(columns)
+    from pandas.api.internals import create_dataframe_from_blocks
+
+    labels = _labels(tuple(columns), text).copy()  # its own object: a user may rename it
+    return create_dataframe_from_blocks(blocks, pd.RangeIndex(n), labels)
+
+
+@functools.lru_cache(maxsize=64)
+def _labels(names: tuple[str, ...], text: Any) -> pd.Index:
+    """``pd.Index(names)`` for the column names of a frame (the same few sets of names recur in a process)."""
+    import pandas as pd
+
+    return pd.Index(_strings([list(names)], text)[0] if not isinstance(text, np.dtype) else list(names))
+
+
+class _Text(list[str]):
+    """A column of strings, made into the text dtype's array together with the frame's other text columns."""
+
+
+def _blocks(columns: Mapping[str, Any], n: int, text: Any) -> list[tuple[Any, Any]] | None:
+    """The frame's blocks as (array, column positions), or None where ``pd.DataFrame`` must decide."""
+    if not all(type(name) is str for name in columns):
+        return None
+    stacked: dict[np.dtype[Any], tuple[list[Any], list[int]]] = {}
+    single: list[tuple[Any, Any]] = []
+    texts: list[list[str]] = []
+    text_at: list[int] = []
+    for i, value in enumerate(columns.values()):
+        part = _part(value, n)
+        if part is None:
+            return None
+        if isinstance(part, _Text):
+            texts.append(part)
+            text_at.append(i)
+        elif isinstance(part, np.ndarray):
+            arrays, where = stacked.setdefault(part.dtype, ([], []))
+            arrays.append(part)
+            where.append(i)
+        else:
+            single.append((part, np.array([i], dtype=np.intp)))
+    for array, i in zip(_strings(texts, text), text_at, strict=True):
+        if isinstance(array, np.ndarray):  # text stored as numpy objects: one block with the other object columns
+            arrays, where = stacked.setdefault(array.dtype, ([], []))
+            arrays.append(array)
+            where.append(i)
+        else:
+            single.append((array, np.array([i], dtype=np.intp)))
+    for arrays, where in stacked.values():
+        single.append((np.vstack(arrays), np.array(where, dtype=np.intp)))
+    return single
+
+
+def _part(value: Any, n: int) -> Any:
+    """One column as ``pd.DataFrame`` would store it, or None for a column whose dtype is left to pandas.
+
+    A 1-D numpy array (stacked with the others of its dtype), an extension array, or :class:`_Text`.
+    """
+    import pandas as pd
+
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or len(value) != n:
+            return None
+        if value.dtype in _NUMPY_KINDS:
+            return value
+        if value.dtype == object:
+            items = value.tolist()
+            return _Text(items) if all(type(v) is str for v in items) else None
+        return None
+    if isinstance(value, list):
+        return _listed(value) if len(value) == n else None
+    if isinstance(value, pd.Series):  # a Series keeps its dtype (no inference); aligned on the same RangeIndex
+        index = value.index
+        if not (isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(n))):
+            return None
+        value = value.array
+        if isinstance(value, pd.arrays.NumpyExtensionArray):
+            array = value.to_numpy()
+            return array.copy() if array.dtype in _NUMPY_KINDS or array.dtype == object else None
+    if isinstance(value, pd.api.extensions.ExtensionArray) and len(value) == n:
+        return value.copy()
+    return None
+
+
+def _listed(items: list[Any]) -> Any:
+    """A list column as pandas infers it, for lists of one plain type (else None)."""
+    kinds = set(map(type, items))
+    if len(kinds) != 1:
+        return None
+    kind = next(iter(kinds))
+    if kind is str:
+        return _Text(items)
+    if kind is bool:
+        return np.array(items, dtype=np.bool_)
+    if kind is int and _INT64[0] <= min(items) and max(items) <= _INT64[1]:
+        return np.array(items, dtype=np.int64)
+    if kind is float and not any(v != v for v in items):
+        return np.array(items, dtype=np.float64)
+    return None
+
+
+def _strings(columns: list[list[str]], text: Any) -> list[Any]:
+    """Columns of strings with the dtype pandas infers for them (``text``).
+
+    numpy objects, or slices of one Arrow array: one conversion for all the frame's text columns, where pandas
+    converted each on its own.
+    """
+    if isinstance(text, np.dtype):  # object
+        return [np.array(items, dtype=object) for items in columns]
+    import pyarrow as pa
+
+    flat = pa.array([v for items in columns for v in items], type=pa.large_string())
+    make = text.construct_array_type()
+    bounds = np.cumsum([0, *map(len, columns)]).tolist()
+    return [make(flat.slice(a, b - a), dtype=text) for a, b in itertools.pairwise(bounds)]
+
+
+def _text_dtype() -> Any:
+    """The dtype pandas gives a list of strings, where this module can build it; else None.
+
+    numpy ``object``, or pandas 3's ``str`` (pyarrow storage); None before pandas 3 (no public way to hand over
+    blocks) and for the python-storage string dtype.
+    """
+    try:  # pandas 3: the switch pandas itself reads (``future.infer_string``), without its deprecation warning
+        from pandas._config import using_string_dtype
+        from pandas.api.internals import create_dataframe_from_blocks  # noqa: F401
+    except ImportError:
+        return None
+    return _text_dtype_of(bool(using_string_dtype()))
+
+
+@functools.cache
+def _text_dtype_of(infer_string: bool) -> Any:
+    """:func:`_text_dtype` for a ``future.infer_string`` setting (asked of pandas once)."""
+    import pandas as pd
+
+    dtype = pd.DataFrame({"s": ["s"]})["s"].dtype
+    if isinstance(dtype, np.dtype):  # object: text as numpy objects
+        return dtype
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+        return dtype
+    return None

@@ -1,0 +1,129 @@
+"""The aggregated frame handed to pandas as blocks is ``pd.DataFrame(dict)``'s frame (issue 35).
+
+:func:`~nsightx._results.framebuild.frame_of` builds the blocks itself only for the kinds of column whose dtype it
+knows beforehand; these tests compare it with ``pd.DataFrame`` on each kind (and on the kinds it leaves to pandas),
+and check that ``to_dataframe()`` still hands out frames whose changes stay their own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from _paths import FIXTURES
+
+import nsightx
+from nsightx._results import framebuild
+from nsightx._results.dataframe import _scalar
+from nsightx._results.framebuild import frame_of
+
+N = 3
+
+
+def _kinds() -> dict[str, object]:
+    """One column of each kind the aggregated frame holds (and a few it does not)."""
+    return {
+        "ints": np.array([1, -2, 2**62], dtype=np.int64),
+        "floats": np.array([1.5, np.nan, -np.inf]),
+        "bools": np.array([True, False, True]),
+        "text_objects": np.array(["a", "bb", ""], dtype=object),
+        "text_list": ["x", "y", "x"],
+        "int_list": [1, 2, 3],
+        "float_list": [0.1, 2.0, 1e300],
+        "bool_list": [True, True, False],
+        "nullable": pd.arrays.BooleanArray(np.array([True, False, False]), np.array([False, True, False])),
+        "str_array": pd.array(["p", "q", "r"], dtype=pd.Series(["s"]).dtype),
+        "none_scalar": _scalar(None, N),
+        "text_scalar": _scalar("cupti", N),
+        "int_scalar": _scalar(7, N),
+        "more_floats": np.array([3.0, 4.0, 5.0]),
+        "more_ints": np.array([0, 0, 1], dtype=np.int64),
+    }
+
+
+def _same(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(actual, expected, check_exact=True)
+    assert actual.dtypes.tolist() == expected.dtypes.tolist()
+    assert actual.columns.dtype == expected.columns.dtype
+    assert type(actual.index) is type(expected.index)
+    for name in expected.columns:
+        assert type(actual[name].array) is type(expected[name].array), name
+
+
+def test_every_kind_gives_pandas_frame() -> None:
+    columns = _kinds()
+    _same(frame_of(columns, N), pd.DataFrame(columns))
+
+
+@pytest.mark.parametrize("name", list(_kinds()))
+def test_each_kind_alone_gives_pandas_frame(name: str) -> None:
+    columns = {name: _kinds()[name], "Value": np.arange(N, dtype=np.float64)}
+    _same(frame_of(columns, N), pd.DataFrame(columns))
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        ["a", None, "c"],  # text with a missing value: pandas decides
+        [1, "b", 2.0],  # mixed types
+        [2**64, 1, 2],  # beyond int64
+        [1.0, float("nan"), 2.0],
+        np.array([1, 2, 3], dtype=np.int32),
+        np.array(["a", 1, None], dtype=object),
+        pd.Series([1.0, 2.0, 3.0], index=[2, 1, 0]),  # aligned on its index
+    ],
+    ids=["text-none", "mixed", "uint64", "float-nan-list", "int32", "objects", "series-index"],
+)
+def test_other_columns_are_left_to_pandas(odd: object) -> None:
+    columns = {**_kinds(), "odd": odd}
+    _same(frame_of(columns, N), pd.DataFrame(columns))
+
+
+def test_frame_owns_its_data() -> None:
+    """Changing an input array after the frame was built does not change the frame (pd.DataFrame copies too)."""
+    values = np.array([1.0, 2.0, 3.0])
+    frame = frame_of({"AvgValue": values, "Metric": ["m", "m", "m"]}, N)
+    values[0] = 99.0
+    assert frame["AvgValue"].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_without_block_building_the_frame_is_pandas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older pandas (no block hand-over) gets ``pd.DataFrame(dict)`` itself."""
+    monkeypatch.setattr(framebuild, "_text_dtype", lambda: None)
+    columns = _kinds()
+    _same(frame_of(columns, N), pd.DataFrame(columns))
+
+
+def test_fixture_frame_is_built_from_blocks_and_equals_pandas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H100 result's aggregated frame takes the block path, and equals the frame pandas builds of its dict."""
+    seen: list[dict[str, object]] = []
+    real = framebuild._blocks
+
+    def spy(columns, n, text):  # type: ignore[no-untyped-def]
+        blocks = real(columns, n, text)
+        seen.append(dict(columns))
+        assert blocks is not None, "the fixture's frame fell back to pd.DataFrame"
+        return blocks
+
+    monkeypatch.setattr(framebuild, "_blocks", spy)
+    frame = nsightx.load(FIXTURES / "gpu-results" / "cupti-triton-axpb.parquet").to_dataframe()
+    assert len(seen) == 1
+    _same(frame, pd.DataFrame(seen[0]))
+
+
+def test_to_dataframe_copies_stay_their_own() -> None:
+    """What a user does to one ``to_dataframe()`` frame (values, names, labels) does not reach the next."""
+    result = nsightx.load(FIXTURES / "gpu-results" / "cupti-triton-axpb.parquet")
+    first = result.to_dataframe()
+    expected = first.copy()
+    first.loc[0, "AvgValue"] = -1.0
+    first.iloc[1, first.columns.get_loc("Annotation")] = "changed"
+    first.index.name = "row"
+    first.columns.name = "column"
+    first["Extra"] = 1
+    first.attrs["note"] = "mine"
+    second = result.to_dataframe()
+    _same(second, expected)
+    assert second.index.name is None and second.columns.name is None and not second.attrs
+    third = nsightx.load(FIXTURES / "gpu-results" / "cupti-triton-axpb.parquet").to_dataframe()
+    assert third.columns.name is None  # the column labels are not shared between frames either
