@@ -134,7 +134,7 @@ def _group_values(
     first = rows[g_first]
     value = rec.value[first].copy()
     unit = rec.unit.codes[first]
-    kernel = rec.kernel.codes[first].copy()
+    kernel = rec.kernel.codes[first].astype(np.int64)  # folded names get new codes: past what narrow codes hold
     several = np.flatnonzero(sizes > 1)
     if len(several) == 0:
         return value, unit, kernel

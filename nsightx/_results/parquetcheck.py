@@ -54,10 +54,12 @@ def text(col: pa.ChunkedArray) -> Text:
         if indices.null_count:
             lut.append(index.setdefault(None, len(index)))
             indices = indices.fill_null(len(lut) - 1)
-        positions = np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        positions = indices.to_numpy(zero_copy_only=False)  # int32 as Arrow holds them; Text narrows them
         if lut != list(range(len(lut))):  # else (one chunk, distinct names: what nsightx writes) the codes are these
             positions = np.array(lut, dtype=np.int64)[positions]
         parts.append(positions)
+    if len(parts) == 1:
+        return Text(parts[0], list(index))
     return Text(np.concatenate(parts) if parts else np.zeros(0, np.int64), list(index))
 
 

@@ -109,7 +109,7 @@ def group_ids(*columns: Ints) -> tuple[Ints, Ints]:
         width = int(col.max()) - low + 1
         if width == 1 and packed is not None:  # one value: it tells no rows apart (the ids depend on equality alone)
             continue
-        shifted = col - low
+        shifted = col.astype(np.int64) - low  # codes may be narrow (Text): the packing below needs int64
         if packed is None:
             packed, width_so_far = shifted, width
             continue
@@ -122,14 +122,36 @@ def group_ids(*columns: Ints) -> tuple[Ints, Ints]:
     return dense_ids(packed)
 
 
+_CODE_TYPES = ((100, np.int8), (30_000, np.int16), (2_000_000_000, np.int32))
+"""The narrowest signed type for codes into at most so many names (with headroom: ``codes + 1`` still fits)."""
+
+
+def code_type(n_names: int) -> type[np.signedinteger[Any]]:
+    """The integer type :class:`Text` keeps its codes in, for ``n_names`` distinct names."""
+    for limit, kind in _CODE_TYPES:
+        if n_names <= limit:
+            return kind
+    return np.int64
+
+
 @dataclass(frozen=True, eq=False)
 class Text:
-    """A column of strings (or ``None``): per row, a code into :attr:`names`."""
+    """A column of strings (or ``None``): per row, a code into :attr:`names`.
+
+    The codes are kept in the narrowest signed integer type that fits the names (:func:`code_type`; a result's
+    names are few, so usually ``int8`` or ``int16``): they are a large part of a result's memory. Code that does
+    arithmetic on them (packing several columns into one key) widens them first.
+    """
 
     codes: Ints
     """Per row, the index of its string in :attr:`names`."""
     names: list[str | None]
     """The strings the codes index (each once; ``None`` stands for a missing one)."""
+
+    def __post_init__(self) -> None:
+        kind = code_type(len(self.names))
+        if self.codes.dtype != kind:
+            object.__setattr__(self, "codes", self.codes.astype(kind))
 
     @classmethod
     def of(cls, items: Iterable[str | None], n: int) -> Text:

@@ -140,4 +140,4 @@ def test_text_columns_give_back_their_strings():
     text = Text.of(iter(["x", None, "y", "x"]), 4)
     assert text.strings() == ["x", None, "y", "x"]
     assert text.names == ["x", None, "y"] and text.codes.tolist() == [0, 1, 2, 0]
-    assert np.asarray(text.codes).dtype == np.int64
+    assert text.codes.dtype == np.int8  # the narrowest type that fits three names (issue 35: memory)
