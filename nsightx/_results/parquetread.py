@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,6 +44,7 @@ from nsightx._results.store import (
     RegionColumns,
     ResultColumns,
     RunColumns,
+    Text,
     ValueColumns,
 )
 
@@ -106,11 +108,12 @@ def starts_parquet(head: bytes) -> bool:
     return head.startswith(MAGIC)
 
 
-def parse_parquet(data: bytes, source: str) -> tuple[ResultData, ResultColumns]:
-    """The result whose Parquet bytes are ``data``, checked: its small parts (no runs, no values) and its columns.
+def parse_parquet(data: bytes | Path, source: str) -> tuple[ResultData, ResultColumns]:
+    """The result in the Parquet file ``data`` (its bytes or its path), checked: its small parts and its columns.
 
     ``source`` is the quoted file name, for messages. No Python object is made per value or record; the result's
-    objects are built from the columns when first asked for (``ProfileResults.data``).
+    objects are built from the columns when first asked for (``ProfileResults.data``). Given a path, the file is
+    read through Arrow (only its pages and footer, never a second whole copy of it in memory).
 
     Raises:
         ResultSchemaError: the first problem found (see the module docstring).
@@ -118,11 +121,7 @@ def parse_parquet(data: bytes, source: str) -> tuple[ResultData, ResultColumns]:
     import pyarrow as pa
 
     try:
-        main, metadata = _read_main(data)
-        meta = _check_meta(metadata, source)
-        tables = {"values": main, **{p: _read_part(metadata[f"nsightx.{p}".encode()]) for p in PARTS}}
-        for table in tables.values():
-            table.validate(full=True)  # dictionary indices in range, offsets, UTF-8: what a changed byte breaks
+        meta, tables = _read_tables(data, source)
     except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, IndexError, OverflowError) as e:
         if isinstance(e, ResultSchemaError):
             raise
@@ -134,12 +133,29 @@ def parse_parquet(data: bytes, source: str) -> tuple[ResultData, ResultColumns]:
         _check_columns(name, table, source)
     shell = _shell(meta, source)
     check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
-    columns = _result_columns(tables, source)
+    columns = _result_columns(tables, source)  # empties ``tables``: each Arrow table goes once converted
     if not columns_fit(shell.plan, columns):
         whole = shell.model_copy(update={"runs": columns.run_records(), "values": columns.run_values()})
         check_result(whole, source)  # names the first bad entry by its JSON path
         raise ResultSchemaError(f"{source}: the runs, records, regions and values do not fit together")
     return shell, columns
+
+
+def _read_tables(data: bytes | Path, source: str) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """The checked ``nsightx`` metadata and the file's tables (the values, then each side part), validated.
+
+    Each side part's compressed bytes are dropped as soon as its table is read, and the footer with them.
+    """
+    main, metadata = _read_main(data)
+    meta = _check_meta(metadata, source)
+    blobs = [metadata[f"nsightx.{p}".encode()] for p in PARTS]
+    del metadata
+    tables = {"values": main}
+    for part in PARTS:
+        tables[part] = _read_part(blobs.pop(0))
+    for table in tables.values():
+        table.validate(full=True)  # dictionary indices in range, offsets, UTF-8: what a changed byte breaks
+    return meta, tables
 
 
 def _shell(meta: dict[str, Any], source: str) -> ResultData:
@@ -154,20 +170,23 @@ def _shell(meta: dict[str, Any], source: str) -> ResultData:
         raise ResultSchemaError(f"{source}: metadata {META_KEY!r}: {what}") from None
 
 
-def _read_main(data: bytes) -> tuple[pa.Table, Mapping[bytes, bytes]]:
+def _read_main(data: bytes | Path) -> tuple[pa.Table, dict[bytes, bytes]]:
     """The file's table (string columns as dictionaries) and its key-value metadata, page checksums verified."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    footer = pq.ParquetFile(pa.BufferReader(data), thrift_string_size_limit=_THRIFT_LIMIT).metadata
+    where = pa.BufferReader(data) if isinstance(data, bytes) else str(data)
+    with pq.ParquetFile(where, thrift_string_size_limit=_THRIFT_LIMIT) as first:
+        footer = first.metadata
     names = set(footer.schema.to_arrow_schema().names)
-    file = pq.ParquetFile(
-        pa.BufferReader(data),
+    with pq.ParquetFile(
+        pa.BufferReader(data) if isinstance(data, bytes) else str(data),
         metadata=footer,
         read_dictionary=[n for n in ("annotation", "metric", "kernel", "unit") if n in names],
         page_checksum_verification=True,
-    )
-    return file.read(use_threads=True), footer.metadata or {}
+    ) as file:
+        table = file.read(use_threads=True)
+    return table, dict(footer.metadata or {})
 
 
 def _read_part(blob: bytes) -> pa.Table:
@@ -238,8 +257,13 @@ def _check_columns(name: str, table: pa.Table, source: str) -> None:
 
 
 def _result_columns(tables: dict[str, pa.Table], source: str) -> ResultColumns:
-    """The result's columns from the file's tables (each run's counts checked against the parts they count)."""
-    runs = tables["runs"]
+    """The result's columns from the file's tables (each run's counts checked against the parts they count).
+
+    ``tables`` is emptied as it goes: each Arrow table is dropped once its columns are made, so at most one is
+    held beside the columns made so far. A column of the values or the regions equal to the records' column of
+    that name (one record per region execution: the common case) is that same array, held once.
+    """
+    runs = tables.pop("runs")
     run_columns = RunColumns(*(ints(runs.column(c)) for c in COLUMNS["runs"]))
     parts = [tables[p].num_rows for p in PARTS[1:]]
     for n, held in zip((run_columns.n_records, run_columns.n_regions, run_columns.n_collectors), parts, strict=True):
@@ -248,16 +272,39 @@ def _result_columns(tables: dict[str, pa.Table], source: str) -> ResultColumns:
                 f"{source}: part 'runs' counts {int(n.sum())} entries, but the part it counts holds {held}; "
                 "the file was edited"
             )
-    v, rec = tables["values"], tables["records"]
-    values = ValueColumns(
-        *(_column(v, c) for c in ("annotation", "config", "run", "metric", "value", "unit", "kernel"))
-    )
+    rec = tables.pop("records")
     records = RecordColumns(
         *(_column(rec, c) for c in ("annotation", "config", "run", "kernel", "metric", "value", "unit", "seq"))
     )
-    return ResultColumns(
-        values, run_columns, records, _regions(tables["regions"], source), _collectors(tables["collectors"])
-    )
+    del rec
+    v = tables.pop("values")
+    names = ("annotation", "config", "run", "metric", "value", "unit", "kernel")
+    values = ValueColumns(*(shared(_column(v, c), getattr(records, c)) for c in names))
+    del v
+    regions = _regions(tables.pop("regions"), records, source)
+    return ResultColumns(values, run_columns, records, regions, _collectors(tables.pop("collectors")))
+
+
+def shared(column: Any, like: Any) -> Any:
+    """``like`` where it holds exactly what ``column`` holds (so that one array is kept, not two), else ``column``.
+
+    Both are a :class:`~nsightx._results.store.Text` or both numpy arrays of one type; floats are compared by
+    their bits (``-0.0`` is not ``0.0``, a NaN equals the same NaN), so the shared column reads back the same.
+    """
+    if isinstance(column, Text):
+        same = isinstance(like, Text) and column.names == like.names and _equal(column.codes, like.codes)
+    else:
+        same = isinstance(like, np.ndarray) and _equal(column, like)
+    return like if same else column
+
+
+def _equal(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
+    """Whether two arrays have one type, one shape and the same bits."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind == "f":
+        return bool(np.array_equal(a.view(f"i{a.dtype.itemsize}"), b.view(f"i{b.dtype.itemsize}")))
+    return bool(np.array_equal(a, b))
 
 
 def _column(table: pa.Table, name: str) -> Any:
@@ -273,8 +320,11 @@ def _column(table: pa.Table, name: str) -> Any:
     return ints(col)
 
 
-def _regions(table: pa.Table, source: str) -> RegionColumns:
-    """The region executions; attributes decoded from their JSON (only where a row has any)."""
+def _regions(table: pa.Table, records: RecordColumns, source: str) -> RegionColumns:
+    """The region executions; attributes decoded from their JSON (only where a row has any).
+
+    The annotation, config and run columns are the records' own arrays where they are equal (:func:`shared`).
+    """
     attributes = table.column("attributes")
     attrs: list[Mapping[str, Scalar]] | None = None
     if attributes.null_count < len(attributes):
@@ -284,9 +334,8 @@ def _regions(table: pa.Table, source: str) -> RegionColumns:
             raise ResultSchemaError(
                 f"{source}: column 'attributes' of part 'regions' holds {e}; expected JSON objects"
             ) from None
-    annotation, config, run, host_ns, failed = (
-        _column(table, c) for c in ("annotation", "config", "run", "host_ns", "failed")
-    )
+    annotation, config, run = (shared(_column(table, c), getattr(records, c)) for c in ("annotation", "config", "run"))
+    host_ns, failed = _column(table, "host_ns"), _column(table, "failed")
     return RegionColumns(annotation, config, run, host_ns, failed, attrs)
 
 

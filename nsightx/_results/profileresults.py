@@ -24,6 +24,7 @@ from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
 from nsightx._results.output import OutputLocation, write_atomic
 from nsightx._results.parquetcheck import completeness_of
+from nsightx._results.parquetread import MAGIC as PARQUET_MAGIC
 from nsightx._results.parquetread import parse_parquet, starts_parquet
 from nsightx._results.parquetwrite import result_parquet
 from nsightx._results.rawread import parse_raw, starts_raw
@@ -465,14 +466,19 @@ def load(path: str | Path) -> ProfileResults:
     """
     p = Path(path)
     try:
-        data = p.read_bytes()
+        with p.open("rb") as file:  # a Parquet file is read by Arrow from here on: no whole copy of it held
+            data = file.read(len(PARQUET_MAGIC))
+            parquet = starts_parquet(data)
+            if not parquet:
+                file.seek(0)
+                data = file.read()
     except OSError as e:
         raise ResultSchemaError(f"cannot read result file {str(path)!r}: {e}") from e
-    if starts_raw(data):
+    if parquet:
+        results = ProfileResults.from_columns(*parse_parquet(p, repr(str(path))))
+    elif starts_raw(data):
         header, runs = parse_raw(p, data)
         return _raw_results(p, header, runs, None, None, stacklevel=3)
-    if starts_parquet(data):
-        results = ProfileResults.from_columns(*parse_parquet(data, repr(str(path))))
     else:
         results = ProfileResults(parse_result(data, repr(str(path))))
     done = results.completeness
