@@ -27,7 +27,8 @@ and six once per call, as in the H100 result under ``tests/fixtures/gpu-results`
 - in more subprocesses: one saves the result; then, each in its own process that only loads that file, the peak
   of Python allocations (``tracemalloc``; Arrow's own buffers are outside it) while loading the file and then
   while building ``to_dataframe()``, and the growth of the peak resident set (``ru_maxrss``, after the imports)
-  over load plus frame.
+  over load plus frame, and the size of the loaded result's columns (``nbytes`` of each distinct array it
+  holds) with that growth's ratio to it (issue 35's target: under 2x at 1e6 records).
 
 ``--tree PATH`` (repeatable) measures another checkout the same way: each tree runs in its own subprocess with
 ``PYTHONPATH=PATH:PATH/backends:PATH/plugins``, shape by shape, the trees alternating, so a before/after comes from
@@ -288,9 +289,29 @@ def child_memory(path: Path, mode: str) -> dict[str, Any]:
         tracemalloc.stop()
         return {"load_tracemalloc_peak_bytes": load_peak, "frame_tracemalloc_peak_bytes": frame_peak}
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    nsightx.load(path).to_dataframe()
+    loaded = nsightx.load(path)
+    loaded.to_dataframe()
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"load_and_frame_maxrss_growth_bytes": max(after - before, 0)}
+    return {"load_and_frame_maxrss_growth_bytes": max(after - before, 0), "columns_bytes": columns_bytes(loaded)}
+
+
+def columns_bytes(result: Any) -> int:
+    """The size of the columns a loaded result holds: ``nbytes`` of each distinct numpy array in its
+    ``ResultColumns`` (an array two tables share counted once; names and collector lists left out); 0 in a tree
+    whose results hold no columns."""
+    import numpy as np
+
+    seen: dict[int, int] = {}
+
+    def walk(item: Any) -> None:
+        if isinstance(item, np.ndarray):
+            seen[id(item)] = item.nbytes
+        elif hasattr(item, "__dataclass_fields__"):
+            for name in item.__dataclass_fields__:
+                walk(getattr(item, name))
+
+    walk(getattr(result, "columns", None))
+    return sum(seen.values())
 
 
 def run_child(tree: Path, args: list[str]) -> dict[str, Any]:
@@ -378,6 +399,10 @@ def _line(row: dict[str, Any]) -> str:
             f" frame peak {row['frame_tracemalloc_peak_bytes'] / 1e6:7.1f} MB"
             f" rss+ {row['load_and_frame_maxrss_growth_bytes'] / 1e6:7.1f} MB"
         )
+        if row.get("columns_bytes"):
+            cols = row["columns_bytes"]
+            mem += f" columns {cols / 1e6:7.1f} MB ({cols / row['records']:5.1f} B/rec)"
+            mem += f" rss+/columns {row['load_and_frame_maxrss_growth_bytes'] / cols:5.2f}x"
     return (
         f"{Path(row['tree']).name:>12} {row['shape']:>11} {row['records']:>8} rec"
         f"  to_dataframe {row['to_dataframe_s'] * 1e3:9.1f} ms  floor {row['floor_s'] * 1e3:7.1f} ms"
