@@ -22,6 +22,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -224,44 +225,56 @@ def _head_key(where: str) -> tuple[object, ...] | None:
     """What the commit of ``where`` depends on, read from the file system (see :func:`head_commit`).
 
     ``None`` when it cannot be told without git (a ``GIT_*`` location variable is set, a file is unreadable).
+    Plain ``os`` calls, not ``pathlib``: this runs at every profiled call (about 20 us here, against 60 with paths).
     """
     if any(os.environ.get(name) for name in _GIT_LOCATION_VARS):
         return None
     try:
-        gitdir = _find_gitdir(Path(where))
+        gitdir = _find_gitdir(os.path.abspath(where))
         if gitdir is None:
             return (where, None)
-        head = (gitdir / "HEAD").read_bytes()
+        head_file = os.path.join(gitdir, "HEAD")
+        with open(head_file, "rb") as f:
+            head = f.read()
         common = gitdir
-        if (gitdir / "commondir").is_file():
-            common = gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()
-        ref = head[5:].strip().decode("utf-8", "replace") if head.startswith(b"ref: ") else None
-        files = [gitdir / "HEAD", common / "packed-refs"]
-        if ref:
-            files.append(common / ref)
-        return (where, str(gitdir), head, *(_identity(f) for f in files))
+        commondir = os.path.join(gitdir, "commondir")
+        if os.path.isfile(commondir):
+            with open(commondir, encoding="utf-8") as f:
+                common = os.path.join(gitdir, f.read().strip())
+        files = [head_file, os.path.join(common, "packed-refs")]
+        if head.startswith(b"ref: "):
+            files.append(os.path.join(common, head[5:].strip().decode("utf-8", "replace")))
+        return (where, gitdir, head, *(_identity(f) for f in files))
     except (OSError, ValueError):
         return None
 
 
-def _find_gitdir(folder: Path) -> Path | None:
+def _find_gitdir(folder: str) -> str | None:
     """The git directory of the work tree holding ``folder`` (``.git``, or where a ``.git`` file points)."""
-    for parent in (folder, *folder.parents):
-        dot = parent / ".git"
-        if dot.is_dir():
+    while True:
+        dot = os.path.join(folder, ".git")
+        try:
+            mode = os.stat(dot).st_mode
+        except FileNotFoundError:
+            mode = 0
+        if stat.S_ISDIR(mode):
             return dot
-        if dot.is_file():
-            text = dot.read_text(encoding="utf-8").strip()
+        if stat.S_ISREG(mode):
+            with open(dot, encoding="utf-8") as f:
+                text = f.read().strip()
             if not text.startswith("gitdir:"):
                 raise ValueError(f"{dot}: not a gitdir link")
-            return parent / text[len("gitdir:") :].strip()
-    return None
+            return os.path.join(folder, text[len("gitdir:") :].strip())
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
-def _identity(path: Path) -> tuple[int, int, int] | None:
+def _identity(path: str) -> tuple[int, int, int] | None:
     """(inode, size, mtime in ns) of ``path``, ``None`` when it does not exist."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
