@@ -234,13 +234,13 @@ def _head_key(where: str) -> tuple[object, ...] | None:
         if gitdir is None:
             return (where, None)
         head_file = os.path.join(gitdir, "HEAD")
-        with open(head_file, "rb") as f:
-            head = f.read()
+        with open(head_file, "rb") as raw:
+            head = raw.read()
         common = gitdir
         commondir = os.path.join(gitdir, "commondir")
         if os.path.isfile(commondir):
-            with open(commondir, encoding="utf-8") as f:
-                common = os.path.join(gitdir, f.read().strip())
+            with open(commondir, encoding="utf-8") as text:
+                common = os.path.join(gitdir, text.read().strip())
         files = [head_file, os.path.join(common, "packed-refs")]
         if head.startswith(b"ref: "):
             files.append(os.path.join(common, head[5:].strip().decode("utf-8", "replace")))
