@@ -351,23 +351,24 @@ def measure(
     return out
 
 
-def profile_tiny(torch: Any, backends: tuple[str, ...]) -> str:
-    """A cProfile of one tiny call per backend and ``.to_dataframe()`` of its result (the whole call a user
-    writes), by total and cumulative time."""
-    w = WORKLOADS["tiny"]
+def profile_tiny(torch: Any, backends: tuple[str, ...], workload: str = "tiny", calls: int = 1) -> str:
+    """A cProfile of ``calls`` calls of ``workload`` per backend, each followed by ``.to_dataframe()`` of its
+    result (the whole call a user writes), by total and cumulative time."""
+    w = WORKLOADS[workload]
     text = []
     for backend in backends:
         fn = make_profiled(torch, w, backend, True)
         fn()
         prof = cProfile.Profile()
         prof.enable()
-        fn().to_dataframe()
+        for _ in range(calls):
+            fn().to_dataframe()
         prof.disable()
         s = io.StringIO()
         st = pstats.Stats(prof, stream=s)
-        st.sort_stats("tottime").print_stats(25)
-        st.sort_stats("cumulative").print_stats(30)
-        text.append(f"##### {backend} (tiny, default options)\n{s.getvalue()}")
+        st.sort_stats("tottime").print_stats(40)
+        st.sort_stats("cumulative").print_stats(70)
+        text.append(f"##### {backend} ({workload} x {calls}, default options)\n{s.getvalue()}")
     return "\n\n".join(text)
 
 
@@ -379,6 +380,8 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
     ap.add_argument("--tag", default="", help="suffix of the output file names (e.g. 'before')")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile of the tiny workload")
+    ap.add_argument("--profile-workload", default="tiny", choices=sorted(WORKLOADS), help="workload to cProfile")
+    ap.add_argument("--profile-calls", type=int, default=1, help="calls in the cProfile (more: steadier totals)")
     ap.add_argument("--backends", default="cupti,events", help="comma-separated backends (default: cupti,events)")
     ap.add_argument(
         "--cupti-variants",
@@ -442,7 +445,8 @@ def main() -> int:
         )
         path.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     if not args.no_profile:
-        (args.out / f"backend_overhead{tag}_profiles.txt").write_text(profile_tiny(torch, backends), encoding="utf-8")
+        profiles = profile_tiny(torch, backends, args.profile_workload, args.profile_calls)
+        (args.out / f"backend_overhead{tag}_profiles.txt").write_text(profiles, encoding="utf-8")
     return 0
 
 
