@@ -60,8 +60,13 @@ class RunState:
         self.regions: list[tuple[str, int, bool]] = []
         """(annotation, host nanoseconds, failed) of each region closed in this run, in closing order."""
 
-    def enter(self, name: str) -> RegionId:
-        """Open region ``name``; nested or repeated names are errors."""
+    def enter(self, name: str) -> RegionId | None:
+        """Open region ``name``; nested or repeated names are errors.
+
+        Returns:
+            The region's key, for :meth:`exit`; None for a :attr:`~nsightx._run.backend.Session.host_timed`
+            session, which is never handed one.
+        """
         with self.lock:
             if self.open_name is not None:
                 raise AnnotationError(
@@ -78,20 +83,33 @@ class RunState:
             self.open_name = name
         if self.on_annotation is not None:
             self.on_annotation(name)
+        session = self.session
+        if session.host_timed:  # told the time when the region closes (see exit): no key, no call now
+            self.open_start = _clock()
+            return None
         region: RegionId = _tuple_new(_REGION_ID or _region_id(), (name, self.config, self.run))
-        self.session.region_enter(region)
+        session.region_enter(region)
         self.open_start = _clock()
         return region
 
-    def exit(self, region: RegionId, failed: bool) -> None:
-        """Close the region opened by :meth:`enter`.
+    def exit(self, region: RegionId | None, failed: bool) -> None:
+        """Close the region opened by :meth:`enter` (``region``: what it returned).
 
         Without the lock: the region is noted, then marked closed, each in one step that no other thread can cut
         in half, and only the thread that opened it closes it. Only :meth:`enter`'s check-and-open needs the lock.
+
+        A :attr:`~nsightx._run.backend.Session.host_timed` session (``region`` is None) is handed the time read
+        here, so the region is timed by one pair of clock reads, not two.
         """
         end = _clock()
-        self.session.region_exit(region, failed)
-        self.regions.append((region[0], end - self.open_start, failed))
+        ns = end - self.open_start
+        if region is None:
+            name: str = self.open_name  # type: ignore[assignment]  # open: enter set it, only exit clears it
+            self.session.region_timed(name, self.config, self.run, ns, failed)
+        else:
+            name = region[0]
+            self.session.region_exit(region, failed)
+        self.regions.append((name, ns, failed))
         self.open_name = None
 
 
