@@ -58,10 +58,16 @@ class annotate:
         tb: TracebackType | None,
     ) -> bool:
         state = self._state
+        if exc is None:  # the common case first: a region that returned
+            if state is not None:
+                self._state = None
+                state.exit(self._region, False)
+            return False
+        swallow = self.ignore_failures and isinstance(exc, Exception)
         if state is not None:
             self._state = None
-            state.exit(self._region, failed=exc is not None and self.ignore_failures and isinstance(exc, Exception))
-        if exc is None or not self.ignore_failures or not isinstance(exc, Exception):
+            state.exit(self._region, swallow)
+        if not swallow:
             return False
         warnings.warn(
             f"region {self.name!r} raised {type(exc).__name__}: {exc}; its values for this run are NaN",
