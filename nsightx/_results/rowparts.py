@@ -115,16 +115,17 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords]) -> RunParts:
     count = len(rows)
     configs = np.fromiter(map(itemgetter(0), rows), np.int64, count)
     run_ids = np.fromiter(map(itemgetter(1), rows), np.int64, count)
-    n_records, n_regions, n_collectors = (
-        np.fromiter(map(len, map(itemgetter(i), rows)), np.int64, count) for i in (2, 3, 5)
+    n_records, n_regions = (np.fromiter(map(len, map(itemgetter(i), rows)), np.int64, count) for i in (2, 3))
+    values: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(5), rows)))
+    n_collectors = (  # most calls have no collector with something to say: no pass over the rows then
+        np.fromiter(map(len, map(itemgetter(5), rows)), np.int64, count) if values else np.zeros(count, np.int64)
     )
     runs = RunColumns(configs, run_ids, n_records, n_regions, n_collectors)
     records: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(2), rows)))
     if records and set(map(type, records)) != {tuple}:
         records = [r if type(r) is tuple else _record_tuple(r) for r in records]
     regions = _region_columns(rows, configs, run_ids, n_regions)
-    collectors = _collector_columns(list(itertools.chain.from_iterable(map(itemgetter(5), rows))))
-    return RunParts(runs, RecordColumns.of_rows(records), regions, collectors)
+    return RunParts(runs, RecordColumns.of_rows(records), regions, _collector_columns(values))
 
 
 _COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")
