@@ -498,8 +498,9 @@ class _Sweep:
                 try:
                     if output.records:
                         hand(_run_row(ci, r, state, output, ()))
-                    else:
-                        hand((ci, r, output.record_rows, tuple(state.regions), output.region_attributes, ()))
+                    else:  # what _run_row makes of it: the session's rows as they are
+                        rows: Any = output.record_rows
+                        hand((ci, r, rows, tuple(state.regions), output.region_attributes, ()))
                 except BaseException:
                     unwritten = 1
                     pending.append((ci, r, state, output, []))
