@@ -109,20 +109,23 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords]) -> RunParts:
     A :class:`RunRecords` among them (the ONCE collector values, a run written as an object) is read as the
     row it would be.
     """
-    rows = [item if type(item) is tuple else _as_row(item) for item in items]  # type: ignore[arg-type]
+    rows: Sequence[Any] = items
+    if set(map(type, items)) != {tuple}:  # a set of the types in one C-level pass: most often, rows alone
+        rows = [item if type(item) is tuple else _as_row(item) for item in items]  # type: ignore[arg-type]
     count = len(rows)
     configs = np.fromiter(map(itemgetter(0), rows), np.int64, count)
     run_ids = np.fromiter(map(itemgetter(1), rows), np.int64, count)
-    n_records, n_regions, n_collectors = (
-        np.fromiter(map(len, map(itemgetter(i), rows)), np.int64, count) for i in (2, 3, 5)
+    n_records, n_regions = (np.fromiter(map(len, map(itemgetter(i), rows)), np.int64, count) for i in (2, 3))
+    values: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(5), rows)))
+    n_collectors = (  # most calls have no collector with something to say: no pass over the rows then
+        np.fromiter(map(len, map(itemgetter(5), rows)), np.int64, count) if values else np.zeros(count, np.int64)
     )
     runs = RunColumns(configs, run_ids, n_records, n_regions, n_collectors)
     records: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(2), rows)))
-    if not all(type(r) is tuple for r in records):
+    if records and set(map(type, records)) != {tuple}:
         records = [r if type(r) is tuple else _record_tuple(r) for r in records]
     regions = _region_columns(rows, configs, run_ids, n_regions)
-    collectors = _collector_columns(list(itertools.chain.from_iterable(map(itemgetter(5), rows))))
-    return RunParts(runs, RecordColumns.of_rows(records), regions, collectors)
+    return RunParts(runs, RecordColumns.of_rows(records), regions, _collector_columns(values))
 
 
 _COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")
@@ -147,7 +150,7 @@ def _as_row(run: RunRecords) -> tuple[Any, ...]:
     return (run.config, run.run, run.records, regions, [g.attributes for g in run.regions], values)
 
 
-def _region_columns(rows: list[Any], configs: Any, run_ids: Any, n_regions: Any) -> RegionColumns:
+def _region_columns(rows: Sequence[Any], configs: Any, run_ids: Any, n_regions: Any) -> RegionColumns:
     """The region executions of ``rows`` as columns (config and run spread from their run)."""
     flat: list[tuple[str, int, bool]] = list(itertools.chain.from_iterable(map(itemgetter(3), rows)))
     n = len(flat)
@@ -161,9 +164,9 @@ def _region_columns(rows: list[Any], configs: Any, run_ids: Any, n_regions: Any)
     )
 
 
-def _attributes(rows: list[Any]) -> list[Any] | None:
+def _attributes(rows: Sequence[Any]) -> list[Any] | None:
     """Per region execution, its attributes; ``None`` when none has any (as ``RegionColumns.of`` makes them)."""
-    if not any(row[4] for row in rows):
+    if not any(map(itemgetter(4), rows)):
         return None
     out: list[Any] = []
     for row in rows:

@@ -33,19 +33,22 @@ class annotate:
         ...     pass
     """
 
+    _state: _context.RunState | None = None
+    """The run whose region this object opened, until it closes (a class default: ``__init__`` sets nothing)."""
+    _region: RegionId | None = None
+    """The key :meth:`RunState.enter <nsightx._run.context.RunState.enter>` returned for that region."""
+
     def __init__(self, name: str, ignore_failures: bool = False) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigTypeError(f"annotate() needs a non-empty str name, got {name!r}")
         self.name = name
         self.ignore_failures = ignore_failures
-        self._region: RegionId | None = None
-        self._state: _context.RunState | None = None
 
     def __enter__(self) -> annotate:
         state = _context._current  # read directly, not through current(): one call less before every region
         if state is not None:
-            self._state = state
             self._region = state.enter(self.name)
+            self._state = state
         return self
 
     def __exit__(
@@ -54,19 +57,24 @@ class annotate:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        state, region = self._state, self._region
-        self._state = self._region = None
-        failed = exc is not None and isinstance(exc, Exception)
-        if state is not None and region is not None:
-            state.exit(region, failed=failed and self.ignore_failures)
-        if failed and self.ignore_failures:
-            warnings.warn(
-                f"region {self.name!r} raised {type(exc).__name__}: {exc}; its values for this run are NaN",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return True
-        return False
+        state = self._state
+        if exc is None:  # the common case first: a region that returned
+            if state is not None:
+                self._state = None
+                state.exit(self._region, False)
+            return False
+        swallow = self.ignore_failures and isinstance(exc, Exception)
+        if state is not None:
+            self._state = None
+            state.exit(self._region, swallow)
+        if not swallow:
+            return False
+        warnings.warn(
+            f"region {self.name!r} raised {type(exc).__name__}: {exc}; its values for this run are NaN",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return True
 
     def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
         """Use as a decorator: each call of ``func`` is one region."""

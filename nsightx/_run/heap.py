@@ -79,6 +79,16 @@ def kept(runs: int) -> None:
         checkpoint()
 
 
+def until_checkpoint() -> int:
+    """How many more runs :func:`kept` may be told of before the one that reaches the next checkpoint.
+
+    A loop that writes many runs counts them itself and calls :func:`kept` once they reach this number (and with
+    what it counted when it stops), so the checkpoints come after the same runs as with a call per run. Outside a
+    freezing :func:`holding`, a count that no call reaches.
+    """
+    return FREEZE_EVERY - _since if _active else 1 << 62
+
+
 def checkpoint() -> None:
     """Collect the young generations, then freeze every object the process holds (only inside :func:`holding`)."""
     global _since, _froze

@@ -15,7 +15,6 @@ count, no guard, no run collector with something to say) goes through :meth:`_Sw
 from __future__ import annotations
 
 import functools
-import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -469,27 +468,51 @@ class _Sweep:
         guard, no run preparation, no run or annotation collector with something to say) and the one on the host
         backend beside an empty region, where everything here is most of a run's cost (issue 35): what
         :meth:`_Runner.run` and :meth:`_write_run` do for such a run, with what stays the same for every run
-        looked up once. Returns ``stop``.
+        looked up once, the user's function called here rather than through :func:`_call_user`, and the row of
+        an output of record rows alone (the host session's) built here. The heap's checkpoints are told of the
+        written runs in batches that end where one is due (:func:`~nsightx._run.heap.until_checkpoint`), and a
+        progress line that is not shown of the finished runs at the end. Returns ``stop``.
         """
-        runner, hand, pending, context = self.runner, self.hand, self.pending, _context
-        session, plan, invoke, lock = self.session, self.plan, runner.invoke, runner.lock
-        finish, advance, kept, new_state = session.finish_run, self.progress.advance, heap.kept, _context.RunState
-        for r in range(start, stop):
-            state = new_state(session, ci, r, lock)
-            previous = context._current  # restored, not cleared (see _Runner.run)
-            context._current = state
-            try:
-                invoke(plan, ci)
-            finally:
-                context._current = previous
-            output = finish(ci, r)
-            advance()
-            try:
-                hand(_run_row(ci, r, state, output, ()))
-            except BaseException:
-                pending.append((ci, r, state, output, []))
-                raise
-            kept(1)
+        runner, hand, pending, context, progress = self.runner, self.hand, self.pending, _context, self.progress
+        session, plan, new_state = self.session, self.plan, _context.RunState
+        finish, shown, advance = session.finish_run, progress.enabled, progress.advance
+        user = runner.invoke is _call_user  # the user's function is called here, with the config's arguments
+        function, args, invoke = plan.function, plan.configs[ci], runner.invoke
+        finished = told = unwritten = 0  # runs finished; of those, told to heap.kept; 1 if the last write raised
+        due = heap.until_checkpoint()
+        try:
+            for r in range(start, stop):
+                state = new_state(session, ci, r)
+                previous = context._current  # restored, not cleared (see _Runner.run)
+                context._current = state
+                try:
+                    result = function(*args) if user else invoke(plan, ci)
+                    if user and result is not None:
+                        _returned(plan, result, stacklevel=3)
+                finally:
+                    context._current = previous
+                output = finish(ci, r)
+                finished += 1
+                if shown:
+                    advance()
+                try:
+                    if output.records:
+                        hand(_run_row(ci, r, state, output, ()))
+                    else:  # what _run_row makes of it: the session's rows as they are
+                        rows: Any = output.record_rows
+                        hand((ci, r, rows, tuple(state.regions), output.region_attributes, ()))
+                except BaseException:
+                    unwritten = 1
+                    pending.append((ci, r, state, output, []))
+                    raise
+                if finished - told >= due:
+                    heap.kept(finished - told)
+                    told, due = finished, heap.until_checkpoint()
+        finally:
+            if finished - unwritten > told:
+                heap.kept(finished - unwritten - told)
+            if not shown:
+                progress.done += finished
         return stop
 
     def _write_run(self, ci: int, r: int, state: _context.RunState, output: RunOutput, values: list[Any]) -> None:
@@ -623,8 +646,6 @@ class _Runner:
         """Whether the session prepares its runs (the host session does not: no call then)."""
         self.plain = not (self.guarded or self.prepares or self.asks_run or self.asks_annotation)
         """Whether a measured run is the call of the user's function alone (see :meth:`_Sweep._plain_runs`)."""
-        self.lock = threading.Lock()
-        """Shared by the run states of the call (one run at a time): guards the regions opened from threads."""
 
     def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
         """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""
@@ -634,7 +655,7 @@ class _Runner:
         if self.prepares:
             session.start_run(ci, r)
         run_values: list[Any] = []
-        state = _context.RunState(session, ci, r, self.lock)
+        state = _context.RunState(session, ci, r)
         if r >= 0:
             if self.guarded:
                 run_values += self.guard.take_values(ci, r)
@@ -656,12 +677,18 @@ class _Runner:
 
 
 def _call_user(plan: Plan, config: int) -> None:
+    """Call the user's function with the arguments of config ``config``; warn if it returned something."""
     result = plan.function(*plan.configs[config])
     if result is not None:
-        warnings.warn(
-            f"Function '{plan.function_name}' returns a value, but the return value for a function which is "
-            "decorated with nsight.analyze.kernel is ignored and instead the ProfileResults object is returned. "
-            f"(It returned {type(result).__name__}; keep what you need in an undecorated helper.)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        _returned(plan, result, stacklevel=4)
+
+
+def _returned(plan: Plan, result: object, stacklevel: int) -> None:
+    """Warn that the profiled function returned a value, which the decorated call does not hand back."""
+    warnings.warn(
+        f"Function '{plan.function_name}' returns a value, but the return value for a function which is "
+        "decorated with nsight.analyze.kernel is ignored and instead the ProfileResults object is returned. "
+        f"(It returned {type(result).__name__}; keep what you need in an undecorated helper.)",
+        RuntimeWarning,
+        stacklevel=stacklevel,
+    )
