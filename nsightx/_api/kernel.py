@@ -457,9 +457,9 @@ class ProfiledFunction:
             header = RawHeader(
                 sweep=location.sweep, nsightx_version=__version__, created=now(), host=socket.gethostname(), plan=info
             )
-        with reported_sigterm():
+        with reported_sigterm():  # one handler for the sink's opening and the run stage (the inner one then is a no-op)
             sink = CheckedSink(location.raw if location else None, header, check=FirstRunCheck(plan, self.spec))
-        environment = self._measure_into(backend, plan, sink, location)
+            environment = self._measure_into(backend, plan, sink, location)
         # The result reads the runs' columns from the rows; their objects are made only if something reads them
         # (derive_metric, combine_kernel_metrics, .data), then frozen before the collector resumes (heap.settle).
         return sink.stored(made=heap.settle), environment

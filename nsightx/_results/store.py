@@ -122,6 +122,19 @@ def group_ids(*columns: Ints) -> tuple[Ints, Ints]:
     return dense_ids(packed)
 
 
+SMALL = 512
+"""Columns of at most this many rows are made by Python loops over lists (a call of a few configs and runs): there,
+numpy's per-call overhead (a few microseconds a call, a few dozen calls a result) costs more than the loops. The
+arrays made are the same, dtype and all, as the vectorised path makes."""
+
+
+def _small_text(items: Iterable[str | None]) -> Text:
+    """:meth:`Text.of` for a few items: codes in first-seen order from a dict, no numpy call but the last."""
+    index: dict[str | None, int] = {}
+    codes = [index.setdefault(item, len(index)) for item in items]
+    return Text(np.array(codes, dtype=code_type(len(index))), list(index))
+
+
 _CODE_TYPES = ((100, np.int8), (30_000, np.int16), (2_000_000_000, np.int32))
 """The narrowest signed type for codes into at most so many names (with headroom: ``codes + 1`` still fits)."""
 
@@ -156,6 +169,8 @@ class Text:
     @classmethod
     def of(cls, items: Iterable[str | None], n: int) -> Text:
         """The column of ``n`` strings (one C-level pass)."""
+        if n <= SMALL:
+            return _small_text(items)
         enc = Encoder()
         codes = enc.encode(items, n)
         return cls(codes, enc.values)
@@ -175,8 +190,15 @@ def _fields(
 
     The combinations of those fields are few (one per region, kernel, metric and config), so the items are read
     once for all of them (one tuple each) and each column is then made per combination and spread to the rows.
-    ``key`` reads those fields of an item, in that order (default: the attributes of those names).
+    ``key`` reads those fields of an item, in that order (default: the attributes of those names). A few items
+    (:data:`SMALL`) are read field by field from their tuples instead: the same columns, fewer numpy calls.
     """
+    if len(items) <= SMALL:
+        rows = list(map(key or attrgetter(*strings, *numbers), items))
+        small: dict[str, Any] = {name: _small_text(map(itemgetter(i), rows)) for i, name in enumerate(strings)}
+        for i, name in enumerate(numbers, start=len(strings)):
+            small[name] = np.array(list(map(itemgetter(i), rows)), dtype=np.int64)
+        return small
     enc = Encoder()
     combo = enc.encode(map(key or attrgetter(*strings, *numbers), items), len(items))
     distinct = enc.values
@@ -456,6 +478,8 @@ def one_per_region(records: RecordColumns, regions: RegionColumns, ignored: Iter
     n = records.n
     if n != regions.n or bool(regions.failed.any()):
         return None
+    if n <= SMALL:
+        return _one_per_region_small(records, regions, ignored)
     kernels = records.kernel
     if set(ignored) & {kernels.names[k] for k in np.unique(kernels.codes).tolist()}:
         return None
@@ -470,6 +494,27 @@ def one_per_region(records: RecordColumns, regions: RegionColumns, ignored: Iter
         return None
     if len(group_ids(records.annotation.codes, records.config, records.run)[1]) != n:
         return None  # a region id met twice: combine_records merges those
+    return ValueColumns(
+        records.annotation, records.config, records.run, records.metric, records.value, records.unit, records.kernel
+    )
+
+
+def _one_per_region_small(records: RecordColumns, regions: RegionColumns, ignored: Iterable[str]) -> ValueColumns | None:
+    """:func:`one_per_region` for a few rows (:data:`SMALL`): the same tests on Python lists, fewer numpy calls."""
+    kernels = records.kernel
+    if set(ignored) & {kernels.names[k] for k in set(kernels.codes.tolist())}:
+        return None
+    index = {name: i for i, name in enumerate(records.annotation.names)}
+    names = [index.get(name, -1) for name in regions.annotation.names]
+    annotations = records.annotation.codes.tolist()
+    configs, runs = records.config.tolist(), records.run.tolist()
+    same = (
+        [names[c] for c in regions.annotation.codes.tolist()] == annotations
+        and regions.config.tolist() == configs
+        and regions.run.tolist() == runs
+    )
+    if not same or len(set(zip(annotations, configs, runs, strict=True))) != len(annotations):
+        return None  # not one record per region execution, or a region id met twice (combine_records merges those)
     return ValueColumns(
         records.annotation, records.config, records.run, records.metric, records.value, records.unit, records.kernel
     )

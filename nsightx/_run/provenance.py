@@ -234,13 +234,13 @@ def _head_key(where: str) -> tuple[object, ...] | None:
         if gitdir is None:
             return (where, None)
         head_file = os.path.join(gitdir, "HEAD")
-        with open(head_file, "rb") as raw:
-            head = raw.read()
+        head = _read_known(head_file)
+        if head is None:
+            raise FileNotFoundError(head_file)
         common = gitdir
-        commondir = os.path.join(gitdir, "commondir")
-        if os.path.isfile(commondir):
-            with open(commondir, encoding="utf-8") as text:
-                common = os.path.join(gitdir, text.read().strip())
+        pointer = _read_known(os.path.join(gitdir, "commondir"))
+        if pointer is not None:
+            common = os.path.join(gitdir, pointer.decode("utf-8").strip())
         files = [head_file, os.path.join(common, "packed-refs")]
         if head.startswith(b"ref: "):
             files.append(os.path.join(common, head[5:].strip().decode("utf-8", "replace")))
@@ -260,8 +260,7 @@ def _find_gitdir(folder: str) -> str | None:
         if stat.S_ISDIR(mode):
             return dot
         if stat.S_ISREG(mode):
-            with open(dot, encoding="utf-8") as f:
-                text = f.read().strip()
+            text = (_read_known(dot) or b"").decode("utf-8").strip()
             if not text.startswith("gitdir:"):
                 raise ValueError(f"{dot}: not a gitdir link")
             return os.path.join(folder, text[len("gitdir:") :].strip())
@@ -269,6 +268,36 @@ def _find_gitdir(folder: str) -> str | None:
         if parent == folder:
             return None
         folder = parent
+
+
+_KNOWN: dict[str, tuple[tuple[int, int, int], bytes]] = {}
+"""The small git files :func:`_head_key` reads (``HEAD``, ``commondir``, a worktree's ``.git``), by path, with the
+identity they had when read."""
+
+
+def _read_known(path: str) -> bytes | None:
+    """The bytes of the regular file ``path`` (``None`` when there is none), read again only when its identity
+    (inode, size, mtime) changed: one ``stat`` per call instead of an open and a read of each file.
+
+    git replaces these files by renaming a new one into place (a new inode), so a changed content is a changed
+    identity.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+    known = _KNOWN.get(path)
+    if known is not None and known[0] == identity:
+        return known[1]
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(_KNOWN) >= _HEADS_MAX:
+        _KNOWN.clear()
+    _KNOWN[path] = (identity, data)
+    return data
 
 
 def _identity(path: str) -> tuple[int, int, int] | None:
