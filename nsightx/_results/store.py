@@ -499,7 +499,9 @@ def one_per_region(records: RecordColumns, regions: RegionColumns, ignored: Iter
     )
 
 
-def _one_per_region_small(records: RecordColumns, regions: RegionColumns, ignored: Iterable[str]) -> ValueColumns | None:
+def _one_per_region_small(
+    records: RecordColumns, regions: RegionColumns, ignored: Iterable[str]
+) -> ValueColumns | None:
     """:func:`one_per_region` for a few rows (:data:`SMALL`): the same tests on Python lists, fewer numpy calls."""
     kernels = records.kernel
     if set(ignored) & {kernels.names[k] for k in set(kernels.codes.tolist())}:
