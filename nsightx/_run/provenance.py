@@ -279,8 +279,8 @@ def _read_known(path: str) -> bytes | None:
     """The bytes of the regular file ``path`` (``None`` when there is none), kept while its identity is the same.
 
     It is read again only when its identity (inode, size, mtime) changed: one ``stat`` per call instead of an open
-    and a read of each file. git replaces these files by renaming a new one into place (a new inode), so a changed content is a changed
-    identity.
+    and a read of each file. git replaces these files by renaming a new one into place (a new inode), so a changed
+    content is a changed identity.
     """
     try:
         st = os.stat(path)
