@@ -88,10 +88,17 @@ def data_path_headline(data: dict[str, Any]) -> Headline:
 def run_loop_headline(data: dict[str, Any]) -> Headline:
     """CPU microseconds per run of a call beside an empty region, per call size and case.
 
-    With ``--nvml``: the nvml plugin's part of a run and its per-run work alone, per tree and sampler.
+    With ``--nvml``: the nvml plugin's part of a run and its per-run work alone, per tree and sampler. With
+    ``--fixed``: per tree, the 1x1 call, the 4x11 call and that call's fixed part, in microseconds.
     """
     cases = data["cases"]
     out: Headline = {}
+    if data.get("fixed"):  # --fixed: per tree, the 1x1 call and the 4x11 call's fixed part, in microseconds
+        for case, m in data["median"].items():
+            out[f"{Path(case).name} 1x1 call us"] = _r(m["1x1_us"], 1)
+            out[f"{Path(case).name} 4x11 call us"] = _r(m["4x11_us"], 1)
+            out[f"{Path(case).name} 4x11 fixed us"] = _r(m["4x11_fixed_us"], 1)
+        return out
     if data.get("nvml"):
         for case, m in data["median"].items():
             name = f"{Path(case.split(' [')[0]).name} [{case.split(' [')[1]}"

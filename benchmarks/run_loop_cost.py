@@ -20,7 +20,8 @@ in other ways, for comparison: ``nofreeze`` (never freezes: ``nsightx._run.heap.
 call: the floor). ``--json`` writes every number.
 
 ``--nvml`` measures instead what the nvml plugin (its RUN collector and the thermal guard) costs each run: see
-:func:`nvml_main`.
+:func:`nvml_main`. ``--fixed`` measures instead what a call costs whatever its number of runs: see
+:func:`fixed_main`.
 """
 
 from __future__ import annotations
@@ -142,6 +143,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20_000, help="--nvml: runs per call (and per parts loop)")
     ap.add_argument("--rounds", type=int, default=3, help="--nvml: off/nvml/parts rounds in each process")
     ap.add_argument("--samplers", default="process,thread", help="--nvml: comma-separated: process, thread")
+    ap.add_argument("--fixed", action="store_true", help="measure the fixed cost of a call instead")
+    ap.add_argument("--calls", type=int, default=300, help="--fixed: timed calls per shape (the median is shown)")
+    ap.add_argument("--fixed-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--variant", default="default", help=argparse.SUPPRESS)
     ap.add_argument("--nvml-child", type=int, help=argparse.SUPPRESS)
@@ -153,6 +157,11 @@ def main() -> int:
     if args.nvml_child is not None:
         print(json.dumps(nvml_child(args.nvml_child, args.sampler, args.rounds)))
         return 0
+    if args.fixed_child:
+        print(json.dumps(fixed_child(args.calls)))
+        return 0
+    if args.fixed:
+        return fixed_main(args)
     if args.nvml:
         return nvml_main(args)
     here = HERE.parent
@@ -343,6 +352,75 @@ def nvml_main(args: argparse.Namespace) -> int:
     if args.json:
         doc = {"nvml": True, "runs": args.runs, "cases": list(table), "median": table, "raw": raw}
         args.json.write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+FIXED_SHAPES = {"1x1": (1, 1, 0), "4x11": (4, 10, 1), "4x101": (4, 100, 1)}
+"""--fixed: the calls timed, as (configs, runs, warmup): 1 run, 44 runs (the matmul sweep's shape), 404 runs."""
+
+
+def fixed_child(calls: int) -> dict[str, Any]:
+    """Median wall time of ``calls`` calls of each :data:`FIXED_SHAPES` call, in this process (its tree)."""
+    import nsightx
+
+    def fn(n: int) -> None:
+        with nsightx.annotate("r"):
+            pass
+
+    silent = nsightx.VerbosityLevel.SILENT
+    decorated = {
+        name: nsightx.analyze.kernel(
+            configs=[(i,) for i in range(configs)], runs=runs, warmup=warmup, backend="host", verbosity=silent
+        )(fn)
+        for name, (configs, runs, warmup) in FIXED_SHAPES.items()
+    }
+    out: dict[str, Any] = {}
+    for name, call in decorated.items():
+        for _ in range(20):  # plugins loaded, caches filled
+            call()
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+        out[f"{name}_us"] = statistics.median(times) * 1e6
+    return out
+
+
+def fixed_main(args: argparse.Namespace) -> int:
+    """The fixed cost of a call (issue 35: the call alone regressed by ~0.8 ms on the GPU, whatever its runs).
+
+        python benchmarks/run_loop_cost.py --fixed [--calls 300] [--reps 3] [--tree PATH ...] [--json OUT]
+
+    In a fresh process per tree and repetition (trees alternating), the median wall time of a host-backend call
+    beside an empty region of 1 config x 1 run, of 4 configs x (10 + 1 warm-up) runs and of 4 x (100 + 1). The
+    per-run cost is the slope between the last two; the 4x11 call's fixed part is that call less 44 runs at that
+    slope. Shown: the median over repetitions of each.
+    """
+    env_trees = [HERE.parent, *[t.resolve() for t in args.tree]]
+    raw: dict[str, list[dict[str, Any]]] = {str(t): [] for t in env_trees}
+    for _ in range(args.reps):
+        for tree in env_trees:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (tree, tree / "backends", tree / "plugins"))
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--fixed-child", "--calls", str(args.calls)]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if out.returncode != 0:
+                raise SystemExit(f"fixed-cost child for {tree} failed:\n{out.stderr}")
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            per_run = (row["4x101_us"] - row["4x11_us"]) / (404 - 44)
+            row["per_run_us"] = per_run
+            row["4x11_fixed_us"] = row["4x11_us"] - 44 * per_run
+            raw[str(tree)].append(row)
+    median = {t: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for t, rows in raw.items()}
+    print(f"{'tree':<34} {'1x1 us':>8} {'4x11 us':>8} {'4x11 fixed':>10} {'us/run':>7} {'4x101 us':>9}")
+    for tree, m in median.items():
+        print(
+            f"{tree[-34:]:<34} {m['1x1_us']:8.1f} {m['4x11_us']:8.1f} {m['4x11_fixed_us']:10.1f} "
+            f"{m['per_run_us']:7.2f} {m['4x101_us']:9.1f}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"fixed": True, "cases": list(median), "median": median, "raw": raw}, indent=1))
     return 0
 
 
