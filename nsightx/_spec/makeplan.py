@@ -128,8 +128,44 @@ def build_plan(
     )
 
 
+_PRIMITIVES = (type(None), bool, int, float, str)
+_last_info: tuple[ProfileSpec, tuple[tuple[Any, ...], ...], tuple[Any, ...], PlanInfo] | None = None
+"""The last :func:`plan_info` answer, with the spec and configs objects it was made of and the plan's other fields."""
+
+
 def plan_info(plan: Plan, spec: ProfileSpec) -> PlanInfo:
-    """The stored description of ``plan`` (written in the raw file's header and in the result)."""
+    """The stored description of ``plan`` (written in the raw file's header and in the result).
+
+    A decorated function called again and again makes the same description each call (its spec and its
+    decoration-time configs are the same objects): validating it again (~10 us, most of it the configs' check)
+    is skipped then. The last answer is reused only for the same spec and configs objects and equal other fields,
+    and only when every config value is a plain ``None``, bool, int, float or str (a tuple of those cannot
+    change; another object's ``repr``, which the description may hold, could).
+    """
+    global _last_info
+    fields = (
+        plan.function_name,
+        plan.params,
+        plan.runs,
+        plan.warmup,
+        plan.stop_rule is not None,
+        plan.metrics,
+        plan.backend,
+        plan.cache_control,
+        plan.clock_control,
+        plan.replay_mode,
+    )
+    last = _last_info
+    if last is not None and last[0] is spec and last[1] is plan.configs and last[2] == fields:
+        return last[3]
+    info = _plan_info(plan, spec)
+    if all(type(v) in _PRIMITIVES for config in plan.configs for v in config):
+        _last_info = (spec, plan.configs, fields, info)
+    return info
+
+
+def _plan_info(plan: Plan, spec: ProfileSpec) -> PlanInfo:
+    """:func:`plan_info` made anew."""
     return PlanInfo(
         function=plan.function_name,
         params=plan.params,

@@ -134,3 +134,33 @@ def test_a_call_installs_its_sigterm_handler_once(monkeypatch):
     monkeypatch.setattr(signal, "signal", counting)
     assert len(call().to_dataframe()) == 1
     assert len(seen) == 2 and seen[-1] is signal.SIG_DFL
+
+
+class _Box:
+    """A config value whose ``repr`` changes: a result must store the ``repr`` it had at its call."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __repr__(self) -> str:
+        return f"_Box({self.n})"
+
+
+def test_a_call_reuses_its_plan_description_only_while_it_cannot_change():
+    """The stored plan (``PlanInfo``) of a function called again is the last call's, unless a config value
+    could have changed since (its ``repr`` is what is stored)."""
+
+    def fn(n):
+        with nsightx.annotate("r"):
+            pass
+
+    plain = nsightx.analyze.kernel(configs=[(1,), (2,)], runs=1, warmup=0, backend="host", verbosity=SILENT)(fn)
+    first, second = plain(), plain()
+    assert second.data.plan is first.data.plan
+    assert list(second.to_dataframe().columns) == list(first.to_dataframe().columns)
+    box = _Box()
+    boxed = nsightx.analyze.kernel(configs=[(box,)], runs=1, warmup=0, backend="host", verbosity=SILENT)(fn)
+    before = boxed()
+    box.n = 1
+    after = boxed()
+    assert before.data.plan.configs == (("_Box(0)",),) and after.data.plan.configs == (("_Box(1)",),)
