@@ -163,8 +163,10 @@ def _text_dtype() -> Any:
 
 @functools.cache
 def _string_switch() -> Any:
-    """pandas' ``using_string_dtype`` (the switch it reads itself, without a deprecation warning), or None before
-    pandas 3; looked up once, not at every frame (its import statements were a visible part of a small frame)."""
+    """The switch pandas reads itself (``using_string_dtype``, without a deprecation warning); None before pandas 3.
+
+    Looked up once, not at every frame: its import statements were a visible part of a small frame's time.
+    """
     try:
         from pandas._config import using_string_dtype
         from pandas.api.internals import create_dataframe_from_blocks  # noqa: F401
