@@ -157,12 +157,22 @@ def _text_dtype() -> Any:
     numpy ``object``, or pandas 3's ``str`` (pyarrow storage); None before pandas 3 (no public way to hand over
     blocks) and for the python-storage string dtype.
     """
-    try:  # pandas 3: the switch pandas itself reads (``future.infer_string``), without its deprecation warning
+    using_string_dtype = _string_switch()
+    return None if using_string_dtype is None else _text_dtype_of(bool(using_string_dtype()))
+
+
+@functools.cache
+def _string_switch() -> Any:
+    """The switch pandas reads itself (``using_string_dtype``, without a deprecation warning); None before pandas 3.
+
+    Looked up once, not at every frame: its import statements were a visible part of a small frame's time.
+    """
+    try:
         from pandas._config import using_string_dtype
         from pandas.api.internals import create_dataframe_from_blocks  # noqa: F401
     except ImportError:
         return None
-    return _text_dtype_of(bool(using_string_dtype()))
+    return using_string_dtype
 
 
 @functools.cache

@@ -98,8 +98,12 @@ def dense_ids(keys: Ints) -> tuple[Ints, Ints]:
 def group_ids(*columns: Ints) -> tuple[Ints, Ints]:
     """Dense ids of the distinct rows of several integer columns (first-seen order), and each id's first row.
 
-    The ids number the combinations in the order ``groupby(..., sort=False)`` meets them.
+    The ids number the combinations in the order ``groupby(..., sort=False)`` meets them. Up to
+    :data:`_SMALL_ROWS` rows they are numbered with a dictionary of row tuples (the same ids): for the few dozen rows
+    of a small result a dozen numpy calls per column cost more than the rows themselves (issue 35).
     """
+    if columns and len(columns[0]) <= _SMALL_ROWS:
+        return _small_group_ids(columns)
     packed: Ints | None = None
     width_so_far = 1
     for col in columns:
@@ -133,6 +137,23 @@ def _small_text(items: Iterable[str | None]) -> Text:
     index: dict[str | None, int] = {}
     codes = [index.setdefault(item, len(index)) for item in items]
     return Text(np.array(codes, dtype=code_type(len(index))), list(index))
+
+
+_SMALL_ROWS = 64
+"""Up to this many rows :func:`group_ids` numbers the rows in Python (numpy's fixed costs dominate there)."""
+
+
+def _small_group_ids(columns: Sequence[Ints]) -> tuple[Ints, Ints]:
+    """:func:`group_ids` of a few rows: the row tuples numbered in first-seen order with a dictionary."""
+    index: dict[tuple[int, ...], int] = {}
+    firsts: list[int] = []
+    ids: list[int] = []
+    for row, key in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
+        found = index.setdefault(key, len(index))
+        if found == len(firsts):
+            firsts.append(row)
+        ids.append(found)
+    return np.array(ids, dtype=np.int64), np.array(firsts, dtype=np.int64)
 
 
 _CODE_TYPES = ((100, np.int8), (30_000, np.int16), (2_000_000_000, np.int32))

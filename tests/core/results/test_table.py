@@ -61,6 +61,30 @@ def test_group_ids_of_wide_keys_that_would_overflow_when_packed():
     assert (ids.tolist(), firsts.tolist()) == _reference_ids(*cols)
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 63, 64, 65, 130])
+def test_group_ids_of_few_rows_are_those_of_the_numpy_path(n: int, monkeypatch: pytest.MonkeyPatch):
+    """Up to 64 rows (a small result's groups, keys and combinations) the ids come from a dictionary of row tuples,
+    without the per-column numpy packing; they are the ids and first rows the packing gives, for any column type."""
+    from nsightx._results import store
+
+    rng = np.random.default_rng(n)
+    cases = [
+        [rng.integers(-3, 3, n).astype(np.int8), rng.integers(0, 2, n)],
+        [np.full(n, 5, dtype=np.int64), rng.integers(0, 10**12, n), rng.integers(-1, 1, n).astype(np.int16)],
+        [rng.integers(0, 4, n)],
+    ]
+    small = [group_ids(*cols) for cols in cases]
+    if n <= 64:  # the small path never reaches the packing
+        monkeypatch.setattr(store, "dense_ids", lambda keys: pytest.fail("numpy packing used for few rows"))
+        assert [[a.tolist() for a in group_ids(*cols)] for cols in cases] == [[a.tolist() for a in s] for s in small]
+        monkeypatch.undo()
+    monkeypatch.setattr(store, "_SMALL_ROWS", -1)  # the numpy path for every size
+    for cols, (ids, firsts) in zip(cases, small, strict=True):
+        want_ids, want_firsts = group_ids(*cols)
+        assert ids.dtype == want_ids.dtype == firsts.dtype == want_firsts.dtype == np.int64
+        assert (ids.tolist(), firsts.tolist()) == (want_ids.tolist(), want_firsts.tolist()) == _reference_ids(*cols)
+
+
 def test_dense_ids_of_no_rows():
     ids, firsts = dense_ids(np.zeros(0, dtype=np.int64))
     assert len(ids) == 0 and len(firsts) == 0
