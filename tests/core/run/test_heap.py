@@ -118,7 +118,11 @@ def test_a_process_that_froze_objects_itself_is_left_as_it_was(collector_as_foun
     frozen = gc.get_freeze_count()
     seen: list[int] = []
     profiled(seen)()
-    assert set(seen) == {frozen} and gc.get_freeze_count() == frozen
+    # neither frozen further nor unfrozen (gc.unfreeze() empties the permanent generation); a frozen object that is
+    # freed meanwhile (an earlier call's cached plan description, say) leaves it, so the count may only drop a little
+    after = gc.get_freeze_count()
+    assert all(frozen - 1000 < n <= frozen for n in seen), (seen, frozen)
+    assert frozen - 1000 < after <= frozen, (after, frozen)
 
 
 def test_with_the_collector_disabled_nothing_is_frozen_and_it_stays_disabled(collector_as_found):
