@@ -47,7 +47,9 @@ def collector_as_found():
     gc.enable()
     yield
     gc.unfreeze()
-    if not was_enabled:
+    if was_enabled:  # as found, also after a test that disabled it
+        gc.enable()
+    else:
         gc.disable()
 
 
