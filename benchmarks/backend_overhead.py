@@ -30,8 +30,9 @@ median wall time, ratio of medians to ``bare``, the median of the per-repetition
 the shared machine cancel), the host cost per run over ``bare``, and per-size medians of the measured values (so
 a cheaper harness that measured something else would show).
 
-Writes OUTDIR/backend_overhead.json and OUTDIR/backend_overhead_profiles.txt (a cProfile of one ``tiny`` call
-per backend, followed by ``.to_dataframe()`` of its result: what bounds it).
+Writes OUTDIR/backend_overhead.json and OUTDIR/backend_overhead_profiles.txt (a cProfile of
+``--profile-calls`` calls of ``--profile-workload``, default one ``tiny`` call, per backend, each followed by
+``.to_dataframe()`` of its result: what bounds it).
 """
 
 from __future__ import annotations
@@ -351,7 +352,7 @@ def measure(
     return out
 
 
-def profile_tiny(torch: Any, backends: tuple[str, ...], workload: str = "tiny", calls: int = 1) -> str:
+def profile_calls(torch: Any, backends: tuple[str, ...], workload: str = "tiny", calls: int = 1) -> str:
     """A cProfile of ``calls`` calls of ``workload`` per backend, each followed by ``.to_dataframe()`` of its
     result (the whole call a user writes), by total and cumulative time."""
     w = WORKLOADS[workload]
@@ -379,7 +380,7 @@ def main() -> int:
     ap.add_argument("--tree", help="source tree of the nsightx to measure (default: the importable one)")
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
     ap.add_argument("--tag", default="", help="suffix of the output file names (e.g. 'before')")
-    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile of the tiny workload")
+    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile (of --profile-workload)")
     ap.add_argument("--profile-workload", default="tiny", choices=sorted(WORKLOADS), help="workload to cProfile")
     ap.add_argument("--profile-calls", type=int, default=1, help="calls in the cProfile (more: steadier totals)")
     ap.add_argument("--backends", default="cupti,events", help="comma-separated backends (default: cupti,events)")
@@ -445,7 +446,7 @@ def main() -> int:
         )
         path.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     if not args.no_profile:
-        profiles = profile_tiny(torch, backends, args.profile_workload, args.profile_calls)
+        profiles = profile_calls(torch, backends, args.profile_workload, args.profile_calls)
         (args.out / f"backend_overhead{tag}_profiles.txt").write_text(profiles, encoding="utf-8")
     return 0
 

@@ -184,7 +184,7 @@ def main() -> int:
 TESTS = HERE.parent / "tests"
 
 FAKE_PYNVML = """
-# The NVML double of tests/nvml_double.py as the ``pynvml`` module (written by benchmarks/nvml_run_cost.py).
+# The NVML double of tests/nvml_double.py as the ``pynvml`` module (written by this script for ``--nvml``).
 from nvml_double import GPU_A, FakeGpu, FakeNvml
 
 _fake = FakeNvml([FakeGpu(GPU_A)])

@@ -208,7 +208,7 @@ class _Collectors:
 
         Rows, not :class:`CollectorValue` objects: a run's values are made into objects only when something reads
         them (see :mod:`nsightx._results.rows`); the nvml plugin's six values a run, built as objects, cost more
-        than the rest of its work before a run (``benchmarks/nvml_run_cost.py``). Gathered answers are converted;
+        than the rest of its work before a run (``benchmarks/run_loop_cost.py --nvml``). Gathered answers are converted;
         values already made (rows of the RUN collectors and the thermal guard, the stop rule's object, an earlier
         scope's) pass through unchanged.
         """

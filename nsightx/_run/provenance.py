@@ -5,7 +5,7 @@ on which commit, CPU, GPU (name, UUID), driver, CUDA, Python, torch and nsightx 
 ``nsightx compare`` can name what differs between the two sides. Everything here is cheap and safe to run at every
 call:
 
-- the git commit of the current directory's work tree, asked of git (``git rev-parse HEAD``, 1.5 to 3 ms, and a
+- the git commit of the current directory's work tree, asked of git (``git rev-parse HEAD``, about 2 ms, and a
   fork of the whole process) only when the files that name it changed since the last call (:func:`head_commit`),
   with git told to run no program the repository configures (:func:`git_state`; the ``env`` collector uses it);
 - the CPU model from ``/proc/cpuinfo`` on Linux (``platform.processor()`` elsewhere), read once per process;
@@ -202,10 +202,10 @@ _GIT_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING
 def head_commit(cwd: str | None = None) -> str | None:
     """The commit checked out in the work tree holding ``cwd`` (default: the current directory), or ``None``.
 
-    Every profiled call records it, so asking git each time put a subprocess (1.5 to 3 ms with torch and a CUDA
-    context loaded; measured on an H100 host, 2026-12-06) into every call. git is asked again only when what the
+    Every profiled call records it, so asking git each time put a subprocess (about 2 ms on a 2-core CI CPU, more
+    to fork a process holding torch and a CUDA context) into every call. git is asked again only when what the
     answer depends on changed: the folder, the ``.git`` found above it, the content of its ``HEAD``, and the
-    identity (inode, size, mtime) of ``HEAD``, of the branch's ref file and of ``packed-refs``; git rewrites one
+    identity (inode, size, mtime) of the branch's ref file and of ``packed-refs``; git rewrites one
     of those files (by renaming a new one into place) whenever the checked-out commit changes. Where git is told
     where the repository is through the environment (``GIT_DIR`` and the like), git is asked every time.
     """
@@ -241,7 +241,7 @@ def _head_key(where: str) -> tuple[object, ...] | None:
         pointer = _read_known(os.path.join(gitdir, "commondir"))
         if pointer is not None:
             common = os.path.join(gitdir, pointer.decode("utf-8").strip())
-        files = [head_file, os.path.join(common, "packed-refs")]
+        files = [os.path.join(common, "packed-refs")]  # HEAD itself is in the key by its content
         if head.startswith(b"ref: "):
             files.append(os.path.join(common, head[5:].strip().decode("utf-8", "replace")))
         return (where, gitdir, head, *(_identity(f) for f in files))
