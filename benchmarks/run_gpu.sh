@@ -25,6 +25,8 @@
 #                                      Profiler probe, the measure and Triton GPU tests (quick.log)
 #   bash benchmarks/run_gpu.sh wholecall  issue 35: the whole call and the 16 KiB op against the bare loop, this
 #                                      tree and BEFORE_TREE alternately (PAIRS processes each), wholecall.log + JSON
+#   bash benchmarks/run_gpu.sh profile  cProfiles of PROFILE_CALLS (10) whole calls of the 16 KiB op and the sweep,
+#                                      this tree and BEFORE_TREE, cupti and events (profile.log, *_profiles.txt)
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
 #                                      missing wheels in ./.whl, pyarrow slimmed to fit the 64 MiB a call carries
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
@@ -245,6 +247,24 @@ stage_wholecall() {
   grep -E "rc=|paired" "$OUT/wholecall.log"
 }
 
+stage_profile() {
+  # cProfiles of PROFILE_CALLS (10) warm whole calls per workload (tiny: the 16 KiB op, 200 runs; sweep_once),
+  # this tree and BEFORE_TREE, cupti and events; backend_overhead_prof_<workload>_<tag>_profiles.txt
+  {
+    for wl in tiny sweep_once; do
+      for tag in after before; do
+        tree=()
+        [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
+        step "cProfile of $wl, $tag"
+        timeout 200 python3 benchmarks/backend_overhead.py --out "$OUT" --reps 1 --only "$wl" --cupti-variants none \
+          --profile-workload "$wl" --profile-calls "${PROFILE_CALLS:-10}" --tag "prof_${wl}_$tag" "${tree[@]}"
+        echo "profile $wl $tag rc=$?"
+      done
+    done
+  } > "$OUT/profile.log" 2>&1
+  grep -E "rc=" "$OUT/profile.log"
+}
+
 stage_wheelhouse() {
   # HERE, not on the GPU machine: ../shared/gpu/wheelhouse.sh plus pyarrow (a dependency since session 13, absent
   # there), slimmed to fit the 64 MiB a call may carry (its 55 MB wheel alone would not): Flight, S3, ORC, the C++
@@ -275,8 +295,9 @@ for stage in "$@"; do
     issues) stage_issues ;;
     quick) stage_quick ;;
     wholecall) stage_wholecall ;;
+    profile) stage_profile ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
