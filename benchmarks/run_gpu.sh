@@ -27,6 +27,7 @@
 #                                      tree and BEFORE_TREE alternately (PAIRS processes each), wholecall.log + JSON
 #   bash benchmarks/run_gpu.sh profile  cProfiles of PROFILE_CALLS (10) whole calls of the 16 KiB op and the sweep,
 #                                      this tree and BEFORE_TREE, cupti and events (profile.log, *_profiles.txt)
+#   bash benchmarks/run_gpu.sh nvmlperiod  the 16 KiB op with the nvml sampler period at each of PERIODS (s)
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
 #                                      missing wheels in ./.whl, pyarrow slimmed to fit the 64 MiB a call carries
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
@@ -265,6 +266,20 @@ stage_profile() {
   grep -E "rc=" "$OUT/profile.log"
 }
 
+stage_nvmlperiod() {
+  # what the nvml sampler's period costs the 16 KiB op (issue 35): backend_overhead --only tiny on this tree with
+  # the sampler period at each of PERIODS (seconds); nvmlperiod.log, backend_overhead_period_<p>.json
+  {
+    for p in ${PERIODS:-0.005 0.02 0.1 1}; do
+      step "backend_overhead.py --only tiny --nvml-period $p"
+      timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only tiny \
+        --cupti-variants none --no-profile --nvml-period "$p" --tag "period_$p"
+      echo "nvmlperiod $p rc=$?"
+    done
+  } > "$OUT/nvmlperiod.log" 2>&1
+  grep -E "rc=|paired" "$OUT/nvmlperiod.log"
+}
+
 stage_wheelhouse() {
   # HERE, not on the GPU machine: ../shared/gpu/wheelhouse.sh plus pyarrow (a dependency since session 13, absent
   # there), slimmed to fit the 64 MiB a call may carry (its 55 MB wheel alone would not): Flight, S3, ORC, the C++
@@ -296,8 +311,9 @@ for stage in "$@"; do
     quick) stage_quick ;;
     wholecall) stage_wholecall ;;
     profile) stage_profile ;;
+    nvmlperiod) stage_nvmlperiod ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
