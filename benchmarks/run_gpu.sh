@@ -317,3 +317,5 @@ for stage in "$@"; do
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
+# the device tool brings back at most 8 files: everything under $OUT goes into one more archive as well
+(cd "$OUT" && tar czf "00-all-$(IFS=-; echo "$*").tgz" --exclude='*.tgz' . 2>/dev/null)
