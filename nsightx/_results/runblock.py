@@ -64,6 +64,11 @@ class RunBlock:
     def __len__(self) -> int:
         return len(self.counts)
 
+    def seal(self) -> None:
+        """Cut the columns back to the regions of the counted runs (a run that raised left its regions after them)."""
+        total = sum(self.counts)
+        del self.names[total:], self.host_ns[total:], self.failed[total:]
+
     def _regions(self) -> tuple[int, list[int]]:
         """How many regions the block's runs hold, and the runs' counts."""
         counts = self.counts.tolist()
