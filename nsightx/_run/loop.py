@@ -544,7 +544,7 @@ class _Sweep:
         session, shown, advance = self.session, progress.enabled, progress.advance
         user = self.runner.invoke is _call_user  # the user's function is called here, with the config's arguments
         function, args, invoke = plan.function, plan.configs[ci], self.runner.invoke
-        names, counts, append = block.names, block.counts, block.counts.append
+        names, append = block.names, block.counts.append
         columns = (names, block.host_ns, block.failed)
         mark = finished = told = 0
         due = heap.until_checkpoint()
