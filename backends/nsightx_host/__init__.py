@@ -43,6 +43,10 @@ class HostSession(Session):
     """The run loop's run state times each region and hands the time over (:meth:`region_timed`): the regions are
     timed by one pair of clock reads, not two, and the region methods below are not called (issue 35)."""
 
+    timed_records = ("region", METRIC, "ns")
+    """Each region's record is its time (:meth:`region_timed`'s row), so the run loop may keep the times itself and
+    call neither :meth:`region_timed` nor :meth:`finish_run` for a run that is the user's call alone (issue 35)."""
+
     def __init__(self) -> None:
         self._start = 0
         self._rows: list[RecordRow] = []

@@ -23,6 +23,7 @@ import numpy as np
 
 from nsightx._results.records import RunRecords
 from nsightx._results.rows import RunRow, runs_from_rows
+from nsightx._results.runblock import RunBlock, concat_parts
 from nsightx._results.schema import gc_paused
 from nsightx._results.store import (
     CollectorColumns,
@@ -41,7 +42,7 @@ class StoredRuns(Sequence[RunRecords]):
     the garbage collector paused); :meth:`parts` reads the columns straight from the rows.
     """
 
-    def __init__(self, items: Sequence[RunRow | RunRecords], made: Callable[[], None] | None = None) -> None:
+    def __init__(self, items: Sequence[RunRow | RunRecords | RunBlock], made: Callable[[], None] | None = None) -> None:
         """Keep ``items``; ``made`` is called once the objects were made (the run stage freezes them there)."""
         self._items = list(items)
         self._objects: list[RunRecords] | None = None
@@ -74,7 +75,7 @@ class StoredRuns(Sequence[RunRecords]):
 
     def measured(self) -> int:
         """How many runs are measured ones (config index >= 0)."""
-        return sum(1 for item in self._items if _key(item)[0] >= 0)
+        return sum(_count(item) for item in self._items if _key(item)[0] >= 0)
 
     def __getstate__(self) -> dict[str, Any]:
         """The state to pickle (a result that has not built its objects yet holds its stored runs): no lock."""
@@ -85,7 +86,9 @@ class StoredRuns(Sequence[RunRecords]):
         self._objects = state["_objects"]
 
     def __len__(self) -> int:
-        return len(self._items)
+        if self._objects is not None:
+            return len(self._objects)
+        return sum(map(_count, self._items))
 
     def __getitem__(self, index: Any) -> Any:
         return self.objects()[index]
@@ -94,8 +97,16 @@ class StoredRuns(Sequence[RunRecords]):
         return iter(self.objects())
 
 
-def _key(item: RunRow | RunRecords) -> tuple[int, int]:
+def _key(item: RunRow | RunRecords | RunBlock) -> tuple[int, int]:
+    """(config, run) of a stored item (of its first run, for a block)."""
+    if type(item) is RunBlock:
+        return item.config, item.first
     return (item[0], item[1]) if type(item) is tuple else (item.config, item.run)  # type: ignore[union-attr]
+
+
+def _count(item: RunRow | RunRecords | RunBlock) -> int:
+    """How many runs a stored item holds (a block holds many)."""
+    return len(item) if type(item) is RunBlock else 1
 
 
 _RECORD_FIELDS = ("annotation", "config", "run", "kernel", "metric", "value", "unit", "seq")
@@ -103,14 +114,17 @@ _record_tuple = attrgetter(*_RECORD_FIELDS)
 """A :class:`Record` object's fields as a tuple (a record row)."""
 
 
-def parts_from_rows(items: Sequence[RunRow | RunRecords]) -> RunParts:
+def parts_from_rows(items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts:
     """The columns of the runs ``items`` stand for (what ``RunParts.of(runs_from_rows(items))`` makes).
 
     A :class:`RunRecords` among them (the ONCE collector values, a run written as an object) is read as the
     row it would be.
     """
     rows: Sequence[Any] = items
-    if set(map(type, items)) != {tuple}:  # a set of the types in one C-level pass: most often, rows alone
+    kinds = set(map(type, items))
+    if RunBlock in kinds:
+        return _with_blocks(items)
+    if kinds != {tuple}:  # a set of the types in one C-level pass: most often, rows alone
         rows = [item if type(item) is tuple else _as_row(item) for item in items]  # type: ignore[arg-type]
     count = len(rows)
     configs = np.fromiter(map(itemgetter(0), rows), np.int64, count)
@@ -126,6 +140,24 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords]) -> RunParts:
         records = [r if type(r) is tuple else _record_tuple(r) for r in records]
     regions = _region_columns(rows, configs, run_ids, n_regions)
     return RunParts(runs, RecordColumns.of_rows(records), regions, _collector_columns(values))
+
+
+def _with_blocks(items: Sequence[Any]) -> RunParts:
+    """:func:`parts_from_rows` of items among which are :class:`RunBlock` objects: each group's columns, joined."""
+    parts: list[RunParts] = []
+    rows: list[Any] = []
+    for item in items:
+        if type(item) is not RunBlock:
+            rows.append(item)
+            continue
+        if rows:
+            parts.append(parts_from_rows(rows))
+            rows = []
+        if len(item):
+            parts.append(item.parts())
+    if rows or not parts:
+        parts.append(parts_from_rows(rows))
+    return parts[0] if len(parts) == 1 else concat_parts(parts)
 
 
 _COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")

@@ -79,8 +79,11 @@ def run_from_row(row: RunRow) -> RunRecords:
     return runs_from_rows([row])[0]
 
 
-def runs_from_rows(rows: Iterable[RunRow | RunRecords]) -> list[RunRecords]:
+def runs_from_rows(rows: Iterable[Any]) -> list[RunRecords]:
     """:func:`run_from_row` of each compact run of ``rows`` (a :class:`RunRecords` among them stays as it is).
+
+    ``rows`` may also hold :class:`~nsightx._results.runblock.RunBlock` objects (many runs as columns): each stands
+    for the runs of its :meth:`~nsightx._results.runblock.RunBlock.rows`.
 
     One loop for all runs, with the twins' constructors inlined: ~0.6 us a run of one region and one record.
     """
@@ -88,7 +91,10 @@ def runs_from_rows(rows: Iterable[RunRow | RunRecords]) -> list[RunRecords]:
     out: list[RunRecords] = []
     for row in rows:
         if type(row) is not tuple:
-            out.append(row)  # type: ignore[arg-type]  # a RunRecords
+            if isinstance(row, RunRecords):
+                out.append(row)
+            else:  # a RunBlock (nsightx._results.runblock): the rows it stands for
+                out += runs_from_rows(row.rows())
             continue
         config, run, record_rows, region_rows, attributes, collectors = row
         records: list[Any] = []

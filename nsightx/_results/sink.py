@@ -28,6 +28,7 @@ from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import RunRecords
 from nsightx._results.rowparts import StoredRuns
 from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
+from nsightx._results.runblock import RunBlock, TimedRecord
 from nsightx._results.schema import RawHeader, gc_paused
 
 
@@ -88,7 +89,7 @@ class RunSink:
         self.path = path
         self._first = on_first
         """Called with the first measured run once it is stored, then forgotten (see ``on_first``)."""
-        self._items: list[RunRecords | RunRow] = []
+        self._items: list[RunRecords | RunRow | RunBlock] = []
         """Every stored run, in order: an object, or a compact row not turned into one yet."""
         self._built = 0
         """Every item before this index is a :class:`RunRecords`."""
@@ -130,7 +131,7 @@ class RunSink:
     @property
     def measured(self) -> int:
         """How many measured runs (config index >= 0) were stored (with a file: how many are in it)."""
-        return sum(1 for r in self._items if _config_of(r) >= 0)
+        return sum(len(r) if type(r) is RunBlock else 1 for r in self._items if _config_of(r) >= 0)
 
     def add_run(self, row: RunRow) -> None:
         """Store one finished run given in compact form (the run loop's way: no object is made for it here).
@@ -143,7 +144,12 @@ class RunSink:
         items = self._items
         if items:
             last: Any = items[-1]
-            if (last[1] == row[1] and last == row) if type(last) is tuple else self._stored(last, row):
+            if type(last) is RunBlock:
+                last = last.last_row()  # None when the block holds no run
+            if type(last) is tuple:
+                if last[1] == row[1] and last == row:
+                    return  # handed over again: stored already
+            elif last is not None and self._stored(last, row):
                 return  # handed over again: stored already
         if self.path is not None:
             self._write_line(run_from_row(row), row)
@@ -151,6 +157,20 @@ class RunSink:
         items.append(row)
         if self._first is not None and row[0] >= 0:
             self._check_first(run_from_row(row))
+
+    def open_block(self, config: int, first: int, record: TimedRecord | None) -> RunBlock | None:
+        """Store from now on the runs the run loop adds to the returned block (see :mod:`nsightx._results.runblock`).
+
+        A run is stored once the loop appended its count to the block, so a run that raises, or the loop's end
+        however it comes, leaves nothing to hand over. ``None`` (the loop then hands each run over with
+        :meth:`add_run`) when the sink writes a file, whose lines go out run by run, or has not checked its first
+        measured run yet.
+        """
+        if self.path is not None or self._first is not None:
+            return None
+        block = RunBlock(config, first, record)
+        self._items.append(block)
+        return block
 
     def _check_first(self, run: RunRecords) -> None:
         """Hand the first measured run, stored already, to ``on_first`` (once: whatever it raises)."""
@@ -171,7 +191,7 @@ class RunSink:
                 could not (nothing more is written).
         """
         items = self._items
-        last = (items[-1] if isinstance(items[-1], RunRecords) else run_from_row(items[-1])) if items else None
+        last = _last_run(items)
         if last is not None and last.run == run.run and last.config == run.config and last == run:
             return  # handed over again: stored already
         if self.path is None:
@@ -282,9 +302,18 @@ class RunSink:
             fh.close()
 
 
-def _config_of(item: RunRecords | RunRow) -> int:
-    """The config index of a stored run, in either form."""
+def _config_of(item: RunRecords | RunRow | RunBlock) -> int:
+    """The config index of a stored run, in any form."""
     return item[0] if isinstance(item, tuple) else item.config
+
+
+def _last_run(items: list[RunRecords | RunRow | RunBlock]) -> RunRecords | None:
+    """The last run stored, as an object (``None`` when there is none)."""
+    last = items[-1] if items else None
+    if type(last) is RunBlock:
+        row = last.last_row()
+        return None if row is None else run_from_row(row)
+    return last if last is None or isinstance(last, RunRecords) else run_from_row(last)  # type: ignore[arg-type]
 
 
 def _write_all(fh: IO[bytes], data: bytes) -> None:

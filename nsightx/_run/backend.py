@@ -113,6 +113,16 @@ class Session(abc.ABC):
     A subclass that overrides :meth:`region_enter` or :meth:`region_exit` must set it back to False.
     """
 
+    timed_records: tuple[str, str, str | None] | None = None
+    """For a :attr:`host_timed` session whose records are exactly one per region made of the time it is handed:
+    (kernel, metric, unit) of that record (its value the nanoseconds as a float, its ``seq`` 0); else ``None``.
+
+    Such a session's runs hold nothing the run loop does not know already, so for a run that is the user's call
+    alone the loop calls neither :meth:`region_timed` nor :meth:`finish_run`: it keeps the regions' times itself,
+    as columns, and the records are made of them when something reads them (issue 35: a row per run and the
+    session's output cost a third of such a run on the host backend). The session must not need those calls.
+    """
+
     def region_timed(self, name: str, config: int, run: int, ns: int, failed: bool) -> None:
         """A region of a :attr:`host_timed` session closed: ``ns`` host nanoseconds from its start to its end.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import AnnotationError
 
@@ -115,6 +115,48 @@ class RunState:
             name = region[0]
             self.session.region_exit(region, failed)
         self.regions.append((name, ns, failed))
+        self.open_name = None
+        self.idle.append(True)
+
+
+class ColumnRunState(RunState):
+    """A run whose regions go straight into the columns of a run block (:mod:`nsightx._results.runblock`).
+
+    For a :attr:`~nsightx._run.backend.Session.timed_records` session (the host backend) in a run that is the
+    user's call alone, the run loop keeps each region's name, host time and failure flag itself: :meth:`exit`
+    appends them to the three columns it was given, and calls the session not at all, so that no row or object is
+    made for the run (issue 35). Its :attr:`regions` stays empty. A region that closes after its run ended (in a
+    thread the run left behind) is dropped, as a region of a finished run always was.
+
+    Args:
+        session: The backend session measuring the run (``host_timed``: it is never handed a region key).
+        config: Config index.
+        run: Run index.
+        columns: The block's names (a list), host nanoseconds and failure flags (``append`` taking an int).
+    """
+
+    __slots__ = ("columns",)
+
+    def __init__(self, session: Session, config: int, run: int, columns: tuple[Any, Any, Any]) -> None:
+        self.session = session
+        self.config = config
+        self.run = run
+        self.on_annotation = None
+        self.idle = [True]
+        self.used = set()
+        self.open_name = None
+        self.open_start = 0
+        self.regions = []
+        self.columns = columns
+
+    def exit(self, region: RegionId | None, failed: bool) -> None:
+        """Close the region opened by :meth:`enter`: its name, time and flag go to the columns, then the token back."""
+        ns = _clock() - self.open_start
+        if _current is self:  # else its run has ended: the region belongs to no run
+            names, times, fails = self.columns
+            names.append(self.open_name)
+            times.append(ns)
+            fails.append(failed)
         self.open_name = None
         self.idle.append(True)
 

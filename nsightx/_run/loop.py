@@ -473,6 +473,9 @@ class _Sweep:
         written runs in batches that end where one is due (:func:`~nsightx._run.heap.until_checkpoint`), and a
         progress line that is not shown of the finished runs at the end. Returns ``stop``.
         """
+        block = self._open_block(ci, start)
+        if block is not None:
+            return self._block_runs(ci, start, stop, block)
         runner, hand, pending, context, progress = self.runner, self.hand, self.pending, _context, self.progress
         session, plan, new_state = self.session, self.plan, _context.RunState
         finish, shown, advance = session.finish_run, progress.enabled, progress.advance
@@ -511,6 +514,64 @@ class _Sweep:
         finally:
             if finished - unwritten > told:
                 heap.kept(finished - unwritten - told)
+            if not shown:
+                progress.done += finished
+        return stop
+
+    def _open_block(self, ci: int, start: int) -> Any:
+        """A run block of the sink for runs ``start``... of config ``ci``, when the session and the sink allow one.
+
+        That is a :attr:`~nsightx._run.backend.Session.timed_records` session (the host backend) and a sink that
+        keeps its runs in memory (see :meth:`~nsightx._results.sink.RunSink.open_block`); else ``None``.
+        """
+        session = self.session
+        record = session.timed_records
+        open_block = getattr(self.sink, "open_block", None)
+        if record is None or not session.host_timed or open_block is None:
+            return None
+        return open_block(ci, start, record)
+
+    def _block_runs(self, ci: int, start: int, stop: int, block: Any) -> int:
+        """:meth:`_plain_runs` for a session whose records are its regions' times: the runs go into ``block``.
+
+        Each run's regions go straight into the block's columns (:class:`~nsightx._run.context.ColumnRunState`),
+        and the run is stored once its count is appended: no call of the session, no row, no object per run
+        (issue 35). A run that raises is not counted, so its regions are not part of the block (the block is cut
+        back to its counted runs at the end, however the loop ends). The heap's checkpoints come after the same runs
+        as in :meth:`_plain_runs`: they free the cycles the user's function dropped. Returns ``stop``.
+        """
+        plan, context, progress, new_state = self.plan, _context, self.progress, _context.ColumnRunState
+        session, shown, advance = self.session, progress.enabled, progress.advance
+        user = self.runner.invoke is _call_user  # the user's function is called here, with the config's arguments
+        function, args, invoke = plan.function, plan.configs[ci], self.runner.invoke
+        names, append = block.names, block.counts.append
+        columns = (names, block.host_ns, block.failed)
+        mark = finished = told = 0
+        due = heap.until_checkpoint()
+        try:
+            for r in range(start, stop):
+                state = new_state(session, ci, r, columns)
+                previous = context._current  # restored, not cleared (see _Runner.run)
+                context._current = state
+                try:
+                    result = function(*args) if user else invoke(plan, ci)
+                    if user and result is not None:
+                        _returned(plan, result, stacklevel=3)
+                finally:
+                    context._current = previous
+                n = len(names)
+                append(n - mark)  # the run is stored
+                mark = n
+                finished += 1
+                if shown:
+                    advance()
+                if finished - told >= due:
+                    heap.kept(finished - told)
+                    told, due = finished, heap.until_checkpoint()
+        finally:
+            block.seal()
+            if finished > told:
+                heap.kept(finished - told)
             if not shown:
                 progress.done += finished
         return stop

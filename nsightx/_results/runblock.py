@@ -1,0 +1,190 @@
+"""Consecutive runs of one config kept as columns: the host session's runs, with no Python object per run.
+
+Beside an empty region on the host backend, a run's own content is one region's name, host time and failure flag,
+and one record that repeats the time. Handing each run to the sink as tuples (a
+:data:`~nsightx._results.rows.RunRow`, its record row, its region row, a list and the backend's
+:class:`~nsightx._run.backend.RunOutput`) cost ~1.2 us of a ~3.6 us run, and reading those tuples back into the
+result's columns another ~1 us (issue 35). A :class:`RunBlock` takes the regions of many runs straight into
+preallocated columns instead (``array`` and a list of the names, the same string object for every run): the run
+loop's run state appends to them as each region closes, and the result reads them as numpy arrays
+(:meth:`RunBlock.parts`). The rows and objects those runs stand for are made only if something asks for them
+(:meth:`RunBlock.rows`), equal to those the run loop made before.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nsightx._results.rows import RunRow
+from nsightx._results.store import (
+    CollectorColumns,
+    RecordColumns,
+    RegionColumns,
+    RunColumns,
+    RunParts,
+    Text,
+)
+
+TimedRecord = tuple[str, str, "str | None"]
+"""(kernel, metric, unit) of the one record a session makes of each region's host time (value: the nanoseconds as a
+float, seq 0); see :attr:`~nsightx._run.backend.Session.timed_records`."""
+
+
+class RunBlock:
+    """Runs ``first``, ``first + 1``, ... of config ``config`` whose content is their regions alone.
+
+    Each run holds :attr:`counts` regions (in closing order, the next ones of :attr:`names`, :attr:`host_ns` and
+    :attr:`failed`), and, when :attr:`record` is set, one record per region made of its host time. A run is in
+    the block once its count is appended: regions appended after the last count (a run that raised) are not part
+    of it.
+
+    Args:
+        config: The config index of every run.
+        first: The run index of the first run.
+        record: (kernel, metric, unit) of each region's record; ``None``: the runs hold no record.
+    """
+
+    def __init__(self, config: int, first: int, record: TimedRecord | None) -> None:
+        self.config = config
+        self.first = first
+        self.record = record
+        self.counts = array("q")
+        """Per run, how many regions it closed."""
+        self.names: list[str] = []
+        """Per region, its annotation."""
+        self.host_ns = array("q")
+        """Per region, its host nanoseconds."""
+        self.failed = bytearray()
+        """Per region, 1 when it closed with an exception."""
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def seal(self) -> None:
+        """Cut the columns back to the regions of the counted runs (a run that raised left its regions after them)."""
+        total = sum(self.counts)
+        del self.names[total:], self.host_ns[total:], self.failed[total:]
+
+    def _regions(self) -> tuple[int, list[int]]:
+        """How many regions the block's runs hold, and the runs' counts."""
+        counts = self.counts.tolist()
+        return sum(counts), counts
+
+    def rows(self) -> list[RunRow]:
+        """The runs as the run loop's compact rows (equal to those it handed over for such runs before)."""
+        config, first, record = self.config, self.first, self.record
+        total, counts = self._regions()
+        regions = list(zip(self.names[:total], self.host_ns[:total], map(bool, self.failed[:total]), strict=True))
+        out: list[RunRow] = []
+        start = 0
+        for i, n in enumerate(counts):
+            run, own = first + i, tuple(regions[start : start + n])
+            start += n
+            records: list[Any] = []
+            if record is not None:
+                kernel, metric, unit = record
+                records = [(name, config, run, kernel, metric, float(ns), unit, 0) for name, ns, _ in own]
+            out.append((config, run, records, own, {}, ()))
+        return out
+
+    def last_row(self) -> RunRow | None:
+        """The last run as a compact row (``None`` when the block holds none)."""
+        return self.rows()[-1] if self.counts else None
+
+    def parts(self) -> RunParts:
+        """The runs' columns, read from the block's arrays (the columns :meth:`rows` stand for)."""
+        total, counts = self._regions()
+        n_runs = len(counts)
+        configs = np.full(n_runs, self.config, np.int64)
+        run_ids = np.arange(self.first, self.first + n_runs, dtype=np.int64)
+        n_regions = np.array(counts, dtype=np.int64)
+        ns, failed = np.zeros(0, np.int64), np.zeros(0, np.bool_)
+        if total:  # copies: a view would lock the arrays' size
+            ns = np.frombuffer(self.host_ns, np.int64, total).copy()
+            failed = np.frombuffer(self.failed, np.uint8, total).astype(np.bool_)
+        names = Text.of(self.names[:total], total)
+        region_runs = np.repeat(run_ids, n_regions)
+        regions = RegionColumns(names, np.full(total, self.config, np.int64), region_runs, ns, failed, None)
+        runs = RunColumns(configs, run_ids, n_regions.copy(), n_regions, np.zeros(n_runs, np.int64))
+        if self.record is None:
+            runs = RunColumns(configs, run_ids, np.zeros(n_runs, np.int64), n_regions, runs.n_collectors)
+            records = RecordColumns.of_rows([])
+        else:
+            kernel, metric, unit = self.record
+            records = RecordColumns(
+                Text(names.codes.copy(), list(names.names)),
+                np.full(total, self.config, np.int64),
+                region_runs.copy(),
+                _constant(kernel, total),
+                _constant(metric, total),
+                ns.astype(np.float64),
+                _constant(unit, total),
+                np.zeros(total, np.int64),
+            )
+        return RunParts(runs, records, regions, CollectorColumns([], [], [], [], [], []))
+
+
+def _constant(name: str | None, n: int) -> Text:
+    """A text column of ``n`` rows that all hold ``name`` (no name when there is no row, as :meth:`Text.of`)."""
+    return Text(np.zeros(n, np.int64), [name] if n else [])
+
+
+def concat_text(texts: Sequence[Text]) -> Text:
+    """One text column of ``texts`` one after the other; names in first-seen order, as :meth:`Text.of` numbers them.
+
+    Each column's names must be in the order their rows first meet them, and each must occur (as :meth:`Text.of`
+    makes them).
+    """
+    index: dict[str | None, int] = {}
+    pieces = [np.zeros(0, np.int64)]
+    for text in texts:
+        if len(text.codes):
+            lut = np.array([index.setdefault(name, len(index)) for name in text.names], dtype=np.int64)
+            pieces.append(lut[text.codes])
+    return Text(np.concatenate(pieces), list(index))
+
+
+def concat_parts(parts: Sequence[RunParts]) -> RunParts:
+    """The columns of several consecutive groups of runs, as one (the columns of all their runs, in order)."""
+    runs = RunColumns(*(_cat([getattr(p.runs, f) for p in parts]) for f in _RUN_FIELDS))
+    rec = [p.records for p in parts]
+    records = RecordColumns(
+        concat_text([r.annotation for r in rec]),
+        _cat([r.config for r in rec]),
+        _cat([r.run for r in rec]),
+        concat_text([r.kernel for r in rec]),
+        concat_text([r.metric for r in rec]),
+        _cat([r.value for r in rec], np.float64),
+        concat_text([r.unit for r in rec]),
+        _cat([r.seq for r in rec]),
+    )
+    reg = [p.regions for p in parts]
+    attributes: list[Any] | None = None
+    if any(g.attributes is not None for g in reg):
+        attributes = []
+        for g in reg:
+            attributes.extend(g.attributes if g.attributes is not None else [{} for _ in range(g.n)])
+    regions = RegionColumns(
+        concat_text([g.annotation for g in reg]),
+        _cat([g.config for g in reg]),
+        _cat([g.run for g in reg]),
+        _cat([g.host_ns for g in reg]),
+        _cat([g.failed for g in reg], np.bool_),
+        attributes if attributes and any(attributes) else None,
+    )
+    col = [p.collectors for p in parts]
+    collectors = CollectorColumns(*([x for c in col for x in getattr(c, f)] for f in _COLLECTOR_FIELDS))
+    return RunParts(runs, records, regions, collectors)
+
+
+_RUN_FIELDS = ("config", "run", "n_records", "n_regions", "n_collectors")
+_COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")
+
+
+def _cat(arrays: list[Any], dtype: Any = np.int64) -> Any:
+    """``arrays`` one after the other, as one array of ``dtype``."""
+    return np.concatenate([np.zeros(0, dtype), *arrays]).astype(dtype, copy=False)
