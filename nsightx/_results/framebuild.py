@@ -38,7 +38,7 @@ def frame_of(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
         return pd.DataFrame(columns)
     from pandas.api.internals import create_dataframe_from_blocks
 
-    labels = _labels(tuple(columns), text).copy()  # its own object: a user may rename it
+    labels = _labels(tuple(columns), text).view()  # its own object (a user may rename it), over the same data
     return create_dataframe_from_blocks(blocks, pd.RangeIndex(n), labels)
 
 

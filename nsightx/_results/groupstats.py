@@ -21,6 +21,7 @@ the rest. ``tests/core/results/test_groupstats.py`` compares every statistic wit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,20 +126,52 @@ def _even(values: Array, count: int) -> Moments:
     The same arithmetic as the general path, without padding or masks: every group has a value at every position.
     """
     steps, width = len(values) // count, values.shape[1]
-    matrix = values.reshape(count, steps, width)
-    mean, m2 = np.zeros((count, width)), np.zeros((count, width))
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        for k in range(steps):
-            v = matrix[:, k, :]
-            delta = v - mean  # Welford, as pandas' group_var (``seen`` is k + 1 in every group)
-            mean = mean + delta / float(k + 1)
-            m2 = m2 + (v - mean) * delta
-        std = np.full((count, width), np.nan) if steps <= 1 else np.sqrt(m2 / float(steps - 1))
+    if values.size <= _LISTED:
+        std = _listed_std(values, count, steps)
+    else:
+        matrix = values.reshape(count, steps, width)
+        mean, m2 = np.zeros((count, width)), np.zeros((count, width))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            for k in range(steps):
+                v = matrix[:, k, :]
+                delta = v - mean  # Welford, as pandas' group_var (``seen`` is k + 1 in every group)
+                mean = mean + delta / float(k + 1)
+                m2 = m2 + (v - mean) * delta
+            std = np.full((count, width), np.nan) if steps <= 1 else np.sqrt(m2 / float(steps - 1))
     starts = np.arange(count, dtype=np.intp) * steps
     avg = np.add.reduceat(values, starts, axis=0) / float(steps)  # as _reduceat
     low = np.minimum.reduceat(values, starts, axis=0)
     high = np.maximum.reduceat(values, starts, axis=0)
     return Moments(np.full((count, width), steps, dtype=np.int64), avg, std, low, high)
+
+
+def _listed_std(values: Array, count: int, steps: int) -> Array:
+    """:func:`_even`'s standard deviations over Python floats: the same Welford steps, one group and column at a time.
+
+    Python's float arithmetic is numpy's float64 arithmetic (IEEE, round to nearest), without a numpy call per step.
+    """
+    rows = values.tolist()
+    std = np.full((count, values.shape[1]), np.nan)
+    if steps <= 1:
+        return std
+    for g in range(count):
+        block = rows[g * steps : (g + 1) * steps]
+        for j in range(values.shape[1]):
+            mean = m2 = 0.0
+            for k, row in enumerate(block):
+                v = row[j]
+                delta = v - mean
+                mean = mean + delta / float(k + 1)
+                m2 = m2 + (v - mean) * delta
+            var = m2 / float(steps - 1)
+            std[g, j] = math.sqrt(var) if var >= 0 else _nan_sqrt(var)
+    return std
+
+
+def _nan_sqrt(value: float) -> float:
+    """``np.sqrt`` of a NaN or negative value: the NaN numpy makes (its sign bit too), without numpy's warning."""
+    with np.errstate(invalid="ignore"):
+        return float(np.sqrt(value))
 
 
 def _kahan_step(v: Array, ok: Array, total: Array, comp: Array, low: Array, high: Array) -> None:
@@ -179,6 +212,8 @@ def medians(values: Array, codes: Array, count: int) -> Array | None:
     pandas picks the middle values with a selection algorithm, which may return either zero of a tie between
     ``0.0`` and ``-0.0``; such columns are left to pandas.
     """
+    if values.dtype == np.float64 and len(values) <= _LISTED:
+        return _listed_medians(values.tolist(), codes.tolist(), count)
     if bool((np.signbit(values) & (values == 0)).any()):
         return None
     order = np.lexsort((values, codes))  # by group, then value, NaN last
@@ -190,4 +225,28 @@ def medians(values: Array, codes: Array, count: int) -> Array | None:
     lower = ordered[np.minimum(start + (safe - 1) // 2, len(values) - 1)]
     out = np.where(n % 2 == 1, upper, (upper + lower) / 2)
     out[n == 0] = np.nan
+    return out
+
+
+_LISTED = 128
+"""Up to this many float rows :func:`medians` works over Python lists: a few dozen numpy calls cost more there."""
+
+
+def _listed_medians(values: list[float], codes: list[int], count: int) -> Array | None:
+    """:func:`medians` over Python floats (the same IEEE arithmetic: the middle value, or the half sum of two)."""
+    groups: list[list[float]] = [[] for _ in range(count)]
+    for v, c in zip(values, codes, strict=True):
+        if v == 0.0 and math.copysign(1.0, v) < 0:
+            return None
+        if v == v:  # NaN skipped
+            groups[c].append(v)
+    out = np.empty(count)
+    for i, group in enumerate(groups):
+        n = len(group)
+        if not n:
+            out[i] = math.nan
+            continue
+        group.sort()
+        upper = group[n // 2]
+        out[i] = upper if n % 2 else (upper + group[(n - 1) // 2]) / 2
     return out

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from nsightx._results import groupstats
 from nsightx._results.groupstats import fits, medians, moments
 
 
@@ -118,3 +119,23 @@ def test_gpu_result_frame_is_the_pandas_one(name: str, monkeypatch: pytest.Monke
     monkeypatch.setattr(dataframe, "_plain", lambda _: None)
     slow = nsightx.load(path).to_dataframe()
     pd.testing.assert_frame_equal(fast, slow, check_exact=True)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_small_inputs_over_python_floats_are_the_numpy_path(seed: int) -> None:
+    """Up to ``_LISTED`` values the median and the even groups' std run over Python floats: the same bits (issue 35).
+
+    The numpy path is asked for the same numbers with the listed limit set to zero.
+    """
+    values, codes = _case(seed)
+    count = int(codes.max()) + 1
+    listed = groupstats._listed_medians(values.tolist(), codes.tolist(), count)
+    even = np.repeat(np.arange(count, dtype=np.int64), 5)
+    wide = np.random.default_rng(seed).normal(1e3, 1.0, (5 * count, 2))
+    wide[seed % len(wide), seed % 2] = [np.inf, -np.inf, 1e3][seed % 3]  # the even path: no NaN among them
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(groupstats, "_LISTED", 0)
+        assert _same(listed, medians(values, codes, count))
+        numpy_std = moments(wide, even, count, ascending=True).std
+    assert _same(groupstats._listed_std(wide, count, 5), numpy_std)
+    assert groupstats._listed_medians([1.0, -0.0], [0, 0], 1) is None  # left to pandas, as on the numpy path
