@@ -48,6 +48,13 @@ from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
 from nsightx._run.thermal import NoGuard, make_guard
 
+BLOCK_MIN_RUNS = 128
+"""A config's plain runs go into a run block (:meth:`_Sweep._block_runs`) only when at least this many remain.
+
+A block saves ~1 us a run but costs ~90 us a config when the result is built (its columns are made and joined
+with numpy, where a few rows are cheaper as Python lists: ``benchmarks/run_loop_cost.py --fixed``: the host 4x11
+call went from 382 to 743 us with a block per config, against 3.7 -> 2.7 us a run at 10k runs)."""
+
 
 class _Gathered(NamedTuple):
     """One collector's answer, kept as returned until its run is written (see :meth:`_Collectors.gather`)."""
@@ -473,7 +480,7 @@ class _Sweep:
         written runs in batches that end where one is due (:func:`~nsightx._run.heap.until_checkpoint`), and a
         progress line that is not shown of the finished runs at the end. Returns ``stop``.
         """
-        block = self._open_block(ci, start)
+        block = self._open_block(ci, start) if stop - start >= BLOCK_MIN_RUNS else None
         if block is not None:
             return self._block_runs(ci, start, stop, block)
         runner, hand, pending, context, progress = self.runner, self.hand, self.pending, _context, self.progress

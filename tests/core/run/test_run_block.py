@@ -22,10 +22,17 @@ from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.rows import runs_from_rows
 from nsightx._results.sink import RunSink
 from nsightx._results.store import RunParts
+from nsightx._run import loop
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan
 
 SILENT = nsightx.VerbosityLevel.SILENT
+
+
+@pytest.fixture(autouse=True)
+def blocks_from_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every config here opens a block, whatever its run count (the loop's default minimum is 128 runs)."""
+    monkeypatch.setattr(loop, "BLOCK_MIN_RUNS", 1)
 
 
 def plan(function: object, runs: int, configs: int = 1) -> Plan:
@@ -150,3 +157,15 @@ def test_a_sink_with_a_file_or_an_unchecked_first_run_opens_no_block(tmp_path: P
     assert RunSink(on_first=lambda run: None).open_block(0, 1, None) is None
     block = RunSink().open_block(0, 1, None)
     assert block is not None and len(block) == 0 and block.rows() == []
+
+
+def test_a_config_of_fewer_runs_than_the_minimum_opens_no_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``BLOCK_MIN_RUNS`` a config's runs are handed over one by one (a block costs more than it saves)."""
+    monkeypatch.setattr(loop, "BLOCK_MIN_RUNS", 128)
+    regions.calls = 0  # type: ignore[attr-defined]
+    session, sink = CountingHost(), RunSink()
+    run_loop(plan(regions, runs=127, configs=2), session, sink)
+    assert session.finished == 2 * 128  # every run, warm-ups included, went through the session
+    session, sink = CountingHost(), RunSink()
+    run_loop(plan(regions, runs=129, configs=1), session, sink)
+    assert session.finished < 129
