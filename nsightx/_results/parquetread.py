@@ -27,6 +27,8 @@ from pydantic import ValidationError
 from nsightx._errors import ResultSchemaError
 from nsightx._results.integrity import check_result
 from nsightx._results.parquetcheck import columns_fit, ints, text
+from nsightx._results.parquetparts import LENGTHS_KEY, lengths, read_parts
+from nsightx._results.parquettable import BATCH, table_columns, type_name
 from nsightx._results.parquetwrite import (
     DIGEST_KEY,
     FROM_RECORDS,
@@ -127,13 +129,18 @@ def parse_parquet(data: bytes | Path, source: str) -> tuple[ResultData, ResultCo
     with _unreadable(source):
         file, metadata = _open(data)
     with file:
-        meta = _check_meta(metadata, source)
-        blobs = [metadata[f"nsightx.{p}".encode()] for p in PARTS]
-        del metadata  # the footer's copy of each part goes once that part is read
+        sizes = lengths(metadata.get(LENGTHS_KEY.encode()), len(PARTS), source)
+        if sizes is None:  # format 1: the parts are in the footer
+            blobs = [metadata.get(f"nsightx.{p}".encode(), b"") for p in PARTS]
+        else:
+            with _unreadable(source):
+                blobs = read_parts(data, sizes, source)
+        meta = _check_meta(metadata, blobs, source)
+        del metadata  # the footer's copy of each part (format 1) goes once that part is read
         shell = _shell(meta, source)
         check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
         with _unreadable(source):
-            values = _table_columns(file, source)
+            values = table_columns(file, COLUMNS["values"], source)
     with _unreadable(source):
         tables = {}
         for part in PARTS:
@@ -192,6 +199,7 @@ def _open(data: bytes | Path) -> tuple[pq.ParquetFile, dict[bytes, bytes]]:
         read_dictionary=[n for n in ("annotation", "metric", "kernel", "unit") if n in names],
         page_checksum_verification=True,
         pre_buffer=False,
+        buffer_size=8 * BATCH,  # pages streamed through a small buffer, not each column chunk read whole
     )
     metadata = dict(footer.metadata or {})
     return file, metadata
@@ -204,25 +212,6 @@ def _source(data: bytes | Path) -> Any:
     return pa.BufferReader(data) if isinstance(data, bytes) else str(data)
 
 
-def _table_columns(file: pq.ParquetFile, source: str) -> dict[str, Any]:
-    """The file table's columns that the result holds, each read, checked and converted on its own.
-
-    One column at a time, each Arrow array dropped once converted: the peak is the columns made so far plus one
-    column's pages, not the whole table as Arrow holds it beside the columns (issue 35: peak memory under twice
-    the columns). The parameter columns are not read: the plan holds each config's parameters.
-    """
-    present = set(file.schema_arrow.names)
-    out: dict[str, Any] = {}
-    for name in COLUMNS["values"]:
-        if name not in present:
-            _check_columns("values", file.schema_arrow.empty_table(), source)  # raises: names the column
-        table = file.read(columns=[name], use_threads=False)
-        table.validate(full=True)
-        _check_columns("values", table, source, only=name)
-        out[name] = _column(table, name)
-    return out
-
-
 def _read_part(blob: bytes) -> pa.Table:
     """One side part (an Arrow IPC stream; the digest has already vouched for its bytes)."""
     import pyarrow as pa
@@ -231,15 +220,14 @@ def _read_part(blob: bytes) -> pa.Table:
         return reader.read_all()
 
 
-def _check_meta(metadata: Mapping[bytes, bytes], source: str) -> dict[str, Any]:
-    """The ``nsightx`` metadata, after its digest, versions and fields were checked."""
+def _check_meta(metadata: Mapping[bytes, bytes], parts: list[bytes], source: str) -> dict[str, Any]:
+    """The ``nsightx`` metadata, once its digest (over it and the side ``parts``), versions and fields passed."""
     meta = metadata.get(META_KEY.encode())
     if meta is None:
         raise ResultSchemaError(
             f"{source} is a Parquet file but not an nsightx result: its metadata has no {META_KEY!r} key (nsightx "
             "writes one in every result); open it with pandas.read_parquet instead"
         )
-    parts = [metadata.get(f"nsightx.{p}".encode(), b"") for p in PARTS]
     if metadata.get(DIGEST_KEY.encode(), b"").decode(errors="replace") != digest(meta, parts):
         raise ResultSchemaError(
             f"{source} is not a whole nsightx result: the digest of its metadata ({DIGEST_KEY!r}) does not match "
@@ -283,14 +271,6 @@ def _check_shared(doc: dict[str, Any], source: str) -> dict[str, list[str]]:
     return {k: list(got[k]) for k in allowed}
 
 
-def _type_name(t: pa.DataType) -> str:
-    import pyarrow as pa
-
-    if pa.types.is_dictionary(t):
-        return _type_name(t.value_type)
-    return "string" if pa.types.is_string(t) or pa.types.is_large_string(t) else str(t)
-
-
 def _check_columns(name: str, table: pa.Table, source: str, skip: Sequence[str] = (), only: str | None = None) -> None:
     """Each column the writer writes is there, of its type, without nulls where it writes none.
 
@@ -306,7 +286,7 @@ def _check_columns(name: str, table: pa.Table, source: str, skip: Sequence[str] 
                 f"{', '.join(COLUMNS[name])} (the file was edited or written by something else)"
             )
         col = table.column(column)
-        got = _type_name(col.type)
+        got = type_name(col.type)
         if got != kind:
             raise ResultSchemaError(f"{source}: column {column!r} of {where} is {got}; expected {kind}")
         if not nullable and col.null_count:
@@ -368,7 +348,7 @@ def shared_with(column: Any, like: Any) -> Any:
 
 def _column(table: pa.Table, name: str) -> Any:
     """One column of a checked table as the columns hold it: strings as :class:`Text`, numbers as numpy."""
-    kind = _type_name(table.column(name).type)
+    kind = type_name(table.column(name).type)
     col = table.column(name)
     if kind == "string":
         return text(col)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nsightx._results.parquetparts import LENGTHS_KEY, with_parts
 from nsightx._results.store import Text
 
 if TYPE_CHECKING:
@@ -99,14 +100,14 @@ def result_parquet(data: ResultData, columns: ResultColumns) -> bytes:
     shared = shared_columns(columns)
     meta = _meta_json(data, shared)
     parts = [_table_bytes(table) for table in _side_tables(columns, shared)]
-    metadata = {META_KEY: meta, **{f"nsightx.{p}": b for p, b in zip(PARTS, parts, strict=True)}}
-    metadata[DIGEST_KEY] = digest(meta, parts).encode()
+    sizes = json.dumps([len(part) for part in parts]).encode()
+    metadata = {META_KEY: meta, LENGTHS_KEY: sizes, DIGEST_KEY: digest(meta, parts).encode()}
     main = _values_table(data, columns.values)
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, main.schema, compression="zstd", write_page_checksum=True) as writer:
         writer.write_table(main, row_group_size=1 << 20)
         writer.add_key_value_metadata(metadata)
-    return bytes(sink.getvalue())
+    return with_parts(sink.getvalue(), parts)
 
 
 def shared_columns(columns: ResultColumns) -> dict[str, list[str]]:
