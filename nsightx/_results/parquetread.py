@@ -16,6 +16,7 @@ the objects (``ProfileResults.data``, ``records``) are built from them on first 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -126,6 +127,12 @@ def parse_parquet(data: bytes | Path, source: str) -> tuple[ResultData, ResultCo
     Raises:
         ResultSchemaError: the first problem found (see the module docstring).
     """
+    with _system_pool():
+        return _parse(data, source)
+
+
+def _parse(data: bytes | Path, source: str) -> tuple[ResultData, ResultColumns]:
+    """:func:`parse_parquet`, under the pool it picks."""
     with _unreadable(source):
         file, metadata = _open(data)
     with file:
@@ -153,6 +160,38 @@ def parse_parquet(data: bytes | Path, source: str) -> tuple[ResultData, ResultCo
         check_result(whole, source)  # names the first bad entry by its JSON path
         raise ResultSchemaError(f"{source}: the runs, records, regions and values do not fit together")
     return shell, columns
+
+
+_POOL_LOCK = threading.Lock()
+_pool_readers: list[Any] = [0, None]
+"""How many reads are under way and the pool that was the default before the first of them."""
+
+
+@contextmanager
+def _system_pool() -> Iterator[None]:
+    """Arrow's allocations while reading go to the C library's allocator, which numpy uses too.
+
+    pyarrow's default pool (mimalloc or jemalloc) keeps what it frees for its own later use: the batches it
+    decodes while reading stay resident beside the numpy arrays they become, and the numpy work after the read
+    (the checks, the DataFrame) cannot reuse them. At a million records that was about 35 MB of the load's peak
+    (issue 35). The default is set back when the last read under way ends; what Arrow allocated stays valid
+    (each buffer remembers its pool).
+    """
+    import pyarrow as pa
+
+    with _POOL_LOCK:
+        if _pool_readers[0] == 0:
+            _pool_readers[1] = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _pool_readers[0] += 1
+    try:
+        yield
+    finally:
+        with _POOL_LOCK:
+            _pool_readers[0] -= 1
+            if _pool_readers[0] == 0:
+                pa.set_memory_pool(_pool_readers[1])
+                _pool_readers[1] = None
 
 
 @contextmanager
