@@ -66,8 +66,9 @@ def text(col: pa.ChunkedArray) -> Text:
 def _unique(*columns: Ints) -> bool:
     """Whether the rows of the columns are distinct.
 
-    Each row is packed into one key; the keys are counted in a dense array where their range allows (the common
-    case: it is about the row count), else sorted.
+    Each row is packed into one key, in place (one ``int64`` array of the rows' length is the only one made); the
+    keys are counted in a dense array where their range allows (the common case: it is about the row count), else
+    sorted.
     """
     n = len(columns[0])
     if n == 0:
@@ -78,12 +79,14 @@ def _unique(*columns: Ints) -> bool:
         span = high - low + 1
         if width * span >= _MAX_PACKED:
             return len(group_ids(*columns)[1]) == n
-        packed = packed * span + (col - low)
+        packed *= span
+        packed += col  # narrow codes widen in the addition, element by element
+        packed -= low
         width *= span
     if width <= 4 * n + 1024:
         return int(np.bincount(packed, minlength=1).max()) <= 1
-    ordered = np.sort(packed)
-    return bool((ordered[1:] != ordered[:-1]).all())
+    packed.sort()
+    return bool((packed[1:] != packed[:-1]).all())
 
 
 def completeness_of(plan: PlanInfo, run_configs: Ints) -> Completeness:
@@ -105,21 +108,42 @@ def columns_fit(plan: PlanInfo, columns: ResultColumns) -> bool:
     bad = ~once & ((config < 0) | (config >= len(plan.configs)) | (run < 0) | (run >= plan.runs))
     if bad.any() or (once & ((counts[0] > 0) | (counts[1] > 0))).any() or not _unique(config[~once], run[~once]):
         return False
-    owners = np.arange(len(config), dtype=np.int64)
     rec, reg = columns.records, columns.regions
     parts = (
         (rec, counts[0], [rec.annotation.codes, rec.kernel.codes, rec.metric.codes, rec.seq]),
         (reg, counts[1], [reg.annotation.codes]),
     )
     for part, n, idents in parts:
-        owner = np.repeat(owners, n)
-        if len(owner) != part.n:
-            return False
-        if not np.array_equal(part.config, config[owner]) or not np.array_equal(part.run, run[owner]):
-            return False
-        if not _unique(owner, *idents):
+        if int(n.sum()) != part.n or not _part_fits(part.config, part.run, config, run, n, idents):
             return False
     return _collectors_fit(plan, columns.collectors) and _values_fit(plan, columns.values, config[~once], run[~once])
+
+
+_BLOCK = 1 << 16
+"""Rows of a part checked at a time (:func:`_part_fits`): its temporary arrays stay this short."""
+
+
+def _part_fits(part_config: Ints, part_run: Ints, config: Ints, run: Ints, n: Ints, idents: list[Ints]) -> bool:
+    """Whether each run's ``n`` entries (in run order) name that run, and each is stored once within it.
+
+    Checked a block of whole runs at a time, about :data:`_BLOCK` rows each (a run's entries never span two
+    blocks, so once per block is once per run): a million records would otherwise make several arrays of a
+    million ``int64`` each (issue 35: the load's peak memory).
+    """
+    ends = np.cumsum(n)
+    first = 0
+    while first < len(n):
+        start = int(ends[first - 1]) if first else 0
+        last = max(int(np.searchsorted(ends, start + _BLOCK, side="right")), first + 1)
+        stop = int(ends[last - 1])
+        owner = np.repeat(np.arange(first, last, dtype=np.int64), n[first:last])
+        rows = slice(start, stop)
+        if not np.array_equal(part_config[rows], config[owner]) or not np.array_equal(part_run[rows], run[owner]):
+            return False
+        if not _unique(owner, *(ident[rows] for ident in idents)):
+            return False
+        first = last
+    return True
 
 
 def _collectors_fit(plan: PlanInfo, collectors: CollectorColumns) -> bool:
@@ -136,6 +160,18 @@ def _values_fit(plan: PlanInfo, values: ValueColumns, held_configs: Ints, held_r
     if not ((config >= 0) & (config < len(plan.configs)) & (run >= 0) & (run < plan.runs)).all():
         return False
     width = max(plan.runs, 1)
-    if len(config) and not np.isin(config * width + run, held_configs * width + held_runs).all():
+    if len(config) and not _held(config * width + run, held_configs * width + held_runs, len(plan.configs) * width):
         return False
     return _unique(values.annotation.codes, config, run, values.metric.codes)
+
+
+def _held(keys: Ints, held: Ints, span: int) -> bool:
+    """Whether every key (each in ``range(span)``) is one of ``held``.
+
+    Through a table of ``span`` flags where that is short (no sort of the keys), else ``np.isin``.
+    """
+    if span > 4 * len(keys) + 1024:
+        return bool(np.isin(keys, held).all())
+    table = np.zeros(span, np.bool_)
+    table[held] = True
+    return bool(table[keys].all())

@@ -16,7 +16,9 @@ the objects (``ProfileResults.data``, ``records``) are built from them on first 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +28,12 @@ from pydantic import ValidationError
 from nsightx._errors import ResultSchemaError
 from nsightx._results.integrity import check_result
 from nsightx._results.parquetcheck import columns_fit, ints, text
+from nsightx._results.parquetparts import LENGTHS_KEY, lengths, read_parts
+from nsightx._results.parquettable import BATCH, table_columns, type_name
 from nsightx._results.parquetwrite import (
     DIGEST_KEY,
+    FROM_RECORDS,
+    FROM_TABLE,
     KIND_BOOL,
     KIND_FLOAT,
     KIND_INT,
@@ -35,7 +41,10 @@ from nsightx._results.parquetwrite import (
     META_KEY,
     PARQUET_FORMAT,
     PARTS,
+    RECORD_FIELDS,
+    SHARED_KEY,
     digest,
+    same_column,
 )
 from nsightx._results.schema import SCHEMA_VERSION, PlanInfo, ResultData, describe_errors
 from nsightx._results.store import (
@@ -44,12 +53,12 @@ from nsightx._results.store import (
     RegionColumns,
     ResultColumns,
     RunColumns,
-    Text,
     ValueColumns,
 )
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from nsightx._results.records import Scalar
 
@@ -118,22 +127,34 @@ def parse_parquet(data: bytes | Path, source: str) -> tuple[ResultData, ResultCo
     Raises:
         ResultSchemaError: the first problem found (see the module docstring).
     """
-    import pyarrow as pa
+    with _system_pool():
+        return _parse(data, source)
 
-    try:
-        meta, tables = _read_tables(data, source)
-    except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, IndexError, OverflowError) as e:
-        if isinstance(e, ResultSchemaError):
-            raise
-        raise ResultSchemaError(
-            f"{source} is not a whole nsightx result: the Parquet file cannot be read ({type(e).__name__}: "
-            f"{str(e)[:200]}); it was cut short or damaged (a full disk, an interrupted copy, a changed byte)"
-        ) from None
-    for name, table in tables.items():
-        _check_columns(name, table, source)
-    shell = _shell(meta, source)
-    check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
-    columns = _result_columns(tables, source)  # empties ``tables``: each Arrow table goes once converted
+
+def _parse(data: bytes | Path, source: str) -> tuple[ResultData, ResultColumns]:
+    """:func:`parse_parquet`, under the pool it picks."""
+    with _unreadable(source):
+        file, metadata = _open(data)
+    with file:
+        sizes = lengths(metadata.get(LENGTHS_KEY.encode()), len(PARTS), source)
+        if sizes is None:  # format 1: the parts are in the footer
+            blobs = [metadata.get(f"nsightx.{p}".encode(), b"") for p in PARTS]
+        else:
+            with _unreadable(source):
+                blobs = read_parts(data, sizes, source)
+        meta = _check_meta(metadata, blobs, source)
+        del metadata  # the footer's copy of each part (format 1) goes once that part is read
+        shell = _shell(meta, source)
+        check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
+        with _unreadable(source):
+            values = table_columns(file, COLUMNS["values"], source)
+    with _unreadable(source):
+        tables = {}
+        for part in PARTS:
+            tables[part] = _read_part(blobs.pop(0))
+            tables[part].validate(full=True)  # dictionary indices, offsets, UTF-8: what a changed byte breaks
+            _check_columns(part, tables[part], source, skip=meta[SHARED_KEY].get(part, ()))
+    columns = _result_columns(values, tables, meta[SHARED_KEY], source)  # empties ``tables`` as it converts
     if not columns_fit(shell.plan, columns):
         whole = shell.model_copy(update={"runs": columns.run_records(), "values": columns.run_values()})
         check_result(whole, source)  # names the first bad entry by its JSON path
@@ -141,21 +162,52 @@ def parse_parquet(data: bytes | Path, source: str) -> tuple[ResultData, ResultCo
     return shell, columns
 
 
-def _read_tables(data: bytes | Path, source: str) -> tuple[dict[str, Any], dict[str, pa.Table]]:
-    """The checked ``nsightx`` metadata and the file's tables (the values, then each side part), validated.
+_POOL_LOCK = threading.Lock()
+_pool_readers: list[Any] = [0, None]
+"""How many reads are under way and the pool that was the default before the first of them."""
 
-    Each side part's compressed bytes are dropped as soon as its table is read, and the footer with them.
+
+@contextmanager
+def _system_pool() -> Iterator[None]:
+    """Arrow's allocations while reading go to the C library's allocator, which numpy uses too.
+
+    pyarrow's default pool (mimalloc or jemalloc) keeps what it frees for its own later use: the batches it
+    decodes while reading stay resident beside the numpy arrays they become, and the numpy work after the read
+    (the checks, the DataFrame) cannot reuse them. At a million records that was about 35 MB of the load's peak
+    (issue 35). The default is set back when the last read under way ends; what Arrow allocated stays valid
+    (each buffer remembers its pool).
     """
-    main, metadata = _read_main(data)
-    meta = _check_meta(metadata, source)
-    blobs = [metadata[f"nsightx.{p}".encode()] for p in PARTS]
-    del metadata
-    tables = {"values": main}
-    for part in PARTS:
-        tables[part] = _read_part(blobs.pop(0))
-    for table in tables.values():
-        table.validate(full=True)  # dictionary indices in range, offsets, UTF-8: what a changed byte breaks
-    return meta, tables
+    import pyarrow as pa
+
+    with _POOL_LOCK:
+        if _pool_readers[0] == 0:
+            _pool_readers[1] = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _pool_readers[0] += 1
+    try:
+        yield
+    finally:
+        with _POOL_LOCK:
+            _pool_readers[0] -= 1
+            if _pool_readers[0] == 0:
+                pa.set_memory_pool(_pool_readers[1])
+                _pool_readers[1] = None
+
+
+@contextmanager
+def _unreadable(source: str) -> Iterator[None]:
+    """Turn what Arrow raises on a damaged file into one :class:`ResultSchemaError` naming ``source``."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, IndexError, OverflowError) as e:
+        if isinstance(e, ResultSchemaError):
+            raise
+        raise ResultSchemaError(
+            f"{source} is not a whole nsightx result: the Parquet file cannot be read ({type(e).__name__}: "
+            f"{str(e)[:200]}); it was cut short or damaged (a full disk, an interrupted copy, a changed byte)"
+        ) from None
 
 
 def _shell(meta: dict[str, Any], source: str) -> ResultData:
@@ -170,23 +222,33 @@ def _shell(meta: dict[str, Any], source: str) -> ResultData:
         raise ResultSchemaError(f"{source}: metadata {META_KEY!r}: {what}") from None
 
 
-def _read_main(data: bytes | Path) -> tuple[pa.Table, dict[bytes, bytes]]:
-    """The file's table (string columns as dictionaries) and its key-value metadata, page checksums verified."""
-    import pyarrow as pa
+def _open(data: bytes | Path) -> tuple[pq.ParquetFile, dict[bytes, bytes]]:
+    """The file, open for reading its table, and its key-value metadata.
+
+    String columns are read as dictionaries and page checksums verified; the footer is parsed once.
+    """
     import pyarrow.parquet as pq
 
-    where = pa.BufferReader(data) if isinstance(data, bytes) else str(data)
-    with pq.ParquetFile(where, thrift_string_size_limit=_THRIFT_LIMIT) as first:
+    with pq.ParquetFile(_source(data), thrift_string_size_limit=_THRIFT_LIMIT) as first:
         footer = first.metadata
-    names = set(footer.schema.to_arrow_schema().names)
-    with pq.ParquetFile(
-        pa.BufferReader(data) if isinstance(data, bytes) else str(data),
+    names = set(footer.schema.names)
+    file = pq.ParquetFile(
+        _source(data),
         metadata=footer,
         read_dictionary=[n for n in ("annotation", "metric", "kernel", "unit") if n in names],
         page_checksum_verification=True,
-    ) as file:
-        table = file.read(use_threads=True)
-    return table, dict(footer.metadata or {})
+        pre_buffer=False,
+        buffer_size=8 * BATCH,  # pages streamed through a small buffer, not each column chunk read whole
+    )
+    metadata = dict(footer.metadata or {})
+    return file, metadata
+
+
+def _source(data: bytes | Path) -> Any:
+    """What ``pq.ParquetFile`` opens for ``data``: a buffer over its bytes, or its path."""
+    import pyarrow as pa
+
+    return pa.BufferReader(data) if isinstance(data, bytes) else str(data)
 
 
 def _read_part(blob: bytes) -> pa.Table:
@@ -197,15 +259,14 @@ def _read_part(blob: bytes) -> pa.Table:
         return reader.read_all()
 
 
-def _check_meta(metadata: Mapping[bytes, bytes], source: str) -> dict[str, Any]:
-    """The ``nsightx`` metadata, after its digest, versions and fields were checked."""
+def _check_meta(metadata: Mapping[bytes, bytes], parts: list[bytes], source: str) -> dict[str, Any]:
+    """The ``nsightx`` metadata, once its digest (over it and the side ``parts``), versions and fields passed."""
     meta = metadata.get(META_KEY.encode())
     if meta is None:
         raise ResultSchemaError(
             f"{source} is a Parquet file but not an nsightx result: its metadata has no {META_KEY!r} key (nsightx "
             "writes one in every result); open it with pandas.read_parquet instead"
         )
-    parts = [metadata.get(f"nsightx.{p}".encode(), b"") for p in PARTS]
     if metadata.get(DIGEST_KEY.encode(), b"").decode(errors="replace") != digest(meta, parts):
         raise ResultSchemaError(
             f"{source} is not a whole nsightx result: the digest of its metadata ({DIGEST_KEY!r}) does not match "
@@ -226,20 +287,37 @@ def _check_meta(metadata: Mapping[bytes, bytes], source: str) -> dict[str, Any]:
         doc["plan"] = PlanInfo.model_validate(doc.get("plan"), strict=False)
     except ValidationError as e:
         raise ResultSchemaError(f"{source}: metadata 'plan' is not a plan: {describe_errors(e)}") from None
+    doc[SHARED_KEY] = _check_shared(doc, source)
     return doc
 
 
-def _type_name(t: pa.DataType) -> str:
-    import pyarrow as pa
+def _check_shared(doc: dict[str, Any], source: str) -> dict[str, list[str]]:
+    """The columns the records take from the table and the regions from the records (none in format 1)."""
+    if doc["format"] == 1:
+        return {"records": [], "regions": []}
+    got = doc.get(SHARED_KEY)
+    allowed = {"records": FROM_TABLE, "regions": FROM_RECORDS}
+    if not (
+        isinstance(got, dict)
+        and set(got) == set(allowed)
+        and all(isinstance(got[k], list) and set(got[k]) <= set(allowed[k]) for k in allowed)
+    ):
+        raise ResultSchemaError(
+            f"{source}: metadata field {SHARED_KEY!r} is {str(got)[:200]}; expected "
+            f'{{"records": [names out of {", ".join(FROM_TABLE)}], '
+            f'"regions": [names out of {", ".join(FROM_RECORDS)}]}}'
+        )
+    return {k: list(got[k]) for k in allowed}
 
-    if pa.types.is_dictionary(t):
-        return _type_name(t.value_type)
-    return "string" if pa.types.is_string(t) or pa.types.is_large_string(t) else str(t)
 
+def _check_columns(name: str, table: pa.Table, source: str, skip: Sequence[str] = (), only: str | None = None) -> None:
+    """Each column the writer writes is there, of its type, without nulls where it writes none.
 
-def _check_columns(name: str, table: pa.Table, source: str) -> None:
-    """Each column the writer writes is there, of its type, without nulls where it writes none."""
+    ``skip``: columns this part takes from another table (format 2); ``only``: check that column alone.
+    """
     for column, (kind, nullable) in COLUMNS[name].items():
+        if column in skip or only not in (None, column):
+            continue
         where = "the table" if name == "values" else f"part {name!r}"
         if column not in table.column_names:
             raise ResultSchemaError(
@@ -247,7 +325,7 @@ def _check_columns(name: str, table: pa.Table, source: str) -> None:
                 f"{', '.join(COLUMNS[name])} (the file was edited or written by something else)"
             )
         col = table.column(column)
-        got = _type_name(col.type)
+        got = type_name(col.type)
         if got != kind:
             raise ResultSchemaError(f"{source}: column {column!r} of {where} is {got}; expected {kind}")
         if not nullable and col.null_count:
@@ -256,12 +334,14 @@ def _check_columns(name: str, table: pa.Table, source: str) -> None:
             )
 
 
-def _result_columns(tables: dict[str, pa.Table], source: str) -> ResultColumns:
-    """The result's columns from the file's tables (each run's counts checked against the parts they count).
+def _result_columns(
+    values: dict[str, Any], tables: dict[str, pa.Table], shared: dict[str, list[str]], source: str
+) -> ResultColumns:
+    """The result's columns from the table's columns and the side parts.
 
-    ``tables`` is emptied as it goes: each Arrow table is dropped once its columns are made, so at most one is
-    held beside the columns made so far. A column of the values or the regions equal to the records' column of
-    that name (one record per region execution: the common case) is that same array, held once.
+    Each run's counts are checked against the parts they count. ``tables`` is emptied as it goes: each Arrow
+    table is dropped once its columns are made. A column a part takes from another table (format 2) is that
+    table's array; one stored again but equal (format 1) is made the same array, so it is held once either way.
     """
     runs = tables.pop("runs")
     run_columns = RunColumns(*(ints(runs.column(c)) for c in COLUMNS["runs"]))
@@ -272,44 +352,42 @@ def _result_columns(tables: dict[str, pa.Table], source: str) -> ResultColumns:
                 f"{source}: part 'runs' counts {int(n.sum())} entries, but the part it counts holds {held}; "
                 "the file was edited"
             )
+    table_rows = len(values["value"])
     rec = tables.pop("records")
+    _check_rows("records", rec.num_rows, shared["records"], table_rows, source)
     records = RecordColumns(
-        *(_column(rec, c) for c in ("annotation", "config", "run", "kernel", "metric", "value", "unit", "seq"))
+        *(values[c] if c in shared["records"] else shared_with(_column(rec, c), values.get(c)) for c in RECORD_FIELDS)
     )
     del rec
-    v = tables.pop("values")
     names = ("annotation", "config", "run", "metric", "value", "unit", "kernel")
-    values = ValueColumns(*(shared(_column(v, c), getattr(records, c)) for c in names))
-    del v
-    regions = _regions(tables.pop("regions"), records, source)
-    return ResultColumns(values, run_columns, records, regions, _collectors(tables.pop("collectors")))
+    value_columns = ValueColumns(*(shared_with(values.pop(c), getattr(records, c)) for c in names))
+    reg = tables.pop("regions")
+    _check_rows("regions", reg.num_rows, shared["regions"], records.n, source)
+    regions = _regions(reg, records, shared["regions"], source)
+    return ResultColumns(value_columns, run_columns, records, regions, _collectors(tables.pop("collectors")))
 
 
-def shared(column: Any, like: Any) -> Any:
+def _check_rows(part: str, rows: int, taken: list[str], other_rows: int, source: str) -> None:
+    """A part that takes columns from another table has that table's row count."""
+    if taken and rows != other_rows:
+        other = "the table" if part == "records" else "part 'records'"
+        raise ResultSchemaError(
+            f"{source}: part {part!r} holds {rows} rows and takes columns {', '.join(taken)} from {other}, which "
+            f"holds {other_rows}; expected the same count (the file was edited)"
+        )
+
+
+def shared_with(column: Any, like: Any) -> Any:
     """``like`` where it holds exactly what ``column`` holds (so that one array is kept, not two), else ``column``.
 
-    Both are a :class:`~nsightx._results.store.Text` or both numpy arrays of one type; floats are compared by
-    their bits (``-0.0`` is not ``0.0``, a NaN equals the same NaN), so the shared column reads back the same.
+    See :func:`~nsightx._results.parquetwrite.same_column` for what counts as the same.
     """
-    if isinstance(column, Text):
-        same = isinstance(like, Text) and column.names == like.names and _equal(column.codes, like.codes)
-    else:
-        same = isinstance(like, np.ndarray) and _equal(column, like)
-    return like if same else column
-
-
-def _equal(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
-    """Whether two arrays have one type, one shape and the same bits."""
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind == "f":
-        return bool(np.array_equal(a.view(f"i{a.dtype.itemsize}"), b.view(f"i{b.dtype.itemsize}")))
-    return bool(np.array_equal(a, b))
+    return like if like is not None and same_column(column, like) else column
 
 
 def _column(table: pa.Table, name: str) -> Any:
     """One column of a checked table as the columns hold it: strings as :class:`Text`, numbers as numpy."""
-    kind = _type_name(table.column(name).type)
+    kind = type_name(table.column(name).type)
     col = table.column(name)
     if kind == "string":
         return text(col)
@@ -320,10 +398,11 @@ def _column(table: pa.Table, name: str) -> Any:
     return ints(col)
 
 
-def _regions(table: pa.Table, records: RecordColumns, source: str) -> RegionColumns:
+def _regions(table: pa.Table, records: RecordColumns, taken: list[str], source: str) -> RegionColumns:
     """The region executions; attributes decoded from their JSON (only where a row has any).
 
-    The annotation, config and run columns are the records' own arrays where they are equal (:func:`shared`).
+    The annotation, config and run columns are the records' own arrays where the part takes them from the records
+    (``taken``) or they are equal (:func:`shared_with`).
     """
     attributes = table.column("attributes")
     attrs: list[Mapping[str, Scalar]] | None = None
@@ -334,7 +413,10 @@ def _regions(table: pa.Table, records: RecordColumns, source: str) -> RegionColu
             raise ResultSchemaError(
                 f"{source}: column 'attributes' of part 'regions' holds {e}; expected JSON objects"
             ) from None
-    annotation, config, run = (shared(_column(table, c), getattr(records, c)) for c in ("annotation", "config", "run"))
+    annotation, config, run = (
+        getattr(records, c) if c in taken else shared_with(_column(table, c), getattr(records, c))
+        for c in ("annotation", "config", "run")
+    )
     host_ns, failed = _column(table, "host_ns"), _column(table, "failed")
     return RegionColumns(annotation, config, run, host_ns, failed, attrs)
 

@@ -199,9 +199,9 @@ class ProfileResults:
     def save(self, path: str | Path) -> Path:
         """Write the result to ``path``; read it back with :func:`nsightx.load`.
 
-        The suffix picks the format: ``.parquet`` a Parquet file (columnar: about 20 bytes per record, and
+        The suffix picks the format: ``.parquet`` a Parquet file (columnar: about 11 bytes per record, and
         ``pandas.read_parquet(path)`` returns the per-run values with the parameter columns; the records, regions,
-        collector values, plan and environment travel in its metadata, see
+        collector values, plan and environment travel in the same file, see
         :mod:`nsightx._results.parquetwrite`); any other suffix (``.json``) the schema 1 JSON of earlier versions.
         The file is written atomically (a temporary file in the same folder, then ``os.replace``): a reader or
         a crash sees the old file or the whole new one, never a part. Missing parent folders are created.

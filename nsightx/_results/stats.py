@@ -175,8 +175,8 @@ def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = N
         logs = np.log(x if (x > 0.0).all() else np.where(x > 0.0, x, 1.0))
         n = np.bincount(g, minlength=count)
         log_mean = np.bincount(g, weights=logs, minlength=count) / n
-        dev = logs - log_mean[g]
-        log_var = np.bincount(g, weights=dev * dev, minlength=count) / (n - 1)
+        dev = np.subtract(logs, log_mean[g], out=logs)  # in place: at a million values each array is 8 MB
+        log_var = np.bincount(g, weights=np.multiply(dev, dev, out=dev), minlength=count) / (n - 1)
     bad = ~(minimum > 0.0) | (n < 2)
     log_mean[bad] = np.nan
     log_var[bad] = np.nan

@@ -24,6 +24,7 @@ import pytest
 
 import nsightx
 from nsightx import ResultSchemaError
+from nsightx._results.parquetparts import LENGTHS_KEY, read_parts, with_parts
 from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._results.schema import PlanInfo
@@ -179,15 +180,27 @@ def test_columns_give_back_the_objects_they_were_made_from():
     ]
 
 
-def _rewrite(src: Path, dst: Path, edit) -> Path:
-    """Write ``dst``: the file's table changed by ``edit`` (a function of the table), its metadata kept."""
-    file = pq.ParquetFile(src)
-    metadata = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
-    table = edit(file.read())
-    with pq.ParquetWriter(dst, table.schema) as writer:
+def _parts(src: Path) -> list[bytes]:
+    """The side parts of the format-2 file ``src`` (the bytes before its footer)."""
+    sizes = json.loads(pq.ParquetFile(src).metadata.metadata[LENGTHS_KEY.encode()])
+    return read_parts(src, sizes, "src")
+
+
+def _write(dst: Path, table: pa.Table, metadata: dict[bytes, bytes], parts: list[bytes]) -> Path:
+    """Write ``table`` with ``metadata`` to ``dst`` and ``parts`` before its footer, as nsightx lays them out."""
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata(metadata)
+    dst.write_bytes(with_parts(sink.getvalue(), parts))
     return dst
+
+
+def _rewrite(src: Path, dst: Path, edit) -> Path:
+    """Write ``dst``: the file's table changed by ``edit`` (a function of the table), its metadata and parts kept."""
+    file = pq.ParquetFile(src)
+    metadata = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+    return _write(dst, edit(file.read()), metadata, _parts(src))
 
 
 def _duplicate_first_row(t: pa.Table) -> pa.Table:
@@ -228,15 +241,11 @@ def _with_meta(src: Path, dst: Path, key: bytes, change) -> Path:
     file = pq.ParquetFile(src)
     metadata = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
     metadata[key] = change(metadata[key])
-    table = file.read()
-    with pq.ParquetWriter(dst, table.schema) as writer:
-        writer.write_table(table)
-        writer.add_key_value_metadata(metadata)
-    return dst
+    return _write(dst, file.read(), metadata, _parts(src))
 
 
 def test_edited_metadata_is_refused_by_its_digest_and_a_newer_schema_asks_for_an_upgrade(tmp_path: Path):
-    from nsightx._results.parquetwrite import DIGEST_KEY, PARTS, digest
+    from nsightx._results.parquetwrite import DIGEST_KEY, digest
 
     src = _synthetic().save(tmp_path / "r.parquet")
     edited = _with_meta(
@@ -250,9 +259,8 @@ def test_edited_metadata_is_refused_by_its_digest_and_a_newer_schema_asks_for_an
         doc["schema_version"] = 2
         return json.dumps(doc).encode()
 
-    file = pq.ParquetFile(src).metadata.metadata
-    meta = newer(file[b"nsightx"])
-    parts = [file[f"nsightx.{p}".encode()] for p in PARTS]
+    meta = newer(pq.ParquetFile(src).metadata.metadata[b"nsightx"])
+    parts = _parts(src)
     step = _with_meta(src, tmp_path / "n1.parquet", b"nsightx", lambda _: meta)
     signed = _with_meta(step, tmp_path / "n.parquet", DIGEST_KEY.encode(), lambda _: digest(meta, parts).encode())
     with pytest.raises(ResultSchemaError, match=r"schema_version 2; this nsightx reads up to 1; upgrade nsightx"):

@@ -7,6 +7,8 @@ are not shared. Frames and values stay exactly what they were.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -62,14 +64,12 @@ def test_a_loaded_result_holds_each_equal_column_once_with_narrow_codes(tmp_path
 
 def test_columns_equal_as_numbers_but_not_in_bits_are_not_shared(tmp_path: Path):
     res = _host_result(2, [0.0, 5.0])
-    table = tmp_path / "r.parquet"
-    res.save(table)
-    t = pq.read_table(table)  # the per-run values say -0.0 where the records say 0.0 (a derive could do that)
-    meta = pq.read_metadata(table).metadata
-    value = t.column("value").to_numpy().copy()
+    c = res.columns  # the per-run values say -0.0 where the records say 0.0 (a derive could do that)
+    value = c.values.value.copy()
     value[value == 0.0] = -0.0
-    t = t.set_column(t.schema.get_field_index("value"), "value", [value]).replace_schema_metadata(meta)
-    pq.write_table(t, table, compression="zstd", write_page_checksum=True)
+    odd = ProfileResults.from_columns(res.data, replace(c, values=replace(c.values, value=value)))
+    table = odd.save(tmp_path / "r.parquet")
+    assert "value" not in json.loads(pq.read_metadata(table).metadata[b"nsightx"])["shared"]["records"]
     back = nsightx.load(table)
     assert back.columns.values.value is not back.columns.records.value
     assert np.signbit(back.columns.values.value).any() and not np.signbit(back.columns.records.value).any()
