@@ -9,6 +9,11 @@ preallocated columns instead (``array`` and a list of the names, the same string
 loop's run state appends to them as each region closes, and the result reads them as numpy arrays
 (:meth:`RunBlock.parts`). The rows and objects those runs stand for are made only if something asks for them
 (:meth:`RunBlock.rows`), equal to those the run loop made before.
+
+A run may also hold RUN-scope collector values (the nvml plugin's, the thermal guard's pause): the loop appends
+each run's collector rows to one flat list (:attr:`RunBlock.values`) and their number to :attr:`RunBlock.n_values`,
+so those runs too are stored without a row, a list or an output object per run, and the result reads the values'
+columns in one pass.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nsightx._results.rows import RunRow
+from nsightx._results.rows import CollectorRow, RunRow
 from nsightx._results.store import (
     CollectorColumns,
     RecordColumns,
@@ -60,14 +65,22 @@ class RunBlock:
         """Per region, its host nanoseconds."""
         self.failed = bytearray()
         """Per region, 1 when it closed with an exception."""
+        self.values: list[CollectorRow] = []
+        """Per collector value, its row (the runs' RUN-scope values, one run after the other)."""
+        self.n_values = array("q")
+        """Per run, how many of :attr:`values` it holds; empty when no run of the block holds any (all zero)."""
 
     def __len__(self) -> int:
         return len(self.counts)
 
     def seal(self) -> None:
-        """Cut the columns back to the regions of the counted runs (a run that raised left its regions after them)."""
+        """Cut the columns back to the regions and values of the counted runs (a run that raised left its own after
+        them, and a run stopped between its values and its count has values but no count)."""
         total = sum(self.counts)
         del self.names[total:], self.host_ns[total:], self.failed[total:]
+        if self.n_values:
+            del self.n_values[len(self.counts) :]
+            del self.values[sum(self.n_values) :]
 
     def _regions(self) -> tuple[int, list[int]]:
         """How many regions the block's runs hold, and the runs' counts."""
@@ -80,7 +93,8 @@ class RunBlock:
         total, counts = self._regions()
         regions = list(zip(self.names[:total], self.host_ns[:total], map(bool, self.failed[:total]), strict=True))
         out: list[RunRow] = []
-        start = 0
+        start = at = 0
+        values, n_values = self.values, self.n_values.tolist() or [0] * len(counts)
         for i, n in enumerate(counts):
             run, own = first + i, tuple(regions[start : start + n])
             start += n
@@ -88,7 +102,9 @@ class RunBlock:
             if record is not None:
                 kernel, metric, unit = record
                 records = [(name, config, run, kernel, metric, float(ns), unit, 0) for name, ns, _ in own]
-            out.append((config, run, records, own, {}, ()))
+            k = n_values[i]
+            out.append((config, run, records, own, {}, tuple(values[at : at + k])))
+            at += k
         return out
 
     def last_row(self) -> RunRow | None:
@@ -109,7 +125,10 @@ class RunBlock:
         names = Text.of(self.names[:total], total)
         region_runs = np.repeat(run_ids, n_regions)
         regions = RegionColumns(names, np.full(total, self.config, np.int64), region_runs, ns, failed, None)
-        runs = RunColumns(configs, run_ids, n_regions.copy(), n_regions, np.zeros(n_runs, np.int64))
+        n_values = np.zeros(n_runs, np.int64)
+        if self.n_values:
+            n_values = np.frombuffer(self.n_values, np.int64, n_runs).copy()
+        runs = RunColumns(configs, run_ids, n_regions.copy(), n_regions, n_values)
         if self.record is None:
             runs = RunColumns(configs, run_ids, np.zeros(n_runs, np.int64), n_regions, runs.n_collectors)
             records = RecordColumns.of_rows([])
@@ -125,7 +144,14 @@ class RunBlock:
                 _constant(unit, total),
                 np.zeros(total, np.int64),
             )
-        return RunParts(runs, records, regions, CollectorColumns([], [], [], [], [], []))
+        values = self.values[: int(n_values.sum())]
+        collectors = CollectorColumns(*map(list, zip(*values, strict=True))) if values else _no_values()
+        return RunParts(runs, records, regions, collectors)
+
+
+def _no_values() -> CollectorColumns:
+    """Empty collector columns (new lists each time: a result's columns are its own)."""
+    return CollectorColumns([], [], [], [], [], [])
 
 
 def _constant(name: str | None, n: int) -> Text:

@@ -46,6 +46,7 @@ from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._run.device import use_device
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
+from nsightx._run.runvalues import RunValues
 from nsightx._run.thermal import NoGuard, make_guard
 
 
@@ -59,6 +60,9 @@ class _Gathered(NamedTuple):
     annotation: str | None
     result: Any
 
+
+_gathered: Callable[[tuple[Any, ...]], _Gathered] = functools.partial(tuple.__new__, _Gathered)
+"""A :class:`_Gathered` from the tuple of its fields, without the generated ``__new__`` (a call before every run)."""
 
 _FAILED = object()
 """The result of a collector that raised (its column is None for that run)."""
@@ -77,6 +81,10 @@ def _add_rows(
     """
     if result is _FAILED:
         out.append((name, scope, config, run, annotation, None))
+    elif type(result) is RunValues:
+        out += [(k, scope, config, run, annotation, v) for k, v in _shared_pairs(result)]
+        value = result.value
+        out.append((result.name, scope, config, run, annotation, value if type(value) in _PLAIN_TYPES else to_scalar(value)))
     elif type(result) is dict:  # _call copied every mapping into a dict
         plain, scalar = _PLAIN_TYPES, to_scalar
         out += [
@@ -85,6 +93,31 @@ def _add_rows(
         ]
     else:
         out.append((name, scope, config, run, annotation, to_scalar(result)))
+
+
+_shared: list[Any] = [None, None, ()]
+"""The last :class:`RunValues` mapping :func:`_shared_pairs` converted: [mapping, own name, its pairs]."""
+
+
+def _shared_pairs(values: RunValues) -> tuple[tuple[str, Scalar], ...]:
+    """The (column, scalar) pairs of ``values.shared`` without ``values.name``, converted once per shared mapping.
+
+    The runs that share a mapping (the nvml sampler's latest sample) share its conversion: a run converts nothing
+    until a new mapping comes. The mapping is kept referenced, so its identity is not reused by another one.
+    """
+    shared, name = values.shared, values.name
+    last = _shared
+    if last[0] is shared and last[1] == name:
+        pairs: tuple[tuple[str, Scalar], ...] = last[2]
+        return pairs
+    plain = _PLAIN_TYPES
+    pairs = tuple(
+        (k if type(k) is str else str(k), v if type(v) in plain else to_scalar(v))
+        for k, v in shared.items()
+        if k != name
+    )
+    last[:] = [shared, name, pairs]
+    return pairs
 
 
 class _Collectors:
@@ -161,11 +194,14 @@ class _Collectors:
     def collect_run(self, config: int, run: int) -> list[CollectorRow]:
         """Call the RUN collectors for run ``run`` of ``config`` and return their values as rows, at once.
 
-        This runs before every measured run, between two launches of a host-bound sweep: no gathered answer is
-        kept (as :meth:`gather` keeps one), no keyword mapping is built, the rows are made here.
+        This runs before every measured run, between two launches of a host-bound sweep: no keyword mapping is
+        built, and the rows are made here, except for an answer that is a
+        :class:`~nsightx._run.runvalues.RunValues`: that one is kept as it is (as :meth:`gather` keeps an answer)
+        and made into rows by :meth:`materialize` when the run is written, off the measured path of a deferred
+        session.
         """
         ctx = self._context(_RUN_SCOPE, config, run, None)
-        out: list[CollectorRow] = []
+        out: list[Any] = []
         for c in self.by_scope[_RUN_SCOPE]:
             _add_rows(out, c.name, _RUN, config, run, None, self._call(c, ctx))
         return out
@@ -228,6 +264,8 @@ class _Collectors:
         except Exception as e:  # a collector must never cost a run
             self._warn(c, f"{ctx.scope.value} scope", e)
             return _FAILED
+        if type(result) is RunValues:  # its shared mapping is not copied (it must not change, see RunValues)
+            return result
         return dict(result) if type(result) is dict or isinstance(result, Mapping) else result
 
     def _warn(self, c: CollectorLike, where: str, e: Exception) -> None:
@@ -432,9 +470,12 @@ class _Sweep:
         plain = fixed is not None and not (each_run or batched or observe or self.rule.records_reason)
         r, reason = 0, None
         while reason is None:
-            if r == 1 and plain and self.runner.plain:  # run 0 went this way: config values, baseline check
-                r = self._plain_runs(ci, 1, fixed)  # type: ignore[arg-type]  # plain: fixed is an int
-                break
+            if r == 1 and plain and runner.blockable:  # run 0 went this way: config values, baseline check
+                block = None if runner.plain else self._open_block(ci, 1)  # run values: a block, or this loop
+                if block is not None or runner.plain:  # plain: fixed is an int
+                    stop: int = fixed  # type: ignore[assignment]
+                    r = self._plain_runs(ci, 1, stop) if block is None else self._block_runs(ci, 1, stop, block)
+                    break
             state, output, values = runner.run(ci, r)
             progress.advance()
             if each_run:
@@ -539,6 +580,10 @@ class _Sweep:
         (issue 35). A run that raises is not counted, so its regions are not part of the block (the block is cut
         back to its counted runs at the end, however the loop ends). The heap's checkpoints come after the same runs
         as in :meth:`_plain_runs`: they free the cycles the user's function dropped. Returns ``stop``.
+
+        Runs with a thermal guard or RUN collectors come here too (the nvml plugin's): before each, the guard's
+        check and the run's values, as :meth:`_Runner.run` makes them; the values go into the block's value column
+        with the run (a run that raises leaves none), the rest of the run as for a plain one.
         """
         plan, context, progress, new_state = self.plan, _context, self.progress, _context.ColumnRunState
         session, shown, advance = self.session, progress.enabled, progress.advance
@@ -546,10 +591,16 @@ class _Sweep:
         function, args, invoke = plan.function, plan.configs[ci], self.runner.invoke
         names, append = block.names, block.counts.append
         columns = (names, block.host_ns, block.failed)
+        before, values_of = self.runner.run_values()
+        add_values, count_values = block.values.extend, block.n_values.append
         mark = finished = told = 0
         due = heap.until_checkpoint()
         try:
             for r in range(start, stop):
+                if before is not None:
+                    before()
+                if values_of is not None:
+                    values = values_of(ci, r)
                 state = new_state(session, ci, r, columns)
                 previous = context._current  # restored, not cleared (see _Runner.run)
                 context._current = state
@@ -559,6 +610,9 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
+                if values_of is not None:
+                    add_values(values)
+                    count_values(len(values))
                 n = len(names)
                 append(n - mark)  # the run is stored
                 mark = n
@@ -705,8 +759,23 @@ class _Runner:
         self.asks_annotation = bool(collectors.by_scope[CollectionScope.ANNOTATION])
         self.prepares = type(session).start_run is not Session.start_run
         """Whether the session prepares its runs (the host session does not: no call then)."""
-        self.plain = not (self.guarded or self.prepares or self.asks_run or self.asks_annotation)
+        self.blockable = not (self.prepares or self.asks_annotation)
+        """Whether a measured run is the user's call, after the guard's check and the RUN values at most (see
+        :meth:`_Sweep._block_runs`)."""
+        self.plain = self.blockable and not (self.guarded or self.asks_run)
         """Whether a measured run is the call of the user's function alone (see :meth:`_Sweep._plain_runs`)."""
+
+    def run_values(self) -> tuple[Callable[[], None] | None, Callable[[int, int], list[Any]] | None]:
+        """What a measured run calls before it starts, as :meth:`run` calls it: the guard's check and the maker of
+        its values (the guard's, then the RUN collectors' rows), each ``None`` when there is nothing to call."""
+        guard, collectors = self.guard, self.collectors
+        before = guard.before_run if self.guarded else None
+        if self.guarded and self.asks_run:
+            take, collect = guard.take_values, collectors.collect_run
+            return before, lambda ci, r: take(ci, r) + collect(ci, r)
+        if self.guarded:
+            return before, guard.take_values
+        return None, collectors.collect_run if self.asks_run else None
 
     def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
         """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""
