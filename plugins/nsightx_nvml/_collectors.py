@@ -40,6 +40,9 @@ STALE_SAMPLE_S = 0.05
 """A run whose latest sample is older than this (the sampler parked while the host waited for a long run) has
 its values read at once, on the calling thread: ~0.2 ms on a busy H200, under 0.5% of a run that came so late."""
 
+_perf_counter_ns = time.perf_counter_ns
+"""Bound once: :meth:`RunConditions.collect` reads the clock before every run."""
+
 TEMPERATURE_MAX_AGE_S = 0.5
 """The thermal guard takes the sampler's temperature when it is at most this old, else reads NVML itself.
 Temperature moves by about a degree per second under load; the guard's band is several degrees wide."""
@@ -238,12 +241,11 @@ class RunConditions:
         (the run loop makes them rows when it writes the run): whether the sampler still runs (for a process, a ``waitpid``) is asked only once its
         latest sample is stale, which is also how a sampler that died is noticed.
         """
-        now = time.perf_counter_ns()
+        now = _perf_counter_ns()
         sampler = self._samplers.get(ctx.device)
         if sampler is None:
             return self._direct(ctx, now)
-        sampler.demand(now)
-        sample = sampler.latest()
+        sample = sampler.demand_latest(now)
         if sample is None or now - sample.taken_ns > STALE_SAMPLE_S * 1e9:
             if not sampler.running:  # it does not sample (its process ended, or no period): read here
                 return self._direct(ctx, now)
