@@ -112,8 +112,8 @@ if TYPE_CHECKING:
     from nsightx._run.device import GpuInfo
     from nsightx._run.device import visible as visible_gpus
     from nsightx._run.plan import Plan
-    from nsightx._run.runvalues import RunValues
     from nsightx._run.provenance import cpu_model, git_state
+    from nsightx._run.runvalues import RunValues
     from nsightx._run.thermal import TemperatureSource, ThermalReading, ThermalSettings
 
 _SOURCES: dict[str, tuple[str, ...]] = {

@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from nsightx._results.rows import CollectorRow, RunRow
+from nsightx._enums import CollectionScope
+from nsightx._results.records import Scalar
+from nsightx._results.rows import RunRow
 from nsightx._results.store import (
     CollectorColumns,
     RecordColumns,
@@ -33,6 +35,9 @@ from nsightx._results.store import (
     RunParts,
     Text,
 )
+
+_RUN = CollectionScope.RUN.value
+"""The scope of every collector value a block holds."""
 
 TimedRecord = tuple[str, str, "str | None"]
 """(kernel, metric, unit) of the one record a session makes of each region's host time (value: the nanoseconds as a
@@ -65,8 +70,10 @@ class RunBlock:
         """Per region, its host nanoseconds."""
         self.failed = bytearray()
         """Per region, 1 when it closed with an exception."""
-        self.values: list[CollectorRow] = []
-        """Per collector value, its row (the runs' RUN-scope values, one run after the other)."""
+        self.value_names: list[str] = []
+        """Per RUN-scope collector value of the runs (one run after the other), its column name."""
+        self.values: list[Scalar] = []
+        """Per RUN-scope collector value, the value (its scope is ``run``, its config and run its run's)."""
         self.n_values = array("q")
         """Per run, how many of :attr:`values` it holds; empty when no run of the block holds any (all zero)."""
 
@@ -74,13 +81,16 @@ class RunBlock:
         return len(self.counts)
 
     def seal(self) -> None:
-        """Cut the columns back to the regions and values of the counted runs (a run that raised left its own after
-        them, and a run stopped between its values and its count has values but no count)."""
+        """Cut the columns back to the regions and values of the counted runs.
+
+        A run that raised left its regions after them; a run stopped between its values and its count, its values.
+        """
         total = sum(self.counts)
         del self.names[total:], self.host_ns[total:], self.failed[total:]
-        if self.n_values:
+        if self.n_values or self.values:
             del self.n_values[len(self.counts) :]
-            del self.values[sum(self.n_values) :]
+            n = sum(self.n_values)
+            del self.value_names[n:], self.values[n:]
 
     def _regions(self) -> tuple[int, list[int]]:
         """How many regions the block's runs hold, and the runs' counts."""
@@ -94,7 +104,7 @@ class RunBlock:
         regions = list(zip(self.names[:total], self.host_ns[:total], map(bool, self.failed[:total]), strict=True))
         out: list[RunRow] = []
         start = at = 0
-        values, n_values = self.values, self.n_values.tolist() or [0] * len(counts)
+        names, values, n_values = self.value_names, self.values, self.n_values.tolist() or [0] * len(counts)
         for i, n in enumerate(counts):
             run, own = first + i, tuple(regions[start : start + n])
             start += n
@@ -103,7 +113,9 @@ class RunBlock:
                 kernel, metric, unit = record
                 records = [(name, config, run, kernel, metric, float(ns), unit, 0) for name, ns, _ in own]
             k = n_values[i]
-            out.append((config, run, records, own, {}, tuple(values[at : at + k])))
+            pairs = zip(names[at : at + k], values[at : at + k], strict=True)
+            own_values = tuple((name, _RUN, config, run, None, v) for name, v in pairs)
+            out.append((config, run, records, own, {}, own_values))
             at += k
         return out
 
@@ -144,14 +156,16 @@ class RunBlock:
                 _constant(unit, total),
                 np.zeros(total, np.int64),
             )
-        values = self.values[: int(n_values.sum())]
-        collectors = CollectorColumns(*map(list, zip(*values, strict=True))) if values else _no_values()
+        n = int(n_values.sum())
+        collectors = CollectorColumns(
+            self.value_names[:n],
+            [_RUN] * n,
+            [self.config] * n,
+            np.repeat(run_ids, n_values).tolist(),
+            [None] * n,
+            self.values[:n],
+        )
         return RunParts(runs, records, regions, collectors)
-
-
-def _no_values() -> CollectorColumns:
-    """Empty collector columns (new lists each time: a result's columns are its own)."""
-    return CollectorColumns([], [], [], [], [], [])
 
 
 def _constant(name: str | None, n: int) -> Text:

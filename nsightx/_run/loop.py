@@ -82,9 +82,12 @@ def _add_rows(
     if result is _FAILED:
         out.append((name, scope, config, run, annotation, None))
     elif type(result) is RunValues:
-        out += [(k, scope, config, run, annotation, v) for k, v in _shared_pairs(result)]
+        keys, values = _shared_columns(result)
+        out += [(k, scope, config, run, annotation, v) for k, v in zip(keys, values, strict=True)]
         value = result.value
-        out.append((result.name, scope, config, run, annotation, value if type(value) in _PLAIN_TYPES else to_scalar(value)))
+        out.append(
+            (result.name, scope, config, run, annotation, value if type(value) in _PLAIN_TYPES else to_scalar(value))
+        )
     elif type(result) is dict:  # _call copied every mapping into a dict
         plain, scalar = _PLAIN_TYPES, to_scalar
         out += [
@@ -95,12 +98,12 @@ def _add_rows(
         out.append((name, scope, config, run, annotation, to_scalar(result)))
 
 
-_shared: list[Any] = [None, None, ()]
-"""The last :class:`RunValues` mapping :func:`_shared_pairs` converted: [mapping, own name, its pairs]."""
+_shared: list[Any] = [None, None, (), ()]
+"""The last :class:`RunValues` mapping :func:`_shared_columns` converted: [mapping, own name, its keys, values]."""
 
 
-def _shared_pairs(values: RunValues) -> tuple[tuple[str, Scalar], ...]:
-    """The (column, scalar) pairs of ``values.shared`` without ``values.name``, converted once per shared mapping.
+def _shared_columns(values: RunValues) -> tuple[tuple[str, ...], tuple[Scalar, ...]]:
+    """The columns and scalars of ``values.shared`` without ``values.name``, converted once per shared mapping.
 
     The runs that share a mapping (the nvml sampler's latest sample) share its conversion: a run converts nothing
     until a new mapping comes. The mapping is kept referenced, so its identity is not reused by another one.
@@ -108,16 +111,12 @@ def _shared_pairs(values: RunValues) -> tuple[tuple[str, Scalar], ...]:
     shared, name = values.shared, values.name
     last = _shared
     if last[0] is shared and last[1] == name:
-        pairs: tuple[tuple[str, Scalar], ...] = last[2]
-        return pairs
+        return last[2], last[3]
     plain = _PLAIN_TYPES
-    pairs = tuple(
-        (k if type(k) is str else str(k), v if type(v) in plain else to_scalar(v))
-        for k, v in shared.items()
-        if k != name
-    )
-    last[:] = [shared, name, pairs]
-    return pairs
+    keys = tuple(k if type(k) is str else str(k) for k in shared if k != name)
+    scalars = tuple(v if type(v) in plain else to_scalar(v) for k, v in shared.items() if k != name)
+    last[:] = [shared, name, keys, scalars]
+    return keys, scalars
 
 
 class _Collectors:
@@ -205,6 +204,32 @@ class _Collectors:
         for c in self.by_scope[_RUN_SCOPE]:
             _add_rows(out, c.name, _RUN, config, run, None, self._call(c, ctx))
         return out
+
+    def collect_run_into(self, config: int, run: int, names: list[str], values: list[Scalar]) -> int:
+        """:meth:`collect_run` into two columns: each row's name appended to ``names``, its value to ``values``.
+
+        For a run whose values are stored as columns (a run block's): their scope, config and run are the run's,
+        so only names and values are kept, and no row is made. Returns how many values were appended.
+        """
+        ctx = self._context(_RUN_SCOPE, config, run, None)
+        count = len(names)
+        for c in self.by_scope[_RUN_SCOPE]:
+            result = self._call(c, ctx)
+            if type(result) is RunValues:
+                keys, scalars = _shared_columns(result)
+                names += keys
+                values += scalars
+                names.append(result.name)
+                own = result.value
+                values.append(own if type(own) in _PLAIN_TYPES else to_scalar(own))
+            elif type(result) is dict:
+                plain, scalar = _PLAIN_TYPES, to_scalar
+                names += [k if type(k) is str else str(k) for k in result]
+                values += [v if type(v) in plain else scalar(v) for v in result.values()]
+            else:
+                names.append(c.name)
+                values.append(None if result is _FAILED else to_scalar(result))
+        return len(names) - count
 
     def _context(
         self, scope: CollectionScope, config: int | None, run: int | None, annotation: str | None
@@ -582,8 +607,8 @@ class _Sweep:
         as in :meth:`_plain_runs`: they free the cycles the user's function dropped. Returns ``stop``.
 
         Runs with a thermal guard or RUN collectors come here too (the nvml plugin's): before each, the guard's
-        check and the run's values, as :meth:`_Runner.run` makes them; the values go into the block's value column
-        with the run (a run that raises leaves none), the rest of the run as for a plain one.
+        check and the run's values, as :meth:`_Runner.run` makes them, into the block's value columns (names and
+        values: no row per value; a run that raises leaves none), the rest of the run as for a plain one.
         """
         plan, context, progress, new_state = self.plan, _context, self.progress, _context.ColumnRunState
         session, shown, advance = self.session, progress.enabled, progress.advance
@@ -591,16 +616,16 @@ class _Sweep:
         function, args, invoke = plan.function, plan.configs[ci], self.runner.invoke
         names, append = block.names, block.counts.append
         columns = (names, block.host_ns, block.failed)
-        before, values_of = self.runner.run_values()
-        add_values, count_values = block.values.extend, block.n_values.append
+        before, values_into = self.runner.run_values()
+        value_names, value_scalars, count_values = block.value_names, block.values, block.n_values.append
         mark = finished = told = 0
         due = heap.until_checkpoint()
         try:
             for r in range(start, stop):
                 if before is not None:
                     before()
-                if values_of is not None:
-                    values = values_of(ci, r)
+                if values_into is not None:
+                    k = values_into(ci, r, value_names, value_scalars)
                 state = new_state(session, ci, r, columns)
                 previous = context._current  # restored, not cleared (see _Runner.run)
                 context._current = state
@@ -610,9 +635,8 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
-                if values_of is not None:
-                    add_values(values)
-                    count_values(len(values))
+                if values_into is not None:
+                    count_values(k)
                 n = len(names)
                 append(n - mark)  # the run is stored
                 mark = n
@@ -738,6 +762,10 @@ def _records_adapter() -> TypeAdapter[list[Record]]:
     return TypeAdapter(list[Record])
 
 
+_ValuesInto = Callable[[int, int, list[str], list[Scalar]], int]
+"""Appends the values of run (config, run) to a name and a value column; returns how many."""
+
+
 class _Runner:
     """One run of the user's function: thermal guard, run preparation, RUN collectors, the call itself.
 
@@ -765,17 +793,24 @@ class _Runner:
         self.plain = self.blockable and not (self.guarded or self.asks_run)
         """Whether a measured run is the call of the user's function alone (see :meth:`_Sweep._plain_runs`)."""
 
-    def run_values(self) -> tuple[Callable[[], None] | None, Callable[[int, int], list[Any]] | None]:
-        """What a measured run calls before it starts, as :meth:`run` calls it: the guard's check and the maker of
-        its values (the guard's, then the RUN collectors' rows), each ``None`` when there is nothing to call."""
-        guard, collectors = self.guard, self.collectors
-        before = guard.before_run if self.guarded else None
-        if self.guarded and self.asks_run:
-            take, collect = guard.take_values, collectors.collect_run
-            return before, lambda ci, r: take(ci, r) + collect(ci, r)
-        if self.guarded:
-            return before, guard.take_values
-        return None, collectors.collect_run if self.asks_run else None
+    def run_values(self) -> tuple[Callable[[], None] | None, _ValuesInto | None]:
+        """What a measured run calls before it starts, as :meth:`run` calls it, each ``None`` when there is none.
+
+        The guard's check, and what appends the run's values (the guard's, then the RUN collectors') to a name and
+        a value column and returns how many (see :meth:`_Collectors.collect_run_into`).
+        """
+        guard, collect = self.guard, self.collectors.collect_run_into
+        if not self.guarded:
+            return None, collect if self.asks_run else None
+        take, asks_run = guard.take_values, self.asks_run
+
+        def values_into(ci: int, r: int, names: list[str], values: list[Scalar]) -> int:
+            rows = take(ci, r)
+            names += [row[0] for row in rows]
+            values += [row[5] for row in rows]
+            return len(rows) + collect(ci, r, names, values) if asks_run else len(rows)
+
+        return guard.before_run, values_into
 
     def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
         """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""

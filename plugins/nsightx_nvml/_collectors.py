@@ -236,10 +236,11 @@ class RunConditions:
         """The readings the run starts with, or no columns when NVML is unavailable.
 
         Before every run of a started call this is a dictionary look-up, one clock read, a write and a read of the
-        shared sample (:meth:`~nsightx_nvml._sampler.ProcessSampler.demand`, ``latest``: one 8-byte read while no
-        new sample came) and a :class:`~nsightx.ext.RunValues` of the sample's values, not copied, and their age
-        (the run loop makes them rows when it writes the run): whether the sampler still runs (for a process, a ``waitpid``) is asked only once its
-        latest sample is stale, which is also how a sampler that died is noticed.
+        shared sample (:meth:`~nsightx_nvml._sampler.ProcessSampler.demand_latest`: the same sample object while
+        no new one came) and a :class:`~nsightx.ext.RunValues` of the sample's values, not copied, and their age
+        (the run loop converts a sample's values once for all its runs). Whether the sampler still runs (for a
+        process, a ``waitpid``) is asked only once its latest sample is stale, which is also how a sampler that
+        died is noticed.
         """
         now = _perf_counter_ns()
         sampler = self._samplers.get(ctx.device)
