@@ -9,7 +9,9 @@ Everything here between two runs sits on the measured path of a host-bound workl
 deferred session's last wait on the path of the whole call, so the loop keeps that work small: collector answers
 become rows while the GPU still works, and each run goes to the sink as plain tuples (:func:`_run_row`), made into
 record objects only when something reads them. A run that is the user's call alone (the common case: a fixed
-count, no guard, no run collector with something to say) goes through :meth:`_Sweep._plain_runs`.
+count, no guard, no run collector with something to say) goes through :meth:`_Sweep._plain_runs`; on the host
+backend such a run, and one whose only extras are the thermal guard and RUN collectors (the nvml plugin's), goes
+into a run block's columns (:meth:`_Sweep._block_runs`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Why: the nvml RUN collector's answer before each run is the latest sample of a background sampler, the same five
 values for every run until a new sample is published, and the sample's age, the one value that differs. Copied
 into a new mapping and turned into six rows before every run, it cost several microseconds between two launches
-(issue 35). Returned as a :class:`RunValues`, the shared mapping is neither copied nor converted before the run:
-the run loop keeps the answer as it is and makes its rows when the run is written (for a deferred session,
-while the GPU still works), converting each shared mapping's values once for all the runs that share it.
+(issue 35). Returned as a :class:`RunValues`, the shared mapping is not copied: the run loop converts its values
+once for all the runs that share it (``_shared_columns`` in :mod:`nsightx._run.loop`) and adds the run's own
+value, as rows, or, for a run it keeps in a run block, as two columns of names and values.
 
 A :class:`RunValues` is a read-only :class:`~collections.abc.Mapping` too, so a caller that does not know it (a
 proxy asking for one value at a time) reads it as the plain mapping it stands for.
