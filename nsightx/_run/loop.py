@@ -84,8 +84,10 @@ def _add_rows(
     if result is _FAILED:
         out.append((name, scope, config, run, annotation, None))
     elif type(result) is RunValues:
-        keys, values = _shared_columns(result)
-        out += [(k, scope, config, run, annotation, v) for k, v in zip(keys, values, strict=True)]
+        last = _shared
+        if last[0] is not result.shared or last[1] != result.name:
+            _shared_columns(result)  # a new shared mapping: converted once
+        out += [(k, scope, config, run, annotation, v) for k, v in last[4]]
         value = result.value
         out.append(
             (result.name, scope, config, run, annotation, value if type(value) in _PLAIN_TYPES else to_scalar(value))
@@ -100,8 +102,9 @@ def _add_rows(
         out.append((name, scope, config, run, annotation, to_scalar(result)))
 
 
-_shared: list[Any] = [None, None, (), ()]
-"""The last :class:`RunValues` mapping :func:`_shared_columns` converted: [mapping, own name, its keys, values]."""
+_shared: list[Any] = [None, None, (), (), ()]
+"""The last :class:`RunValues` mapping :func:`_shared_columns` converted: [mapping, own name, its keys, values,
+(key, value) pairs]."""
 
 
 def _shared_columns(values: RunValues) -> tuple[tuple[str, ...], tuple[Scalar, ...]]:
@@ -117,7 +120,7 @@ def _shared_columns(values: RunValues) -> tuple[tuple[str, ...], tuple[Scalar, .
     plain = _PLAIN_TYPES
     keys = tuple(k if type(k) is str else str(k) for k in shared if k != name)
     scalars = tuple(v if type(v) in plain else to_scalar(v) for k, v in shared.items() if k != name)
-    last[:] = [shared, name, keys, scalars]
+    last[:] = [shared, name, keys, scalars, tuple(zip(keys, scalars, strict=True))]
     return keys, scalars
 
 
@@ -808,8 +811,9 @@ class _Runner:
 
         def values_into(ci: int, r: int, names: list[str], values: list[Scalar]) -> int:
             rows = take(ci, r)
-            names += [row[0] for row in rows]
-            values += [row[5] for row in rows]
+            for row in rows:  # the pause: one row
+                names.append(row[0])
+                values.append(row[5])
             return len(rows) + collect(ci, r, names, values) if asks_run else len(rows)
 
         return guard.before_run, values_into
