@@ -157,11 +157,13 @@ class RunBlock:
                 np.zeros(total, np.int64),
             )
         n = int(n_values.sum())
+        value_runs: list[int | None] = []
+        value_runs += np.repeat(run_ids, n_values).tolist()
         collectors = CollectorColumns(
             self.value_names[:n],
             [_RUN] * n,
             [self.config] * n,
-            np.repeat(run_ids, n_values).tolist(),
+            value_runs,
             [None] * n,
             self.values[:n],
         )
