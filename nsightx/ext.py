@@ -27,6 +27,7 @@ What is here, by purpose:
   nsightx does for ``@triton.jit`` kernels and for tensors and models (by value only up to a size).
 - **Plugins and hooks**: :data:`hookimpl`, :class:`BackendRegistrar`, :class:`CollectorRegistrar`,
   :class:`CollectorLike`, :class:`InfoCollector`, :class:`CollectContext`, :data:`CollectResult`,
+  :class:`RunValues` (a RUN answer the run loop keeps as it is),
   :class:`CollectionScope`, :class:`ThermalReading`, :class:`TemperatureSource`.
 - **Checking options and raising errors**: :class:`BackendOptions` (subclass it with one field per
   ``backend_options`` key; :meth:`BackendOptions.parse` checks a plan's options), :class:`NoOptions` (a backend
@@ -112,6 +113,7 @@ if TYPE_CHECKING:
     from nsightx._run.device import visible as visible_gpus
     from nsightx._run.plan import Plan
     from nsightx._run.provenance import cpu_model, git_state
+    from nsightx._run.runvalues import RunValues
     from nsightx._run.thermal import TemperatureSource, ThermalReading, ThermalSettings
 
 _SOURCES: dict[str, tuple[str, ...]] = {
@@ -128,6 +130,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "Session",
     ),
     "nsightx._run.collectors": ("CollectContext", "CollectorLike", "CollectResult", "InfoCollector"),
+    "nsightx._run.runvalues": ("RunValues",),
     "nsightx._cudainfo": (
         "LIMIT_PERSISTING_L2_CACHE_SIZE",
         "MIN_FLUSH_BYTES",
@@ -239,6 +242,7 @@ __all__ = [
     "RegionRun",
     "RunOutput",
     "RunRecords",
+    "RunValues",
     "Scalar",
     "Session",
     "Sink",

@@ -9,6 +9,11 @@ preallocated columns instead (``array`` and a list of the names, the same string
 loop's run state appends to them as each region closes, and the result reads them as numpy arrays
 (:meth:`RunBlock.parts`). The rows and objects those runs stand for are made only if something asks for them
 (:meth:`RunBlock.rows`), equal to those the run loop made before.
+
+A run may also hold RUN-scope collector values (the nvml plugin's, the thermal guard's pause): the loop appends
+each run's collector rows to one flat list (:attr:`RunBlock.values`) and their number to :attr:`RunBlock.n_values`,
+so those runs too are stored without a row, a list or an output object per run, and the result reads the values'
+columns in one pass.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from nsightx._enums import CollectionScope
+from nsightx._results.records import Scalar
 from nsightx._results.rows import RunRow
 from nsightx._results.store import (
     CollectorColumns,
@@ -28,6 +35,9 @@ from nsightx._results.store import (
     RunParts,
     Text,
 )
+
+_RUN = CollectionScope.RUN.value
+"""The scope of every collector value a block holds."""
 
 TimedRecord = tuple[str, str, "str | None"]
 """(kernel, metric, unit) of the one record a session makes of each region's host time (value: the nanoseconds as a
@@ -60,14 +70,27 @@ class RunBlock:
         """Per region, its host nanoseconds."""
         self.failed = bytearray()
         """Per region, 1 when it closed with an exception."""
+        self.value_names: list[str] = []
+        """Per RUN-scope collector value of the runs (one run after the other), its column name."""
+        self.values: list[Scalar] = []
+        """Per RUN-scope collector value, the value (its scope is ``run``, its config and run its run's)."""
+        self.n_values = array("q")
+        """Per run, how many of :attr:`values` it holds; empty when no run of the block holds any (all zero)."""
 
     def __len__(self) -> int:
         return len(self.counts)
 
     def seal(self) -> None:
-        """Cut the columns back to the regions of the counted runs (a run that raised left its regions after them)."""
+        """Cut the columns back to the regions and values of the counted runs.
+
+        A run that raised left its regions after them; a run stopped between its values and its count, its values.
+        """
         total = sum(self.counts)
         del self.names[total:], self.host_ns[total:], self.failed[total:]
+        if self.n_values or self.values:
+            del self.n_values[len(self.counts) :]
+            n = sum(self.n_values)
+            del self.value_names[n:], self.values[n:]
 
     def _regions(self) -> tuple[int, list[int]]:
         """How many regions the block's runs hold, and the runs' counts."""
@@ -80,7 +103,8 @@ class RunBlock:
         total, counts = self._regions()
         regions = list(zip(self.names[:total], self.host_ns[:total], map(bool, self.failed[:total]), strict=True))
         out: list[RunRow] = []
-        start = 0
+        start = at = 0
+        names, values, n_values = self.value_names, self.values, self.n_values.tolist() or [0] * len(counts)
         for i, n in enumerate(counts):
             run, own = first + i, tuple(regions[start : start + n])
             start += n
@@ -88,7 +112,11 @@ class RunBlock:
             if record is not None:
                 kernel, metric, unit = record
                 records = [(name, config, run, kernel, metric, float(ns), unit, 0) for name, ns, _ in own]
-            out.append((config, run, records, own, {}, ()))
+            k = n_values[i]
+            pairs = zip(names[at : at + k], values[at : at + k], strict=True)
+            own_values = tuple((name, _RUN, config, run, None, v) for name, v in pairs)
+            out.append((config, run, records, own, {}, own_values))
+            at += k
         return out
 
     def last_row(self) -> RunRow | None:
@@ -109,7 +137,10 @@ class RunBlock:
         names = Text.of(self.names[:total], total)
         region_runs = np.repeat(run_ids, n_regions)
         regions = RegionColumns(names, np.full(total, self.config, np.int64), region_runs, ns, failed, None)
-        runs = RunColumns(configs, run_ids, n_regions.copy(), n_regions, np.zeros(n_runs, np.int64))
+        n_values = np.zeros(n_runs, np.int64)
+        if self.n_values:
+            n_values = np.frombuffer(self.n_values, np.int64, n_runs).copy()
+        runs = RunColumns(configs, run_ids, n_regions.copy(), n_regions, n_values)
         if self.record is None:
             runs = RunColumns(configs, run_ids, np.zeros(n_runs, np.int64), n_regions, runs.n_collectors)
             records = RecordColumns.of_rows([])
@@ -125,7 +156,18 @@ class RunBlock:
                 _constant(unit, total),
                 np.zeros(total, np.int64),
             )
-        return RunParts(runs, records, regions, CollectorColumns([], [], [], [], [], []))
+        n = int(n_values.sum())
+        value_runs: list[int | None] = []
+        value_runs += np.repeat(run_ids, n_values).tolist()
+        collectors = CollectorColumns(
+            self.value_names[:n],
+            [_RUN] * n,
+            [self.config] * n,
+            value_runs,
+            [None] * n,
+            self.values[:n],
+        )
+        return RunParts(runs, records, regions, collectors)
 
 
 def _constant(name: str | None, n: int) -> Text:
@@ -177,12 +219,20 @@ def concat_parts(parts: Sequence[RunParts]) -> RunParts:
         attributes if attributes and any(attributes) else None,
     )
     col = [p.collectors for p in parts]
-    collectors = CollectorColumns(*([x for c in col for x in getattr(c, f)] for f in _COLLECTOR_FIELDS))
+    collectors = CollectorColumns(*(_joined([getattr(c, f) for c in col]) for f in _COLLECTOR_FIELDS))
     return RunParts(runs, records, regions, collectors)
 
 
 _RUN_FIELDS = ("config", "run", "n_records", "n_regions", "n_collectors")
 _COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")
+
+
+def _joined(lists: list[list[Any]]) -> list[Any]:
+    """The items of ``lists`` one after the other, in one new list (each list extended in C, not item by item)."""
+    out: list[Any] = []
+    for items in lists:
+        out += items
+    return out
 
 
 def _cat(arrays: list[Any], dtype: Any = np.int64) -> Any:

@@ -59,6 +59,10 @@ class CollectorLike(Protocol):
     that the collector has nothing to say in this call, as the nvml run collector where NVML does not work: the
     run loop then never calls its ``collect`` in the call, so it costs no run anything, and still calls ``stop``
     at the end. It adds no column then, as a ``collect`` returning an empty mapping would not.
+
+    A RUN collector may return a :class:`~nsightx._run.runvalues.RunValues` (a mapping shared by many runs, not
+    copied, and one value of the run's own): the run loop keeps its shared values converted once for all the runs
+    that share them (see :mod:`nsightx._run.runvalues`).
     """
 
     name: str

@@ -9,7 +9,9 @@ Everything here between two runs sits on the measured path of a host-bound workl
 deferred session's last wait on the path of the whole call, so the loop keeps that work small: collector answers
 become rows while the GPU still works, and each run goes to the sink as plain tuples (:func:`_run_row`), made into
 record objects only when something reads them. A run that is the user's call alone (the common case: a fixed
-count, no guard, no run collector with something to say) goes through :meth:`_Sweep._plain_runs`.
+count, no guard, no run collector with something to say) goes through :meth:`_Sweep._plain_runs`; on the host
+backend such a run, and one whose only extras are the thermal guard and RUN collectors (the nvml plugin's), goes
+into a run block's columns (:meth:`_Sweep._block_runs`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._run.device import use_device
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
+from nsightx._run.runvalues import RunValues
 from nsightx._run.thermal import NoGuard, make_guard
 
 BLOCK_MIN_RUNS = 128
@@ -67,6 +70,9 @@ class _Gathered(NamedTuple):
     result: Any
 
 
+_gathered: Callable[[tuple[Any, ...]], _Gathered] = functools.partial(tuple.__new__, _Gathered)
+"""A :class:`_Gathered` from the tuple of its fields, without the generated ``__new__`` (a call before every run)."""
+
 _FAILED = object()
 """The result of a collector that raised (its column is None for that run)."""
 
@@ -84,6 +90,15 @@ def _add_rows(
     """
     if result is _FAILED:
         out.append((name, scope, config, run, annotation, None))
+    elif type(result) is RunValues:
+        last = _shared
+        if last[0] is not result.shared or last[1] != result.name:
+            _shared_columns(result)  # a new shared mapping: converted once
+        out += [(k, scope, config, run, annotation, v) for k, v in last[4]]
+        value = result.value
+        out.append(
+            (result.name, scope, config, run, annotation, value if type(value) in _PLAIN_TYPES else to_scalar(value))
+        )
     elif type(result) is dict:  # _call copied every mapping into a dict
         plain, scalar = _PLAIN_TYPES, to_scalar
         out += [
@@ -92,6 +107,28 @@ def _add_rows(
         ]
     else:
         out.append((name, scope, config, run, annotation, to_scalar(result)))
+
+
+_shared: list[Any] = [None, None, (), (), ()]
+"""The last :class:`RunValues` mapping :func:`_shared_columns` converted: [mapping, own name, its keys, values,
+(key, value) pairs]."""
+
+
+def _shared_columns(values: RunValues) -> tuple[tuple[str, ...], tuple[Scalar, ...]]:
+    """The columns and scalars of ``values.shared`` without ``values.name``, converted once per shared mapping.
+
+    The runs that share a mapping (the nvml sampler's latest sample) share its conversion: a run converts nothing
+    until a new mapping comes. The mapping is kept referenced, so its identity is not reused by another one.
+    """
+    shared, name = values.shared, values.name
+    last = _shared
+    if last[0] is shared and last[1] == name:
+        return last[2], last[3]
+    plain = _PLAIN_TYPES
+    keys = tuple(k if type(k) is str else str(k) for k in shared if k != name)
+    scalars = tuple(v if type(v) in plain else to_scalar(v) for k, v in shared.items() if k != name)
+    last[:] = [shared, name, keys, scalars, tuple(zip(keys, scalars, strict=True))]
+    return keys, scalars
 
 
 class _Collectors:
@@ -168,14 +205,43 @@ class _Collectors:
     def collect_run(self, config: int, run: int) -> list[CollectorRow]:
         """Call the RUN collectors for run ``run`` of ``config`` and return their values as rows, at once.
 
-        This runs before every measured run, between two launches of a host-bound sweep: no gathered answer is
-        kept (as :meth:`gather` keeps one), no keyword mapping is built, the rows are made here.
+        This runs before every measured run, between two launches of a host-bound sweep: no keyword mapping is
+        built, and the rows are made here, except for an answer that is a
+        :class:`~nsightx._run.runvalues.RunValues`: that one is kept as it is (as :meth:`gather` keeps an answer)
+        and made into rows by :meth:`materialize` when the run is written, off the measured path of a deferred
+        session.
         """
         ctx = self._context(_RUN_SCOPE, config, run, None)
-        out: list[CollectorRow] = []
+        out: list[Any] = []
         for c in self.by_scope[_RUN_SCOPE]:
             _add_rows(out, c.name, _RUN, config, run, None, self._call(c, ctx))
         return out
+
+    def collect_run_into(self, config: int, run: int, names: list[str], values: list[Scalar]) -> int:
+        """:meth:`collect_run` into two columns: each row's name appended to ``names``, its value to ``values``.
+
+        For a run whose values are stored as columns (a run block's): their scope, config and run are the run's,
+        so only names and values are kept, and no row is made. Returns how many values were appended.
+        """
+        ctx = self._context(_RUN_SCOPE, config, run, None)
+        count = len(names)
+        for c in self.by_scope[_RUN_SCOPE]:
+            result = self._call(c, ctx)
+            if type(result) is RunValues:
+                keys, scalars = _shared_columns(result)
+                names += keys
+                values += scalars
+                names.append(result.name)
+                own = result.value
+                values.append(own if type(own) in _PLAIN_TYPES else to_scalar(own))
+            elif type(result) is dict:
+                plain, scalar = _PLAIN_TYPES, to_scalar
+                names += [k if type(k) is str else str(k) for k in result]
+                values += [v if type(v) in plain else scalar(v) for v in result.values()]
+            else:
+                names.append(c.name)
+                values.append(None if result is _FAILED else to_scalar(result))
+        return len(names) - count
 
     def _context(
         self, scope: CollectionScope, config: int | None, run: int | None, annotation: str | None
@@ -235,6 +301,8 @@ class _Collectors:
         except Exception as e:  # a collector must never cost a run
             self._warn(c, f"{ctx.scope.value} scope", e)
             return _FAILED
+        if type(result) is RunValues:  # its shared mapping is not copied (it must not change, see RunValues)
+            return result
         return dict(result) if type(result) is dict or isinstance(result, Mapping) else result
 
     def _warn(self, c: CollectorLike, where: str, e: Exception) -> None:
@@ -439,9 +507,12 @@ class _Sweep:
         plain = fixed is not None and not (each_run or batched or observe or self.rule.records_reason)
         r, reason = 0, None
         while reason is None:
-            if r == 1 and plain and self.runner.plain:  # run 0 went this way: config values, baseline check
-                r = self._plain_runs(ci, 1, fixed)  # type: ignore[arg-type]  # plain: fixed is an int
-                break
+            if r == 1 and plain and runner.blockable:  # run 0 went this way: config values, baseline check
+                block = None if runner.plain else self._open_block(ci, 1)  # run values: a block, or this loop
+                if block is not None or runner.plain:  # plain: fixed is an int
+                    stop: int = fixed  # type: ignore[assignment]
+                    r = self._plain_runs(ci, 1, stop) if block is None else self._block_runs(ci, 1, stop, block)
+                    break
             state, output, values = runner.run(ci, r)
             progress.advance()
             if each_run:
@@ -546,6 +617,10 @@ class _Sweep:
         (issue 35). A run that raises is not counted, so its regions are not part of the block (the block is cut
         back to its counted runs at the end, however the loop ends). The heap's checkpoints come after the same runs
         as in :meth:`_plain_runs`: they free the cycles the user's function dropped. Returns ``stop``.
+
+        Runs with a thermal guard or RUN collectors come here too (the nvml plugin's): before each, the guard's
+        check and the run's values, as :meth:`_Runner.run` makes them, into the block's value columns (names and
+        values: no row per value; a run that raises leaves none), the rest of the run as for a plain one.
         """
         plan, context, progress, new_state = self.plan, _context, self.progress, _context.ColumnRunState
         session, shown, advance = self.session, progress.enabled, progress.advance
@@ -553,10 +628,16 @@ class _Sweep:
         function, args, invoke = plan.function, plan.configs[ci], self.runner.invoke
         names, append = block.names, block.counts.append
         columns = (names, block.host_ns, block.failed)
+        before, values_into = self.runner.run_values()
+        value_names, value_scalars, count_values = block.value_names, block.values, block.n_values.append
         mark = finished = told = 0
         due = heap.until_checkpoint()
         try:
             for r in range(start, stop):
+                if before is not None:
+                    before()
+                if values_into is not None:
+                    k = values_into(ci, r, value_names, value_scalars)
                 state = new_state(session, ci, r, columns)
                 previous = context._current  # restored, not cleared (see _Runner.run)
                 context._current = state
@@ -566,6 +647,8 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
+                if values_into is not None:
+                    count_values(k)
                 n = len(names)
                 append(n - mark)  # the run is stored
                 mark = n
@@ -691,6 +774,10 @@ def _records_adapter() -> TypeAdapter[list[Record]]:
     return TypeAdapter(list[Record])
 
 
+_ValuesInto = Callable[[int, int, list[str], list[Scalar]], int]
+"""Appends the values of run (config, run) to a name and a value column; returns how many."""
+
+
 class _Runner:
     """One run of the user's function: thermal guard, run preparation, RUN collectors, the call itself.
 
@@ -712,8 +799,31 @@ class _Runner:
         self.asks_annotation = bool(collectors.by_scope[CollectionScope.ANNOTATION])
         self.prepares = type(session).start_run is not Session.start_run
         """Whether the session prepares its runs (the host session does not: no call then)."""
-        self.plain = not (self.guarded or self.prepares or self.asks_run or self.asks_annotation)
+        self.blockable = not (self.prepares or self.asks_annotation)
+        """Whether a measured run is the user's call, after the guard's check and the RUN values at most (see
+        :meth:`_Sweep._block_runs`)."""
+        self.plain = self.blockable and not (self.guarded or self.asks_run)
         """Whether a measured run is the call of the user's function alone (see :meth:`_Sweep._plain_runs`)."""
+
+    def run_values(self) -> tuple[Callable[[], None] | None, _ValuesInto | None]:
+        """What a measured run calls before it starts, as :meth:`run` calls it, each ``None`` when there is none.
+
+        The guard's check, and what appends the run's values (the guard's, then the RUN collectors') to a name and
+        a value column and returns how many (see :meth:`_Collectors.collect_run_into`).
+        """
+        guard, collect = self.guard, self.collectors.collect_run_into
+        if not self.guarded:
+            return None, collect if self.asks_run else None
+        take, asks_run = guard.take_values, self.asks_run
+
+        def values_into(ci: int, r: int, names: list[str], values: list[Scalar]) -> int:
+            rows = take(ci, r)
+            for row in rows:  # the pause: one row
+                names.append(row[0])
+                values.append(row[5])
+            return len(rows) + collect(ci, r, names, values) if asks_run else len(rows)
+
+        return guard.before_run, values_into
 
     def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
         """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""

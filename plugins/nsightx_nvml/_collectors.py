@@ -14,7 +14,7 @@ from typing import Any
 from nsightx.columns import (
     GPU_TEMPERATURE,
 )
-from nsightx.ext import CollectContext, CollectionScope, Scalar, ThermalReading
+from nsightx.ext import CollectContext, CollectionScope, RunValues, Scalar, ThermalReading
 from nsightx_nvml import _sampler
 from nsightx_nvml._device import CudaDriver, DeviceMap, DeviceNotFound, LibCuda, Resolved
 from nsightx_nvml._fields import READ_COLUMNS, SLOW_FIELDS, SLOW_FIELDS_MAX_AGE_S, FieldReader, safe
@@ -39,6 +39,9 @@ whole short run."""
 STALE_SAMPLE_S = 0.05
 """A run whose latest sample is older than this (the sampler parked while the host waited for a long run) has
 its values read at once, on the calling thread: ~0.2 ms on a busy H200, under 0.5% of a run that came so late."""
+
+_perf_counter_ns = time.perf_counter_ns
+"""Bound once: :meth:`RunConditions.collect` reads the clock before every run."""
 
 TEMPERATURE_MAX_AGE_S = 0.5
 """The thermal guard takes the sampler's temperature when it is at most this old, else reads NVML itself.
@@ -168,8 +171,8 @@ class RunConditions:
     a run that starts after the sampler parked, :data:`STALE_SAMPLE_S` after the last sample, gets a read made
     for it). The :data:`SLOW_FIELDS` may be up to :data:`SLOW_FIELDS_MAX_AGE_S` older than the sample. Called
     without :meth:`start` (e.g. by a proxy that asks for one value at a time), it reads NVML directly, sharing a
-    read with runs that start less than :data:`RUN_READ_MAX_AGE_S` later. Either way it returns a plain mapping
-    of scalars.
+    read with runs that start less than :data:`RUN_READ_MAX_AGE_S` later. Either way it returns a read-only
+    mapping of scalars (a :class:`~nsightx.ext.RunValues` after a sample: the sample's values and the age).
 
     A field the device does not support is ``None``, and is not asked again.
     """
@@ -233,16 +236,17 @@ class RunConditions:
         """The readings the run starts with, or no columns when NVML is unavailable.
 
         Before every run of a started call this is a dictionary look-up, one clock read, a write and a read of the
-        shared sample (:meth:`~nsightx_nvml._sampler.ProcessSampler.demand`, ``latest``) and a copy of the
-        sample's values: whether the sampler still runs (for a process, a ``waitpid``) is asked only once its
-        latest sample is stale, which is also how a sampler that died is noticed.
+        shared sample (:meth:`~nsightx_nvml._sampler.ProcessSampler.demand_latest`: the same sample object while
+        no new one came) and a :class:`~nsightx.ext.RunValues` of the sample's values, not copied, and their age
+        (the run loop converts a sample's values once for all its runs). Whether the sampler still runs (for a
+        process, a ``waitpid``) is asked only once its latest sample is stale, which is also how a sampler that
+        died is noticed.
         """
-        now = time.perf_counter_ns()
+        now = _perf_counter_ns()
         sampler = self._samplers.get(ctx.device)
         if sampler is None:
             return self._direct(ctx, now)
-        sampler.demand(now)
-        sample = sampler.latest()
+        sample = sampler.demand_latest(now)
         if sample is None or now - sample.taken_ns > STALE_SAMPLE_S * 1e9:
             if not sampler.running:  # it does not sample (its process ended, or no period): read here
                 return self._direct(ctx, now)
@@ -250,9 +254,9 @@ class RunConditions:
             now = time.perf_counter_ns()
             if sample is None:
                 return dict.fromkeys(RUN_COLUMNS)
-        values = dict(sample.values)
-        values[AGE_COLUMN] = round((now - sample.taken_ns) / 1e6, 3)  # Sample.age_ms, without the call
-        return values
+        # The sample's own mapping, not a copy (a sample is never changed once published), and the run's age:
+        # the run loop makes the rows when it writes the run (Sample.age_ms, without the call).
+        return RunValues(sample.values, AGE_COLUMN, round((now - sample.taken_ns) / 1e6, 3))
 
     def _direct(self, ctx: CollectContext, now: int) -> Mapping[str, Scalar]:
         """Read NVML on the calling thread (no sampler runs for this device)."""

@@ -148,6 +148,13 @@ class Sampler:
         """The most recent complete sample (``None`` before the first). Lock-free: one reference read."""
         return self._latest
 
+    def demand_latest(self, now_ns: int) -> Sample | None:
+        """:meth:`demand` at ``now_ns``, then :meth:`latest`: what the RUN collector asks before every run."""
+        self._demand_ns = now_ns
+        if not self._wanted.is_set():
+            self._wanted.set()
+        return self._latest
+
     def sample(self) -> Sample | None:
         """Take one sample on the calling thread, publish it and return it (``None`` when the read failed)."""
         with self._lock:  # the thread and a caller reading inline never query at once
@@ -313,10 +320,24 @@ class ProcessSampler:
 
     def latest(self) -> Sample | None:
         """The newest of the process's latest sample and the last inline one."""
+        shared_file = self._shared
+        return self._newest(shared_file.seq()) if shared_file is not None else self._inline
+
+    def demand_latest(self, now_ns: int) -> Sample | None:
+        """:meth:`demand` at ``now_ns``, then :meth:`latest`, in one read and one write of the shared file.
+
+        What the RUN collector asks before every run: while no new sample was published, the same :class:`Sample`
+        object (its values decoded once), after an 8-byte write and an 8-byte read.
+        """
+        shared_file = self._shared
+        return self._newest(shared_file.demand_seq(now_ns)) if shared_file is not None else self._inline
+
+    def _newest(self, seq: int) -> Sample | None:
+        """The newest of the shared file's sample ``seq`` (decoded once per sample) and the last inline one."""
         inline, shared_file, cached = self._inline, self._shared, self._cached
         if shared_file is None:
             return inline
-        if cached is None or cached[0] != shared_file.seq():  # a new sample: decode it once
+        if cached is None or cached[0] != seq:  # a new sample: decode it once
             snap = shared_file.snapshot()
             if snap is None:
                 return inline

@@ -122,6 +122,13 @@ class SharedSample:
         """A run starts now: keep sampling."""
         _I64.pack_into(self._map, _DEMAND_OFF, now_ns)
 
+    def demand_seq(self, now_ns: int) -> int:
+        """A run starts now: keep sampling; and the sequence number (see :meth:`seq`), in one call before a run."""
+        m = self._map
+        _I64.pack_into(m, _DEMAND_OFF, now_ns)
+        value: int = _U64.unpack_from(m, 0)[0]
+        return value
+
     def demand_ns(self) -> int:
         """When a run last started."""
         value: int = struct.unpack_from("<q", self._map, _DEMAND_OFF)[0]

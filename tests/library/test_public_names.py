@@ -77,6 +77,7 @@ EXT_ONLY = frozenset(
         "RecordRow",
         "RemoteCall",
         "RunRecords",
+        "RunValues",
         "Scalar",
         "Sink",
         "TemperatureSource",

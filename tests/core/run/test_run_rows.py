@@ -19,6 +19,7 @@ from nsightx_host import HostSession
 
 import nsightx
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
+from nsightx._results.runblock import RunBlock
 from nsightx._results.sink import RunSink
 from nsightx._run.backend import RunOutput
 from nsightx._run.loop import run_loop
@@ -196,7 +197,8 @@ def test_collector_and_guard_values_reach_the_sink_as_rows_and_read_as_the_objec
     sink = RunSink()
     run_loop(guarded, HostSession(), sink)
     assert live(CollectorValue) == before  # none made while the runs were measured
-    values = [row[5] for row in sink._items]
+    rows = [row for item in sink._items for row in (item.rows() if type(item) is RunBlock else [item])]
+    values = [row[5] for row in rows]
     assert all(type(v) is tuple for run in values for v in run)
     runs = sink.runs
     assert runs[1].collectors == (

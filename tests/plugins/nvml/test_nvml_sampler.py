@@ -433,3 +433,51 @@ def test_a_guessed_device_is_kept_for_a_while_and_an_exact_match_for_the_whole_c
     for _ in range(3):
         source.read()
     assert fake.calls["nvmlDeviceGetHandleByUUID"] == 1 and fake.calls["nvmlDeviceGetHandleByIndex"] == 1
+
+
+def test_before_each_run_the_collector_shares_the_sample_and_a_call_reads_as_one_without_blocks(
+    plugin_host: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Issue 35: the sample's values are not copied before a run (a ``RunValues`` of the sample's own mapping and
+    the run's age), and a host call with the nvml columns stores its runs in a run block, reading back as a call
+    whose runs go line by line to a file (no block) does: the same columns, an age per run."""
+    from nsightx.ext import RunValues
+
+    install(monkeypatch, [FakeGpu(GPU_A)], cuda=FakeCuda({0: GPU_A[4:]}))
+    monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 3600.0)  # the sample start() reads, then none for an hour
+    monkeypatch.setattr(_collectors, "STALE_SAMPLE_S", NEVER_STALE_S)
+    run = RunConditions()
+    ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=0)
+    run.start(ctx)
+    try:
+        sampler = _sampler.current(run._sweep[0])
+        assert sampler is not None
+        first, second = run.collect(ctx), run.collect(ctx)
+        sample = sampler.latest()
+        assert type(first) is RunValues and type(second) is RunValues and sample is not None
+        assert first.shared is sample.values and second.shared is sample.values  # not copied
+        assert list(first) == list(RUN_COLUMNS) and 0 <= first[AGE_COLUMN] <= second[AGE_COLUMN]
+    finally:
+        run.stop()
+
+    def f(n: int) -> None:
+        with nsightx.annotate("a"):
+            pass
+
+    def call(**kwargs: Any) -> Any:
+        decorated = nsightx.analyze.kernel(configs=[(1,), (2,)], runs=6, backend="host", verbosity=SILENT, **kwargs)
+        return decorated(f)()
+
+    from nsightx._results.sink import RunSink
+
+    opened: list[Any] = []
+    real = RunSink.open_block
+    monkeypatch.setattr(RunSink, "open_block", lambda self, *a: opened.append(real(self, *a)) or opened[-1])
+    in_memory, on_file = call(), call(output_prefix=str(tmp_path / "out-"))
+    blocks = [b for b in opened if b is not None]  # runs 1-5 of each config of the call in memory
+    assert len(blocks) == 2 and all(len(b.value_names) == 5 * len(RUN_COLUMNS) for b in blocks)
+    a, b = in_memory.runs_dataframe(), on_file.runs_dataframe()
+    assert list(a.columns) == list(b.columns) and AGE_COLUMN in a.columns and len(a) == len(b) == 12
+    same = [c for c in a.columns if c not in (AGE_COLUMN, "Value", "HostNs")]
+    assert a[same].astype(str).equals(b[same].astype(str))
+    assert a[AGE_COLUMN].notna().all() and a[AGE_COLUMN].nunique() > 1  # one age per run
