@@ -508,7 +508,8 @@ class _Sweep:
         r, reason = 0, None
         while reason is None:
             if r == 1 and plain and runner.blockable:  # run 0 went this way: config values, baseline check
-                block = None if runner.plain else self._open_block(ci, 1)  # run values: a block, or this loop
+                few = fixed - 1 < BLOCK_MIN_RUNS  # type: ignore[operator]  # plain: fixed is an int
+                block = None if runner.plain or few else self._open_block(ci, 1)  # run values: a block, or this loop
                 if block is not None or runner.plain:  # plain: fixed is an int
                     stop: int = fixed  # type: ignore[assignment]
                     r = self._plain_runs(ci, 1, stop) if block is None else self._block_runs(ci, 1, stop, block)

@@ -24,6 +24,7 @@ from nsightx._results.records import CollectorValue
 from nsightx._results.runblock import RunBlock
 from nsightx._results.sink import RunSink
 from nsightx._results.store import RunParts
+from nsightx._run import loop
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan
 from nsightx._run.thermal import ThermalReading, ThermalSettings
@@ -62,6 +63,12 @@ class Sampled:
         if ctx.run % self.every == 0:  # a new sample
             self.shared = {"Clock": 1900 + ctx.run, "Odd": Converted(), 7: "seven", "Reasons": None}
         return RunValues(self.shared, "AgeMs", ctx.run / 1000)
+
+
+@pytest.fixture(autouse=True)
+def blocks_from_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every config here opens a block, whatever its run count (the loop's default minimum is 128 runs)."""
+    monkeypatch.setattr(loop, "BLOCK_MIN_RUNS", 1)
 
 
 def clocks(ctx: Any) -> dict[str, Any]:

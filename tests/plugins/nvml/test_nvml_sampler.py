@@ -24,6 +24,7 @@ from nsightx_nvml._sampler import Sampler
 from nvml_double import GPU_A, FakeCuda, FakeGpu, install
 
 import nsightx
+from nsightx._run import loop
 from nsightx._run.collectors import CollectContext
 
 SILENT = nsightx.VerbosityLevel.SILENT
@@ -446,6 +447,7 @@ def test_before_each_run_the_collector_shares_the_sample_and_a_call_reads_as_one
     install(monkeypatch, [FakeGpu(GPU_A)], cuda=FakeCuda({0: GPU_A[4:]}))
     monkeypatch.setattr(_sampler, "SAMPLE_PERIOD_S", 3600.0)  # the sample start() reads, then none for an hour
     monkeypatch.setattr(_collectors, "STALE_SAMPLE_S", NEVER_STALE_S)
+    monkeypatch.setattr(loop, "BLOCK_MIN_RUNS", 1)  # a block for every config, whatever its run count
     run = RunConditions()
     ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", run=0, device=0)
     run.start(ctx)
