@@ -83,8 +83,12 @@ class Groups:
         """(annotation, metric, config) in first-seen order, as ``groupby(sort=False)`` has them.
 
         Numbered over the table's combinations, which are in first-seen order themselves, then spread to the rows.
+        Where each combination is a group of its own (a kernel and a unit per group: the common case), the ids are
+        the table's combination ids themselves, not a second row-long array (8 MB at a million values).
         """
         per_combo, first_combo = group_ids(table.combo_annotation, table.combo_metric, table.combo_config)
+        if np.array_equal(per_combo, np.arange(len(per_combo))):
+            return cls(table.combo, table.combo_first[first_combo])
         return cls(per_combo[table.combo], table.combo_first[first_combo])
 
 
