@@ -22,6 +22,8 @@ STABLE_RSD_PCT = 2.0
 :data:`~nsightx._results.flags.FEW_RUNS` valid runs (a row the ``few_runs`` flag marks is never stable) and no run
 throttled. Kept here rather than in the DataFrame module so that text renderers (``nsightx demo``) can name it
 without loading NumPy, which the demo must not load before it has chosen its BLAS threads."""
+_BLOCK = 1 << 16
+"""Rows :func:`log_moments` subtracts the group means from at a time (their look-up stays this short)."""
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -167,6 +169,7 @@ def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = N
 
     finite = np.isfinite(value)
     g, x = (ids, value) if finite.all() else (ids[finite], value[finite])
+    del finite
     if minimum is None:
         minimum = np.full(count, np.inf)
         np.minimum.at(minimum, g, x)
@@ -175,8 +178,10 @@ def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = N
         logs = np.log(x if (x > 0.0).all() else np.where(x > 0.0, x, 1.0))
         n = np.bincount(g, minlength=count)
         log_mean = np.bincount(g, weights=logs, minlength=count) / n
-        dev = np.subtract(logs, log_mean[g], out=logs)  # in place: at a million values each array is 8 MB
-        log_var = np.bincount(g, weights=np.multiply(dev, dev, out=dev), minlength=count) / (n - 1)
+        for start in range(0, len(logs), _BLOCK):  # in place, each row's group mean taken a block at a time:
+            stop = start + _BLOCK  # at a million values each row-long array is 8 MB
+            np.subtract(logs[start:stop], log_mean[g[start:stop]], out=logs[start:stop])
+        log_var = np.bincount(g, weights=np.multiply(logs, logs, out=logs), minlength=count) / (n - 1)
     bad = ~(minimum > 0.0) | (n < 2)
     log_mean[bad] = np.nan
     log_var[bad] = np.nan

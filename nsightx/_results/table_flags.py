@@ -126,11 +126,14 @@ def spread_of(table: ResultTable, groups: Groups) -> Spread:
     finite = np.isfinite(value)
     g, count = groups.ids, groups.count
     xs = np.where(finite, value, 0.0)  # one row-long array, reused in place (a million values: 8 MB each)
-    n = np.bincount(g, weights=finite, minlength=count).astype(np.int64)
+    if finite.all():  # the common case: no float copy of ``finite`` as weights (8 MB beside ``xs``)
+        n = np.bincount(g, minlength=count).astype(np.int64)
+    else:
+        n = np.bincount(g, weights=finite, minlength=count).astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mean = np.bincount(g, weights=xs, minlength=count) / n
         mean_abs = np.bincount(g, weights=np.abs(xs, out=xs), minlength=count) / n
-        dev = np.subtract(value, np.take(mean, g, out=xs), out=xs)
+        dev = np.subtract(value, np.take(mean, g, out=xs, mode="clip"), out=xs)  # "raise" buffers a copy
         dev[~finite] = 0.0
         std = np.sqrt(np.bincount(g, weights=np.multiply(dev, dev, out=dev), minlength=count) / (n - 1))
     std[n < 2] = np.nan
@@ -358,11 +361,18 @@ def flag_cells(
         "launch_bound": launch_bound,
         "serialized": serialized,
         "short": short,
-        "throttled": np.bincount(groups.ids, weights=was_throttled & finite, minlength=groups.count) > 0,
+        "throttled": _any_per_group(groups, was_throttled & finite),
         "unstable": unstable,
         "warm": np.full(groups.count, data.plan.cache_control == "none"),
     }
     return _cells(verdicts)
+
+
+def _any_per_group(groups: Groups, rows: Bools) -> Bools:
+    """Per group, whether any of its rows is set in ``rows`` (no row-long weights: ``bincount`` makes them float)."""
+    out = np.zeros(groups.count, np.bool_)
+    out[groups.ids[rows]] = True
+    return out
 
 
 def _cells(verdicts: Mapping[str, Bools]) -> list[str]:
