@@ -151,6 +151,7 @@ def _parse(data: bytes | Path, source: str) -> tuple[ResultData, ResultColumns]:
         check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
         with _unreadable(source):
             values = table_columns(file, COLUMNS["values"], source)
+        release_freed(len(values["value"]))  # the pages Arrow decoded, before the side parts take their place
     with _unreadable(source):
         tables = {}
         for part in PARTS:
