@@ -42,6 +42,7 @@ from nsightx._results.flags import FEW_RUNS
 from nsightx._results.framebuild import frame_of
 from nsightx._results.groupshare import SharedGroups, same_kernels
 from nsightx._results.groupstats import fits, medians, moments
+from nsightx._results.memtrim import release_freed
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.table import MISSING, ClockItem, Ints, ResultTable, RowKeys, group_ids, scope_kind, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
@@ -644,6 +645,8 @@ def _pandas_moments(values: Any, ids: Ints, count: int) -> dict[str, Any]:
         for name, stat in _MOMENTS:
             out[name][first:last] = getattr(block, stat)().to_numpy()
         out["NumRuns"][first:last] = block.count().to_numpy()
+    del rows, block
+    release_freed(len(values))  # pandas' per-block pieces, before the flags' row-long arrays (see memtrim)
     return out
 
 
