@@ -20,7 +20,7 @@ TRIM_ROWS = 1 << 17
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or ``None`` where the C library is not glibc (looked up once)."""
+    """The C library's ``malloc_trim`` where that library is glibc, else ``None`` (looked up once)."""
     if not sys.platform.startswith("linux"):
         return None
     try:

@@ -139,8 +139,6 @@ def columns_fit(plan: PlanInfo, columns: ResultColumns) -> bool:
     return _collectors_fit(plan, columns.collectors) and _values_fit(plan, columns.values, config[~once], run[~once])
 
 
-
-
 def _part_fits(part_config: Ints, part_run: Ints, config: Ints, run: Ints, n: Ints, idents: list[Ints]) -> bool:
     """Whether each run's ``n`` entries (in run order) name that run, and each is stored once within it.
 
