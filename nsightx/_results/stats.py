@@ -208,7 +208,9 @@ def group_sums(ids: Ints, count: int, weights: Callable[[int, int], Floats]) -> 
     sums = np.zeros(count, np.float64)
     for start in range(0, len(ids), _BLOCK):
         stop = min(start + _BLOCK, len(ids))
-        np.add.at(sums, ids[start:stop], weights(start, stop))
+        block = weights(start, stop)
+        with np.errstate(invalid="ignore", over="ignore"):  # as quiet as bincount (inf - inf is NaN there too)
+            np.add.at(sums, ids[start:stop], block)
     return sums
 
 
