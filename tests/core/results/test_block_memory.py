@@ -184,7 +184,6 @@ def test_spread_and_log_moments_are_the_whole_array_sums(big: ProfileResults, od
 @pytest.mark.parametrize("layout", ["interleaved", "sorted", "one_big_group"])
 def test_blockwise_moments_are_one_pandas_groupby_bit_for_bit(layout: str):
     n = 300_000
-    rng = np.random.default_rng(11)
     if layout == "interleaved":
         ids = np.tile(np.arange(1000, dtype=np.int64), n // 1000)
     elif layout == "sorted":
