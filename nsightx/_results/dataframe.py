@@ -679,10 +679,8 @@ class _BlockRows:
         self._sorted = _ascending(ids)
         self._owner: Any = None
         if not self._sorted and len(blocks) > 1:
-            block_of = np.repeat(
-                np.arange(len(blocks), dtype=np.min_scalar_type(len(blocks))),
-                np.diff(np.asarray(self._bounds, dtype=np.int64)),
-            )
+            groups_per_block = [last - first for first, last in blocks]
+            block_of = np.repeat(np.arange(len(blocks), dtype=np.min_scalar_type(len(blocks))), groups_per_block)
             self._owner = block_of[ids]
         self._starts = np.searchsorted(ids, self._bounds) if self._sorted else None
 
