@@ -42,6 +42,7 @@ from nsightx._results.flags import FEW_RUNS
 from nsightx._results.framebuild import frame_of
 from nsightx._results.groupshare import SharedGroups, same_kernels
 from nsightx._results.groupstats import fits, medians, moments
+from nsightx._results.memtrim import release_freed
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.table import MISSING, ClockItem, Ints, ResultTable, RowKeys, group_ids, scope_kind, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
@@ -633,21 +634,64 @@ def _pandas_moments(values: Any, ids: Ints, count: int) -> dict[str, Any]:
     import pandas as pd
 
     sizes = np.bincount(ids, minlength=count)
-    ordered = values[np.argsort(ids, kind="stable")]
     ends = np.cumsum(sizes)
+    blocks = _group_blocks(ends, count)
+    rows = _BlockRows(ids, blocks)
     out = {name: np.empty(count, np.float64) for name, _ in _MOMENTS}
     out["NumRuns"] = np.empty(count, np.int64)
-    first = 0
-    while first < count:
-        start = int(ends[first - 1]) if first else 0
-        last = max(int(np.searchsorted(ends, start + _BLOCK_ROWS, side="right")), first + 1)
+    for b, (first, last) in enumerate(blocks):
         block_ids = np.repeat(np.arange(first, last, dtype=np.int64), sizes[first:last])
-        block = pd.Series(ordered[start : int(ends[last - 1])], copy=False).groupby(block_ids, sort=False)
+        block = pd.Series(values[rows.of(b)], copy=False).groupby(block_ids, sort=False)
         for name, stat in _MOMENTS:
             out[name][first:last] = getattr(block, stat)().to_numpy()
         out["NumRuns"][first:last] = block.count().to_numpy()
-        first = last
+    del rows, block
+    release_freed(len(values))  # pandas' per-block pieces, before the flags' row-long arrays (see memtrim)
     return out
+
+
+def _group_blocks(ends: Ints, count: int) -> list[tuple[int, int]]:
+    """Blocks ``(first, last)`` of whole groups of about :data:`_BLOCK_ROWS` rows (a larger group is one block).
+
+    ``ends``: per group, the cumulative count of rows up to and including it.
+    """
+    blocks, first = [], 0
+    while first < count:
+        start = int(ends[first - 1]) if first else 0
+        last = max(int(np.searchsorted(ends, start + _BLOCK_ROWS, side="right")), first + 1)
+        blocks.append((first, last))
+        first = last
+    return blocks
+
+
+class _BlockRows:
+    """The rows of each block of groups, in group order and within a group in row order (a stable sort's order).
+
+    Found a block at a time: each row's block number (one narrow row-long array), then per block the rows that
+    carry it, sorted stably by group. The same rows in the same order as ``argsort(ids, kind="stable")`` cut at
+    the blocks' ends, without its row-long ``int64`` order and the values taken in that order (16 MB at a million
+    values). Rows already in group order are slices, with no copy at all.
+    """
+
+    def __init__(self, ids: Ints, blocks: list[tuple[int, int]]) -> None:
+        self._ids = ids
+        self._bounds = [0, *(int(last) for _, last in blocks)]
+        self._sorted = _ascending(ids)
+        self._owner: Any = None
+        if not self._sorted and len(blocks) > 1:
+            groups_per_block = [last - first for first, last in blocks]
+            block_of = np.repeat(np.arange(len(blocks), dtype=np.min_scalar_type(len(blocks))), groups_per_block)
+            self._owner = block_of[ids]
+        self._starts = np.searchsorted(ids, self._bounds) if self._sorted else None
+
+    def of(self, b: int) -> Any:
+        """The rows of block ``b``: a slice where the rows are in group order, else their positions."""
+        if self._starts is not None:
+            return slice(int(self._starts[b]), int(self._starts[b + 1]))
+        if self._owner is None:  # one block: all rows
+            return np.argsort(self._ids, kind="stable")
+        rows = np.flatnonzero(self._owner == b)
+        return rows[np.argsort(self._ids[rows], kind="stable")]
 
 
 _SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper")

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nsightx._results.integrity import Completeness
-from nsightx._results.store import Ints, Text
+from nsightx._results.store import Bools, Ints, Text
 from nsightx._results.table import group_ids
 
 _MAX_PACKED = 1 << 62
 """Packed keys stay under this (``int64``); wider rows are told apart by sorting."""
+_BLOCK = 1 << 16
+"""Rows checked at a time (:func:`_part_fits`, :func:`_unique`, :func:`_held`): their temporaries stay this short."""
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,27 +68,45 @@ def text(col: pa.ChunkedArray) -> Text:
 def _unique(*columns: Ints) -> bool:
     """Whether the rows of the columns are distinct.
 
-    Each row is packed into one key, in place (one ``int64`` array of the rows' length is the only one made); the
-    keys are counted in a dense array where their range allows (the common case: it is about the row count), else
-    sorted.
+    Each row is packed into one key. Where the keys' range allows (the common case: it is about the row count)
+    they are marked in a table of flags a block of rows at a time, the block's keys packed on the fly: a row
+    repeats an earlier one when fewer flags are newly set than the block has rows. Only the flags (a byte per
+    key) are made beside the columns, no row-long key array or count. Else the packed keys are sorted.
     """
     n = len(columns[0])
     if n == 0:
         return True
-    packed, width = np.zeros(n, np.int64), 1
+    lows, spans, width = [], [], 1
     for col in columns:
         low, high = int(col.min()), int(col.max())
-        span = high - low + 1
-        if width * span >= _MAX_PACKED:
+        lows.append(low)
+        spans.append(high - low + 1)
+        if width * spans[-1] >= _MAX_PACKED:
             return len(group_ids(*columns)[1]) == n
+        width *= spans[-1]
+    if width > 4 * n + 1024:
+        packed = _packed(columns, lows, spans, 0, n)
+        packed.sort()
+        return bool((packed[1:] != packed[:-1]).all())
+    seen, marked = np.zeros(width, np.bool_), 0
+    for start in range(0, n, _BLOCK):
+        stop = min(start + _BLOCK, n)
+        seen[_packed(columns, lows, spans, start, stop)] = True
+        now = int(np.count_nonzero(seen))
+        if now - marked != stop - start:
+            return False
+        marked = now
+    return True
+
+
+def _packed(columns: tuple[Ints, ...], lows: list[int], spans: list[int], start: int, stop: int) -> Ints:
+    """The packed keys of rows ``start:stop`` (``(... (c0 - low0) * span1 + c1 - low1 ...)``, in ``int64``)."""
+    packed = np.zeros(stop - start, np.int64)
+    for col, low, span in zip(columns, lows, spans, strict=True):
         packed *= span
-        packed += col  # narrow codes widen in the addition, element by element
+        packed += col[start:stop]  # narrow codes widen in the addition, element by element
         packed -= low
-        width *= span
-    if width <= 4 * n + 1024:
-        return int(np.bincount(packed, minlength=1).max()) <= 1
-    packed.sort()
-    return bool((packed[1:] != packed[:-1]).all())
+    return packed
 
 
 def completeness_of(plan: PlanInfo, run_configs: Ints) -> Completeness:
@@ -117,10 +137,6 @@ def columns_fit(plan: PlanInfo, columns: ResultColumns) -> bool:
         if int(n.sum()) != part.n or not _part_fits(part.config, part.run, config, run, n, idents):
             return False
     return _collectors_fit(plan, columns.collectors) and _values_fit(plan, columns.values, config[~once], run[~once])
-
-
-_BLOCK = 1 << 16
-"""Rows of a part checked at a time (:func:`_part_fits`): its temporary arrays stay this short."""
 
 
 def _part_fits(part_config: Ints, part_run: Ints, config: Ints, run: Ints, n: Ints, idents: list[Ints]) -> bool:
@@ -160,18 +176,24 @@ def _values_fit(plan: PlanInfo, values: ValueColumns, held_configs: Ints, held_r
     if not ((config >= 0) & (config < len(plan.configs)) & (run >= 0) & (run < plan.runs)).all():
         return False
     width = max(plan.runs, 1)
-    if len(config) and not _held(config * width + run, held_configs * width + held_runs, len(plan.configs) * width):
+    if len(config) and not _held(config, run, width, held_configs * width + held_runs, len(plan.configs) * width):
         return False
     return _unique(values.annotation.codes, config, run, values.metric.codes)
 
 
-def _held(keys: Ints, held: Ints, span: int) -> bool:
-    """Whether every key (each in ``range(span)``) is one of ``held``.
+def _held(config: Ints, run: Ints, width: int, held: Ints, span: int) -> bool:
+    """Whether every row's key ``config * width + run`` (each in ``range(span)``) is one of ``held``.
 
-    Through a table of ``span`` flags where that is short (no sort of the keys), else ``np.isin``.
+    Through a table of ``span`` flags where that is short (no sort of the keys), else ``np.isin``; the keys are
+    made a block of rows at a time (a million rows would otherwise make two arrays of 8 MB).
     """
-    if span > 4 * len(keys) + 1024:
-        return bool(np.isin(keys, held).all())
-    table = np.zeros(span, np.bool_)
-    table[held] = True
-    return bool(table[keys].all())
+    table: Bools | None = None
+    if span <= 4 * len(config) + 1024:
+        table = np.zeros(span, np.bool_)
+        table[held] = True
+    for start in range(0, len(config), _BLOCK):
+        keys = config[start : start + _BLOCK] * width
+        keys += run[start : start + _BLOCK]
+        if not (np.isin(keys, held).all() if table is None else table[keys].all()):
+            return False
+    return True

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from nsightx._errors import ResultSchemaError
 from nsightx._results.integrity import check_result
+from nsightx._results.memtrim import release_freed
 from nsightx._results.parquetcheck import columns_fit, ints, text
 from nsightx._results.parquetparts import LENGTHS_KEY, lengths, read_parts
 from nsightx._results.parquettable import BATCH, table_columns, type_name
@@ -128,7 +129,9 @@ def parse_parquet(data: bytes | Path, source: str) -> tuple[ResultData, ResultCo
         ResultSchemaError: the first problem found (see the module docstring).
     """
     with _system_pool():
-        return _parse(data, source)
+        shell, columns = _parse(data, source)
+    release_freed(columns.values.n + columns.records.n + columns.regions.n)
+    return shell, columns
 
 
 def _parse(data: bytes | Path, source: str) -> tuple[ResultData, ResultColumns]:
@@ -148,6 +151,7 @@ def _parse(data: bytes | Path, source: str) -> tuple[ResultData, ResultColumns]:
         check_result(shell, source)  # the plan and the per-config lists; the runs and values below, as columns
         with _unreadable(source):
             values = table_columns(file, COLUMNS["values"], source)
+        release_freed(len(values["value"]))  # the pages Arrow decoded, before the side parts take their place
     with _unreadable(source):
         tables = {}
         for part in PARTS:
@@ -155,6 +159,7 @@ def _parse(data: bytes | Path, source: str) -> tuple[ResultData, ResultColumns]:
             tables[part].validate(full=True)  # dictionary indices, offsets, UTF-8: what a changed byte breaks
             _check_columns(part, tables[part], source, skip=meta[SHARED_KEY].get(part, ()))
     columns = _result_columns(values, tables, meta[SHARED_KEY], source)  # empties ``tables`` as it converts
+    release_freed(columns.values.n + columns.records.n + columns.regions.n)  # Arrow's pages, before the checks
     if not columns_fit(shell.plan, columns):
         whole = shell.model_copy(update={"runs": columns.run_records(), "values": columns.run_values()})
         check_result(whole, source)  # names the first bad entry by its JSON path

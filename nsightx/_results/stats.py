@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,6 +22,8 @@ STABLE_RSD_PCT = 2.0
 :data:`~nsightx._results.flags.FEW_RUNS` valid runs (a row the ``few_runs`` flag marks is never stable) and no run
 throttled. Kept here rather than in the DataFrame module so that text renderers (``nsightx demo``) can name it
 without loading NumPy, which the demo must not load before it has chosen its BLAS threads."""
+_BLOCK = 1 << 16
+"""Rows :func:`group_sums` adds at a time (the weights of a block are all that is made of them)."""
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -161,26 +163,55 @@ def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = N
 
     The log moments are NaN for a group with a value that is not positive (or fewer than 2 finite values): only
     :func:`mean_intervals`' positive rows read them. A caller that has the groups' minimum passes it (it is
-    returned as given).
+    returned as given). The logs are taken a block at a time (:func:`group_sums`): no row-long array is made
+    where every value is finite.
     """
     import numpy as np
 
     finite = np.isfinite(value)
     g, x = (ids, value) if finite.all() else (ids[finite], value[finite])
+    del finite
     if minimum is None:
         minimum = np.full(count, np.inf)
         np.minimum.at(minimum, g, x)
         minimum[minimum == np.inf] = np.nan  # no finite value (an all-infinite group has no interval anyway)
+    positive = bool((x > 0.0).all())
+
+    def logs(start: int, stop: int) -> Floats:
+        block = x[start:stop]
+        return np.log(block if positive else np.where(block > 0.0, block, 1.0))
+
+    def squares(start: int, stop: int) -> Floats:
+        dev = logs(start, stop)
+        dev -= log_mean[g[start:stop]]
+        return np.multiply(dev, dev, out=dev)
+
     with np.errstate(invalid="ignore", divide="ignore"):
-        logs = np.log(x if (x > 0.0).all() else np.where(x > 0.0, x, 1.0))
         n = np.bincount(g, minlength=count)
-        log_mean = np.bincount(g, weights=logs, minlength=count) / n
-        dev = np.subtract(logs, log_mean[g], out=logs)  # in place: at a million values each array is 8 MB
-        log_var = np.bincount(g, weights=np.multiply(dev, dev, out=dev), minlength=count) / (n - 1)
+        log_mean = group_sums(g, count, logs) / n
+        log_var = group_sums(g, count, squares) / (n - 1)
     bad = ~(minimum > 0.0) | (n < 2)
     log_mean[bad] = np.nan
     log_var[bad] = np.nan
     return minimum, log_mean, log_var
+
+
+def group_sums(ids: Ints, count: int, weights: Callable[[int, int], Floats]) -> Floats:
+    """Per group (``ids`` in ``range(count)``), the sum of its rows' weights, ``weights(start, stop)`` giving a block's.
+
+    The same numbers, bit for bit, as ``np.bincount(ids, weights=w, minlength=count)`` over the whole weights
+    ``w``: both add each row's weight to its group's sum in row order (``np.add.at`` here, a block of rows at a
+    time). The weights are made a block at a time: at a million values the whole array would be 8 MB (issue 35).
+    """
+    import numpy as np
+
+    sums = np.zeros(count, np.float64)
+    for start in range(0, len(ids), _BLOCK):
+        stop = min(start + _BLOCK, len(ids))
+        block = weights(start, stop)
+        with np.errstate(invalid="ignore", over="ignore"):  # as quiet as bincount (inf - inf is NaN there too)
+            np.add.at(sums, ids[start:stop], block)
+    return sums
 
 
 def mean_intervals(

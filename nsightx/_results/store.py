@@ -71,23 +71,35 @@ _LUT_FACTOR = 4
 """Densify keys through a look-up array when their range is at most this many times the row count (else sort)."""
 _MAX_PACKED = 1 << 62
 """Packed keys stay under this (int64); wider combinations are densified step by step."""
+_DENSE_BLOCK = 1 << 16
+"""Rows whose first positions :func:`dense_ids` writes at a time (no row-long ``arange``: 8 MB at a million)."""
 
 
-def dense_ids(keys: Ints) -> tuple[Ints, Ints]:
-    """Dense ids of non-negative integer keys, numbered in first-seen order, and the first row of each id."""
+def dense_ids(keys: Ints, reuse: bool = False) -> tuple[Ints, Ints]:
+    """Dense ids of non-negative integer keys, numbered in first-seen order, and the first row of each id.
+
+    ``reuse``: ``keys`` is the caller's own scratch array, which may become the ids (no second row-long array).
+    """
     n = len(keys)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     span = int(keys.max()) + 1
     if span <= _LUT_FACTOR * n + 1024:
         first = np.full(span, n, dtype=np.int64)
-        first[keys[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)  # repeated index: the last write wins
+        for stop in range(n, 0, -_DENSE_BLOCK):  # from the last block: the earlier rows' writes come later
+            start = max(stop - _DENSE_BLOCK, 0)
+            # repeated index: the last write wins, so each key keeps its first row
+            first[keys[start:stop][::-1]] = np.arange(stop - 1, start - 1, -1, dtype=np.int64)
         present = np.flatnonzero(first < n)
         firsts = first[present]
         order = np.argsort(firsts, kind="stable")
         rank = np.empty(span, dtype=np.int64)
         rank[present[order]] = np.arange(len(present), dtype=np.int64)
-        return rank[keys], firsts[order]
+        if not reuse:
+            return rank[keys], firsts[order]
+        for start in range(0, n, _DENSE_BLOCK):
+            keys[start : start + _DENSE_BLOCK] = rank[keys[start : start + _DENSE_BLOCK]]
+        return keys, firsts[order]
     _, index, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(index, kind="stable")
     rank = np.empty(len(index), dtype=np.int64)
@@ -113,17 +125,21 @@ def group_ids(*columns: Ints) -> tuple[Ints, Ints]:
         width = int(col.max()) - low + 1
         if width == 1 and packed is not None:  # one value: it tells no rows apart (the ids depend on equality alone)
             continue
-        shifted = col.astype(np.int64) - low  # codes may be narrow (Text): the packing below needs int64
         if packed is None:
-            packed, width_so_far = shifted, width
+            packed, width_so_far = col.astype(np.int64), width  # a copy (codes may be narrow, Text), in int64
+            packed -= low
             continue
         if width_so_far * width >= _MAX_PACKED:
-            packed, firsts = dense_ids(packed)
+            packed, firsts = dense_ids(packed, reuse=True)
             width_so_far = len(firsts)
-        packed = packed * width + shifted
+        # In place, the column widened element by element: no row-long temporary. ``packed * width + col`` may
+        # wrap around in int64 before ``- low``; the wrapped sum minus ``low`` is still the exact key (< 2**62).
+        packed *= width
+        packed += col
+        packed -= low
         width_so_far *= width
     assert packed is not None, "group_ids needs at least one column"
-    return dense_ids(packed)
+    return dense_ids(packed, reuse=True)
 
 
 SMALL = 512

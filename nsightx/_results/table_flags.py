@@ -38,7 +38,7 @@ from nsightx._results.flags import (
     run_clocks,
 )
 from nsightx._results.groupshare import SharedGroups, shared_groups
-from nsightx._results.stats import log_moments, mean_intervals
+from nsightx._results.stats import group_sums, log_moments, mean_intervals
 from nsightx._results.table import MISSING, Floats, Ints, ResultTable, RowKeys, group_ids
 from nsightx.columns import SERIALIZES_KERNELS
 
@@ -83,8 +83,12 @@ class Groups:
         """(annotation, metric, config) in first-seen order, as ``groupby(sort=False)`` has them.
 
         Numbered over the table's combinations, which are in first-seen order themselves, then spread to the rows.
+        Where each combination is a group of its own (a kernel and a unit per group: the common case), the ids are
+        the table's combination ids themselves, not a second row-long array (8 MB at a million values).
         """
         per_combo, first_combo = group_ids(table.combo_annotation, table.combo_metric, table.combo_config)
+        if np.array_equal(per_combo, np.arange(len(per_combo))):
+            return cls(table.combo, table.combo_first[first_combo])
         return cls(per_combo[table.combo], table.combo_first[first_combo])
 
 
@@ -117,20 +121,38 @@ class Spread:
 
 
 def spread_of(table: ResultTable, groups: Groups) -> Spread:
-    """The groups' :class:`Spread` over their finite values (the DataFrame reuses its log moments)."""
+    """The groups' :class:`Spread` over their finite values (the DataFrame reuses its log moments).
+
+    The sums are :func:`~nsightx._results.stats.group_sums`: the values, their absolute values and squared
+    deviations are made a block of rows at a time (the same numbers as ``np.bincount`` over whole arrays, without
+    the 8 MB arrays a million values made).
+    """
     value = table.value
     finite = np.isfinite(value)
     g, count = groups.ids, groups.count
-    xs = np.where(finite, value, 0.0)  # one row-long array, reused in place (a million values: 8 MB each)
-    n = np.bincount(g, weights=finite, minlength=count).astype(np.int64)
+    every = bool(finite.all())
+    if every:  # the common case: no float copy of ``finite`` as weights
+        n = np.bincount(g, minlength=count).astype(np.int64)
+    else:
+        n = group_sums(g, count, lambda start, stop: finite[start:stop].astype(np.float64)).astype(np.int64)
+
+    def kept(start: int, stop: int) -> Floats:
+        """A block's values, those that are not finite as 0."""
+        block = value[start:stop]
+        return block if every else np.where(finite[start:stop], block, 0.0)
+
+    def squares(start: int, stop: int) -> Floats:
+        """A block's squared deviations from their group's mean, 0 where the value is not finite."""
+        dev = value[start:stop] - mean[g[start:stop]]
+        if not every:
+            dev[~finite[start:stop]] = 0.0
+        return np.multiply(dev, dev, out=dev)
+
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        mean = np.bincount(g, weights=xs, minlength=count) / n
-        mean_abs = np.bincount(g, weights=np.abs(xs, out=xs), minlength=count) / n
-        dev = np.subtract(value, np.take(mean, g, out=xs), out=xs)
-        dev[~finite] = 0.0
-        std = np.sqrt(np.bincount(g, weights=np.multiply(dev, dev, out=dev), minlength=count) / (n - 1))
+        mean = group_sums(g, count, kept) / n
+        mean_abs = group_sums(g, count, lambda start, stop: np.abs(kept(start, stop))) / n
+        std = np.sqrt(group_sums(g, count, squares) / (n - 1))
     std[n < 2] = np.nan
-    del xs, dev  # before the log moments make theirs
     minimum, log_mean, log_var = log_moments(value, g, count)  # over the finite values, as above
     return Spread(n, mean, mean_abs, std, minimum, log_mean, log_var)
 
@@ -354,11 +376,18 @@ def flag_cells(
         "launch_bound": launch_bound,
         "serialized": serialized,
         "short": short,
-        "throttled": np.bincount(groups.ids, weights=was_throttled & finite, minlength=groups.count) > 0,
+        "throttled": _any_per_group(groups, was_throttled & finite),
         "unstable": unstable,
         "warm": np.full(groups.count, data.plan.cache_control == "none"),
     }
     return _cells(verdicts)
+
+
+def _any_per_group(groups: Groups, rows: Bools) -> Bools:
+    """Per group, whether any of its rows is set in ``rows`` (no row-long weights: ``bincount`` makes them float)."""
+    out = np.zeros(groups.count, np.bool_)
+    out[groups.ids[rows]] = True
+    return out
 
 
 def _cells(verdicts: Mapping[str, Bools]) -> list[str]:
