@@ -138,17 +138,18 @@ def _listed(items: list[Any]) -> Any:
 def _strings(columns: list[list[str]], text: Any) -> list[Any]:
     """Columns of strings with the dtype pandas infers for them (``text``).
 
-    numpy objects, or slices of one Arrow array: one conversion for all the frame's text columns, where pandas
-    converted each on its own.
+    numpy objects, or slices of one Arrow-backed array: one conversion and one array check for all the frame's
+    text columns, where pandas converted each on its own (a slice of an ``ArrowStringArray`` is pandas' public
+    ``__getitem__``, which pandas 3 makes without checking the Arrow data again).
     """
     if isinstance(text, np.dtype):  # object
         return [np.array(items, dtype=object) for items in columns]
     import pyarrow as pa
 
     flat = pa.array([v for items in columns for v in items], type=pa.large_string())
-    make = text.construct_array_type()
-    bounds = np.cumsum([0, *map(len, columns)]).tolist()
-    return [make(flat.slice(a, b - a), dtype=text) for a, b in itertools.pairwise(bounds)]
+    whole = text.construct_array_type()(flat, dtype=text)  # checked and wrapped once, for every text column
+    bounds = list(itertools.accumulate(map(len, columns), initial=0))
+    return [whole[a:b] for a, b in itertools.pairwise(bounds)]  # a slice shares the dtype and the Arrow buffer
 
 
 def _text_dtype() -> Any:
