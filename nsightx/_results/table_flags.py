@@ -18,6 +18,8 @@ String work (the ``Flags`` cell) is done once per distinct set of flags.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,7 @@ from nsightx._results.flags import (
 )
 from nsightx._results.groupshare import SharedGroups, shared_groups
 from nsightx._results.stats import log_moments, mean_intervals
+from nsightx._results.store import SMALL
 from nsightx._results.table import MISSING, Floats, Ints, ResultTable, RowKeys, group_ids
 from nsightx.columns import SERIALIZES_KERNELS
 
@@ -117,10 +120,18 @@ class Spread:
 
 
 def spread_of(table: ResultTable, groups: Groups) -> Spread:
-    """The groups' :class:`Spread` over their finite values (the DataFrame reuses its log moments)."""
-    value = table.value
+    """The groups' :class:`Spread` over their finite values (the DataFrame reuses its log moments).
+
+    Up to :data:`~nsightx._results.store.SMALL` value rows the sums run over Python floats (:func:`_small_spread`).
+    """
+    if len(table.value) <= SMALL:
+        return _small_spread(table.value, groups.ids, groups.count)
+    return _spread(table.value, groups.ids, groups.count)
+
+
+def _spread(value: Floats, g: Ints, count: int) -> Spread:
+    """:func:`spread_of` with numpy: weighted ``np.bincount`` sums (each group's rows added in row order from 0.0)."""
     finite = np.isfinite(value)
-    g, count = groups.ids, groups.count
     xs = np.where(finite, value, 0.0)
     n = np.bincount(g, weights=finite, minlength=count).astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -131,6 +142,40 @@ def spread_of(table: ResultTable, groups: Groups) -> Spread:
     std[n < 2] = np.nan
     minimum, log_mean, log_var = log_moments(value, g, count)  # over the finite values, as above
     return Spread(n, mean, mean_abs, std, minimum, log_mean, log_var)
+
+
+def _small_spread(value: Floats, g: Ints, count: int) -> Spread:
+    """:func:`_spread` over Python floats: the same sums in the same order (IEEE double arithmetic either way).
+
+    A group without a finite value gets numpy's ``0.0 / 0`` (a NaN with its sign bit set), as the numpy path.
+    """
+    values, ids = value.tolist(), g.tolist()
+    n, total, total_abs = [0] * count, [0.0] * count, [0.0] * count
+    for v, i in zip(values, ids, strict=True):
+        if math.isfinite(v):
+            n[i] += 1
+            total[i] += v
+            total_abs[i] += abs(v)
+        else:  # numpy adds a zero weight for the row: 0.0 + 0.0 turns a sum of -0.0 into 0.0
+            total[i] += 0.0
+            total_abs[i] += 0.0
+    mean = [t / k if k else _zero_by_zero() for t, k in zip(total, n, strict=True)]
+    mean_abs = [t / k if k else _zero_by_zero() for t, k in zip(total_abs, n, strict=True)]
+    squares = [0.0] * count
+    for v, i in zip(values, ids, strict=True):
+        dev = v - mean[i] if math.isfinite(v) else 0.0
+        squares[i] += dev * dev
+    std = [math.sqrt(q / (k - 1)) if k >= 2 else math.nan for q, k in zip(squares, n, strict=True)]
+    minimum, log_mean, log_var = log_moments(value, g, count)
+    counts = np.array(n, dtype=np.int64)
+    return Spread(counts, np.array(mean), np.array(mean_abs), np.array(std), minimum, log_mean, log_var)
+
+
+@functools.cache
+def _zero_by_zero() -> float:
+    """The NaN numpy's ``0.0 / 0`` gives on this machine (its sign bit is the processor's choice), asked once."""
+    with np.errstate(invalid="ignore"):
+        return float((np.zeros(1) / np.zeros(1, dtype=np.int64))[0])
 
 
 def _first_units(table: ResultTable, groups: Groups) -> Ints:
@@ -361,10 +406,16 @@ def flag_cells(
 
 def _cells(verdicts: Mapping[str, Bools]) -> list[str]:
     """The comma-joined cell of each row's flags, made once per distinct combination."""
+    if len(verdicts[FLAGS[0]]) <= SMALL:  # a few rows: their verdicts as Python tuples, no numpy call per flag
+        text: dict[tuple[bool, ...], str] = {}
+        for row in zip(*(verdicts[name].tolist() for name in FLAGS), strict=True):
+            if row not in text:
+                text[row] = flags_cell(name for name, v in zip(FLAGS, row, strict=True) if v)
+        return [text[row] for row in zip(*(verdicts[name].tolist() for name in FLAGS), strict=True)]
     bits = np.zeros(len(verdicts[FLAGS[0]]), dtype=np.int64)
     for i, name in enumerate(FLAGS):
         bits |= verdicts[name].astype(np.int64) << i
-    text = {
+    cells = {
         int(b): flags_cell(name for i, name in enumerate(FLAGS) if int(b) >> i & 1) for b in np.unique(bits).tolist()
     }
-    return [text[b] for b in bits.tolist()]
+    return [cells[b] for b in bits.tolist()]

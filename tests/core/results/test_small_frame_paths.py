@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsightx._results import dataframe
+from nsightx._results import dataframe, table_flags
 from nsightx._results.dataframe import _column, _small_column
+from nsightx._results.flags import FLAGS
 from nsightx._results.framebuild import frame_of
 from nsightx._results.table import MISSING
 
@@ -103,3 +104,46 @@ def test_text_columns_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert frame["t7"].tolist() == ["a", "bc", ""]
     frame.loc[0, "t0"] = "changed"  # a slice shares the buffer, never the data a user changes
     assert frame["t1"].tolist() == ["a", "bc", ""]
+
+
+_FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e308, -1e308, 5e-324, 1.5]),
+    st.floats(1e3, 1e4),
+)
+
+
+@st.composite
+def _values_and_groups(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int]:
+    """Values (NaN, infinities, signed zeros, overflowing sums) and dense group ids 0 .. count - 1."""
+    values = draw(st.lists(_FLOATS, min_size=1, max_size=30))
+    count = draw(st.integers(1, min(len(values), 5)))
+    ids = list(range(count)) + draw(st.lists(st.integers(0, count - 1), min_size=len(values), max_size=len(values)))
+    return np.array(values, dtype=np.float64), np.array(ids[: len(values)], dtype=np.int64), count
+
+
+def _bits(array: np.ndarray) -> tuple[str, list[int]]:
+    """An array's dtype and the bits of each of its values (NaN signs and payloads, negative zero)."""
+    return str(array.dtype), array.view(np.uint64 if array.dtype == np.float64 else array.dtype).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=_values_and_groups())
+def test_small_spread_is_the_numpy_spread(case: tuple[np.ndarray, np.ndarray, int]) -> None:
+    values, ids, count = case
+    expected = table_flags._spread(values, ids, count)
+    got = table_flags._small_spread(values, ids, count)
+    for name in ("n", "mean", "mean_abs", "std", "minimum", "log_mean", "log_var"):
+        assert _bits(getattr(got, name)) == _bits(getattr(expected, name)), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.booleans(), min_size=len(FLAGS), max_size=len(FLAGS)), max_size=12))
+def test_small_flag_cells_are_the_numpy_cells(rows: list[list[bool]]) -> None:
+    columns = np.array(rows, dtype=np.bool_).reshape(len(rows), len(FLAGS))
+    verdicts = {name: columns[:, i] for i, name in enumerate(FLAGS)}
+    mp = pytest.MonkeyPatch()
+    with mp.context() as m:
+        m.setattr(table_flags, "SMALL", -1)  # the numpy path for any number of rows
+        expected = table_flags._cells(verdicts)
+    assert table_flags._cells(verdicts) == expected
