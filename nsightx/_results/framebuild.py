@@ -92,8 +92,6 @@ def _part(value: Any, n: int) -> Any:
 
     A 1-D numpy array (stacked with the others of its dtype), an extension array, or :class:`_Text`.
     """
-    import pandas as pd
-
     if isinstance(value, np.ndarray):
         if value.ndim != 1 or len(value) != n:
             return None
@@ -105,6 +103,8 @@ def _part(value: Any, n: int) -> Any:
         return None
     if isinstance(value, list):
         return _listed(value) if len(value) == n else None
+    import pandas as pd  # after the numpy and list columns, most of a frame's
+
     if isinstance(value, pd.Series):  # a Series keeps its dtype (no inference); aligned on the same RangeIndex
         index = value.index
         if not (isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(n))):
