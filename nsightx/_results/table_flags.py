@@ -266,6 +266,8 @@ def _clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Map
 
 def _varied(ids: Ints, clock: Floats, kept: Bools, count: int) -> Bools:
     """Per id (0 .. ``count`` - 1), the clock rule over the ``kept`` rows' ``clock`` (see :func:`_clock_varied`)."""
+    if len(ids) <= SMALL:
+        return _small_varied(ids.tolist(), clock.tolist(), kept.tolist(), count)
     out = np.zeros(count, dtype=np.bool_)
     rows = np.flatnonzero(kept)
     g, c = ids[rows], clock[rows]
@@ -280,6 +282,24 @@ def _varied(ids: Ints, clock: Floats, kept: Bools, count: int) -> Bools:
     with np.errstate(invalid="ignore", divide="ignore"):
         out[has] = (median > 0) & (100.0 * (high - low) / median > CLOCK_VARIED_PCT)
     return out
+
+
+def _small_varied(ids: list[int], clock: list[float], kept: list[bool], count: int) -> Bools:
+    """:func:`_varied` over Python lists: each id's sorted clocks, the same median and comparisons."""
+    per_id: list[list[float]] = [[] for _ in range(count)]
+    for i, c, k in zip(ids, clock, kept, strict=True):
+        if k:
+            per_id[i].append(c)
+    out = [False] * count
+    for i, clocks in enumerate(per_id):
+        m = len(clocks)
+        if m < 2:
+            continue
+        clocks.sort()
+        mid = m // 2
+        median = clocks[mid] if m % 2 == 1 else (clocks[mid - 1] + clocks[mid]) / 2  # statistics.median's arithmetic
+        out[i] = median > 0 and 100.0 * (clocks[-1] - clocks[0]) / median > CLOCK_VARIED_PCT
+    return np.array(out, dtype=np.bool_)
 
 
 def _gpu_ns(table: ResultTable) -> Floats:
@@ -341,16 +361,37 @@ def _region_flags(table: ResultTable, groups: Groups, serializes: bool) -> tuple
             many = regs.attribute("kernel_count") > 1
         if not many.any():
             return none, none
-        reg_ids, grp_ids, span = _region_keys(table, groups)
-        return (np.bincount(reg_ids, weights=many, minlength=span) > 0)[grp_ids], none
+        (n_many,) = _region_sums(table, groups, many)
+        return n_many > 0, none
     verdicts = _launch_verdicts(table)
     if verdicts is None:
         return none, none
     verdict, judged = verdicts
-    reg_ids, grp_ids, span = _region_keys(table, groups)
-    n_judged = np.bincount(reg_ids, weights=judged, minlength=span)
-    n_bound = np.bincount(reg_ids, weights=judged & verdict, minlength=span)
-    return none, ((n_judged > 0) & (2 * n_bound > n_judged))[grp_ids]
+    n_judged, n_bound = _region_sums(table, groups, judged, judged & verdict)
+    return none, (n_judged > 0) & (2 * n_bound > n_judged)
+
+
+def _region_sums(table: ResultTable, groups: Groups, *weights: Bools) -> list[Floats]:
+    """Per group, the sum of each per-execution weight over the executions of its (annotation, config) region.
+
+    ``np.bincount`` sums over one numbering of the regions; up to :data:`~nsightx._results.store.SMALL` executions
+    and groups, a dictionary of (annotation, config) over Python lists (the same sums, added in the same order).
+    """
+    regs = table.regions
+    if regs.n + groups.count > SMALL:
+        reg_ids, grp_ids, span = _region_keys(table, groups)
+        return [np.bincount(reg_ids, weights=w, minlength=span)[grp_ids] for w in weights]
+    totals: dict[tuple[int, int], list[float]] = {}
+    keys = zip(regs.annotation.tolist(), regs.config.tolist(), strict=True)
+    for key, *row in zip(keys, *(w.tolist() for w in weights), strict=True):
+        sums = totals.setdefault(key, [0.0] * len(weights))
+        for j, w in enumerate(row):
+            sums[j] += w
+    none = [0.0] * len(weights)
+    first = groups.first
+    group_keys = zip(table.annotation[first].tolist(), table.config[first].tolist(), strict=True)
+    per_group = [totals.get(key, none) for key in group_keys]
+    return [np.array([sums[j] for sums in per_group], dtype=np.float64) for j in range(len(weights))]
 
 
 def _region_keys(table: ResultTable, groups: Groups) -> tuple[Ints, Ints, int]:

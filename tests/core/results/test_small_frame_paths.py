@@ -17,7 +17,8 @@ from nsightx._results import dataframe, table_flags
 from nsightx._results.dataframe import _column, _small_column
 from nsightx._results.flags import FLAGS
 from nsightx._results.framebuild import frame_of
-from nsightx._results.table import MISSING
+from nsightx._results.table import MISSING, table_of
+from nsightx._results.table_flags import Groups
 
 _VALUES = st.one_of(
     st.lists(st.text(max_size=4), min_size=1, max_size=6),
@@ -147,3 +148,48 @@ def test_small_flag_cells_are_the_numpy_cells(rows: list[list[bool]]) -> None:
         m.setattr(table_flags, "SMALL", -1)  # the numpy path for any number of rows
         expected = table_flags._cells(verdicts)
     assert table_flags._cells(verdicts) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.one_of(st.sampled_from([1980.0, 1700.0, 0.0, -0.0, -5.0, np.inf, -np.inf]), st.floats(1e3, 2e3)),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_small_clock_rule_is_the_numpy_rule(rows: list[tuple[int, float, bool]]) -> None:
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    clock = np.array([r[1] for r in rows], dtype=np.float64)
+    kept = np.array([r[2] for r in rows], dtype=np.bool_)
+    count = int(ids.max()) + 1
+    mp = pytest.MonkeyPatch()
+    with mp.context() as m:
+        m.setattr(table_flags, "SMALL", -1)
+        expected = table_flags._varied(ids, clock, kept, count)
+    got = table_flags._varied(ids, clock, kept, count)
+    assert got.dtype == expected.dtype
+    assert got.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("seed", range(0, 150, 3))
+def test_small_flag_paths_give_the_numpy_flags(seed: int) -> None:
+    """Region sums (launch-bound and serialised), clock rule, spread and cells: each small path against numpy's."""
+    from test_table_flags import random_data, vectorised_flags
+
+    data = random_data(seed)
+    table = table_of(data)
+    groups = Groups.of(table)
+    rng = np.random.default_rng(seed)
+    weights = [rng.random(table.regions.n) < 0.5 for _ in range(2)]
+    got = table_flags._region_sums(table, groups, *weights), vectorised_flags(data)
+    mp = pytest.MonkeyPatch()
+    with mp.context() as m:
+        m.setattr(table_flags, "SMALL", -1)
+        expected = table_flags._region_sums(table, groups, *weights), vectorised_flags(data)
+    assert [_bits(a) for a in got[0]] == [_bits(a) for a in expected[0]]
+    assert got[1] == expected[1]
