@@ -380,7 +380,8 @@ def _region_sums(table: ResultTable, groups: Groups, *weights: Bools) -> list[Fl
     regs = table.regions
     if regs.n + groups.count > SMALL:
         reg_ids, grp_ids, span = _region_keys(table, groups)
-        return [np.bincount(reg_ids, weights=w, minlength=span)[grp_ids] for w in weights]
+        counted = [np.bincount(reg_ids, weights=w, minlength=span) for w in weights]  # float64: weighted
+        return [c.astype(np.float64, copy=False)[grp_ids] for c in counted]
     totals: dict[tuple[int, int], list[float]] = {}
     keys = zip(regs.annotation.tolist(), regs.config.tolist(), strict=True)
     for key, *row in zip(keys, *(w.tolist() for w in weights), strict=True):
