@@ -92,8 +92,6 @@ def _part(value: Any, n: int) -> Any:
 
     A 1-D numpy array (stacked with the others of its dtype), an extension array, or :class:`_Text`.
     """
-    import pandas as pd
-
     if isinstance(value, np.ndarray):
         if value.ndim != 1 or len(value) != n:
             return None
@@ -105,6 +103,8 @@ def _part(value: Any, n: int) -> Any:
         return None
     if isinstance(value, list):
         return _listed(value) if len(value) == n else None
+    import pandas as pd  # after the numpy and list columns, most of a frame's
+
     if isinstance(value, pd.Series):  # a Series keeps its dtype (no inference); aligned on the same RangeIndex
         index = value.index
         if not (isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(n))):
@@ -138,17 +138,18 @@ def _listed(items: list[Any]) -> Any:
 def _strings(columns: list[list[str]], text: Any) -> list[Any]:
     """Columns of strings with the dtype pandas infers for them (``text``).
 
-    numpy objects, or slices of one Arrow array: one conversion for all the frame's text columns, where pandas
-    converted each on its own.
+    numpy objects, or slices of one Arrow-backed array: one conversion and one array check for all the frame's
+    text columns, where pandas converted each on its own (a slice of an ``ArrowStringArray`` is pandas' public
+    ``__getitem__``, which pandas 3 makes without checking the Arrow data again).
     """
     if isinstance(text, np.dtype):  # object
         return [np.array(items, dtype=object) for items in columns]
     import pyarrow as pa
 
     flat = pa.array([v for items in columns for v in items], type=pa.large_string())
-    make = text.construct_array_type()
-    bounds = np.cumsum([0, *map(len, columns)]).tolist()
-    return [make(flat.slice(a, b - a), dtype=text) for a, b in itertools.pairwise(bounds)]
+    whole = text.construct_array_type()(flat, dtype=text)  # checked and wrapped once, for every text column
+    bounds = list(itertools.accumulate(map(len, columns), initial=0))
+    return [whole[a:b] for a, b in itertools.pairwise(bounds)]  # a slice shares the dtype and the Arrow buffer
 
 
 def _text_dtype() -> Any:

@@ -18,6 +18,8 @@ String work (the ``Flags`` cell) is done once per distinct set of flags.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,7 @@ from nsightx._results.flags import (
 )
 from nsightx._results.groupshare import SharedGroups, shared_groups
 from nsightx._results.stats import group_sums, log_moments, mean_intervals
+from nsightx._results.store import SMALL
 from nsightx._results.table import MISSING, Floats, Ints, ResultTable, RowKeys, group_ids
 from nsightx.columns import SERIALIZES_KERNELS
 
@@ -123,13 +126,21 @@ class Spread:
 def spread_of(table: ResultTable, groups: Groups) -> Spread:
     """The groups' :class:`Spread` over their finite values (the DataFrame reuses its log moments).
 
+    Up to :data:`~nsightx._results.store.SMALL` value rows the sums run over Python floats (:func:`_small_spread`).
+    """
+    if len(table.value) <= SMALL:
+        return _small_spread(table.value, groups.ids, groups.count)
+    return _spread(table.value, groups.ids, groups.count)
+
+
+def _spread(value: Floats, g: Ints, count: int) -> Spread:
+    """:func:`spread_of` with numpy.
+
     The sums are :func:`~nsightx._results.stats.group_sums`: the values, their absolute values and squared
     deviations are made a block of rows at a time (the same numbers as ``np.bincount`` over whole arrays, without
     the 8 MB arrays a million values made).
     """
-    value = table.value
     finite = np.isfinite(value)
-    g, count = groups.ids, groups.count
     every = bool(finite.all())
     if every:  # the common case: no float copy of ``finite`` as weights
         n = np.bincount(g, minlength=count).astype(np.int64)
@@ -155,6 +166,40 @@ def spread_of(table: ResultTable, groups: Groups) -> Spread:
     std[n < 2] = np.nan
     minimum, log_mean, log_var = log_moments(value, g, count)  # over the finite values, as above
     return Spread(n, mean, mean_abs, std, minimum, log_mean, log_var)
+
+
+def _small_spread(value: Floats, g: Ints, count: int) -> Spread:
+    """:func:`_spread` over Python floats: the same sums in the same order (IEEE double arithmetic either way).
+
+    A group without a finite value gets numpy's ``0.0 / 0`` (a NaN with its sign bit set), as the numpy path.
+    """
+    values, ids = value.tolist(), g.tolist()
+    n, total, total_abs = [0] * count, [0.0] * count, [0.0] * count
+    for v, i in zip(values, ids, strict=True):
+        if math.isfinite(v):
+            n[i] += 1
+            total[i] += v
+            total_abs[i] += abs(v)
+        else:  # numpy adds a zero weight for the row: 0.0 + 0.0 turns a sum of -0.0 into 0.0
+            total[i] += 0.0
+            total_abs[i] += 0.0
+    mean = [t / k if k else _zero_by_zero() for t, k in zip(total, n, strict=True)]
+    mean_abs = [t / k if k else _zero_by_zero() for t, k in zip(total_abs, n, strict=True)]
+    squares = [0.0] * count
+    for v, i in zip(values, ids, strict=True):
+        dev = v - mean[i] if math.isfinite(v) else 0.0
+        squares[i] += dev * dev
+    std = [math.sqrt(q / (k - 1)) if k >= 2 else math.nan for q, k in zip(squares, n, strict=True)]
+    minimum, log_mean, log_var = log_moments(value, g, count)
+    counts = np.array(n, dtype=np.int64)
+    return Spread(counts, np.array(mean), np.array(mean_abs), np.array(std), minimum, log_mean, log_var)
+
+
+@functools.cache
+def _zero_by_zero() -> float:
+    """The NaN numpy's ``0.0 / 0`` gives on this machine (its sign bit is the processor's choice), asked once."""
+    with np.errstate(invalid="ignore"):
+        return float((np.zeros(1) / np.zeros(1, dtype=np.int64))[0])
 
 
 def _first_units(table: ResultTable, groups: Groups) -> Ints:
@@ -245,6 +290,8 @@ def _clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Map
 
 def _varied(ids: Ints, clock: Floats, kept: Bools, count: int) -> Bools:
     """Per id (0 .. ``count`` - 1), the clock rule over the ``kept`` rows' ``clock`` (see :func:`_clock_varied`)."""
+    if len(ids) <= SMALL:
+        return _small_varied(ids.tolist(), clock.tolist(), kept.tolist(), count)
     out = np.zeros(count, dtype=np.bool_)
     rows = np.flatnonzero(kept)
     g, c = ids[rows], clock[rows]
@@ -259,6 +306,24 @@ def _varied(ids: Ints, clock: Floats, kept: Bools, count: int) -> Bools:
     with np.errstate(invalid="ignore", divide="ignore"):
         out[has] = (median > 0) & (100.0 * (high - low) / median > CLOCK_VARIED_PCT)
     return out
+
+
+def _small_varied(ids: list[int], clock: list[float], kept: list[bool], count: int) -> Bools:
+    """:func:`_varied` over Python lists: each id's sorted clocks, the same median and comparisons."""
+    per_id: list[list[float]] = [[] for _ in range(count)]
+    for i, c, k in zip(ids, clock, kept, strict=True):
+        if k:
+            per_id[i].append(c)
+    out = [False] * count
+    for i, clocks in enumerate(per_id):
+        m = len(clocks)
+        if m < 2:
+            continue
+        clocks.sort()
+        mid = m // 2
+        median = clocks[mid] if m % 2 == 1 else (clocks[mid - 1] + clocks[mid]) / 2  # statistics.median's arithmetic
+        out[i] = median > 0 and 100.0 * (clocks[-1] - clocks[0]) / median > CLOCK_VARIED_PCT
+    return np.array(out, dtype=np.bool_)
 
 
 def _gpu_ns(table: ResultTable) -> Floats:
@@ -320,16 +385,38 @@ def _region_flags(table: ResultTable, groups: Groups, serializes: bool) -> tuple
             many = regs.attribute("kernel_count") > 1
         if not many.any():
             return none, none
-        reg_ids, grp_ids, span = _region_keys(table, groups)
-        return (np.bincount(reg_ids, weights=many, minlength=span) > 0)[grp_ids], none
+        (n_many,) = _region_sums(table, groups, many)
+        return n_many > 0, none
     verdicts = _launch_verdicts(table)
     if verdicts is None:
         return none, none
     verdict, judged = verdicts
-    reg_ids, grp_ids, span = _region_keys(table, groups)
-    n_judged = np.bincount(reg_ids, weights=judged, minlength=span)
-    n_bound = np.bincount(reg_ids, weights=judged & verdict, minlength=span)
-    return none, ((n_judged > 0) & (2 * n_bound > n_judged))[grp_ids]
+    n_judged, n_bound = _region_sums(table, groups, judged, judged & verdict)
+    return none, (n_judged > 0) & (2 * n_bound > n_judged)
+
+
+def _region_sums(table: ResultTable, groups: Groups, *weights: Bools) -> list[Floats]:
+    """Per group, the sum of each per-execution weight over the executions of its (annotation, config) region.
+
+    ``np.bincount`` sums over one numbering of the regions; up to :data:`~nsightx._results.store.SMALL` executions
+    and groups, a dictionary of (annotation, config) over Python lists (the same sums, added in the same order).
+    """
+    regs = table.regions
+    if regs.n + groups.count > SMALL:
+        reg_ids, grp_ids, span = _region_keys(table, groups)
+        counted = [np.bincount(reg_ids, weights=w, minlength=span) for w in weights]  # float64: weighted
+        return [c.astype(np.float64, copy=False)[grp_ids] for c in counted]
+    totals: dict[tuple[int, int], list[float]] = {}
+    keys = zip(regs.annotation.tolist(), regs.config.tolist(), strict=True)
+    for key, *row in zip(keys, *(w.tolist() for w in weights), strict=True):
+        sums = totals.setdefault(key, [0.0] * len(weights))
+        for j, w in enumerate(row):
+            sums[j] += w
+    none = [0.0] * len(weights)
+    first = groups.first
+    group_keys = zip(table.annotation[first].tolist(), table.config[first].tolist(), strict=True)
+    per_group = [totals.get(key, none) for key in group_keys]
+    return [np.array([sums[j] for sums in per_group], dtype=np.float64) for j in range(len(weights))]
 
 
 def _region_keys(table: ResultTable, groups: Groups) -> tuple[Ints, Ints, int]:
@@ -392,10 +479,16 @@ def _any_per_group(groups: Groups, rows: Bools) -> Bools:
 
 def _cells(verdicts: Mapping[str, Bools]) -> list[str]:
     """The comma-joined cell of each row's flags, made once per distinct combination."""
+    if len(verdicts[FLAGS[0]]) <= SMALL:  # a few rows: their verdicts as Python tuples, no numpy call per flag
+        text: dict[tuple[bool, ...], str] = {}
+        for row in zip(*(verdicts[name].tolist() for name in FLAGS), strict=True):
+            if row not in text:
+                text[row] = flags_cell(name for name, v in zip(FLAGS, row, strict=True) if v)
+        return [text[row] for row in zip(*(verdicts[name].tolist() for name in FLAGS), strict=True)]
     bits = np.zeros(len(verdicts[FLAGS[0]]), dtype=np.int64)
     for i, name in enumerate(FLAGS):
         bits |= verdicts[name].astype(np.int64) << i
-    text = {
+    cells = {
         int(b): flags_cell(name for i, name in enumerate(FLAGS) if int(b) >> i & 1) for b in np.unique(bits).tolist()
     }
-    return [text[b] for b in bits.tolist()]
+    return [cells[b] for b in bits.tolist()]
