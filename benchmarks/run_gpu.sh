@@ -28,6 +28,8 @@
 #   bash benchmarks/run_gpu.sh profile  cProfiles of PROFILE_CALLS (10) whole calls of the 16 KiB op and the sweep,
 #                                      this tree and BEFORE_TREE, cupti and events (profile.log, *_profiles.txt)
 #   bash benchmarks/run_gpu.sh nvmlperiod  the 16 KiB op with the nvml sampler period at each of PERIODS (s)
+#   bash benchmarks/run_gpu.sh frames  the sweep's real cupti and events results saved (sweep-*.parquet) and their
+#                                      to_dataframe() timed stage by stage, warm and cold (benchmarks/frame_stages.py)
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
 #                                      missing wheels in ./.whl, pyarrow slimmed to fit the 64 MiB a call carries
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
@@ -280,6 +282,20 @@ stage_nvmlperiod() {
   grep -E "rc=|paired" "$OUT/nvmlperiod.log"
 }
 
+stage_frames() {
+  # where to_dataframe() of the sweep's real results spends its time (issue 35): benchmarks/frame_stages.py --sweep
+  # saves the cupti and events results of backend_overhead's matmul sweep (sweep-<backend>.parquet, fixtures to
+  # bring back) and times their frames warm, then cold; frames.log, frame_stages*.json
+  {
+    timeout 200 python3 benchmarks/frame_stages.py --sweep "$OUT" --calls 300 --json "$OUT/frame_stages.json"
+    echo "frame_stages rc=$?"
+    timeout 100 python3 benchmarks/frame_stages.py "$OUT"/sweep-*.parquet --calls 300 --cold \
+      --json "$OUT/frame_stages_cold.json"
+    echo "frame_stages cold rc=$?"
+  } > "$OUT/frames.log" 2>&1
+  cat "$OUT/frames.log"
+}
+
 stage_wheelhouse() {
   # HERE, not on the GPU machine: ../shared/gpu/wheelhouse.sh plus pyarrow (a dependency since session 13, absent
   # there), slimmed to fit the 64 MiB a call may carry (its 55 MB wheel alone would not): Flight, S3, ORC, the C++
@@ -312,8 +328,9 @@ for stage in "$@"; do
     wholecall) stage_wholecall ;;
     profile) stage_profile ;;
     nvmlperiod) stage_nvmlperiod ;;
+    frames) stage_frames ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null

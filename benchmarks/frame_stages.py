@@ -1,0 +1,142 @@
+"""Where ``to_dataframe()`` of one result spends its time, stage by stage (a probe for issue 35's whole call).
+
+Usage: python benchmarks/frame_stages.py RESULT [RESULT ...] [--calls 200] [--cold] [--json OUT]
+       python benchmarks/frame_stages.py --sweep OUTDIR [--calls 200]     (GPU: makes the results first)
+
+For each saved result (``nsightx.load``), ``to_dataframe()`` of a fresh ``ProfileResults`` over the same columns
+is called ``--calls`` times; each call's wall time is taken, and the time spent in each stage of the frame (the
+functions of ``nsightx._results.dataframe`` named in :data:`STAGES`, timed by wrappers that add ~1 us each) is
+summed. Printed per result: the median call, and each stage's mean share. ``--cold`` runs ``gc.collect()`` before
+each call (what the data-path benchmark calls cold); without it the calls follow each other (warm), which is what
+the whole call of ``benchmarks/backend_overhead.py --whole-call`` sees after its first repetition.
+
+``--sweep OUTDIR`` first runs the matmul sweep of ``backend_overhead.py`` (n = 512..4096, 10 runs, inputs
+allocated once, default collectors) on cupti and on events and saves both results to OUTDIR (as
+``sweep-<backend>.parquet``), then measures them: the real results of the whole call, to bring back as fixtures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+STAGES = (
+    "table_of",
+    "_value_stats",
+    "_collector_stats",
+    "_scopes",
+    "_run_columns",
+    "_throttled_items",
+    "flag_cells",
+    "spread_of",
+    "_stability",
+    "_geomeans",
+    "_top_kernels",
+    "frame_of",
+    "frame_copy",
+)
+"""Names looked up in ``nsightx._results.dataframe`` (those it does not have are skipped)."""
+
+
+def sweep(outdir: Path) -> list[Path]:
+    """The backend_overhead sweep on cupti and events, each result saved under ``outdir``."""
+    sys.path.insert(0, str(HERE))
+    import backend_overhead as bo  # type: ignore[import-not-found]
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for backend in ("cupti", "events"):
+        fn = bo.make_profiled(torch, bo.WORKLOADS["sweep_once"], backend, True)
+        fn()  # warm-up call: cuBLAS, CUPTI, plugin host
+        path = outdir / f"sweep-{backend}.parquet"
+        fn().save(path)
+        paths.append(path)
+    return paths
+
+
+def timed(acc: dict[str, float]) -> Callable[[Any, str], None]:
+    """A function that wraps ``module.name`` so that its time is added to ``acc[name]``."""
+
+    def wrap(module: Any, name: str) -> None:
+        f = getattr(module, name)
+
+        @functools.wraps(f)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                acc[name] += time.perf_counter() - t0
+
+        setattr(module, name, inner)
+
+    return wrap
+
+
+def measure(path: Path, calls: int, cold: bool, acc: dict[str, float]) -> dict[str, Any]:
+    """``calls`` calls of ``to_dataframe()`` of fresh results over the columns of ``path``."""
+    import nsightx
+    from nsightx._results.profileresults import ProfileResults
+
+    loaded = nsightx.load(path)
+    fresh = functools.partial(ProfileResults.from_columns, loaded.data, loaded.columns)
+    fresh().to_dataframe()
+    walls = []
+    acc.clear()
+    for _ in range(calls):
+        result = fresh()
+        if cold:
+            gc.collect()
+        t0 = time.perf_counter()
+        result.to_dataframe()
+        walls.append((time.perf_counter() - t0) * 1e6)
+    stages = {k: round(v / calls * 1e6, 1) for k, v in sorted(acc.items(), key=lambda kv: -kv[1])}
+    return {
+        "result": str(path),
+        "values": len(loaded.data.values),
+        "median_us": statistics.median(walls),
+        "stages_us": stages,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", nargs="*", type=Path)
+    ap.add_argument("--sweep", type=Path, help="GPU: run the sweep on cupti and events first, saving here")
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--cold", action="store_true", help="gc.collect() before each call")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    paths = list(args.results) + (sweep(args.sweep) if args.sweep else [])
+    if not paths:
+        ap.error("name a result, or --sweep OUTDIR")
+    from nsightx._results import dataframe
+
+    acc: dict[str, float] = defaultdict(float)
+    wrap = timed(acc)
+    for name in STAGES:
+        if hasattr(dataframe, name):
+            wrap(dataframe, name)
+    rows = [measure(p, args.calls, args.cold, acc) for p in paths]
+    for row in rows:
+        print(f"{row['result']}: {row['values']} values, to_dataframe median {row['median_us']:.0f} us")
+        print("   ", row["stages_us"])
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
