@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/frame_stages.py RESULT [RESULT ...] [--calls 200] [--cold] [--json OUT]
        python benchmarks/frame_stages.py --sweep OUTDIR [--calls 200]     (GPU: makes the results first)
+       python benchmarks/frame_stages.py --insitu REPS [--json OUT]       (GPU: the frame inside the whole call)
 
 For each saved result (``nsightx.load``), ``to_dataframe()`` of a fresh ``ProfileResults`` over the same columns
 is called ``--calls`` times; each call's wall time is taken, and the time spent in each stage of the frame (the
@@ -66,6 +67,64 @@ def sweep(outdir: Path) -> list[Path]:
     return paths
 
 
+def insitu(reps: int) -> list[dict[str, Any]]:
+    """The sweep's whole call on cupti and events, ``reps`` times: the call, then ``to_dataframe()`` of its result,
+    each timed, with the garbage collector's time and collections inside each (``gc.callbacks``), and the frame's
+    stages; the frame as the whole call meets it (a fresh result straight from the call, not a loaded one)."""
+    sys.path.insert(0, str(HERE))
+    import backend_overhead as bo  # type: ignore[import-not-found]
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    gc_time = [0.0, 0]
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            gc_time[0] += time.perf_counter() - started[0]
+            gc_time[1] += 1 if info.get("generation") == 2 else 0
+
+    rows = []
+    for backend in ("cupti", "events"):
+        fn = bo.make_profiled(torch, bo.WORKLOADS["sweep_once"], backend, True)
+        fn().to_dataframe()
+        calls, frames, gc_call, gc_frame, full = [], [], [], [], 0
+        gc.callbacks.append(on_gc)
+        try:
+            for _ in range(reps):
+                torch.cuda.synchronize()
+                gc_time[0] = 0.0
+                t0 = time.perf_counter()
+                result = fn()
+                t1 = time.perf_counter()
+                in_call, gc_time[0] = gc_time[0], 0.0
+                result.to_dataframe()
+                t2 = time.perf_counter()
+                calls.append((t1 - t0) * 1e3)
+                frames.append((t2 - t1) * 1e3)
+                gc_call.append(in_call * 1e3)
+                gc_frame.append(gc_time[0] * 1e3)
+            full = gc_time[1]
+        finally:
+            gc.callbacks.remove(on_gc)
+        med = statistics.median
+        rows.append(
+            {
+                "backend": backend,
+                "call_ms": med(calls),
+                "frame_ms": med(frames),
+                "frame_ms_all": frames,
+                "gc_in_call_ms_mean": statistics.fmean(gc_call),
+                "gc_in_frame_ms_mean": statistics.fmean(gc_frame),
+                "full_collections": full,
+            }
+        )
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "frame_ms_all"}), flush=True)
+    return rows
+
+
 def timed(acc: dict[str, float]) -> Callable[[Any, str], None]:
     """A function that wraps ``module.name`` so that its time is added to ``acc[name]``."""
 
@@ -118,7 +177,13 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--cold", action="store_true", help="gc.collect() before each call")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--insitu", type=int, metavar="REPS", help="GPU: time the frame inside the sweep's whole call")
     args = ap.parse_args()
+    if args.insitu:
+        rows = insitu(args.insitu)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        return 0
     paths = list(args.results) + (sweep(args.sweep) if args.sweep else [])
     if not paths:
         ap.error("name a result, or --sweep OUTDIR")

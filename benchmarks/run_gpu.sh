@@ -292,6 +292,8 @@ stage_frames() {
     timeout 100 python3 benchmarks/frame_stages.py "$OUT"/sweep-*.parquet --calls 300 --cold \
       --json "$OUT/frame_stages_cold.json"
     echo "frame_stages cold rc=$?"
+    timeout 200 python3 benchmarks/frame_stages.py --insitu 30 --json "$OUT/frame_insitu.json"
+    echo "frame_stages insitu rc=$?"
   } > "$OUT/frames.log" 2>&1
   cat "$OUT/frames.log"
 }
