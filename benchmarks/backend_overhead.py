@@ -313,9 +313,13 @@ def measure(
     cupti_variants: tuple[str, ...] = (),
     whole_call: bool = False,
     split_nvml: bool = False,
+    only_variants: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Time every variant of ``w`` ``reps`` times, interleaved, and summarise."""
+    """Time every variant of ``w`` (or only ``only_variants`` and the bare loop) ``reps`` times, interleaved, and
+    summarise."""
     fns = variants(torch, w, backends, cupti_variants, whole_call, split_nvml)
+    if only_variants:  # the others are not made part of the rotation (bare always is: the ratios' reference)
+        fns = {k: fn for k, fn in fns.items() if k == "bare" or k in only_variants}
     names = list(fns)
     last = {k: fn() for k, fn in fns.items()}  # warm-up: cuBLAS, CUPTI, allocator, plugin hosts
     walls: dict[str, list[float]] = {k: [] for k in names}
@@ -396,6 +400,11 @@ def main() -> int:
         help="also time each backend with thermal_mode='off' (<backend>_noguard: collectors without the guard)",
     )
     ap.add_argument(
+        "--variants",
+        help="comma-separated variants to time beside the bare loop, alone in the rotation (default: all); e.g. "
+        "'cupti_dataframe,events_dataframe': the user's whole call against the bare loop, nothing else in between",
+    )
+    ap.add_argument(
         "--whole-call",
         action="store_true",
         help="also time each backend's call followed by .to_dataframe() (<backend>_dataframe: what the user pays)",
@@ -437,7 +446,14 @@ def main() -> int:
     for name in chosen:
         t0 = time.perf_counter()
         res = report["workloads"][name] = measure(
-            torch, WORKLOADS[name], args.reps, backends, cupti_variants, args.whole_call, args.split_nvml
+            torch,
+            WORKLOADS[name],
+            args.reps,
+            backends,
+            cupti_variants,
+            args.whole_call,
+            args.split_nvml,
+            tuple(args.variants.split(",")) if args.variants else (),
         )
         print(
             f"{name} ({time.perf_counter() - t0:.1f} s): paired ratios "

@@ -24,7 +24,9 @@
 #   bash benchmarks/run_gpu.sh quick   the shortest useful call (under 4 minutes): profiler sandwich, the Range
 #                                      Profiler probe, the measure and Triton GPU tests (quick.log)
 #   bash benchmarks/run_gpu.sh wholecall  issue 35: the whole call and the 16 KiB op against the bare loop, this
-#                                      tree and BEFORE_TREE alternately (PAIRS processes each), wholecall.log + JSON
+#                                      tree and BEFORE_TREE alternately (PAIRS processes each), wholecall.log + JSON;
+#                                      then, in each process's turn, the whole call alone beside the bare loop
+#                                      (USER_REPS, 21: no other variant in the rotation, as a user's loop runs it)
 #   bash benchmarks/run_gpu.sh profile  cProfiles of PROFILE_CALLS (10) whole calls of the 16 KiB op and the sweep,
 #                                      this tree and BEFORE_TREE, cupti and events (profile.log, *_profiles.txt)
 #   bash benchmarks/run_gpu.sh nvmlperiod  the 16 KiB op with the nvml sampler period at each of PERIODS (s)
@@ -243,6 +245,11 @@ stage_wholecall() {
         step "benchmarks/backend_overhead.py --whole-call, $tag, process $i"
         timeout 200 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only sweep_once,tiny \
           --cupti-variants none --whole-call --tag "_wholecall_$tag$i" "${prof[@]}" "${tree[@]}" ${SPLIT_NVML:+--split-nvml}
+        echo "backend_overhead $tag $i rc=$?"
+        step "benchmarks/backend_overhead.py, the whole call alone beside the bare loop, $tag, process $i"
+        timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${USER_REPS:-21}" --only sweep_once \
+          --cupti-variants none --whole-call --variants cupti_dataframe,events_dataframe --no-profile \
+          --tag "_usercall_$tag$i" "${tree[@]}"
         echo "backend_overhead $tag $i rc=$?"
       done
     done
