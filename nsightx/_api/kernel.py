@@ -10,6 +10,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, overload
 
 from nsightx._api.counters import Side, counter_spec, join_sides, without_counters
@@ -48,18 +49,27 @@ from nsightx._version import __version__
 T = TypeVar("T", covariant=True)
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """A call planned and validated, ready to measure: what :meth:`_ProfiledFunction._run` hands a :class:`_Finish`."""
+
+    plan: Plan
+    info: PlanInfo
+    """The plan's description as results and raw files carry it."""
+    location: OutputLocation | None
+    """Where the raw file and outputs go (``None``: no ``output_prefix``)."""
+    configs: tuple[tuple[Any, ...], ...]
+    """The resolved configs, as the result lists them."""
+    gpu: GpuInfo | None
+    """The device the user named, resolved (``None``: the current one)."""
+    backend: Backend
+    """The backend instance that measures it."""
+
+
 class _Finish(Protocol[T]):
     """What a call does with its plan once built: measure it and build a result, or measure a task's runs."""
 
-    def __call__(
-        self,
-        plan: Plan,
-        info: PlanInfo,
-        location: OutputLocation | None,
-        configs: tuple[tuple[Any, ...], ...],
-        gpu: GpuInfo | None,
-        backend: Backend,
-    ) -> T: ...
+    def __call__(self, planned: _Planned) -> T: ...
 
 
 RESERVED_COLUMNS = frozenset(
@@ -374,19 +384,11 @@ class ProfiledFunction:
                 location.raw.unlink(missing_ok=True)  # nothing ran: give the reserved tag back
                 self.tags.next = location.number
             raise
-        info = plan_info(plan, spec)
+        planned = _Planned(plan, plan_info(plan, spec), location, configs, gpu, backend)
         with heap.holding():  # the runs measured stay out of the collector's rescans until the result is built
-            return finish(plan, info, location, configs, gpu, backend)
+            return finish(planned)
 
-    def _finish(
-        self,
-        plan: Plan,
-        info: PlanInfo,
-        location: OutputLocation | None,
-        configs: tuple[tuple[Any, ...], ...],
-        gpu: GpuInfo | None,
-        backend: Backend,
-    ) -> ProfileResults:
+    def _finish(self, planned: _Planned) -> ProfileResults:
         """Measure ``plan`` in this process and build its result (and files).
 
         The result is built with the cyclic garbage collector paused, as a loaded one is: building it makes a few
@@ -395,19 +397,19 @@ class ProfiledFunction:
         code that runs there, ``combine_kernel_metrics`` and ``derive_metric``, computes numbers; a cycle it made
         would be freed by the first collection after the build, and reference counting frees everything else.
         """
-        spec = self.spec
+        spec, plan, location = self.spec, planned.plan, planned.location
         start = time.perf_counter()
-        runs, environment = self._measure(backend, plan, info, location)
+        runs, environment = self._measure(planned.backend, plan, planned.info, location)
         elapsed = time.perf_counter() - start
-        _add_environment(environment, gpu, location)
+        _add_environment(environment, planned.gpu, location)
         with gc_paused():  # see _finish's docstring
             results = build_results(
-                info,
+                planned.info,
                 runs,
                 environment,
                 combine=spec.combine_kernel_metrics,
                 derive_metric=spec.derive_metric,
-                configs=configs,
+                configs=planned.configs,
                 location=location,
                 output_csv=spec.output_csv,
             )
@@ -415,38 +417,22 @@ class ProfiledFunction:
             print(done_line(plan, runs, elapsed, location), file=sys.stderr)
         return results
 
-    def _finish_side(
-        self,
-        plan: Plan,
-        info: PlanInfo,
-        location: OutputLocation | None,
-        configs: tuple[tuple[Any, ...], ...],
-        gpu: GpuInfo | None,
-        backend: Backend,
-    ) -> Side:
+    def _finish_side(self, planned: _Planned) -> Side:
         """Measure ``plan`` in this process (its raw file written as it goes) and keep its runs for a join."""
+        plan, info, location = planned.plan, planned.info, planned.location
         start = time.perf_counter()
-        runs, environment = self._measure(backend, plan, info, location)
-        _add_environment(environment, gpu, location)
+        runs, environment = self._measure(planned.backend, plan, info, location)
+        _add_environment(environment, planned.gpu, location)
         if self.spec.verbosity >= VerbosityLevel.INFO:
             print(done_line(plan, runs, time.perf_counter() - start, location), file=sys.stderr)
         return Side(info, runs, environment, location)
 
-    def _finish_task(
-        self,
-        sink: TaskRuns,
-        plan: Plan,
-        info: PlanInfo,
-        location: OutputLocation | None,
-        configs: tuple[tuple[Any, ...], ...],
-        gpu: GpuInfo | None,
-        backend: Backend,
-    ) -> Measured:
+    def _finish_task(self, sink: TaskRuns, planned: _Planned) -> Measured:
         """Measure ``plan`` into a task's ``sink`` (first run checked as a call's) and say how, without a result."""
-        sink.check = FirstRunCheck(plan, self.spec)
-        environment = self._measure_into(backend, plan, sink, location)
-        _add_environment(environment, gpu, location)
-        return Measured(info, environment, now(), __version__)
+        sink.check = FirstRunCheck(planned.plan, self.spec)
+        environment = self._measure_into(planned.backend, planned.plan, sink, planned.location)
+        _add_environment(environment, planned.gpu, planned.location)
+        return Measured(planned.info, environment, now(), __version__)
 
     def _measure(
         self, backend: Backend, plan: Plan, info: PlanInfo, location: OutputLocation | None
