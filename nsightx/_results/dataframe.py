@@ -85,28 +85,46 @@ def _throttled(collectors: Iterable[CollectorValue]) -> dict[tuple[int, int], bo
 
 def _throttled_items(items: Iterable[ClockItem]) -> dict[tuple[int, int], bool] | None:
     """:func:`throttled_runs` over the run-scope clock and reason values as (name, config, run, value)."""
-    per_run: dict[tuple[int, int], dict[str, object]] = {}
-    for name, config, run, value in items:
-        per_run.setdefault((config, run), {})[name] = value
-    if not per_run:
+    order: dict[tuple[int, int], None] = {}  # the runs in first-seen order
+    clock_value: dict[tuple[int, int], object] = {}
+    reasons: dict[tuple[int, int], object] = {}
+    for name, config, run, value in items:  # the last value of a name wins, as in a dict per run
+        key = (config, run)
+        order[key] = None
+        if name == MEASURED_SM_CLOCK:
+            clock_value[key] = value
+        elif name == CLOCK_EVENT_REASONS:
+            reasons[key] = value
+    if not order:
         return None
-
-    def clock(values: Mapping[str, object]) -> float | None:
-        value = values.get(MEASURED_SM_CLOCK)
-        idle = "gpu_idle" in str(values.get(CLOCK_EVENT_REASONS) or "").split("|")
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and not idle else None
-
-    clock_of = {key: clock(values) for key, values in per_run.items()}
+    read: dict[str, tuple[bool, bool]] = {}  # per distinct reasons text: one split, not one per run
+    judged: dict[tuple[int, int], tuple[bool, bool]] = {}
+    clock_of: dict[tuple[int, int], float | None] = {}
+    for key in order:
+        why = reasons.get(key)
+        if type(why) is str:
+            verdict = read.get(why)
+            if verdict is None:
+                verdict = read[why] = _reasons_read(why)
+        else:
+            verdict = _reasons_read(why)
+        judged[key] = verdict
+        value = clock_value.get(key)
+        number = isinstance(value, int | float) and not isinstance(value, bool) and not verdict[0]
+        clock_of[key] = float(value) if number else None  # type: ignore[arg-type]
     clocks = [c for c in clock_of.values() if c is not None]
     median = statistics.median(clocks) if clocks else None
     out: dict[tuple[int, int], bool] = {}
-    for key, values in per_run.items():
-        reasons = values.get(CLOCK_EVENT_REASONS)
-        by_reason = isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
-        c = clock_of[key]
+    for key, c in clock_of.items():
         by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
-        out[key] = by_reason or by_clock
+        out[key] = judged[key][1] or by_clock
     return out
+
+
+def _reasons_read(reasons: object) -> tuple[bool, bool]:
+    """A run's clock-event reasons value: whether it says ``gpu_idle``, and whether it names a throttling reason."""
+    idle = "gpu_idle" in str(reasons or "").split("|")
+    return idle, isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
 
 
 _SMALL = 512

@@ -257,19 +257,27 @@ class ResultTable:
         c = self.columns.collectors
         scopes: dict[str, str] = {}
         tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
-        kinds: dict[str, str] = {}
         # One pass in plain Python: a few values per run, where sorting them by (name, kind) cost more (issue 35).
+        # ``current`` holds, per name, the scope its last value had with that scope's kind and table: a value of
+        # the same scope (the usual case) is stored with one look-up by name and no call.
+        current: dict[str, tuple[str, str, dict[Any, Scalar]]] = {}
         for name, scope, config, run, annotation, value in zip(
             c.name, c.scope, c.config, c.run, c.annotation, c.value, strict=True
         ):
-            kind = kinds.get(scope)
-            if kind is None:
-                kind = kinds[scope] = scope_kind(scope)
-            scopes.setdefault(name, scope)
-            table = tables.get((name, kind))
-            if table is None:
-                table = tables[(name, kind)] = {}
-            table[_key(kind, config, run, annotation)] = value  # the last value of a key wins, where it was first
+            entry = current.get(name)
+            if entry is None or entry[0] != scope:
+                scopes.setdefault(name, scope)
+                kind = scope_kind(scope)
+                entry = current[name] = (scope, kind, tables.setdefault((name, kind), {}))
+            _, kind, table = entry
+            if kind == "run":
+                table[(config, run)] = value  # the last value of a key wins, where it was first
+            elif kind == "once":
+                table[()] = value
+            elif kind == "config":
+                table[(config,)] = value
+            else:
+                table[(config, run, annotation)] = value
         return scopes, tables
 
     def row_keys(self, kind: str) -> RowKeys:

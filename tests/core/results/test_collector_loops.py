@@ -1,0 +1,137 @@
+"""The collector tables and the throttling verdicts are those of the plain loops they replace (issue 35, sixth round).
+
+:attr:`ResultTable.collectors` stores each value with one look-up by name, and :func:`_throttled_items` reads each
+distinct clock-event reasons text once; both must give what the earlier loops gave (kept here as the reference),
+key for key, value for value and in the same order, on every committed result and on random inputs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nsightx
+from nsightx._results.dataframe import CLOCK_DROP_FRACTION, NOT_THROTTLING, _throttled_items
+from nsightx._results.store import CollectorColumns
+from nsightx._results.table import ResultTable, scope_kind, table_of
+from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+RESULTS = sorted(
+    [
+        *FIXTURES.glob("frames/*.result.json"),
+        *FIXTURES.glob("results/*/result.json"),
+        *FIXTURES.glob("gpu-results/*.parquet"),
+    ]
+)
+
+
+def _reference_collectors(c: CollectorColumns) -> tuple[dict[str, str], dict[tuple[str, str], dict[Any, Any]]]:
+    """The loop :attr:`ResultTable.collectors` used before (df452f6)."""
+    scopes: dict[str, str] = {}
+    tables: dict[tuple[str, str], dict[Any, Any]] = {}
+    for name, scope, config, run, annotation, value in zip(
+        c.name, c.scope, c.config, c.run, c.annotation, c.value, strict=True
+    ):
+        kind = scope_kind(scope)
+        scopes.setdefault(name, scope)
+        key = {"run": (config, run), "once": (), "config": (config,)}.get(kind, (config, run, annotation))
+        tables.setdefault((name, kind), {})[key] = value
+    return scopes, tables
+
+
+def _reference_throttled(items: Iterable[tuple[str, int, int, Any]]) -> dict[tuple[int, int], bool] | None:
+    """The loop :func:`_throttled_items` used before (df452f6)."""
+    per_run: dict[tuple[int, int], dict[str, object]] = {}
+    for name, config, run, value in items:
+        per_run.setdefault((config, run), {})[name] = value
+    if not per_run:
+        return None
+
+    def clock(values: Mapping[str, object]) -> float | None:
+        value = values.get(MEASURED_SM_CLOCK)
+        idle = "gpu_idle" in str(values.get(CLOCK_EVENT_REASONS) or "").split("|")
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and not idle else None
+
+    clock_of = {key: clock(values) for key, values in per_run.items()}
+    clocks = [c for c in clock_of.values() if c is not None]
+    median = statistics.median(clocks) if clocks else None
+    out: dict[tuple[int, int], bool] = {}
+    for key, values in per_run.items():
+        reasons = values.get(CLOCK_EVENT_REASONS)
+        by_reason = isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
+        c = clock_of[key]
+        by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
+        out[key] = by_reason or by_clock
+    return out
+
+
+def _typed(value: Any) -> Any:
+    """A value compared by type and value (floats by their bits), containers item by item, in order."""
+    if isinstance(value, dict):
+        return [(_typed(k), _typed(v)) for k, v in value.items()]
+    if isinstance(value, tuple | list):
+        return (type(value), [_typed(v) for v in value])
+    return (type(value), value.hex() if isinstance(value, float) else value)
+
+
+def _collectors_of(columns: CollectorColumns) -> Any:
+    return ResultTable.collectors.func(SimpleNamespace(columns=SimpleNamespace(collectors=columns)))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_fixture_tables_and_verdicts_are_the_loops(path: Path) -> None:
+    data = nsightx.load(path).data
+    table = table_of(data)
+    assert _typed(table.collectors) == _typed(_reference_collectors(table.columns.collectors))
+    assert _typed(_throttled_items(table.clock_values)) == _typed(_reference_throttled(table.clock_values))
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**65), 2**65),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["none", "", "gpu_idle", "gpu_idle|sw_power_cap", "hw_slowdown", "applications_clocks_setting"]),
+    st.text(max_size=3),
+)
+_ROW = st.tuples(
+    st.sampled_from(["A", "B", MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS]),
+    st.sampled_from(["once", "config", "run", "annotation", "region", "custom"]),
+    st.one_of(st.none(), st.integers(0, 2)),
+    st.one_of(st.none(), st.integers(0, 2)),
+    st.one_of(st.none(), st.sampled_from(["x", "y"])),
+    _SCALARS,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows=st.lists(_ROW, max_size=40))
+def test_random_collector_tables_are_the_loop(rows: list[tuple[Any, ...]]) -> None:
+    columns = (
+        CollectorColumns(*(list(field) for field in zip(*rows, strict=True)))
+        if rows
+        else CollectorColumns([], [], [], [], [], [])
+    )
+    assert _typed(_collectors_of(columns)) == _typed(_reference_collectors(columns))
+
+
+_CLOCK_ITEM = st.tuples(
+    st.sampled_from([MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS, "Other"]),
+    st.integers(0, 2),
+    st.integers(0, 3),
+    st.one_of(_SCALARS, st.floats(1000.0, 2000.0), st.integers(100, 2000)),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(items=st.lists(_CLOCK_ITEM, max_size=40))
+def test_random_throttling_verdicts_are_the_loop(items: list[tuple[str, int, int, Any]]) -> None:
+    assert _typed(_throttled_items(items)) == _typed(_reference_throttled(items))
