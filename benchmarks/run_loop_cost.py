@@ -21,8 +21,8 @@ call: the floor). ``--json`` writes every number.
 
 ``--nvml`` measures instead what the nvml plugin (its RUN collector and the thermal guard) costs each run: see
 :func:`nvml_main`; with ``--deferred``, on the path a GPU backend's runs take (a deferred session, see
-:func:`_install_deferred`), also with ``to_dataframe()``. ``--fixed`` measures instead what a call costs whatever its number of runs: see
-:func:`fixed_main`.
+:func:`_install_deferred`), also with ``to_dataframe()``. ``--fixed`` measures instead what a call costs
+whatever its number of runs: see :func:`fixed_main`.
 """
 
 from __future__ import annotations
@@ -400,9 +400,9 @@ def nvml_main(args: argparse.Namespace) -> int:
     Reported per run, in CPU time of the measuring process (a sampler thread's reads count, a sampler process's do
     not): ``nvml - off``, the plugin's part of a run (the headline), and ``parts``. With ``--deferred`` the host
     session is made deferred (:func:`_install_deferred`), so the calls take the path of a GPU backend's runs, and
-    ``off+df`` and ``nvml+df`` time each call with ``to_dataframe()`` of its result too. ``--tree`` (repeatable) measures
-    other source trees in the same run, alternating trees within each repetition, so before/after ratios come from
-    one run on a shared machine. ``--json`` writes every number.
+    ``off+df`` and ``nvml+df`` time each call with ``to_dataframe()`` of its result too. ``--tree`` (repeatable)
+    measures other source trees in the same run, alternating trees within each repetition, so before/after ratios
+    come from one run on a shared machine. ``--json`` writes every number.
     """
     trees = [HERE.parent, *[t.resolve() for t in args.tree]]
     samplers = args.samplers.split(",")
