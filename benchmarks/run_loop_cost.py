@@ -20,8 +20,9 @@ in other ways, for comparison: ``nofreeze`` (never freezes: ``nsightx._run.heap.
 call: the floor). ``--json`` writes every number.
 
 ``--nvml`` measures instead what the nvml plugin (its RUN collector and the thermal guard) costs each run: see
-:func:`nvml_main`. ``--fixed`` measures instead what a call costs whatever its number of runs: see
-:func:`fixed_main`.
+:func:`nvml_main`; with ``--deferred``, on the path a GPU backend's runs take (a deferred session, see
+:func:`_install_deferred`), also with ``to_dataframe()``. ``--fixed`` measures instead what a call costs
+whatever its number of runs: see :func:`fixed_main`.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20_000, help="--nvml: runs per call (and per parts loop)")
     ap.add_argument("--rounds", type=int, default=3, help="--nvml: off/nvml/parts rounds in each process")
     ap.add_argument("--samplers", default="process,thread", help="--nvml: comma-separated: process, thread")
+    ap.add_argument("--deferred", action="store_true", help="--nvml: through a deferred session (a GPU backend's)")
     ap.add_argument("--fixed", action="store_true", help="measure the fixed cost of a call instead")
     ap.add_argument("--calls", type=int, default=300, help="--fixed: timed calls per shape (the median is shown)")
     ap.add_argument("--fixed-child", action="store_true", help=argparse.SUPPRESS)
@@ -155,7 +157,7 @@ def main() -> int:
         print(json.dumps(child(args.child, args.variant)))
         return 0
     if args.nvml_child is not None:
-        print(json.dumps(nvml_child(args.nvml_child, args.sampler, args.rounds)))
+        print(json.dumps(nvml_child(args.nvml_child, args.sampler, args.rounds, args.deferred)))
         return 0
     if args.fixed_child:
         print(json.dumps(fixed_child(args.calls)))
@@ -211,9 +213,60 @@ def _install_double(sampler: str) -> None:
     _collectors._provider = _collectors.Provider(load=load, cuda=FakeCuda({0: GPU_A[4:]}))
 
 
-def nvml_child(runs: int, sampler: str, rounds: int) -> dict[str, Any]:
-    """Time ``off``, ``nvml`` and ``parts`` ``rounds`` times each in this process (tree set by ``PYTHONPATH``)."""
+def _install_deferred() -> None:
+    """Make the host backend's session deferred, as the events and cupti sessions are (for ``--nvml --deferred``).
+
+    Its runs are handed back only by ``collect_runs``, each region one record of its host time, so the run loop
+    takes the path of a GPU backend's runs (pending runs, written in batches) on the real host backend.
+    """
+    import nsightx_host
+
+    from nsightx.ext import RunOutput, new_record
+
+    class DeferredHostSession(nsightx_host.HostSession):  # type: ignore[misc]
+        host_timed = False
+        timed_records = None
+        deferred = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._open: dict[Any, int] = {}
+            self._done: list[tuple[Any, int]] = []
+            self._finished: list[tuple[int, int]] = []
+
+        def region_enter(self, region: Any) -> None:
+            self._open[region] = time.perf_counter_ns()
+
+        def region_exit(self, region: Any, failed: bool) -> None:
+            self._done.append((region, time.perf_counter_ns() - self._open.pop(region)))
+
+        def finish_run(self, config: int, run: int) -> Any:
+            self._finished.append((config, run))
+            return RunOutput()
+
+        def collect_runs(self) -> dict[tuple[int, int], Any]:
+            out = {key: RunOutput() for key in self._finished}
+            self._finished = []
+            for region, ns in self._done:
+                record = new_record(
+                    region.annotation, region.config, region.run, "region", nsightx_host.METRIC, ns, "ns", 0
+                )
+                out[(region.config, region.run)].records.append(record)
+            self._done = []
+            return out
+
+    nsightx_host.HostSession = DeferredHostSession
+
+
+def nvml_child(runs: int, sampler: str, rounds: int, deferred: bool = False) -> dict[str, Any]:
+    """Time ``off``, ``nvml`` and ``parts`` ``rounds`` times each in this process (tree set by ``PYTHONPATH``).
+
+    ``deferred``: through a deferred session (:func:`_install_deferred`), and also ``off_df`` and ``nvml_df``,
+    the call and ``to_dataframe()`` of its result.
+    """
     _install_double(sampler)
+    if deferred:
+        _install_deferred()
     from nsightx_nvml._collectors import NvmlTemperatureSource
 
     import nsightx
@@ -255,6 +308,12 @@ def nvml_child(runs: int, sampler: str, rounds: int) -> dict[str, Any]:
         call()
         return (time.process_time() - c0) * 1e6 / runs
 
+    def timed_frame(m: str) -> float:
+        mode["now"] = m
+        c0 = time.process_time()
+        call().to_dataframe()
+        return (time.process_time() - c0) * 1e6 / runs
+
     def timed_parts() -> float:
         collectors = _Collectors(nvml_plan)
         collectors.start()
@@ -273,17 +332,25 @@ def nvml_child(runs: int, sampler: str, rounds: int) -> dict[str, Any]:
             collectors.stop()
 
     out: dict[str, list[float]] = {"off": [], "nvml": [], "parts": []}
+    if deferred:
+        out.update(off_df=[], nvml_df=[])
     for _ in range(rounds):
         out["off"].append(timed_call("off"))
         out["nvml"].append(timed_call("nvml"))
         out["parts"].append(timed_parts())
+        if deferred:
+            out["off_df"].append(timed_frame("off"))
+            out["nvml_df"].append(timed_frame("nvml"))
     from nsightx_nvml import _sampler
 
     kinds = {type(s.sampler).__name__ for s in _sampler._leases.values()} | {
         type(s).__name__ for s in _sampler._parked.values()
     }
+    frames = {f"{k}_us": statistics.median(out[k]) for k in ("off_df", "nvml_df") if k in out}
     return {
         "runs": runs,
+        "deferred": deferred,
+        **frames,
         "sampler_class": sorted(kinds),
         "off_us": statistics.median(out["off"]),
         "nvml_us": statistics.median(out["nvml"]),
@@ -293,12 +360,13 @@ def nvml_child(runs: int, sampler: str, rounds: int) -> dict[str, Any]:
     }
 
 
-def nvml_run_child(tree: Path, runs: int, sampler: str, rounds: int) -> dict[str, Any]:
+def nvml_run_child(tree: Path, runs: int, sampler: str, rounds: int, deferred: bool = False) -> dict[str, Any]:
     """Run :func:`nvml_child` in a fresh process with ``tree`` first on the path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (tree, tree / "backends", tree / "plugins"))
     env.pop("NSIGHTX_BLOCK_PLUGINS", None)
     argv = [sys.executable, str(Path(__file__).resolve()), "--nvml-child", str(runs), "--sampler", sampler]
+    argv += ["--deferred"] if deferred else []
     out = subprocess.run([*argv, "--rounds", str(rounds)], env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"child for {tree} ({sampler}) failed:\n{out.stderr}")
@@ -310,7 +378,7 @@ def nvml_main(args: argparse.Namespace) -> int:
     """What the nvml plugin costs each run on the CPU: the thermal guard and the RUN collector, on the run loop's path.
 
         python benchmarks/run_loop_cost.py --nvml [--runs 20000] [--reps 3] [--rounds 3]
-                                           [--samplers process,thread] [--tree PATH ...] [--json OUT]
+                                           [--samplers process,thread] [--deferred] [--tree PATH ...] [--json OUT]
 
     On the GPU the nvml plugin added ~22 us to every run of a 16 KiB op (issue 35's run-loop target: 1.10x the bare
     loop, so ~1-2 us for the plugin). Most of that is Python on the host, which this measures without a GPU: NVML
@@ -330,9 +398,11 @@ def nvml_main(args: argparse.Namespace) -> int:
       ``gather`` in trees before it) and ``materialize`` (what the loop does with their answers when it writes the run).
 
     Reported per run, in CPU time of the measuring process (a sampler thread's reads count, a sampler process's do
-    not): ``nvml - off``, the plugin's part of a run (the headline), and ``parts``. ``--tree`` (repeatable) measures
-    other source trees in the same run, alternating trees within each repetition, so before/after ratios come from
-    one run on a shared machine. ``--json`` writes every number.
+    not): ``nvml - off``, the plugin's part of a run (the headline), and ``parts``. With ``--deferred`` the host
+    session is made deferred (:func:`_install_deferred`), so the calls take the path of a GPU backend's runs, and
+    ``off+df`` and ``nvml+df`` time each call with ``to_dataframe()`` of its result too. ``--tree`` (repeatable)
+    measures other source trees in the same run, alternating trees within each repetition, so before/after ratios
+    come from one run on a shared machine. ``--json`` writes every number.
     """
     trees = [HERE.parent, *[t.resolve() for t in args.tree]]
     samplers = args.samplers.split(",")
@@ -340,17 +410,26 @@ def nvml_main(args: argparse.Namespace) -> int:
     for _ in range(args.reps):
         for s in samplers:
             for t in trees:
-                raw[f"{t} [{s}]"].append(nvml_run_child(t, args.runs, s, args.rounds))
-    keys = ("off_us", "nvml_us", "nvml_minus_off_us", "parts_us")
+                raw[f"{t} [{s}]"].append(nvml_run_child(t, args.runs, s, args.rounds, args.deferred))
+    keys = ("off_us", "nvml_us", "nvml_minus_off_us", "parts_us", *(("off_df_us", "nvml_df_us") * args.deferred))
     table = {case: {k: statistics.median(r[k] for r in rows) for k in keys} for case, rows in raw.items()}
-    print(f"{'case':<44} {'off us/run':>10} {'nvml':>8} {'nvml-off':>9} {'parts':>7}")
+    frame_head = f" {'off+df':>8} {'nvml+df':>8}" if args.deferred else ""
+    print(f"{'case':<44} {'off us/run':>10} {'nvml':>8} {'nvml-off':>9} {'parts':>7}{frame_head}")
     for case, m in table.items():
+        frames = f" {m['off_df_us']:>8.2f} {m['nvml_df_us']:>8.2f}" if args.deferred else ""
         print(
             f"{case[-44:]:<44} {m['off_us']:>10.2f} {m['nvml_us']:>8.2f} {m['nvml_minus_off_us']:>9.2f} "
-            f"{m['parts_us']:>7.2f}"
+            f"{m['parts_us']:>7.2f}{frames}"
         )
     if args.json:
-        doc = {"nvml": True, "runs": args.runs, "cases": list(table), "median": table, "raw": raw}
+        doc = {
+            "nvml": True,
+            "deferred": args.deferred,
+            "runs": args.runs,
+            "cases": list(table),
+            "median": table,
+            "raw": raw,
+        }
         args.json.write_text(json.dumps(doc, indent=1))
     return 0
 

@@ -63,6 +63,12 @@ class CollectorLike(Protocol):
     A RUN collector may return a :class:`~nsightx._run.runvalues.RunValues` (a mapping shared by many runs, not
     copied, and one value of the run's own): the run loop keeps its shared values converted once for all the runs
     that share them (see :mod:`nsightx._run.runvalues`).
+
+    Optional too: a RUN collector whose ``reads_run_fields`` attribute is exactly ``False`` says that its
+    ``collect`` reads only context fields that are the same for every run of a config (scope, function, args,
+    params, config, device, backend), not ``run``. When every RUN collector of a call says so, the run loop hands
+    them one context per config, whose ``run`` is ``None``, instead of making one before every run (the nvml
+    plugin's run collector reads only ``device``). Without the attribute a collector gets a context per run.
     """
 
     name: str

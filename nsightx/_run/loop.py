@@ -157,6 +157,20 @@ class _Collectors:
         self._started: list[CollectorLike] = []
         self._fields: dict[tuple[CollectionScope, int | None], dict[str, Any]] = {}
         """The context fields that stay the same for every call of a (scope, config), see :meth:`_context`."""
+        self._config_contexts: dict[int, CollectContext] = {}
+        """One RUN-scope context per config, its ``run`` ``None``, while :attr:`_run_fields_read` is False."""
+        self._run_fields_read = True
+        self._note_run_fields()
+
+    def _note_run_fields(self) -> None:
+        """Whether a RUN collector still asked reads the run's own fields of its context (see :meth:`_run_context`).
+
+        False only when every one says ``reads_run_fields = False`` (exactly ``False``: a collector without the
+        attribute reads them, as every collector did before it existed).
+        """
+        self._run_fields_read = any(
+            getattr(c, "reads_run_fields", True) is not False for c in self.by_scope[CollectionScope.RUN]
+        )
 
     def start(self) -> None:
         """Call ``start(ctx)`` of every collector that has one (a failure warns and leaves that one unstarted).
@@ -179,6 +193,7 @@ class _Collectors:
             if active is False:
                 for collectors in self.by_scope.values():
                     collectors[:] = [other for other in collectors if other is not c]
+        self._note_run_fields()
 
     def stop(self) -> None:
         """Call ``stop()`` of every started collector, in reverse order; never raises."""
@@ -211,11 +226,36 @@ class _Collectors:
         and made into rows by :meth:`materialize` when the run is written, off the measured path of a deferred
         session.
         """
-        ctx = self._context(_RUN_SCOPE, config, run, None)
+        ctx = self._run_context(config, run)
         out: list[Any] = []
         for c in self.by_scope[_RUN_SCOPE]:
             _add_rows(out, c.name, _RUN, config, run, None, self._call(c, ctx))
         return out
+
+    def gather_run(self, config: int, run: int) -> list[_Gathered]:
+        """Call the RUN collectors for run ``run`` of ``config``; their answers are kept as returned.
+
+        What a deferred session's runs take (:meth:`_Sweep._deferred_runs`): the answers become rows only when
+        the runs are written (:meth:`materialize`, in :func:`_write_pending`), not between two runs.
+        """
+        ctx = self._run_context(config, run)
+        call, name_of = self._call, _gathered
+        return [name_of((c.name, _RUN, config, run, None, call(c, ctx))) for c in self.by_scope[_RUN_SCOPE]]
+
+    def _run_context(self, config: int, run: int) -> CollectContext:
+        """The context of a RUN collector call: one per run, or one per config when no collector reads the run's.
+
+        A collector whose ``reads_run_fields`` is ``False`` (see
+        :class:`~nsightx._run.collectors.CollectorLike`) reads only fields that are the same for every run of
+        a config; when all of them do, they get one context per config (its ``run`` is ``None``) and no context
+        is made before each run (~0.5 us a run).
+        """
+        if self._run_fields_read:
+            return self._context(_RUN_SCOPE, config, run, None)
+        ctx = self._config_contexts.get(config)
+        if ctx is None:
+            ctx = self._config_contexts[config] = self._context(_RUN_SCOPE, config, None, None)
+        return ctx
 
     def collect_run_into(self, config: int, run: int, names: list[str], values: list[Scalar]) -> int:
         """:meth:`collect_run` into two columns: each row's name appended to ``names``, its value to ``values``.
@@ -223,7 +263,7 @@ class _Collectors:
         For a run whose values are stored as columns (a run block's): their scope, config and run are the run's,
         so only names and values are kept, and no row is made. Returns how many values were appended.
         """
-        ctx = self._context(_RUN_SCOPE, config, run, None)
+        ctx = self._run_context(config, run)
         count = len(names)
         for c in self.by_scope[_RUN_SCOPE]:
             result = self._call(c, ctx)
@@ -505,8 +545,12 @@ class _Sweep:
         policy, pending = self.policy, self.pending
         each_run, batched = policy.collects_each_run, policy.write_collects
         plain = fixed is not None and not (each_run or batched or observe or self.rule.records_reason)
+        deferred = fixed is not None and batched and not (observe or self.rule.records_reason or runner.asks_annotation)
         r, reason = 0, None
         while reason is None:
+            if r == 1 and deferred:  # run 0 went this way: config values, baseline check
+                r = self._deferred_runs(ci, 1, fixed)  # type: ignore[arg-type]  # deferred: fixed is an int
+                break
             if r == 1 and plain and runner.blockable:  # run 0 went this way: config values, baseline check
                 few = fixed - 1 < BLOCK_MIN_RUNS  # type: ignore[operator]  # plain: fixed is an int
                 block = None if runner.plain or few else self._open_block(ci, 1)  # run values: a block, or this loop
@@ -595,6 +639,55 @@ class _Sweep:
                 heap.kept(finished - unwritten - told)
             if not shown:
                 progress.done += finished
+        return stop
+
+    def _deferred_runs(self, ci: int, start: int, stop: int) -> int:
+        """Runs ``start`` to ``stop - 1`` of config ``ci`` with a deferred session (a GPU backend's), a fixed count.
+
+        What the general loop of :meth:`_config` does for such a run, with what stays the same for every run looked
+        up once: the guard's check, the run's preparation (the session's cache flush), the guard's value and the
+        RUN collectors' answers kept as returned (:meth:`_Runner.deferred_values`), the user's function, the
+        session's ``finish_run``; then the run waits in :attr:`pending` until ``policy.every`` runs do, or the
+        config ends, as :meth:`CollectPolicy.due` says. The answers become rows in :func:`_write_pending`, before
+        it waits for the GPU (issue 35: the nvml plugin's values cost ~3.5 us a run on the measured path when made
+        into rows between two runs). A run that raises is not pending: the runs before it are written by
+        :meth:`run`'s clean-up, as from the general loop. Returns ``stop``.
+        """
+        runner, plan, session, pending, progress = self.runner, self.plan, self.session, self.pending, self.progress
+        context, new_state, every = _context, _context.RunState, self.policy.every
+        before, values_of = runner.deferred_values()
+        start_run = session.start_run if runner.prepares else None
+        finish, shown, advance = session.finish_run, progress.enabled, progress.advance
+        user = runner.invoke is _call_user  # the user's function is called here, with the config's arguments
+        function, args, invoke = plan.function, plan.configs[ci], runner.invoke
+        finished = 0
+        try:
+            for r in range(start, stop):
+                if before is not None:
+                    before()
+                if start_run is not None:
+                    start_run(ci, r)
+                state = new_state(session, ci, r)
+                values = values_of(ci, r) if values_of is not None else []
+                previous = context._current  # restored, not cleared (see _Runner.run)
+                context._current = state
+                try:
+                    result = function(*args) if user else invoke(plan, ci)
+                    if user and result is not None:
+                        _returned(plan, result, stacklevel=3)
+                finally:
+                    context._current = previous
+                pending.append((ci, r, state, finish(ci, r), values))
+                finished += 1
+                if shown:
+                    advance()
+                if len(pending) >= every and r + 1 < stop:
+                    self._write(collect=True)
+        finally:
+            if not shown:
+                progress.done += finished
+        if self.policy.due(len(pending), config_done=True):
+            self._write(collect=True)
         return stop
 
     def _open_block(self, ci: int, start: int) -> Any:
@@ -825,6 +918,24 @@ class _Runner:
             return len(rows) + collect(ci, r, names, values) if asks_run else len(rows)
 
         return guard.before_run, values_into
+
+    def deferred_values(self) -> tuple[Callable[[], None] | None, Callable[[int, int], list[Any]] | None]:
+        """What a measured run of a deferred session calls before it starts, each ``None`` when there is none.
+
+        The guard's check, and what returns the run's values: the guard's rows, then the RUN collectors' answers
+        as returned (:meth:`_Collectors.gather_run`), made into rows when the run is written.
+        """
+        gather = self.collectors.gather_run if self.asks_run else None
+        if not self.guarded:
+            return None, gather
+        take = self.guard.take_values
+        if gather is None:
+            return self.guard.before_run, take
+
+        def values_of(ci: int, r: int) -> list[Any]:
+            return take(ci, r) + gather(ci, r)
+
+        return self.guard.before_run, values_of
 
     def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
         """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""

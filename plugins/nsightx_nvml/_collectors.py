@@ -180,6 +180,8 @@ class RunConditions:
     name = "nvml.run"
     scope = CollectionScope.RUN
     columns = RUN_COLUMNS
+    reads_run_fields = False
+    """:meth:`collect` reads only ``ctx.device``: the run loop may hand it one context per config."""
 
     def __init__(self) -> None:
         self._fields = FieldReader()
