@@ -426,7 +426,7 @@ def _numeric_stats(numbers: Mapping[str, Any], groups: Groups, keys: RowKeys) ->
     kind: that of the groups, see :func:`same_kernels`), else with pandas.
     """
     shared = groups.shared_by(keys)
-    ascending = _ascending(groups.ids)
+    ascending = groups.ascending
     if shared is None:
         rows, codes, count = None, groups.ids, groups.count
     else:
@@ -435,7 +435,11 @@ def _numeric_stats(numbers: Mapping[str, Any], groups: Groups, keys: RowKeys) ->
     picked = arrays if rows is None else [a[rows] for a in arrays]
     if not fits(picked, codes, count):
         return _numeric_stats_pandas(numbers, groups, shared, ascending)
-    m = moments(np.column_stack(picked).astype(np.float64), codes, count, ascending)
+    if len(codes) <= _SMALL:  # one conversion for all columns; C order, as column_stack gives (reduceat's order)
+        matrix = np.ascontiguousarray(np.array(picked, dtype=np.float64).T)
+    else:
+        matrix = np.column_stack(picked).astype(np.float64)
+    m = moments(matrix, codes, count, ascending)
     spread = slice(None) if shared is None else shared.of_group
     out: dict[str, Any] = {}
     for j, (name, array) in enumerate(zip(numbers, arrays, strict=True)):
@@ -641,7 +645,7 @@ def _value_moments(values: Any, groups: Groups) -> dict[str, Any]:
     small = len(values) <= _NUMPY_ROWS and fits([values], ids, count)
     median = medians(values, ids, count) if small else None
     if median is not None:
-        m = moments(values[:, None], ids, count, _ascending(ids))
+        m = moments(values[:, None], ids, count, groups.ascending)
         return {
             "AvgValue": m.mean[:, 0],
             "MedianValue": median,

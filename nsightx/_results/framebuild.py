@@ -82,8 +82,8 @@ def _blocks(columns: Mapping[str, Any], n: int, text: Any) -> list[tuple[Any, An
             where.append(i)
         else:
             single.append((array, np.array([i], dtype=np.intp)))
-    for arrays, where in stacked.values():
-        single.append((np.vstack(arrays), np.array(where, dtype=np.intp)))
+    for arrays, where in stacked.values():  # np.array of equal 1-D arrays: np.vstack's rows, without its checks
+        single.append((np.array(arrays), np.array(where, dtype=np.intp)))
     return single
 
 

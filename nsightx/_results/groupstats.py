@@ -55,9 +55,13 @@ def fits(columns: list[Array], codes: Array, count: int) -> bool:
         codes: Per row, its group (0 .. ``count`` - 1).
         count: Number of groups.
     """
+    few = len(codes) <= _LISTED  # a few rows: the integer check over Python ints, no numpy call per column
     for column in columns:
         if column.dtype == np.int64:
-            if len(column) and int(np.abs(column).max()) > _EXACT_INT:
+            if few and len(column):
+                if max(map(abs, column.tolist())) > _EXACT_INT:
+                    return False
+            elif len(column) and int(np.abs(column).max()) > _EXACT_INT:
                 return False
         elif column.dtype != np.float64:
             return False

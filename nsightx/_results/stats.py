@@ -219,6 +219,10 @@ def group_sums(ids: Ints, count: int, weights: Callable[[int, int], Floats]) -> 
     return sums
 
 
+_FEW_ROWS = 512
+"""Up to this many rows :func:`mean_intervals` finds each row's t quantile with a dictionary (the same numbers)."""
+
+
 def mean_intervals(
     mean: Floats, std: Floats, n: Ints, minimum: Floats, log_mean: Floats, log_var: Floats, confidence: float = 0.95
 ) -> tuple[Floats, Floats]:
@@ -241,7 +245,11 @@ def mean_intervals(
     counts = np.asarray(n, dtype=np.int64)
     ok = (counts >= 2) & np.isfinite(std)
     t = np.full(counts.shape, np.nan)
-    if ok.any():
+    if len(counts) <= _FEW_ROWS:  # a small result: its counts as Python ints, no np.unique and searchsorted
+        listed = counts[ok].tolist()
+        quantile = {d: t_ppf(0.5 + confidence / 2.0, d - 1) for d in set(listed)}
+        t[ok] = [quantile[d] for d in listed]
+    elif ok.any():
         distinct = np.unique(counts[ok])
         quantiles = np.array([t_ppf(0.5 + confidence / 2.0, int(d) - 1) for d in distinct])
         t[ok] = quantiles[np.searchsorted(distinct, counts[ok])]

@@ -70,6 +70,15 @@ class Groups:
         """Number of groups."""
         return len(self.first)
 
+    @functools.cached_property
+    def ascending(self) -> bool:
+        """Whether :attr:`ids` never decrease (pandas then reduces each group with ``ufunc.reduceat``).
+
+        Read by the value statistics and by each kind of collector statistics: found once per frame.
+        """
+        ids = self.ids
+        return bool((ids[1:] >= ids[:-1]).all())
+
     def shared_by(self, keys: RowKeys) -> SharedGroups | None:
         """:func:`~nsightx._results.groupshare.shared_groups` of these groups over ``keys``, found once per keys.
 
