@@ -32,6 +32,7 @@
 #   bash benchmarks/run_gpu.sh nvmlperiod  the 16 KiB op with the nvml sampler period at each of PERIODS (s)
 #   bash benchmarks/run_gpu.sh frames  the sweep's real cupti and events results saved (sweep-*.parquet) and their
 #                                      to_dataframe() timed stage by stage, warm and cold (benchmarks/frame_stages.py)
+#   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation, the in-process GPU tests
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
 #                                      missing wheels in ./.whl, pyarrow slimmed to fit the 64 MiB a call carries
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
@@ -305,6 +306,28 @@ stage_frames() {
   cat "$OUT/frames.log"
 }
 
+stage_short() {
+  # the shortest check of a tree for issue 35 (~3 minutes): the whole call alone beside the bare loop
+  # (USER_REPS, 21), the nine-variant rotation of the sweep and the 16 KiB op, then the GPU tests of the in-process
+  # backends, the nvml plugin and the run loop; short.log, backend_overhead_{usercall,wholecall}_short.json
+  {
+    date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
+    step "the whole call alone beside the bare loop"
+    timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${USER_REPS:-21}" --only sweep_once \
+      --cupti-variants none --whole-call --variants cupti_dataframe,events_dataframe --no-profile --tag _usercall_short
+    echo "usercall rc=$?"
+    step "the nine-variant rotation"
+    timeout 150 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only sweep_once,tiny \
+      --cupti-variants none --whole-call --split-nvml --no-profile --tag _wholecall_short
+    echo "wholecall rc=$?"
+    step "pytest -m gpu: events, cupti, nvml, the run loop"
+    timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/backends/events tests/backends/cupti \
+      tests/plugins/nvml tests/core/run
+    echo "pytest -m gpu (short) rc=$?"
+  } > "$OUT/short.log" 2>&1
+  grep -E "rc=|paired|passed|failed" "$OUT/short.log"
+}
+
 stage_wheelhouse() {
   # HERE, not on the GPU machine: ../shared/gpu/wheelhouse.sh plus pyarrow (a dependency since session 13, absent
   # there), slimmed to fit the 64 MiB a call may carry (its 55 MB wheel alone would not): Flight, S3, ORC, the C++
@@ -338,8 +361,9 @@ for stage in "$@"; do
     profile) stage_profile ;;
     nvmlperiod) stage_nvmlperiod ;;
     frames) stage_frames ;;
+    short) stage_short ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
