@@ -322,6 +322,7 @@ stage_short() {
     echo "wholecall rc=$?"
     step "pytest -m gpu: events, cupti, nvml, the run loop"
     timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/backends/events tests/backends/cupti \
+      tests/backends/test_attribution_gpu.py \
       tests/plugins/nvml tests/core/run
     echo "pytest -m gpu (short) rc=$?"
   } > "$OUT/short.log" 2>&1
