@@ -32,7 +32,8 @@
 #   bash benchmarks/run_gpu.sh nvmlperiod  the 16 KiB op with the nvml sampler period at each of PERIODS (s)
 #   bash benchmarks/run_gpu.sh frames  the sweep's real cupti and events results saved (sweep-*.parquet) and their
 #                                      to_dataframe() timed stage by stage, warm and cold (benchmarks/frame_stages.py)
-#   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation, the in-process GPU tests
+#   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation (SKIP_ROTATION=1: not),
+#                                      the in-process backends' GPU tests
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
 #                                      missing wheels in ./.whl, pyarrow slimmed to fit the 64 MiB a call carries
 #   bash benchmarks/run_gpu.sh         all three, one after the other (nox -s gpu); several stages may be named
@@ -317,7 +318,7 @@ stage_short() {
       --cupti-variants none --whole-call --variants cupti_dataframe,events_dataframe --no-profile --tag _usercall_short
     echo "usercall rc=$?"
     step "the nine-variant rotation"
-    timeout 150 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only sweep_once,tiny \
+    [ -n "${SKIP_ROTATION:-}" ] || timeout 150 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only sweep_once,tiny \
       --cupti-variants none --whole-call --split-nvml --no-profile --tag _wholecall_short
     echo "wholecall rc=$?"
     step "pytest -m gpu: events, cupti, nvml, the run loop"
