@@ -139,6 +139,7 @@ def _parse(data: bytes | Path, source: str) -> tuple[ResultData, ResultColumns]:
     with _unreadable(source):
         file, metadata = _open(data)
     with file:
+        _refuse_newer(metadata, source)  # before the parts: a newer writer may lay them out otherwise
         sizes = lengths(metadata.get(LENGTHS_KEY.encode()), len(PARTS), source)
         if sizes is None:  # format 1: the parts are in the footer
             blobs = [metadata.get(f"nsightx.{p}".encode(), b"") for p in PARTS]
@@ -262,6 +263,26 @@ def _read_part(blob: bytes) -> pa.Table:
 
     with pa.ipc.open_stream(blob) as reader:
         return reader.read_all()
+
+
+def _refuse_newer(metadata: Mapping[bytes, bytes], source: str) -> None:
+    """Refuse a file a newer nsightx wrote, with the upgrade hint, before its parts or digest are looked at.
+
+    A newer format may place or cover its side parts otherwise, so checked after them it would read as a damaged
+    file (nsightx at 86a5c8f and earlier tell a format-2 file that way). Metadata that does not parse is left to
+    the digest check.
+    """
+    try:
+        doc = json.loads(metadata.get(META_KEY.encode(), b"{}"))
+    except ValueError:
+        return
+    for field, newest in (("schema_version", SCHEMA_VERSION), ("format", PARQUET_FORMAT)):
+        got = doc.get(field) if isinstance(doc, dict) else None
+        if type(got) is int and got > newest:
+            raise ResultSchemaError(
+                f"{source}: result written with {field} {got}; this nsightx reads up to {newest}; upgrade "
+                "nsightx (pip install -U nsightx)"
+            )
 
 
 def _check_meta(metadata: Mapping[bytes, bytes], parts: list[bytes], source: str) -> dict[str, Any]:

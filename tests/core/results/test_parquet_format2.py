@@ -235,3 +235,19 @@ def test_value_statistics_made_a_block_of_groups_at_a_time_are_one_groupbys(monk
         want = column.to_numpy()
         assert got[name].dtype == (np.int64 if name == "NumRuns" else np.float64)
         assert np.array_equal(got[name].view(np.int64), want.astype(got[name].dtype).view(np.int64)), name
+
+
+def test_a_newer_format_is_named_before_its_parts_or_digest_are_read(tmp_path: Path):
+    """A format 3 file whose parts lie elsewhere (no lengths entry, a digest this version cannot check) gets the
+    upgrade hint, not "damaged or edited" (which is what nsightx at 86a5c8f said of a format-2 file)."""
+    src = _host().save(tmp_path / "r.parquet")
+
+    def newer_layout(metadata: dict[bytes, bytes], parts: list[bytes]) -> None:
+        doc = json.loads(metadata[b"nsightx"])
+        doc["format"] = 3
+        metadata[b"nsightx"] = json.dumps(doc).encode()
+        metadata[b"nsightx.parts"] = b'{"elsewhere": true}'
+        metadata[b"nsightx.digest"] = b"covers something else"
+
+    with pytest.raises(ResultSchemaError, match=r"n3\.parquet': result written with format 3; this nsightx reads up "):
+        nsightx.load(_with_footer(src, tmp_path / "n3.parquet", newer_layout))
