@@ -164,17 +164,22 @@ class _Column:
         return self.values.notna().to_numpy()[self.pos]
 
 
-def _column(values: Sequence[Any], codes: Ints) -> _Column:
-    """The per-row column of ``values[code]`` (``None`` where the code is :data:`MISSING`)."""
+def _column(values: Sequence[Any], codes: Ints, dense: bool = False) -> _Column:
+    """The per-row column of ``values[code]`` (``None`` where the code is :data:`MISSING`).
+
+    ``dense``: the caller knows that every value is used and no code is :data:`MISSING` (a collector that reported
+    every run, see :meth:`~nsightx._results.table.ResultTable.collector_column`); the count over the rows that
+    would find it out is skipped (the same column either way).
+    """
     if 0 < len(codes) <= _SMALL:
         return _small_column(values, codes)
-    if len(values) == 1 and len(codes) and int(codes.min()) == 0:  # one value in every row (a once-scope value)
+    if len(values) == 1 and len(codes) and (dense or int(codes.min()) == 0):  # one value in every row (once-scope)
         return _Column([values[0]], codes)
-    used = np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
-    if not used[0] and bool(used[1:].all()):  # every value used, no row without one
+    used = None if dense else np.bincount(codes + 1, minlength=len(values) + 1) > 0  # slot 0 counts MISSING
+    if used is None or (not used[0] and bool(used[1:].all())):  # every value used, no row without one
         listed, slots = _distinct(list(values))
         return _Column(listed, codes if len(listed) == len(values) else slots[codes])  # distinct: slots is arange
-    kept = np.flatnonzero(used[1:])
+    kept = np.flatnonzero(used[1:])  # a count was taken: not dense
     items = [values[i] for i in kept.tolist()]
     listed, slots = _distinct(items)
     where = np.zeros(len(values) + 1, dtype=np.int64)
@@ -282,7 +287,7 @@ def _run_columns(data: ResultData, t: ResultTable, throttled: Any = None) -> dic
     cols["Config"] = t.config if n else []
     cols["Run"] = t.run if n else []
     for name in _scopes(t):
-        cols[name] = _column(*t.collector_rows(name))
+        cols[name] = _column(*t.collector_column(name))
     if throttled is not None:
         cols["Throttled"] = throttled
     configs = plan.configs
@@ -367,27 +372,56 @@ def _union_reasons(col: _Column, groups: Groups) -> Any:
     return np.array(["|".join(sorted(s)) if s else "none" for s in names], dtype=object)
 
 
-def _numeric(col: _Column) -> Any:
+class _Numbers:
+    """A numeric per-row column, kept as its distinct numbers and each row's position (no row-long array built).
+
+    The collector statistics read only the rows of one group of each class (:meth:`rows`); with 100 regions a run
+    that is a hundredth of the rows, and the row-long array of each collector was a tenth of the frame (issue 35).
+    ``pos`` ``None``: ``numbers`` is the per-row column itself (the pandas conversion).
+    """
+
+    def __init__(self, numbers: Any, pos: Ints | None) -> None:
+        self.numbers = numbers
+        self.pos = pos
+
+    @property
+    def dtype(self) -> Any:
+        """The dtype of the per-row column."""
+        return np.asarray(self.numbers).dtype
+
+    def rows(self, rows: Ints | None = None) -> Any:
+        """The per-row column (``rows`` ``None``), else its values at ``rows``: ``full()[rows]``, exactly."""
+        if self.pos is None:
+            full = np.asarray(self.numbers)
+            return full if rows is None else full[rows]
+        return self.numbers[self.pos if rows is None else self.pos[rows]]
+
+    def full(self) -> Any:
+        """The per-row column as :func:`_numeric` gave it before (an array, or the pandas Series)."""
+        return self.numbers if self.pos is None else self.numbers[self.pos]
+
+
+def _numeric(col: _Column) -> _Numbers | None:
     """The column as numbers (``pd.to_numeric``), or None when a value is not a number or there is none.
 
     Python ints and floats (and missing values) are converted with numpy, to the dtype pandas would give them
-    (int64 for ints alone, else float64 with NaN for a missing value); other values go through pandas.
+    (int64 for ints alone, else float64 with NaN for a missing value), once per distinct value; other values go
+    through pandas, per row.
     """
     import pandas as pd
 
     kinds = set(map(type, col.items))
     if kinds <= {int, float, type(None)} and kinds & {int, float}:
         if kinds == {int} and _INT64[0] <= min(col.items) and max(col.items) <= _INT64[1]:
-            return np.array(col.items, dtype=np.int64)[col.pos]
+            return _Numbers(np.array(col.items, dtype=np.int64), col.pos)
         if int not in kinds or all(abs(v) <= 2**53 for v in col.items if type(v) is int):
-            floats = np.array([math.nan if v is None else v for v in col.items], dtype=np.float64)
-            return floats[col.pos]
+            return _Numbers(np.array([math.nan if v is None else v for v in col.items], dtype=np.float64), col.pos)
 
     numeric = pd.to_numeric(col.values, errors="coerce")
     converted = numeric.notna().to_numpy()
     if (col.values.notna().to_numpy() & ~converted).any() or not converted.any():
         return None
-    return pd.Series(numeric.array.take(col.pos), dtype=numeric.dtype)
+    return _Numbers(pd.Series(numeric.array.take(col.pos), dtype=numeric.dtype), None)
 
 
 def _collector_stats(
@@ -399,7 +433,7 @@ def _collector_stats(
     with the nvml plugin's values and 100 regions a run, a groupby over every row per collector and statistic
     was most of the frame's time (issue 35).
     """
-    numbers: dict[str, Any] = {}
+    numbers: dict[str, _Numbers] = {}
     for name, scope in scopes.items():
         col = columns[name]
         if name == CLOCK_EVENT_REASONS:
@@ -417,7 +451,7 @@ def _collector_stats(
             out[name] = column
 
 
-def _numeric_stats(numbers: Mapping[str, Any], groups: Groups, keys: RowKeys) -> dict[str, Any]:
+def _numeric_stats(numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys) -> dict[str, Any]:
     """``<name>_Avg/_Std/_Min/_Max`` per group of each numeric per-row column, whose value is a function of ``keys``.
 
     Groups with the same sequence of keys have the same values: each statistic is computed over one group of each
@@ -431,10 +465,10 @@ def _numeric_stats(numbers: Mapping[str, Any], groups: Groups, keys: RowKeys) ->
         rows, codes, count = None, groups.ids, groups.count
     else:
         rows, codes, count = shared.rows, shared.ids, int(shared.of_group.max()) + 1
-    arrays = [np.asarray(v) for v in numbers.values()]
-    picked = arrays if rows is None else [a[rows] for a in arrays]
+    picked = [v.rows(rows) for v in numbers.values()]
     if not fits(picked, codes, count):
-        return _numeric_stats_pandas(numbers, groups, shared, ascending)
+        full = {name: v.full() for name, v in numbers.items()}
+        return _numeric_stats_pandas(full, groups, shared, ascending)
     if len(codes) <= _SMALL:  # one conversion for all columns; C order, as column_stack gives (reduceat's order)
         matrix = np.ascontiguousarray(np.array(picked, dtype=np.float64).T)
     else:
@@ -442,9 +476,9 @@ def _numeric_stats(numbers: Mapping[str, Any], groups: Groups, keys: RowKeys) ->
     m = moments(matrix, codes, count, ascending)
     spread = slice(None) if shared is None else shared.of_group
     out: dict[str, Any] = {}
-    for j, (name, array) in enumerate(zip(numbers, arrays, strict=True)):
+    for j, (name, number) in enumerate(numbers.items()):
         low, high = m.minimum[:, j], m.maximum[:, j]
-        if array.dtype == np.int64 and not np.isnan(low).any():
+        if number.dtype == np.int64 and not np.isnan(low).any():
             low, high = low.astype(np.int64), high.astype(np.int64)
         for suffix, column in (("Avg", m.mean[:, j]), ("Std", m.std[:, j]), ("Min", low), ("Max", high)):
             out[f"{name}_{suffix}"] = column[spread]
@@ -590,7 +624,7 @@ def aggregate(
     verdicts = _throttled_items(t.clock_values)
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
-    _collector_stats(out, {name: _column(*t.collector_rows(name)) for name in scopes}, scopes, groups, t)
+    _collector_stats(out, {name: _column(*t.collector_column(name)) for name in scopes}, scopes, groups, t)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
     out["Flags"] = flag_cells(data, t, groups, verdicts, spread, throttled)

@@ -315,22 +315,37 @@ class ResultTable:
             The values found (one per distinct key that has a value other than ``None``) and, per row, the index
             of its value in that list, or :data:`MISSING`.
         """
+        found, codes, _ = self._lookup(kind, mapping)
+        return found, codes
+
+    def _lookup(self, kind: str, mapping: Mapping[Any, Scalar]) -> tuple[list[Scalar], Ints, bool]:
+        """:meth:`lookup`, and whether every value found is used by a row and every row has one (``dense``)."""
         if kind == "once":
             value = mapping.get(())
-            return ([], np.full(self.n, MISSING, np.int64)) if value is None else ([value], np.zeros(self.n, np.int64))
+            if value is None:
+                return [], np.full(self.n, MISSING, np.int64), self.n == 0
+            return [value], np.zeros(self.n, np.int64), self.n > 0
         keys = self.row_keys(kind)
         values = list(map(mapping.get, keys.keys))  # one dictionary look-up per distinct key
         if not any(v is None for v in values):  # every key has a value (a collector that reported every run)
-            return values, keys.ids
+            return values, keys.ids, True  # each key is some row's, by construction
         present = np.array([v is not None for v in values], dtype=np.bool_)
         per_key = np.where(present, np.cumsum(present) - 1, MISSING)
-        return [v for v in values if v is not None], per_key[keys.ids]
+        return [v for v in values if v is not None], per_key[keys.ids], False
 
     def collector_rows(self, name: str) -> tuple[list[Scalar], Ints]:
         """The values of collector ``name`` per value row, as the per-run frame shows them (see :meth:`lookup`)."""
+        found, codes, _ = self.collector_column(name)
+        return found, codes
+
+    def collector_column(self, name: str) -> tuple[list[Scalar], Ints, bool]:
+        """:meth:`collector_rows`, and whether every value found is some row's and every row has one.
+
+        The frames' column builder skips its count over the rows when this is known (issue 35).
+        """
         scopes, tables = self.collectors
         kind = scope_kind(scopes[name])
-        return self.lookup(kind, tables.get((name, kind), {}))
+        return self._lookup(kind, tables.get((name, kind), {}))
 
 
 _CACHE: dict[int, tuple[weakref.ReferenceType[ResultData], ResultTable]] = {}
