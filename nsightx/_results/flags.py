@@ -263,13 +263,22 @@ def run_clocks(items: Iterable[tuple[str, int, int, Any]]) -> dict[tuple[int, in
     """:func:`measured_clocks` of run-scope clock and reason values given as (name, config, run, value)."""
     clocks: dict[tuple[int, int], float] = {}
     idle: set[tuple[int, int]] = set()
+    said_idle: dict[str, bool] = {}  # per distinct reasons text: one split, not one per run (issue 35)
     for name, config, run, value in items:
         if name == MEASURED_SM_CLOCK:
-            number = _number(value)
+            kind = type(value)
+            number = float(value) if kind is int or kind is float else _number(value)  # type: ignore[arg-type]
             if math.isfinite(number):
                 clocks[(config, run)] = number
-        elif name == CLOCK_EVENT_REASONS and "gpu_idle" in str(value or "").split("|"):
-            idle.add((config, run))
+        elif name == CLOCK_EVENT_REASONS:
+            if type(value) is str:
+                hit = said_idle.get(value)
+                if hit is None:
+                    hit = said_idle[value] = "gpu_idle" in value.split("|")
+            else:
+                hit = "gpu_idle" in str(value or "").split("|")
+            if hit:
+                idle.add((config, run))
     return {k: c for k, c in clocks.items() if k not in idle}
 
 

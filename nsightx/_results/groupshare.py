@@ -51,9 +51,13 @@ def shared_groups(group_ids: Ints, count: int, keys: Ints, first: Ints | None = 
     of_group = np.empty(count, dtype=np.int64)
     representative: list[Ints] = []
     classes = 0
-    for s in np.unique(size).tolist():  # groups of one size at a time: a matrix of their key sequences
+    sizes = np.unique(size).tolist()
+    for s in sizes:  # groups of one size at a time: a matrix of their key sequences
         members = np.flatnonzero(size == s)
-        matrix = seq[start[members][:, None] + np.arange(s, dtype=np.int64)]
+        if len(sizes) == 1:  # every group of one size: the sorted keys are the matrix already (no gather)
+            matrix = seq.reshape(count, s)
+        else:
+            matrix = seq[start[members][:, None] + np.arange(s, dtype=np.int64)]
         first, inverse = _distinct_rows(matrix)
         of_group[members] = inverse + classes
         representative.append(members[first])

@@ -100,16 +100,19 @@ def moments(values: Array, codes: Array, count: int, ascending: bool) -> Moments
     mean, m2, seen = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     sums = None if clean else (np.zeros(shape), np.zeros(shape), np.full(shape, np.inf), np.full(shape, -np.inf))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        for k in range(matrix.shape[1]):
-            v = matrix[:, k, :]
-            ok = ~np.isnan(v)
-            seen += ok
-            delta = v - mean  # Welford, as pandas' group_var
-            new_mean = mean + delta / seen
-            np.copyto(m2, m2 + (v - new_mean) * delta, where=ok)
-            np.copyto(mean, new_mean, where=ok)
-            if sums is not None:
-                _kahan_step(v, ok, *sums)
+        if bool(np.isnan(matrix).any()):
+            for k in range(matrix.shape[1]):
+                v = matrix[:, k, :]
+                ok = ~np.isnan(v)
+                seen += ok
+                delta = v - mean  # Welford, as pandas' group_var
+                new_mean = mean + delta / seen
+                np.copyto(m2, m2 + (v - new_mean) * delta, where=ok)
+                np.copyto(mean, new_mean, where=ok)
+                if sums is not None:
+                    _kahan_step(v, ok, *sums)
+        else:
+            m2 = _full_steps(matrix, mean, m2, seen, sums)
         none = seen == 0
         std = np.where(seen <= 1, np.nan, np.sqrt(m2 / (seen - 1)))
         if sums is None:
@@ -176,6 +179,33 @@ def _nan_sqrt(value: float) -> float:
     """``np.sqrt`` of a NaN or negative value: the NaN numpy makes (its sign bit too), without numpy's warning."""
     with np.errstate(invalid="ignore"):
         return float(np.sqrt(value))
+
+
+def _full_steps(matrix: Array, mean: Array, m2: Array, seen: Array, sums: tuple[Array, ...] | None) -> Array:
+    """:func:`moments`' loop where every group has a value at every position (no NaN, no padding); returns ``M2``.
+
+    The same arithmetic, step for step: with every value present each masked update is a plain one and the count
+    after step ``k`` is ``k + 1`` (fewer numpy calls per step: the collectors' classes of 100 runs, issue 35).
+    ``mean``, ``seen`` and ``sums`` are updated in place.
+    """
+    for k in range(matrix.shape[1]):
+        v = matrix[:, k, :]
+        seen += 1.0
+        delta = v - mean  # Welford, as pandas' group_var
+        new_mean = mean + delta / seen
+        m2 = m2 + (v - new_mean) * delta
+        mean[...] = new_mean
+        if sums is not None:
+            total, comp, low, high = sums
+            y = v - comp  # Kahan, as _kahan_step with every value present
+            t = total + y
+            c = (t - total) - y
+            c[np.isnan(c)] = 0.0
+            total[...] = t
+            comp[...] = c
+            np.copyto(low, v, where=v < low)
+            np.copyto(high, v, where=v > high)
+    return m2
 
 
 def _kahan_step(v: Array, ok: Array, total: Array, comp: Array, low: Array, high: Array) -> None:

@@ -327,7 +327,7 @@ class ResultTable:
             return [value], np.zeros(self.n, np.int64), self.n > 0
         keys = self.row_keys(kind)
         values = list(map(mapping.get, keys.keys))  # one dictionary look-up per distinct key
-        if not any(v is None for v in values):  # every key has a value (a collector that reported every run)
+        if None not in values:  # every key has a value (a collector that reported every run); scalars never == None
             return values, keys.ids, True  # each key is some row's, by construction
         present = np.array([v is not None for v in values], dtype=np.bool_)
         per_key = np.where(present, np.cumsum(present) - 1, MISSING)
