@@ -289,12 +289,13 @@ def _clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Map
     if not clocks:
         return np.zeros(groups.count, dtype=np.bool_)
     found, codes = table.lookup("run", clocks)
-    per_row = np.append(np.asarray(found, dtype=np.float64), np.nan)[codes]  # MISSING (-1) picks the NaN
+    per_key = np.append(np.asarray(found, dtype=np.float64), np.nan)  # MISSING (-1) picks the NaN
     shared = groups.shared_by(table.row_keys("run")) if bool(finite.all()) else None
     if shared is None:
+        per_row = per_key[codes]
         return _varied(groups.ids, per_row, finite & ~np.isnan(per_row), groups.count)
-    kept = ~np.isnan(per_row[shared.rows])
-    return _varied(shared.ids, per_row[shared.rows], kept, int(shared.of_group.max()) + 1)[shared.of_group]
+    clock = per_key[codes[shared.rows]]  # the representative rows' clocks alone (no row-long array)
+    return _varied(shared.ids, clock, ~np.isnan(clock), int(shared.of_group.max()) + 1)[shared.of_group]
 
 
 def _varied(ids: Ints, clock: Floats, kept: Bools, count: int) -> Bools:
