@@ -267,7 +267,7 @@ def run_clocks(items: Iterable[tuple[str, int, int, Any]]) -> dict[tuple[int, in
     for name, config, run, value in items:
         if name == MEASURED_SM_CLOCK:
             kind = type(value)
-            number = float(value) if kind is int or kind is float else _number(value)  # type: ignore[arg-type]
+            number = float(value) if kind is int or kind is float else _number(value)
             if math.isfinite(number):
                 clocks[(config, run)] = number
         elif name == CLOCK_EVENT_REASONS:
