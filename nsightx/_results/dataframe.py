@@ -44,6 +44,7 @@ from nsightx._results.groupshare import SharedGroups, same_kernels
 from nsightx._results.groupstats import fits, medians, moments
 from nsightx._results.memtrim import release_freed
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
+from nsightx._results.store import SMALL
 from nsightx._results.table import MISSING, ClockItem, Ints, ResultTable, RowKeys, group_ids, scope_kind, table_of
 from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
@@ -127,8 +128,9 @@ def _reasons_read(reasons: object) -> tuple[bool, bool]:
     return idle, isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
 
 
-_SMALL = 512
-"""Up to this many rows a column is handed to pandas as the per-row list (pandas' fixed costs dominate there)."""
+_SMALL = SMALL
+"""Up to this many rows a column is handed to pandas as the per-row list (pandas' fixed costs dominate there): the
+one "few rows" threshold of the result's columns, :data:`nsightx._results.store.SMALL`."""
 
 
 class _Column:

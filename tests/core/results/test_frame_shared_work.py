@@ -70,3 +70,10 @@ def test_small_collector_matrix_is_column_stack(path: str) -> None:
         assert getattr(a, name).tobytes() == getattr(b, name).tobytes()
     frame = nsightx.load(path).to_dataframe()
     assert frame["MeasuredSMClockMHz_Min"].dtype == np.int64
+
+
+def test_the_few_rows_thresholds_are_one() -> None:
+    """The small-result paths of the frame, the flags and the intervals switch at the same row count."""
+    from nsightx._results import dataframe, stats, store
+
+    assert dataframe._SMALL == stats._FEW_ROWS == store.SMALL
