@@ -11,12 +11,36 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nsightx._results.profileresults import ProfileResults
+from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._results.schema import PlanInfo, ResultData
 from nsightx._results.transform import RunValue
 
 CUPTI_FIXTURES = Path(__file__).parent / "fixtures" / "cupti"
+HOST_METRIC = "host__time_duration.sum"
+
+
+def host_plan(configs: Sequence[tuple[Any, ...]], runs: int, **extra: Any) -> PlanInfo:
+    """The plan of a host-backend call of ``configs`` (one parameter ``n``), ``runs`` runs, no warm-up."""
+    return PlanInfo(
+        function="f",
+        params=("n",),
+        configs=tuple(configs),
+        runs=runs,
+        warmup=0,
+        metrics=(HOST_METRIC,),
+        backend="host",
+        cache_control="all",
+        clock_control="none",
+        replay_mode="kernel",
+        **extra,
+    )
+
+
+def host_result(runs: Sequence[RunRecords], configs: Sequence[tuple[Any, ...]], per_config: int) -> ProfileResults:
+    """The result ``build_results`` makes of ``runs`` (as the host backend writes them) under :func:`host_plan`."""
+    plan = host_plan(configs, per_config)
+    return build_results(plan, list(runs), {"GPU": "none"}, created="2026-12-05T00:00:00+00:00")
 
 
 def make_result(

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from _synthetic import host_result
 
 import nsightx
 from nsightx._results.dataframe import _pandas_moments
 from nsightx._results.parquetcheck import columns_fit
-from nsightx._results.profileresults import ProfileResults, build_results
+from nsightx._results.profileresults import ProfileResults
 from nsightx._results.records import Record, RegionRun, RunRecords
-from nsightx._results.schema import PlanInfo
 from nsightx._results.stats import group_sums, log_moments
 from nsightx._results.store import group_ids
 from nsightx._results.table import ResultTable
@@ -46,19 +46,7 @@ def _loaded(runs: int, folder: Path) -> ProfileResults:
             records = tuple(Record(a, c, r, "region", METRIC, v, "ns") for a, v in zip(names, ns, strict=True))
             execs = tuple(RegionRun(a, c, r, int(v)) for a, v in zip(names, ns, strict=True))
             out.append(RunRecords(c, r, records, execs))
-    plan = PlanInfo(
-        function="f",
-        params=("n",),
-        configs=tuple((c,) for c in range(CONFIGS)),
-        runs=runs,
-        warmup=0,
-        metrics=(METRIC,),
-        backend="host",
-        cache_control="all",
-        clock_control="none",
-        replay_mode="kernel",
-    )
-    res = build_results(plan, out, {"GPU": "none"}, created="2026-12-05T00:00:00+00:00")
+    res = host_result(out, [(c,) for c in range(CONFIGS)], runs)
     return nsightx.load(res.save(folder / f"r{runs}.parquet"))
 
 

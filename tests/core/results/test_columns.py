@@ -15,6 +15,7 @@ import operator
 import numpy as np
 import pandas as pd
 import pytest
+from _synthetic import host_plan
 
 import nsightx
 from nsightx._results.profileresults import ProfileResults, build_results
@@ -28,19 +29,7 @@ SILENT = nsightx.VerbosityLevel.SILENT
 
 
 def _plan(runs: int, ignore: tuple[str, ...] = ()) -> PlanInfo:
-    return PlanInfo(
-        function="f",
-        params=("n",),
-        configs=((1,), (2,)),
-        runs=runs,
-        warmup=0,
-        metrics=(METRIC,),
-        backend="host",
-        cache_control="all",
-        clock_control="none",
-        replay_mode="kernel",
-        ignore_kernel_list=ignore,
-    )
+    return host_plan([(1,), (2,)], runs, ignore_kernel_list=ignore)
 
 
 def _runs(kernels: int = 1, fail: bool = False, spare_region: bool = False, swap: bool = False) -> list[RunRecords]:

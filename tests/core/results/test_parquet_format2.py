@@ -22,13 +22,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _synthetic import host_result
 
 import nsightx
 from nsightx import ResultSchemaError
 from nsightx._results import dataframe, parquetcheck
-from nsightx._results.profileresults import ProfileResults, build_results
+from nsightx._results.profileresults import ProfileResults
 from nsightx._results.records import Record, RegionRun, RunRecords
-from nsightx._results.schema import PlanInfo
 from nsightx._results.store import Text
 
 GPU_RESULTS = _paths.FIXTURES / "gpu-results"
@@ -54,19 +54,7 @@ def _host(configs: int = 2, runs: int = 3, regions: int = 4, fail: bool = True) 
                 RegionRun(a, c, r, 1000 + 3 * i + r, f) for i, (a, f) in enumerate(zip(names, failed, strict=True))
             )
             out.append(RunRecords(c, r, records, execs))
-    plan = PlanInfo(
-        function="f",
-        params=("n",),
-        configs=tuple((2**c,) for c in range(configs)),
-        runs=runs,
-        warmup=0,
-        metrics=(METRIC,),
-        backend="host",
-        cache_control="all",
-        clock_control="none",
-        replay_mode="kernel",
-    )
-    return build_results(plan, out, {"GPU": "none"}, created="2026-12-05T00:00:00+00:00")
+    return host_result(out, [(2**c,) for c in range(configs)], runs)
 
 
 def _same(a: ProfileResults, b: ProfileResults) -> None:

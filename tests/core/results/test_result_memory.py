@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+from _synthetic import host_result
 
 import nsightx
-from nsightx._results.profileresults import ProfileResults, build_results
+from nsightx._results.profileresults import ProfileResults
 from nsightx._results.records import Record, RegionRun, RunRecords
-from nsightx._results.schema import PlanInfo
 
 METRIC = "host__time_duration.sum"
 
@@ -33,19 +33,7 @@ def _host_result(regions: int, values: list[float] | None = None) -> ProfileResu
             records = tuple(Record(a, c, r, "region", METRIC, v, "ns") for a, v in zip(names, ns, strict=True))
             execs = tuple(RegionRun(a, c, r, int(v)) for a, v in zip(names, ns, strict=True))
             runs.append(RunRecords(c, r, records, execs))
-    plan = PlanInfo(
-        function="f",
-        params=("n",),
-        configs=((1,), (2,)),
-        runs=3,
-        warmup=0,
-        metrics=(METRIC,),
-        backend="host",
-        cache_control="all",
-        clock_control="none",
-        replay_mode="kernel",
-    )
-    return build_results(plan, runs, {"GPU": "none"}, created="2026-12-05T00:00:00+00:00")
+    return host_result(runs, [(1,), (2,)], 3)
 
 
 def test_a_loaded_result_holds_each_equal_column_once_with_narrow_codes(tmp_path: Path):
