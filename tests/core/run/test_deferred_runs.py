@@ -17,45 +17,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _sessions import Cool, DeferredHost
 from nsightx_host import METRIC, HostSession
 
 import nsightx
 from nsightx._results.sink import RunSink
 from nsightx._run import loop
-from nsightx._run.backend import COLLECT_EVERY, RunOutput
+from nsightx._run.backend import COLLECT_EVERY
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan
-from nsightx._run.thermal import ThermalReading, ThermalSettings
+from nsightx._run.thermal import ThermalSettings
 from nsightx.ext import RunValues
-
-
-class Cool:
-    """A temperature source far from slowdown: the thermal guard never pauses."""
-
-    def read(self) -> ThermalReading:
-        return ThermalReading(temperature_c=40.0, slowdown_c=89.0)
-
-
-class DeferredHost(HostSession):
-    """The host session, made deferred: it hands runs back only when collected (like the events session)."""
-
-    deferred = True
-    host_timed = False  # no run block: a GPU session's runs are rows
-    timed_records = None
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.done: dict[tuple[int, int], RunOutput] = {}
-        self.collects = 0
-
-    def finish_run(self, config: int, run: int) -> RunOutput:
-        self.done[(config, run)] = super().finish_run(config, run)
-        return RunOutput()
-
-    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
-        self.collects += 1
-        done, self.done = self.done, {}
-        return done
 
 
 class Sampled:

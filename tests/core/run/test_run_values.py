@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _sessions import Cool
 from nsightx_host import METRIC, HostSession
 
 import nsightx
@@ -27,14 +28,7 @@ from nsightx._results.store import RunParts
 from nsightx._run import loop
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan
-from nsightx._run.thermal import ThermalReading, ThermalSettings
-
-
-class Cool:
-    """A temperature source far from slowdown: the thermal guard never pauses."""
-
-    def read(self) -> ThermalReading:
-        return ThermalReading(temperature_c=40.0, slowdown_c=89.0)
+from nsightx._run.thermal import ThermalSettings
 
 
 class Converted:

@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from nsightx_host import HostSession
+from _sessions import DeferredHost
 
 import nsightx
 from nsightx._results.sink import RunSink
 from nsightx._run.backend import COLLECT_EVERY, RunOutput
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan
-
-
-class DeferredHost(HostSession):
-    """The host session, made deferred: it hands runs back only when collected (like the CUPTI session)."""
-
-    deferred = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.done: dict[tuple[int, int], RunOutput] = {}
-        self.collects = 0
-
-    def finish_run(self, config: int, run: int) -> RunOutput:
-        self.done[(config, run)] = super().finish_run(config, run)
-        return RunOutput()
-
-    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
-        self.collects += 1
-        done, self.done = self.done, {}
-        return done
 
 
 def plan(fn, **kw) -> Plan:

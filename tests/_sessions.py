@@ -1,0 +1,38 @@
+"""Session and temperature-source doubles shared by the run-loop tests (real host session underneath)."""
+
+from __future__ import annotations
+
+from nsightx_host import HostSession
+
+from nsightx._run.backend import RunOutput
+from nsightx._run.thermal import ThermalReading
+
+
+class Cool:
+    """A temperature source far from slowdown: the thermal guard never pauses."""
+
+    def read(self) -> ThermalReading:
+        return ThermalReading(temperature_c=40.0, slowdown_c=89.0)
+
+
+class DeferredHost(HostSession):
+    """The host session, made deferred as the events and cupti sessions are: it hands runs back only when
+    collected, and its regions go through ``region_enter``/``region_exit`` (no run block), as a GPU session's do."""
+
+    deferred = True
+    host_timed = False
+    timed_records = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done: dict[tuple[int, int], RunOutput] = {}
+        self.collects = 0
+
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        self.done[(config, run)] = super().finish_run(config, run)
+        return RunOutput()
+
+    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
+        self.collects += 1
+        done, self.done = self.done, {}
+        return done
