@@ -276,13 +276,28 @@ def _refuse_newer(metadata: Mapping[bytes, bytes], source: str) -> None:
         doc = json.loads(metadata.get(META_KEY.encode(), b"{}"))
     except ValueError:
         return
-    for field, newest in (("schema_version", SCHEMA_VERSION), ("format", PARQUET_FORMAT)):
-        got = doc.get(field) if isinstance(doc, dict) else None
+    if isinstance(doc, dict):
+        _check_versions(doc, source, newer_only=True)
+
+
+_VERSIONS = (("schema_version", SCHEMA_VERSION), ("format", PARQUET_FORMAT))
+"""The metadata's version fields and the newest of each this nsightx reads."""
+
+
+def _check_versions(doc: Mapping[str, Any], source: str, newer_only: bool = False) -> None:
+    """Refuse a version newer than this nsightx reads, with the upgrade hint.
+
+    Unless ``newer_only``, also refuse any other value than 1 to the newest.
+    """
+    for field, newest in _VERSIONS:
+        got = doc.get(field)
         if type(got) is int and got > newest:
             raise ResultSchemaError(
                 f"{source}: result written with {field} {got}; this nsightx reads up to {newest}; upgrade "
                 "nsightx (pip install -U nsightx)"
             )
+        if not newer_only and got not in range(1, newest + 1):
+            raise ResultSchemaError(f"{source}: metadata field {field!r} is {got!r}; expected 1 to {newest}")
 
 
 def _check_meta(metadata: Mapping[bytes, bytes], parts: list[bytes], source: str) -> dict[str, Any]:
@@ -300,15 +315,7 @@ def _check_meta(metadata: Mapping[bytes, bytes], parts: list[bytes], source: str
             "or edited; restore it from a copy"
         )
     doc = json.loads(meta)  # the digest matched: this is the JSON the writer wrote
-    for field, newest in (("schema_version", SCHEMA_VERSION), ("format", PARQUET_FORMAT)):
-        got = doc.get(field)
-        if isinstance(got, int) and got > newest:
-            raise ResultSchemaError(
-                f"{source}: result written with {field} {got}; this nsightx reads up to {newest}; upgrade "
-                "nsightx (pip install -U nsightx)"
-            )
-        if got not in range(1, newest + 1):
-            raise ResultSchemaError(f"{source}: metadata field {field!r} is {got!r}; expected 1 to {newest}")
+    _check_versions(doc, source)
     try:
         doc["plan"] = PlanInfo.model_validate(doc.get("plan"), strict=False)
     except ValidationError as e:
