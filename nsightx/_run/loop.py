@@ -647,14 +647,14 @@ class _Sweep:
         What the general loop of :meth:`_config` does for such a run, with what stays the same for every run looked
         up once: the guard's check, the run's preparation (the session's cache flush), the guard's value and the
         RUN collectors' answers kept as returned (:meth:`_Runner.deferred_values`), the user's function, the
-        session's ``finish_run``; then the run waits in :attr:`pending` until ``policy.every`` runs do, or the
-        config ends, as :meth:`CollectPolicy.due` says. The answers become rows in :func:`_write_pending`, before
-        it waits for the GPU (issue 35: the nvml plugin's values cost ~3.5 us a run on the measured path when made
-        into rows between two runs). A run that raises is not pending: the runs before it are written by
-        :meth:`run`'s clean-up, as from the general loop. Returns ``stop``.
+        session's ``finish_run``; then the run waits in :attr:`pending` until :meth:`CollectPolicy.due` says the
+        pending runs are written (``policy.every`` of them, or the config's end). The answers become rows in
+        :func:`_write_pending`, before it waits for the GPU (issue 35: the nvml plugin's values cost ~3.5 us a run
+        on the measured path when made into rows between two runs). A run that raises is not pending: the runs
+        before it are written by :meth:`run`'s clean-up, as from the general loop. Returns ``stop``.
         """
         runner, plan, session, pending, progress = self.runner, self.plan, self.session, self.pending, self.progress
-        context, new_state, every = _context, _context.RunState, self.policy.every
+        context, new_state, due = _context, _context.RunState, self.policy.due
         before, values_of = runner.deferred_values()
         start_run = session.start_run if runner.prepares else None
         finish, shown, advance = session.finish_run, progress.enabled, progress.advance
@@ -681,12 +681,12 @@ class _Sweep:
                 finished += 1
                 if shown:
                     advance()
-                if len(pending) >= every and r + 1 < stop:
+                if r + 1 < stop and due(len(pending), config_done=False):
                     self._write(collect=True)
         finally:
             if not shown:
                 progress.done += finished
-        if self.policy.due(len(pending), config_done=True):
+        if due(len(pending), config_done=True):
             self._write(collect=True)
         return stop
 
