@@ -59,8 +59,8 @@ stage_tests() {
     step "nsightx demo"
     (cd "$WORK" && python3 -m nsightx.cli demo --output demo-out)
     step "nsightx show and nsightx plot of the demo's result (issue 38)"
-    (cd "$WORK" && python3 -m nsightx.cli show demo-out && python3 -m nsightx.cli plot demo-out/result-matmul-0.json \
-      "$OUT/demo-plot.png" && python3 -m nsightx.cli plot demo-out/result-matmul-0.json "$OUT/demo-violin.png" \
+    (cd "$WORK" && python3 -m nsightx.cli show demo-out && python3 -m nsightx.cli plot demo-out/result-matmul-0.parquet \
+      "$OUT/demo-plot.png" && python3 -m nsightx.cli plot demo-out/result-matmul-0.parquet "$OUT/demo-violin.png" \
       --type violin)
     step "nsightx.measure(lambda: a @ b, runs=50) (issue 38)"
     python3 -c "import torch, nsightx; a = torch.randn(4096, 4096, device='cuda'); \
