@@ -32,6 +32,8 @@
 #   bash benchmarks/run_gpu.sh nvmlperiod  the 16 KiB op with the nvml sampler period at each of PERIODS (s)
 #   bash benchmarks/run_gpu.sh frames  the sweep's real cupti and events results saved (sweep-*.parquet) and their
 #                                      to_dataframe() timed stage by stage, warm and cold (benchmarks/frame_stages.py)
+#   bash benchmarks/run_gpu.sh phases  the sweep's call phase by phase (benchmarks/call_phases.py), this tree and
+#                                      BEFORE_TREE alternately
 #   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation (SKIP_ROTATION=1: not),
 #                                      the in-process backends' GPU tests
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
@@ -307,6 +309,24 @@ stage_frames() {
   cat "$OUT/frames.log"
 }
 
+stage_phases() {
+  # issue 35: where the sweep's decorated call spends its wall time (launch, wait, collect, after, frame), this
+  # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON
+  {
+    for i in $(seq "${PAIRS:-2}"); do
+      for tag in after before; do
+        tree=()
+        [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
+        step "benchmarks/call_phases.py, $tag, process $i"
+        timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
+          "${tree[@]}"
+        echo "call_phases $tag $i rc=$?"
+      done
+    done
+  } > "$OUT/phases.log" 2>&1
+  cat "$OUT/phases.log"
+}
+
 stage_short() {
   # the shortest check of a tree for issue 35 (~3 minutes): the whole call alone beside the bare loop
   # (USER_REPS, 21), the nine-variant rotation of the sweep and the 16 KiB op, then the GPU tests of the in-process
@@ -364,8 +384,9 @@ for stage in "$@"; do
     nvmlperiod) stage_nvmlperiod ;;
     frames) stage_frames ;;
     short) stage_short ;;
+    phases) stage_phases ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null

@@ -1,0 +1,128 @@
+"""Where the wall time of one decorated sweep call goes, phase by phase (GPU; a probe for issue 35).
+
+The cupti call of backend_overhead's matmul sweep costs ~1.1-1.5 ms more than on d6b4a1c (H100, session 17)
+while the events call costs the same, so the extra is cupti's own. The host launches every run ahead of the GPU
+and waits once, in the session's ``collect_runs``; this probe wraps that method (both trees have it) and the
+device wait inside it, and times, per call:
+
+- ``launch``: from the call's start until the loop asks for the runs (host work ahead of the GPU),
+- ``wait``: the device wait (cupti: the driver's synchronise; events: 0, its waits are in ``collect``),
+- ``collect``: the rest of ``collect_runs`` (cupti: flush, decode, attribution; events: reading the events),
+- ``after``: from ``collect_runs``' return until the call returns (sink, result, provenance, environment),
+- ``frame``: ``to_dataframe()`` of the returned result,
+- ``total``: the call plus the frame; ``bare``: the hand-written events loop, interleaved.
+
+Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import backend_overhead as bo
+
+PHASES = ("launch", "wait", "collect", "after", "frame", "total")
+
+
+class Clock:
+    """The marks of the call being timed (one call at a time)."""
+
+    def __init__(self) -> None:
+        self.marks: dict[str, int] = {}
+
+    def mark(self, name: str) -> None:
+        self.marks.setdefault(name, time.perf_counter_ns())
+
+
+def instrument(clock: Clock) -> None:
+    """Wrap each backend's ``collect_runs`` and its device wait to mark the phases' ends."""
+    from nsightx_cupti import _driver, _session
+    from nsightx_events import _backend as events
+
+    def wrap(owner: Any, name: str, before: str | None, after: str | None) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if before:
+                clock.mark(before)
+            out = inner(*args, **kwargs)
+            if after and (after != "wait_end" or "collect_start" in clock.marks):
+                clock.mark(after)
+            return out
+
+        setattr(owner, name, timed)
+
+    wrap(_session.CuptiSession, "collect_runs", "collect_start", "collect_end")
+    wrap(_driver, "synchronize", None, "wait_end")
+    wrap(events.EventsSession, "collect_runs", "collect_start", "collect_end")
+
+
+def phases(clock: Clock, fn: Any) -> dict[str, float]:
+    """One call of ``fn`` and its frame, in microseconds per phase."""
+    clock.marks = {}
+    t0 = time.perf_counter_ns()
+    result = fn()
+    t1 = time.perf_counter_ns()
+    result.to_dataframe()
+    t2 = time.perf_counter_ns()
+    m = clock.marks
+    start, end = m.get("collect_start", t1), m.get("collect_end", t1)
+    wait_end = m.get("wait_end", start)
+    return {
+        "launch": (start - t0) / 1e3,
+        "wait": (wait_end - start) / 1e3,
+        "collect": (end - wait_end) / 1e3,
+        "after": (t1 - end) / 1e3,
+        "frame": (t2 - t1) / 1e3,
+        "total": (t2 - t0) / 1e3,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--tree", help="source tree of the nsightx to measure (default: the importable one)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    info = bo.use_tree(args.tree)
+    import torch
+
+    w = bo.WORKLOADS["sweep_once"]
+    clock = Clock()
+    instrument(clock)
+    bare = bo.make_bare(torch, w)
+    fns = {b: bo.make_profiled(torch, w, b, collectors=True) for b in ("cupti", "events")}
+    for fn in (bare, *fns.values()):
+        fn() if fn is bare else fn().to_dataframe()  # warm
+    rows: dict[str, list[dict[str, float]]] = {b: [] for b in fns}
+    bare_us: list[float] = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter_ns()
+        bare()
+        bare_us.append((time.perf_counter_ns() - t0) / 1e3)
+        for b, fn in fns.items():
+            torch.cuda.synchronize()
+            rows[b].append(phases(clock, fn))
+    out: dict[str, Any] = {**info, "reps": args.reps, "bare_us": statistics.median(bare_us)}
+    print(json.dumps(info))
+    print(f"bare loop: {out['bare_us']:.0f} us (median of {args.reps})")
+    for b, rs in rows.items():
+        med = {p: statistics.median(r[p] for r in rs) for p in PHASES}
+        out[b] = med
+        shown = ", ".join(f"{p} {med[p]:.0f}" for p in PHASES)
+        print(f"{b}: {shown} us; total / bare {med['total'] / out['bare_us']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
