@@ -18,7 +18,10 @@ Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TR
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
+import pstats
 import statistics
 import sys
 import time
@@ -33,13 +36,16 @@ PHASES = ("launch", "wait", "collect", "after", "frame", "total")
 
 
 class Clock:
-    """The marks of the call being timed (one call at a time)."""
+    """The marks of the call being timed (one call at a time); with ``after``, a profiler of the after phase."""
 
     def __init__(self) -> None:
         self.marks: dict[str, int] = {}
+        self.after: cProfile.Profile | None = None
 
     def mark(self, name: str) -> None:
         self.marks.setdefault(name, time.perf_counter_ns())
+        if name == "collect_end" and self.after is not None:
+            self.after.enable()
 
 
 def instrument(clock: Clock) -> None:
@@ -86,11 +92,34 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
     }
 
 
+def profiles(clock: Clock, fns: dict[str, Any], calls: int) -> str:
+    """cProfiles of ``calls`` calls per backend: the after phase (from ``collect_runs``' return to the call's),
+    then ``to_dataframe()``; the top functions of each by own time and by cumulative time."""
+    text = io.StringIO()
+    for b, fn in fns.items():
+        after, frame = cProfile.Profile(), cProfile.Profile()
+        for _ in range(calls):
+            clock.marks, clock.after = {}, after
+            result = fn()
+            after.disable()
+            clock.after = None
+            frame.enable()
+            result.to_dataframe()
+            frame.disable()
+        for name, prof in (("after", after), ("frame", frame)):
+            for order in ("tottime", "cumulative"):
+                text.write(f"##### {b} {name} ({calls} calls), by {order}\n")
+                pstats.Stats(prof, stream=text).sort_stats(order).print_stats(45)
+    return text.getvalue()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--tree", help="source tree of the nsightx to measure (default: the importable one)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--profile", type=Path, help="write cProfiles of the after phase and the frame here")
+    ap.add_argument("--profile-calls", type=int, default=20)
     args = ap.parse_args()
     info = bo.use_tree(args.tree)
     import torch
@@ -121,6 +150,8 @@ def main() -> int:
         print(f"{b}: {shown} us; total / bare {med['total'] / out['bare_us']:.3f}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    if args.profile:
+        args.profile.write_text(profiles(clock, fns, args.profile_calls), encoding="utf-8")
     return 0
 
 

@@ -318,8 +318,10 @@ stage_phases() {
         tree=()
         [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
         step "benchmarks/call_phases.py, $tag, process $i"
+        prof=()
+        [ "$i" = 1 ] && prof=(--profile "$OUT/call_phases_${tag}_profiles.txt")
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
-          "${tree[@]}"
+          "${tree[@]}" "${prof[@]}"
         echo "call_phases $tag $i rc=$?"
       done
     done
