@@ -80,6 +80,9 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
     result.to_dataframe()
     t2 = time.perf_counter_ns()
     m = clock.marks
+    env = getattr(result, "environment", {})
+    env = env() if callable(env) else env
+    costs = {k[len("CuptiUsPerRun_") :]: float(v) for k, v in env.items() if k.startswith("CuptiUsPerRun_") and v}
     start, end = m.get("collect_start", t1), m.get("collect_end", t1)
     wait_end = m.get("wait_end", start)
     return {
@@ -89,6 +92,7 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
         "after": (t1 - end) / 1e3,
         "frame": (t2 - t1) / 1e3,
         "total": (t2 - t0) / 1e3,
+        **{f"cupti_{k}": v * 44 for k, v in costs.items()},  # the session's own step costs, us per call
     }
 
 
@@ -144,9 +148,10 @@ def main() -> int:
     print(json.dumps(info))
     print(f"bare loop: {out['bare_us']:.0f} us (median of {args.reps})")
     for b, rs in rows.items():
-        med = {p: statistics.median(r[p] for r in rs) for p in PHASES}
+        keys = [k for k in rs[0] if all(k in r for r in rs)]
+        med = {p: statistics.median(r[p] for r in rs) for p in keys}
         out[b] = med
-        shown = ", ".join(f"{p} {med[p]:.0f}" for p in PHASES)
+        shown = ", ".join(f"{p} {med[p]:.0f}" for p in keys)
         print(f"{b}: {shown} us; total / bare {med['total'] / out['bare_us']:.3f}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
