@@ -112,9 +112,6 @@ def run_loop_headline(data: dict[str, Any]) -> Headline:
             name = f"{Path(case.split(' [')[0]).name} [{case.split(' [')[1]}"
             out[f"{name} nvml-off us/run"] = _r(m["nvml_minus_off_us"], 2)
             out[f"{name} parts us/run"] = _r(m["parts_us"], 2)
-            if data.get("deferred"):  # the calls themselves, and with to_dataframe()
-                for key in ("off_us", "nvml_us", "off_df_us", "nvml_df_us"):
-                    out[f"{name} {key[:-3].replace('_df', '+df')} us/run"] = _r(m[key], 2)
         return out
     for case in cases:
         prefix = "" if len(cases) == 1 else f"{Path(case.split(' [')[0]).name}{case[len(case.split(' [')[0]) :]} "
