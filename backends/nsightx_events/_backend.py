@@ -162,7 +162,7 @@ def _stream_key_reader(torch: Any) -> Callable[[int], Any]:
     reader = getattr(getattr(torch, "_C", None), "_cuda_getCurrentStream", None)
     if reader is None:
         return _no_key
-    return reader  # type: ignore[no-any-return]
+    return reader
 
 
 def _no_key(index: int) -> None:
