@@ -89,6 +89,7 @@ def run_loop_headline(data: dict[str, Any]) -> Headline:
     """CPU microseconds per run of a call beside an empty region, per call size and case.
 
     With ``--nvml``: the nvml plugin's part of a run and its per-run work alone, per tree and sampler. With
+    ``--events``: per tree and case, the events session's CPU time, stream objects and driver queries per run. With
     ``--fixed``: per tree, the 1x1 call, the 4x11 call and that call's fixed part, in microseconds.
     """
     cases = data["cases"]
@@ -98,6 +99,13 @@ def run_loop_headline(data: dict[str, Any]) -> Headline:
             out[f"{Path(case).name} 1x1 call us"] = _r(m["1x1_us"], 1)
             out[f"{Path(case).name} 4x11 call us"] = _r(m["4x11_us"], 1)
             out[f"{Path(case).name} 4x11 fixed us"] = _r(m["4x11_fixed_us"], 1)
+        return out
+    if data.get("events"):  # --events: per tree and case, the session's CPU time and what it asked per run
+        for tree, by_case in data["median"].items():
+            for case, m in by_case.items():
+                out[f"{Path(tree).name} {case} us/run"] = _r(m["us_per_run"], 2)
+                out[f"{Path(tree).name} {case} stream objects/run"] = _r(m["stream_objects_per_run"], 2)
+                out[f"{Path(tree).name} {case} driver queries/run"] = _r(m["driver_queries_per_run"], 2)
         return out
     if data.get("nvml"):
         for case, m in data["median"].items():

@@ -22,7 +22,8 @@ call: the floor). ``--json`` writes every number.
 ``--nvml`` measures instead what the nvml plugin (its RUN collector and the thermal guard) costs each run: see
 :func:`nvml_main`; with ``--deferred``, on the path a GPU backend's runs take (a deferred session, see
 :func:`_install_deferred`), also with ``to_dataframe()``. ``--fixed`` measures instead what a call costs
-whatever its number of runs: see :func:`fixed_main`.
+whatever its number of runs: see :func:`fixed_main`. ``--events`` measures instead the events session's own work
+per run, with torch and the CUDA driver as the tests' doubles: see :func:`events_main`.
 """
 
 from __future__ import annotations
@@ -147,6 +148,8 @@ def main() -> int:
     ap.add_argument("--deferred", action="store_true", help="--nvml: through a deferred session (a GPU backend's)")
     ap.add_argument("--fixed", action="store_true", help="measure the fixed cost of a call instead")
     ap.add_argument("--calls", type=int, default=300, help="--fixed: timed calls per shape (the median is shown)")
+    ap.add_argument("--events", action="store_true", help="measure the events session's work per run instead")
+    ap.add_argument("--events-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--fixed-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--variant", default="default", help=argparse.SUPPRESS)
@@ -159,6 +162,11 @@ def main() -> int:
     if args.nvml_child is not None:
         print(json.dumps(nvml_child(args.nvml_child, args.sampler, args.rounds, args.deferred)))
         return 0
+    if args.events_child:
+        print(json.dumps(events_child(args.runs)))
+        return 0
+    if args.events:
+        return events_main(args)
     if args.fixed_child:
         print(json.dumps(fixed_child(args.calls)))
         return 0
@@ -500,6 +508,87 @@ def fixed_main(args: argparse.Namespace) -> int:
         )
     if args.json:
         args.json.write_text(json.dumps({"fixed": True, "cases": list(median), "median": median, "raw": raw}, indent=1))
+    return 0
+
+
+EVENTS_CASES = {"no-set-aside": 0, "set-aside-possible": 1 << 20}
+"""--events: the device's largest persisting-L2 size the driver double answers, per case (0: none can be made)."""
+
+
+def events_child(runs: int) -> dict[str, Any]:
+    """Per run of an events session (flush on): CPU time, stream objects made, driver queries; in this tree.
+
+    torch and the CUDA driver are the doubles of ``tests/backends/events/test_events_session.py``, so the time is
+    the session's own Python around them (a real ``torch.cuda.current_stream`` costs ~2-3 us on the H100's host,
+    a driver query ~1 us: the counts say how many a run makes).
+    """
+    sys.path[:0] = [str(TESTS), str(TESTS / "backends" / "events")]
+    import test_events_session as doubles
+    from nsightx_events import _backend as backend_module
+
+    from nsightx._run.backend import RegionId
+
+    _backend: Any = backend_module  # its driver entry points are replaced by the doubles
+    out: dict[str, Any] = {}
+    for case, max_persisting in EVENTS_CASES.items():
+        torch, lib = doubles.FakeTorch(), doubles.FakeLibcuda()
+        sys.modules["torch"] = torch
+        _backend.load_libcuda = lambda lib=lib: lib
+        _backend.device_attribute = lambda attribute, index, m=max_persisting: m
+        session = _backend.EventsSession(device=0, flush=True)
+        for _pass in ("warm-up", "timed"):
+            regions = [RegionId("r", 0, r) for r in range(runs)]
+            made, queries, c0 = torch.made_streams, lib.queries, time.process_time()
+            for region in regions:
+                session.region_enter(region)
+                session.region_exit(region, failed=False)
+                session.finish_run(0, region.run)
+                if len(session._finished) >= 64:
+                    session.collect_runs()
+            cpu = time.process_time() - c0
+        out[case] = {
+            "us_per_run": cpu * 1e6 / runs,
+            "stream_objects_per_run": (torch.made_streams - made) / runs,
+            "driver_queries_per_run": (lib.queries - queries) / runs,
+        }
+    return out
+
+
+def events_main(args: argparse.Namespace) -> int:
+    """The events session's host work per run (issue 35: the 16 KiB op), this tree and each ``--tree``.
+
+        python benchmarks/run_loop_cost.py --events [--runs 20000] [--reps 3] [--tree PATH ...] [--json OUT]
+
+    In a fresh process per tree and repetition (trees alternating), ``--runs`` runs of one region each through
+    the session's ``region_enter``, ``region_exit`` and ``finish_run`` (collected every 64 runs), see
+    :func:`events_child`. Shown: the median over repetitions.
+    """
+    trees = [HERE.parent, *[t.resolve() for t in args.tree]]
+    raw: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
+    for _ in range(args.reps):
+        for tree in trees:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (tree, tree / "backends", tree / "plugins"))
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--events-child", "--runs", str(args.runs)]
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"events child for {tree} failed:\n{done.stderr}")
+            raw[str(tree)].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    keys = ("us_per_run", "stream_objects_per_run", "driver_queries_per_run")
+    median = {
+        t: {c: {k: statistics.median(r[c][k] for r in rows) for k in keys} for c in EVENTS_CASES}
+        for t, rows in raw.items()
+    }
+    print(f"{'tree':<34} {'case':<20} {'us/run':>7} {'streams/run':>11} {'queries/run':>11}")
+    for tree, by_case in median.items():
+        for case, m in by_case.items():
+            print(
+                f"{tree[-34:]:<34} {case:<20} {m['us_per_run']:7.2f} {m['stream_objects_per_run']:11.2f} "
+                f"{m['driver_queries_per_run']:11.2f}"
+            )
+    if args.json:
+        doc = {"events": True, "cases": list(median), "median": median, "raw": raw}
+        args.json.write_text(json.dumps(doc, indent=1))
     return 0
 
 

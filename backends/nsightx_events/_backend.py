@@ -14,7 +14,7 @@ import functools
 import importlib.util
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -115,20 +115,59 @@ def _reset_persisting_l2() -> bool:
         return False
 
 
-def _persisting_possible() -> bool:
-    """Whether the current context has a persisting-L2 set-aside (else no line can be persisting).
+def _persisting_check(index: int) -> Callable[[], bool]:
+    """What tells, before a flush, whether the current context may hold persisting L2 lines; decided once a session.
 
-    A host-side query (~1 us), asked before every flush while the set-aside is 0, because the user's function may
-    raise it; the reset it saves costs ~15 us of host time and ~7 us of GPU time per run. Once a set-aside was
-    seen, the session resets before every run without asking again.
+    Asking the driver (``cuCtxGetLimit`` of the persisting-L2 set-aside) is needed while the set-aside is 0,
+    because the user's function may raise it; the reset that a 0 saves costs ~15 us of host time and ~7 us of GPU
+    time per run. What does not change during a session is settled here, not before every run: without a driver
+    the answer is always no; on a device whose largest persisting-L2 size is 0 (no set-aside can ever be made)
+    it is always no; otherwise the query is bound once (the function, its argument buffers) and costs one
+    foreign call per run. When the driver cannot say, the answer is yes (reset to be safe).
+
+    Args:
+        index: CUDA ordinal of the session's device.
     """
+    lib = load_libcuda()
+    if lib is None:
+        return _never
+    if device_attribute(DeviceAttribute.MAX_PERSISTING_L2_CACHE_SIZE, index) == 0:
+        return _never
+    query = lib.cuCtxGetLimit
     value = ctypes.c_size_t()
-    try:
-        lib = _libcuda()
-    except OSError:
-        return False
-    ok = lib.cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(LIMIT_PERSISTING_L2_CACHE_SIZE)) == 0
-    return not ok or value.value > 0  # when the driver cannot say, reset to be safe
+    out, limit = ctypes.byref(value), ctypes.c_int(LIMIT_PERSISTING_L2_CACHE_SIZE)
+
+    def possible() -> bool:
+        return bool(query(out, limit) != 0 or value.value > 0)
+
+    return possible
+
+
+def _never() -> bool:
+    """No persisting L2 line can exist (no driver, or a device without a persisting-L2 set-aside)."""
+    return False
+
+
+STREAMS_KEPT = 64
+"""Most stream objects an events session keeps (see :meth:`EventsSession._current_stream`)."""
+
+
+def _stream_key_reader(torch: Any) -> Callable[[int], Any]:
+    """What returns the identity of the current stream of a device (an ordinal): torch's ``(id, device, type)``.
+
+    ``torch._C._cuda_getCurrentStream`` is what ``torch.cuda.current_stream`` itself asks before it builds its
+    object. A torch without it gets a reader that answers ``None``: every run then asks
+    ``torch.cuda.current_stream``, as before this cache existed.
+    """
+    reader = getattr(getattr(torch, "_C", None), "_cuda_getCurrentStream", None)
+    if reader is None:
+        return _no_key
+    return reader
+
+
+def _no_key(index: int) -> None:
+    """No stream identity (the stream object is then made every time)."""
+    return None
 
 
 class EventsSession(Session):
@@ -169,6 +208,10 @@ class EventsSession(Session):
         self._done: list[tuple[RegionId, bool, Any, Any]] = []
         self._finished: list[tuple[int, int]] = []
         self._lock = threading.Lock()
+        self._streams: dict[Any, Any] = {}
+        """torch's stream object per (stream id, device, type) of the current stream: see :meth:`_current_stream`."""
+        self._stream_key = _stream_key_reader(torch)
+        self._persisting = _persisting_check(self._index) if flush else _never
         self._persisting_ok = True
         self.resets = 0
         """Persisting-L2 resets made (only while the context has a set-aside)."""
@@ -185,10 +228,30 @@ class EventsSession(Session):
         if self.buffer is None:
             return
         # the current context is torch's (its current device); once a set-aside was seen, reset without asking
-        if self._persisting_ok and (self.resets or _persisting_possible()):
+        if self._persisting_ok and (self.resets or self._persisting()):
             self._persisting_ok = _reset_persisting_l2()
             self.resets += 1
         self.buffer.fill_(run & 0x7F)
+
+    def _current_stream(self) -> Any:
+        """This thread's current stream on the session's device, as the torch object an event records on.
+
+        ``torch.cuda.current_stream`` builds a new stream object each time (~2-3 us of host time on the H100's
+        host, twice a run); the stream's identity (id, device, type) costs one call into torch's C extension. The
+        object made for an identity is kept, so a run on the same stream as an earlier one makes none, and a
+        stream the user switched to (between runs or inside a region) is still the one recorded on. At most
+        :data:`STREAMS_KEPT` are kept (a function that makes a new stream every run does not grow the cache).
+        """
+        key = self._stream_key(self._index)
+        stream = self._streams.get(key)
+        if stream is None:
+            streams = self._streams
+            if len(streams) >= STREAMS_KEPT:
+                streams.clear()
+            stream = self._torch.cuda.current_stream(self._index)
+            if key is not None:
+                streams[key] = stream
+        return stream
 
     def region_enter(self, region: RegionId) -> None:
         """Flush L2 (``cache_control="all"``), then record the start event on this thread's current stream.
@@ -199,12 +262,12 @@ class EventsSession(Session):
         self._flush(region.run)
         start, end = self._pair()
         self._open[(region.annotation, region.config, region.run)] = (start, end)
-        start.record(self._torch.cuda.current_stream(self._index))
+        start.record(self._current_stream())
 
     def region_exit(self, region: RegionId, failed: bool) -> None:
         """Record the end event on this thread's current stream."""
         start, end = self._open.pop((region.annotation, region.config, region.run))
-        end.record(self._torch.cuda.current_stream(self._index))
+        end.record(self._current_stream())
         with self._lock:
             self._done.append((region, failed, start, end))
 

@@ -232,15 +232,20 @@ class _Collectors:
             _add_rows(out, c.name, _RUN, config, run, None, self._call(c, ctx))
         return out
 
-    def gather_run(self, config: int, run: int) -> list[_Gathered]:
+    def gather_run(self, config: int, run: int, into: list[Any] | None = None) -> list[Any]:
         """Call the RUN collectors for run ``run`` of ``config``; their answers are kept as returned.
 
         What a deferred session's runs take (:meth:`_Sweep._deferred_runs`): the answers become rows only when
-        the runs are written (:meth:`materialize`, in :func:`_write_pending`), not between two runs.
+        the runs are written (:meth:`materialize`, in :func:`_write_pending`), not between two runs. They are
+        appended to ``into`` when given (the thermal guard's rows of the run: no second list is made and joined
+        before every run), else to a new list; that list is returned.
         """
         ctx = self._run_context(config, run)
         call, name_of = self._call, _gathered
-        return [name_of((c.name, _RUN, config, run, None, call(c, ctx))) for c in self.by_scope[_RUN_SCOPE]]
+        out: list[Any] = [] if into is None else into
+        for c in self.by_scope[_RUN_SCOPE]:
+            out.append(name_of((c.name, _RUN, config, run, None, call(c, ctx))))
+        return out
 
     def _run_context(self, config: int, run: int) -> CollectContext:
         """The context of a RUN collector call: one per run, or one per config when no collector reads the run's.
@@ -925,15 +930,15 @@ class _Runner:
         The guard's check, and what returns the run's values: the guard's rows, then the RUN collectors' answers
         as returned (:meth:`_Collectors.gather_run`), made into rows when the run is written.
         """
-        gather = self.collectors.gather_run if self.asks_run else None
+        gather = self.collectors.gather_run
         if not self.guarded:
-            return None, gather
+            return None, gather if self.asks_run else None
         take = self.guard.take_values
-        if gather is None:
+        if not self.asks_run:
             return self.guard.before_run, take
 
         def values_of(ci: int, r: int) -> list[Any]:
-            return take(ci, r) + gather(ci, r)
+            return gather(ci, r, take(ci, r))
 
         return self.guard.before_run, values_of
 

@@ -231,6 +231,8 @@ class ProcessSampler:
         self._proc: subprocess.Popen[bytes] | None = None
         self._inline: Sample | None = None
         self._cached: tuple[int, Sample] | None = None
+        self._answer: tuple[int, Sample | None] = (-1, None)
+        """What :meth:`demand_latest` last answered for a sequence number; forgotten when an inline sample is kept."""
         self._lock = threading.Lock()
         self.failed: str | None = None
         """Why the process ended by itself (it is then not started again)."""
@@ -308,6 +310,7 @@ class ProcessSampler:
 
     def _close(self) -> None:
         shared, self._shared = self._shared, None
+        self._cached, self._answer = None, (-1, None)  # a new file numbers its samples from 0 again
         if shared is not None:
             shared.unlink()
             shared.close()
@@ -327,10 +330,19 @@ class ProcessSampler:
         """:meth:`demand` at ``now_ns``, then :meth:`latest`, in one read and one write of the shared file.
 
         What the RUN collector asks before every run: while no new sample was published, the same :class:`Sample`
-        object (its values decoded once), after an 8-byte write and an 8-byte read.
+        object (its values decoded once), after an 8-byte write and an 8-byte read, and nothing else: the answer
+        given for that sequence number is given again (an inline sample read in between forgets it).
         """
         shared_file = self._shared
-        return self._newest(shared_file.demand_seq(now_ns)) if shared_file is not None else self._inline
+        if shared_file is None:
+            return self._inline
+        seq = shared_file.demand_seq(now_ns)
+        answer = self._answer
+        if answer[0] == seq:
+            return answer[1]
+        sample = self._newest(seq)
+        self._answer = (seq, sample)
+        return sample
 
     def _newest(self, seq: int) -> Sample | None:
         """The newest of the shared file's sample ``seq`` (decoded once per sample) and the last inline one."""
@@ -354,6 +366,7 @@ class ProcessSampler:
             except Exception:
                 return None
             sample = self._inline = Sample(taken, values)
+            self._answer = (-1, None)
             return sample
 
 

@@ -174,3 +174,37 @@ def test_the_process_ends_when_its_parent_dies(tmp_path: Path, monkeypatch: pyte
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     pid = int(out.stdout.split()[0])
     assert _wait_for(lambda: not _alive(pid)), f"sampler process {pid} outlived its parent"
+
+
+def test_runs_that_share_a_sample_get_it_back_after_one_read_of_the_shared_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The shared file is published here, as the sampler process would (no process: the protocol is the subject).
+    reads = iter([{"MeasuredSMClockMHz": 1}, {"MeasuredSMClockMHz": 2}])
+    s = ProcessSampler(lambda: next(reads), ChildSpec("GPU-00000000-test"))
+    s._shared = shared = SharedSample.create()
+    decoded: list[int] = []
+    newest = s._newest
+    monkeypatch.setattr(s, "_newest", lambda seq: decoded.append(seq) or newest(seq))
+    try:
+        shared.publish(100, {"MeasuredSMClockMHz": 1980})
+        first = s.demand_latest(1_000)
+        assert first is not None and first.taken_ns == 100 and first.values["MeasuredSMClockMHz"] == 1980
+        assert all(s.demand_latest(1_000 + i) is first for i in range(50))
+        assert decoded == [2]  # 51 runs, one look at the sample: the same answer for the same sequence number
+        assert shared.demand_ns() == 1_049  # every run still keeps the process sampling
+        inline = s.sample()  # a run read for itself (a stale sample): newer than the shared one
+        assert inline is not None and s.demand_latest(2_000) is inline
+        shared.publish(time.perf_counter_ns(), {"MeasuredSMClockMHz": 1755})
+        newer = s.demand_latest(3_000)
+        assert newer is not None and newer.values["MeasuredSMClockMHz"] == 1755 and s.demand_latest(3_001) is newer
+        assert decoded == [2, 2, 4]
+    finally:
+        s._close()
+    s._shared = shared = SharedSample.create()  # a new file numbers its samples from 0 again
+    try:
+        shared.publish(time.perf_counter_ns(), {"MeasuredSMClockMHz": 1500})
+        again = s.demand_latest(4_000)
+        assert again is not None and again.values["MeasuredSMClockMHz"] == 1500
+    finally:
+        s._close()

@@ -1,0 +1,204 @@
+"""The events session's work per run, without a GPU: torch and the CUDA driver are doubles (library boundaries).
+
+What is checked: every event is recorded on the stream that is current when it is recorded (also after the user
+switches streams between runs or inside a region), while a run on a stream seen before builds no new stream object
+through ``torch.cuda.current_stream``; and the persisting-L2 question is settled once a session where it can be.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from nsightx_events import _backend
+from nsightx_events._backend import EventsSession
+
+from nsightx._run.backend import RegionId
+
+
+class FakeStream:
+    """What ``torch.cuda.current_stream`` returns: a new object each time, for the stream ``sid``."""
+
+    def __init__(self, sid: int, device: int) -> None:
+        self.sid = sid
+        self.device = device
+
+
+class FakeEvent:
+    """A CUDA event: remembers the stream it was last recorded on and when (a counter as the clock)."""
+
+    clock = 0
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.stream: int | None = None
+        self.at = 0
+
+    def record(self, stream: FakeStream) -> None:
+        FakeEvent.clock += 1
+        self.stream, self.at = stream.sid, FakeEvent.clock
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) / 1000.0  # ms
+
+
+class FakeBuffer:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.fills: list[int] = []
+
+    def fill_(self, value: int) -> None:
+        self.fills.append(value)
+
+    def numel(self) -> int:
+        return self.n
+
+
+class FakeTorch:
+    """The part of torch the events session uses; ``current`` is this thread's current stream id per device."""
+
+    int32 = "int32"
+
+    def __init__(self) -> None:
+        self.current = {0: 7, 1: 70}
+        self.made_streams = 0
+        self.cuda = SimpleNamespace(
+            current_device=lambda: 0,
+            get_device_properties=lambda device: SimpleNamespace(name="Fake GPU", L2_cache_size=1 << 20),
+            Event=FakeEvent,
+            current_stream=self._current_stream,
+        )
+        self._C = SimpleNamespace(_cuda_getCurrentStream=lambda index: (self.current[index], index, 1))
+
+    def _current_stream(self, index: int) -> FakeStream:
+        self.made_streams += 1
+        return FakeStream(self.current[index], index)
+
+    def device(self, kind: str, index: int) -> Any:
+        return SimpleNamespace(type=kind, index=index)
+
+    def empty(self, n: int, dtype: Any, device: Any) -> FakeBuffer:
+        return FakeBuffer(n)
+
+
+class FakeLibcuda:
+    """The two driver entry points of the persisting-L2 reset; ``set_aside`` is the context's limit in bytes."""
+
+    def __init__(self, set_aside: int = 0) -> None:
+        self.set_aside = set_aside
+        self.queries = 0
+        self.resets = 0
+
+    def cuCtxGetLimit(self, out: Any, limit: ctypes.c_int) -> int:  # the driver's name
+        self.queries += 1
+        out._obj.value = self.set_aside
+        return 0
+
+    def cuCtxResetPersistingL2Cache(self) -> int:  # the driver's name
+        self.resets += 1
+        return 0
+
+
+@pytest.fixture
+def torch(monkeypatch: pytest.MonkeyPatch) -> FakeTorch:
+    fake = FakeTorch()
+    monkeypatch.setitem(__import__("sys").modules, "torch", fake)
+    return fake
+
+
+def _driver(monkeypatch: pytest.MonkeyPatch, lib: FakeLibcuda, max_persisting: int | None) -> None:
+    monkeypatch.setattr(_backend, "load_libcuda", lambda: lib)
+    monkeypatch.setattr(_backend, "device_attribute", lambda attribute, index: max_persisting)
+
+
+def _run(session: EventsSession, run: int, name: str = "r", switch_to: int | None = None, torch: Any = None) -> None:
+    region = RegionId(name, 0, run)
+    session.region_enter(region)
+    if switch_to is not None:
+        torch.current[0] = switch_to
+    session.region_exit(region, failed=False)
+    session.finish_run(0, run)
+
+
+def test_events_follow_the_current_stream_with_one_stream_object_per_stream(
+    torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _driver(monkeypatch, FakeLibcuda(), max_persisting=0)
+    session = EventsSession(device=0, flush=True)
+    for r in range(50):
+        _run(session, r)
+    torch.current[0] = 8  # the user switches streams between runs
+    for r in range(50, 60):
+        _run(session, r)
+    _run(session, 60, switch_to=9, torch=torch)  # ... and inside a region: the end event is on the new stream
+    torch.current[1] = 71  # another device's stream is not the session's
+    _run(session, 61)
+    recorded = [(e[0].run, e[2].stream, e[3].stream) for e in session._done]
+    assert recorded[:50] == [(r, 7, 7) for r in range(50)]
+    assert recorded[50:60] == [(r, 8, 8) for r in range(50, 60)]
+    assert recorded[60:] == [(60, 8, 9), (61, 9, 9)]
+    assert torch.made_streams == 3  # one object per stream seen, not two per run
+    outputs = session.collect_runs()
+    assert sorted(outputs) == [(0, r) for r in range(62)]
+    assert all(len(o.records) == 1 and o.records[0].value > 0 for o in outputs.values())
+
+
+def test_a_new_stream_every_run_keeps_the_cache_bounded(torch: FakeTorch, monkeypatch: pytest.MonkeyPatch) -> None:
+    _driver(monkeypatch, FakeLibcuda(), max_persisting=0)
+    session = EventsSession(device=0, flush=False)
+    for r in range(3 * _backend.STREAMS_KEPT):
+        torch.current[0] = 1000 + r
+        _run(session, r)
+        assert session._done[-1][2].stream == 1000 + r
+    assert len(session._streams) <= _backend.STREAMS_KEPT
+
+
+def test_a_torch_without_the_stream_identity_asks_current_stream(
+    torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _driver(monkeypatch, FakeLibcuda(), max_persisting=0)
+    del torch._C._cuda_getCurrentStream
+    session = EventsSession(device=0, flush=False)
+    _run(session, 0)
+    torch.current[0] = 8
+    _run(session, 1)
+    assert [(e[2].stream, e[3].stream) for e in session._done] == [(7, 7), (8, 8)]
+    assert torch.made_streams == 4
+
+
+def test_a_device_without_persisting_l2_is_never_asked_again(torch: FakeTorch, monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = FakeLibcuda(set_aside=0)
+    _driver(monkeypatch, lib, max_persisting=0)
+    session = EventsSession(device=0, flush=True)
+    for r in range(20):
+        _run(session, r)
+    assert lib.queries == 0 and lib.resets == 0 and session.resets == 0
+    assert session.buffer.fills == [r & 0x7F for r in range(20)]
+
+
+def test_the_set_aside_is_asked_each_run_until_raised_then_reset_every_run(
+    torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lib = FakeLibcuda(set_aside=0)
+    _driver(monkeypatch, lib, max_persisting=1 << 20)
+    monkeypatch.setattr(_backend, "_libcuda", lambda: lib)
+    session = EventsSession(device=0, flush=True)
+    for r in range(5):
+        _run(session, r)
+    assert (lib.queries, lib.resets) == (5, 0)
+    lib.set_aside = 1 << 16  # the user's function raised the set-aside in run 4
+    for r in range(5, 10):
+        _run(session, r)
+    assert (lib.queries, lib.resets) == (6, 5)  # asked once more, then reset before every run
+    assert session._persisting_ok
+
+
+def test_no_driver_no_reset(torch: FakeTorch, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_backend, "load_libcuda", lambda: None)
+    session = EventsSession(device=0, flush=True)
+    _run(session, 0)
+    assert session.resets == 0 and session.buffer.fills == [0]
