@@ -46,7 +46,7 @@ from nsightx._results.memtrim import release_freed
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.store import SMALL
 from nsightx._results.table import MISSING, ClockItem, Ints, ResultTable, RowKeys, group_ids, scope_kind, table_of
-from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
+from nsightx._results.table_flags import Groups, Spread, flag_cells, shares_interval, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
@@ -629,7 +629,9 @@ def aggregate(
     _collector_stats(out, {name: _column(*t.collector_column(name)) for name in scopes}, scopes, groups, t)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
-    out["Flags"] = flag_cells(data, t, groups, verdicts, spread, throttled)
+    same = shares_interval(spread, out["NumRuns"], out["AvgValue"], out["MinValue"])
+    interval = (out["CI95_Lower"], out["CI95_Upper"]) if same else None  # the flags' unstable rule reuses it
+    out["Flags"] = flag_cells(data, t, groups, verdicts, spread, throttled, interval)
     out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
     if plan.normalize_against is not None:
         _normalize(out, plan.normalize_against, plan.function, t, groups)

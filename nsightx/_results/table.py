@@ -127,6 +127,20 @@ class RegionView:
             out[where] = numbers(list(map(methodcaller("get", name), attrs)))
         return out
 
+    def attribute_lists(self, names: Sequence[str]) -> list[list[float]]:
+        """Several numeric attributes per execution, read in one pass over the executions' mappings.
+
+        Per name, a list of floats with :meth:`attribute`'s numbers (NaN when absent or not a number). For a few
+        executions the flags judge them in plain Python: one pass here, where one :meth:`attribute` per name walks
+        the mappings once each and makes a numpy array each (issue 35).
+        """
+        out = [[math.nan] * self.n for _ in names]
+        where, attrs = self._with_attributes
+        for i, attr in zip(where.tolist(), attrs, strict=True):
+            for column, name in zip(out, names, strict=True):
+                column[i] = _number(attr.get(name))
+        return out
+
     @functools.cached_property
     def launch_bound(self) -> np.ndarray[Any, np.dtype[np.int8]]:
         """The backend's own ``launch_bound`` attribute: 1 true, 0 false, -1 absent or not a bool."""
