@@ -503,6 +503,7 @@ def flag_cells(
     spread: Spread | None = None,
     was_throttled: Bools | None = None,
     interval: tuple[Floats, Floats] | None = None,
+    clocks: Mapping[Any, float] | None = None,
 ) -> list[str]:
     """The ``Flags`` cell of every group, in group order (``row_flags``' cells for the same rows).
 
@@ -518,6 +519,8 @@ def flag_cells(
             it already (the DataFrame's ``CI95`` columns, :func:`shares_interval`). The ``unstable`` verdict
             compares it with a window far wider than rounding and judges a group inside the window again by the
             rule, so either interval gives the rule's verdicts.
+        clocks: :func:`~nsightx._results.flags.run_clocks` of the table's clock values, when the caller has it
+            already (the DataFrame's throttling verdict reads them in the same pass).
     """
     finite = np.isfinite(table.value)
     if was_throttled is None:
@@ -530,7 +533,9 @@ def flag_cells(
     _judge_again(data, table, groups, unstable_unsure, "unstable", unstable, unit)
     serialized, launch_bound = _region_flags(table, groups, bool(data.environment.get(SERIALIZES_KERNELS)))
     verdicts = {
-        "clock_varied": _clock_varied(table, finite, groups, run_clocks(table.clock_values)),
+        "clock_varied": _clock_varied(
+            table, finite, groups, run_clocks(table.clock_values) if clocks is None else clocks
+        ),
         "few_runs": spread.n < FEW_RUNS,
         "launch_bound": launch_bound,
         "serialized": serialized,
