@@ -46,7 +46,7 @@ from nsightx._results.memtrim import release_freed
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.store import SMALL
 from nsightx._results.table import MISSING, ClockItem, Ints, ResultTable, RowKeys, group_ids, scope_kind, table_of
-from nsightx._results.table_flags import Groups, Spread, flag_cells, spread_of, throttled_rows
+from nsightx._results.table_flags import Groups, Spread, flag_cells, shares_interval, spread_of, throttled_rows
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_MEM_CLOCK, MEASURED_SM_CLOCK
 
 if TYPE_CHECKING:
@@ -84,42 +84,73 @@ def _throttled(collectors: Iterable[CollectorValue]) -> dict[tuple[int, int], bo
     )
 
 
-def _throttled_items(items: Iterable[ClockItem]) -> dict[tuple[int, int], bool] | None:
-    """:func:`throttled_runs` over the run-scope clock and reason values as (name, config, run, value)."""
-    order: dict[tuple[int, int], None] = {}  # the runs in first-seen order
+def _throttled_items(
+    items: Iterable[ClockItem], clocks: dict[tuple[int, int], float] | None = None
+) -> dict[tuple[int, int], bool] | None:
+    """:func:`throttled_runs` over the run-scope clock and reason values as (name, config, run, value).
+
+    ``clocks``: when given, filled from the same pass with what :func:`~nsightx._results.flags.run_clocks` makes
+    of ``items`` (each run's last finite clock, runs with a reason that says ``gpu_idle`` left out): the flags'
+    ``clock_varied`` rule reads it, and it was a second pass over the same values (issue 35).
+    """
+    order, clock_value, verdicts = _clock_reads(items, clocks)
+    if not order:
+        return None
+    clock_of: dict[tuple[int, int], float | None] = {}
+    for key in order:
+        verdict = verdicts.get(key, _NO_REASONS)
+        value = clock_value.get(key)
+        number = isinstance(value, int | float) and not isinstance(value, bool) and not verdict[0]
+        clock_of[key] = float(value) if number else None  # type: ignore[arg-type]
+    found = [c for c in clock_of.values() if c is not None]
+    median = statistics.median(found) if found else None
+    out: dict[tuple[int, int], bool] = {}
+    for key, c in clock_of.items():
+        by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
+        out[key] = verdicts.get(key, _NO_REASONS)[1] or by_clock
+    return out
+
+
+def _clock_reads(
+    items: Iterable[ClockItem], clocks: dict[tuple[int, int], float] | None
+) -> tuple[dict[tuple[int, int], None], dict[tuple[int, int], object], dict[tuple[int, int], tuple[bool, bool]]]:
+    """One pass over the clock items: runs, their last clock values and the verdicts of their last reasons.
+
+    Returned: the runs in first-seen order, each run's last clock value, and :func:`_reasons_read` of its last
+    reasons value; ``clocks`` (when given) is filled as ``run_clocks`` fills it.
+    """
+    order: dict[tuple[int, int], None] = {}
     clock_value: dict[tuple[int, int], object] = {}
-    reasons: dict[tuple[int, int], object] = {}
+    verdicts: dict[tuple[int, int], tuple[bool, bool]] = {}
+    read: dict[str, tuple[bool, bool]] = {}  # per distinct reasons text: one split, not one per run
+    idle: set[tuple[int, int]] = set()
     for name, config, run, value in items:  # the last value of a name wins, as in a dict per run
         key = (config, run)
         order[key] = None
         if name == MEASURED_SM_CLOCK:
             clock_value[key] = value
+            if clocks is not None and isinstance(value, int | float) and not isinstance(value, bool):
+                number = float(value)
+                if math.isfinite(number):
+                    clocks[key] = number  # the last finite clock of the run
         elif name == CLOCK_EVENT_REASONS:
-            reasons[key] = value
-    if not order:
-        return None
-    read: dict[str, tuple[bool, bool]] = {}  # per distinct reasons text: one split, not one per run
-    judged: dict[tuple[int, int], tuple[bool, bool]] = {}
-    clock_of: dict[tuple[int, int], float | None] = {}
-    for key in order:
-        why = reasons.get(key)
-        if type(why) is str:
-            verdict = read.get(why)
-            if verdict is None:
-                verdict = read[why] = _reasons_read(why)
-        else:
-            verdict = _reasons_read(why)
-        judged[key] = verdict
-        value = clock_value.get(key)
-        number = isinstance(value, int | float) and not isinstance(value, bool) and not verdict[0]
-        clock_of[key] = float(value) if number else None  # type: ignore[arg-type]
-    clocks = [c for c in clock_of.values() if c is not None]
-    median = statistics.median(clocks) if clocks else None
-    out: dict[tuple[int, int], bool] = {}
-    for key, c in clock_of.items():
-        by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
-        out[key] = judged[key][1] or by_clock
-    return out
+            if type(value) is str:
+                verdict = read.get(value)
+                if verdict is None:
+                    verdict = read[value] = _reasons_read(value)
+            else:
+                verdict = _reasons_read(value)
+            verdicts[key] = verdict
+            if verdict[0]:
+                idle.add(key)  # any reasons value of the run that says gpu_idle, as run_clocks reads them
+    if clocks is not None:
+        for key in idle:
+            clocks.pop(key, None)
+    return order, clock_value, verdicts
+
+
+_NO_REASONS = (False, False)
+""":func:`_reasons_read` of a run without a reasons value (``None``)."""
 
 
 def _reasons_read(reasons: object) -> tuple[bool, bool]:
@@ -623,13 +654,16 @@ def aggregate(
         return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)
     out = _value_stats(data, t, groups)
-    verdicts = _throttled_items(t.clock_values)
+    clocks: dict[tuple[int, int], float] = {}
+    verdicts = _throttled_items(t.clock_values, clocks)
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
     _collector_stats(out, {name: _column(*t.collector_column(name)) for name in scopes}, scopes, groups, t)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
-    out["Flags"] = flag_cells(data, t, groups, verdicts, spread, throttled)
+    same = shares_interval(spread, out["NumRuns"], out["AvgValue"], out["MinValue"])
+    interval = (out["CI95_Lower"], out["CI95_Upper"]) if same else None  # the flags' unstable rule reuses it
+    out["Flags"] = flag_cells(data, t, groups, verdicts, spread, throttled, interval, clocks)
     out["Normalized"] = np.zeros(groups.count, dtype=np.bool_)
     if plan.normalize_against is not None:
         _normalize(out, plan.normalize_against, plan.function, t, groups)

@@ -127,6 +127,20 @@ class RegionView:
             out[where] = numbers(list(map(methodcaller("get", name), attrs)))
         return out
 
+    def attribute_lists(self, names: Sequence[str]) -> list[list[float]]:
+        """Several numeric attributes per execution, read in one pass over the executions' mappings.
+
+        Per name, a list of floats with :meth:`attribute`'s numbers (NaN when absent or not a number). For a few
+        executions the flags judge them in plain Python: one pass here, where one :meth:`attribute` per name walks
+        the mappings once each and makes a numpy array each (issue 35).
+        """
+        out = [[math.nan] * self.n for _ in names]
+        where, attrs = self._with_attributes
+        for i, attr in zip(where.tolist(), attrs, strict=True):
+            for column, name in zip(out, names, strict=True):
+                column[i] = _number(attr.get(name))
+        return out
+
     @functools.cached_property
     def launch_bound(self) -> np.ndarray[Any, np.dtype[np.int8]]:
         """The backend's own ``launch_bound`` attribute: 1 true, 0 false, -1 absent or not a bool."""
@@ -231,32 +245,37 @@ class ResultTable:
         """Every collector value, in the order of ``data.runs`` (objects, built once; they are a few per run)."""
         return self.columns.collectors.objects()
 
-    @functools.cached_property
+    @property
     def clock_values(self) -> list[ClockItem]:
         """The run-scope ``MeasuredSMClockMHz`` and ``ClockEventReasons`` values, in order: (name, config, run, value).
 
         All that the throttling verdict and the measured clocks read (``throttled_runs``, ``measured_clocks``
         skip every other value): with the nvml plugin, half of the values, as plain tuples (an object each was a
         quarter of the frame's time spent on collectors, issue 35). Values without a config are left out, as the
-        rules leave them out; a missing run reads as run 0, as the rules read it.
+        rules leave them out; a missing run reads as run 0, as the rules read it. Gathered in the same pass over
+        the collector values as :attr:`collectors` (one pass where there were two).
         """
-        c = self.columns.collectors
-        wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
-        return [
-            (n, cfg, r or 0, v)
-            for n, s, cfg, r, v in zip(c.name, c.scope, c.config, c.run, c.value, strict=True)
-            if s == "run" and n in wanted and cfg is not None
-        ]
+        return self._collector_pass[2]
 
-    @functools.cached_property
+    @property
     def collectors(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[Any, Scalar]]]:
         """Collector name -> its first-seen scope, and (name, kind) -> {key: value} (the last value of a key wins).
 
         Keys are ``()`` (once), ``(config,)``, ``(config, run)`` and ``(config, run, annotation)``.
         """
+        scopes, tables, _ = self._collector_pass
+        return scopes, tables
+
+    @functools.cached_property
+    def _collector_pass(
+        self,
+    ) -> tuple[dict[str, str], dict[tuple[str, str], dict[Any, Scalar]], list[ClockItem]]:
+        """:attr:`collectors` and :attr:`clock_values`, from one pass over the collector values."""
         c = self.columns.collectors
         scopes: dict[str, str] = {}
         tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
+        clocks: list[ClockItem] = []
+        wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
         # One pass in plain Python: a few values per run, where sorting them by (name, kind) cost more (issue 35).
         # ``current`` holds, per name, the scope its last value had with that scope's kind and table: a value of
         # the same scope (the usual case) is stored with one look-up by name and no call.
@@ -272,13 +291,15 @@ class ResultTable:
             _, kind, table = entry
             if kind == "run":
                 table[(config, run)] = value  # the last value of a key wins, where it was first
+                if name in wanted and config is not None:
+                    clocks.append((name, config, run or 0, value))
             elif kind == "once":
                 table[()] = value
             elif kind == "config":
                 table[(config,)] = value
             else:
                 table[(config, run, annotation)] = value
-        return scopes, tables
+        return scopes, tables, clocks
 
     def row_keys(self, kind: str) -> RowKeys:
         """The distinct keys of the value rows for a collector scope kind (``config``, ``run``, ``annotation``)."""

@@ -211,6 +211,19 @@ def _zero_by_zero() -> float:
         return float((np.zeros(1) / np.zeros(1, dtype=np.int64))[0])
 
 
+def shares_interval(spread: Spread, n: Ints, mean: Floats, minimum: Floats) -> bool:
+    """Whether summaries (count, mean, minimum per group) are ``spread``'s own, bit for bit.
+
+    Then they describe the same finite values (a group with a value that is not finite differs in its count), and
+    an interval of the mean made from them may stand for the one :func:`flag_cells` makes from ``spread``.
+    """
+    return (
+        n.tobytes() == spread.n.tobytes()
+        and mean.tobytes() == spread.mean.tobytes()
+        and minimum.tobytes() == spread.minimum.tobytes()
+    )
+
+
 def _first_units(table: ResultTable, groups: Groups) -> Ints:
     """Per group, the code of its first unit that is not ``None`` (as ``row_evidence`` keeps it); -1 without one.
 
@@ -225,17 +238,23 @@ def _first_units(table: ResultTable, groups: Groups) -> Ints:
     return out
 
 
-def _short_and_unstable(spread: Spread, unit_ns: Bools) -> tuple[Bools, Bools, Bools, Bools]:
+def _short_and_unstable(
+    spread: Spread, unit_ns: Bools, interval: tuple[Floats, Floats] | None = None
+) -> tuple[Bools, Bools, Bools, Bools]:
     """``short`` and ``unstable`` per group, and the groups too close to their threshold to call with plain sums.
 
     A plain sum of n terms is within about ``n * eps * sum(|x|)`` of the exact one; the margin is 64 times that.
+    ``interval``: the interval of each group's mean from summaries of the same finite values (see
+    :func:`flag_cells`), when the caller has it; else it is computed from ``spread``.
     """
     n, mean = spread.n, spread.mean
     tol = 64.0 * (n + 1) * _EPS * spread.mean_abs
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         short = unit_ns & (n > 0) & (mean < SHORT_NS)
         short_unsure = unit_ns & (n > 0) & ~(np.abs(mean - SHORT_NS) > tol)
-        lower, upper = mean_intervals(mean, spread.std, n, spread.minimum, spread.log_mean, spread.log_var)
+        if interval is None:
+            interval = mean_intervals(mean, spread.std, n, spread.minimum, spread.log_mean, spread.log_var)
+        lower, upper = interval
         reach = np.maximum(upper - mean, mean - lower)  # NaN when either end is
         ratio = 100.0 * reach / np.abs(mean)
         judged = n >= 2
@@ -397,12 +416,49 @@ def _region_flags(table: ResultTable, groups: Groups, serializes: bool) -> tuple
             return none, none
         (n_many,) = _region_sums(table, groups, many)
         return n_many > 0, none
+    if regs.n + groups.count <= SMALL:
+        if not regs.has_attributes and not table.has_metric(GPU_TIME_METRIC):
+            return none, none  # no execution has evidence (the host backend)
+        return none, _small_launch_bound(table, groups)
     verdicts = _launch_verdicts(table)
     if verdicts is None:
         return none, none
     verdict, judged = verdicts
     n_judged, n_bound = _region_sums(table, groups, judged, judged & verdict)
     return none, (n_judged > 0) & (2 * n_bound > n_judged)
+
+
+def _small_launch_bound(table: ResultTable, groups: Groups) -> Bools:
+    """``launch_bound`` per group for a few executions: :func:`_launch_verdicts` and :func:`_region_sums` in one pass.
+
+    The same comparisons on the same numbers, per execution in plain Python: the three attributes are read in one
+    pass over the executions (:meth:`~nsightx._results.table.RegionView.attribute_lists`), the regions' GPU time
+    from the records only where an execution without a verdict of its own has no time of its own (as there).
+    Counts are exact integers either way.
+    """
+    regs = table.regions
+    own = regs.launch_bound.tolist()
+    device, span, launch = regs.attribute_lists(("device_ns", "span_ns", "launch_ns"))
+    records: list[float] | None = None
+    totals: dict[tuple[int, int], list[int]] = {}
+    keys = zip(regs.annotation.tolist(), regs.config.tolist(), strict=True)
+    rows = zip(keys, own, device, span, launch, regs.host_ns.tolist(), regs.failed.tolist(), strict=True)
+    for i, (key, mine, gpu, spent, started, host, failed) in enumerate(rows):
+        if not gpu > 0:
+            gpu = spent
+            if not gpu > 0 and mine < 0:
+                records = _gpu_ns(table).tolist() if records is None else records
+                gpu = records[i]
+        judged = (mine >= 0 or gpu > 0) and not failed
+        bound = mine == 1 if mine >= 0 else (started if started > 0 else host) > gpu
+        sums = totals.setdefault(key, [0, 0])
+        sums[0] += judged
+        sums[1] += judged and bound
+    first = groups.first
+    none = (0, 0)
+    group_keys = zip(table.annotation[first].tolist(), table.config[first].tolist(), strict=True)
+    per_group = [totals.get(key, none) for key in group_keys]
+    return np.array([n > 0 and 2 * k > n for n, k in per_group], dtype=np.bool_)
 
 
 def _region_sums(table: ResultTable, groups: Groups, *weights: Bools) -> list[Floats]:
@@ -446,6 +502,8 @@ def flag_cells(
     throttled: Mapping[Any, bool] | None,
     spread: Spread | None = None,
     was_throttled: Bools | None = None,
+    interval: tuple[Floats, Floats] | None = None,
+    clocks: Mapping[Any, float] | None = None,
 ) -> list[str]:
     """The ``Flags`` cell of every group, in group order (``row_flags``' cells for the same rows).
 
@@ -456,6 +514,13 @@ def flag_cells(
         throttled: (config, run) -> throttled (``throttled_runs`` of the DataFrame module); ``None``: none known.
         spread: :func:`spread_of` the table and groups, when the caller has it already.
         was_throttled: :func:`throttled_rows`' first array for ``throttled``, when the caller has it already.
+        interval: (lower, upper) of each group's mean, from summaries of the same finite values as ``spread``'s
+            (its counts, means and minima; a standard deviation within rounding of its own), when the caller has
+            it already (the DataFrame's ``CI95`` columns, :func:`shares_interval`). The ``unstable`` verdict
+            compares it with a window far wider than rounding and judges a group inside the window again by the
+            rule, so either interval gives the rule's verdicts.
+        clocks: :func:`~nsightx._results.flags.run_clocks` of the table's clock values, when the caller has it
+            already (the DataFrame's throttling verdict reads them in the same pass).
     """
     finite = np.isfinite(table.value)
     if was_throttled is None:
@@ -463,12 +528,14 @@ def flag_cells(
     spread = spread_of(table, groups) if spread is None else spread
     unit = _first_units(table, groups)
     unit_ns = (unit == table.units.index("ns")) if "ns" in table.units else np.zeros(groups.count, np.bool_)
-    short, short_unsure, unstable, unstable_unsure = _short_and_unstable(spread, unit_ns)
+    short, short_unsure, unstable, unstable_unsure = _short_and_unstable(spread, unit_ns, interval)
     _judge_again(data, table, groups, short_unsure, "short", short, unit)
     _judge_again(data, table, groups, unstable_unsure, "unstable", unstable, unit)
     serialized, launch_bound = _region_flags(table, groups, bool(data.environment.get(SERIALIZES_KERNELS)))
     verdicts = {
-        "clock_varied": _clock_varied(table, finite, groups, run_clocks(table.clock_values)),
+        "clock_varied": _clock_varied(
+            table, finite, groups, run_clocks(table.clock_values) if clocks is None else clocks
+        ),
         "few_runs": spread.n < FEW_RUNS,
         "launch_bound": launch_bound,
         "serialized": serialized,
