@@ -90,7 +90,9 @@ def _blocks(columns: Mapping[str, Any], n: int, text: Any) -> list[tuple[Any, An
 def _part(value: Any, n: int) -> Any:
     """One column as ``pd.DataFrame`` would store it, or None for a column whose dtype is left to pandas.
 
-    A 1-D numpy array (stacked with the others of its dtype), an extension array, or :class:`_Text`.
+    A 1-D numpy array (stacked with the others of its dtype), an extension array, or :class:`_Text`. A column of
+    ``None`` only (the host backend's ``GPU`` and rated clocks) stays a numpy object array, as pandas keeps it;
+    strings mixed with ``None`` are left to pandas (it makes them ``str`` with NaN).
     """
     if isinstance(value, np.ndarray):
         if value.ndim != 1 or len(value) != n:
@@ -99,7 +101,9 @@ def _part(value: Any, n: int) -> Any:
             return value
         if value.dtype == object:
             items = value.tolist()
-            return _Text(items) if all(type(v) is str for v in items) else None
+            if all(type(v) is str for v in items):
+                return _Text(items)
+            return value if all(v is None for v in items) else None  # kept as objects (an unknown GPU, clock)
         return None
     if isinstance(value, list):
         return _listed(value) if len(value) == n else None
@@ -132,6 +136,8 @@ def _listed(items: list[Any]) -> Any:
         return np.array(items, dtype=np.int64)
     if kind is float and not any(v != v for v in items):
         return np.array(items, dtype=np.float64)
+    if kind is type(None):  # pandas keeps a column of None as objects
+        return np.array(items, dtype=object)
     return None
 
 

@@ -34,6 +34,7 @@ def _kinds() -> dict[str, object]:
         "nullable": pd.arrays.BooleanArray(np.array([True, False, False]), np.array([False, True, False])),
         "str_array": pd.array(["p", "q", "r"], dtype=pd.Series(["s"]).dtype),
         "none_scalar": _scalar(None, N),
+        "none_list": [None] * N,
         "text_scalar": _scalar("cupti", N),
         "int_scalar": _scalar(7, N),
         "more_floats": np.array([3.0, 4.0, 5.0]),
@@ -108,6 +109,50 @@ def test_fixture_frame_is_built_from_blocks_and_equals_pandas(monkeypatch: pytes
     monkeypatch.setattr(framebuild, "_blocks", spy)
     frame = nsightx.load(FIXTURES / "gpu-results" / "cupti-triton-axpb.parquet").to_dataframe()
     assert len(seen) == 1
+    _same(frame, pd.DataFrame(seen[0]))
+
+
+def _spied_blocks(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """The columns of each frame ``frame_of`` builds from then on; each must take the block path."""
+    seen: list[dict[str, object]] = []
+    real = framebuild._blocks
+
+    def spy(columns, n, text):  # type: ignore[no-untyped-def]
+        blocks = real(columns, n, text)
+        seen.append(dict(columns))
+        assert blocks is not None, "the frame fell back to pd.DataFrame"
+        return blocks
+
+    monkeypatch.setattr(framebuild, "_blocks", spy)
+    return seen
+
+
+def test_columns_of_none_are_built_as_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column of None only (an ndarray or a list) stays objects in a block, as pandas keeps it, not a fallback."""
+    seen = _spied_blocks(monkeypatch)
+    columns = {"GPU": _scalar(None, N), "Clock": [None] * N, "Value": np.arange(N, dtype=np.float64)}
+    frame = frame_of(columns, N)
+    assert len(seen) == 1
+    _same(frame, pd.DataFrame(columns))
+    assert frame["GPU"].dtype == object and frame["Clock"].tolist() == [None] * N
+    frame.loc[0, "GPU"] = "changed"
+    assert columns["GPU"][0] is None  # the frame's objects are its own
+
+
+def test_host_result_frame_is_built_from_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host backend result (no GPU, no rated clocks: columns of None) takes the block path and equals pandas."""
+    silent = nsightx.VerbosityLevel.SILENT
+
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=silent)
+    def work(n: int) -> None:
+        with nsightx.annotate("work"):
+            sum(range(n))
+
+    result = work()
+    seen = _spied_blocks(monkeypatch)
+    frame = result.to_dataframe()
+    assert len(seen) == 1
+    assert frame["GPU"].isna().all()
     _same(frame, pd.DataFrame(seen[0]))
 
 
