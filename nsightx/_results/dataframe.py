@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -615,12 +615,24 @@ def aggregate(
             columns; ``None`` uses the JSON-safe copies stored in the result.
         table: The columnar view of the result's runs and values; ``None``: :func:`table_of` ``data``.
     """
+    return aggregate_source(data, configs, table)()
+
+
+def aggregate_source(
+    data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None, table: ResultTable | None = None
+) -> Callable[[], pd.DataFrame]:
+    """:func:`aggregate`'s frame as a function that makes a new one at each call (the statistics computed once).
+
+    Each frame it makes owns its data (:func:`frame_of` copies every column; ``pd.DataFrame`` and, under
+    copy-on-write, ``pd.concat`` too): ``to_dataframe()`` hands the first one to the user as it is and makes its
+    cached frame only if it is asked again (see :meth:`~nsightx.ProfileResults.to_dataframe`).
+    """
     import pandas as pd
 
     plan = data.plan
     t = table if table is not None else table_of(data)
     if t.n == 0:
-        return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
+        return functools.partial(pd.DataFrame, columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)
     out = _value_stats(data, t, groups)
     verdicts = _throttled_items(t.clock_values)
@@ -648,9 +660,9 @@ def aggregate(
     front = {"Annotation": out.pop("Annotation"), "Metric": out.pop("Metric")}
     del out["Config"]
     if len({*front, *params, *out}) == len(front) + len(params) + len(out):
-        return frame_of({**front, **params, **out}, groups.count)
+        return functools.partial(frame_of, {**front, **params, **out}, groups.count)
     parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
-    return pd.concat(parts, axis=1)  # a parameter named like a column: both kept, as before
+    return functools.partial(pd.concat, parts, axis=1)  # a parameter named like a column: both kept, as before
 
 
 def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, Any]:

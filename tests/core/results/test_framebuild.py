@@ -13,7 +13,7 @@ import pytest
 from _paths import FIXTURES
 
 import nsightx
-from nsightx._results import framebuild
+from nsightx._results import dataframe, framebuild
 from nsightx._results.dataframe import _scalar
 from nsightx._results.framebuild import frame_of
 
@@ -172,3 +172,68 @@ def test_to_dataframe_copies_stay_their_own() -> None:
     assert second.index.name is None and second.columns.name is None and not second.attrs
     third = nsightx.load(FIXTURES / "gpu-results" / "cupti-triton-axpb.parquet").to_dataframe()
     assert third.columns.name is None  # the column labels are not shared between frames either
+
+
+def _host_result() -> nsightx.ProfileResults:
+    """A fresh host backend result of 2 configs x 3 runs."""
+
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=0)
+    def work(n: int) -> None:
+        with nsightx.annotate("work"):
+            sum(range(n))
+
+    return work()
+
+
+def test_first_to_dataframe_hands_out_its_frame_uncopied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first call of a fresh result copies nothing (issue 35's ``f().to_dataframe()``); the later ones do."""
+    copies: list[int] = []
+    real = dataframe.frame_copy
+    monkeypatch.setattr(dataframe, "frame_copy", lambda frame: copies.append(1) or real(frame))
+    result = nsightx.load(FIXTURES / "gpu-results" / "sweep-cupti.parquet")
+    first = result.to_dataframe()
+    assert copies == []
+    _same(result.to_dataframe(), first)
+    _same(result.to_dataframe(), first)
+    assert len(copies) == 2
+
+
+def _edit_every_column(frame: pd.DataFrame) -> None:
+    """Write into every column of ``frame`` in place, then change its labels and shape as a user might."""
+    for i, dtype in enumerate(frame.dtypes.tolist()):
+        if dtype == np.bool_:
+            value: object = not frame.iat[0, i]
+        elif dtype.kind in "if":
+            value = -1
+        elif isinstance(dtype, pd.BooleanDtype):
+            value = pd.NA
+        else:
+            value = "changed"
+        frame.iat[0, i] = value
+    frame["Extra"] = 1
+    frame.columns = ["Renamed", *frame.columns[1:]]
+    frame.index = frame.index[::-1]
+    frame.index.name = "row"
+    frame.attrs["note"] = "mine"
+
+
+@pytest.mark.parametrize("kind", ["fixture", "host"])
+def test_edits_of_the_first_frame_never_reach_later_ones(kind: str) -> None:
+    """The first frame is the user's own (no copy kept of it): what they write into it stays out of the next ones."""
+
+    def make() -> nsightx.ProfileResults:
+        if kind == "host":
+            return _host_result()
+        return nsightx.load(FIXTURES / "gpu-results" / "sweep-cupti.parquet")
+
+    result = make()
+    first = result.to_dataframe()
+    expected = first.copy(deep=True)
+    if kind == "fixture":
+        _same(expected, make().to_dataframe())  # what a result that nobody touched gives
+    _edit_every_column(first)
+    second = result.to_dataframe()
+    _same(second, expected)
+    _edit_every_column(second)
+    _same(result.to_dataframe(), expected)
+    assert first.iat[0, 0] == "changed" and second.index.name == "row"  # the edits held where they were made
