@@ -211,6 +211,8 @@ def _edit_every_column(frame: pd.DataFrame) -> None:
             value = "changed"
         frame.iat[0, i] = value
     frame["Extra"] = 1
+    frame.insert(0, "Front", 0)  # every block's column positions move
+    del frame["GPU"]
     frame.columns = ["Renamed", *frame.columns[1:]]
     frame.index = frame.index[::-1]
     frame.index.name = "row"
@@ -236,4 +238,5 @@ def test_edits_of_the_first_frame_never_reach_later_ones(kind: str) -> None:
     _same(second, expected)
     _edit_every_column(second)
     _same(result.to_dataframe(), expected)
-    assert first.iat[0, 0] == "changed" and second.index.name == "row"  # the edits held where they were made
+    assert first.iat[0, 1] == "changed" and first["Extra"].tolist() == [1] * len(first)  # the edits held
+    assert "GPU" not in second.columns and second.index.name == "row"
