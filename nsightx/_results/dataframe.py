@@ -575,17 +575,9 @@ def _scalar(value: Any, n: int) -> Any:
         return holder["value"]
     if isinstance(dtype, np.dtype):
         return np.full(n, value, dtype=dtype)
-    if type(value) is str and dtype == _listed_str_dtype():
+    if type(value) is str:
         return [value] * n  # the frame infers the same dtype for the list, without a pandas array built here
     return pd.array([value] * n, dtype=dtype)
-
-
-@functools.cache
-def _listed_str_dtype() -> Any:
-    """The dtype ``pd.DataFrame`` gives a list of strings (asked of pandas once, as :func:`_scalar_dtype`)."""
-    import pandas as pd
-
-    return pd.DataFrame({"value": ["s"]})["value"].dtype
 
 
 _SAMPLES: dict[str, Any] = {"str": "s", "int": 1, "float": 1.5, "bool": True, "NoneType": None}
@@ -596,12 +588,17 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 @functools.cache
 def _scalar_dtype(kind: str) -> Any:
-    """The dtype ``frame[name] = value`` gives a value of type ``kind`` (asked of pandas once per type)."""
+    """The dtype ``frame[name] = value`` gives a value of type ``kind`` (asked of pandas once per type).
+
+    Asked as the dtype of a one-item list (``pd.Series([value])``): for these plain types pandas infers the same
+    dtype for a scalar set into a frame and for a list of it (``sanitize_array``; ``tests/core/results/
+    test_framebuild.py`` checks each), and the list costs a fifth of a frame's ``__setitem__``, which was a
+    visible part of a process's first ``to_dataframe()`` (issue 35). A ``str`` is then also what a list of
+    strings infers, so :func:`_scalar` hands the frame that list.
+    """
     import pandas as pd
 
-    holder = pd.DataFrame(index=pd.RangeIndex(1))
-    holder["value"] = _SAMPLES[kind]
-    return holder["value"].dtype
+    return pd.Series([_SAMPLES[kind]]).dtype
 
 
 def aggregate(

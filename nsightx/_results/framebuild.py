@@ -198,7 +198,7 @@ def _text_dtype_of(infer_string: bool) -> Any:
     """:func:`_text_dtype` for a ``future.infer_string`` setting (asked of pandas once)."""
     import pandas as pd
 
-    dtype = pd.DataFrame({"s": ["s"]})["s"].dtype
+    dtype = pd.Series(["s"]).dtype  # what ``pd.DataFrame`` infers for a list column too (``sanitize_array``)
     if isinstance(dtype, np.dtype):  # object: text as numpy objects
         return dtype
     if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":

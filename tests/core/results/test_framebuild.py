@@ -240,3 +240,18 @@ def test_edits_of_the_first_frame_never_reach_later_ones(kind: str) -> None:
     _same(result.to_dataframe(), expected)
     assert first.iat[0, 1] == "changed" and first["Extra"].tolist() == [1] * len(first)  # the edits held
     assert "GPU" not in second.columns and second.index.name == "row"
+
+
+@pytest.mark.parametrize("kind", ["str", "int", "float", "bool", "NoneType"])
+def test_scalar_dtype_is_what_setting_the_value_gives(kind: str) -> None:
+    """The probe of one-item lists gives the dtype ``frame[name] = value`` gives, and a list of the value too."""
+    sample = dataframe._SAMPLES[kind]
+    holder = pd.DataFrame(index=pd.RangeIndex(2))
+    holder["value"] = sample
+    assert dataframe._scalar_dtype(kind) == holder["value"].dtype
+    assert pd.DataFrame({"value": [sample, sample]})["value"].dtype == holder["value"].dtype
+    _same(pd.DataFrame({"value": dataframe._scalar(sample, 2)}), holder)
+
+
+def test_text_dtype_is_the_frames_dtype_of_a_list_of_strings() -> None:
+    assert framebuild._text_dtype() == pd.DataFrame({"s": ["a", "b"]})["s"].dtype
