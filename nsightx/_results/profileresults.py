@@ -199,8 +199,8 @@ class ProfileResults:
         if self._frame is None:
             source = self._frame_source
             if source is None:
-                self._frame_source = aggregate_source(self._shell, self._configs, self._table())
-                return self._frame_source()
+                source = self._frame_source = aggregate_source(self._shell, self._configs, self._table())
+                return source()  # the local: another thread's second call may have cleared the attribute
             self._frame, self._frame_source = source(), None
         return frame_copy(self._frame)
 
