@@ -23,7 +23,8 @@ tree and each ``--tree`` in turn, so that before and after come from one run of 
 RESULT, loaded anew (``nsightx.load``) for each call, and ``host-call``, a call of the real host backend, 4 configs
 x 11 runs with the default collectors, made deferred as the GPU sessions are (``run_loop_cost.py``'s session) and
 with the nvml plugin reading the NVML double of ``tests/nvml_double.py`` (so the result carries the nvml columns a
-GPU sweep has). Printed per tree and kind, medians over the processes: the first ``to_dataframe()`` of the process
+GPU sweep has). Printed per tree and kind, medians over the processes (wall time, and the calling thread's CPU
+time, steadier on a shared machine): the first ``to_dataframe()`` of the process
 (the frame modules' imports, pandas' and pyarrow's set-up on first use, the dtype probes), the median first call
 of a fresh result (and the garbage collector's mean time inside it), the median second call of the same result,
 the median warm call of the default mode (a new ``ProfileResults`` over columns already read), and the stages of
@@ -184,18 +185,19 @@ def fresh_kind(make: Callable[[], Any], calls: int, acc: dict[str, float]) -> di
 
     clock = _GcClock()
     result = make()
-    t0 = time.perf_counter()
+    c0, t0 = time.thread_time(), time.perf_counter()
     result.to_dataframe()
-    first = (time.perf_counter() - t0) * 1e6
-    firsts, seconds, warms, in_gc = [], [], [], []
+    first, first_cpu = (time.perf_counter() - t0) * 1e6, (time.thread_time() - c0) * 1e6
+    firsts, firsts_cpu, seconds, warms, in_gc = [], [], [], [], []
     acc.clear()
     for _ in range(calls):
         result = make()
         clock.spent = 0.0
         gc.callbacks.append(clock.on_gc)
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         result.to_dataframe()
         t1 = time.perf_counter()
+        firsts_cpu.append((time.thread_time() - c0) * 1e6)
         gc.callbacks.remove(clock.on_gc)
         kept = dict(acc)
         result.to_dataframe()
@@ -215,7 +217,9 @@ def fresh_kind(make: Callable[[], Any], calls: int, acc: dict[str, float]) -> di
     return {
         "values": result.columns.values.n,
         "first_in_process_us": first,
+        "first_in_process_cpu_us": first_cpu,
         "fresh_median_us": med(firsts),
+        "fresh_median_cpu_us": med(firsts_cpu),
         "gc_in_fresh_mean_us": statistics.fmean(in_gc),
         "second_median_us": med(seconds),
         "warm_median_us": med(warms),
@@ -254,7 +258,7 @@ def fresh_main(kinds: list[str], calls: int, reps: int, trees: list[Path]) -> li
     rows = []
     for (tree, kind), got in runs.items():
         row: dict[str, Any] = {"tree": tree, "result": kind, "values": got[0]["values"], "processes": len(got)}
-        for key in ("first_in_process_us", "fresh_median_us", "gc_in_fresh_mean_us", "second_median_us"):
+        for key in _FRESH_KEYS:
             row[key] = statistics.median(g[key] for g in got)
         row["warm_median_us"] = statistics.median(g["warm_median_us"] for g in got)
         names = {k for g in got for k in g["fresh_stages_us"]}
@@ -263,6 +267,16 @@ def fresh_main(kinds: list[str], calls: int, reps: int, trees: list[Path]) -> li
         row["all"] = got
         rows.append(row)
     return rows
+
+
+_FRESH_KEYS = (
+    "first_in_process_us",
+    "first_in_process_cpu_us",
+    "fresh_median_us",
+    "fresh_median_cpu_us",
+    "gc_in_fresh_mean_us",
+    "second_median_us",
+)
 
 
 def _child(tree: Path, kind: str, calls: int, cache: str) -> dict[str, Any]:
@@ -373,9 +387,10 @@ def print_fresh(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         print(
             f"{row['tree']} {Path(row['result']).name}: {row['values']} values, {row['processes']} processes: "
-            f"first to_dataframe of the process {row['first_in_process_us']:.0f} us; fresh {row['fresh_median_us']:.0f}"
-            f" us (collector {row['gc_in_fresh_mean_us']:.0f} us mean); second call {row['second_median_us']:.0f} us;"
-            f" warm {row['warm_median_us']:.0f} us"
+            f"first to_dataframe of the process {row['first_in_process_us']:.0f} us (CPU "
+            f"{row['first_in_process_cpu_us']:.0f}); fresh {row['fresh_median_us']:.0f} us (CPU "
+            f"{row['fresh_median_cpu_us']:.0f}; collector {row['gc_in_fresh_mean_us']:.0f} us mean); second call "
+            f"{row['second_median_us']:.0f} us; warm {row['warm_median_us']:.0f} us"
         )
         print("   ", {k: round(v, 1) for k, v in row["fresh_stages_us"].items()})
 
