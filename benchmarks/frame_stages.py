@@ -161,7 +161,7 @@ def host_call() -> Callable[[], Any]:
         with nsightx.annotate("work"):
             sum(range(n))
 
-    return call  # type: ignore[no-any-return]
+    return call
 
 
 class _GcClock:
@@ -252,21 +252,22 @@ def fresh_main(kinds: list[str], calls: int, reps: int, trees: list[Path]) -> li
     for rep in range(reps + 1):
         for kind in kinds:
             for tree in trees:
-                row = _child(tree, kind, calls if rep else 2, cache)
+                got = _child(tree, kind, calls if rep else 2, cache)
                 if rep:
-                    runs[(str(tree), kind)].append(row)
-    rows = []
-    for (tree, kind), got in runs.items():
-        row: dict[str, Any] = {"tree": tree, "result": kind, "values": got[0]["values"], "processes": len(got)}
-        for key in _FRESH_KEYS:
-            row[key] = statistics.median(g[key] for g in got)
-        row["warm_median_us"] = statistics.median(g["warm_median_us"] for g in got)
-        names = {k for g in got for k in g["fresh_stages_us"]}
-        stages = {k: statistics.median(g["fresh_stages_us"].get(k, 0.0) for g in got) for k in names}
-        row["fresh_stages_us"] = dict(sorted(stages.items(), key=lambda kv: -kv[1]))
-        row["all"] = got
-        rows.append(row)
-    return rows
+                    runs[(str(tree), kind)].append(got)
+    return [_fresh_row(name, kind, got) for (name, kind), got in runs.items()]
+
+
+def _fresh_row(tree: str, kind: str, got: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per tree and kind, the medians over its processes (and every process's row, as ``all``)."""
+    row: dict[str, Any] = {"tree": tree, "result": kind, "values": got[0]["values"], "processes": len(got)}
+    for key in (*_FRESH_KEYS, "warm_median_us"):
+        row[key] = statistics.median(g[key] for g in got)
+    names = {k for g in got for k in g["fresh_stages_us"]}
+    stages = {k: statistics.median(g["fresh_stages_us"].get(k, 0.0) for g in got) for k in names}
+    row["fresh_stages_us"] = dict(sorted(stages.items(), key=lambda kv: -kv[1]))
+    row["all"] = got
+    return row
 
 
 _FRESH_KEYS = (
@@ -286,7 +287,7 @@ def _child(tree: Path, kind: str, calls: int, cache: str) -> dict[str, Any]:
     env["PYTHONPYCACHEPREFIX"] = str(Path(cache) / tree.name)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--fresh-child", kind, "--calls", str(calls)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def wrapped_stages() -> dict[str, float]:
