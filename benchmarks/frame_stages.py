@@ -3,6 +3,7 @@
 Usage: python benchmarks/frame_stages.py RESULT [RESULT ...] [--calls 200] [--cold] [--json OUT]
        python benchmarks/frame_stages.py --sweep OUTDIR [--calls 200]     (GPU: makes the results first)
        python benchmarks/frame_stages.py --insitu REPS [--json OUT]       (GPU: the frame inside the whole call)
+       python benchmarks/frame_stages.py --fresh [RESULT ...] [--calls 200] [--reps 5] [--tree BEFORE] [--json OUT]
 
 For each saved result (``nsightx.load``), ``to_dataframe()`` of a fresh ``ProfileResults`` over the same columns
 is called ``--calls`` times; each call's wall time is taken, and the time spent in each stage of the frame (the
@@ -14,6 +15,20 @@ the whole call of ``benchmarks/backend_overhead.py --whole-call`` sees after its
 ``--sweep OUTDIR`` first runs the matmul sweep of ``backend_overhead.py`` (n = 512..4096, 10 runs, inputs
 allocated once, default collectors) on cupti and on events and saves both results to OUTDIR (as
 ``sweep-<backend>.parquet``), then measures them: the real results of the whole call, to bring back as fixtures.
+
+``--fresh`` times what the user's ``f().to_dataframe()`` meets: the *first* ``to_dataframe()`` of a result just
+made, never a warm one. Each kind of result is measured in ``--reps`` child processes of its own (pandas and
+pyarrow imported first, as a user's script has them; bytecode cached, as an installed package has it), for this
+tree and each ``--tree`` in turn, so that before and after come from one run of the machine. The kinds: each named
+RESULT, loaded anew (``nsightx.load``) for each call, and ``host-call``, a call of the real host backend, 4 configs
+x 11 runs with the default collectors, made deferred as the GPU sessions are (``run_loop_cost.py``'s session) and
+with the nvml plugin reading the NVML double of ``tests/nvml_double.py`` (so the result carries the nvml columns a
+GPU sweep has). Printed per tree and kind, medians over the processes (wall time, and the calling thread's CPU
+time, steadier on a shared machine): the first ``to_dataframe()`` of the process
+(the frame modules' imports, pandas' and pyarrow's set-up on first use, the dtype probes), the median first call
+of a fresh result (and the garbage collector's mean time inside it), the median second call of the same result,
+the median warm call of the default mode (a new ``ProfileResults`` over columns already read), and the stages of
+the fresh results' first calls.
 """
 
 from __future__ import annotations
@@ -22,8 +37,11 @@ import argparse
 import functools
 import gc
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -125,6 +143,165 @@ def insitu(reps: int) -> list[dict[str, Any]]:
     return rows
 
 
+def host_call() -> Callable[[], Any]:
+    """A function that makes a new result per call: the host backend, deferred, with the nvml double (see --fresh)."""
+    sys.path.insert(0, str(HERE))
+    import run_loop_cost as rlc  # type: ignore[import-not-found]
+
+    rlc._install_double("thread")
+    rlc._install_deferred()
+    import nsightx
+
+    silent = nsightx.VerbosityLevel.SILENT
+
+    configs = [(n,) for n in (512, 1024, 2048, 4096)]
+
+    @nsightx.analyze.kernel(configs=configs, runs=11, warmup=0, backend="host", verbosity=silent)
+    def call(n: int) -> None:
+        with nsightx.annotate("work"):
+            sum(range(n))
+
+    return call
+
+
+class _GcClock:
+    """The garbage collector's time, summed by a ``gc.callbacks`` entry while it is installed."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self._start = 0.0
+
+    def on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.spent += time.perf_counter() - self._start
+
+
+def fresh_kind(make: Callable[[], Any], calls: int, acc: dict[str, float]) -> dict[str, Any]:
+    """In this process: the first ``to_dataframe()`` of a result of ``make``, then ``calls`` fresh results' first
+    and second calls, then ``calls`` warm calls (new ``ProfileResults`` over the last result's columns)."""
+    from nsightx._results.profileresults import ProfileResults
+
+    clock = _GcClock()
+    result = make()
+    c0, t0 = time.thread_time(), time.perf_counter()
+    result.to_dataframe()
+    first, first_cpu = (time.perf_counter() - t0) * 1e6, (time.thread_time() - c0) * 1e6
+    firsts, firsts_cpu, seconds, warms, in_gc = [], [], [], [], []
+    acc.clear()
+    for _ in range(calls):
+        result = make()
+        clock.spent = 0.0
+        gc.callbacks.append(clock.on_gc)
+        c0, t0 = time.thread_time(), time.perf_counter()
+        result.to_dataframe()
+        t1 = time.perf_counter()
+        firsts_cpu.append((time.thread_time() - c0) * 1e6)
+        gc.callbacks.remove(clock.on_gc)
+        kept = dict(acc)
+        result.to_dataframe()
+        acc.clear()
+        acc.update(kept)  # the stages of first calls only
+        firsts.append((t1 - t0) * 1e6)
+        seconds.append((time.perf_counter() - t1) * 1e6)
+        in_gc.append(clock.spent * 1e6)
+    stages = {k: round(v / calls * 1e6, 1) for k, v in sorted(acc.items(), key=lambda kv: -kv[1])}
+    rebuild = functools.partial(ProfileResults.from_columns, result._shell, result.columns, result._configs)
+    for _ in range(calls):
+        again = rebuild()
+        t0 = time.perf_counter()
+        again.to_dataframe()
+        warms.append((time.perf_counter() - t0) * 1e6)
+    med = statistics.median
+    return {
+        "values": result.columns.values.n,
+        "first_in_process_us": first,
+        "first_in_process_cpu_us": first_cpu,
+        "fresh_median_us": med(firsts),
+        "fresh_median_cpu_us": med(firsts_cpu),
+        "gc_in_fresh_mean_us": statistics.fmean(in_gc),
+        "second_median_us": med(seconds),
+        "warm_median_us": med(warms),
+        "fresh_stages_us": stages,
+    }
+
+
+def fresh_child(kind: str, calls: int) -> dict[str, Any]:
+    """``--fresh`` in a child process: pandas and pyarrow imported (as a user's script has them), then one kind."""
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    if kind == "host-call":
+        make = host_call()
+    else:
+        import nsightx
+
+        make = functools.partial(nsightx.load, Path(kind))
+    return fresh_kind(make, calls, wrapped_stages())
+
+
+def fresh_main(kinds: list[str], calls: int, reps: int, trees: list[Path]) -> list[dict[str, Any]]:
+    """``--fresh``: ``reps`` child processes per tree and kind, trees alternating; per tree and kind the medians.
+
+    Each child's bytecode comes from a cache filled by one untimed child per tree and kind (a user's installed
+    package has its ``.pyc``; a checkout run with ``PYTHONDONTWRITEBYTECODE`` would compile in the first call).
+    """
+    cache = tempfile.mkdtemp(prefix="nsightx-frame-stages-pyc-")
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for rep in range(reps + 1):
+        for kind in kinds:
+            for tree in trees:
+                got = _child(tree, kind, calls if rep else 2, cache)
+                if rep:
+                    runs[(str(tree), kind)].append(got)
+    return [_fresh_row(name, kind, got) for (name, kind), got in runs.items()]
+
+
+def _fresh_row(tree: str, kind: str, got: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per tree and kind, the medians over its processes (and every process's row, as ``all``)."""
+    row: dict[str, Any] = {"tree": tree, "result": kind, "values": got[0]["values"], "processes": len(got)}
+    for key in (*_FRESH_KEYS, "warm_median_us"):
+        row[key] = statistics.median(g[key] for g in got)
+    names = {k for g in got for k in g["fresh_stages_us"]}
+    stages = {k: statistics.median(g["fresh_stages_us"].get(k, 0.0) for g in got) for k in names}
+    row["fresh_stages_us"] = dict(sorted(stages.items(), key=lambda kv: -kv[1]))
+    row["all"] = got
+    return row
+
+
+_FRESH_KEYS = (
+    "first_in_process_us",
+    "first_in_process_cpu_us",
+    "fresh_median_us",
+    "fresh_median_cpu_us",
+    "gc_in_fresh_mean_us",
+    "second_median_us",
+)
+
+
+def _child(tree: Path, kind: str, calls: int, cache: str) -> dict[str, Any]:
+    """One ``--fresh-child`` process on ``tree`` (its ``nsightx``, ``backends`` and ``plugins`` first)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join(str(tree / p) if p else str(tree) for p in ("", "backends", "plugins"))
+    env["PYTHONPYCACHEPREFIX"] = str(Path(cache) / tree.name)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--fresh-child", kind, "--calls", str(calls)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def wrapped_stages() -> dict[str, float]:
+    """The stage functions of :data:`STAGES` wrapped to add their time up; the dictionary they add to."""
+    from nsightx._results import dataframe
+
+    acc: dict[str, float] = defaultdict(float)
+    wrap = timed(acc)
+    for name in STAGES:
+        if hasattr(dataframe, name):
+            wrap(dataframe, name)
+    return acc
+
+
 def timed(acc: dict[str, float]) -> Callable[[Any, str], None]:
     """A function that wraps ``module.name`` so that its time is added to ``acc[name]``."""
 
@@ -178,29 +355,45 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true", help="gc.collect() before each call")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--insitu", type=int, metavar="REPS", help="GPU: time the frame inside the sweep's whole call")
+    ap.add_argument("--fresh", action="store_true", help="time the first to_dataframe() of new results")
+    ap.add_argument("--reps", type=int, default=5, help="--fresh: child processes per tree and kind")
+    ap.add_argument("--tree", type=Path, action="append", default=[], help="--fresh: another source tree too")
+    ap.add_argument("--fresh-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.fresh_child:
+        print(json.dumps(fresh_child(args.fresh_child, args.calls)))
+        return 0
     if args.insitu:
         rows = insitu(args.insitu)
-        if args.json:
-            args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
-        return 0
-    paths = list(args.results) + (sweep(args.sweep) if args.sweep else [])
-    if not paths:
-        ap.error("name a result, or --sweep OUTDIR")
-    from nsightx._results import dataframe
-
-    acc: dict[str, float] = defaultdict(float)
-    wrap = timed(acc)
-    for name in STAGES:
-        if hasattr(dataframe, name):
-            wrap(dataframe, name)
-    rows = [measure(p, args.calls, args.cold, acc) for p in paths]
-    for row in rows:
-        print(f"{row['result']}: {row['values']} values, to_dataframe median {row['median_us']:.0f} us")
-        print("   ", row["stages_us"])
+    elif args.fresh:
+        kinds = [str(p.resolve()) for p in args.results] + ["host-call"]
+        rows = fresh_main(kinds, args.calls, args.reps, [HERE.parent, *(t.resolve() for t in args.tree)])
+        print_fresh(rows)
+    else:
+        paths = list(args.results) + (sweep(args.sweep) if args.sweep else [])
+        if not paths:
+            ap.error("name a result, or --sweep OUTDIR, or --fresh")
+        acc = wrapped_stages()
+        rows = [measure(p, args.calls, args.cold, acc) for p in paths]
+        for row in rows:
+            print(f"{row['result']}: {row['values']} values, to_dataframe median {row['median_us']:.0f} us")
+            print("   ", row["stages_us"])
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     return 0
+
+
+def print_fresh(rows: list[dict[str, Any]]) -> None:
+    """The ``--fresh`` table: per tree and kind, the medians over its processes."""
+    for row in rows:
+        print(
+            f"{row['tree']} {Path(row['result']).name}: {row['values']} values, {row['processes']} processes: "
+            f"first to_dataframe of the process {row['first_in_process_us']:.0f} us (CPU "
+            f"{row['first_in_process_cpu_us']:.0f}); fresh {row['fresh_median_us']:.0f} us (CPU "
+            f"{row['fresh_median_cpu_us']:.0f}; collector {row['gc_in_fresh_mean_us']:.0f} us mean); second call "
+            f"{row['second_median_us']:.0f} us; warm {row['warm_median_us']:.0f} us"
+        )
+        print("   ", {k: round(v, 1) for k, v in row["fresh_stages_us"].items()})
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -606,17 +606,9 @@ def _scalar(value: Any, n: int) -> Any:
         return holder["value"]
     if isinstance(dtype, np.dtype):
         return np.full(n, value, dtype=dtype)
-    if type(value) is str and dtype == _listed_str_dtype():
+    if type(value) is str:
         return [value] * n  # the frame infers the same dtype for the list, without a pandas array built here
     return pd.array([value] * n, dtype=dtype)
-
-
-@functools.cache
-def _listed_str_dtype() -> Any:
-    """The dtype ``pd.DataFrame`` gives a list of strings (asked of pandas once, as :func:`_scalar_dtype`)."""
-    import pandas as pd
-
-    return pd.DataFrame({"value": ["s"]})["value"].dtype
 
 
 _SAMPLES: dict[str, Any] = {"str": "s", "int": 1, "float": 1.5, "bool": True, "NoneType": None}
@@ -627,12 +619,17 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 @functools.cache
 def _scalar_dtype(kind: str) -> Any:
-    """The dtype ``frame[name] = value`` gives a value of type ``kind`` (asked of pandas once per type)."""
+    """The dtype ``frame[name] = value`` gives a value of type ``kind`` (asked of pandas once per type).
+
+    Asked as the dtype of a one-item list (``pd.Series([value])``): for these plain types pandas infers the same
+    dtype for a scalar set into a frame and for a list of it (``sanitize_array``; ``tests/core/results/
+    test_framebuild.py`` checks each), and the list costs a fifth of a frame's ``__setitem__``, which was a
+    visible part of a process's first ``to_dataframe()`` (issue 35). A ``str`` is then also what a list of
+    strings infers, so :func:`_scalar` hands the frame that list.
+    """
     import pandas as pd
 
-    holder = pd.DataFrame(index=pd.RangeIndex(1))
-    holder["value"] = _SAMPLES[kind]
-    return holder["value"].dtype
+    return pd.Series([_SAMPLES[kind]]).dtype
 
 
 def aggregate(
@@ -646,12 +643,24 @@ def aggregate(
             columns; ``None`` uses the JSON-safe copies stored in the result.
         table: The columnar view of the result's runs and values; ``None``: :func:`table_of` ``data``.
     """
+    return aggregate_source(data, configs, table)()
+
+
+def aggregate_source(
+    data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None, table: ResultTable | None = None
+) -> Callable[[], pd.DataFrame]:
+    """:func:`aggregate`'s frame as a function that makes a new one at each call (the statistics computed once).
+
+    Each frame it makes owns its data (:func:`frame_of` copies every column; ``pd.DataFrame`` and, under
+    copy-on-write, ``pd.concat`` too): ``to_dataframe()`` hands the first one to the user as it is and makes its
+    cached frame only if it is asked again (see :meth:`~nsightx.ProfileResults.to_dataframe`).
+    """
     import pandas as pd
 
     plan = data.plan
     t = table if table is not None else table_of(data)
     if t.n == 0:
-        return pd.DataFrame(columns=["Annotation", "Metric", *plan.params, "AvgValue"])
+        return functools.partial(pd.DataFrame, columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)
     out = _value_stats(data, t, groups)
     clocks: dict[tuple[int, int], float] = {}
@@ -682,9 +691,9 @@ def aggregate(
     front = {"Annotation": out.pop("Annotation"), "Metric": out.pop("Metric")}
     del out["Config"]
     if len({*front, *params, *out}) == len(front) + len(params) + len(out):
-        return frame_of({**front, **params, **out}, groups.count)
+        return functools.partial(frame_of, {**front, **params, **out}, groups.count)
     parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
-    return pd.concat(parts, axis=1)  # a parameter named like a column: both kept, as before
+    return functools.partial(pd.concat, parts, axis=1)  # a parameter named like a column: both kept, as before
 
 
 def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, Any]:

@@ -55,42 +55,55 @@ class _Text(list[str]):
 
 
 def _blocks(columns: Mapping[str, Any], n: int, text: Any) -> list[tuple[Any, Any]] | None:
-    """The frame's blocks as (array, column positions), or None where ``pd.DataFrame`` must decide."""
-    if not all(type(name) is str for name in columns):
-        return None
+    """The frame's blocks as (array, column positions), or None where ``pd.DataFrame`` must decide.
+
+    A numpy column of a kept dtype (most of the frame's) is taken without a call of :func:`_part`; the positions
+    of single-column blocks are slices of one ``arange`` (a new array each otherwise).
+    """
     stacked: dict[np.dtype[Any], tuple[list[Any], list[int]]] = {}
     single: list[tuple[Any, Any]] = []
     texts: list[list[str]] = []
     text_at: list[int] = []
-    for i, value in enumerate(columns.values()):
-        part = _part(value, n)
-        if part is None:
+    kept = _NUMPY_KINDS
+    for i, (name, value) in enumerate(columns.items()):
+        if type(name) is not str:
             return None
-        if isinstance(part, _Text):
-            texts.append(part)
-            text_at.append(i)
-        elif isinstance(part, np.ndarray):
+        if type(value) is np.ndarray and value.dtype in kept and value.ndim == 1 and len(value) == n:
+            part: Any = value
+        else:
+            part = _part(value, n)
+            if part is None:
+                return None
+            if isinstance(part, _Text):
+                texts.append(part)
+                text_at.append(i)
+                continue
+        if isinstance(part, np.ndarray):
             arrays, where = stacked.setdefault(part.dtype, ([], []))
             arrays.append(part)
             where.append(i)
         else:
-            single.append((part, np.array([i], dtype=np.intp)))
+            single.append((part, i))
     for array, i in zip(_strings(texts, text), text_at, strict=True):
         if isinstance(array, np.ndarray):  # text stored as numpy objects: one block with the other object columns
             arrays, where = stacked.setdefault(array.dtype, ([], []))
             arrays.append(array)
             where.append(i)
         else:
-            single.append((array, np.array([i], dtype=np.intp)))
+            single.append((array, i))
+    positions = np.arange(len(columns), dtype=np.intp)
+    blocks = [(array, positions[i : i + 1]) for array, i in single]
     for arrays, where in stacked.values():  # np.array of equal 1-D arrays: np.vstack's rows, without its checks
-        single.append((np.array(arrays), np.array(where, dtype=np.intp)))
-    return single
+        blocks.append((np.array(arrays), np.array(where, dtype=np.intp)))
+    return blocks
 
 
 def _part(value: Any, n: int) -> Any:
     """One column as ``pd.DataFrame`` would store it, or None for a column whose dtype is left to pandas.
 
-    A 1-D numpy array (stacked with the others of its dtype), an extension array, or :class:`_Text`.
+    A 1-D numpy array (stacked with the others of its dtype), an extension array, or :class:`_Text`. A column of
+    ``None`` only (the host backend's ``GPU`` and rated clocks) stays a numpy object array, as pandas keeps it;
+    strings mixed with ``None`` are left to pandas (it makes them ``str`` with NaN).
     """
     if isinstance(value, np.ndarray):
         if value.ndim != 1 or len(value) != n:
@@ -99,7 +112,9 @@ def _part(value: Any, n: int) -> Any:
             return value
         if value.dtype == object:
             items = value.tolist()
-            return _Text(items) if all(type(v) is str for v in items) else None
+            if all(type(v) is str for v in items):
+                return _Text(items)
+            return value if all(v is None for v in items) else None  # kept as objects (an unknown GPU, clock)
         return None
     if isinstance(value, list):
         return _listed(value) if len(value) == n else None
@@ -132,6 +147,8 @@ def _listed(items: list[Any]) -> Any:
         return np.array(items, dtype=np.int64)
     if kind is float and not any(v != v for v in items):
         return np.array(items, dtype=np.float64)
+    if kind is type(None):  # pandas keeps a column of None as objects
+        return np.array(items, dtype=object)
     return None
 
 
@@ -181,7 +198,7 @@ def _text_dtype_of(infer_string: bool) -> Any:
     """:func:`_text_dtype` for a ``future.infer_string`` setting (asked of pandas once)."""
     import pandas as pd
 
-    dtype = pd.DataFrame({"s": ["s"]})["s"].dtype
+    dtype = pd.Series(["s"]).dtype  # what ``pd.DataFrame`` infers for a list column too (``sanitize_array``)
     if isinstance(dtype, np.dtype):  # object: text as numpy objects
         return dtype
     if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":

@@ -11,16 +11,19 @@ equal value sequences.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from nsightx._results.store import Ints
 
 
-@dataclass(frozen=True)
-class SharedGroups:
-    """Groups merged by their sequence of keys (see :func:`shared_groups`)."""
+class SharedGroups(NamedTuple):
+    """Groups merged by their sequence of keys (see :func:`shared_groups`).
+
+    A named tuple, not a frozen dataclass: the class is made when the frame's modules are first imported, inside a
+    process's first ``to_dataframe()``, and a frozen dataclass took ~0.7 ms to make there (a tuple ~0.1 ms).
+    """
 
     rows: Ints
     """The value rows of one group of each class, ascending (the rows a statistic needs)."""

@@ -63,6 +63,10 @@ class ProfileResults:
         >>> results.to_dataframe()[["Annotation", "AvgValue", "CI95_Lower", "CI95_Upper"]]  # doctest: +SKIP
     """
 
+    _frame_source: Callable[[], pd.DataFrame] | None = None
+    """Makes the aggregated frame (statistics done) between the first and the second ``to_dataframe()``; a class
+    default, so that a result pickled before it existed reads as one without it."""
+
     def __init__(
         self,
         data: ResultData,
@@ -76,6 +80,7 @@ class ProfileResults:
         self._columns = columns
         self._configs = configs
         self._frame: pd.DataFrame | None = None
+        """The aggregated frame that ``to_dataframe()`` copies (made at its second call)."""
         self._table_cache: ResultTable | None = None
         self._build: Callable[[], tuple[tuple[RunRecords, ...], tuple[RunValue, ...]]] | None = None
 
@@ -128,7 +133,7 @@ class ProfileResults:
 
     def __getstate__(self) -> dict[str, Any]:
         """The state to pickle: all but the columnar view (it holds a lock; it is made again when needed)."""
-        return {**self.__dict__, "_table_cache": None}
+        return {**self.__dict__, "_table_cache": None, "_frame_source": None}
 
     def _table(self) -> ResultTable:
         """The columnar view the DataFrames read (made once)."""
@@ -183,11 +188,20 @@ class ProfileResults:
         return [rec for run in self.data.runs for rec in run.records]
 
     def to_dataframe(self) -> pd.DataFrame:
-        """The aggregated DataFrame: one row per annotation, config and metric (a copy each call)."""
-        from nsightx._results.dataframe import aggregate, frame_copy
+        """The aggregated DataFrame: one row per annotation, config and metric (a frame of its own each call).
+
+        The first call hands out the frame it built, without a copy (the user's ``f().to_dataframe()`` is the
+        common case, issue 35) and keeps what makes another; a second call makes the cached frame from it, and
+        every later call gets a copy of that one.
+        """
+        from nsightx._results.dataframe import aggregate_source, frame_copy
 
         if self._frame is None:
-            self._frame = aggregate(self._shell, self._configs, self._table())
+            source = self._frame_source
+            if source is None:
+                source = self._frame_source = aggregate_source(self._shell, self._configs, self._table())
+                return source()  # the local: another thread's second call may have cleared the attribute
+            self._frame, self._frame_source = source(), None
         return frame_copy(self._frame)
 
     def runs_dataframe(self) -> pd.DataFrame:

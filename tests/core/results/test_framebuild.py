@@ -13,7 +13,7 @@ import pytest
 from _paths import FIXTURES
 
 import nsightx
-from nsightx._results import framebuild
+from nsightx._results import dataframe, framebuild
 from nsightx._results.dataframe import _scalar
 from nsightx._results.framebuild import frame_of
 
@@ -34,6 +34,7 @@ def _kinds() -> dict[str, object]:
         "nullable": pd.arrays.BooleanArray(np.array([True, False, False]), np.array([False, True, False])),
         "str_array": pd.array(["p", "q", "r"], dtype=pd.Series(["s"]).dtype),
         "none_scalar": _scalar(None, N),
+        "none_list": [None] * N,
         "text_scalar": _scalar("cupti", N),
         "int_scalar": _scalar(7, N),
         "more_floats": np.array([3.0, 4.0, 5.0]),
@@ -111,6 +112,50 @@ def test_fixture_frame_is_built_from_blocks_and_equals_pandas(monkeypatch: pytes
     _same(frame, pd.DataFrame(seen[0]))
 
 
+def _spied_blocks(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """The columns of each frame ``frame_of`` builds from then on; each must take the block path."""
+    seen: list[dict[str, object]] = []
+    real = framebuild._blocks
+
+    def spy(columns, n, text):  # type: ignore[no-untyped-def]
+        blocks = real(columns, n, text)
+        seen.append(dict(columns))
+        assert blocks is not None, "the frame fell back to pd.DataFrame"
+        return blocks
+
+    monkeypatch.setattr(framebuild, "_blocks", spy)
+    return seen
+
+
+def test_columns_of_none_are_built_as_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column of None only (an ndarray or a list) stays objects in a block, as pandas keeps it, not a fallback."""
+    seen = _spied_blocks(monkeypatch)
+    columns = {"GPU": _scalar(None, N), "Clock": [None] * N, "Value": np.arange(N, dtype=np.float64)}
+    frame = frame_of(columns, N)
+    assert len(seen) == 1
+    _same(frame, pd.DataFrame(columns))
+    assert frame["GPU"].dtype == object and frame["Clock"].tolist() == [None] * N
+    frame.loc[0, "GPU"] = "changed"
+    assert columns["GPU"][0] is None  # the frame's objects are its own
+
+
+def test_host_result_frame_is_built_from_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host backend result (no GPU, no rated clocks: columns of None) takes the block path and equals pandas."""
+    silent = nsightx.VerbosityLevel.SILENT
+
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=silent)
+    def work(n: int) -> None:
+        with nsightx.annotate("work"):
+            sum(range(n))
+
+    result = work()
+    seen = _spied_blocks(monkeypatch)
+    frame = result.to_dataframe()
+    assert len(seen) == 1
+    assert frame["GPU"].isna().all()
+    _same(frame, pd.DataFrame(seen[0]))
+
+
 def test_to_dataframe_copies_stay_their_own() -> None:
     """What a user does to one ``to_dataframe()`` frame (values, names, labels) does not reach the next."""
     result = nsightx.load(FIXTURES / "gpu-results" / "cupti-triton-axpb.parquet")
@@ -127,3 +172,86 @@ def test_to_dataframe_copies_stay_their_own() -> None:
     assert second.index.name is None and second.columns.name is None and not second.attrs
     third = nsightx.load(FIXTURES / "gpu-results" / "cupti-triton-axpb.parquet").to_dataframe()
     assert third.columns.name is None  # the column labels are not shared between frames either
+
+
+def _host_result() -> nsightx.ProfileResults:
+    """A fresh host backend result of 2 configs x 3 runs."""
+
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, warmup=0, backend="host", verbosity=0)
+    def work(n: int) -> None:
+        with nsightx.annotate("work"):
+            sum(range(n))
+
+    return work()
+
+
+def test_first_to_dataframe_hands_out_its_frame_uncopied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first call of a fresh result copies nothing (issue 35's ``f().to_dataframe()``); the later ones do."""
+    copies: list[int] = []
+    real = dataframe.frame_copy
+    monkeypatch.setattr(dataframe, "frame_copy", lambda frame: copies.append(1) or real(frame))
+    result = nsightx.load(FIXTURES / "gpu-results" / "sweep-cupti.parquet")
+    first = result.to_dataframe()
+    assert copies == []
+    _same(result.to_dataframe(), first)
+    _same(result.to_dataframe(), first)
+    assert len(copies) == 2
+
+
+def _edit_every_column(frame: pd.DataFrame) -> None:
+    """Write into every column of ``frame`` in place, then change its labels and shape as a user might."""
+    for i, dtype in enumerate(frame.dtypes.tolist()):
+        if dtype == np.bool_:
+            value: object = not frame.iat[0, i]
+        elif dtype.kind in "if":
+            value = -1
+        elif isinstance(dtype, pd.BooleanDtype):
+            value = pd.NA
+        else:
+            value = "changed"
+        frame.iat[0, i] = value
+    frame["Extra"] = 1
+    frame.insert(0, "Front", 0)  # every block's column positions move
+    del frame["GPU"]
+    frame.columns = ["Renamed", *frame.columns[1:]]
+    frame.index = frame.index[::-1]
+    frame.index.name = "row"
+    frame.attrs["note"] = "mine"
+
+
+@pytest.mark.parametrize("kind", ["fixture", "host"])
+def test_edits_of_the_first_frame_never_reach_later_ones(kind: str) -> None:
+    """The first frame is the user's own (no copy kept of it): what they write into it stays out of the next ones."""
+
+    def make() -> nsightx.ProfileResults:
+        if kind == "host":
+            return _host_result()
+        return nsightx.load(FIXTURES / "gpu-results" / "sweep-cupti.parquet")
+
+    result = make()
+    first = result.to_dataframe()
+    expected = first.copy(deep=True)
+    if kind == "fixture":
+        _same(expected, make().to_dataframe())  # what a result that nobody touched gives
+    _edit_every_column(first)
+    second = result.to_dataframe()
+    _same(second, expected)
+    _edit_every_column(second)
+    _same(result.to_dataframe(), expected)
+    assert first.iat[0, 1] == "changed" and first["Extra"].tolist() == [1] * len(first)  # the edits held
+    assert "GPU" not in second.columns and second.index.name == "row"
+
+
+@pytest.mark.parametrize("kind", ["str", "int", "float", "bool", "NoneType"])
+def test_scalar_dtype_is_what_setting_the_value_gives(kind: str) -> None:
+    """The probe of one-item lists gives the dtype ``frame[name] = value`` gives, and a list of the value too."""
+    sample = dataframe._SAMPLES[kind]
+    holder = pd.DataFrame(index=pd.RangeIndex(2))
+    holder["value"] = sample
+    assert dataframe._scalar_dtype(kind) == holder["value"].dtype
+    assert pd.DataFrame({"value": [sample, sample]})["value"].dtype == holder["value"].dtype
+    _same(pd.DataFrame({"value": dataframe._scalar(sample, 2)}), holder)
+
+
+def test_text_dtype_is_the_frames_dtype_of_a_list_of_strings() -> None:
+    assert framebuild._text_dtype() == pd.DataFrame({"s": ["a", "b"]})["s"].dtype
