@@ -9,8 +9,11 @@ replays that phase without a GPU:
   hands them (compact rows, records as ``Record`` objects, collector values as tuples), then what the call does
   after its loop: the sink's close, the environment and provenance, and ``build_results`` with the plan's
   ``combine_kernel_metrics=operator.add`` (the split-K 512 runs have two kernels a region, so combine works);
-- ``host``: the host backend's 4 x 11 call (``combine_kernel_metrics=operator.add``), timed from the run stage's
-  return (``execute``) until the call returns.
+- ``host``: the host backend's 4 x 11 call (``combine_kernel_metrics=operator.add``, silent), timed from the run
+  stage's return (``execute``) until the call returns.
+
+On this CPU the replay has no CUDA driver, so ``gpu_facts`` tries to find a loaded ``libcuda`` at every call (on
+the GPU machine the library is loaded and, since after8, its answers are kept).
 
 Each figure is the median over ``--reps`` rounds of the per-call time (microseconds), the three interleaved.
 
@@ -105,7 +108,11 @@ class HostCall:
         kernel_module.execute = timed  # type: ignore[assignment]
 
         @nsightx.analyze.kernel(
-            configs=[(n,) for n in (1, 2, 3, 4)], runs=11, backend="host", combine_kernel_metrics=operator.add
+            configs=[(n,) for n in (1, 2, 3, 4)],
+            runs=11,
+            backend="host",
+            combine_kernel_metrics=operator.add,
+            verbosity=nsightx.VerbosityLevel.SILENT,  # no done line per call on stderr
         )
         def work(n: int) -> None:
             with nsightx.annotate("work"):
