@@ -196,7 +196,7 @@ def test_gpu_facts_are_asked_once_the_driver_is_initialised_and_again_before(tmp
     version = _driver_file(tmp_path / "version", "570.1")
     monkeypatch.setattr(provenance, "loaded_libcuda", lambda: lib)
     monkeypatch.setattr(provenance, "DRIVER_FILE", version)
-    monkeypatch.setattr(provenance, "_GPU_FACTS", {})
+    monkeypatch.setattr(provenance, "_GPU_FACTS", {}, raising=False)  # a fresh cache
     assert provenance.gpu_facts(0) == {"Driver": "570.1", "GpuUuid": None, "CudaDriver": "13.0"}
     _driver_file(version, "580.2")  # not initialised: the module may still be replaced, so it is read again
     assert provenance.gpu_facts(0)["Driver"] == "580.2"
