@@ -101,9 +101,9 @@ def _region_ids(
     return list(index), failed, rid_of
 
 
-def _ranks(names: Sequence[str | None], metrics: Sequence[str]) -> dict[str | None, int]:
+def _ranks(names: Sequence[Any], metrics: Sequence[str]) -> dict[Any, int]:
     """Per metric name, its place among a region's metrics: the requested ones in order, then the others sorted."""
-    rank: dict[str | None, int] = {m: i for i, m in enumerate(metrics)}
+    rank: dict[Any, int] = {m: i for i, m in enumerate(metrics)}
     extra = sorted(n for n in dict.fromkeys(names) if n not in rank)
     rank.update((n, len(metrics) + i) for i, n in enumerate(extra))
     return rank
