@@ -98,7 +98,7 @@ def test_a_sweep_built_through_either_path_is_the_same_result(monkeypatch: pytes
         )
 
     small = build()
-    monkeypatch.setattr(combinecols, "SMALL", -1)  # every size through the vectorised path
+    monkeypatch.setattr(combinecols, "SMALL_COMBINE", -1)  # every size through the vectorised path
     arrays = build()
     assert small.to_dataframe().equals(arrays.to_dataframe())
     assert small.runs_dataframe().equals(arrays.runs_dataframe())
