@@ -78,13 +78,20 @@ def loaded_libcuda() -> ctypes.CDLL | None:
 
     For code that must not be the one to bring the driver into a process (a collector that runs before the user's
     framework does). Uses ``RTLD_NOLOAD``; where the platform has none, answers ``None``. Never raises.
+
+    A library found is kept (as :func:`load_libcuda` keeps its own): mapping it again built a ``CDLL`` at every
+    profiled call (~30 us, issue 35), and a process does not unload the driver library its framework loaded.
+    ``None`` is not kept: the user's framework may load the library later.
     """
     if _loaded and _loaded[0] is not None:
         return _loaded[0]
     noload = getattr(os, "RTLD_NOLOAD", None)
     if noload is None:
         return None
-    return _dlopen(LIBCUDA, noload | os.RTLD_LAZY)
+    lib = _dlopen(LIBCUDA, noload | os.RTLD_LAZY)
+    if lib is not None and not _loaded:
+        _loaded.append(lib)
+    return lib
 
 
 def device_attribute(attribute: DeviceAttribute | int, device: int) -> int | None:

@@ -9,6 +9,8 @@ code ``combine_records`` uses (:func:`~nsightx._results.transform.fold`), so the
 error are the same. Where it cannot promise the same result (several kernels and no ``combine``, which is an
 error whose message the object code words; a metric requested twice) it returns ``None`` and the caller takes
 the object path.
+A small result (at most :data:`SMALL_COMBINE` records and regions) takes
+:func:`~nsightx._results.combinesmall.combine_small`, the same columns from Python lists (issue 35).
 """
 
 from __future__ import annotations
@@ -20,9 +22,24 @@ from typing import Any
 
 import numpy as np
 
+from nsightx._results.combinesmall import combine_small
 from nsightx._results.records import new_record
-from nsightx._results.store import Floats, Ints, RecordColumns, RunParts, Text, ValueColumns, dense_ids, group_ids
+from nsightx._results.store import (
+    Floats,
+    Ints,
+    RecordColumns,
+    RunParts,
+    Text,
+    ValueColumns,
+    dense_ids,
+    group_ids,
+)
 from nsightx._results.transform import FAILED_KERNEL, as_float, fold
+
+SMALL_COMBINE = 128
+"""Up to this many records and region executions :func:`combine_columns` works on Python lists: there the list
+path costs less than the vectorised one's ~40 numpy calls (60 rows: 92 against 164 us on a 2-core CPU); from about
+150 rows on the vectorised path is the cheaper one (200 rows: 181 against 163 us)."""
 
 
 def combine_columns(
@@ -39,8 +56,20 @@ def combine_columns(
     """
     if len(set(metrics)) != len(metrics):
         return None
-    rec, reg = parts.records, parts.regions
     ignored = set(ignore_kernels)
+    if parts.records.n + parts.regions.n <= SMALL_COMBINE:
+        return combine_small(parts, metrics, ignored, combine)
+    return combine_arrays(parts, metrics, ignored, combine)
+
+
+def combine_arrays(
+    parts: RunParts,
+    metrics: Sequence[str],
+    ignored: set[str],
+    combine: Callable[[float, float], float] | None,
+) -> ValueColumns | None:
+    """:func:`combine_columns` by vectorised passes, whatever the size (``metrics`` distinct)."""
+    rec, reg = parts.records, parts.regions
     kept = np.flatnonzero(~np.isin(rec.kernel.codes, [i for i, k in enumerate(rec.kernel.names) if k in ignored]))
     names = list(dict.fromkeys([*rec.annotation.names, *reg.annotation.names]))
     rid_reg, rid_rec, rid_keys = _region_ids(parts, kept, names)

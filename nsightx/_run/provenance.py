@@ -118,17 +118,33 @@ def gpu_facts(device: object) -> dict[str, Scalar]:
         device: The result's ``Device`` entry: a CUDA ordinal (CUPTI, events) or ``"<ordinal>:<uuid>"`` (a call
             with ``device=``); anything else gives no UUID.
     """
-    facts: dict[str, Scalar] = {"Driver": driver_version()}
     lib = loaded_libcuda()
+    ordinal = isinstance(device, int) and not isinstance(device, bool)
+    if ordinal and lib is not None and (lib, device) in _GPU_FACTS:
+        return dict(_GPU_FACTS[lib, device])
+    facts: dict[str, Scalar] = {"Driver": driver_version()}
     if isinstance(device, str) and ":" in device:
         facts["GpuUuid"] = device.partition(":")[2] or None
-    elif isinstance(device, int) and not isinstance(device, bool) and lib is not None:
-        facts["GpuUuid"] = gpu_uuid(lib, device)
+    elif ordinal and lib is not None:
+        facts["GpuUuid"] = gpu_uuid(lib, device)  # type: ignore[arg-type]  # an int: ``ordinal``
     if lib is not None:
         version = ctypes.c_int()
         if lib.cuDriverGetVersion(ctypes.byref(version)) == 0:
             facts["CudaDriver"] = f"{version.value // 1000}.{version.value % 1000 // 10}"
+    if ordinal and lib is not None and facts.get("GpuUuid") and len(_GPU_FACTS) < _GPU_FACTS_MAX:
+        _GPU_FACTS[lib, device] = dict(facts)  # the driver answered: it is initialised, see _GPU_FACTS
     return facts
+
+
+_GPU_FACTS: dict[tuple[object, object], dict[str, Scalar]] = {}
+""":func:`gpu_facts`' answers per (driver library, CUDA ordinal), kept once the driver gave the GPU's UUID.
+
+The driver answers ``cuDeviceGetUuid`` only once initialised (``cuInit``), and an initialised driver holds the
+NVIDIA device files open: the kernel module, its version and the library's CUDA version cannot change until the
+process ends, nor can the GPU behind an ordinal. Reading ``/proc`` and asking the driver again cost ~60 us of
+every profiled call (issue 35). Before that (no library, an uninitialised driver, a ``device=`` label) every call
+asks again."""
+_GPU_FACTS_MAX = 64
 
 
 def gpu_uuid(lib: object, device: int) -> str | None:

@@ -39,7 +39,14 @@ def test_the_suite_has_at_most_eight_benchmarks_each_a_script_in_the_readme() ->
         assert (BENCH / bench.script).is_file(), bench.script
         assert f"| `{name}` (`{bench.script}`" in readme, f"benchmarks/README.md has no row for {name}"
     scripts = {p.name for p in BENCH.iterdir() if p.suffix in (".py", ".sh")}
-    helpers = {"run.py", "run_gpu.sh", "overhead_summary.py", "frame_stages.py"}  # each named in its benchmark's row
+    helpers = {
+        "run.py",
+        "run_gpu.sh",
+        "overhead_summary.py",
+        "frame_stages.py",
+        "call_phases.py",
+        "after_phase.py",
+    }  # each named in its benchmark's row
     assert scripts - helpers == {b.script for b in run.SUITE.values()}, "a script in benchmarks/ is in no benchmark"
 
 

@@ -97,6 +97,26 @@ def test_libcuda_is_loaded_once_and_shared(monkeypatch: pytest.MonkeyPatch) -> N
     assert cuda_driver_version() == "13.0"
 
 
+def test_a_libcuda_found_loaded_is_kept_and_one_not_found_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = FakeLib()
+    opened: list[str] = []
+    loaded = False
+
+    def dlopen(name: str, *args: object, **kwargs: object) -> FakeLib:
+        opened.append(name)
+        if not loaded:
+            raise OSError(f"{name}: not loaded (RTLD_NOLOAD)")
+        return lib
+
+    monkeypatch.setattr(_cudainfo, "_loaded", [])
+    monkeypatch.setattr(ctypes, "CDLL", dlopen)
+    assert loaded_libcuda() is None and loaded_libcuda() is None
+    assert len(opened) == 2  # not loaded yet: the user's framework may load it later, so it is asked each time
+    loaded = True  # the framework loaded the driver library
+    assert loaded_libcuda() is lib and loaded_libcuda() is lib and load_libcuda() is lib
+    assert len(opened) == 3  # found once, then kept
+
+
 def test_attribute_numbers_are_cudas() -> None:
     assert [int(a) for a in DeviceAttribute] == [13, 36, 38, 108]
     from nsightx_cupti import _driver

@@ -170,3 +170,46 @@ def test_the_commit_is_asked_of_git_only_when_head_moves(tmp_path, monkeypatch):
     provenance.head_commit(str(tmp_path))
     provenance.head_commit(str(tmp_path))
     assert asked() == before + 2
+
+
+class _Initialising(_Driver):
+    """A driver double that refuses the UUID until ``cuInit`` ran (``initialised``), as libcuda does."""
+
+    def __init__(self) -> None:
+        super().__init__(bytes.fromhex("00112233445566778899aabbccddeeff"), 13000)
+        self.initialised = False
+
+    def cuDeviceGetUuid_v2(self, out, device):
+        if not self.initialised:
+            self.asked.append(device.value)
+            return 3  # CUDA_ERROR_NOT_INITIALIZED
+        return super().cuDeviceGetUuid_v2(out, device)
+
+
+def _driver_file(path: Path, version: str) -> Path:
+    path.write_text(f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build\n")
+    return path
+
+
+def test_gpu_facts_are_asked_once_the_driver_is_initialised_and_again_before(tmp_path, monkeypatch):
+    lib = _Initialising()
+    version = _driver_file(tmp_path / "version", "570.1")
+    monkeypatch.setattr(provenance, "loaded_libcuda", lambda: lib)
+    monkeypatch.setattr(provenance, "DRIVER_FILE", version)
+    monkeypatch.setattr(provenance, "_GPU_FACTS", {}, raising=False)  # a fresh cache
+    assert provenance.gpu_facts(0) == {"Driver": "570.1", "GpuUuid": None, "CudaDriver": "13.0"}
+    _driver_file(version, "580.2")  # not initialised: the module may still be replaced, so it is read again
+    assert provenance.gpu_facts(0)["Driver"] == "580.2"
+    lib.initialised = True
+    first = provenance.gpu_facts(0)
+    assert first == {"Driver": "580.2", "GpuUuid": "GPU-00112233-4455-6677-8899-aabbccddeeff", "CudaDriver": "13.0"}
+    asked = len(lib.asked)
+    first["Driver"] = "changed by the caller"
+    _driver_file(version, "590.3")  # cannot happen while the driver is in use: the kept answer stands
+    assert provenance.gpu_facts(0) == {**first, "Driver": "580.2"}
+    assert len(lib.asked) == asked  # neither the driver nor /proc was asked again
+    assert provenance.gpu_facts(1)["GpuUuid"] is None and provenance.gpu_facts(1)["Driver"] == "590.3"  # no GPU 1
+    assert provenance.gpu_facts("1:GPU-abc") == {"Driver": "590.3", "GpuUuid": "GPU-abc", "CudaDriver": "13.0"}
+    other = _Initialising()  # another library (a test's double, a process that reloaded it): asked anew
+    monkeypatch.setattr(provenance, "loaded_libcuda", lambda: other)
+    assert provenance.gpu_facts(0)["Driver"] == "590.3"

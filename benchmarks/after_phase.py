@@ -1,0 +1,176 @@
+"""The after phase of a small GPU call, reproduced on CPU (a probe for issue 35's whole call).
+
+``call_phases.py`` splits the matmul sweep's call on the GPU; its **after** phase (from the session's
+``collect_runs`` return until the call returns) cost 1.0 ms on events and 1.3 ms on cupti (H100). This probe
+replays that phase without a GPU:
+
+- ``cupti`` / ``events``: the runs of ``tests/fixtures/gpu-results/sweep-{cupti,events}.parquet`` (the sweep's real
+  H100 results: 4 configs x 10 runs and the ONCE run, the nvml plugin's values) handed to a sink as the run loop
+  hands them (compact rows, records as ``Record`` objects, collector values as tuples), then what the call does
+  after its loop: the sink's close, the environment and provenance, and ``build_results`` with the plan's
+  ``combine_kernel_metrics=operator.add`` (the split-K 512 runs have two kernels a region, so combine works);
+- ``host``: the host backend's 4 x 11 call (``combine_kernel_metrics=operator.add``, silent), timed from the run
+  stage's return (``execute``) until the call returns.
+
+On this CPU the replay has no CUDA driver, so ``gpu_facts`` tries to find a loaded ``libcuda`` at every call (on
+the GPU machine the library is loaded and, since after8, its answers are kept).
+
+Each figure is the median over ``--reps`` rounds of the per-call time (microseconds), the three interleaved.
+
+Usage: ``python benchmarks/after_phase.py [--reps 30] [--tree OTHER_TREE] [--json FILE] [--profile FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import io
+import json
+import operator
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE.parent / "tests" / "fixtures" / "gpu-results"
+
+
+def use_tree(tree: str | None) -> dict[str, Any]:
+    """Put ``tree`` first on ``sys.path`` (before importing nsightx); say which nsightx is imported."""
+    if tree:
+        root = Path(tree).resolve()
+        for sub in ("plugins", "backends", ""):
+            sys.path.insert(0, str(root / sub) if sub else str(root))
+    import nsightx
+
+    return {"tree": tree, "nsightx_file": nsightx.__file__}
+
+
+def loop_rows(runs: Any) -> list[tuple[Any, ...]]:
+    """The runs as the run loop hands them to the sink (``_run_row``): compact rows."""
+    rows = []
+    for run in runs:
+        regions = tuple((g.annotation, g.host_ns, g.failed) for g in run.regions)
+        attributes = {g.annotation: g.attributes for g in run.regions if g.attributes}
+        values = tuple((v.name, v.scope, v.config, v.run, v.annotation, v.value) for v in run.collectors)
+        rows.append((run.config, run.run, tuple(run.records), regions, attributes, values))
+    return rows
+
+
+def gpu_after(fixture: Path) -> Callable[[], Any]:
+    """One replay of the after phase of the call that made ``fixture`` (a fresh sink, result and environment)."""
+    import nsightx
+    from nsightx._api.kernel import _add_environment
+    from nsightx._results.profileresults import build_results
+    from nsightx._results.schema import gc_paused
+    from nsightx._results.sink import RunSink
+
+    saved = nsightx.load(fixture)
+    data = saved.data
+    rows = loop_rows(data.runs)
+    backend_env = {k: v for k, v in data.environment.items() if k.startswith(("Cupti", "Events", "L2", "Flush"))}
+    backend_env.update(GPU=data.environment.get("GPU"), Device=0)
+    configs = [tuple(c) for c in data.plan.configs]
+
+    def after() -> Any:
+        sink = RunSink()
+        for row in rows:
+            sink.add_run(row)
+        sink.close()
+        environment = dict(backend_env)
+        _add_environment(environment, None, None)
+        with gc_paused():
+            return build_results(data.plan, sink.stored(), environment, combine=operator.add, configs=configs)
+
+    return after
+
+
+class HostCall:
+    """The host backend's 4 x 11 call, its after phase timed from ``execute``'s return to the call's."""
+
+    def __init__(self) -> None:
+        import nsightx
+        from nsightx._api import kernel as kernel_module
+
+        self.end = 0
+        inner = kernel_module.execute
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            out = inner(*args, **kwargs)
+            self.end = time.perf_counter_ns()
+            return out
+
+        kernel_module.execute = timed  # type: ignore[assignment]
+
+        @nsightx.analyze.kernel(
+            configs=[(n,) for n in (1, 2, 3, 4)],
+            runs=11,
+            backend="host",
+            combine_kernel_metrics=operator.add,
+            verbosity=nsightx.VerbosityLevel.SILENT,  # no done line per call on stderr
+        )
+        def work(n: int) -> None:
+            with nsightx.annotate("work"):
+                sum(range(n))
+
+        self.fn = work
+
+    def __call__(self) -> float:
+        """One call; the after phase's microseconds."""
+        self.fn()
+        return (time.perf_counter_ns() - self.end) / 1e3
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    """Microseconds of one call of ``fn``."""
+    t0 = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - t0) / 1e3
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--tree", help="source tree of the nsightx to measure (default: the importable one)")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--profile", type=Path, help="write a cProfile of 50 cupti replays here")
+    args = ap.parse_args()
+    info = use_tree(args.tree)
+    cases: dict[str, Callable[[], float]] = {}
+    for name in ("cupti", "events"):
+        cases[name] = functools.partial(timed, gpu_after(FIXTURES / f"sweep-{name}.parquet"))
+    cases["host"] = HostCall()
+    for case in cases.values():  # warm: imports, caches, first-call costs
+        for _ in range(3):
+            case()
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.reps):
+        for name, case in cases.items():
+            times[name].append(case())
+    out: dict[str, Any] = {**info, "reps": args.reps}
+    print(json.dumps(info))
+    for name, ts in times.items():
+        out[name] = {"median_us": statistics.median(ts), "min_us": min(ts)}
+        print(f"{name}: after phase median {statistics.median(ts):.0f} us, min {min(ts):.0f} us")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    if args.profile:
+        after = gpu_after(FIXTURES / "sweep-cupti.parquet")
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(50):
+            after()
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(50)
+        args.profile.write_text(text.getvalue(), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""``combine_columns`` for a small result: the same columns from Python lists, one pass per step (issue 35).
+
+:func:`~nsightx._results.combinecols.combine_columns` finds region ids, failed regions, groups and their order
+with vectorised passes: about forty numpy calls, whatever the size. For the few dozen records of a small call (the
+matmul sweep: 4 configs x 10 runs, ~50 records) those calls cost more than the rows themselves (~0.2 ms of a
+call's ~0.6 ms after its runs, on a 2-core CPU). :func:`combine_small` walks the same rows as Python lists, in the
+same order, and makes the very same :class:`~nsightx._results.store.ValueColumns` (names, codes and their dtypes,
+values bit for bit); a group of several records is folded by the code ``combine_records`` uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from nsightx._results.records import new_record
+from nsightx._results.store import RecordColumns, RunParts, Text, ValueColumns, code_type
+from nsightx._results.transform import FAILED_KERNEL, as_float, fold
+
+Entry = tuple[int, int, str, float, "str | None", "str | None"]
+"""One value before ordering: (region id, metric rank, metric, value, unit, kernel)."""
+
+
+def combine_small(
+    parts: RunParts,
+    metrics: Sequence[str],
+    ignored: set[str],
+    combine: Callable[[float, float], float] | None,
+) -> ValueColumns | None:
+    """What ``combine_columns`` makes of ``parts`` (its metrics distinct), from lists; ``None``: the object path.
+
+    Raises:
+        ConfigError, TransformError: ``combine`` failed or returned something other than a number.
+    """
+    rec = parts.records
+    keys, failed, rid_of = _region_ids(parts, ignored)
+    groups: dict[tuple[int, int], list[int]] = {}
+    metric_codes = rec.metric.codes.tolist()
+    for row, rid in rid_of.items():  # record order: the groups are numbered as they are first met
+        if rid not in failed:
+            groups.setdefault((rid, metric_codes[row]), []).append(row)
+    if combine is None and any(len(rows) > 1 for rows in groups.values()):
+        return None  # combine_records raises KernelCountError: its message is made from the objects
+    rank = _ranks(rec.metric.names, metrics)
+    units = rec.unit.strings()
+    fields = (rec.value.tolist(), rec.kernel.strings(), rec.seq.tolist())
+    entries: list[Entry] = []
+    for (rid, code), rows in groups.items():
+        name = rec.metric.names[code]
+        assert name is not None, "a record's metric is a string"
+        value, kernel = _group_value(rec, fields, rows, combine)
+        entries.append((rid, rank[name], name, value, units[rows[0]], kernel))
+    for rid in sorted(failed):
+        entries.extend((rid, i, m, math.nan, None, FAILED_KERNEL) for i, m in enumerate(metrics))
+    entries.sort(key=_order)  # stable: as the vectorised path's lexsort (no two entries share a key)
+    return ValueColumns(
+        _text([keys[e[0]][0] for e in entries]),
+        np.array([keys[e[0]][1] for e in entries], dtype=np.int64),
+        np.array([keys[e[0]][2] for e in entries], dtype=np.int64),
+        _text([e[2] for e in entries]),
+        np.array([e[3] for e in entries], dtype=np.float64),
+        _text([e[4] for e in entries]),
+        _text([e[5] for e in entries]),
+    )
+
+
+def _order(entry: Entry) -> tuple[int, int]:
+    return entry[0], entry[1]
+
+
+def _region_ids(
+    parts: RunParts, ignored: set[str]
+) -> tuple[list[tuple[str | None, int, int]], set[int], dict[int, int]]:
+    """Region ids numbered as ``combine_records`` meets them (per run: its regions, then its kept records).
+
+    Returns per id its (annotation, config, run), the ids of failed regions, and per kept record row its id.
+    """
+    rec, reg, runs = parts.records, parts.regions, parts.runs
+    reg_keys = list(zip(reg.annotation.strings(), reg.config.tolist(), reg.run.tolist(), strict=True))
+    rec_keys = list(zip(rec.annotation.strings(), rec.config.tolist(), rec.run.tolist(), strict=True))
+    dropped = [name in ignored for name in rec.kernel.names]
+    kernels = rec.kernel.codes.tolist()
+    reg_failed = reg.failed.tolist()
+    index: dict[tuple[str | None, int, int], int] = {}
+    failed: set[int] = set()
+    rid_of: dict[int, int] = {}
+    g = r = 0
+    for n_regions, n_records in zip(runs.n_regions.tolist(), runs.n_records.tolist(), strict=True):
+        for j in range(g, g + n_regions):
+            rid = index.setdefault(reg_keys[j], len(index))
+            if reg_failed[j]:
+                failed.add(rid)
+        for j in range(r, r + n_records):
+            if not dropped[kernels[j]]:
+                rid_of[j] = index.setdefault(rec_keys[j], len(index))
+        g, r = g + n_regions, r + n_records
+    return list(index), failed, rid_of
+
+
+def _ranks(names: Sequence[Any], metrics: Sequence[str]) -> dict[Any, int]:
+    """Per metric name, its place among a region's metrics: the requested ones in order, then the others sorted."""
+    rank: dict[Any, int] = {m: i for i, m in enumerate(metrics)}
+    extra = sorted(n for n in dict.fromkeys(names) if n not in rank)
+    rank.update((n, len(metrics) + i) for i, n in enumerate(extra))
+    return rank
+
+
+def _group_value(
+    rec: RecordColumns,
+    fields: tuple[list[float], list[Any], list[int]],
+    rows: list[int],
+    combine: Callable[[float, float], float] | None,
+) -> tuple[float, str | None]:
+    """The value and kernel name of one group of records (one region and metric), as ``fold`` makes them.
+
+    ``fields``: the records' values, kernel names and launch order (``seq``) as lists.
+    """
+    values, kernels, seq = fields
+    if len(rows) == 1:
+        return values[rows[0]], kernels[rows[0]]
+    assert combine is not None, "several records in a region without combine: the object path raises"
+    ordered = sorted(rows, key=seq.__getitem__)  # launch order; stable: ties keep record order
+    number = _reduce(combine, [values[i] for i in ordered])
+    if number is None:  # fold raises the error combine_records raises (it folds, should combine now succeed)
+        number = fold([_record(rec, i) for i in rows], combine).value
+    return number, "|".join([kernels[i] for i in ordered])
+
+
+def _reduce(combine: Callable[[float, float], float], values: list[float]) -> float | None:
+    """``combine`` folded over ``values`` as a float; ``None`` when it raised or returned no number."""
+    try:
+        return as_float(functools.reduce(combine, values))
+    except Exception:
+        return None
+
+
+def _record(rec: RecordColumns, i: int) -> Any:
+    """Row ``i`` of the record columns as a :class:`~nsightx._results.records.Record`."""
+    return new_record(
+        rec.annotation.names[rec.annotation.codes[i]],
+        int(rec.config[i]),
+        int(rec.run[i]),
+        rec.kernel.names[rec.kernel.codes[i]],
+        rec.metric.names[rec.metric.codes[i]],
+        float(rec.value[i]),
+        rec.unit.names[rec.unit.codes[i]],
+        int(rec.seq[i]),
+    )
+
+
+def _text(items: list[Any]) -> Text:
+    """The column of ``items``, its names in first-seen order (as ``combine_columns`` numbers them)."""
+    index: dict[Any, int] = {}
+    codes = [index.setdefault(item, len(index)) for item in items]
+    return Text(np.array(codes, dtype=code_type(len(index))), list(index))
