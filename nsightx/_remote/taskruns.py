@@ -18,7 +18,7 @@ import pickle
 from collections.abc import Callable
 
 from nsightx._results.records import CollectorValue, Record, RunRecords, new_collector_value
-from nsightx._results.rows import CollectorRow, RecordRow, RunRow, run_from_row
+from nsightx._results.rows import CollectorRow, RecordRow, RunRow, RunValues, run_from_row
 
 
 class TaskRuns:
@@ -120,8 +120,15 @@ def _record_as(record: Record, index: int) -> Record:
     return dataclasses.replace(record, config=index)
 
 
-def _collector_as(value: CollectorRow | CollectorValue, index: int) -> CollectorRow | CollectorValue:
-    """A collector value of a row, as a tuple or an object, numbered as config ``index`` (a ONCE value stays)."""
+def _collector_as(
+    value: CollectorRow | CollectorValue | RunValues, index: int
+) -> CollectorRow | CollectorValue | RunValues:
+    """A collector value of a row, as a tuple or an object, numbered as config ``index`` (a ONCE value stays).
+
+    A :class:`~nsightx._results.rows.RunValues` answer stays as it is: its values take their config from the run.
+    """
+    if type(value) is RunValues:
+        return value
     if isinstance(value, tuple):
         name, scope, config, run, annotation, v = value
         return value if config is None else (name, scope, index, run, annotation, v)
