@@ -101,12 +101,17 @@ def _run_as(run: RunRecords, index: int) -> RunRecords:
         config=index,
         records=tuple(_record_as(r, index) for r in run.records),
         regions=tuple(dataclasses.replace(g, config=index) for g in run.regions),
-        collectors=tuple(_as_object(_collector_as(c, index)) for c in run.collectors),
+        collectors=tuple(_value_as(_as_object(c), index) for c in run.collectors),
     )
 
 
 def _as_object(value: CollectorRow | CollectorValue) -> CollectorValue:
     return new_collector_value(*value) if isinstance(value, tuple) else value
+
+
+def _value_as(value: CollectorValue, index: int) -> CollectorValue:
+    """A collector value object numbered as config ``index`` (a ONCE value stays)."""
+    return value if value.config is None else dataclasses.replace(value, config=index)
 
 
 def _record_row_as(record: RecordRow | Record, index: int) -> RecordRow | Record:
@@ -127,9 +132,9 @@ def _collector_as(
 
     A :class:`~nsightx._results.rows.RunValues` answer stays as it is: its values take their config from the run.
     """
-    if type(value) is RunValues:
+    if isinstance(value, RunValues):
         return value
     if isinstance(value, tuple):
         name, scope, config, run, annotation, v = value
         return value if config is None else (name, scope, index, run, annotation, v)
-    return value if value.config is None else dataclasses.replace(value, config=index)
+    return _value_as(value, index)
