@@ -94,7 +94,7 @@ if TYPE_CHECKING:
     from nsightx._remote.child import run_child
     from nsightx._remote.reducers import register_reducer, unregister_reducer
     from nsightx._results.records import CollectorValue, Record, RegionId, RegionRun, RunRecords, Scalar, new_record
-    from nsightx._results.rows import RecordRow
+    from nsightx._results.rows import RecordRow, RunValues
     from nsightx._results.sink import Sink, read_raw
     from nsightx._run.backend import (
         COLLECT_EVERY,
@@ -113,7 +113,6 @@ if TYPE_CHECKING:
     from nsightx._run.device import visible as visible_gpus
     from nsightx._run.plan import Plan
     from nsightx._run.provenance import cpu_model, git_state
-    from nsightx._run.runvalues import RunValues
     from nsightx._run.thermal import TemperatureSource, ThermalReading, ThermalSettings
 
 _SOURCES: dict[str, tuple[str, ...]] = {
@@ -130,7 +129,6 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "Session",
     ),
     "nsightx._run.collectors": ("CollectContext", "CollectorLike", "CollectResult", "InfoCollector"),
-    "nsightx._run.runvalues": ("RunValues",),
     "nsightx._cudainfo": (
         "LIMIT_PERSISTING_L2_CACHE_SIZE",
         "MIN_FLUSH_BYTES",
@@ -174,7 +172,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "new_record",
     ),
     "nsightx._results.sink": ("Sink", "read_raw"),
-    "nsightx._results.rows": ("RecordRow",),
+    "nsightx._results.rows": ("RecordRow", "RunValues"),
     "nsightx._run.thermal": ("TemperatureSource", "ThermalReading", "ThermalSettings"),
     "nsightx._remote.call": ("RemoteCall", "child_env"),
     "nsightx._remote.child": ("run_child",),

@@ -15,8 +15,8 @@ from typing import Any
 
 from nsightx._enums import CollectionScope
 from nsightx._remote.channel import ProxyCollector
+from nsightx._results.rows import to_scalar
 from nsightx._run.collectors import CollectContext, CollectorLike
-from nsightx._run.loop import to_scalar
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
 from nsightx._run.thermal import PAUSE_COLUMN, Guard, NoGuard

@@ -18,7 +18,7 @@ import pickle
 from collections.abc import Callable
 
 from nsightx._results.records import CollectorValue, Record, RunRecords, new_collector_value
-from nsightx._results.rows import CollectorRow, RecordRow, RunRow, run_from_row
+from nsightx._results.rows import CollectorRow, RecordRow, RunRow, RunValues, run_from_row
 
 
 class TaskRuns:
@@ -101,12 +101,17 @@ def _run_as(run: RunRecords, index: int) -> RunRecords:
         config=index,
         records=tuple(_record_as(r, index) for r in run.records),
         regions=tuple(dataclasses.replace(g, config=index) for g in run.regions),
-        collectors=tuple(_as_object(_collector_as(c, index)) for c in run.collectors),
+        collectors=tuple(_value_as(_as_object(c), index) for c in run.collectors),
     )
 
 
 def _as_object(value: CollectorRow | CollectorValue) -> CollectorValue:
     return new_collector_value(*value) if isinstance(value, tuple) else value
+
+
+def _value_as(value: CollectorValue, index: int) -> CollectorValue:
+    """A collector value object numbered as config ``index`` (a ONCE value stays)."""
+    return value if value.config is None else dataclasses.replace(value, config=index)
 
 
 def _record_row_as(record: RecordRow | Record, index: int) -> RecordRow | Record:
@@ -120,9 +125,16 @@ def _record_as(record: Record, index: int) -> Record:
     return dataclasses.replace(record, config=index)
 
 
-def _collector_as(value: CollectorRow | CollectorValue, index: int) -> CollectorRow | CollectorValue:
-    """A collector value of a row, as a tuple or an object, numbered as config ``index`` (a ONCE value stays)."""
+def _collector_as(
+    value: CollectorRow | CollectorValue | RunValues, index: int
+) -> CollectorRow | CollectorValue | RunValues:
+    """A collector value of a row, as a tuple or an object, numbered as config ``index`` (a ONCE value stays).
+
+    A :class:`~nsightx._results.rows.RunValues` answer stays as it is: its values take their config from the run.
+    """
+    if isinstance(value, RunValues):
+        return value
     if isinstance(value, tuple):
         name, scope, config, run, annotation, v = value
         return value if config is None else (name, scope, index, run, annotation, v)
-    return value if value.config is None else dataclasses.replace(value, config=index)
+    return _value_as(value, index)

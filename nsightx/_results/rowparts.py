@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from nsightx._results.records import RunRecords
-from nsightx._results.rows import RunRow, runs_from_rows
+from nsightx._results.rows import RunRow, RunValues, runs_from_rows
 from nsightx._results.runblock import RunBlock, concat_parts
 from nsightx._results.schema import gc_paused
+from nsightx._results.sharedcolumns import shared_collector_parts
 from nsightx._results.store import (
     CollectorColumns,
     RecordColumns,
@@ -131,15 +132,20 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts
     run_ids = np.fromiter(map(itemgetter(1), rows), np.int64, count)
     n_records, n_regions = (np.fromiter(map(len, map(itemgetter(i), rows)), np.int64, count) for i in (2, 3))
     values: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(5), rows)))
-    n_collectors = (  # most calls have no collector with something to say: no pass over the rows then
-        np.fromiter(map(len, map(itemgetter(5), rows)), np.int64, count) if values else np.zeros(count, np.int64)
-    )
+    kinds = set(map(type, values))
+    if RunValues in kinds:  # answers that stand for several values each: spread per shared mapping
+        n_collectors, collectors = shared_collector_parts(rows, values)
+    else:  # most calls have no collector with something to say: no pass over the rows then
+        n_collectors = (
+            np.fromiter(map(len, map(itemgetter(5), rows)), np.int64, count) if values else np.zeros(count, np.int64)
+        )
+        collectors = _collector_columns(values, kinds)
     runs = RunColumns(configs, run_ids, n_records, n_regions, n_collectors)
     records: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(2), rows)))
     if records and set(map(type, records)) != {tuple}:
         records = [r if type(r) is tuple else _record_tuple(r) for r in records]
     regions = _region_columns(rows, configs, run_ids, n_regions)
-    return RunParts(runs, RecordColumns.of_rows(records), regions, _collector_columns(values))
+    return RunParts(runs, RecordColumns.of_rows(records), regions, collectors)
 
 
 def _with_blocks(items: Sequence[Any]) -> RunParts:
@@ -165,11 +171,14 @@ _collector_tuple = attrgetter(*_COLLECTOR_FIELDS)
 """A :class:`~nsightx._results.records.CollectorValue` object's fields as a tuple (a collector row)."""
 
 
-def _collector_columns(values: list[Any]) -> CollectorColumns:
-    """The columns of collector rows and objects (the run loop hands rows; a run object holds objects)."""
+def _collector_columns(values: list[Any], kinds: set[type]) -> CollectorColumns:
+    """The columns of collector rows and objects (the run loop hands rows; a run object holds objects).
+
+    ``kinds`` is the set of the types of ``values``.
+    """
     if not values:
         return CollectorColumns([], [], [], [], [], [])
-    if set(map(type, values)) != {tuple}:  # the run loop's rows are tuples already
+    if kinds != {tuple}:  # the run loop's rows are tuples already
         values = [v if type(v) is tuple else _collector_tuple(v) for v in values]
     # one pass per field, not zip(*values): that builds an argument tuple of every row and took ~1.5x as long
     # (the nvml plugin's seven values a run: ~2.5 us a run of a deferred call, on the path of the whole call)

@@ -60,9 +60,9 @@ class CollectorLike(Protocol):
     run loop then never calls its ``collect`` in the call, so it costs no run anything, and still calls ``stop``
     at the end. It adds no column then, as a ``collect`` returning an empty mapping would not.
 
-    A RUN collector may return a :class:`~nsightx._run.runvalues.RunValues` (a mapping shared by many runs, not
+    A RUN collector may return a :class:`~nsightx._results.rows.RunValues` (a mapping shared by many runs, not
     copied, and one value of the run's own): the run loop keeps its shared values converted once for all the runs
-    that share them (see :mod:`nsightx._run.runvalues`).
+    that share them (see :class:`nsightx._results.rows.RunValues`).
 
     Optional too: a RUN collector whose ``reads_run_fields`` attribute is exactly ``False`` says that its
     ``collect`` reads only context fields that are the same for every run of a config (scope, function, args,

@@ -36,7 +36,17 @@ from nsightx._results.records import (
     new_collector_value,
     new_record,
 )
-from nsightx._results.rows import CollectorRow, RunRow, run_from_row
+from nsightx._results.rows import PLAIN_TYPES as _PLAIN_TYPES
+from nsightx._results.rows import (
+    CollectorRow,
+    RunRow,
+    RunValues,
+    own_scalar,
+    run_from_row,
+    shared_rows,
+    to_scalar,
+    values_rows,
+)
 from nsightx._results.sink import Sink
 from nsightx._run import backend as _backend
 from nsightx._run import context as _context
@@ -48,7 +58,6 @@ from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._run.device import use_device
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
-from nsightx._run.runvalues import RunValues
 from nsightx._run.thermal import NoGuard, make_guard
 
 BLOCK_MIN_RUNS = 128
@@ -90,15 +99,8 @@ def _add_rows(
     """
     if result is _FAILED:
         out.append((name, scope, config, run, annotation, None))
-    elif type(result) is RunValues:
-        last = _shared
-        if last[0] is not result.shared or last[1] != result.name:
-            _shared_columns(result)  # a new shared mapping: converted once
-        out += [(k, scope, config, run, annotation, v) for k, v in last[4]]
-        value = result.value
-        out.append(
-            (result.name, scope, config, run, annotation, value if type(value) in _PLAIN_TYPES else to_scalar(value))
-        )
+    elif type(result) is RunValues:  # an ANNOTATION answer (a RUN one stays in the run's row as it is)
+        out += values_rows(result, config, run, scope, annotation)
     elif type(result) is dict:  # _call copied every mapping into a dict
         plain, scalar = _PLAIN_TYPES, to_scalar
         out += [
@@ -107,28 +109,6 @@ def _add_rows(
         ]
     else:
         out.append((name, scope, config, run, annotation, to_scalar(result)))
-
-
-_shared: list[Any] = [None, None, (), (), ()]
-"""The last :class:`RunValues` mapping :func:`_shared_columns` converted: [mapping, own name, its keys, values,
-(key, value) pairs]."""
-
-
-def _shared_columns(values: RunValues) -> tuple[tuple[str, ...], tuple[Scalar, ...]]:
-    """The columns and scalars of ``values.shared`` without ``values.name``, converted once per shared mapping.
-
-    The runs that share a mapping (the nvml sampler's latest sample) share its conversion: a run converts nothing
-    until a new mapping comes. The mapping is kept referenced, so its identity is not reused by another one.
-    """
-    shared, name = values.shared, values.name
-    last = _shared
-    if last[0] is shared and last[1] == name:
-        return last[2], last[3]
-    plain = _PLAIN_TYPES
-    keys = tuple(k if type(k) is str else str(k) for k in shared if k != name)
-    scalars = tuple(v if type(v) in plain else to_scalar(v) for k, v in shared.items() if k != name)
-    last[:] = [shared, name, keys, scalars, tuple(zip(keys, scalars, strict=True))]
-    return keys, scalars
 
 
 class _Collectors:
@@ -222,14 +202,18 @@ class _Collectors:
 
         This runs before every measured run, between two launches of a host-bound sweep: no keyword mapping is
         built, and the rows are made here, except for an answer that is a
-        :class:`~nsightx._run.runvalues.RunValues`: that one is kept as it is (as :meth:`gather` keeps an answer)
+        :class:`~nsightx._results.rows.RunValues`: that one is kept as it is (as :meth:`gather` keeps an answer)
         and made into rows by :meth:`materialize` when the run is written, off the measured path of a deferred
         session.
         """
         ctx = self._run_context(config, run)
         out: list[Any] = []
         for c in self.by_scope[_RUN_SCOPE]:
-            _add_rows(out, c.name, _RUN, config, run, None, self._call(c, ctx))
+            result = self._call(c, ctx)
+            if type(result) is RunValues:  # kept as it is: it stands for its rows (see RunRow)
+                out.append(result)
+            else:
+                _add_rows(out, c.name, _RUN, config, run, None, result)
         return out
 
     def gather_run(self, config: int, run: int, into: list[Any] | None = None) -> list[Any]:
@@ -244,7 +228,8 @@ class _Collectors:
         call, name_of = self._call, _gathered
         out: list[Any] = [] if into is None else into
         for c in self.by_scope[_RUN_SCOPE]:
-            out.append(name_of((c.name, _RUN, config, run, None, call(c, ctx))))
+            result = call(c, ctx)  # a RunValues stays as it is, also in the run's row (see RunRow)
+            out.append(result if type(result) is RunValues else name_of((c.name, _RUN, config, run, None, result)))
         return out
 
     def _run_context(self, config: int, run: int) -> CollectContext:
@@ -273,12 +258,11 @@ class _Collectors:
         for c in self.by_scope[_RUN_SCOPE]:
             result = self._call(c, ctx)
             if type(result) is RunValues:
-                keys, scalars = _shared_columns(result)
+                keys, scalars = shared_rows(result)
                 names += keys
                 values += scalars
                 names.append(result.name)
-                own = result.value
-                values.append(own if type(own) in _PLAIN_TYPES else to_scalar(own))
+                values.append(own_scalar(result))
             elif type(result) is dict:
                 plain, scalar = _PLAIN_TYPES, to_scalar
                 names += [k if type(k) is str else str(k) for k in result]
@@ -360,29 +344,6 @@ class _Collectors:
                 RuntimeWarning,
                 stacklevel=5,
             )
-
-
-_SCALAR_TYPES = (int, float, str)  # bool is an int
-"""A tuple, not ``int | float | str``: ``isinstance`` with a union expression builds the union at every call
-(0.48 against 0.11 us on a CI CPU), and :func:`to_scalar` runs for every collector value of every run, between
-two launches of a host-bound sweep."""
-
-
-_PLAIN_TYPES = frozenset({int, float, str, bool, type(None)})
-"""Types :func:`to_scalar` returns unchanged: :meth:`_Collectors.materialize` takes such a value without the call."""
-
-
-def to_scalar(value: object) -> Scalar:
-    """A collector's value as the result schema takes it (the ncu backend's parent-side collectors use it too).
-
-    Scalars stay as they are, numbers such as numpy scalars and 0-d tensors become float, anything else its str.
-    """
-    if value is None or isinstance(value, _SCALAR_TYPES):
-        return value
-    try:
-        return float(value)  # type: ignore[arg-type]  # numpy scalars, 0-d tensors
-    except (TypeError, ValueError):
-        return str(value)
 
 
 @dataclass

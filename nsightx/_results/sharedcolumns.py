@@ -1,0 +1,130 @@
+"""The collector columns of compact runs whose values include :class:`~nsightx._results.rows.RunValues` answers.
+
+A :class:`~nsightx._results.rows.RunValues` in a run's compact row stands for several values of that run (the nvml
+plugin's: five values of a sample shared by ~100 runs, and the sample's age). Made into six rows per run when the
+run was written, then read field by field into the result's columns, they cost ~2.5 us a run of a deferred call on
+the GPU host (issue 35). Here each distinct shared mapping is converted once (its names and scalars), and the
+columns of all runs are spread from those with numpy indexing: per answer only its shared mapping's identity and
+its own value are read in Python.
+
+The columns are those :func:`~nsightx._results.rowparts.parts_from_rows` makes of the same runs with each answer
+expanded into its rows (:func:`~nsightx._results.rows.values_rows`), value for value and in the same order.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import numpy as np
+
+from nsightx._results.rows import RUN_SCOPE, RunValues, own_scalar, shared_rows
+from nsightx._results.store import CollectorColumns
+
+_COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")
+_collector_tuple = attrgetter(*_COLLECTOR_FIELDS)
+_shared_of, _name_of, _value_of = attrgetter("shared"), attrgetter("name"), attrgetter("value")
+
+
+def _objects(values: Any, count: int) -> Any:
+    """An object array of ``values`` as they are (a tuple stays one element; an int stays a Python int)."""
+    return np.fromiter(values, object, count)
+
+
+def shared_collector_parts(rows: Sequence[Any], items: list[Any]) -> tuple[Any, CollectorColumns]:
+    """Per run of ``rows`` its number of collector values, and the columns of all of them.
+
+    Args:
+        rows: Compact runs (tuples); ``items`` is the chain of their collector entries, among which are
+            :class:`RunValues` answers (each the RUN-scope values of its run, see
+            :func:`~nsightx._results.rows.values_rows`), the others rows or value objects.
+        items: The collector entries of ``rows``, run after run.
+    """
+    count, n = len(rows), len(items)
+    per_run = np.fromiter(map(len, map(itemgetter(5), rows)), np.int64, count)
+    item_run = np.repeat(np.arange(count), per_run)
+    entries = _objects(items, n)
+    is_shared = _objects(map(type, items), n) == RunValues
+    shared_at = np.flatnonzero(is_shared)
+    answers: list[RunValues] = entries[shared_at].tolist()
+    group, names, scalars = _groups(answers)
+    sizes = np.ones(n, np.int64)
+    sizes[shared_at] = np.array([len(x) for x in names], np.int64)[group]
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    total = int(ends[-1]) if n else 0
+    columns = [np.empty(total, object) for _ in _COLLECTOR_FIELDS]  # None where not set: the annotation
+    _put_plain(columns, entries[~is_shared].tolist(), starts[~is_shared])
+    _put_shared(columns, rows, answers, (group, names, scalars), (shared_at, starts, sizes, item_run))
+    run_ends = np.cumsum(per_run)
+    bounds = np.concatenate([[0], ends])
+    n_collectors = bounds[run_ends] - bounds[run_ends - per_run]
+    name, scope, config, run, annotation, value = (c.tolist() for c in columns)
+    return n_collectors, CollectorColumns(name, scope, config, run, annotation, value)
+
+
+def _groups(answers: list[RunValues]) -> tuple[Any, list[tuple[str, ...]], list[tuple[Any, ...]]]:
+    """The distinct (shared mapping, own name) of ``answers``: each answer's group, each group's names and scalars.
+
+    A group's names are the shared mapping's converted keys and then the own name; its scalars the converted shared
+    values and then ``None`` (the place of each answer's own value).
+    """
+    count = len(answers)
+    names_of = list(map(_name_of, answers))
+    ids = np.fromiter(map(id, map(_shared_of, answers)), np.uint64, count)
+    if len(set(names_of)) <= 1:
+        _, first, group = np.unique(ids, return_index=True, return_inverse=True)
+    else:  # own names differ: a group per (mapping, name), numbered as first seen
+        index: dict[tuple[int, str], int] = {}
+        groups: list[int] = []
+        firsts: list[int] = []
+        for i, key in enumerate(zip(ids.tolist(), names_of, strict=True)):
+            g = index.get(key)
+            if g is None:
+                g = index[key] = len(firsts)
+                firsts.append(i)
+            groups.append(g)
+        group, first = np.array(groups, np.int64), np.array(firsts, np.int64)
+    names: list[tuple[str, ...]] = []
+    scalars: list[tuple[Any, ...]] = []
+    for i in first.tolist():
+        keys_g, values_g = shared_rows(answers[i])
+        names.append((*keys_g, answers[i].name))
+        scalars.append((*values_g, None))
+    return group.reshape(-1), names, scalars
+
+
+def _put_plain(columns: list[Any], plain: list[Any], at: Any) -> None:
+    """Write the plain entries (rows, or value objects) into ``columns`` at the rows ``at``."""
+    if not plain:
+        return
+    plain = [p if type(p) is tuple else _collector_tuple(p) for p in plain]
+    for column, getter in zip(columns, map(itemgetter, range(len(_COLLECTOR_FIELDS))), strict=True):
+        column[at] = _objects(map(getter, plain), len(plain))
+
+
+def _put_shared(columns: list[Any], rows: Sequence[Any], answers: list[RunValues], groups: Any, where: Any) -> None:
+    """Write the values the ``answers`` stand for into ``columns``, spread from their groups' names and scalars."""
+    if not answers:
+        return
+    group, names, scalars = groups
+    shared_at, starts, sizes, item_run = where
+    offsets = np.cumsum([0] + [len(x) for x in names])
+    flat_names = _objects(itertools.chain.from_iterable(names), int(offsets[-1]))
+    flat_scalars = _objects(itertools.chain.from_iterable(scalars), int(offsets[-1]))
+    per_answer = sizes[shared_at]
+    out_at = np.repeat(starts[shared_at], per_answer)
+    answer_of = np.repeat(np.arange(len(answers)), per_answer)
+    within = np.arange(len(out_at)) - np.repeat(np.cumsum(per_answer) - per_answer, per_answer)
+    out_at += within
+    table_at = offsets[group][answer_of] + within
+    name, scope, config, run, _, value = columns
+    name[out_at] = flat_names[table_at]
+    value[out_at] = flat_scalars[table_at]
+    value[starts[shared_at] + per_answer - 1] = _objects(map(own_scalar, answers), len(answers))
+    scope[out_at] = RUN_SCOPE
+    run_at = item_run[shared_at][answer_of]
+    config[out_at] = _objects(map(itemgetter(0), rows), len(rows))[run_at]
+    run[out_at] = _objects(map(itemgetter(1), rows), len(rows))[run_at]
