@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from nsightx.ext import Record, RegionId, RunOutput, Scalar, new_record
+from nsightx.ext import RegionId, RunOutput, Scalar, new_record
 from nsightx_cupti._names import kernel_base_name
 
 METRIC = "gpu__time_duration.sum"
@@ -203,7 +203,14 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
         else:
             by_region[owner].append(new(Attributed, (k, "window")))
     for kernels in by_region.values():
-        if len(kernels) > 1:
+        n = len(kernels)
+        if n == 2:  # the split-K region: one comparison, where a sort costs a key call per kernel on top
+            first, second = kernels[0].kernel, kernels[1].kernel
+            if first.correlation_id < second.correlation_id:
+                continue
+            if _launch_order(kernels[1]) < _launch_order(kernels[0]):
+                kernels.reverse()
+        elif n > 2:
             kernels.sort(key=_launch_order)
     return result
 
@@ -325,21 +332,30 @@ def to_run_output(
 
 
 def to_run_outputs(
-    attribution: Attribution, windows: Mapping[Any, Sequence[RegionWindow]], metrics: Sequence[str] = (METRIC,)
+    attribution: Attribution,
+    windows: Mapping[Any, Sequence[RegionWindow]],
+    metrics: Sequence[str] = (METRIC,),
+    *,
+    rows: bool = False,
 ) -> dict[Any, RunOutput]:
     """:func:`to_run_output` for several runs at once (keyed like ``windows``).
 
     The records are built directly (:func:`~nsightx.ext.new_record`, of values made here): this runs after the
     session's wait for the GPU, on the measured path of the whole call, where validating them cost more than
-    building them and the dataclass constructor ~40% more than the builder.
+    building them and the dataclass constructor ~40% more than the builder. With ``rows``, each run's records are
+    handed over as :data:`~nsightx.ext.RecordRow` tuples in ``RunOutput.record_rows`` instead (the same fields; the
+    run loop makes a :class:`~nsightx.ext.Record` of one only when something asks for it), a tenth of the
+    builder's cost per record. Each distinct kernel name is shortened once per call.
     """
     outputs: dict[Any, RunOutput] = {}
     want = METRIC in metrics
     by_region = attribution.by_region
     none: tuple[Attributed, ...] = ()
-    nan, base = math.nan, kernel_base_name
+    nan, base, make = math.nan, kernel_base_name, (None if rows else new_record)
+    names: dict[str, str] = {}
     for key, ws in windows.items():
-        records: list[Record] = []
+        records: list[Any] = []
+        add = records.append
         attributes: dict[str, dict[str, Scalar]] = {}
         for w in ws:
             kernels = by_region.get(w.external_id, none)
@@ -348,11 +364,31 @@ def to_run_outputs(
                 continue
             annotation, config, run = w.annotation, w.config, w.run
             for seq, (k, _) in enumerate(kernels):
-                start, end = k.start, k.end
+                start, end, name = k.start, k.end, k.name
                 value = float(end - start) if end >= start > 0 else nan
-                records.append(new_record(annotation, config, run, base(k.name), METRIC, value, "ns", seq))
-        outputs[key] = RunOutput(records, attributes)
+                short = names.get(name)
+                if short is None:
+                    short = names[name] = base(name)
+                row = (annotation, config, run, short, METRIC, value, "ns", seq)
+                add(row if make is None else make(*row))
+        outputs[key] = RunOutput([], attributes, records) if rows else RunOutput(records, attributes)
     return outputs
+
+
+def incomplete(attribution: Attribution, batch: ActivityBatch) -> KernelActivity | None:
+    """The first kernel placed in a region whose record is incomplete (no start, or an end before it), else None.
+
+    "First" in the order of :attr:`Attribution.by_region`. The batch's kernels are scanned first, in one pass
+    without a lookup per region: in the common collection none is incomplete and nothing else is done.
+    """
+    if not any(k.start <= 0 or k.end < k.start for k in batch.kernels):
+        return None
+    for kernels in attribution.by_region.values():
+        for a in kernels:
+            k = a.kernel
+            if k.start <= 0 or k.end < k.start:
+                return k
+    return None
 
 
 # --- fixtures --------------------------------------------------------------------------------------------

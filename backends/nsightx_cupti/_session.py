@@ -40,6 +40,7 @@ from nsightx_cupti._attribution import (
     KernelActivity,
     RegionWindow,
     attribute,
+    incomplete,
     silent_launches,
     to_run_output,
     to_run_outputs,
@@ -336,7 +337,7 @@ class CuptiSession(Session):
         by_run: dict[tuple[int, int], list[RegionWindow]] = {key: [] for key in finished}
         for w in windows:
             by_run.setdefault((w.config, w.run), []).append(w)
-        outputs = to_run_outputs(attribution, by_run, self.metrics)
+        outputs = to_run_outputs(attribution, by_run, self.metrics, rows=True)
         self.cost_ns["runs"] += len(by_run)
         self.cost_ns["total"] = self.cost_ns.get("total", 0) + time.perf_counter_ns() - t0
         return outputs
@@ -368,14 +369,13 @@ class CuptiSession(Session):
             self._untraced(attribution.untraced)
         if learn_gate is not None:
             learn_gate(attribution.outside_apis, len(attribution.untraced), len(windows))
-        for kernels in attribution.by_region.values():
-            for a in kernels:
-                if a.kernel.start <= 0 or a.kernel.end < a.kernel.start:
-                    raise MeasurementError(
-                        f"CUPTI delivered an incomplete record for kernel {a.kernel.name[:80]!r} "
-                        f"(start={a.kernel.start}, end={a.kernel.end}); it was probably still running on a "
-                        "device other than the measured one. Synchronise that device inside the region."
-                    )
+        bad = incomplete(attribution, batch)
+        if bad is not None:
+            raise MeasurementError(
+                f"CUPTI delivered an incomplete record for kernel {bad.name[:80]!r} "
+                f"(start={bad.start}, end={bad.end}); it was probably still running on a "
+                "device other than the measured one. Synchronise that device inside the region."
+            )
         cost = self.cost_ns
         cost["sync"] += t1 - t0
         cost["collect"] += t2 - t1

@@ -1,0 +1,129 @@
+"""The cupti session's collection hands its records over as record rows (issue 35): the same records, attributes
+and errors as the :class:`Record` path, on every captured fixture and on made-up batches."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import _paths
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nsightx_cupti._attribution import (
+    ActivityBatch,
+    KernelActivity,
+    RegionWindow,
+    attribute,
+    batch_from_json,
+    incomplete,
+    to_run_output,
+    to_run_outputs,
+)
+from nsightx_cupti._session import CuptiSession
+
+from nsightx._errors import MeasurementError
+from nsightx.ext import new_record
+
+ROOT = _paths.FIXTURES / "cupti"
+ALL = sorted([*ROOT.glob("*.json"), *(ROOT / "api_always").glob("*.json")])
+
+
+class Replay:
+    """Hands one batch back from ``collect`` (CUPTI's flush is the library boundary)."""
+
+    def __init__(self, batch: ActivityBatch) -> None:
+        self.batch = batch
+        self.api_tracing = "region"
+
+    def collect(self) -> ActivityBatch:
+        return self.batch
+
+
+class NoDevice:
+    def synchronize(self) -> None:
+        pass
+
+
+def _as_runs(windows: list[RegionWindow], runs: int) -> list[RegionWindow]:
+    """The fixture's windows spread over ``runs`` runs of config 0 (same external ids: the same kernels)."""
+    return [dataclasses.replace(w, run=i % runs) for i, w in enumerate(windows)]
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_rows_are_the_records_on_every_fixture(path: Path) -> None:
+    batch, windows, _ = batch_from_json(path.read_text(encoding="utf-8"))
+    attribution = attribute(batch, windows)
+    by_run = {(0, 0): windows, (0, 1): []}
+    as_records = to_run_outputs(attribution, by_run)
+    as_rows = to_run_outputs(attribution, by_run, rows=True)
+    assert as_rows.keys() == as_records.keys()
+    for key, out in as_records.items():
+        rows = as_rows[key]
+        assert rows.records == [] and [new_record(*r) for r in rows.record_rows] == out.records
+        assert rows.region_attributes == out.region_attributes
+    assert as_records[(0, 0)].records == to_run_output(attribution, windows).records
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_session_collects_rows_equal_to_the_attributed_records(path: Path) -> None:
+    batch, windows, _ = batch_from_json(path.read_text(encoding="utf-8"))
+    windows = _as_runs(windows, 2)
+    session = CuptiSession(Replay(batch), NoDevice(), deferred=True)  # type: ignore[arg-type]
+    session._windows = list(windows)
+    session._finished = [(0, 0), (0, 1), (0, 2)]  # run 2 opened no region: an empty output
+    outputs = session.collect_runs()
+    expected = to_run_outputs(attribute(batch, windows), {(0, r): [w for w in windows if w.run == r] for r in range(3)})
+    for key, out in expected.items():
+        got = outputs[key]
+        assert [new_record(*r) for r in got.record_rows] == out.records
+        assert got.region_attributes == out.region_attributes
+
+
+def test_an_incomplete_kernel_is_still_an_error_naming_it() -> None:
+    batch, windows, _ = batch_from_json((ROOT / "splitk_512.json").read_text(encoding="utf-8"))
+    attribution = attribute(batch, windows)
+    (mine,) = attribution.by_region.values()
+    bad = mine[1].kernel
+    batch.kernels[batch.kernels.index(bad)] = broken = bad._replace(end=bad.start - 1)
+    assert incomplete(attribute(batch, windows), batch) == broken
+    session = CuptiSession(Replay(batch), NoDevice(), deferred=True)  # type: ignore[arg-type]
+    session._windows, session._finished = list(windows), [(0, 1)]
+    with pytest.raises(MeasurementError, match=r"incomplete record for kernel .*end=\d+\)"):
+        session.collect_runs()
+
+
+def test_an_incomplete_kernel_outside_every_region_is_no_error() -> None:
+    batch, windows, _ = batch_from_json((ROOT / "splitk_512.json").read_text(encoding="utf-8"))
+    attribution = attribute(batch, windows)
+    placed = {a.kernel for ks in attribution.by_region.values() for a in ks}
+    outside = next(k for k in batch.kernels if k not in placed)
+    batch.kernels[batch.kernels.index(outside)] = outside._replace(start=0)
+    assert incomplete(attribute(batch, windows), batch) is None
+
+
+kernels = st.lists(
+    st.tuples(st.integers(1, 6), st.integers(1, 50), st.integers(0, 3), st.integers(1, 3)),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kernels)
+def test_each_region_is_in_launch_order_and_incomplete_finds_the_first_bad_one(
+    spec: list[tuple[int, int, int, int]],
+) -> None:
+    """Made-up batches (regions 1-3 by external id, correlation ids and starts that tie): each region's kernels in
+    the order a stable sort by (correlation id, start, graph node) gives; the check finds the first broken one."""
+    batch = ActivityBatch()
+    for i, (corr, start, node, region) in enumerate(spec):
+        end = start + 5 if i % 5 else start - 1  # every fifth kernel's record is incomplete
+        batch.kernels.append(KernelActivity(f"k{i}", start, end, corr, graph_node_id=node))
+        batch.externals[corr] = batch.externals.get(corr, region)
+    windows = [RegionWindow(r, f"r{r}", 0, 0, 10 * r, 10 * r + 5) for r in (1, 2, 3)]
+    attribution = attribute(batch, windows)
+    for placed in attribution.by_region.values():
+        order = [a.kernel for a in placed]
+        assert order == sorted(order, key=lambda k: (k.correlation_id, k.start, k.graph_node_id))
+    broken = [a.kernel for ks in attribution.by_region.values() for a in ks if a.kernel.end < a.kernel.start]
+    assert incomplete(attribution, batch) == (broken[0] if broken else None)
