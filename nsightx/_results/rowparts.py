@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from nsightx._results.records import RunRecords
-from nsightx._results.rows import RunRow, RunValues, runs_from_rows
+from nsightx._results.rows import RunRow, RunValues, runs_from_rows, values_rows
 from nsightx._results.runblock import RunBlock, concat_parts
 from nsightx._results.schema import gc_paused
 from nsightx._results.sharedcolumns import shared_collector_parts
@@ -133,6 +133,10 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts
     n_records, n_regions = (np.fromiter(map(len, map(itemgetter(i), rows)), np.int64, count) for i in (2, 3))
     values: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(5), rows)))
     kinds = set(map(type, values))
+    if RunValues in kinds and count < SHARED_MIN_RUNS:  # few runs: each answer as its rows, as a plain mapping's
+        rows = [_expanded(row) if any(type(v) is RunValues for v in row[5]) else row for row in rows]
+        values = list(itertools.chain.from_iterable(map(itemgetter(5), rows)))
+        kinds = set(map(type, values))
     if RunValues in kinds:  # answers that stand for several values each: spread per shared mapping
         n_collectors, collectors = shared_collector_parts(rows, values)
     else:  # most calls have no collector with something to say: no pass over the rows then
@@ -146,6 +150,28 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts
         records = [r if type(r) is tuple else _record_tuple(r) for r in records]
     regions = _region_columns(rows, configs, run_ids, n_regions)
     return RunParts(runs, RecordColumns.of_rows(records), regions, collectors)
+
+
+SHARED_MIN_RUNS = 128
+"""From this many runs, :class:`RunValues` answers are spread per shared mapping (:mod:`.sharedcolumns`); fewer
+runs expand each answer into its rows (:func:`~nsightx._results.rows.values_rows`), the same columns.
+
+The spread's fixed cost (a few dozen numpy calls) is more than a small call's rows cost: on an H100 host the
+matmul sweep's call (44 runs, ~8 samples) spent ~0.33 ms more after the GPU wait with the spread
+(``benchmarks/call_phases.py``, 06:57 against 06:45, session 17); on the 2-core VM the two break even at ~50-100
+runs, and at 200 runs the spread takes ~15-25% less."""
+
+
+def _expanded(row: Any) -> Any:
+    """``row`` with each :class:`RunValues` answer among its collector values replaced by the rows it stands for."""
+    config, run = row[0], row[1]
+    values: list[Any] = []
+    for v in row[5]:
+        if type(v) is RunValues:
+            values.extend(values_rows(v, config, run))
+        else:
+            values.append(v)
+    return (*row[:5], tuple(values))
 
 
 def _with_blocks(items: Sequence[Any]) -> RunParts:

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from nsightx_host import METRIC, HostBackend
 
 import nsightx
+from nsightx._results import rowparts
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.rows import RunValues, runs_from_rows, values_rows
 from nsightx._results.sink import RunSink, read_raw
@@ -121,6 +122,12 @@ def _collectors(result: Any) -> list[tuple[Any, ...]]:
 def test_run_values_give_the_result_of_the_plain_mapping(
     tmp_path: Path, samples: list[dict[Any, Any]], every: int, fail: int, deferred: bool
 ) -> None:
+    for threshold in (0, rowparts.SHARED_MIN_RUNS):  # the spread per shared mapping, and the rows of few runs
+        with mock.patch.object(rowparts, "SHARED_MIN_RUNS", threshold):
+            _same_result(tmp_path, samples, every, fail, deferred)
+
+
+def _same_result(tmp_path: Path, samples: list[dict[Any, Any]], every: int, fail: int, deferred: bool) -> None:
     out = {}
     for plain in (False, True):
         folder = Path(tempfile.mkdtemp(dir=tmp_path))
@@ -154,10 +161,27 @@ def test_the_compact_row_keeps_the_answer_and_its_readers_expand_it() -> None:
     ]
     expanded = [(*row[:5], (row[5][0], *values_rows(row[5][1], 0, row[1]))) for row in rows]
     assert runs_from_rows(rows) == runs_from_rows(expanded)
-    a, b = parts_from_rows(rows), parts_from_rows(expanded)
-    assert vars(a.collectors) == vars(b.collectors) and a.runs.n_collectors.tolist() == [5, 5, 5]
-    assert a.collectors.name[:5] == ["pause", "Clock", "Power", "7", OWN] and type(a.collectors.value[2]) is float
+    for threshold in (0, rowparts.SHARED_MIN_RUNS):
+        with mock.patch.object(rowparts, "SHARED_MIN_RUNS", threshold):
+            a, b = parts_from_rows(rows), parts_from_rows(expanded)
+        assert vars(a.collectors) == vars(b.collectors) and a.runs.n_collectors.tolist() == [5, 5, 5]
+        assert a.collectors.name[:5] == ["pause", "Clock", "Power", "7", OWN] and type(a.collectors.value[2]) is float
     assert PublicRunValues is RunValues
+
+
+def test_few_runs_expand_their_answers_and_many_are_spread_per_sample() -> None:
+    sample = {"Clock": 1980, "Power": 0.5}
+
+    def rows(n: int) -> list[Any]:
+        return [(0, r, (), (), {}, (RunValues(sample, OWN, float(r)),)) for r in range(n)]
+
+    with mock.patch.object(rowparts, "shared_collector_parts", wraps=rowparts.shared_collector_parts) as spread:
+        few = parts_from_rows(rows(rowparts.SHARED_MIN_RUNS - 1))
+        assert spread.call_count == 0
+        many = parts_from_rows(rows(rowparts.SHARED_MIN_RUNS))
+        assert spread.call_count == 1
+    assert few.collectors.name == ["Clock", "Power", OWN] * (rowparts.SHARED_MIN_RUNS - 1)
+    assert many.collectors.value[-3:] == [1980, 0.5, float(rowparts.SHARED_MIN_RUNS - 1)]
 
 
 def test_a_deferred_calls_rows_keep_each_answer_as_it_was_returned() -> None:
