@@ -4,6 +4,7 @@ Usage: python benchmarks/frame_stages.py RESULT [RESULT ...] [--calls 200] [--co
        python benchmarks/frame_stages.py --sweep OUTDIR [--calls 200]     (GPU: makes the results first)
        python benchmarks/frame_stages.py --insitu REPS [--json OUT]       (GPU: the frame inside the whole call)
        python benchmarks/frame_stages.py --fresh [RESULT ...] [--calls 200] [--reps 5] [--tree BEFORE] [--json OUT]
+                                         [--prefix DIR]
 
 For each saved result (``nsightx.load``), ``to_dataframe()`` of a fresh ``ProfileResults`` over the same columns
 is called ``--calls`` times; each call's wall time is taken, and the time spent in each stage of the frame (the
@@ -28,7 +29,8 @@ time, steadier on a shared machine): the first ``to_dataframe()`` of the process
 (the frame modules' imports, pandas' and pyarrow's set-up on first use, the dtype probes), the median first call
 of a fresh result (and the garbage collector's mean time inside it), the median second call of the same result,
 the median warm call of the default mode (a new ``ProfileResults`` over columns already read), and the stages of
-the fresh results' first calls.
+the fresh results' first calls. ``--prefix DIR`` puts DIR first on each child's ``PYTHONPATH`` (the children's
+path is otherwise the tree's alone): another pandas, such as an unpacked wheel of the GPU machine's version.
 """
 
 from __future__ import annotations
@@ -229,7 +231,7 @@ def fresh_kind(make: Callable[[], Any], calls: int, acc: dict[str, float]) -> di
 
 def fresh_child(kind: str, calls: int) -> dict[str, Any]:
     """``--fresh`` in a child process: pandas and pyarrow imported (as a user's script has them), then one kind."""
-    import pandas  # noqa: F401
+    import pandas
     import pyarrow  # noqa: F401
 
     if kind == "host-call":
@@ -238,10 +240,12 @@ def fresh_child(kind: str, calls: int) -> dict[str, Any]:
         import nsightx
 
         make = functools.partial(nsightx.load, Path(kind))
-    return fresh_kind(make, calls, wrapped_stages())
+    return {**fresh_kind(make, calls, wrapped_stages()), "pandas": pandas.__version__}
 
 
-def fresh_main(kinds: list[str], calls: int, reps: int, trees: list[Path]) -> list[dict[str, Any]]:
+def fresh_main(
+    kinds: list[str], calls: int, reps: int, trees: list[Path], prefix: Path | None = None
+) -> list[dict[str, Any]]:
     """``--fresh``: ``reps`` child processes per tree and kind, trees alternating; per tree and kind the medians.
 
     Each child's bytecode comes from a cache filled by one untimed child per tree and kind (a user's installed
@@ -252,7 +256,7 @@ def fresh_main(kinds: list[str], calls: int, reps: int, trees: list[Path]) -> li
     for rep in range(reps + 1):
         for kind in kinds:
             for tree in trees:
-                got = _child(tree, kind, calls if rep else 2, cache)
+                got = _child(tree, kind, calls if rep else 2, cache, prefix)
                 if rep:
                     runs[(str(tree), kind)].append(got)
     return [_fresh_row(name, kind, got) for (name, kind), got in runs.items()]
@@ -261,6 +265,7 @@ def fresh_main(kinds: list[str], calls: int, reps: int, trees: list[Path]) -> li
 def _fresh_row(tree: str, kind: str, got: list[dict[str, Any]]) -> dict[str, Any]:
     """Per tree and kind, the medians over its processes (and every process's row, as ``all``)."""
     row: dict[str, Any] = {"tree": tree, "result": kind, "values": got[0]["values"], "processes": len(got)}
+    row["pandas"] = sorted({g.get("pandas", "?") for g in got})
     for key in (*_FRESH_KEYS, "warm_median_us"):
         row[key] = statistics.median(g[key] for g in got)
     names = {k for g in got for k in g["fresh_stages_us"]}
@@ -280,10 +285,12 @@ _FRESH_KEYS = (
 )
 
 
-def _child(tree: Path, kind: str, calls: int, cache: str) -> dict[str, Any]:
-    """One ``--fresh-child`` process on ``tree`` (its ``nsightx``, ``backends`` and ``plugins`` first)."""
+def _child(tree: Path, kind: str, calls: int, cache: str, prefix: Path | None = None) -> dict[str, Any]:
+    """One ``--fresh-child`` process on ``tree`` (its ``nsightx``, ``backends`` and ``plugins`` first; ``prefix``
+    before them)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = os.pathsep.join(str(tree / p) if p else str(tree) for p in ("", "backends", "plugins"))
+    paths = [str(tree / p) if p else str(tree) for p in ("", "backends", "plugins")]
+    env["PYTHONPATH"] = os.pathsep.join([str(prefix), *paths] if prefix is not None else paths)
     env["PYTHONPYCACHEPREFIX"] = str(Path(cache) / tree.name)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--fresh-child", kind, "--calls", str(calls)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
@@ -358,6 +365,7 @@ def main() -> int:
     ap.add_argument("--fresh", action="store_true", help="time the first to_dataframe() of new results")
     ap.add_argument("--reps", type=int, default=5, help="--fresh: child processes per tree and kind")
     ap.add_argument("--tree", type=Path, action="append", default=[], help="--fresh: another source tree too")
+    ap.add_argument("--prefix", type=Path, help="--fresh: put this folder first on each child's PYTHONPATH")
     ap.add_argument("--fresh-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.fresh_child:
@@ -367,7 +375,8 @@ def main() -> int:
         rows = insitu(args.insitu)
     elif args.fresh:
         kinds = [str(p.resolve()) for p in args.results] + ["host-call"]
-        rows = fresh_main(kinds, args.calls, args.reps, [HERE.parent, *(t.resolve() for t in args.tree)])
+        trees = [HERE.parent, *(t.resolve() for t in args.tree)]
+        rows = fresh_main(kinds, args.calls, args.reps, trees, args.prefix.resolve() if args.prefix else None)
         print_fresh(rows)
     else:
         paths = list(args.results) + (sweep(args.sweep) if args.sweep else [])
@@ -387,7 +396,8 @@ def print_fresh(rows: list[dict[str, Any]]) -> None:
     """The ``--fresh`` table: per tree and kind, the medians over its processes."""
     for row in rows:
         print(
-            f"{row['tree']} {Path(row['result']).name}: {row['values']} values, {row['processes']} processes: "
+            f"{row['tree']} {Path(row['result']).name} (pandas {', '.join(row['pandas'])}): {row['values']} values, "
+            f"{row['processes']} processes: "
             f"first to_dataframe of the process {row['first_in_process_us']:.0f} us (CPU "
             f"{row['first_in_process_cpu_us']:.0f}); fresh {row['fresh_median_us']:.0f} us (CPU "
             f"{row['fresh_median_cpu_us']:.0f}; collector {row['gc_in_fresh_mean_us']:.0f} us mean); second call "
