@@ -270,13 +270,14 @@ def _find_gitdir(folder: str) -> str | None:
     while True:
         dot = os.path.join(folder, ".git")
         try:
-            mode = os.stat(dot).st_mode
+            st: os.stat_result | None = os.stat(dot)
         except FileNotFoundError:
-            mode = 0
+            st = None
+        mode = st.st_mode if st is not None else 0
         if stat.S_ISDIR(mode):
             return dot
-        if stat.S_ISREG(mode):
-            text = (_read_known(dot) or b"").decode("utf-8").strip()
+        if stat.S_ISREG(mode):  # a worktree's ``.git`` file: read by the stat just made (no second one)
+            text = (_read_known(dot, st) or b"").decode("utf-8").strip()
             if not text.startswith("gitdir:"):
                 raise ValueError(f"{dot}: not a gitdir link")
             return os.path.join(folder, text[len("gitdir:") :].strip())
@@ -291,17 +292,20 @@ _KNOWN: dict[str, tuple[tuple[int, int, int], bytes]] = {}
 identity they had when read."""
 
 
-def _read_known(path: str) -> bytes | None:
+def _read_known(path: str, st: os.stat_result | None = None) -> bytes | None:
     """The bytes of the regular file ``path`` (``None`` when there is none), kept while its identity is the same.
 
     It is read again only when its identity (inode, size, mtime) changed: one ``stat`` per call instead of an open
     and a read of each file. git replaces these files by renaming a new one into place (a new inode), so a changed
     content is a changed identity.
+
+    ``st``: the file's ``stat`` when the caller made it already.
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
+    if st is None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
     if not stat.S_ISREG(st.st_mode):
         return None
     identity = (st.st_ino, st.st_size, st.st_mtime_ns)

@@ -213,3 +213,30 @@ def test_gpu_facts_are_asked_once_the_driver_is_initialised_and_again_before(tmp
     other = _Initialising()  # another library (a test's double, a process that reloaded it): asked anew
     monkeypatch.setattr(provenance, "loaded_libcuda", lambda: other)
     assert provenance.gpu_facts(0)["Driver"] == "590.3"
+
+
+def test_a_worktree_git_file_is_stat_ed_once_per_call(tmp_path, monkeypatch):
+    """In a worktree (``.git`` a file pointing elsewhere) a call stats that file once, not once to find and once to read."""
+    git_exe = shutil.which("git")
+    if git_exe is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a").write_text("a")
+    subprocess.run([*git, "add", "a"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+    subprocess.run([*git, "worktree", "add", "-q", "--detach", str(tmp_path / "wt")], check=True)
+    provenance._HEADS.clear()
+    head = provenance.head_commit(str(tmp_path / "wt"))
+    assert head is not None
+    stats: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path, *args, **kwargs):
+        stats.append(str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting_stat)
+    assert provenance.head_commit(str(tmp_path / "wt")) == head
+    assert stats.count(str(tmp_path / "wt" / ".git")) == 1
