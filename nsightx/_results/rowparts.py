@@ -207,10 +207,13 @@ def _attributes(rows: Sequence[Any]) -> list[Any] | None:
     if not any(map(itemgetter(4), rows)):
         return None
     out: list[Any] = []
+    append, extend = out.append, out.extend
     for row in rows:
-        attributes = row[4]
+        attributes, regions = row[4], row[3]
         if type(attributes) is list:  # a run object's, per region (see _as_row)
-            out.extend(attributes)
+            extend(attributes)
+        elif len(regions) == 1:  # most runs time one region: no generator per run (~2x as fast, issue 35)
+            append(attributes.get(regions[0][0]) or {})
         else:
-            out.extend(attributes.get(name) or {} for name, _, _ in row[3])
+            extend([attributes.get(region[0]) or {} for region in regions])
     return out if any(out) else None
