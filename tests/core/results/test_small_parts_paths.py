@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 import nsightx
 from nsightx._results import rowparts, store
+from nsightx._results.records import Record
 from nsightx._results.rowparts import parts_from_rows
-from nsightx._results.store import Encoder, RunParts, Text
+from nsightx._results.store import Encoder, RecordColumns, RunParts, Text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RESULTS = sorted(
@@ -103,3 +104,24 @@ _ROW = st.tuples(st.lists(_REGION, max_size=3), _ATTRS, st.booleans()).map(
 @given(st.lists(_ROW, max_size=12))
 def test_region_attributes_are_those_of_every_region(rows: list[Any]) -> None:
     assert rowparts._attributes(rows) == _reference_attributes(rows)
+
+
+_RECORD = st.tuples(
+    st.sampled_from(["a", "b"]),
+    st.integers(0, 3),
+    st.integers(0, 5),
+    st.sampled_from(["k1", "k2"]),
+    st.sampled_from(["m", "n"]),
+    st.floats(allow_nan=False),
+    st.sampled_from(["ns", None]),
+    st.integers(0, 2),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.tuples(_RECORD, st.booleans()), max_size=4), max_size=10))
+def test_record_columns_of_rows_objects_or_both_are_those_of_the_objects(runs: list[list[Any]]) -> None:
+    """Records as tuples (the host session), as ``Record`` objects (GPU backends) or mixed: the same columns."""
+    rows = [(0, i, tuple(Record(*r) if obj else r for r, obj in run), (), {}, ()) for i, run in enumerate(runs)]
+    objects = [Record(*r) for run in runs for r, _ in run]
+    assert _columns(rowparts._record_columns(rows)) == _columns(RecordColumns.of(objects))
