@@ -9,8 +9,15 @@ replays that phase without a GPU:
   hands them (compact rows, records as ``Record`` objects, collector values as tuples), then what the call does
   after its loop: the sink's close, the environment and provenance, and ``build_results`` with the plan's
   ``combine_kernel_metrics=operator.add`` (the split-K 512 runs have two kernels a region, so combine works);
-- ``host``: the host backend's 4 x 11 call (``combine_kernel_metrics=operator.add``, silent), timed from the run
-  stage's return (``execute``) until the call returns.
+- ``host``: the host backend's 4 x 11 call (``combine_kernel_metrics=operator.add``, silent), timed from the end
+  of its last run (``_Sweep.run`` returns) until the call returns: the collectors' stop, the session's close,
+  its environment, the first-run check's aftermath and the call's tail, as on the GPU;
+- ``host+nvml``: the same call with the nvml plugin's collectors over the NVML double the tests use
+  (``tests/nvml_double.py``; no sampler thread, as there): their stop and release and seven values a run in the
+  result.
+
+It does not replay the deferred session's work after its ``collect_runs`` (``_run_row`` per run; the host
+backend hands each run over as it ends) nor the cupti tracer's stop (GPU only).
 
 On this CPU the replay has no CUDA driver, so ``gpu_facts`` tries to find a loaded ``libcuda`` at every call (on
 the GPU machine the library is loaded and, since after8, its answers are kept).
@@ -90,22 +97,32 @@ def gpu_after(fixture: Path) -> Callable[[], Any]:
     return after
 
 
+def use_nvml_double() -> None:
+    """The nvml plugin's collectors over the tests' NVML double (one H200), as ``tests/plugins/nvml`` install it."""
+    import pytest
+
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from nvml_double import GPU_A, FakeGpu, install
+
+    install(pytest.MonkeyPatch(), [FakeGpu(GPU_A)])
+
+
 class HostCall:
-    """The host backend's 4 x 11 call, its after phase timed from ``execute``'s return to the call's."""
+    """The host backend's 4 x 11 call, its after phase timed from its last run's end to the call's return."""
 
     def __init__(self) -> None:
         import nsightx
-        from nsightx._api import kernel as kernel_module
+        from nsightx._run import loop
 
         self.end = 0
-        inner = kernel_module.execute
+        inner = loop._Sweep.run
 
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            out = inner(*args, **kwargs)
+        def timed(sweep: Any) -> Any:
+            out = inner(sweep)
             self.end = time.perf_counter_ns()
             return out
 
-        kernel_module.execute = timed  # type: ignore[assignment]
+        loop._Sweep.run = timed  # type: ignore[method-assign]
 
         @nsightx.analyze.kernel(
             configs=[(n,) for n in (1, 2, 3, 4)],
@@ -126,6 +143,24 @@ class HostCall:
         return (time.perf_counter_ns() - self.end) / 1e3
 
 
+_NVML: dict[str, Any] = {}
+
+
+def with_nvml(call: HostCall) -> float:
+    """``call`` with the nvml double in place (the plugin's provider set back to the real one after it)."""
+    from nsightx_nvml import _collectors
+
+    if not _NVML:
+        real = _collectors._provider
+        use_nvml_double()
+        _NVML.update(real=real, double=_collectors._provider)
+    _collectors._provider = _NVML["double"]
+    try:
+        return call()
+    finally:
+        _collectors._provider = _NVML["real"]
+
+
 def timed(fn: Callable[[], Any]) -> float:
     """Microseconds of one call of ``fn``."""
     t0 = time.perf_counter_ns()
@@ -144,7 +179,9 @@ def main() -> int:
     cases: dict[str, Callable[[], float]] = {}
     for name in ("cupti", "events"):
         cases[name] = functools.partial(timed, gpu_after(FIXTURES / f"sweep-{name}.parquet"))
-    cases["host"] = HostCall()
+    host = HostCall()
+    cases["host"] = host
+    cases["host+nvml"] = functools.partial(with_nvml, host)
     for case in cases.values():  # warm: imports, caches, first-call costs
         for _ in range(3):
             case()

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nsightx._results.records import new_record
-from nsightx._results.store import RecordColumns, RunParts, Text, ValueColumns, code_type
+from nsightx._results.store import RecordColumns, RunParts, Text, ValueColumns, _small_text
 from nsightx._results.transform import FAILED_KERNEL, as_float, fold
 
 Entry = tuple[int, int, str, float, "str | None", "str | None"]
@@ -49,14 +49,21 @@ def combine_small(
     units = rec.unit.strings()
     fields = (rec.value.tolist(), rec.kernel.strings(), rec.seq.tolist())
     entries: list[Entry] = []
+    values, kernels = fields[0], fields[1]
     for (rid, code), rows in groups.items():
         name = rec.metric.names[code]
         assert name is not None, "a record's metric is a string"
-        value, kernel = _group_value(rec, fields, rows, combine)
-        entries.append((rid, rank[name], name, value, units[rows[0]], kernel))
+        first = rows[0]
+        if len(rows) == 1:  # most groups: one kernel a region (no call per group)
+            value, kernel = values[first], kernels[first]
+        else:
+            value, kernel = _group_value(rec, fields, rows, combine)
+        entries.append((rid, rank[name], name, value, units[first], kernel))
     for rid in sorted(failed):
         entries.extend((rid, i, m, math.nan, None, FAILED_KERNEL) for i, m in enumerate(metrics))
-    entries.sort(key=_order)  # stable: as the vectorised path's lexsort (no two entries share a key)
+    # By (region id, metric rank), as the vectorised path's lexsort: no two entries share that pair, so the
+    # tuples' own order is decided by it (no key function called per entry, no comparison of the values).
+    entries.sort()
     return ValueColumns(
         _text([keys[e[0]][0] for e in entries]),
         np.array([keys[e[0]][1] for e in entries], dtype=np.int64),
@@ -66,10 +73,6 @@ def combine_small(
         _text([e[4] for e in entries]),
         _text([e[5] for e in entries]),
     )
-
-
-def _order(entry: Entry) -> tuple[int, int]:
-    return entry[0], entry[1]
 
 
 def _region_ids(
@@ -153,7 +156,9 @@ def _record(rec: RecordColumns, i: int) -> Any:
 
 
 def _text(items: list[Any]) -> Text:
-    """The column of ``items``, its names in first-seen order (as ``combine_columns`` numbers them)."""
-    index: dict[Any, int] = {}
-    codes = [index.setdefault(item, len(index)) for item in items]
-    return Text(np.array(codes, dtype=code_type(len(index))), list(index))
+    """The column of ``items``, its names in first-seen order (as ``combine_columns`` numbers them).
+
+    That is :func:`~nsightx._results.store._small_text` (a column of one name, the metric or unit of most calls,
+    without a dictionary call per item).
+    """
+    return _small_text(items)

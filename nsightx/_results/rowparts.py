@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from nsightx._results.records import RunRecords
+from nsightx._results.records import Record, RunRecords
 from nsightx._results.rows import RunRow, RunValues, runs_from_rows, values_rows
 from nsightx._results.runblock import RunBlock, concat_parts
 from nsightx._results.schema import gc_paused
@@ -145,11 +145,23 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts
         )
         collectors = _collector_columns(values, kinds)
     runs = RunColumns(configs, run_ids, n_records, n_regions, n_collectors)
-    records: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(2), rows)))
-    if records and set(map(type, records)) != {tuple}:
-        records = [r if type(r) is tuple else _record_tuple(r) for r in records]
     regions = _region_columns(rows, configs, run_ids, n_regions)
-    return RunParts(runs, RecordColumns.of_rows(records), regions, collectors)
+    return RunParts(runs, _record_columns(rows), regions, collectors)
+
+
+def _record_columns(rows: Sequence[Any]) -> RecordColumns:
+    """The records of ``rows`` as columns: rows of fields (the host session's), objects (GPU backends'), or both.
+
+    Records that are all :class:`Record` objects are read by attribute (``RecordColumns.of``), not made into
+    tuples first (~10% of the record columns of the sweep's 40 records).
+    """
+    records: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(2), rows)))
+    kinds = set(map(type, records))
+    if kinds == {Record}:
+        return RecordColumns.of(records)
+    if records and kinds != {tuple}:
+        records = [r if type(r) is tuple else _record_tuple(r) for r in records]
+    return RecordColumns.of_rows(records)
 
 
 SHARED_MIN_RUNS = 128
@@ -242,10 +254,13 @@ def _attributes(rows: Sequence[Any]) -> list[Any] | None:
     if not any(map(itemgetter(4), rows)):
         return None
     out: list[Any] = []
+    append, extend = out.append, out.extend
     for row in rows:
-        attributes = row[4]
+        attributes, regions = row[4], row[3]
         if type(attributes) is list:  # a run object's, per region (see _as_row)
-            out.extend(attributes)
+            extend(attributes)
+        elif len(regions) == 1:  # most runs time one region: no generator per run (~2x as fast, issue 35)
+            append(attributes.get(regions[0][0]) or {})
         else:
-            out.extend(attributes.get(name) or {} for name, _, _ in row[3])
+            extend([attributes.get(region[0]) or {} for region in regions])
     return out if any(out) else None

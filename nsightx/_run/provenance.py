@@ -221,8 +221,10 @@ def head_commit(cwd: str | None = None) -> str | None:
     Every profiled call records it, so asking git each time put a subprocess (about 2 ms on a 2-core CI CPU, more
     to fork a process holding torch and a CUDA context) into every call. git is asked again only when what the
     answer depends on changed: the folder, the ``.git`` found above it, the content of its ``HEAD``, and the
-    identity (inode, size, mtime) of the branch's ref file and of ``packed-refs``; git rewrites one
-    of those files (by renaming a new one into place) whenever the checked-out commit changes. Where git is told
+    identity (inode, size, mtime) of the branch's ref file, or of ``packed-refs`` where the branch has no file of
+    its own (a loose ref wins over ``packed-refs``, and a detached ``HEAD`` holds the commit itself: one ``stat``
+    less a call); git rewrites one of those files (by renaming a new one into place) whenever the checked-out
+    commit changes. Where git is told
     where the repository is through the environment (``GIT_DIR`` and the like), git is asked every time.
     """
     where = cwd or os.getcwd()
@@ -257,10 +259,12 @@ def _head_key(where: str) -> tuple[object, ...] | None:
         pointer = _read_known(os.path.join(gitdir, "commondir"))
         if pointer is not None:
             common = os.path.join(gitdir, pointer.decode("utf-8").strip())
-        files = [os.path.join(common, "packed-refs")]  # HEAD itself is in the key by its content
-        if head.startswith(b"ref: "):
-            files.append(os.path.join(common, head[5:].strip().decode("utf-8", "replace")))
-        return (where, gitdir, head, *(_identity(f) for f in files))
+        if not head.startswith(b"ref: "):  # detached: HEAD holds the commit, in the key by its content
+            return (where, gitdir, head)
+        ref = _identity(os.path.join(common, head[5:].strip().decode("utf-8", "replace")))
+        if ref is not None:  # a loose ref wins over packed-refs: that file cannot change the answer
+            return (where, gitdir, head, ref)
+        return (where, gitdir, head, None, _identity(os.path.join(common, "packed-refs")))
     except (OSError, ValueError):
         return None
 
@@ -270,13 +274,14 @@ def _find_gitdir(folder: str) -> str | None:
     while True:
         dot = os.path.join(folder, ".git")
         try:
-            mode = os.stat(dot).st_mode
+            st: os.stat_result | None = os.stat(dot)
         except FileNotFoundError:
-            mode = 0
+            st = None
+        mode = st.st_mode if st is not None else 0
         if stat.S_ISDIR(mode):
             return dot
-        if stat.S_ISREG(mode):
-            text = (_read_known(dot) or b"").decode("utf-8").strip()
+        if stat.S_ISREG(mode):  # a worktree's ``.git`` file: read by the stat just made (no second one)
+            text = (_read_known(dot, st) or b"").decode("utf-8").strip()
             if not text.startswith("gitdir:"):
                 raise ValueError(f"{dot}: not a gitdir link")
             return os.path.join(folder, text[len("gitdir:") :].strip())
@@ -291,17 +296,20 @@ _KNOWN: dict[str, tuple[tuple[int, int, int], bytes]] = {}
 identity they had when read."""
 
 
-def _read_known(path: str) -> bytes | None:
+def _read_known(path: str, st: os.stat_result | None = None) -> bytes | None:
     """The bytes of the regular file ``path`` (``None`` when there is none), kept while its identity is the same.
 
     It is read again only when its identity (inode, size, mtime) changed: one ``stat`` per call instead of an open
     and a read of each file. git replaces these files by renaming a new one into place (a new inode), so a changed
     content is a changed identity.
+
+    ``st``: the file's ``stat`` when the caller made it already.
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
+    if st is None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
     if not stat.S_ISREG(st.st_mode):
         return None
     identity = (st.st_ino, st.st_size, st.st_mtime_ns)

@@ -213,3 +213,69 @@ def test_gpu_facts_are_asked_once_the_driver_is_initialised_and_again_before(tmp
     other = _Initialising()  # another library (a test's double, a process that reloaded it): asked anew
     monkeypatch.setattr(provenance, "loaded_libcuda", lambda: other)
     assert provenance.gpu_facts(0)["Driver"] == "590.3"
+
+
+def test_a_worktree_git_file_is_stat_ed_once_per_call(tmp_path, monkeypatch):
+    """In a worktree (``.git`` a file pointing elsewhere) a call stats that file once (not to find, then to read)."""
+    git_exe = shutil.which("git")
+    if git_exe is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a").write_text("a")
+    subprocess.run([*git, "add", "a"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+    subprocess.run([*git, "worktree", "add", "-q", "--detach", str(tmp_path / "wt")], check=True)
+    provenance._HEADS.clear()
+    head = provenance.head_commit(str(tmp_path / "wt"))
+    assert head is not None
+    stats: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path, *args, **kwargs):
+        stats.append(str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting_stat)
+    assert provenance.head_commit(str(tmp_path / "wt")) == head
+    assert stats.count(str(tmp_path / "wt" / ".git")) == 1
+
+
+def test_packed_refs_is_stat_ed_only_where_the_branch_has_no_loose_ref(tmp_path, monkeypatch):
+    """A loose ref wins over packed-refs and a detached HEAD names its commit: neither needs packed-refs' stat."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a").write_text("a")
+    subprocess.run([*git, "add", "a"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+    packed = str(repo / ".git" / "packed-refs")
+    stats: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path, *args, **kwargs):
+        stats.append(str(path))
+        return real_stat(path, *args, **kwargs)
+
+    def packed_stats() -> int:
+        provenance.head_commit(str(repo))
+        stats.clear()
+        monkeypatch.setattr(os, "stat", counting_stat)
+        head = provenance.head_commit(str(repo))
+        monkeypatch.setattr(os, "stat", real_stat)
+        assert (
+            head
+            == subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+        )
+        return stats.count(packed)
+
+    provenance._HEADS.clear()
+    assert packed_stats() == 0  # the branch's loose ref
+    subprocess.run([*git, "checkout", "-q", "--detach"], check=True)
+    assert packed_stats() == 0  # detached
+    subprocess.run([*git, "checkout", "-q", "-"], check=True)
+    subprocess.run([*git, "pack-refs", "--all"], check=True)
+    assert packed_stats() == 1  # the branch lives in packed-refs alone
