@@ -223,8 +223,9 @@ def head_commit(cwd: str | None = None) -> str | None:
     answer depends on changed: the folder, the ``.git`` found above it, the content of its ``HEAD``, and the
     identity (inode, size, mtime) of the branch's ref file, or of ``packed-refs`` where the branch has no file of
     its own (a loose ref wins over ``packed-refs``, and a detached ``HEAD`` holds the commit itself: one ``stat``
-    less a call); git rewrites one of those files (by renaming a new one into place) whenever the checked-out
-    commit changes. Where git is told
+    less a call), or of ``reftable/tables.list`` in a repository that keeps its refs in git's reftable format
+    (its ``HEAD`` names a branch that has no file, ``refs/heads/.invalid``); git rewrites one of those files (by
+    renaming a new one into place) whenever the checked-out commit changes. Where git is told
     where the repository is through the environment (``GIT_DIR`` and the like), git is asked every time.
     """
     where = cwd or os.getcwd()
@@ -264,7 +265,10 @@ def _head_key(where: str) -> tuple[object, ...] | None:
         ref = _identity(os.path.join(common, head[5:].strip().decode("utf-8", "replace")))
         if ref is not None:  # a loose ref wins over packed-refs: that file cannot change the answer
             return (where, gitdir, head, ref)
-        return (where, gitdir, head, None, _identity(os.path.join(common, "packed-refs")))
+        tables = _identity(os.path.join(common, "reftable", "tables.list"))
+        if tables is not None:  # git's reftable format: every ref update renames a new tables.list into place
+            return (where, gitdir, head, None, tables)
+        return (where, gitdir, head, None, None, _identity(os.path.join(common, "packed-refs")))
     except (OSError, ValueError):
         return None
 

@@ -242,6 +242,31 @@ def test_a_worktree_git_file_is_stat_ed_once_per_call(tmp_path, monkeypatch):
     assert stats.count(str(tmp_path / "wt" / ".git")) == 1
 
 
+def test_a_reftable_repository_asks_git_again_when_its_tables_change(tmp_path, monkeypatch):
+    """git's reftable format keeps every ref in ``reftable/`` and points ``HEAD`` at ``refs/heads/.invalid``: a new
+    commit rewrites ``tables.list`` and nothing else the key read, so the commit was kept for good."""
+    repo = tmp_path / "repo"
+    tables = repo / ".git" / "reftable"
+    tables.mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/.invalid\n")
+    listing = tables / "tables.list"
+    listing.write_text("0x01-0x01-a.ref\n")
+    commits = iter(["1" * 40, "2" * 40])
+    asked: list[str] = []
+
+    def git_state(where: str, dirty: bool = True) -> tuple[str | None, bool | None]:
+        asked.append(where)
+        return next(commits), None
+
+    monkeypatch.setattr(provenance, "git_state", git_state)
+    provenance._HEADS.clear()
+    assert [provenance.head_commit(str(repo)) for _ in range(2)] == ["1" * 40] * 2 and len(asked) == 1
+    update = tables / "tables.list.lock"  # what git does on a commit: a new list renamed into place
+    update.write_text("0x01-0x01-a.ref\n0x02-0x02-b.ref\n")
+    os.replace(update, listing)
+    assert provenance.head_commit(str(repo)) == "2" * 40 and len(asked) == 2
+
+
 def test_packed_refs_is_stat_ed_only_where_the_branch_has_no_loose_ref(tmp_path, monkeypatch):
     """A loose ref wins over packed-refs and a detached HEAD names its commit: neither needs packed-refs' stat."""
     if shutil.which("git") is None:
