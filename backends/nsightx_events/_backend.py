@@ -280,7 +280,7 @@ class EventsSession(Session):
         if self.deferred:
             self._finished.append((config, run))
             return RunOutput()
-        return self._read().get((config, run), RunOutput())
+        return dict(self._read(self._take(), [])).get((config, run), RunOutput())
 
     def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
         """Wait for every run finished since the last call and read its events; outputs keyed (config, run).
@@ -288,35 +288,48 @@ class EventsSession(Session):
         Raises:
             MeasurementError: an event pair could not be read.
         """
-        if not self.deferred or not self._finished:
-            return {}
-        finished, self._finished = self._finished, []
-        outputs = {key: RunOutput() for key in finished}
-        outputs.update(self._read())
-        return outputs
+        return dict(self.completed_runs())
 
-    def _read(self) -> dict[tuple[int, int], RunOutput]:
-        """Wait for each recorded end event and turn each pair into one record (then back to the pool)."""
+    def completed_runs(self) -> Iterator[tuple[tuple[int, int], RunOutput]]:
+        """What :meth:`collect_runs` returns, one run at a time, in the order the runs finished.
+
+        Each run is handed back once its last region's end event fired and its pairs were read, so the run loop
+        writes it while the GPU still works through the later runs. The runs to read are taken now, when this is
+        called (a second call reads only runs finished since); a run whose events are never reached (the reading
+        stopped at an error, or the caller stopped asking) is not read later: its pairs go back to the pool.
+
+        Raises:
+            MeasurementError: an event pair could not be read (from the iteration, at that run).
+        """
+        if not self.deferred or not self._finished:
+            return iter(())
+        finished, self._finished = self._finished, []
+        return self._read(self._take(), finished)
+
+    def _take(self) -> list[tuple[RegionId, bool, Any, Any]]:
+        """Every recorded pair of a closed region not read yet (this session reads it now)."""
         with self._lock:
             done, self._done = self._done, []
-        out: dict[tuple[int, int], RunOutput] = {}
+        return done
+
+    def _read(
+        self, done: list[tuple[RegionId, bool, Any, Any]], finished: list[tuple[int, int]]
+    ) -> Iterator[tuple[tuple[int, int], RunOutput]]:
+        """Each run's output: the runs of ``finished`` in that order, then those of the other pairs of ``done``.
+
+        A run is handed back once each of its regions' end events fired: every pair becomes one span and, unless
+        the region failed, one record (in the order the regions closed); then the pairs go back to the pool.
+        """
+        by_run: dict[tuple[int, int], list[tuple[RegionId, bool, Any, Any]]] = {key: [] for key in finished}
+        for item in done:
+            region = item[0]
+            by_run.setdefault((region.config, region.run), []).append(item)
         try:
-            for region, failed, start, end in done:
-                try:
-                    end.synchronize()
-                    ms = start.elapsed_time(end)
-                except RuntimeError as e:
-                    raise MeasurementError(f"CUDA events of region {region.annotation!r} could not be read: {e}") from e
-                run = out.setdefault((region.config, region.run), RunOutput())
-                run.region_attributes[region.annotation] = {"span_ns": round(ms * 1e6)}
-                if not failed:
-                    run.records.append(
-                        new_record(region.annotation, region.config, region.run, "region", METRIC, ms * 1e6, "ns", 0)
-                    )
+            for key, pairs in by_run.items():
+                yield key, _run_output(pairs)
         finally:
             with self._lock:
                 self._pool.extend((start, end) for _, _, start, end in done)
-        return out
 
     def environment(self) -> Mapping[str, Scalar]:
         """GPU name and rated clocks (kHz) from the driver, L2 and flush sizes."""
@@ -330,6 +343,27 @@ class EventsSession(Session):
         }
         env.update(_rated_clocks(self._index))
         return env
+
+
+def _run_output(pairs: list[tuple[RegionId, bool, Any, Any]]) -> RunOutput:
+    """Wait for each region's end event and read its pair: its span and, unless it failed, its record.
+
+    Raises:
+        MeasurementError: an event pair could not be read.
+    """
+    out = RunOutput()
+    for region, failed, start, end in pairs:
+        try:
+            end.synchronize()
+            ms = start.elapsed_time(end)
+        except RuntimeError as e:
+            raise MeasurementError(f"CUDA events of region {region.annotation!r} could not be read: {e}") from e
+        out.region_attributes[region.annotation] = {"span_ns": round(ms * 1e6)}
+        if not failed:
+            out.records.append(
+                new_record(region.annotation, region.config, region.run, "region", METRIC, ms * 1e6, "ns", 0)
+            )
+    return out
 
 
 @functools.cache

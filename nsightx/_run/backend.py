@@ -10,7 +10,7 @@ backend only implements :meth:`Backend.session`; the run stage drives it through
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
@@ -136,6 +136,23 @@ class Session(abc.ABC):
         Warm-up runs (negative run index) may be included; they are discarded.
         """
         return {}
+
+    def completed_runs(self) -> Iterator[tuple[tuple[int, int], RunOutput]]:
+        """For deferred sessions: what :meth:`collect_runs` returns, each run handed back as soon as it is complete.
+
+        The run loop collects a deferred session through this method: it writes each run (its row, the sink, the
+        raw file) as soon as the run and every run before it came back, while the session still waits for the
+        later ones (a GPU session: while the GPU still works through them), rather than all of them after the
+        last wait. A session that can read its runs one by one in the order they ran (the events backend)
+        overrides it and yields ``((config, run), output)`` pairs, in that order where it can; runs it never yields
+        are written with what :meth:`finish_run` returned for them, as runs missing from :meth:`collect_runs`'
+        mapping are. An exception raised from it reaches the run loop as one from :meth:`collect_runs` would,
+        after the runs already yielded were written.
+
+        The default yields the items of :meth:`collect_runs`, so a session that implements only that one
+        (every session written before this method existed) is collected exactly as before.
+        """
+        yield from self.collect_runs().items()
 
     def start_run(self, config: int, run: int) -> None:  # noqa: B027 - optional hook
         """Prepare a run (flush caches, reset counters). Called outside any region."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -765,24 +765,60 @@ def _write_pending(
     (``benchmarks/results/2026-12-04-s7-call-timeline-{before,after}.json``). Only what a third-party backend
     hands back in another form (a record as a mapping) goes through pydantic.
 
+    The session is collected through :meth:`~nsightx._run.backend.Session.completed_runs`: each run is written as
+    soon as its output and those of the runs before it came back, while the session waits for the later ones (a GPU
+    session: while the GPU works through them), so what is left after the last wait is one run's write. The runs
+    go to the sink in ``pending`` order whatever order the session hands them back in; a session that hands back
+    only a mapping (:meth:`~nsightx._run.backend.Session.collect_runs`) has every run written after its one wait,
+    as before.
+
     A run leaves ``pending`` as soon as the sink took it, so the clean-up after an error hands over only the runs
     not written yet, each once, with the output already collected for it (a deferred session hands an output
     back only once: collected again, a run would be written without its measurements).
     """
     rows = [tuple(collectors.materialize(values)) for *_, values in pending]
-    outputs = session.collect_runs() if collect else {}
+    arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
+    outputs: dict[tuple[int, int], RunOutput] = {}  # came back, not written yet
     done = 0
     try:
         for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
-            hand(_run_row(ci, r, state, outputs.get((ci, r), output), values))
+            key = (ci, r)
+            while key not in outputs and _arrive(arriving, outputs):
+                pass
+            hand(_run_row(ci, r, state, outputs.pop(key, output), values))
             done += 1
+        for _ in arriving:  # runs after the last pending one (warm-ups): read, then discarded
+            pass
     finally:
         if done < len(pending):  # a write raised: the runs not handed over keep what was collected for them
+            _drain(arriving, outputs)
             pending[done:] = [
                 (ci, r, state, outputs.get((ci, r), output), list(values))
                 for (ci, r, state, output, _), values in zip(pending[done:], rows[done:], strict=True)
             ]
         del pending[:done]
+
+
+def _arrive(arriving: Iterator[tuple[tuple[int, int], RunOutput]], outputs: dict[tuple[int, int], RunOutput]) -> bool:
+    """Wait for the session's next completed run and keep its output in ``outputs``; False when none is left."""
+    item = next(arriving, None)
+    if item is None:
+        return False
+    outputs[item[0]] = item[1]
+    return True
+
+
+def _drain(arriving: Iterator[tuple[tuple[int, int], RunOutput]], outputs: dict[tuple[int, int], RunOutput]) -> None:
+    """After a write raised: keep every output the session still hands back, as a collection before any write did.
+
+    Only the write's error reaches the caller: a session that fails now (or failed already, and so stopped the
+    writes) has its runs written without their outputs by the clean-up, as after a failed collection.
+    """
+    try:
+        while _arrive(arriving, outputs):
+            pass
+    except Exception:  # the error being raised already is the one to report
+        pass
 
 
 def _hand_over(sink: Sink) -> Callable[[RunRow], None]:
