@@ -778,14 +778,14 @@ def _write_pending(
     """
     rows = [tuple(collectors.materialize(values)) for *_, values in pending]
     arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
-    outputs: dict[tuple[int, int], RunOutput] = {}  # came back, not written yet
+    outputs: dict[tuple[int, int], RunOutput] = {}  # what came back so far
     done = 0
     try:
         for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
             key = (ci, r)
             while key not in outputs and _arrive(arriving, outputs):
                 pass
-            hand(_run_row(ci, r, state, outputs.pop(key, output), values))
+            hand(_run_row(ci, r, state, outputs.get(key, output), values))
             done += 1
         for _ in arriving:  # runs after the last pending one (warm-ups): read, then discarded
             pass

@@ -202,3 +202,53 @@ def test_no_driver_no_reset(torch: FakeTorch, monkeypatch: pytest.MonkeyPatch) -
     session = EventsSession(device=0, flush=True)
     _run(session, 0)
     assert session.resets == 0 and session.buffer.fills == [0]
+
+
+def test_runs_come_back_one_at_a_time_each_read_only_when_reached(
+    torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``completed_runs`` waits on a run's end events only when the caller asks for that run (the loop writes
+    the runs before it meanwhile), in the order the runs finished; ``collect_runs`` gives the same outputs."""
+    _driver(monkeypatch, FakeLibcuda(), max_persisting=0)
+    waited: list[int] = []
+    monkeypatch.setattr(FakeEvent, "synchronize", lambda self: waited.append(self.at))
+    session = EventsSession(device=0, flush=False)
+    for r in range(4):
+        _run(session, r, name="a")
+    ends = [e[3].at for e in session._done]
+    arriving = session.completed_runs()
+    assert session._finished == [] and session._done == []  # taken: a later call reads only later runs
+    assert waited == []
+    first = next(arriving)
+    assert first[0] == (0, 0) and waited == ends[:1]
+    rest = list(arriving)
+    assert [key for key, _ in rest] == [(0, 1), (0, 2), (0, 3)] and waited == ends
+    assert len(session._pool) == 4  # every pair back in the pool once read
+    mapped = EventsSession(device=0, flush=False)
+    for r in range(4):
+        _run(mapped, r, name="a")
+    outputs = mapped.collect_runs()
+    assert list(outputs) == [key for key, _ in [first, *rest]]
+    assert [o.records[0].metric for o in outputs.values()] == [o.records[0].metric for _, o in [first, *rest]]
+
+
+def test_a_run_that_cannot_be_read_stops_the_runs_and_returns_every_pair(
+    torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _driver(monkeypatch, FakeLibcuda(), max_persisting=0)
+    session = EventsSession(device=0, flush=False)
+    for r in range(3):
+        _run(session, r)
+    bad = session._done[1][3]
+
+    def synchronize(self: FakeEvent) -> None:
+        if self is bad:
+            raise RuntimeError("an illegal memory access was encountered")
+
+    monkeypatch.setattr(FakeEvent, "synchronize", synchronize)
+    arriving = session.completed_runs()
+    assert next(arriving)[0] == (0, 0)
+    with pytest.raises(_backend.MeasurementError, match="region 'r' could not be read"):
+        next(arriving)
+    assert list(arriving) == [] and len(session._pool) == 3
+    assert session.collect_runs() == {}  # nothing left to read: the runs are written without their events
