@@ -43,11 +43,20 @@ class StoredRuns(Sequence[RunRecords]):
     the garbage collector paused); :meth:`parts` reads the columns straight from the rows.
     """
 
-    def __init__(self, items: Sequence[RunRow | RunRecords | RunBlock], made: Callable[[], None] | None = None) -> None:
-        """Keep ``items``; ``made`` is called once the objects were made (the run stage freezes them there)."""
+    def __init__(
+        self,
+        items: Sequence[RunRow | RunRecords | RunBlock],
+        made: Callable[[], None] | None = None,
+        ahead: PartsAhead | None = None,
+    ) -> None:
+        """Keep ``items``; ``made`` is called once the objects were made (the run stage freezes them there).
+
+        ``ahead``: the columns of the first of ``items``, built already (see :class:`PartsAhead`).
+        """
         self._items = list(items)
         self._objects: list[RunRecords] | None = None
         self._made = made
+        self._ahead = ahead
         self._lock = threading.Lock()
 
     @classmethod
@@ -72,6 +81,10 @@ class StoredRuns(Sequence[RunRecords]):
         """The runs' columns, read from the rows (no object per run, record or region)."""
         if self._objects is not None:
             return RunParts.of(self._objects)
+        if self._ahead is not None:
+            parts = self._ahead.parts(self._items)
+            if parts is not None:
+                return parts
         return parts_from_rows(self._items)
 
     def measured(self) -> int:
@@ -96,6 +109,46 @@ class StoredRuns(Sequence[RunRecords]):
 
     def __iter__(self) -> Iterator[RunRecords]:
         return iter(self.objects())
+
+
+class PartsAhead:
+    """The columns of a sink's first runs, built in pieces before the result asks for them.
+
+    The run loop writes a deferred session's runs while the session still waits for the later ones (a GPU
+    session: while the GPU works through them) and, each time a config's last run was written there, has the
+    sink build the columns of the runs it stored since the last piece (:meth:`add`). What is left to build after
+    the last wait is the last pieces' runs and the join (``concat_parts``), not every run's columns: the columns
+    are those :func:`parts_from_rows` makes of all the runs at once, field for field.
+    """
+
+    def __init__(self) -> None:
+        self.pieces: list[RunParts] = []
+        self.upto = 0
+        """How many of the sink's items the pieces hold."""
+        self.shared = False
+        """Whether a piece holds :class:`RunValues` answers (see :meth:`parts`)."""
+
+    def add(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> None:
+        """Build the columns of ``items`` after those the pieces hold (none while a run block is among them)."""
+        chunk = items[self.upto :]
+        if not chunk or RunBlock in set(map(type, chunk)):  # a block may still grow: its columns come at the end
+            return
+        self.pieces.append(parts_from_rows(chunk))
+        self.upto = len(items)
+        self.shared = self.shared or any(type(v) is RunValues for row in chunk if type(row) is tuple for v in row[5])
+
+    def parts(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts | None:
+        """The columns of ``items`` (of which the pieces hold the first), or ``None`` to build them all at once.
+
+        All at once when nothing was built ahead, and when a piece holds :class:`RunValues` answers and the call
+        has :data:`SHARED_MIN_RUNS` runs or more (such a call's answers are spread per shared mapping, which costs
+        less than a piece's rows then).
+        """
+        if not self.pieces or self.upto > len(items) or (self.shared and len(items) >= SHARED_MIN_RUNS):
+            return None
+        rest = items[self.upto :]
+        pieces = [*self.pieces, parts_from_rows(rest)] if rest else self.pieces
+        return pieces[0] if len(pieces) == 1 else concat_parts(pieces)
 
 
 def _key(item: RunRow | RunRecords | RunBlock) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from pydantic import TypeAdapter
 from nsightx._errors import OutputError, ResultSchemaError, os_error_text
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import RunRecords
-from nsightx._results.rowparts import StoredRuns
+from nsightx._results.rowparts import PartsAhead, StoredRuns
 from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
 from nsightx._results.runblock import RunBlock, TimedRecord
 from nsightx._results.schema import RawHeader, gc_paused
@@ -98,6 +98,8 @@ class RunSink:
         """Size of the file up to the end of its last complete line."""
         self._failed: OutputError | None = None
         self._suffix = b""
+        self._ahead = PartsAhead()
+        """The columns of the first runs, built while a deferred session still waited (see :meth:`build_ahead`)."""
         if path is not None:
             # Build the run serialiser now, before any run: built at the first write (after measured run 0), its
             # allocations made the next measured run of a short region about 3x slower (13 us -> 40 us on a CPU).
@@ -126,7 +128,15 @@ class RunSink:
         Args:
             made: Called once the run objects were made, if something asks for them (see :class:`StoredRuns`).
         """
-        return StoredRuns(self._items, made)
+        return StoredRuns(self._items, made, self._ahead)
+
+    def build_ahead(self) -> None:
+        """Build now the result's columns of the runs stored since the last call (see :class:`PartsAhead`).
+
+        The run loop calls it while a deferred session still waits for later runs, when a config's last run was
+        stored: that work is then done before the device finished, not after.
+        """
+        self._ahead.add(self._items)
 
     @property
     def measured(self) -> int:

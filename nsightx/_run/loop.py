@@ -467,6 +467,10 @@ class _Sweep:
         self.pending: list[_Pending] = []
         self.checked_baseline = plan.normalize_against is None
         self.hand = _hand_over(sink)
+        incremental = type(session).completed_runs is not Session.completed_runs
+        self.build_ahead: Callable[[], None] | None = getattr(sink, "build_ahead", None) if incremental else None
+        """What builds the result's columns of the runs written so far, while a session that hands its runs back
+        one by one still waits (a session that hands back a mapping has no wait left once its runs are written)."""
 
     def run(self) -> None:
         """ONCE collectors, then each config; what was measured is written even when a run raises.
@@ -743,7 +747,9 @@ class _Sweep:
     def _write(self, *, collect: bool) -> None:
         if self.pending:
             written = len(self.pending)
-            _write_pending(self.session, self.hand, self.pending, self.collectors, collect=collect)
+            _write_pending(
+                self.session, self.hand, self.pending, self.collectors, collect=collect, build_ahead=self.build_ahead
+            )
             self.policy.written()
             heap.kept(written)
 
@@ -753,7 +759,13 @@ _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
 
 
 def _write_pending(
-    session: Session, hand: Callable[[RunRow], None], pending: list[_Pending], collectors: _Collectors, *, collect: bool
+    session: Session,
+    hand: Callable[[RunRow], None],
+    pending: list[_Pending],
+    collectors: _Collectors,
+    *,
+    collect: bool,
+    build_ahead: Callable[[], None] | None = None,
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
@@ -770,7 +782,9 @@ def _write_pending(
     session: while the GPU works through them), so what is left after the last wait is one run's write. The runs
     go to the sink in ``pending`` order whatever order the session hands them back in; a session that hands back
     only a mapping (:meth:`~nsightx._run.backend.Session.collect_runs`) has every run written after its one wait,
-    as before.
+    as before. ``build_ahead`` (the sink's :meth:`~nsightx._results.sink.RunSink.build_ahead`, given only for a
+    session that hands runs back one by one) is called after each config's last run but the last one written
+    here: the result's columns of that config are then built during the wait too.
 
     A run leaves ``pending`` as soon as the sink took it, so the clean-up after an error hands over only the runs
     not written yet, each once, with the output already collected for it (a deferred session hands an output
@@ -779,6 +793,8 @@ def _write_pending(
     rows = [tuple(collectors.materialize(values)) for *_, values in pending]
     arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
     outputs: dict[tuple[int, int], RunOutput] = {}  # what came back so far
+    ahead = build_ahead if collect else None
+    last = len(pending) - 1
     done = 0
     try:
         for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
@@ -786,6 +802,8 @@ def _write_pending(
             while key not in outputs and _arrive(arriving, outputs):
                 pass
             hand(_run_row(ci, r, state, outputs.get(key, output), values))
+            if ahead is not None and done < last and pending[done + 1][0] != ci:  # a config's last run: its columns
+                ahead()
             done += 1
         for _ in arriving:  # runs after the last pending one (warm-ups): read, then discarded
             pass

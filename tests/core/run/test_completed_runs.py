@@ -13,6 +13,7 @@ caller.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import warnings
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,12 +29,14 @@ from hypothesis import strategies as st
 import nsightx
 from nsightx._errors import MeasurementError
 from nsightx._results.records import RegionId
+from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.sink import RunSink
+from nsightx._results.store import Text
 from nsightx._run import context
 from nsightx._run.backend import RunOutput, Session
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan
-from nsightx.ext import new_record
+from nsightx.ext import RunValues, new_record
 
 _Key = tuple[int, int]
 
@@ -118,8 +122,9 @@ def _swapped(items: Iterator[tuple[_Key, RunOutput]]) -> Iterator[tuple[_Key, Ru
             return
 
 
-def _plan(function: Any, configs: int, runs: int, warmup: int) -> Plan:
+def _plan(function: Any, configs: int, runs: int, warmup: int, collectors: tuple[Any, ...] = ()) -> Plan:
     return Plan(
+        collectors=collectors,
         function=function,
         function_name="f",
         params=("i",),
@@ -151,10 +156,41 @@ class _User:
                 raise ValueError("ignored")
 
 
-def _execute(session: Mapped, plan: Plan, path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Any], str]:
+class Sampled:
+    """A RUN collector like the nvml one: a :class:`RunValues` over a mapping that changes every 3 runs."""
+
+    name = "sampled"
+    scope = nsightx.CollectionScope.RUN
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.shared: dict[str, Any] = {}
+
+    def collect(self, ctx: Any) -> RunValues:
+        if self.seen % 3 == 0:
+            self.shared = {"Clock": 1900 + self.seen, "Power": 0.5 * self.seen}
+        self.seen += 1
+        return RunValues(self.shared, "AgeMs", self.seen / 1000)
+
+
+def _plain(value: Any) -> Any:
+    """The columns of a result (``RunParts`` and its parts) as plain data: arrays as (dtype, list), text as strings."""
+    if isinstance(value, Text):
+        return ("text", value.strings())
+    if isinstance(value, np.ndarray):
+        return (str(value.dtype), value.tolist())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _execute(session: Mapped, plan: Plan, path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
     """Run ``plan`` through the run loop into a sink with a raw file; the host clock a counter (the same each time).
 
-    Returns (the runs as plain data, the raw file's lines as JSON, the error's text or "").
+    Returns (the result's columns as plain data, the runs as plain data, the raw file's lines as JSON, the
+    error's text or ""). The columns are read first, as a call reads them (before any run object is made).
     """
     monkeypatch.setattr(context, "_clock", itertools.count(0, 1000).__next__)
     sink = RunSink(path)
@@ -169,9 +205,11 @@ def _execute(session: Mapped, plan: Plan, path: Path, monkeypatch: pytest.Monkey
         error = f"{type(e).__name__}: {e}"
     finally:
         sink.close()
+    columns = _plain(sink.stored().parts())
+    assert columns == _plain(parts_from_rows(list(sink.stored()._items)))  # pieces built ahead: the same columns
     runs = [r.model_dump() for r in sink.runs]
     lines = path.read_text().splitlines() if path.exists() else []  # no run finished: no file
-    return runs, [json.loads(line) for line in lines], error
+    return columns, runs, [json.loads(line) for line in lines], error
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -183,6 +221,7 @@ def _execute(session: Mapped, plan: Plan, path: Path, monkeypatch: pytest.Monkey
     bad=st.frozensets(st.integers(1, 30), max_size=4),
     shuffle=st.booleans(),
     every=st.sampled_from([2, 5, 64]),
+    sampled=st.booleans(),
 )
 def test_an_incremental_session_gives_what_a_mapping_session_gives(
     tmp_path_factory: pytest.TempPathFactory,
@@ -194,17 +233,19 @@ def test_an_incremental_session_gives_what_a_mapping_session_gives(
     bad: frozenset[int],
     shuffle: bool,
     every: int,
+    sampled: bool,
 ) -> None:
     from nsightx._run import backend as _backend
 
     monkeypatch.setattr(_backend, "COLLECT_EVERY", every)
     folder = tmp_path_factory.mktemp("runs")
-    plan = _plan(_User(stop_at, bad), configs, runs, warmup)
-    mapped = _execute(Mapped(), plan, folder / "mapped.jsonl", monkeypatch)
-    plan = _plan(_User(stop_at, bad), configs, runs, warmup)
-    incremental = _execute(Incremental(shuffle=shuffle), plan, folder / "incremental.jsonl", monkeypatch)
+    outcomes = []
+    for name, session in (("mapped", Mapped()), ("incremental", Incremental(shuffle=shuffle))):
+        plan = _plan(_User(stop_at, bad), configs, runs, warmup, (Sampled(),) if sampled else ())
+        outcomes.append(_execute(session, plan, folder / f"{name}.jsonl", monkeypatch))
+    mapped, incremental = outcomes
     assert incremental == mapped
-    assert all(r["records"] for r in mapped[0])  # every run written kept its measurements
+    assert all(r["records"] for r in mapped[1])  # every run written kept its measurements
 
 
 def test_each_run_is_written_before_the_session_hands_back_the_next(tmp_path: Path) -> None:
@@ -216,6 +257,14 @@ def test_each_run_is_written_before_the_session_hands_back_the_next(tmp_path: Pa
     assert [held for _, held in measured] == list(range(8))  # run k came back with the k runs before it stored
     assert session.collects == 1
     assert len((tmp_path / "raw.jsonl").read_text().splitlines()) == 8
+    assert sink._ahead.upto == 4 and len(sink._ahead.pieces) == 1  # config 0's columns, built during the wait
+
+
+def test_a_mapping_session_builds_no_columns_ahead() -> None:
+    """Its runs are all back when the first is written: pieces would only add their join to the call."""
+    sink = RunSink()
+    run_loop(_plan(_User(None, frozenset()), 3, 4, 1), Mapped(), sink)
+    assert sink._ahead.pieces == [] and len(sink.stored().parts().runs.config) == 12
 
 
 @pytest.mark.parametrize("incremental", [False, True])
