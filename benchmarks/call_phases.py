@@ -7,7 +7,9 @@ device wait inside it, and times, per call:
 
 - ``launch``: from the call's start until the loop asks for the runs (host work ahead of the GPU),
 - ``wait``: the device wait (cupti: the driver's synchronise; events: 0, its waits are in ``collect``),
-- ``collect``: the rest of ``collect_runs`` (cupti: flush, decode, attribution; events: reading the events),
+- ``collect``: the rest of ``collect_runs`` (cupti: flush, decode, attribution; events: reading the events; where
+  the events session hands its runs back one by one, ``completed_runs``, until its last run came back: the runs'
+  writes and the columns of all configs but the last happen in there, between the waits),
 - ``after``: from ``collect_runs``' return until the call returns (sink, result, provenance, environment),
 - ``frame``: ``to_dataframe()`` of the returned result,
 - ``total``: the call plus the frame; ``bare``: the hand-written events loop, interleaved.
@@ -66,9 +68,28 @@ def instrument(clock: Clock) -> None:
 
         setattr(owner, name, timed)
 
+    def wrap_iterator(owner: Any, name: str) -> None:
+        """Mark ``collect_start`` when the loop asks for the runs, ``collect_end`` once the last came back."""
+        inner = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            clock.mark("collect_start")
+            items = inner(*args, **kwargs)
+
+            def marked() -> Any:
+                yield from items
+                clock.mark("collect_end")
+
+            return marked()
+
+        setattr(owner, name, timed)
+
     wrap(_session.CuptiSession, "collect_runs", "collect_start", "collect_end")
     wrap(_driver, "synchronize", None, "wait_end")
-    wrap(events.EventsSession, "collect_runs", "collect_start", "collect_end")
+    if "completed_runs" in vars(events.EventsSession):  # the loop writes each run as it comes back (overlap)
+        wrap_iterator(events.EventsSession, "completed_runs")
+    else:
+        wrap(events.EventsSession, "collect_runs", "collect_start", "collect_end")
 
 
 def phases(clock: Clock, fn: Any) -> dict[str, float]:
