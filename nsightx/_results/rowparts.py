@@ -111,6 +111,14 @@ class StoredRuns(Sequence[RunRecords]):
         return iter(self.objects())
 
 
+AHEAD_MIN_RUNS = 64
+"""The fewest runs :class:`PartsAhead` builds the columns of in one piece.
+
+On the 2-core VM (``benchmarks/overlap_wait.py``' device, one region and one record a run), the columns of 40 runs
+cost 60 us at once against 114 us as three pieces built ahead, the last one and the join (a piece costs ~34 us
+and the join ~80 us whatever their size); at 4 x 50 runs 200 against 156 us, at 4 x 200 660 against 300."""
+
+
 class PartsAhead:
     """The columns of a sink's first runs, built in pieces before the result asks for them.
 
@@ -118,7 +126,9 @@ class PartsAhead:
     session: while the GPU works through them) and, each time a config's last run was written there, has the
     sink build the columns of the runs it stored since the last piece (:meth:`add`). What is left to build after
     the last wait is the last pieces' runs and the join (``concat_parts``), not every run's columns: the columns
-    are those :func:`parts_from_rows` makes of all the runs at once, field for field.
+    are those :func:`parts_from_rows` makes of all the runs at once, field for field. A piece holds at least
+    :data:`AHEAD_MIN_RUNS` runs (those of several configs when they are short), since each piece and the join
+    have a fixed cost.
     """
 
     def __init__(self) -> None:
@@ -131,7 +141,7 @@ class PartsAhead:
     def add(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> None:
         """Build the columns of ``items`` after those the pieces hold (none while a run block is among them)."""
         chunk = items[self.upto :]
-        if not chunk or RunBlock in set(map(type, chunk)):  # a block may still grow: its columns come at the end
+        if len(chunk) < AHEAD_MIN_RUNS or RunBlock in set(map(type, chunk)):  # a block may still grow
             return
         self.pieces.append(parts_from_rows(chunk))
         self.upto = len(items)

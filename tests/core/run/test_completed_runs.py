@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 import nsightx
 from nsightx._errors import MeasurementError
+from nsightx._results import rowparts
 from nsightx._results.records import RegionId
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.sink import RunSink
@@ -238,6 +239,7 @@ def test_an_incremental_session_gives_what_a_mapping_session_gives(
     from nsightx._run import backend as _backend
 
     monkeypatch.setattr(_backend, "COLLECT_EVERY", every)
+    monkeypatch.setattr(rowparts, "AHEAD_MIN_RUNS", 2)  # columns built ahead in pieces of a config or two
     folder = tmp_path_factory.mktemp("runs")
     outcomes = []
     for name, session in (("mapped", Mapped()), ("incremental", Incremental(shuffle=shuffle))):
@@ -248,7 +250,10 @@ def test_an_incremental_session_gives_what_a_mapping_session_gives(
     assert all(r["records"] for r in mapped[1])  # every run written kept its measurements
 
 
-def test_each_run_is_written_before_the_session_hands_back_the_next(tmp_path: Path) -> None:
+def test_each_run_is_written_before_the_session_hands_back_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rowparts, "AHEAD_MIN_RUNS", 3)
     sink = RunSink(tmp_path / "raw.jsonl")
     session = Incremental(sink=sink)
     run_loop(_plan(_User(None, frozenset()), 2, 4, 1), session, sink)
@@ -260,8 +265,9 @@ def test_each_run_is_written_before_the_session_hands_back_the_next(tmp_path: Pa
     assert sink._ahead.upto == 4 and len(sink._ahead.pieces) == 1  # config 0's columns, built during the wait
 
 
-def test_a_mapping_session_builds_no_columns_ahead() -> None:
+def test_a_mapping_session_builds_no_columns_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its runs are all back when the first is written: pieces would only add their join to the call."""
+    monkeypatch.setattr(rowparts, "AHEAD_MIN_RUNS", 1)
     sink = RunSink()
     run_loop(_plan(_User(None, frozenset()), 3, 4, 1), Mapped(), sink)
     assert sink._ahead.pieces == [] and len(sink.stored().parts().runs.config) == 12
@@ -281,6 +287,16 @@ def test_a_read_that_fails_mid_way_stores_every_run_once_in_order_and_raises(tmp
     read = [bool(r.records) for r in sink.runs]
     # a mapping is all or nothing; one run at a time, the runs read before the failure keep their values
     assert read == ([True] * 4 + [False] * 2 if incremental else [False] * 6)
+
+
+def test_few_runs_are_not_built_ahead() -> None:
+    """Below AHEAD_MIN_RUNS a config's columns wait for the rest (a piece and the join would cost more)."""
+    sink = RunSink()
+    run_loop(_plan(_User(None, frozenset()), 3, 20, 0), Incremental(), sink)
+    assert sink._ahead.pieces == []
+    sink = RunSink()
+    run_loop(_plan(_User(None, frozenset()), 3, 40, 0), Incremental(), sink)
+    assert sink._ahead.upto == 80 and len(sink._ahead.pieces) == 1  # configs 0 and 1 in one piece
 
 
 def test_a_write_that_raises_keeps_the_later_runs_measurements(tmp_path: Path) -> None:
