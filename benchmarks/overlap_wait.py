@@ -15,7 +15,7 @@ last run's completion) and ``tail`` (the last completion to the call's return: t
 device); ``frame``: ``.to_dataframe()`` of the result. ``--trees A B``: each tree in its own process, the
 processes alternated ``--rounds`` times (interleaved), medians per tree; without it, the importable tree once.
 
-Usage: ``python benchmarks/overlap_wait.py [--reps 20] [--trees BEFORE AFTER --rounds 3] [--json FILE]``.
+Usage: ``python benchmarks/overlap_wait.py [--reps 20] [--runs 10] [--trees BEFORE AFTER --rounds 3] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -133,8 +133,8 @@ def make_backend(device: Device) -> type:
     return SimBackend
 
 
-def one_tree(tree: str | None, reps: int, gap_us: float, launch_us: float) -> dict[str, Any]:
-    """``reps`` timed calls of the 4 x (1 + 10) sweep on the simulated device, in this process."""
+def one_tree(tree: str | None, reps: int, gap_us: float, launch_us: float, runs: int = 10) -> dict[str, Any]:
+    """``reps`` timed calls of the 4 x (1 + ``runs``) sweep on the simulated device, in this process."""
     info = use_tree(tree)
     import nsightx
 
@@ -151,7 +151,7 @@ def one_tree(tree: str | None, reps: int, gap_us: float, launch_us: float) -> di
 
     @nsightx.analyze.kernel(
         configs=[(n,) for n in (512, 1024, 2048, 4096)],
-        runs=10,
+        runs=runs,
         warmup=1,
         backend="simdevice",
         verbosity=nsightx.VerbosityLevel.SILENT,
@@ -195,6 +195,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--gap-us", type=float, default=700.0, help="the device's time per run")
     ap.add_argument("--launch-us", type=float, default=80.0, help="the host's time per run in the region")
+    ap.add_argument("--runs", type=int, default=10, help="measured runs per config (after one warm-up run)")
     ap.add_argument("--tree", help="source tree of the nsightx to measure (default: the importable one)")
     ap.add_argument("--trees", nargs="+", help="trees to compare, each in its own processes, interleaved")
     ap.add_argument("--rounds", type=int, default=3)
@@ -202,11 +203,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.trees:
         argv = ["--reps", str(args.reps), "--gap-us", str(args.gap_us), "--launch-us", str(args.launch_us)]
+        argv += ["--runs", str(args.runs)]
         out = interleaved(args.trees, args.rounds, argv)
         for tree, figures in out.items():
             print(f"{tree}: " + "; ".join(f"{k} {v}" for k, v in figures.items()) + " (us, one per process)")
     else:
-        out = one_tree(args.tree, args.reps, args.gap_us, args.launch_us)
+        out = one_tree(args.tree, args.reps, args.gap_us, args.launch_us, args.runs)
         print(json.dumps(out))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
