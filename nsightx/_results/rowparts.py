@@ -158,7 +158,9 @@ class PartsAhead:
             return None
         rest = items[self.upto :]
         pieces = [*self.pieces, parts_from_rows(rest)] if rest else self.pieces
-        return pieces[0] if len(pieces) == 1 else concat_parts(pieces)
+        joined = pieces[0] if len(pieces) == 1 else concat_parts(pieces)
+        self.pieces, self.upto = [joined], len(items)  # the pieces' own arrays are not kept beside the join's
+        return joined
 
 
 def _key(item: RunRow | RunRecords | RunBlock) -> tuple[int, int]:
