@@ -241,6 +241,7 @@ stage_wholecall() {
   # times; one cProfile of the tiny call on this tree
   {
     date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
+    python3 -c "from nsightx._commands.clockcost import clock_line; print(clock_line())"  # hosts differ (session 17)
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
         tree=(); prof=(--no-profile)
@@ -335,6 +336,7 @@ stage_short() {
   # backends, the nvml plugin and the run loop; short.log, backend_overhead_{usercall,wholecall}_short.json
   {
     date -u; nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm --format=csv
+    python3 -c "from nsightx._commands.clockcost import clock_line; print(clock_line())"
     step "the whole call alone beside the bare loop"
     timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${USER_REPS:-21}" --only sweep_once \
       --cupti-variants none --whole-call --variants cupti_dataframe,events_dataframe --no-profile --tag _usercall_short

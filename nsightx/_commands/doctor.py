@@ -8,6 +8,7 @@ import platform
 import shutil
 import sys
 
+from nsightx._commands.clockcost import clock_line
 from nsightx._cudainfo import NvidiaSmiError, query_gpus
 from nsightx._pluginhost.plugins import PluginHost
 from nsightx._version import __version__
@@ -35,6 +36,7 @@ def report(host: PluginHost) -> str:
     lines = [
         f"nsightx {__version__} on Python {platform.python_version()} ({sys.executable})",
         f"platform: {platform.platform()}",
+        clock_line(),
     ]
     lines += _gpu_lines()
     ncu = shutil.which("ncu")
