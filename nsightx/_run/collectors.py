@@ -40,6 +40,13 @@ class CollectContext:
     """CUDA device ordinal being profiled, when known."""
     backend: str = ""
     """Name of the backend measuring."""
+    run_start_ns: int | None = None
+    """When the run starts, on the host clock ``time.perf_counter_ns`` (CLOCK_MONOTONIC), RUN scope only.
+
+    The run loop reads the clock once as a run starts and hands that one read to the thermal guard and to every
+    RUN collector, so that a collector needs no read of its own (where the clock source is slow, each read costs
+    microseconds of a host-bound run, issue 35). ``None`` in other scopes, and in a context made outside a run
+    loop: a collector that wants the time then reads the clock itself."""
 
 
 CollectResult = Scalar | Mapping[str, Scalar]
@@ -68,7 +75,9 @@ class CollectorLike(Protocol):
     ``collect`` reads only context fields that are the same for every run of a config (scope, function, args,
     params, config, device, backend), not ``run``. When every RUN collector of a call says so, the run loop hands
     them one context per config, whose ``run`` is ``None``, instead of making one before every run (the nvml
-    plugin's run collector reads only ``device``). Without the attribute a collector gets a context per run.
+    plugin's run collector reads only ``device`` and ``run_start_ns``). Without the attribute a collector gets a
+    context per run. ``run_start_ns`` is set for every run, also in a context shared by a config's runs: that
+    one is updated in place before each run, so a collector reads it during its ``collect`` call, not later.
     """
 
     name: str

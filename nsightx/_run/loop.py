@@ -88,6 +88,15 @@ _FAILED = object()
 _RUN_SCOPE = CollectionScope.RUN
 _RUN = _RUN_SCOPE.value
 
+_run_clock: Callable[[], int] = time.perf_counter_ns
+"""The host clock a run's start is read from: once a run, for the thermal guard and every RUN collector.
+
+Each of them read it for itself before (the guard ``time.monotonic``, the nvml collector ``perf_counter_ns`` for
+its sample's age and its sampler's demand, the temperature source for its freshness check): on a host whose
+clock source makes every read a system call that was microseconds a run of a tiny kernel (issue 35). Both are
+CLOCK_MONOTONIC on Linux; the guard's default clock is ``time.perf_counter``, this clock in seconds.
+Region enter and exit keep their own reads: they time the region."""
+
 
 def _add_rows(
     out: list[Any], name: str, scope: str, config: int | None, run: int | None, annotation: str | None, result: Any
@@ -197,8 +206,11 @@ class _Collectors:
         ctx = self._context(scope, config, run, annotation)
         return [_Gathered(c.name, scope.value, config, run, annotation, self._call(c, ctx)) for c in collectors]
 
-    def collect_run(self, config: int, run: int) -> list[CollectorRow]:
+    def collect_run(self, config: int, run: int, now: int | None = None) -> list[CollectorRow]:
         """Call the RUN collectors for run ``run`` of ``config`` and return their values as rows, at once.
+
+        ``now``: the run's start as the run loop read it (``run_start_ns`` of the collectors' context, see
+        :meth:`_run_context`).
 
         This runs before every measured run, between two launches of a host-bound sweep: no keyword mapping is
         built, and the rows are made here, except for an answer that is a
@@ -206,7 +218,7 @@ class _Collectors:
         and made into rows by :meth:`materialize` when the run is written, off the measured path of a deferred
         session.
         """
-        ctx = self._run_context(config, run)
+        ctx = self._run_context(config, run, now)
         out: list[Any] = []
         for c in self.by_scope[_RUN_SCOPE]:
             result = self._call(c, ctx)
@@ -216,15 +228,15 @@ class _Collectors:
                 _add_rows(out, c.name, _RUN, config, run, None, result)
         return out
 
-    def gather_run(self, config: int, run: int, into: list[Any] | None = None) -> list[Any]:
+    def gather_run(self, config: int, run: int, now: int | None = None, into: list[Any] | None = None) -> list[Any]:
         """Call the RUN collectors for run ``run`` of ``config``; their answers are kept as returned.
 
         What a deferred session's runs take (:meth:`_Sweep._deferred_runs`): the answers become rows only when
         the runs are written (:meth:`materialize`, in :func:`_write_pending`), not between two runs. They are
         appended to ``into`` when given (the thermal guard's rows of the run: no second list is made and joined
-        before every run), else to a new list; that list is returned.
+        before every run), else to a new list; that list is returned. ``now``: as for :meth:`collect_run`.
         """
-        ctx = self._run_context(config, run)
+        ctx = self._run_context(config, run, now)
         call, name_of = self._call, _gathered
         out: list[Any] = [] if into is None else into
         for c in self.by_scope[_RUN_SCOPE]:
@@ -232,28 +244,34 @@ class _Collectors:
             out.append(result if type(result) is RunValues else name_of((c.name, _RUN, config, run, None, result)))
         return out
 
-    def _run_context(self, config: int, run: int) -> CollectContext:
+    def _run_context(self, config: int, run: int, now: int | None) -> CollectContext:
         """The context of a RUN collector call: one per run, or one per config when no collector reads the run's.
 
         A collector whose ``reads_run_fields`` is ``False`` (see
         :class:`~nsightx._run.collectors.CollectorLike`) reads only fields that are the same for every run of
         a config; when all of them do, they get one context per config (its ``run`` is ``None``) and no context
-        is made before each run (~0.5 us a run).
+        is made before each run (~0.5 us a run). Either way its ``run_start_ns`` is ``now``, the run's start as
+        the run loop read it (the shared context's is set in place: one store, no copy).
         """
         if self._run_fields_read:
-            return self._context(_RUN_SCOPE, config, run, None)
-        ctx = self._config_contexts.get(config)
-        if ctx is None:
-            ctx = self._config_contexts[config] = self._context(_RUN_SCOPE, config, None, None)
+            ctx = self._context(_RUN_SCOPE, config, run, None)
+        else:
+            ctx = self._config_contexts.get(config)
+            if ctx is None:
+                ctx = self._config_contexts[config] = self._context(_RUN_SCOPE, config, None, None)
+        ctx.__dict__["run_start_ns"] = now  # frozen for collectors; the loop's own field, set per run
         return ctx
 
-    def collect_run_into(self, config: int, run: int, names: list[str], values: list[Scalar]) -> int:
+    def collect_run_into(
+        self, config: int, run: int, names: list[str], values: list[Scalar], now: int | None = None
+    ) -> int:
         """:meth:`collect_run` into two columns: each row's name appended to ``names``, its value to ``values``.
 
         For a run whose values are stored as columns (a run block's): their scope, config and run are the run's,
-        so only names and values are kept, and no row is made. Returns how many values were appended.
+        so only names and values are kept, and no row is made. Returns how many values were appended. ``now``:
+        as for :meth:`collect_run`.
         """
-        ctx = self._run_context(config, run)
+        ctx = self._run_context(config, run, now)
         count = len(names)
         for c in self.by_scope[_RUN_SCOPE]:
             result = self._call(c, ctx)
@@ -626,6 +644,8 @@ class _Sweep:
         runner, plan, session, pending, progress = self.runner, self.plan, self.session, self.pending, self.progress
         context, new_state, due = _context, _context.RunState, self.policy.due
         before, values_of = runner.deferred_values()
+        clock = _run_clock if before is not None or values_of is not None else None
+        now: int | None = None
         start_run = session.start_run if runner.prepares else None
         finish, shown, advance = session.finish_run, progress.enabled, progress.advance
         user = runner.invoke is _call_user  # the user's function is called here, with the config's arguments
@@ -633,12 +653,14 @@ class _Sweep:
         finished = 0
         try:
             for r in range(start, stop):
-                if before is not None:
-                    before()
+                if clock is not None:  # the run's one read of the host clock (see _run_clock)
+                    now = clock()
+                    if before is not None and before(now):
+                        now = clock()  # it paused for cooling: the run starts now
                 if start_run is not None:
                     start_run(ci, r)
                 state = new_state(session, ci, r)
-                values = values_of(ci, r) if values_of is not None else []
+                values = values_of(ci, r, now) if values_of is not None else []
                 previous = context._current  # restored, not cleared (see _Runner.run)
                 context._current = state
                 try:
@@ -693,15 +715,19 @@ class _Sweep:
         names, append = block.names, block.counts.append
         columns = (names, block.host_ns, block.failed)
         before, values_into = self.runner.run_values()
+        clock = _run_clock if before is not None or values_into is not None else None
+        now: int | None = None
         value_names, value_scalars, count_values = block.value_names, block.values, block.n_values.append
         mark = finished = told = 0
         due = heap.until_checkpoint()
         try:
             for r in range(start, stop):
-                if before is not None:
-                    before()
+                if clock is not None:  # the run's one read of the host clock (see _run_clock)
+                    now = clock()
+                    if before is not None and before(now):
+                        now = clock()  # it paused for cooling: the run starts now
                 if values_into is not None:
-                    k = values_into(ci, r, value_names, value_scalars)
+                    k = values_into(ci, r, value_names, value_scalars, now)
                 state = new_state(session, ci, r, columns)
                 previous = context._current  # restored, not cleared (see _Runner.run)
                 context._current = state
@@ -888,8 +914,13 @@ def _records_adapter() -> TypeAdapter[list[Record]]:
     return TypeAdapter(list[Record])
 
 
-_ValuesInto = Callable[[int, int, list[str], list[Scalar]], int]
-"""Appends the values of run (config, run) to a name and a value column; returns how many."""
+_ValuesInto = Callable[[int, int, list[str], list[Scalar], int | None], int]
+"""Appends the values of run (config, run), started at the given host time, to a name and a value column; returns
+how many."""
+_Before = Callable[[int | None], bool]
+"""The guard's check before a run, handed the run's start (see :meth:`~nsightx._run.thermal.Guard.before_run`)."""
+_ValuesOf = Callable[[int, int, int | None], list[Any]]
+"""The values of run (config, run), started at the given host time: rows and answers kept as returned."""
 
 
 class _Runner:
@@ -919,49 +950,56 @@ class _Runner:
         self.plain = self.blockable and not (self.guarded or self.asks_run)
         """Whether a measured run is the call of the user's function alone (see :meth:`_Sweep._plain_runs`)."""
 
-    def run_values(self) -> tuple[Callable[[], None] | None, _ValuesInto | None]:
+    def run_values(self) -> tuple[_Before | None, _ValuesInto | None]:
         """What a measured run calls before it starts, as :meth:`run` calls it, each ``None`` when there is none.
 
         The guard's check, and what appends the run's values (the guard's, then the RUN collectors') to a name and
-        a value column and returns how many (see :meth:`_Collectors.collect_run_into`).
+        a value column and returns how many (see :meth:`_Collectors.collect_run_into`). Both take the run's start,
+        read once by the caller (see :data:`_run_clock`).
         """
         guard, collect = self.guard, self.collectors.collect_run_into
         if not self.guarded:
             return None, collect if self.asks_run else None
         take, asks_run = guard.take_values, self.asks_run
 
-        def values_into(ci: int, r: int, names: list[str], values: list[Scalar]) -> int:
+        def values_into(ci: int, r: int, names: list[str], values: list[Scalar], now: int | None) -> int:
             rows = take(ci, r)
             for row in rows:  # the pause: one row
                 names.append(row[0])
                 values.append(row[5])
-            return len(rows) + collect(ci, r, names, values) if asks_run else len(rows)
+            return len(rows) + collect(ci, r, names, values, now) if asks_run else len(rows)
 
         return guard.before_run, values_into
 
-    def deferred_values(self) -> tuple[Callable[[], None] | None, Callable[[int, int], list[Any]] | None]:
+    def deferred_values(self) -> tuple[_Before | None, _ValuesOf | None]:
         """What a measured run of a deferred session calls before it starts, each ``None`` when there is none.
 
         The guard's check, and what returns the run's values: the guard's rows, then the RUN collectors' answers
-        as returned (:meth:`_Collectors.gather_run`), made into rows when the run is written.
+        as returned (:meth:`_Collectors.gather_run`), made into rows when the run is written. Both take the run's
+        start, read once by the caller (see :data:`_run_clock`).
         """
         gather = self.collectors.gather_run
         if not self.guarded:
             return None, gather if self.asks_run else None
         take = self.guard.take_values
         if not self.asks_run:
-            return self.guard.before_run, take
+            return self.guard.before_run, lambda ci, r, now: take(ci, r)
 
-        def values_of(ci: int, r: int) -> list[Any]:
-            return gather(ci, r, take(ci, r))
+        def values_of(ci: int, r: int, now: int | None) -> list[Any]:
+            return gather(ci, r, now, take(ci, r))
 
         return self.guard.before_run, values_of
 
     def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
-        """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped)."""
+        """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped).
+
+        The host clock is read once as the run starts, for the guard and the RUN collectors (see
+        :data:`_run_clock`), and again only when the guard paused.
+        """
         session = self.session
-        if self.guarded:
-            self.guard.before_run()
+        now = _run_clock() if self.guarded or (r >= 0 and self.asks_run) else None
+        if self.guarded and self.guard.before_run(now):
+            now = _run_clock()  # it paused for cooling: the run starts now
         if self.prepares:
             session.start_run(ci, r)
         run_values: list[Any] = []
@@ -970,7 +1008,7 @@ class _Runner:
             if self.guarded:
                 run_values += self.guard.take_values(ci, r)
             if self.asks_run:
-                run_values += self.collectors.collect_run(ci, r)
+                run_values += self.collectors.collect_run(ci, r, now)
             if self.asks_annotation:
                 state.on_annotation = functools.partial(self._annotation, run_values, ci, r)
         previous = _context.current()  # restored, not cleared: None except for a loop run inside a run

@@ -23,6 +23,7 @@ spent cooling before it (warm-up runs' pauses are added to the next measured run
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -61,6 +62,20 @@ PAUSE_COLUMN = "ThermalPauseS"
 """RUN-scope column: seconds paused for cooling before the run."""
 _RUN = CollectionScope.RUN.value
 
+_MONOTONIC = time.monotonic
+"""The guard's default clock, as this module found it (tests replace the module's ``time``)."""
+_clock_info = time.get_clock_info
+
+
+@functools.cache
+def _run_clock_is_monotonic() -> bool:
+    """Whether ``time.perf_counter_ns`` (the run loop's clock) and ``time.monotonic`` read the same clock.
+
+    They do on Linux (both ``clock_gettime(CLOCK_MONOTONIC)``) and macOS; where they do not (Windows before
+    Python 3.13), the guard reads ``monotonic`` itself rather than take the run loop's read for one.
+    """
+    return bool(_clock_info("perf_counter").implementation == _clock_info("monotonic").implementation)
+
 
 @dataclass(frozen=True)
 class ThermalReading:
@@ -80,7 +95,12 @@ class ThermalReading:
 
 
 class TemperatureSource(Protocol):
-    """Where the guard gets temperatures from (offered by a plugin through ``nsightx_temperature_source``)."""
+    """Where the guard gets temperatures from (offered by a plugin through ``nsightx_temperature_source``).
+
+    A source may also have ``read_at(now_ns)``: the same read, told the run's start on the host clock
+    (``time.perf_counter_ns``), which the guard then hands it instead of the source reading the clock itself
+    (the nvml source checks its sample's freshness against it).
+    """
 
     def read(self) -> ThermalReading:
         """Read the watched device now. May raise; the guard then warns once and stops guarding."""
@@ -127,8 +147,16 @@ class GuardedPlan(Protocol):
 class Guard(Protocol):
     """What the run loop calls around each run."""
 
-    def before_run(self) -> None:
-        """Pause if the device is too hot to measure reliably (called before every run, warm-up included)."""
+    def before_run(self, now_ns: int | None = None) -> bool:
+        """Pause if the device is too hot to measure reliably (called before every run, warm-up included).
+
+        Args:
+            now_ns: The run's start on the host clock (``time.perf_counter_ns``), read once by the run loop for
+                the guard and the RUN collectors; ``None``: the guard reads its clock.
+
+        Returns:
+            Whether it paused (the run then starts later than ``now_ns``).
+        """
         ...
 
     def take_values(self, config: int, run: int) -> list[CollectorRow]:
@@ -142,8 +170,9 @@ class Guard(Protocol):
 class NoGuard:
     """Guard used when thermal control is off, the backend measures no GPU, or no temperature source exists."""
 
-    def before_run(self) -> None:
-        """Do nothing."""
+    def before_run(self, now_ns: int | None = None) -> bool:
+        """Do nothing: never paused."""
+        return False
 
     def take_values(self, config: int, run: int) -> list[CollectorRow]:
         """No values: rows carry no ``ThermalPauseS`` column when nothing was guarded."""
@@ -174,7 +203,9 @@ class ThermalGuard:
         wait: Headroom (°C) at or below which a run waits.
         cont: Headroom (°C) a paused run waits for.
         timeout: Longest single pause (s).
-        clock: Monotonic clock in seconds; ``None``: ``time.monotonic`` (tests pass a fake clock).
+        clock: Monotonic clock in seconds; ``None``: ``time.monotonic`` (tests pass a fake clock). With the
+            default, a run's start handed to :meth:`before_run` stands for a read of it where ``monotonic`` and
+            ``perf_counter`` are one clock (CLOCK_MONOTONIC on Linux, see :func:`_run_clock_is_monotonic`).
         sleep: How to wait; ``None``: ``time.sleep`` (tests advance their fake clock instead).
         poll: Seconds between reads while paused.
         log: Called with a one-line message when a pause begins, ends or the band changes (``None``: quiet).
@@ -204,30 +235,40 @@ class ThermalGuard:
     _cont_ceiling: float = CONT_MAX_C
     _broken: bool = False
     _cool_until: float | None = None
+    _takes_ns: bool = False
+    """Whether a run's start in ns (``time.perf_counter_ns``) is a read of :attr:`clock` (the default clock)."""
+    _read_at: Callable[[int], ThermalReading] | None = None
+    """The source's ``read_at``, when it has one (see :class:`TemperatureSource`)."""
 
     def __post_init__(self) -> None:
         if self.clock is None:
             self.clock = time.monotonic
+        self._takes_ns = self.clock is _MONOTONIC and _run_clock_is_monotonic()
+        self._read_at = getattr(self.source, "read_at", None)
         if self.sleep is None:
             self.sleep = time.sleep
 
-    def before_run(self) -> None:
+    def before_run(self, now_ns: int | None = None) -> bool:
         """Read the temperature; if the headroom is at or below ``wait``, pause (see the module docstring).
 
         A run that starts within :data:`RECHECK_S` of a read that left a wide margin is not read again.
+        ``now_ns`` (the run's start on ``time.perf_counter_ns``, read by the run loop) stands for a read of the
+        guard's clock when that is the default one, and is handed to a source that takes it (``read_at``);
+        ``None``: both read the clock themselves. Returns whether it paused.
         """
         if self._runs_since_pause is not None:
             self._runs_since_pause += 1
-        now = (self.clock or time.monotonic)()
+        now = now_ns / 1e9 if now_ns is not None and self._takes_ns else (self.clock or time.monotonic)()
         if self._cool_until is not None and now < self._cool_until:
-            return
-        reading = self._read()
+            return False
+        reading = self._read(now_ns)
         if reading is None or reading.headroom_c > self.wait:
             wide = reading is not None and reading.headroom_c > self.wait + RECHECK_MARGIN_C
             self._cool_until = now + RECHECK_S if wide else None
-            return
+            return False
         self._cool_until = None
         self._pause(reading)
+        return True
 
     def take_values(self, config: int, run: int) -> list[CollectorRow]:
         """The seconds paused since the previous measured run, as a ``ThermalPauseS`` RUN row (a plain tuple)."""
@@ -237,11 +278,12 @@ class ThermalGuard:
         self._pending_s = 0.0
         return [(PAUSE_COLUMN, _RUN, config, run, None, round(pending, 3))]
 
-    def _read(self) -> ThermalReading | None:
+    def _read(self, now_ns: int | None = None) -> ThermalReading | None:
         if self._broken:
             return None
         try:
-            return self.source.read()
+            read_at = self._read_at
+            return self.source.read() if read_at is None or now_ns is None else read_at(now_ns)
         except Exception as e:  # a monitoring failure must not cost the measurement
             self._broken = True
             warnings.warn(

@@ -41,7 +41,7 @@ STALE_SAMPLE_S = 0.05
 its values read at once, on the calling thread: ~0.2 ms on a busy H200, under 0.5% of a run that came so late."""
 
 _perf_counter_ns = time.perf_counter_ns
-"""Bound once: :meth:`RunConditions.collect` reads the clock before every run."""
+"""Bound once: what :meth:`RunConditions.collect` reads when its context carries no run start (outside a run loop)."""
 
 TEMPERATURE_MAX_AGE_S = 0.5
 """The thermal guard takes the sampler's temperature when it is at most this old, else reads NVML itself.
@@ -181,7 +181,8 @@ class RunConditions:
     scope = CollectionScope.RUN
     columns = RUN_COLUMNS
     reads_run_fields = False
-    """:meth:`collect` reads only ``ctx.device``: the run loop may hand it one context per config."""
+    """:meth:`collect` reads only ``ctx.device`` and ``ctx.run_start_ns``: the run loop may hand it one context per
+    config."""
 
     def __init__(self) -> None:
         self._fields = FieldReader()
@@ -237,14 +238,20 @@ class RunConditions:
     def collect(self, ctx: CollectContext) -> Mapping[str, Scalar]:
         """The readings the run starts with, or no columns when NVML is unavailable.
 
-        Before every run of a started call this is a dictionary look-up, one clock read, a write and a read of the
+        Before every run of a started call this is a dictionary look-up, a write and a read of the
         shared sample (:meth:`~nsightx_nvml._sampler.ProcessSampler.demand_latest`: the same sample object while
         no new one came) and a :class:`~nsightx.ext.RunValues` of the sample's values, not copied, and their age
         (the run loop converts a sample's values once for all its runs). Whether the sampler still runs (for a
         process, a ``waitpid``) is asked only once its latest sample is stale, which is also how a sampler that
         died is noticed.
+
+        The run's start (``ctx.run_start_ns``, read once by the run loop for the thermal guard and every RUN
+        collector) is the time of the demand and the time the sample's age is taken at; a context without it
+        (outside a run loop) has the clock read here.
         """
-        now = _perf_counter_ns()
+        now = ctx.run_start_ns
+        if now is None:
+            now = _perf_counter_ns()
         sampler = self._samplers.get(ctx.device)
         if sampler is None:
             return self._direct(ctx, now)
@@ -321,6 +328,14 @@ class NvmlTemperatureSource:
             RuntimeError: NVML is unavailable.
             DeviceNotFound: the device cannot be matched.
         """
+        return self.read_at(None)
+
+    def read_at(self, now_ns: int | None) -> ThermalReading:
+        """:meth:`read`, the sample's freshness taken at ``now_ns`` (``time.perf_counter_ns``; ``None``: now).
+
+        The thermal guard hands it the run's start, which the run loop read once for the guard and the RUN
+        collectors: the read before a run then reads no clock here.
+        """
         p = self._provider or provider()
         devices = p.devices()
         if devices is None:
@@ -330,7 +345,8 @@ class NvmlTemperatureSource:
         slowdown = self._slowdown.get(key)
         if slowdown is None:
             slowdown = self._slowdown[key] = devices.nvml.slowdown_c(dev.sensors)
-        return ThermalReading(temperature_c=self._temperature(devices, dev), slowdown_c=slowdown, device=key)
+        temperature = self._temperature(devices, dev, now_ns)
+        return ThermalReading(temperature_c=temperature, slowdown_c=slowdown, device=key)
 
     def _resolve(self, devices: DeviceMap) -> Resolved:
         """Match the watched device: once for the call when the match is exact, else at most once a second.
@@ -353,19 +369,20 @@ class NvmlTemperatureSource:
             self._guessed = (id(devices), dev, now)
         return dev
 
-    def _temperature(self, devices: DeviceMap, dev: Resolved) -> float:
+    def _temperature(self, devices: DeviceMap, dev: Resolved, now_ns: int | None = None) -> float:
         """The call's sampler's temperature of ``dev`` when it is fresh enough, else a direct NVML read.
 
         Freshness alone decides, not whether the sampler still runs (for a process, a ``waitpid`` per read): a
         sampler that ended or parked publishes nothing newer, so its sample goes stale within
         :data:`TEMPERATURE_MAX_AGE_S` and the device is read directly from then on. A sampler no call uses any
-        more is not asked at all.
+        more is not asked at all. ``now_ns``: when the run starts (``None``: the clock is read).
         """
         sampler = _sampler.current((id(devices), dev.label))
         sample = sampler.latest() if sampler is not None else None
         if sample is not None:
             value = sample.values.get(GPU_TEMPERATURE)
-            fresh = time.perf_counter_ns() - sample.taken_ns <= TEMPERATURE_MAX_AGE_S * 1e9
+            now = time.perf_counter_ns() if now_ns is None else now_ns
+            fresh = now - sample.taken_ns <= TEMPERATURE_MAX_AGE_S * 1e9
             if fresh and isinstance(value, int | float):
                 return float(value)
         return float(devices.nvml.temperature_c(dev.sensors))
