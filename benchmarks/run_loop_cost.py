@@ -146,6 +146,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="--nvml: off/nvml/parts rounds in each process")
     ap.add_argument("--samplers", default="process,thread", help="--nvml: comma-separated: process, thread")
     ap.add_argument("--deferred", action="store_true", help="--nvml: through a deferred session (a GPU backend's)")
+    ap.add_argument(
+        "--slow-clock-ns", type=int, default=0, help="--nvml: every host-clock read busy-waits this long (a slow host)"
+    )
     ap.add_argument("--fixed", action="store_true", help="measure the fixed cost of a call instead")
     ap.add_argument("--calls", type=int, default=300, help="--fixed: timed calls per shape (the median is shown)")
     ap.add_argument("--events", action="store_true", help="measure the events session's work per run instead")
@@ -160,7 +163,7 @@ def main() -> int:
         print(json.dumps(child(args.child, args.variant)))
         return 0
     if args.nvml_child is not None:
-        print(json.dumps(nvml_child(args.nvml_child, args.sampler, args.rounds, args.deferred)))
+        print(json.dumps(nvml_child(args.nvml_child, args.sampler, args.rounds, args.deferred, args.slow_clock_ns)))
         return 0
     if args.events_child:
         print(json.dumps(events_child(args.runs)))
@@ -266,12 +269,39 @@ def _install_deferred() -> None:
     nsightx_host.HostSession = DeferredHostSession
 
 
-def nvml_child(runs: int, sampler: str, rounds: int, deferred: bool = False) -> dict[str, Any]:
+def _slow_clocks(ns: int) -> None:
+    """Make every read of :mod:`time`'s monotonic clocks take at least ``ns`` (a busy wait), before nsightx loads.
+
+    What a host whose clock source is read through a system call (``hpet``, some virtual machines) pays for each
+    read (``nsightx doctor`` prints the cost here). Installed before anything of nsightx is imported, so that the
+    names its modules bind at import (``_clock = time.perf_counter_ns``) are the slow ones too. On Linux all four
+    are CLOCK_MONOTONIC, so one real clock serves them; CPU time (``process_time``, what is reported) is not slowed.
+    """
+    real = time.perf_counter_ns
+
+    def read_ns() -> int:
+        end = real() + ns
+        now = real()
+        while now < end:
+            now = real()
+        return now
+
+    def read_s() -> float:
+        return read_ns() / 1e9
+
+    time.perf_counter_ns = time.monotonic_ns = read_ns  # type: ignore[assignment]
+    time.perf_counter = time.monotonic = read_s  # type: ignore[assignment]
+
+
+def nvml_child(runs: int, sampler: str, rounds: int, deferred: bool = False, slow_ns: int = 0) -> dict[str, Any]:
     """Time ``off``, ``nvml`` and ``parts`` ``rounds`` times each in this process (tree set by ``PYTHONPATH``).
 
     ``deferred``: through a deferred session (:func:`_install_deferred`), and also ``off_df`` and ``nvml_df``,
-    the call and ``to_dataframe()`` of its result.
+    the call and ``to_dataframe()`` of its result. ``slow_ns``: every clock read costs that much (see
+    :func:`_slow_clocks`).
     """
+    if slow_ns:
+        _slow_clocks(slow_ns)
     _install_double(sampler)
     if deferred:
         _install_deferred()
@@ -368,13 +398,16 @@ def nvml_child(runs: int, sampler: str, rounds: int, deferred: bool = False) -> 
     }
 
 
-def nvml_run_child(tree: Path, runs: int, sampler: str, rounds: int, deferred: bool = False) -> dict[str, Any]:
+def nvml_run_child(
+    tree: Path, runs: int, sampler: str, rounds: int, deferred: bool = False, slow_ns: int = 0
+) -> dict[str, Any]:
     """Run :func:`nvml_child` in a fresh process with ``tree`` first on the path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (tree, tree / "backends", tree / "plugins"))
     env.pop("NSIGHTX_BLOCK_PLUGINS", None)
     argv = [sys.executable, str(Path(__file__).resolve()), "--nvml-child", str(runs), "--sampler", sampler]
     argv += ["--deferred"] if deferred else []
+    argv += ["--slow-clock-ns", str(slow_ns)] if slow_ns else []
     out = subprocess.run([*argv, "--rounds", str(rounds)], env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"child for {tree} ({sampler}) failed:\n{out.stderr}")
@@ -386,7 +419,8 @@ def nvml_main(args: argparse.Namespace) -> int:
     """What the nvml plugin costs each run on the CPU: the thermal guard and the RUN collector, on the run loop's path.
 
         python benchmarks/run_loop_cost.py --nvml [--runs 20000] [--reps 3] [--rounds 3]
-                                           [--samplers process,thread] [--deferred] [--tree PATH ...] [--json OUT]
+                                           [--samplers process,thread] [--deferred] [--slow-clock-ns NS]
+                                           [--tree PATH ...] [--json OUT]
 
     On the GPU the nvml plugin added ~22 us to every run of a 16 KiB op (issue 35's run-loop target: 1.10x the bare
     loop, so ~1-2 us for the plugin). Most of that is Python on the host, which this measures without a GPU: NVML
@@ -410,7 +444,9 @@ def nvml_main(args: argparse.Namespace) -> int:
     session is made deferred (:func:`_install_deferred`), so the calls take the path of a GPU backend's runs, and
     ``off+df`` and ``nvml+df`` time each call with ``to_dataframe()`` of its result too. ``--tree`` (repeatable)
     measures other source trees in the same run, alternating trees within each repetition, so before/after ratios
-    come from one run on a shared machine. ``--json`` writes every number.
+    come from one run on a shared machine. ``--slow-clock-ns NS`` makes every read of the host clock in the
+    measuring process busy-wait NS ns (:func:`_slow_clocks`): what a host with a slow clock source gains from
+    fewer reads. ``--json`` writes every number.
     """
     trees = [HERE.parent, *[t.resolve() for t in args.tree]]
     samplers = args.samplers.split(",")
@@ -418,7 +454,9 @@ def nvml_main(args: argparse.Namespace) -> int:
     for _ in range(args.reps):
         for s in samplers:
             for t in trees:
-                raw[f"{t} [{s}]"].append(nvml_run_child(t, args.runs, s, args.rounds, args.deferred))
+                raw[f"{t} [{s}]"].append(
+                    nvml_run_child(t, args.runs, s, args.rounds, args.deferred, args.slow_clock_ns)
+                )
     keys = ("off_us", "nvml_us", "nvml_minus_off_us", "parts_us", *(("off_df_us", "nvml_df_us") * args.deferred))
     table = {case: {k: statistics.median(r[k] for r in rows) for k in keys} for case, rows in raw.items()}
     frame_head = f" {'off+df':>8} {'nvml+df':>8}" if args.deferred else ""
@@ -433,6 +471,7 @@ def nvml_main(args: argparse.Namespace) -> int:
         doc = {
             "nvml": True,
             "deferred": args.deferred,
+            "slow_clock_ns": args.slow_clock_ns,
             "runs": args.runs,
             "cases": list(table),
             "median": table,

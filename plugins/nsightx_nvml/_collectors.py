@@ -264,8 +264,13 @@ class RunConditions:
             if sample is None:
                 return dict.fromkeys(RUN_COLUMNS)
         # The sample's own mapping, not a copy (a sample is never changed once published), and the run's age:
-        # the run loop makes the rows when it writes the run (Sample.age_ms, without the call).
-        return RunValues(sample.values, AGE_COLUMN, round((now - sample.taken_ns) / 1e6, 3))
+        # the run loop makes the rows when it writes the run. The age is Sample.age_ms, without the call and
+        # in integers (0.2 us less than round() a run): ns to the nearest us, then ms. That is the same float
+        # as round(ns / 1e6, 3) but for a tie (round takes the float's side of it) and a negative age (-0.0):
+        # those go through round().
+        ns = now - sample.taken_ns
+        age = (ns + 500) // 1000 / 1000 if ns >= 0 and ns % 1000 != 500 else round(ns / 1e6, 3)
+        return RunValues(sample.values, AGE_COLUMN, age)
 
     def _direct(self, ctx: CollectContext, now: int) -> Mapping[str, Scalar]:
         """Read NVML on the calling thread (no sampler runs for this device)."""

@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 from _sessions import DeferredHost
 from nsightx_nvml import _collectors, _sampler
+from nsightx_nvml._collectors import AGE_COLUMN, RunConditions
+from nsightx_nvml._sampler import Sample
 from nvml_double import GPU_A, FakeCuda, FakeGpu, install
 
 import nsightx
@@ -31,6 +33,7 @@ from nsightx._enums import VerbosityLevel
 from nsightx._pluginhost.plugins import default_host
 from nsightx._results.sink import RunSink
 from nsightx._run import thermal
+from nsightx._run.collectors import CollectContext
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan, ThermalSettings
 from nsightx._spec.makeplan import temperature_source
@@ -140,3 +143,28 @@ def test_the_runs_values_are_taken_at_the_one_read(nvml_sampled: None, monkeypat
         values = {v.name: v.value for v in run.collectors}
         assert values["GPUTemperatureC"] == 50 and values["ThermalPauseS"] == 0.0
         assert isinstance(values["NvmlSampleAgeMs"], float) and values["NvmlSampleAgeMs"] >= 0.0
+
+
+class OneSample:
+    """A sampler that always has ``sample`` (the collector's view of a running sampler)."""
+
+    running = True
+
+    def __init__(self, sample: Sample) -> None:
+        self.latest = sample
+
+    def demand_latest(self, now_ns: int) -> Sample:
+        return self.latest
+
+
+@pytest.mark.parametrize("taken", [0, 10**12])
+def test_the_sample_age_is_the_samples_age_ms_at_the_runs_start(taken: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_collectors, "STALE_SAMPLE_S", 10 * NEVER_STALE_S)  # the oldest age here is an hour
+    sample = Sample(taken, {"GPUTemperatureC": 50})
+    run = RunConditions()
+    run._samplers[0] = OneSample(sample)  # type: ignore[assignment]  # the sampler's part the collector reads
+    ages = [0, 1, 499, 500, 501, 1500, 2500, 4500, 999_999, 1_000_500, 12_345_678, 49_999_500, 3_600 * 10**9 + 500]
+    for ns in [*ages, *(-a for a in ages if a)]:
+        ctx = CollectContext(scope=nsightx.CollectionScope.RUN, function="f", device=0, run_start_ns=taken + ns)
+        age = run.collect(ctx)[AGE_COLUMN]
+        assert repr(age) == repr(sample.age_ms(taken + ns)), ns  # the same float, -0.0 included
