@@ -310,6 +310,7 @@ def nvml_child(runs: int, sampler: str, rounds: int, deferred: bool = False, slo
     import nsightx
     from nsightx._api import kernel as _kernel
     from nsightx._enums import CollectionScope
+    from nsightx._run import loop as loop_module
     from nsightx._run.loop import _Collectors
     from nsightx._run.thermal import make_guard
 
@@ -360,11 +361,18 @@ def nvml_child(runs: int, sampler: str, rounds: int, deferred: bool = False, slo
             materialize, run_scope = collectors.materialize, CollectionScope.RUN
             rows = getattr(collectors, "collect_run", None)  # what the tree's run loop calls
             ask = rows if rows is not None else lambda ci, r: collectors.gather(run_scope, config=ci, run=r)
+            clock = getattr(loop_module, "_run_clock", None)  # a tree whose loop reads the clock once a run
             c0 = time.process_time()
-            for r in range(runs):
-                guard.before_run()
-                values = guard.take_values(0, r) + ask(0, r)
-                materialize(values)
+            if clock is not None:
+                for r in range(runs):
+                    now = clock()
+                    guard.before_run(now)
+                    materialize(guard.take_values(0, r) + ask(0, r, now))
+            else:
+                for r in range(runs):
+                    guard.before_run()
+                    values = guard.take_values(0, r) + ask(0, r)
+                    materialize(values)
             return (time.process_time() - c0) * 1e6 / runs
         finally:
             collectors.stop()
@@ -437,7 +445,8 @@ def nvml_main(args: argparse.Namespace) -> int:
     - ``nvml``: with both, as a GPU call has them;
     - ``parts``: the per-run work alone, outside a call, ``--runs`` times: ``guard.before_run()``,
       ``guard.take_values()``, the RUN collectors called as the tree's run loop calls them (``collect_run``, or
-      ``gather`` in trees before it) and ``materialize`` (what the loop does with their answers when it writes the run).
+      ``gather`` in trees before it; in a tree with ``loop._run_clock`` the clock read once and handed to both)
+      and ``materialize`` (what the loop does with their answers when it writes the run).
 
     Reported per run, in CPU time of the measuring process (a sampler thread's reads count, a sampler process's do
     not): ``nvml - off``, the plugin's part of a run (the headline), and ``parts``. With ``--deferred`` the host
