@@ -256,9 +256,10 @@ class _Collectors:
         if self._run_fields_read:
             ctx = self._context(_RUN_SCOPE, config, run, None)
         else:
-            ctx = self._config_contexts.get(config)
-            if ctx is None:
-                ctx = self._config_contexts[config] = self._context(_RUN_SCOPE, config, None, None)
+            shared = self._config_contexts.get(config)
+            if shared is None:
+                shared = self._config_contexts[config] = self._context(_RUN_SCOPE, config, None, None)
+            ctx = shared
         ctx.__dict__["run_start_ns"] = now  # frozen for collectors; the loop's own field, set per run
         return ctx
 
