@@ -98,6 +98,16 @@ CLOCK_MONOTONIC on Linux; the guard's default clock is ``time.perf_counter``, th
 Region enter and exit keep their own reads: they time the region."""
 
 
+def _copied(result: Any) -> Any:
+    """A collector's answer as the run loop keeps it: a mapping copied into a dict, anything else as it is.
+
+    A :class:`RunValues` is not copied: its shared mapping must not change once returned (see :class:`RunValues`).
+    """
+    if type(result) is RunValues:
+        return result
+    return dict(result) if type(result) is dict or isinstance(result, Mapping) else result
+
+
 def _add_rows(
     out: list[Any], name: str, scope: str, config: int | None, run: int | None, annotation: str | None, result: Any
 ) -> None:
@@ -237,11 +247,17 @@ class _Collectors:
         before every run), else to a new list; that list is returned. ``now``: as for :meth:`collect_run`.
         """
         ctx = self._run_context(config, run, now)
-        call, name_of = self._call, _gathered
         out: list[Any] = [] if into is None else into
         for c in self.by_scope[_RUN_SCOPE]:
-            result = call(c, ctx)  # a RunValues stays as it is, also in the run's row (see RunRow)
-            out.append(result if type(result) is RunValues else name_of((c.name, _RUN, config, run, None, result)))
+            try:  # what _call does, without its frame: this runs before every run of a GPU call
+                result = c.collect(ctx)
+            except Exception as e:  # a collector must never cost a run
+                self._warn(c, f"{_RUN} scope", e, stacklevel=4)
+                result = _FAILED
+            if type(result) is RunValues:  # stays as it is, also in the run's row (see RunRow)
+                out.append(result)
+            else:
+                out.append(_gathered((c.name, _RUN, config, run, None, _copied(result))))
         return out
 
     def _run_context(self, config: int, run: int, now: int | None) -> CollectContext:
@@ -349,11 +365,9 @@ class _Collectors:
         except Exception as e:  # a collector must never cost a run
             self._warn(c, f"{ctx.scope.value} scope", e)
             return _FAILED
-        if type(result) is RunValues:  # its shared mapping is not copied (it must not change, see RunValues)
-            return result
-        return dict(result) if type(result) is dict or isinstance(result, Mapping) else result
+        return _copied(result)
 
-    def _warn(self, c: CollectorLike, where: str, e: Exception) -> None:
+    def _warn(self, c: CollectorLike, where: str, e: Exception, stacklevel: int = 5) -> None:
         key = (where, c.name)
         if key not in self._warned:
             self._warned.add(key)
@@ -361,7 +375,7 @@ class _Collectors:
                 f"Info collector '{c.name}' ({where}) raised {type(e).__name__}: {e}. Its column will be "
                 "None for failed runs. (nsightx warns once per collector and scope.)",
                 RuntimeWarning,
-                stacklevel=5,
+                stacklevel=stacklevel,
             )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from nsightx_nvml import _sampler
-from nsightx_nvml._sampler import ChildSpec, ProcessSampler
+from nsightx_nvml._sampler import DEMAND_REFRESH_PERIODS, IDLE_PERIODS, ChildSpec, ProcessSampler
 from nsightx_nvml._shm import SharedSample
 
 FAKE = """
@@ -192,7 +192,7 @@ def test_runs_that_share_a_sample_get_it_back_after_one_read_of_the_shared_file(
         assert first is not None and first.taken_ns == 100 and first.values["MeasuredSMClockMHz"] == 1980
         assert all(s.demand_latest(1_000 + i) is first for i in range(50))
         assert decoded == [2]  # 51 runs, one look at the sample: the same answer for the same sequence number
-        assert shared.demand_ns() == 1_049  # every run still keeps the process sampling
+        assert shared.demand_ns() == 1_000  # written once: the later runs start within half a period of it
         inline = s.sample()  # a run read for itself (a stale sample): newer than the shared one
         assert inline is not None and s.demand_latest(2_000) is inline
         shared.publish(time.perf_counter_ns(), {"MeasuredSMClockMHz": 1755})
@@ -206,5 +206,35 @@ def test_runs_that_share_a_sample_get_it_back_after_one_read_of_the_shared_file(
         shared.publish(time.perf_counter_ns(), {"MeasuredSMClockMHz": 1500})
         again = s.demand_latest(4_000)
         assert again is not None and again.values["MeasuredSMClockMHz"] == 1500
+    finally:
+        s._close()
+
+
+def test_a_run_writes_its_demand_only_once_the_last_written_one_is_half_a_period_old() -> None:
+    # Why: the process parks only after IDLE_PERIODS (2) periods without a run start, so a demand at most half a
+    # period behind the latest run keeps it sampling; the 8-byte write before every run was part of issue 35's
+    # per-run cost on the GPU backends' path. No process: the shared file's protocol is the subject.
+    s = ProcessSampler(lambda: {"MeasuredSMClockMHz": 1}, ChildSpec("GPU-00000000-test"), period_s=0.004)
+    s._shared = shared = SharedSample.create()
+    try:
+        shared.publish(100, {"MeasuredSMClockMHz": 1980})
+        half = int(0.004 * 1e9 * DEMAND_REFRESH_PERIODS)
+        assert 0 < DEMAND_REFRESH_PERIODS < IDLE_PERIODS
+        s.demand_latest(10_000)
+        assert shared.demand_ns() == 10_000
+        s.demand_latest(10_000 + half - 1)  # within half a period of the written one: not written
+        assert shared.demand_ns() == 10_000
+        s.demand_latest(10_000 + half)  # half a period old: written again
+        assert shared.demand_ns() == 10_000 + half
+        s.demand_latest(5_000)  # a time before the written one (another clock's caller): written
+        assert shared.demand_ns() == 5_000
+        sample = s.demand_latest(5_001)
+        assert sample is not None and sample.values["MeasuredSMClockMHz"] == 1980  # the answer is unchanged
+    finally:
+        s._close()
+    s._shared = shared = SharedSample.create()  # a new file holds no demand of ours: the first run writes one
+    try:
+        s.demand_latest(5_002)
+        assert shared.demand_ns() == 5_002
     finally:
         s._close()
