@@ -215,3 +215,33 @@ def test_a_run_that_raises_leaves_none_of_its_values_in_the_block() -> None:
     assert [len(r.collectors) for r in runs] == [9] * 6
     parts = RunParts.of(runs)
     assert parts.collectors.run == [r for r in range(6) for _ in range(9)]
+
+
+def test_a_deferred_run_without_answers_to_convert_hands_its_values_list_back_as_it_is() -> None:
+    # Why: materialize runs for every run of a GPU call; the nvml plugin's run (the guard's row and a RunValues)
+    # has nothing to convert, and the list is copied into the run's tuple by every caller anyway (issue 35).
+    from nsightx.ext import RunValues
+
+    collectors = loop._Collectors(plan(work))
+    shared = {"Temperature": 41}
+    values: list[Any] = [("ThermalPauseS", "run", 0, 2, None, 0.0), RunValues(shared, "AgeMs", 0.25)]
+    assert collectors.materialize(values) is values
+    assert values == [("ThermalPauseS", "run", 0, 2, None, 0.0), RunValues(shared, "AgeMs", 0.25)]
+
+
+def test_gather_run_keeps_run_values_and_turns_the_other_answers_and_a_failure_into_rows() -> None:
+    # gather_run calls each collector itself (no _call frame a run): the same answers and rows as _call gives.
+    from nsightx.ext import RunValues
+
+    collectors = loop._Collectors(plan(work))
+    with pytest.warns(RuntimeWarning, match="'flaky' \\(run scope\\) raised RuntimeError: no reading"):
+        gathered = collectors.gather_run(1, 3, 123, [("ThermalPauseS", "run", 1, 3, None, 0.0)])
+    assert gathered[0] == ("ThermalPauseS", "run", 1, 3, None, 0.0)
+    assert type(gathered[1]) is RunValues
+    rows = collectors.materialize(gathered)
+    assert rows[0] == ("ThermalPauseS", "run", 1, 3, None, 0.0)
+    assert rows[2:] == [
+        ("SM", "run", 1, 3, None, 1983),
+        ("Power", "run", 1, 3, None, 0.5),
+        ("flaky", "run", 1, 3, None, None),
+    ]

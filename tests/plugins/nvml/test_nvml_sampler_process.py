@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from nsightx_nvml import _sampler
-from nsightx_nvml._sampler import DEMAND_REFRESH_PERIODS, IDLE_PERIODS, ChildSpec, ProcessSampler
+from nsightx_nvml._sampler import ChildSpec, ProcessSampler
 from nsightx_nvml._shm import SharedSample
 
 FAKE = """
@@ -214,6 +214,8 @@ def test_a_run_writes_its_demand_only_once_the_last_written_one_is_half_a_period
     # Why: the process parks only after IDLE_PERIODS (2) periods without a run start, so a demand at most half a
     # period behind the latest run keeps it sampling; the 8-byte write before every run was part of issue 35's
     # per-run cost on the GPU backends' path. No process: the shared file's protocol is the subject.
+    from nsightx_nvml._sampler import DEMAND_REFRESH_PERIODS, IDLE_PERIODS  # here: the test fails alone without
+
     s = ProcessSampler(lambda: {"MeasuredSMClockMHz": 1}, ChildSpec("GPU-00000000-test"), period_s=0.004)
     s._shared = shared = SharedSample.create()
     try:
