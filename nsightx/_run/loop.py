@@ -246,7 +246,11 @@ class _Collectors:
         appended to ``into`` when given (the thermal guard's rows of the run: no second list is made and joined
         before every run), else to a new list; that list is returned. ``now``: as for :meth:`collect_run`.
         """
-        ctx = self._run_context(config, run, now)
+        ctx = None if self._run_fields_read else self._config_contexts.get(config)  # _run_context, inline
+        if ctx is None:
+            ctx = self._run_context(config, run, now)
+        else:
+            ctx.__dict__["run_start_ns"] = now
         out: list[Any] = [] if into is None else into
         for c in self.by_scope[_RUN_SCOPE]:
             try:  # what _call does, without its frame: this runs before every run of a GPU call

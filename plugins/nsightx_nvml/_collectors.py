@@ -256,6 +256,21 @@ class RunConditions:
         if sampler is None:
             return self._direct(ctx, now)
         sample = sampler.demand_latest(now)
+        if sample is not None:
+            # The sample's own mapping, not a copy (a sample is never changed once published), and the run's
+            # age: the run loop makes the rows when it writes the run. The age is Sample.age_ms, without the call
+            # and in integers (0.2 us less than round() a run): ns to the nearest us, then ms. That is the same
+            # float as round(ns / 1e6, 3) but for a tie (round takes the float's side of it) and a negative age
+            # (-0.0): those go through _late_answer, as a stale sample does.
+            ns = now - sample.taken_ns
+            if 0 <= ns <= STALE_SAMPLE_S * 1e9 and ns % 1000 != 500:  # nearly every run
+                return RunValues(sample.values, AGE_COLUMN, (ns + 500) // 1000 / 1000)
+        return self._late_answer(ctx, sampler, sample, now)
+
+    def _late_answer(
+        self, ctx: CollectContext, sampler: _sampler.Sampler | _sampler.ProcessSampler, sample: Sample | None, now: int
+    ) -> Mapping[str, Scalar]:
+        """:meth:`collect`'s answer when the sample is missing, stale, or its age is not plainly rounded."""
         if sample is None or now - sample.taken_ns > STALE_SAMPLE_S * 1e9:
             if not sampler.running:  # it does not sample (its process ended, or no period): read here
                 return self._direct(ctx, now)
@@ -263,11 +278,6 @@ class RunConditions:
             now = time.perf_counter_ns()
             if sample is None:
                 return dict.fromkeys(RUN_COLUMNS)
-        # The sample's own mapping, not a copy (a sample is never changed once published), and the run's age:
-        # the run loop makes the rows when it writes the run. The age is Sample.age_ms, without the call and
-        # in integers (0.2 us less than round() a run): ns to the nearest us, then ms. That is the same float
-        # as round(ns / 1e6, 3) but for a tie (round takes the float's side of it) and a negative age (-0.0):
-        # those go through round().
         ns = now - sample.taken_ns
         age = (ns + 500) // 1000 / 1000 if ns >= 0 and ns % 1000 != 500 else round(ns / 1e6, 3)
         return RunValues(sample.values, AGE_COLUMN, age)
