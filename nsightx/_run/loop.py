@@ -254,7 +254,7 @@ class _Collectors:
         out: list[Any] = [] if into is None else into
         for c in self.by_scope[_RUN_SCOPE]:
             try:  # what _call does, without its frame: this runs before every run of a GPU call
-                result = c.collect(ctx)
+                result: Any = c.collect(ctx)
             except Exception as e:  # a collector must never cost a run
                 self._warn(c, f"{_RUN} scope", e, stacklevel=4)
                 result = _FAILED
