@@ -4,7 +4,8 @@ Every measured run reads the host clock a few times (each region's enter and exi
 and its thermal check). Where the kernel's clock source is read through the vDSO (``tsc``, ``kvm-clock``) a
 read costs tens of nanoseconds; where it falls back to a system call or a slow device (``hpet``, ``acpi_pm``,
 some virtual machines), a read can cost microseconds, and a host-bound run of a tiny kernel pays that several
-times. On two H100 hosts the nvml plugin's per-run cost differed fourfold (issue 35, session 17); this line is
+times. On two H100 hosts the nvml plugin's per-run cost was 9-12 us on one and 20-38 us on
+the other (issue 35, session 17); this line is
 how a user, and we, can tell such a host.
 """
 

@@ -15,15 +15,13 @@ A small result (at most :data:`SMALL_COMBINE` records and regions) takes
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from nsightx._results.combinesmall import combine_small
-from nsightx._results.records import new_record
+from nsightx._results.combinesmall import combine_small, record_at, reduce_values
 from nsightx._results.store import (
     Floats,
     Ints,
@@ -34,7 +32,7 @@ from nsightx._results.store import (
     dense_ids,
     group_ids,
 )
-from nsightx._results.transform import FAILED_KERNEL, as_float, fold
+from nsightx._results.transform import FAILED_KERNEL, fold
 
 SMALL_COMBINE = 128
 """Up to this many records and region executions :func:`combine_columns` works on Python lists: there the list
@@ -175,9 +173,9 @@ def _group_values(
     joined: dict[tuple[int, ...], int] = {}
     for g in several.tolist():
         start, stop = starts[g], starts[g] + int(sizes[g])
-        number = _reduce(combine, values[start:stop])
+        number = reduce_values(combine, values[start:stop])
         if number is None:  # fold raises the error combine_records raises (it folds, should combine now succeed)
-            number = fold([_record(rec, i) for i in sorted(rows[g_ids == g].tolist())], combine).value
+            number = fold([record_at(rec, i) for i in sorted(rows[g_ids == g].tolist())], combine).value
         value[g] = number
         names = tuple(kernels[start:stop])
         code = joined.get(names)
@@ -188,28 +186,6 @@ def _group_values(
                 kernel_names.append(text)
         kernel[g] = code
     return value, unit, kernel
-
-
-def _reduce(combine: Callable[[float, float], float], values: list[float]) -> float | None:
-    """``combine`` folded over ``values`` as a float; ``None`` when it raised or returned no number."""
-    try:
-        return as_float(functools.reduce(combine, values))
-    except Exception:
-        return None
-
-
-def _record(rec: RecordColumns, i: int) -> Any:
-    """Row ``i`` of the record columns as a :class:`~nsightx._results.records.Record`."""
-    return new_record(
-        rec.annotation.names[rec.annotation.codes[i]],
-        int(rec.config[i]),
-        int(rec.run[i]),
-        rec.kernel.names[rec.kernel.codes[i]],
-        rec.metric.names[rec.metric.codes[i]],
-        float(rec.value[i]),
-        rec.unit.names[rec.unit.codes[i]],
-        int(rec.seq[i]),
-    )
 
 
 def _first_seen(codes: Ints, names: Sequence[Any]) -> Text:

@@ -127,13 +127,13 @@ def _group_value(
         return values[rows[0]], kernels[rows[0]]
     assert combine is not None, "several records in a region without combine: the object path raises"
     ordered = sorted(rows, key=seq.__getitem__)  # launch order; stable: ties keep record order
-    number = _reduce(combine, [values[i] for i in ordered])
+    number = reduce_values(combine, [values[i] for i in ordered])
     if number is None:  # fold raises the error combine_records raises (it folds, should combine now succeed)
-        number = fold([_record(rec, i) for i in rows], combine).value
+        number = fold([record_at(rec, i) for i in rows], combine).value
     return number, "|".join([kernels[i] for i in ordered])
 
 
-def _reduce(combine: Callable[[float, float], float], values: list[float]) -> float | None:
+def reduce_values(combine: Callable[[float, float], float], values: list[float]) -> float | None:
     """``combine`` folded over ``values`` as a float; ``None`` when it raised or returned no number."""
     try:
         return as_float(functools.reduce(combine, values))
@@ -141,7 +141,7 @@ def _reduce(combine: Callable[[float, float], float], values: list[float]) -> fl
         return None
 
 
-def _record(rec: RecordColumns, i: int) -> Any:
+def record_at(rec: RecordColumns, i: int) -> Any:
     """Row ``i`` of the record columns as a :class:`~nsightx._results.records.Record`."""
     return new_record(
         rec.annotation.names[rec.annotation.codes[i]],

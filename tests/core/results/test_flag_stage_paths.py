@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_table_flags import plan as _plan
 
 import nsightx
 from nsightx._results import dataframe, table_flags
@@ -27,7 +28,6 @@ from nsightx._results.dataframe import _throttled_items, aggregate
 from nsightx._results.flags import flags_cell, row_flags, run_clocks
 from nsightx._results.profileresults import build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
-from nsightx._results.schema import PlanInfo
 from nsightx._results.table import table_of
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
@@ -92,21 +92,6 @@ def test_the_sweep_takes_the_new_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(table_flags, "mean_intervals", lambda *a: calls.append("interval") or real_intervals(*a))
     aggregate(data, table=_fresh_table(data))
     assert calls == ["small"]  # and the unstable rule reused the frame's interval
-
-
-def _plan(configs: int, runs: int, cache_control: str) -> PlanInfo:
-    return PlanInfo(
-        function="f",
-        params=("n",),
-        configs=tuple((c,) for c in range(configs)),
-        runs=runs,
-        warmup=0,
-        metrics=(TIME, "bytes"),
-        backend="cupti",
-        cache_control=cache_control,
-        clock_control="none",
-        replay_mode="kernel",
-    )
 
 
 _ATTRIBUTES = st.fixed_dictionaries(
