@@ -1,6 +1,6 @@
 """Writing a result as one Parquet file: the per-run values as the table users open, the rest beside it.
 
-Layout (format 2 of the Parquet result; the result's own schema version stays 1):
+Layout (format 2 of the Parquet result; the result's own schema version is 1, or 2 for a joined result):
 
 - the file's table is one row per per-run value (``ResultData.values``, in order): ``annotation``, ``config``,
   ``run``, ``metric``, ``kernel``, ``unit``, ``value`` and then one column per parameter (its value in the row's
@@ -143,8 +143,10 @@ def _equal(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
 
 def _meta_json(data: ResultData, shared: dict[str, list[str]]) -> bytes:
     """The small parts of the result as JSON (NaN and infinities as JSON's ``NaN``/``Infinity`` tokens)."""
+    from nsightx._results.schema import written_version
+
     doc = {
-        "schema_version": data.schema_version,
+        "schema_version": written_version(data.plan),
         "format": PARQUET_FORMAT,
         "nsightx_version": data.nsightx_version,
         "created": data.created,

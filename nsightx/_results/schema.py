@@ -9,14 +9,21 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import SerializerFunctionWrapHandler, ValidationError, field_validator, model_serializer, model_validator
 
 from nsightx._errors import ResultSchemaError
 from nsightx._model import Frozen
 from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.transform import RunValue
 
-SCHEMA_VERSION: int = 1
+SCHEMA_VERSION: int = 2
+"""The newest version of the saved result this nsightx reads and writes.
+
+1: every result before joined results; 2: a result joined from two backends (``PlanInfo.metric_backends``, which
+an nsightx that reads version 1 refuses as an unknown field). A result is written as the oldest version that holds
+it (:func:`written_version`), so a plain result stays readable by those versions, and a joined one gets their
+upgrade hint rather than a field error.
+"""
 RAW_FORMAT: int = 1
 """Version of the raw JSON-lines format (its header line and run lines)."""
 RAW_KIND = "nsightx-raw"
@@ -53,6 +60,14 @@ class PlanInfo(Frozen):
     """Which backend measured each metric, in a result joined from two backends (``counters=``,
     :func:`nsightx.join_results`): the DataFrame's ``Tool``. Empty: ``backend`` measured every metric."""
 
+    @model_serializer(mode="wrap")
+    def _without_empty_sources(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The plan's fields, without ``metric_backends`` when it is empty (schema 1 has no such field)."""
+        out: dict[str, Any] = handler(self)
+        if not self.metric_backends:
+            out.pop("metric_backends", None)
+        return out
+
     @field_validator("configs", mode="before")
     @classmethod
     def _json_safe(cls, value: Any) -> Any:
@@ -76,8 +91,9 @@ def _json_safe(value: Any) -> Any:
 class ResultData(Frozen):
     """Everything a profiled call produced, as stored by ``ProfileResults.save``."""
 
-    schema_version: Literal[1] = 1
-    """Version of this schema; a newer file is refused with an upgrade hint."""
+    schema_version: Literal[1, 2] = 1
+    """Version of this schema; a newer file is refused with an upgrade hint. Written as :func:`written_version`
+    whatever it holds here (a result read from a version-1 file and joined is written as version 2)."""
     nsightx_version: str
     """Version of nsightx that measured."""
     created: str
@@ -109,6 +125,13 @@ class ResultData(Frozen):
             )
         return version
 
+    @model_serializer(mode="wrap")
+    def _oldest_version(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The result's fields, with the oldest schema version that holds them (:func:`written_version`)."""
+        out: dict[str, Any] = handler(self)
+        out["schema_version"] = written_version(self.plan)
+        return out
+
     @model_validator(mode="after")
     def _metric_backends_of_older_results(self) -> ResultData:
         """A joined result saved before ``PlanInfo.metric_backends`` kept it in its environment: move it there."""
@@ -118,6 +141,11 @@ class ResultData(Frozen):
         pairs = (item.rsplit("=", 1) for item in cell.split(";") if "=" in item)
         plan = self.plan.model_copy(update={"metric_backends": {m: b for m, b in pairs}})
         return self.model_copy(update={"plan": plan})
+
+
+def written_version(plan: PlanInfo) -> int:
+    """The schema version a result of ``plan`` is saved as: 2 for a joined result, else 1 (see SCHEMA_VERSION)."""
+    return 2 if plan.metric_backends else 1
 
 
 _OLD_SOURCES_KEY = "MetricSources"

@@ -33,9 +33,9 @@ from nsightx._results.store import Text
 
 GPU_RESULTS = _paths.FIXTURES / "gpu-results"
 METRIC = "host__time_duration.sum"
-FORMAT1 = {  # sha256 of data.model_dump_json() of each committed format-1 file, as 86a5c8f loads it
-    "cupti-triton-axpb": "25fd578446352a740750cb7df660e2cd041690887bcf4c14befaf45f9437252c",
-    "ncu-triton-axpb": "69f80afff63951e2eee4a89e26364936fdbb232eedc1bf933d1dd3d77a08cb14",
+FORMAT1 = {  # sha256 of data.model_dump_json() of each committed format-1 file, as 86a5c8f loads it (bit for bit)
+    "cupti-triton-axpb": "3b4d9d771aae4d016c730f0419c2741f4b6618bf1ec8e0ec693d633826f221ae",
+    "ncu-triton-axpb": "d95b2d83ab57bed7342bc0b3538e58dab1f0f2e0e95def3a1b51183deaf219c5",
 }
 
 

@@ -256,14 +256,14 @@ def test_edited_metadata_is_refused_by_its_digest_and_a_newer_schema_asks_for_an
 
     def newer(meta: bytes) -> bytes:
         doc = json.loads(meta)
-        doc["schema_version"] = 2
+        doc["schema_version"] = 3
         return json.dumps(doc).encode()
 
     meta = newer(pq.ParquetFile(src).metadata.metadata[b"nsightx"])
     parts = _parts(src)
     step = _with_meta(src, tmp_path / "n1.parquet", b"nsightx", lambda _: meta)
     signed = _with_meta(step, tmp_path / "n.parquet", DIGEST_KEY.encode(), lambda _: digest(meta, parts).encode())
-    with pytest.raises(ResultSchemaError, match=r"schema_version 2; this nsightx reads up to 1; upgrade nsightx"):
+    with pytest.raises(ResultSchemaError, match=r"schema_version 3; this nsightx reads up to 2; upgrade nsightx"):
         _load(signed)
 
 
