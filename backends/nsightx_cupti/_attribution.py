@@ -176,8 +176,10 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
     by_region: dict[int, list[Attributed]] = {w.external_id: [] for w in windows}
     result = Attribution(by_region=by_region)
     externals, apis = batch.externals, batch.apis
-    spans: list[tuple[int, int, int]] | None = None
+    spans: list[tuple[int, int, int]] = []
+    enters: list[int] | None = None  # the windows' enter times, sorted: bisected as ints, not as tuples
     new = tuple.__new__  # Attributed's own constructor is a Python function: ~2x slower
+    outside = 0
     for k in batch.kernels:
         corr = k.correlation_id
         ext = externals.get(corr)
@@ -191,18 +193,27 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
             if ext is None:
                 result.untraced.append(k)
             else:
-                result.outside += 1  # carries an id of an earlier run: launched by a stale stack entry
+                outside += 1  # carries an id of an earlier run: launched by a stale stack entry
             continue
-        if spans is None:
+        if enters is None:
             spans = sorted((w.enter_ns, w.exit_ns, w.external_id) for w in windows)
-        owner = _window_of(api.start, spans)
-        if owner is None:
-            result.outside += 1
-            if count_outside:
-                key = (api.domain, api.cbid)
-                result.outside_apis[key] = result.outside_apis.get(key, 0) + 1
-        else:
-            by_region[owner].append(new(Attributed, (k, "window")))
+            enters = [span[0] for span in spans]
+        t = api.start  # the window that opened last at or before the launch, if still open then
+        i = bisect.bisect_right(enters, t) - 1
+        if i >= 0 and t <= spans[i][1]:
+            by_region[spans[i][2]].append(new(Attributed, (k, "window")))
+            continue
+        outside += 1
+        if count_outside:
+            key = (api.domain, api.cbid)
+            result.outside_apis[key] = result.outside_apis.get(key, 0) + 1
+    result.outside = outside
+    _sort_by_launch(by_region)
+    return result
+
+
+def _sort_by_launch(by_region: dict[int, list[Attributed]]) -> None:
+    """Put each region's kernels in launch order (see :func:`_launch_order`), in place."""
     for kernels in by_region.values():
         n = len(kernels)
         if n == 2:  # the split-K region: one comparison, where a sort costs a key call per kernel on top
@@ -213,21 +224,12 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
                 kernels.reverse()
         elif n > 2:
             kernels.sort(key=_launch_order)
-    return result
 
 
 def _launch_order(a: Attributed) -> tuple[int, int, int]:
     """Sort key of a region's kernels: launch (correlation id), then GPU start, then graph node."""
     k = a.kernel
     return k.correlation_id, k.start, k.graph_node_id
-
-
-def _window_of(t: int, spans: Sequence[tuple[int, int, int]]) -> int | None:
-    """The window containing host time ``t`` (``spans`` sorted by enter time and not overlapping)."""
-    i = bisect.bisect_right(spans, (t, _MAX, _MAX)) - 1
-    if i >= 0 and spans[i][0] <= t <= spans[i][1]:
-        return spans[i][2]
-    return None
 
 
 _MAX = 1 << 63
