@@ -14,7 +14,15 @@ device wait inside it, and times, per call:
 - ``frame``: ``to_dataframe()`` of the returned result,
 - ``total``: the call plus the frame; ``bare``: the hand-written events loop, interleaved.
 
-Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE]``.
+With ``--flush-probe``, after the sweep's calls, a cupti tracer started as the sweep's session starts it times
+forced flushes (``cuptiActivityFlushAll``) after the device wait: with nothing launched since the last one, then
+after N tiny kernels (``--flush-counts``, default 1, 10 and 100; launched under a pushed external id, as in a
+region, so each leaves its kernel, launch and external record). Each flush is split into the buffer callbacks' own
+decode (the tracer's ``decode`` counter) and the rest (CUPTI's), with the records and buffers delivered, so that
+the fixed cost of a forced flush can be told from its cost per record: whether draining finished configs during
+the wait can pay. Nothing of ours after the flush (attribution, records) is timed there.
+
+Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE] [--flush-probe]``.
 """
 
 from __future__ import annotations
@@ -138,6 +146,105 @@ def profiles(clock: Clock, fns: dict[str, Any], calls: int) -> str:
     return text.getvalue()
 
 
+def one_flush(tracer: Any) -> dict[str, float]:
+    """One forced flush of ``tracer`` (device already waited for): its time, its callbacks' decode and the rest."""
+    stats = tracer.stats
+    decode, records, buffers = (stats.get(k, 0) for k in ("decode", "records", "buffers"))
+    t0 = time.perf_counter_ns()
+    tracer._forced_flush()
+    flush_ns = time.perf_counter_ns() - t0
+    callbacks_ns = stats.get("decode", 0) - decode
+    tracer._discard()  # what was delivered is not ours to attribute here
+    return {
+        "flush_us": flush_ns / 1e3,
+        "callbacks_us": callbacks_ns / 1e3,
+        "cupti_us": (flush_ns - callbacks_ns) / 1e3,
+        "records": stats.get("records", 0) - records,
+        "buffers": stats.get("buffers", 0) - buffers,
+    }
+
+
+def flush_probe(torch: Any, counts: tuple[int, ...], reps: int) -> dict[str, Any]:
+    """Medians over ``reps`` of :func:`one_flush` with nothing pending (``"0"``) and after each count of kernels.
+
+    The tracer is started with the options' defaults (those of the sweep's cupti session) and stopped after.
+    ``per_record_us`` is the slope of the flush time between the smallest and the largest count, per record.
+    """
+    from nsightx_cupti._options import CuptiOptions
+    from nsightx_cupti._tracer import DEFAULT_BUFFER_BYTES, ActivityTracer
+
+    opts = CuptiOptions.parse({}, "cupti")
+    tracer = ActivityTracer.get()
+    tracer.start(
+        opts.buffer_bytes or DEFAULT_BUFFER_BYTES,
+        api_tracing=opts.api_tracing,
+        flush_flag="forced",
+        api_filter=opts.api_filter,
+        decode=opts.cupti_decode,
+    )
+    x = torch.zeros(1, device="cuda")
+    out: dict[str, Any] = {"decoder": tracer.decoder, "api_tracing": opts.api_tracing, "reps": reps}
+    try:
+        torch.cuda.synchronize()
+        one_flush(tracer)  # the canary's records and anything else pending
+        for n in (0, *counts):
+            samples = []
+            for i in range(reps + 2):  # two warm-ups
+                if n:  # as a region: API records on (``api_tracing="region"``), an external id pushed
+                    if opts.api_tracing == "region":
+                        tracer.region_open()
+                    tracer.push(1_000_000 + i)
+                    for _ in range(n):
+                        x.add_(1)
+                    tracer.pop()
+                    if opts.api_tracing == "region":
+                        tracer.region_close()
+                torch.cuda.synchronize()
+                samples.append(one_flush(tracer))
+            out[str(n)] = {k: statistics.median(s[k] for s in samples[2:]) for k in samples[0]}
+    finally:
+        tracer.stop()
+    lo, hi = out[str(min(counts))], out[str(max(counts))]
+    extra = hi["records"] - lo["records"]
+    out["per_record_us"] = (hi["flush_us"] - lo["flush_us"]) / extra if extra else None
+    return out
+
+
+def print_flush_probe(probe: dict[str, Any]) -> None:
+    """The probe's figures, one line per kernel count."""
+    print(f"flush probe (decoder {probe['decoder']}, api_tracing {probe['api_tracing']}, median of {probe['reps']}):")
+    for key, row in probe.items():
+        if isinstance(row, dict):
+            print(
+                f"  {key:>4} kernels: flush {row['flush_us']:.1f} us = callbacks {row['callbacks_us']:.1f} + "
+                f"CUPTI {row['cupti_us']:.1f}; {row['records']:.0f} records, {row['buffers']:.0f} buffers"
+            )
+    per = probe["per_record_us"]
+    print(f"  per record: {per:.3f} us" if per is not None else "  per record: no more records at the larger count")
+
+
+def counts_arg(text: str) -> tuple[int, ...]:
+    """``--flush-counts``: positive kernel counts separated by commas."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive kernel counts separated by commas, e.g. 1,10,100")
+    return counts
+
+
+def require_gpu() -> Any:
+    """torch, if it sees a CUDA device; otherwise exit with a message (this probe times GPU work only)."""
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("call_phases.py needs torch with a CUDA device; torch is not installed here") from None
+    if not torch.cuda.is_available():
+        raise SystemExit("call_phases.py needs a CUDA device; torch sees none here (run it on the GPU machine)")
+    return torch
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=15)
@@ -145,9 +252,11 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--profile", type=Path, help="write cProfiles of the after phase and the frame here")
     ap.add_argument("--profile-calls", type=int, default=20)
+    ap.add_argument("--flush-probe", action="store_true", help="after the sweep, time forced CUPTI flushes")
+    ap.add_argument("--flush-counts", type=counts_arg, default=(1, 10, 100), help="kernels before a probed flush")
     args = ap.parse_args()
     info = bo.use_tree(args.tree)
-    import torch
+    torch = require_gpu()
 
     w = bo.WORKLOADS["sweep_once"]
     clock = Clock()
@@ -174,6 +283,9 @@ def main() -> int:
         out[b] = med
         shown = ", ".join(f"{p} {med[p]:.0f}" for p in keys)
         print(f"{b}: {shown} us; total / bare {med['total'] / out['bare_us']:.3f}")
+    if args.flush_probe:
+        out["flush_probe"] = flush_probe(torch, args.flush_counts, args.reps)
+        print_flush_probe(out["flush_probe"])
     if args.json:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
     if args.profile:

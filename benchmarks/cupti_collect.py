@@ -9,7 +9,8 @@ attribution (~0.08 ms) and ~0.4 ms after it. This probe replays both parts witho
   the session's ``collect_runs`` over it with a tracer that hands the batch back and a device that does nothing:
   everything the session does after its wait and flush (``attribute``, the silent-launch check, the incomplete-record
   check, grouping by run, ``to_run_outputs``, the cost counters). ``attribute`` and ``to_run_outputs`` are timed
-  alone as well.
+  alone as well. The fixtures are those of ``api_tracing="region"`` and of ``api_always/`` (``"always"``, the
+  default: every kernel launched outside a region has its launch record, so attribution bisects the windows).
 - ``decode``: ``RawBuffers._decode`` of the ctypes decoder over one buffer in CUPTI 13's layout (the records of the
   sweep's 44 runs: per run the flush kernel's launch and, per kernel of the fixture, an external correlation, a
   runtime launch record and the kernel record), with a double of libcupti's record walk (as
@@ -202,7 +203,7 @@ def decode_timer(kernels_per_run: int) -> Callable[[], object]:
 def child(reps: int) -> dict[str, float]:
     """One round in this process: the median per-call time of each step, microseconds."""
     timers: dict[str, Callable[[], object]] = {}
-    for name in ("splitk_512", "two_regions"):
+    for name in ("splitk_512", "two_regions", "api_always/splitk_512", "api_always/two_regions"):
         for step, fn in collect_timers(FIXTURES / f"{name}.json").items():
             timers[f"{step} {name}"] = fn
     for k in (1, 2):

@@ -33,7 +33,7 @@
 #   bash benchmarks/run_gpu.sh frames  the sweep's real cupti and events results saved (sweep-*.parquet) and their
 #                                      to_dataframe() timed stage by stage, warm and cold (benchmarks/frame_stages.py)
 #   bash benchmarks/run_gpu.sh phases  the sweep's call phase by phase (benchmarks/call_phases.py), this tree and
-#                                      BEFORE_TREE alternately
+#                                      BEFORE_TREE alternately (FLUSH_PROBE=1: and forced CUPTI flushes timed)
 #   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation (SKIP_ROTATION=1: not),
 #                                      the in-process backends' GPU tests
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
@@ -312,7 +312,8 @@ stage_frames() {
 
 stage_phases() {
   # issue 35: where the sweep's decorated call spends its wall time (launch, wait, collect, after, frame), this
-  # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON
+  # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON.
+  # FLUSH_PROBE=1: each process also times forced CUPTI flushes after 0, 1, 10 and 100 tiny kernels (--flush-probe)
   {
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
@@ -321,6 +322,7 @@ stage_phases() {
         step "benchmarks/call_phases.py, $tag, process $i"
         prof=()
         [ "$i" = 1 ] && prof=(--profile "$OUT/call_phases_${tag}_profiles.txt")
+        [ -n "${FLUSH_PROBE:-}" ] && prof+=(--flush-probe)
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
           "${tree[@]}" "${prof[@]}"
         echo "call_phases $tag $i rc=$?"

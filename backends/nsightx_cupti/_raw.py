@@ -33,21 +33,15 @@ MIN_API_VERSION = 130000
 ALIGN = 8
 """CUPTI's activity buffers must be 8-byte aligned (``ACTIVITY_RECORD_ALIGNMENT``)."""
 
-KIND = struct.Struct("<I")
-"""Every record starts with its ``CUpti_ActivityKind``."""
+KERNEL = struct.Struct("<16xQQ8xIII40xI8xQ32xQ4xI")
+"""From the start of ``CUpti_ActivityKernel10`` (the kind and padding skipped): start (offset 16), end,
+(completed), deviceId, contextId, streamId, correlationId (92), name pointer (104), graphNodeId (144), graphId (156)."""
 
-KERNEL = struct.Struct("<QQ8xIII40xI8xQ32xQ4xI")
-"""From offset 16 of ``CUpti_ActivityKernel10``: start, end, (completed), deviceId, contextId, streamId,
-correlationId (offset 92), name pointer (104), graphNodeId (144), graphId (156)."""
-KERNEL_AT = 16
+API = struct.Struct("<4xIQQ4xII")
+"""From the start of ``CUpti_ActivityAPI``: cbid (offset 4), start, end, (processId), threadId, correlationId."""
 
-API = struct.Struct("<IQQ4xII")
-"""From offset 4 of ``CUpti_ActivityAPI``: cbid, start, end, (processId), threadId, correlationId."""
-API_AT = 4
-
-EXTERNAL = struct.Struct("<IQI")
-"""From offset 4 of ``CUpti_ActivityExternalCorrelation``: externalKind, externalId, correlationId."""
-EXTERNAL_AT = 4
+EXTERNAL = struct.Struct("<4xIQI")
+"""From the start of ``CUpti_ActivityExternalCorrelation``: externalKind (offset 4), externalId, correlationId."""
 
 SUCCESS = 0
 MAX_LIMIT_REACHED = 12
@@ -113,10 +107,10 @@ class RawBuffers:
         """Record size of each kind met so far, bytes (learned from libcupti, see :meth:`_decode`)."""
         k_kernel, k_runtime, k_driver, k_external = kinds
         self._min_sizes = {
-            k_kernel: KERNEL_AT + KERNEL.size,
-            k_runtime: API_AT + API.size,
-            k_driver: API_AT + API.size,
-            k_external: EXTERNAL_AT + EXTERNAL.size,
+            k_kernel: KERNEL.size,
+            k_runtime: API.size,
+            k_driver: API.size,
+            k_external: EXTERNAL.size,
         }
         """The smallest record size each read kind can have (the end of its last field read): a learned size below
         it means the layout is not the one this module reads, and that kind is stepped through libcupti."""
@@ -169,42 +163,70 @@ class RawBuffers:
         Records lie one after another, each the size of its kind's struct. ``cuptiActivityGetNextRecord`` is
         asked only for the first record and once per kind not met before (the distance to the next record is
         that kind's size, kept for the process): a ctypes call per record cost ~3 us, more than all the rest.
+        Inside the forced flush after the GPU wait, so per record: the kind read from a ``uint32`` view, each read
+        kind's size a local (0 until :meth:`_step` learns it; the record is then read again), one branch a kind.
         """
         t0 = time.perf_counter_ns()
         view = ctypes.string_at(buffer, valid)  # one copy: unpacking from bytes is ~3x cheaper than from ctypes
+        words = memoryview(view)[: valid - valid % 4].cast("I")
         k_kernel, k_runtime, k_driver, k_external = self._kinds
         ext_kind, names, sizes = self._external_kind, self._names, self._sizes
         kernels: list[KernelActivity] = []
         apis: dict[int, ApiActivity] = {}
         externals: dict[int, int] = {}
         new, add_kernel = tuple.__new__, kernels.append
-        kind_at, kernel_at = KIND.unpack_from, KERNEL.unpack_from
-        api_at, external_at = API.unpack_from, EXTERNAL.unpack_from
-        off = self._next(buffer, valid, None)
-        n = 0
-        while off is not None and off < valid:
+        kernel_at, api_at, external_at = KERNEL.unpack_from, API.unpack_from, EXTERNAL.unpack_from
+        s_kernel, s_runtime, s_driver, s_external = (sizes.get(kind, 0) for kind in self._kinds)
+        first = self._next(buffer, valid, None)
+        off, n = valid if first is None else first, 0
+        while off < valid:
             n += 1
-            kind = kind_at(view, off)[0]
-            size = sizes.get(kind) or self._learn(buffer, valid, off, kind)
-            if size is None:  # shorter than the fields this reads: another layout, never read at these offsets
-                off += self._skip(buffer, valid, off, kind)
-                continue
-            if kind == k_kernel:
-                start, end, device, context, stream, corr, name_ptr, node, graph = kernel_at(view, off + KERNEL_AT)
+            kind = words[off >> 2]
+            if kind == k_kernel and s_kernel:
+                start, end, device, context, stream, corr, name_ptr, node, graph = kernel_at(view, off)
                 name = names.get(name_ptr)
                 if name is None:
                     name = names[name_ptr] = ctypes.string_at(name_ptr).decode("utf-8", "replace") if name_ptr else ""
                 add_kernel(new(KernelActivity, (name, start, end, corr, stream, device, context, graph, node)))
-            elif kind == k_external:
-                ekind, eid, corr = external_at(view, off + EXTERNAL_AT)
+                off += s_kernel
+            elif kind == k_runtime and s_runtime:
+                cbid, start, end, thread, corr = api_at(view, off)
+                apis[corr] = new(ApiActivity, (corr, start, end, thread, cbid, "runtime"))
+                off += s_runtime
+            elif kind == k_external and s_external:
+                ekind, eid, corr = external_at(view, off)
                 if ekind == ext_kind:
                     externals[corr] = eid
-            elif kind == k_runtime or kind == k_driver:
-                cbid, start, end, thread, corr = api_at(view, off + API_AT)
-                domain = "runtime" if kind == k_runtime else "driver"
-                apis[corr] = new(ApiActivity, (corr, start, end, thread, cbid, domain))
-            off += size
+                off += s_external
+            elif kind == k_driver and s_driver:
+                cbid, start, end, thread, corr = api_at(view, off)
+                apis[corr] = new(ApiActivity, (corr, start, end, thread, cbid, "driver"))
+                off += s_driver
+            else:
+                size, step = self._step(buffer, valid, off, kind)
+                off += step
+                if step:
+                    continue
+                n -= 1  # a read kind whose size is now known: read this record again, at that size
+                if kind == k_kernel:
+                    s_kernel = size
+                elif kind == k_external:
+                    s_external = size
+                else:
+                    s_runtime, s_driver = (size, s_driver) if kind == k_runtime else (s_runtime, size)
         self._deliver(kernels, apis, externals, n, time.perf_counter_ns() - t0)
+
+    def _step(self, buffer: int, valid: int, off: int, kind: int) -> tuple[int, int]:
+        """A record :meth:`_decode`'s loop does not read as it stands: ``(size, bytes to step over it)``.
+
+        A kind this module reads whose size was unknown to the loop answers its size (learned from libcupti if
+        need be) and a step of 0, so that the loop reads it. Another kind is stepped over; so is a record shorter
+        than the fields read from its kind (reported: another layout).
+        """
+        size = self._sizes.get(kind) or self._learn(buffer, valid, off, kind)
+        if size is None:
+            return 0, self._skip(buffer, valid, off, kind)
+        return size, 0 if kind in self._kinds else size
 
     def _next(self, buffer: int, valid: int, off: int | None) -> int | None:
         """Offset of the record after the one at ``off`` (the first one for None); None at the buffer's end."""
