@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nsightx._results.parquetparts import LENGTHS_KEY, with_parts
+from nsightx._results.schema import written_version
 from nsightx._results.store import Text
 
 if TYPE_CHECKING:
@@ -143,8 +144,6 @@ def _equal(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
 
 def _meta_json(data: ResultData, shared: dict[str, list[str]]) -> bytes:
     """The small parts of the result as JSON (NaN and infinities as JSON's ``NaN``/``Infinity`` tokens)."""
-    from nsightx._results.schema import written_version
-
     doc = {
         "schema_version": written_version(data.plan),
         "format": PARQUET_FORMAT,
