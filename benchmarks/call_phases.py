@@ -146,26 +146,41 @@ def profiles(clock: Clock, fns: dict[str, Any], calls: int) -> str:
     return text.getvalue()
 
 
-def one_flush(tracer: Any) -> dict[str, float]:
-    """One forced flush of ``tracer`` (device already waited for): its time, its callbacks' decode and the rest."""
+def one_flush(tracer: Any, forced: bool = True) -> dict[str, float]:
+    """One flush of ``tracer`` (device already waited for): its time, its callbacks' decode and the rest.
+
+    ``forced=False`` times CUPTI's default flush (``cuptiActivityFlushAll(0)``: only buffers whose records are
+    all complete, which after the wait should be all of them) and then empties CUPTI with an untimed forced
+    flush; ``left`` is how many records only that forced flush delivered.
+    """
     stats = tracer.stats
     decode, records, buffers = (stats.get(k, 0) for k in ("decode", "records", "buffers"))
     t0 = time.perf_counter_ns()
-    tracer._forced_flush()
+    if forced:
+        tracer._forced_flush()
+    else:
+        tracer._cupti.activity_flush_all(0)
     flush_ns = time.perf_counter_ns() - t0
     callbacks_ns = stats.get("decode", 0) - decode
+    got = stats.get("records", 0) - records
+    if not forced:
+        tracer._forced_flush()
     tracer._discard()  # what was delivered is not ours to attribute here
     return {
         "flush_us": flush_ns / 1e3,
         "callbacks_us": callbacks_ns / 1e3,
         "cupti_us": (flush_ns - callbacks_ns) / 1e3,
-        "records": stats.get("records", 0) - records,
+        "records": got,
+        "left": stats.get("records", 0) - records - got,
         "buffers": stats.get("buffers", 0) - buffers,
     }
 
 
 def flush_probe(torch: Any, counts: tuple[int, ...], reps: int) -> dict[str, Any]:
-    """Medians over ``reps`` of :func:`one_flush` with nothing pending (``"0"``) and after each count of kernels.
+    """Medians of :func:`one_flush` with nothing pending (``"0"``) and after each count of kernels.
+
+    The ``reps`` samples of each count alternate a forced flush (key ``"<n>"``) and CUPTI's default flush (key
+    ``"<n> default"``), to tell whether the default flush after the wait costs less and delivers everything.
 
     The tracer is started with the options' defaults (those of the sweep's cupti session) and stopped after.
     ``per_record_us`` is the slope of the flush time between the smallest and the largest count, per record.
@@ -200,8 +215,9 @@ def flush_probe(torch: Any, counts: tuple[int, ...], reps: int) -> dict[str, Any
                     if opts.api_tracing == "region":
                         tracer.region_close()
                 torch.cuda.synchronize()
-                samples.append(one_flush(tracer))
-            out[str(n)] = {k: statistics.median(s[k] for s in samples[2:]) for k in samples[0]}
+                samples.append(one_flush(tracer, forced=i % 2 == 0))
+            for key, kept in ((str(n), samples[2::2]), (f"{n} default", samples[3::2])):
+                out[key] = {k: statistics.median(s[k] for s in kept) for k in samples[0]}
     finally:
         tracer.stop()
     lo, hi = out[str(min(counts))], out[str(max(counts))]
@@ -217,7 +233,8 @@ def print_flush_probe(probe: dict[str, Any]) -> None:
         if isinstance(row, dict):
             print(
                 f"  {key:>4} kernels: flush {row['flush_us']:.1f} us = callbacks {row['callbacks_us']:.1f} + "
-                f"CUPTI {row['cupti_us']:.1f}; {row['records']:.0f} records, {row['buffers']:.0f} buffers"
+                f"CUPTI {row['cupti_us']:.1f}; {row['records']:.0f} records ({row['left']:.0f} left), "
+                f"{row['buffers']:.0f} buffers"
             )
     per = probe["per_record_us"]
     print(f"  per record: {per:.3f} us" if per is not None else "  per record: no more records at the larger count")
