@@ -141,7 +141,9 @@ class _Collectors:
 
     A collector may also have ``start(ctx)`` and ``stop()`` methods (both optional, see
     :class:`~nsightx._run.collectors.CollectorLike`): :meth:`start` calls the first with a ONCE-scope context before
-    anything else of the call, :meth:`stop` the second after everything, also when the call fails. The nvml
+    anything else of the call, :meth:`stop` the second after everything, also when the call fails (a deferred
+    session's call of a fixed count: once its last run was launched, before the wait for the GPU, since no
+    collector is asked again; see :meth:`_Sweep._waiting`). The nvml
     plugin starts its background sampler there, so that ``collect`` before each run only copies a sample. A
     collector must not depend on them: called without them (a parent-side proxy asking for one value), its
     ``collect`` still returns a plain value.
