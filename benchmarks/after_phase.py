@@ -7,8 +7,15 @@ replays that phase without a GPU:
 - ``cupti`` / ``events``: the runs of ``tests/fixtures/gpu-results/sweep-{cupti,events}.parquet`` (the sweep's real
   H100 results: 4 configs x 10 runs and the ONCE run, the nvml plugin's values) handed to a sink as the run loop
   hands them (compact rows, records as ``Record`` objects, collector values as tuples), then what the call does
-  after its loop: the sink's close, the environment and provenance, and ``build_results`` with the plan's
+  after its loop: the sink's close, the environment and provenance (in a tree that asks the call's facts while
+  the GPU works, ``nsightx._api.callfacts``, they are asked before the clock starts, as during the wait, and
+  only added after it), and ``build_results`` with the plan's
   ``combine_kernel_metrics=operator.add`` (the split-K 512 runs have two kernels a region, so combine works);
+- ``events-loop`` / ``cupti-loop``: the same runs as the run loop of a deferred session leaves them: the nvml
+  plugin's values of a run as its one answer (a ``RunValues`` over the sample it shares with other runs, as
+  ``gather_run`` keeps it), every run but the last handed to the sink during the wait (untimed, with the sink's
+  ``build_ahead`` at each config's end, as ``_write_pending`` calls it), then, timed, the last run's hand-over
+  and what ``events`` times after it;
 - ``host``: the host backend's 4 x 11 call (``combine_kernel_metrics=operator.add``, silent), timed from the end
   of its last run (``_Sweep.run`` returns) until the call returns: the collectors' stop, the session's close,
   its environment, the first-run check's aftermath and the call's tail, as on the GPU;
@@ -69,8 +76,81 @@ def loop_rows(runs: Any) -> list[tuple[Any, ...]]:
     return rows
 
 
-def gpu_after(fixture: Path) -> Callable[[], Any]:
-    """One replay of the after phase of the call that made ``fixture`` (a fresh sink, result and environment)."""
+def answer_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``rows`` with each run's nvml values (all RUN values after the guard's first) as the one answer they were."""
+    from nsightx._results.rows import RunValues
+
+    samples: dict[tuple[Any, ...], dict[str, Any]] = {}
+    out = []
+    for row in rows:
+        values = row[5]
+        if row[0] < 0 or len(values) < 3:
+            out.append(row)
+            continue
+        guard, *shared, own = values
+        key = tuple((v[0], v[5]) for v in shared)
+        sample = samples.setdefault(key, dict(key))  # one mapping per sample, shared by the runs that took it
+        out.append((*row[:5], (guard, RunValues(sample, own[0], own[5]))))
+    return out
+
+
+def gpu_after_loop(fixture: Path) -> Callable[[], float]:
+    """One replay of a deferred call's after phase, its runs as the run loop hands them (see the docstring)."""
+    import nsightx
+    from nsightx._api.kernel import _add_environment
+    from nsightx._results.profileresults import build_results
+    from nsightx._results.schema import gc_paused
+    from nsightx._results.sink import RunSink
+
+    data = nsightx.load(fixture).data
+    rows = answer_rows(loop_rows(data.runs))
+    backend_env = {k: v for k, v in data.environment.items() if k.startswith(("Cupti", "Events", "L2", "Flush"))}
+    backend_env.update(GPU=data.environment.get("GPU"), Device=0)
+    configs = [tuple(c) for c in data.plan.configs]
+    ahead = _call_facts()
+
+    def after() -> float:
+        facts = ahead()  # during the wait: the facts, then every run but the last as it comes back
+        sink = RunSink()
+        for row, following in zip(rows, rows[1:], strict=False):  # noqa: RUF007 - the last has none
+            sink.add_run(row)
+            if row[0] >= 0 and following[0] != row[0]:
+                sink.build_ahead()
+        t0 = time.perf_counter_ns()
+        sink.add_run(rows[-1])
+        sink.close()
+        environment = dict(backend_env)
+        if facts is None:
+            _add_environment(environment, None, None)
+        else:
+            _add_environment(environment, None, None, facts)
+        with gc_paused():
+            build_results(data.plan, sink.stored(), environment, combine=operator.add, configs=configs)
+        return (time.perf_counter_ns() - t0) / 1e3
+
+    return after
+
+
+def _call_facts() -> Callable[[], Any]:
+    """What makes a call's facts before its last wait: a prepared ``CallFacts`` (a tree without one: ``None``)."""
+    try:
+        from nsightx._api.callfacts import CallFacts
+    except ImportError:
+        return lambda: None
+
+    def prepared() -> Any:
+        facts = CallFacts()
+        facts.prepare()
+        return facts
+
+    return prepared
+
+
+def gpu_after(fixture: Path) -> Callable[[], float]:
+    """One replay of the after phase of the call that made ``fixture`` (a fresh sink, result and environment).
+
+    The replay returns its microseconds: what a tree does while the GPU works (the call's facts) is not timed.
+    """
     import nsightx
     from nsightx._api.kernel import _add_environment
     from nsightx._results.profileresults import build_results
@@ -84,15 +164,23 @@ def gpu_after(fixture: Path) -> Callable[[], Any]:
     backend_env.update(GPU=data.environment.get("GPU"), Device=0)
     configs = [tuple(c) for c in data.plan.configs]
 
-    def after() -> Any:
+    ahead = _call_facts()
+
+    def after() -> float:
+        facts = ahead()  # during the wait
+        t0 = time.perf_counter_ns()
         sink = RunSink()
         for row in rows:
             sink.add_run(row)
         sink.close()
         environment = dict(backend_env)
-        _add_environment(environment, None, None)
+        if facts is None:
+            _add_environment(environment, None, None)
+        else:
+            _add_environment(environment, None, None, facts)
         with gc_paused():
-            return build_results(data.plan, sink.stored(), environment, combine=operator.add, configs=configs)
+            build_results(data.plan, sink.stored(), environment, combine=operator.add, configs=configs)
+        return (time.perf_counter_ns() - t0) / 1e3
 
     return after
 
@@ -161,13 +249,6 @@ def with_nvml(call: HostCall) -> float:
         _collectors._provider = _NVML["real"]
 
 
-def timed(fn: Callable[[], Any]) -> float:
-    """Microseconds of one call of ``fn``."""
-    t0 = time.perf_counter_ns()
-    fn()
-    return (time.perf_counter_ns() - t0) / 1e3
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=30)
@@ -178,7 +259,8 @@ def main() -> int:
     info = use_tree(args.tree)
     cases: dict[str, Callable[[], float]] = {}
     for name in ("cupti", "events"):
-        cases[name] = functools.partial(timed, gpu_after(FIXTURES / f"sweep-{name}.parquet"))
+        cases[name] = gpu_after(FIXTURES / f"sweep-{name}.parquet")
+        cases[f"{name}-loop"] = gpu_after_loop(FIXTURES / f"sweep-{name}.parquet")
     host = HostCall()
     cases["host"] = host
     cases["host+nvml"] = functools.partial(with_nvml, host)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import platform
 import socket
 import sys
 import time
@@ -13,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, overload
 
+from nsightx._api.callfacts import CallFacts
 from nsightx._api.counters import Side, counter_spec, join_sides, without_counters
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
 from nsightx._api.parallel import run_parallel
@@ -399,9 +399,10 @@ class ProfiledFunction:
         """
         spec, plan, location = self.spec, planned.plan, planned.location
         start = time.perf_counter()
-        runs, environment = self._measure(planned.backend, plan, planned.info, location)
+        facts = CallFacts()
+        runs, environment = self._measure(planned.backend, plan, planned.info, location, facts)
         elapsed = time.perf_counter() - start
-        _add_environment(environment, planned.gpu, location)
+        _add_environment(environment, planned.gpu, location, facts)
         with gc_paused():  # see _finish's docstring
             results = build_results(
                 planned.info,
@@ -421,8 +422,9 @@ class ProfiledFunction:
         """Measure ``plan`` in this process (its raw file written as it goes) and keep its runs for a join."""
         plan, info, location = planned.plan, planned.info, planned.location
         start = time.perf_counter()
-        runs, environment = self._measure(planned.backend, plan, info, location)
-        _add_environment(environment, planned.gpu, location)
+        facts = CallFacts()
+        runs, environment = self._measure(planned.backend, plan, info, location, facts)
+        _add_environment(environment, planned.gpu, location, facts)
         if self.spec.verbosity >= VerbosityLevel.INFO:
             print(done_line(plan, runs, time.perf_counter() - start, location), file=sys.stderr)
         return Side(info, runs, environment, location)
@@ -430,14 +432,18 @@ class ProfiledFunction:
     def _finish_task(self, sink: TaskRuns, planned: _Planned) -> Measured:
         """Measure ``plan`` into a task's ``sink`` (first run checked as a call's) and say how, without a result."""
         sink.check = FirstRunCheck(planned.plan, self.spec)
-        environment = self._measure_into(planned.backend, planned.plan, sink, planned.location)
-        _add_environment(environment, planned.gpu, planned.location)
+        facts = CallFacts()
+        environment = self._measure_into(planned.backend, planned.plan, sink, planned.location, facts)
+        _add_environment(environment, planned.gpu, planned.location, facts)
         return Measured(planned.info, environment, now(), __version__)
 
     def _measure(
-        self, backend: Backend, plan: Plan, info: PlanInfo, location: OutputLocation | None
+        self, backend: Backend, plan: Plan, info: PlanInfo, location: OutputLocation | None, facts: CallFacts
     ) -> tuple[StoredRuns, dict[str, Scalar]]:
-        """Run the run stage into a checked sink (and the raw file); return the runs and the environment."""
+        """Run the run stage into a checked sink (and the raw file); return the runs and the environment.
+
+        ``facts`` are asked while the run stage waits for the GPU where it can (see :meth:`_measure_into`).
+        """
         header = None
         if location is not None:
             header = RawHeader(
@@ -445,18 +451,27 @@ class ProfiledFunction:
             )
         with reported_sigterm():  # one handler for the sink's opening and the run stage (the inner one then is a no-op)
             sink = CheckedSink(location.raw if location else None, header, check=FirstRunCheck(plan, self.spec))
-            environment = self._measure_into(backend, plan, sink, location)
+            environment = self._measure_into(backend, plan, sink, location, facts)
         # The result reads the runs' columns from the rows; their objects are made only if something reads them
         # (derive_metric, combine_kernel_metrics, .data), then frozen before the collector resumes (heap.settle).
         return sink.stored(made=heap.settle), environment
 
     def _measure_into(
-        self, backend: Backend, plan: Plan, sink: CheckedSink | TaskRuns, location: OutputLocation | None
+        self,
+        backend: Backend,
+        plan: Plan,
+        sink: CheckedSink | TaskRuns,
+        location: OutputLocation | None,
+        facts: CallFacts,
     ) -> dict[str, Scalar]:
-        """Run the run stage into ``sink`` and close it; return the environment. A stop says what was kept."""
+        """Run the run stage into ``sink`` and close it; return the environment. A stop says what was kept.
+
+        ``facts`` are asked while a deferred session waits for its last runs (the run loop's ``while_waiting``):
+        they do not depend on what is measured, and what failed there is raised where the call asks for them.
+        """
         with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
             try:
-                return dict(execute(backend, plan, sink))
+                return dict(execute(backend, plan, sink, while_waiting=(facts.prepare,)))
             except BaseException as e:
                 if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:
                     print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)  # not when none
@@ -465,14 +480,20 @@ class ProfiledFunction:
                 sink.close()
 
 
-def _add_environment(environment: dict[str, Scalar], gpu: GpuInfo | None, location: OutputLocation | None) -> None:
-    """What a call in this process adds to its backend's environment: device, host, versions, provenance, files."""
+def _add_environment(
+    environment: dict[str, Scalar], gpu: GpuInfo | None, location: OutputLocation | None, facts: CallFacts | None = None
+) -> None:
+    """What a call in this process adds to its backend's environment: device, host, versions, provenance, files.
+
+    ``facts``: the call's facts, asked while its GPU still worked where the run loop could (see
+    :class:`~nsightx._api.callfacts.CallFacts`); ``None`` asks now. Either way the same keys come in the same order.
+    """
     if gpu is not None:
         environment["Device"] = gpu.label
-    environment.setdefault("Host", socket.gethostname())
-    environment.setdefault("python", platform.python_version())
-    environment.setdefault("nsightx", __version__)
-    add_provenance(environment)
+    process, provenance = (facts or CallFacts()).facts()
+    for key, value in process.items():
+        environment.setdefault(key, value)
+    add_provenance(environment, provenance)
     if location is not None:
         environment.setdefault("raw_data", str(location.raw))
         environment.setdefault("sweep", location.sweep)

@@ -129,6 +129,11 @@ class PartsAhead:
     are those :func:`parts_from_rows` makes of all the runs at once, field for field. A piece holds at least
     :data:`AHEAD_MIN_RUNS` runs (those of several configs when they are short), since each piece and the join
     have a fixed cost.
+
+    Runs too few for a piece still have their :class:`RunValues` answers (the nvml plugin's, one a run) made
+    into their rows ahead (:attr:`expanded`), what :func:`parts_from_rows` does to each run of a call under
+    :data:`SHARED_MIN_RUNS` runs (~2 us a run on the 2-core VM: ~80 of the ~180 us of the 44-run sweep's columns),
+    and their collector values into the collector columns' lists (:attr:`fields`, ~20 us more of those).
     """
 
     def __init__(self) -> None:
@@ -137,30 +142,72 @@ class PartsAhead:
         """How many of the sink's items the pieces hold."""
         self.shared = False
         """Whether a piece holds :class:`RunValues` answers (see :meth:`parts`)."""
+        self.expanded: list[Any] = []
+        """While no piece is built: the first items, each run's :class:`RunValues` answers made into rows."""
+        self.fields: list[list[Any]] = [[] for _ in _COLLECTOR_ITEMS]
+        """The collector columns' lists of the :attr:`expanded` items' values (see :func:`_collector_columns`)."""
+        self.n_values = 0
+        """How many values :attr:`fields` hold."""
 
     def add(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> None:
-        """Build the columns of ``items`` after those the pieces hold (none while a run block is among them)."""
+        """Build the columns of ``items`` after those the pieces hold (none while a run block is among them).
+
+        Too few of them for a piece (and no piece built yet): their answers are expanded (see :attr:`expanded`).
+        """
         chunk = items[self.upto :]
         if len(chunk) < AHEAD_MIN_RUNS or RunBlock in set(map(type, chunk)):  # a block may still grow
+            if not self.pieces:
+                self._expand(items)
             return
         self.pieces.append(parts_from_rows(chunk))
         self.upto = len(items)
         self.shared = self.shared or any(type(v) is RunValues for row in chunk if type(row) is tuple for v in row[5])
+        self._forget()  # the pieces hold those runs
+
+    def _expand(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> None:
+        """Append to :attr:`expanded` the items after those it holds (none from :data:`SHARED_MIN_RUNS` on)."""
+        new = items[len(self.expanded) :]
+        if len(items) >= SHARED_MIN_RUNS or RunBlock in set(map(type, new)):  # such a call is read otherwise
+            self._forget()
+            return
+        rows = list(map(_expanded_item, new))
+        self.expanded += rows
+        values = [v if type(v) is tuple else _collector_tuple(v) for row in rows for v in _values_of(row)]
+        for field, getter in zip(self.fields, _COLLECTOR_ITEMS, strict=True):
+            field += map(getter, values)
+        self.n_values += len(values)
+
+    def _forget(self) -> None:
+        """Drop what :meth:`_expand` made."""
+        self.expanded, self.fields, self.n_values = [], [[] for _ in _COLLECTOR_ITEMS], 0
 
     def parts(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts | None:
         """The columns of ``items`` (of which the pieces hold the first), or ``None`` to build them all at once.
 
         All at once when nothing was built ahead, and when a piece holds :class:`RunValues` answers and the call
         has :data:`SHARED_MIN_RUNS` runs or more (such a call's answers are spread per shared mapping, which costs
-        less than a piece's rows then).
+        less than a piece's rows then). Without a piece, from the items expanded ahead (:attr:`expanded`) and the
+        rest expanded now: what :func:`parts_from_rows` makes of ``items``, field for field.
         """
-        if not self.pieces or self.upto > len(items) or (self.shared and len(items) >= SHARED_MIN_RUNS):
+        if not self.pieces:
+            return self._from_expanded(items)
+        if self.upto > len(items) or (self.shared and len(items) >= SHARED_MIN_RUNS):
             return None
         rest = items[self.upto :]
         pieces = [*self.pieces, parts_from_rows(rest)] if rest else self.pieces
         joined = pieces[0] if len(pieces) == 1 else concat_parts(pieces)
         self.pieces, self.upto = [joined], len(items)  # the pieces' own arrays are not kept beside the join's
         return joined
+
+    def _from_expanded(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts | None:
+        """:func:`parts_from_rows` of ``items`` from :attr:`expanded`; ``None`` when it holds none of them."""
+        done = self.expanded
+        if not done or len(done) > len(items) or len(items) >= SHARED_MIN_RUNS:
+            return None
+        rest = items[len(done) :]
+        if RunBlock in set(map(type, rest)):
+            return None
+        return parts_from_rows([*done, *map(_expanded_item, rest)], (self.n_values, self.fields))
 
 
 def _key(item: RunRow | RunRecords | RunBlock) -> tuple[int, int]:
@@ -180,11 +227,14 @@ _record_tuple = attrgetter(*_RECORD_FIELDS)
 """A :class:`Record` object's fields as a tuple (a record row)."""
 
 
-def parts_from_rows(items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts:
+def parts_from_rows(
+    items: Sequence[RunRow | RunRecords | RunBlock], known: tuple[int, list[list[Any]]] | None = None
+) -> RunParts:
     """The columns of the runs ``items`` stand for (what ``RunParts.of(runs_from_rows(items))`` makes).
 
     A :class:`RunRecords` among them (the ONCE collector values, a run written as an object) is read as the
-    row it would be.
+    row it would be. ``known``: the collector columns' lists of the first values of ``items`` and how many
+    values those are (built ahead, see :class:`PartsAhead`; only when no item holds a :class:`RunValues`).
     """
     rows: Sequence[Any] = items
     kinds = set(map(type, items))
@@ -208,7 +258,7 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts
         n_collectors = (
             np.fromiter(map(len, map(itemgetter(5), rows)), np.int64, count) if values else np.zeros(count, np.int64)
         )
-        collectors = _collector_columns(values, kinds)
+        collectors = _collector_columns(values, kinds) if known is None else _joined(values, *known)
     runs = RunColumns(configs, run_ids, n_records, n_regions, n_collectors)
     regions = _region_columns(rows, configs, run_ids, n_regions)
     return RunParts(runs, _record_columns(rows), regions, collectors)
@@ -251,6 +301,13 @@ def _expanded(row: Any) -> Any:
     return (*row[:5], tuple(values))
 
 
+def _expanded_item(item: Any) -> Any:
+    """A stored item as :func:`parts_from_rows` reads it in a call of few runs: a row's answers expanded."""
+    if type(item) is tuple and any(type(v) is RunValues for v in item[5]):
+        return _expanded(item)
+    return item
+
+
 def _with_blocks(items: Sequence[Any]) -> RunParts:
     """:func:`parts_from_rows` of items among which are :class:`RunBlock` objects: each group's columns, joined."""
     parts: list[RunParts] = []
@@ -291,6 +348,23 @@ def _collector_columns(values: list[Any], kinds: set[type]) -> CollectorColumns:
 
 _COLLECTOR_ITEMS = tuple(map(itemgetter, range(len(_COLLECTOR_FIELDS))))
 """One getter per field of a collector row."""
+
+
+def _joined(values: list[Any], known: int, fields: list[list[Any]]) -> CollectorColumns:
+    """:func:`_collector_columns` of ``values``, the lists of whose first ``known`` values are ``fields``."""
+    rest = values[known:]
+    tail = _collector_columns(rest, set(map(type, rest)))
+    return CollectorColumns(*(head + more for head, more in zip(fields, _fields_of(tail), strict=True)))
+
+
+def _fields_of(columns: CollectorColumns) -> tuple[list[Any], ...]:
+    """The lists of ``columns``, in the order of a collector row's fields."""
+    return (columns.name, columns.scope, columns.config, columns.run, columns.annotation, columns.value)
+
+
+def _values_of(item: Any) -> Sequence[Any]:
+    """The collector values of a stored item (not a block): a row's sixth field, a run object's values."""
+    return item[5] if type(item) is tuple else item.collectors
 
 
 def _as_row(run: RunRecords) -> tuple[Any, ...]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -141,7 +141,9 @@ class _Collectors:
 
     A collector may also have ``start(ctx)`` and ``stop()`` methods (both optional, see
     :class:`~nsightx._run.collectors.CollectorLike`): :meth:`start` calls the first with a ONCE-scope context before
-    anything else of the call, :meth:`stop` the second after everything, also when the call fails. The nvml
+    anything else of the call, :meth:`stop` the second after everything, also when the call fails (a deferred
+    session's call of a fixed count: once its last run was launched, before the wait for the GPU, since no
+    collector is asked again; see :meth:`_Sweep._waiting`). The nvml
     plugin starts its background sampler there, so that ``collect`` before each run only copies a sample. A
     collector must not depend on them: called without them (a parent-side proxy asking for one value), its
     ``collect`` still returns a plain value.
@@ -449,11 +451,20 @@ class CollectPolicy:
         self._since = self.clock()
 
 
-def execute(backend: Backend, plan: Plan, sink: Sink) -> Mapping[str, Scalar]:
+def execute(
+    backend: Backend, plan: Plan, sink: Sink, *, while_waiting: Sequence[Callable[[], None]] = ()
+) -> Mapping[str, Scalar]:
     """The run stage: measure every run of ``plan`` with ``backend``, writing each run to ``sink``.
 
     A backend that measures elsewhere (it overrides :meth:`~nsightx._run.backend.Backend.execute`) runs itself;
     every other backend's session is driven by :func:`run_loop` on ``plan.device``.
+
+    Args:
+        backend: The backend that measures.
+        plan: What to measure.
+        sink: Receives every run.
+        while_waiting: Work the caller would do after the run stage and that does not depend on what it measures
+            (see :func:`run_loop`); a backend that measures elsewhere never runs it.
 
     Returns:
         The environment the backend measured in (GPU name, clocks, ...).
@@ -461,7 +472,7 @@ def execute(backend: Backend, plan: Plan, sink: Sink) -> Mapping[str, Scalar]:
     if backend.measures_elsewhere():
         return backend.execute(plan, sink)
     with use_device(plan.device), backend.session(plan) as session:
-        run_loop(plan, session, sink)
+        run_loop(plan, session, sink, while_waiting=while_waiting)
         return dict(session.environment())
 
 
@@ -471,6 +482,7 @@ def run_loop(
     sink: Sink,
     *,
     call: Callable[[Plan, int], Any] | None = None,
+    while_waiting: Sequence[Callable[[], None]] = (),
 ) -> None:
     """Run every config (after ``plan.warmup`` discarded runs) until its stop rule says so, feeding ``sink``.
 
@@ -483,6 +495,12 @@ def run_loop(
         session: The backend session that measures.
         sink: Receives one :class:`RunRecords` per measured run, as soon as it finishes.
         call: How to invoke the user's function for a config (defaults to ``plan.function(*config)``).
+        while_waiting: Work that does not depend on the measurements, each called once, in order, while a
+            deferred session's GPU works through the call's last runs: after the last run was launched, before the
+            loop waits for its outputs (:func:`_write_pending`). There the collectors are stopped too (none is
+            asked again). A session that is not deferred, or one collected after every run, never waits so: the
+            work is not called here and the caller does it afterwards. Each must not raise (the caller keeps
+            what failed and raises it where it would have): an error would end the run loop.
 
     The loop runs under the process's one-call-at-a-time lock (:mod:`nsightx._run.exclusive`): the profiled
     call that started it holds it; a loop started without one (the ncu worker's child) takes it here.
@@ -491,7 +509,7 @@ def run_loop(
         collectors = _Collectors(plan)
         collectors.start()
         try:
-            _Sweep(plan, session, sink, collectors, call or _call_user).run()
+            _Sweep(plan, session, sink, collectors, call or _call_user, while_waiting).run()
         finally:
             collectors.stop()
 
@@ -500,7 +518,13 @@ class _Sweep:
     """The body of :func:`run_loop`, between the collectors' start and stop: every config, every run."""
 
     def __init__(
-        self, plan: Plan, session: Session, sink: Sink, collectors: _Collectors, call: Callable[[Plan, int], Any]
+        self,
+        plan: Plan,
+        session: Session,
+        sink: Sink,
+        collectors: _Collectors,
+        call: Callable[[Plan, int], Any],
+        while_waiting: Sequence[Callable[[], None]] = (),
     ) -> None:
         self.plan, self.session, self.sink, self.collectors = plan, session, sink, collectors
         self.runner = _Runner(plan, session, collectors, call)
@@ -514,6 +538,11 @@ class _Sweep:
         self.build_ahead: Callable[[], None] | None = getattr(sink, "build_ahead", None) if incremental else None
         """What builds the result's columns of the runs written so far, while a session that hands its runs back
         one by one still waits (a session that hands back a mapping has no wait left once its runs are written)."""
+        rule, batched = self.rule, self.policy.write_collects  # batched: a fixed count (see CollectPolicy)
+        self.last_run = (len(plan.configs) - 1, rule.runs - 1) if type(rule) is FixedRuns and batched else None
+        """The call's last run when its pending runs are written in batches (a fixed count: the batches end there)."""
+        self.waiting: list[Callable[[], None]] = [collectors.stop, *while_waiting]
+        """What the write of the call's last run does before it waits (see :meth:`_waiting`), then emptied."""
 
     def run(self) -> None:
         """ONCE collectors, then each config; what was measured is written even when a run raises.
@@ -799,10 +828,28 @@ class _Sweep:
         if self.pending:
             written = len(self.pending)
             _write_pending(
-                self.session, self.hand, self.pending, self.collectors, collect=collect, build_ahead=self.build_ahead
+                self.session,
+                self.hand,
+                self.pending,
+                self.collectors,
+                collect=collect,
+                build_ahead=self.build_ahead,
+                waiting=self._waiting() if collect else (),
             )
             self.policy.written()
             heap.kept(written)
+
+    def _waiting(self) -> list[Callable[[], None]]:
+        """The work to do while the session waits, when the pending runs end with the call's last run; else none.
+
+        Then every run was launched and none is launched again: the collectors are stopped (none is asked again)
+        and the caller's ``while_waiting`` work is done while the GPU still works, each once.
+        """
+        last = self.pending[-1]
+        if self.last_run is None or not self.waiting or (last[0], last[1]) != self.last_run:
+            return []
+        waiting, self.waiting = self.waiting, []
+        return waiting
 
 
 _Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
@@ -817,6 +864,7 @@ def _write_pending(
     *,
     collect: bool,
     build_ahead: Callable[[], None] | None = None,
+    waiting: Sequence[Callable[[], None]] = (),
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
@@ -839,14 +887,15 @@ def _write_pending(
 
     A run leaves ``pending`` as soon as the sink took it, so the clean-up after an error hands over only the runs
     not written yet, each once, with the output already collected for it (a deferred session hands an output
-    back only once: collected again, a run would be written without its measurements).
+    back only once: collected again, a run would be written without its measurements). ``waiting``: work done
+    before the session is asked for its outputs, while the GPU still works (see :meth:`_Sweep._waiting`).
     """
     rows = [tuple(collectors.materialize(values)) for *_, values in pending]
+    for work in waiting:  # before completed_runs: the default one waits for every run at once
+        work()
     arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
     outputs: dict[tuple[int, int], RunOutput] = {}  # what came back so far
-    ahead = build_ahead if collect else None
-    last = len(pending) - 1
-    done = 0
+    ahead, last, done = build_ahead if collect else None, len(pending) - 1, 0
     try:
         for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
             key = (ci, r)

@@ -59,12 +59,32 @@ program the repository names: no file-system monitor hook (``git status`` runs `
 and no hook. The filters a repository configures are switched off by name, see :func:`_filter_overrides`."""
 
 
-def add_provenance(environment: dict[str, Scalar]) -> None:
+def add_provenance(environment: dict[str, Scalar], facts: Mapping[str, Scalar] | None = None) -> None:
     """Add to a call's ``environment`` the provenance facts it does not already hold (see the module docstring).
 
     Keys a backend set (``GPU``, its own ``CPU``) are kept. ``GpuUuid``, ``Driver`` and ``CudaDriver`` are added
     only when a GPU was measured (``GPU`` is set); ``torch`` and ``CudaRuntime`` only when torch is imported;
     ``GitCommit`` only inside a git work tree.
+
+    Args:
+        environment: The call's environment, completed in place.
+        facts: What :func:`host_facts` answered for this call, when it was asked earlier (a deferred call asks
+            while the GPU still works, see ``nsightx._api.ahead``); ``None`` asks now. The same keys are added
+            in the same order either way.
+    """
+    merged = host_facts() if facts is None else dict(facts)
+    if environment.get("GPU"):
+        merged.update(gpu_facts(environment.get("Device")))
+    for key, value in merged.items():
+        if value is not None:
+            environment.setdefault(key, value)
+
+
+def host_facts() -> dict[str, Scalar]:
+    """The provenance facts that do not depend on what a call measured: CPU, git commit, torch.
+
+    ``CPU`` always; ``GitCommit`` inside a git work tree (:func:`head_commit` of the current directory);
+    ``torch`` and ``CudaRuntime`` only when torch is imported. Values may be ``None`` (not added then).
     """
     facts: dict[str, Scalar] = {"CPU": cpu_model()}
     commit = head_commit()
@@ -76,11 +96,7 @@ def add_provenance(environment: dict[str, Scalar]) -> None:
         cuda = getattr(getattr(torch, "version", None), "cuda", None)
         if isinstance(cuda, str):
             facts["CudaRuntime"] = cuda
-    if environment.get("GPU"):
-        facts.update(gpu_facts(environment.get("Device")))
-    for key, value in facts.items():
-        if value is not None:
-            environment.setdefault(key, value)
+    return facts
 
 
 @functools.cache

@@ -1,0 +1,191 @@
+"""Work a call does not need the measurements for runs while a deferred session's GPU works (issue 35).
+
+After a deferred session's last run was launched, the run loop stops the collectors (none is asked again) and does
+the caller's ``while_waiting`` work before it waits for the runs' outputs; a decorated call asks its environment's
+facts (host, versions, CPU, git commit) there. These tests drive the real run loop, sink and host session (made
+deferred, as the GPU sessions are) and a decorated call on a deferred backend: the work runs once, after every run
+was launched and before the first collection; a session that is not deferred never runs it; the result's
+environment is what it was (same keys, same order); an error while asking is raised by the call as before.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import pytest
+from _sessions import DeferredHost
+from nsightx_host import HostSession
+
+import nsightx
+from nsightx._results.sink import RunSink
+from nsightx._run import provenance
+from nsightx._run.loop import run_loop
+from nsightx._run.plan import Plan
+from nsightx.ext import Availability, Backend, Capabilities, Session
+
+
+def _plan(**kw: Any) -> Plan:
+    base: dict[str, Any] = dict(
+        function=_work,
+        function_name="f",
+        params=("n",),
+        configs=((1,), (2,), (3,)),
+        runs=5,
+        warmup=1,
+        metrics=("host__time_duration.sum",),
+        backend="host",
+        needs_gpu=False,
+    )
+    base.update(kw)
+    return Plan(**base)
+
+
+def _work(n: int) -> None:
+    with nsightx.annotate("a"):
+        pass
+
+
+class _Stopped:
+    """A collector with a start/stop pair that notes what the session had done when it was stopped."""
+
+    name = "stopped"
+    scope = "run"
+
+    def __init__(self, session: DeferredHost) -> None:
+        self.session = session
+        self.seen: list[tuple[int, int]] = []
+
+    def start(self, ctx: Any) -> bool:
+        return True
+
+    def collect(self, ctx: Any) -> int:
+        return 1
+
+    def stop(self) -> None:
+        self.seen.append((self.session.collects, len(self.session.done)))
+
+
+def test_the_work_runs_once_after_the_last_launch_and_before_the_wait() -> None:
+    session, sink = DeferredHost(), RunSink()
+    collector = _Stopped(session)
+    seen: list[tuple[int, int, int]] = []
+
+    def work() -> None:  # how many collections, runs launched and runs written so far
+        seen.append((session.collects, len(session.done), len(sink.runs)))
+
+    run_loop(_plan(collectors=(collector,)), session, sink, while_waiting=(work, work))
+    assert seen == [(0, 18, 0), (0, 18, 0)]  # each given once, in order: 3 x (1 + 5) runs launched, none read
+    assert collector.seen == [(0, 18)]  # stopped there (once: the stop at the loop's end has none left)
+    assert session.collects == 1 and len(sink.runs) == 15
+    assert all(len(run.collectors) == 1 for run in sink.runs)  # the values asked before each run are all there
+
+
+def test_in_several_batches_the_work_runs_in_the_last_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nsightx._run import backend as _backend
+
+    monkeypatch.setattr(_backend, "COLLECT_SECONDS", 0.0)  # collected at each config's end
+    session, sink = DeferredHost(), RunSink()
+    seen: list[tuple[int, int]] = []
+    run_loop(_plan(), session, sink, while_waiting=(lambda: seen.append((session.collects, len(sink.runs))),))
+    assert seen == [(2, 10)] and session.collects == 3 and len(sink.runs) == 15
+
+
+@pytest.mark.parametrize("session", [HostSession, DeferredHost], ids=["not-deferred", "collected-each-run"])
+def test_a_session_that_never_waits_so_does_not_run_the_work(session: type[HostSession]) -> None:
+    from nsightx._run.adaptive import build_rule
+
+    rule = build_rule("auto", min_runs=3, max_runs=4, target_ci_pct=1e-9, time_budget_s=None)
+    extra = {} if session is HostSession else {"stop_rule": rule}
+    seen: list[int] = []
+    sink = RunSink()
+    run_loop(_plan(**extra), session(), sink, while_waiting=(lambda: seen.append(1),))
+    assert seen == [] and len(sink.runs) >= 12
+
+
+class _Deferred(DeferredHost):
+    """The deferred host session as a backend's; notes the collections made by any instance."""
+
+    collected: ClassVar[list[int]] = []
+
+    def collect_runs(self) -> Any:
+        _Deferred.collected.append(1)
+        return super().collect_runs()
+
+
+class _Backend(Backend):
+    name = "sim_waiting"
+    capabilities = Capabilities(
+        metrics=frozenset({"host__time_duration.sum"}), default_metrics=("host__time_duration.sum",), needs_gpu=False
+    )
+
+    @classmethod
+    def availability(cls) -> Availability:
+        return Availability(available=True)
+
+    @contextmanager
+    def session(self, plan: Any) -> Iterator[Session]:
+        yield _Deferred()
+
+
+class _Plugin:
+    @nsightx.hookimpl
+    def nsightx_register_backends(self, register: Any) -> None:
+        register(_Backend)
+
+
+@pytest.fixture
+def deferred_backend(plugin_host: Any) -> Iterator[None]:
+    nsightx.register_plugin(_Plugin(), name="sim_waiting")
+    try:
+        yield
+    finally:
+        nsightx.unregister_plugin("sim_waiting")
+
+
+def _call() -> Any:
+    @nsightx.analyze.kernel(
+        configs=[(1,), (2,)], runs=3, backend="sim_waiting", verbosity=nsightx.VerbosityLevel.SILENT
+    )
+    def sweep(n: int) -> None:
+        _work(n)
+
+    return sweep()
+
+
+def test_a_deferred_call_asks_its_facts_during_the_wait_and_its_environment_is_unchanged(
+    deferred_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[int] = []
+    real = provenance.host_facts
+
+    def noted() -> Any:
+        asked.append(len(_Deferred.collected))
+        return real()
+
+    monkeypatch.setattr("nsightx._api.callfacts.host_facts", noted)
+    _Deferred.collected.clear()
+    result = _call()
+    assert asked == [0] and _Deferred.collected == [1]  # asked once, before the session's one collection
+    expected: dict[str, Any] = dict(HostSession().environment())  # what the call added after its run stage before
+    expected.setdefault("Host", socket.gethostname())
+    expected.setdefault("python", platform.python_version())
+    expected.setdefault("nsightx", nsightx.__version__)
+    provenance.add_provenance(expected)
+    assert list(result.data.environment.items()) == list(expected.items())
+
+
+def test_an_error_while_asking_is_raised_by_the_call_after_its_run_stage(
+    deferred_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> Any:
+        raise RuntimeError("no facts")
+
+    monkeypatch.setattr("nsightx._api.callfacts.host_facts", broken)
+    _Deferred.collected.clear()
+    with pytest.raises(RuntimeError, match="no facts"):
+        _call()
+    assert _Deferred.collected == [1]  # the run stage went on and collected its runs: raised after, as before
