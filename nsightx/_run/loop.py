@@ -141,9 +141,9 @@ class _Collectors:
 
     A collector may also have ``start(ctx)`` and ``stop()`` methods (both optional, see
     :class:`~nsightx._run.collectors.CollectorLike`): :meth:`start` calls the first with a ONCE-scope context before
-    anything else of the call, :meth:`stop` the second after everything, also when the call fails (a deferred
-    session's call of a fixed count: once its last run was launched, before the wait for the GPU, since no
-    collector is asked again; see :meth:`_Sweep._waiting`). The nvml
+    anything else of the call, :meth:`stop` the second after everything, also when the call fails: after the wait
+    for a deferred session's last runs too, so that a collector keeps what it runs (a sampler, a counter over
+    the call) exactly as long as the sweep's GPU work (docs/plugins.md). The nvml
     plugin starts its background sampler there, so that ``collect`` before each run only copies a sample. A
     collector must not depend on them: called without them (a parent-side proxy asking for one value), its
     ``collect`` still returns a plain value.
@@ -495,12 +495,12 @@ def run_loop(
         session: The backend session that measures.
         sink: Receives one :class:`RunRecords` per measured run, as soon as it finishes.
         call: How to invoke the user's function for a config (defaults to ``plan.function(*config)``).
-        while_waiting: Work that does not depend on the measurements, each called once, in order, while a
-            deferred session's GPU works through the call's last runs: after the last run was launched, before the
-            loop waits for its outputs (:func:`_write_pending`). There the collectors are stopped too (none is
-            asked again). A session that is not deferred, or one collected after every run, never waits so: the
-            work is not called here and the caller does it afterwards. Each must not raise (the caller keeps
-            what failed and raises it where it would have): an error would end the run loop.
+        while_waiting: Work that does not depend on the measurements, each called once, in order, while a deferred
+            session's GPU works through the call's last runs: after the last run was launched, before the loop waits for
+            its outputs (:func:`_write_pending`). The collectors are not stopped there but after the wait, as for any
+            call (see :class:`_Collectors`). A session that is not deferred, or one collected after every run, never
+            waits so: the work is not called here and the caller does it afterwards. Each must not raise (the caller
+            keeps what failed and raises it where it would have): an error would end the run loop.
 
     The loop runs under the process's one-call-at-a-time lock (:mod:`nsightx._run.exclusive`): the profiled
     call that started it holds it; a loop started without one (the ncu worker's child) takes it here.
@@ -541,7 +541,7 @@ class _Sweep:
         rule, batched = self.rule, self.policy.write_collects  # batched: a fixed count (see CollectPolicy)
         self.last_run = (len(plan.configs) - 1, rule.runs - 1) if type(rule) is FixedRuns and batched else None
         """The call's last run when its pending runs are written in batches (a fixed count: the batches end there)."""
-        self.waiting: list[Callable[[], None]] = [collectors.stop, *while_waiting]
+        self.waiting: list[Callable[[], None]] = list(while_waiting)
         """What the write of the call's last run does before it waits (see :meth:`_waiting`), then emptied."""
 
     def run(self) -> None:
@@ -842,8 +842,8 @@ class _Sweep:
     def _waiting(self) -> list[Callable[[], None]]:
         """The work to do while the session waits, when the pending runs end with the call's last run; else none.
 
-        Then every run was launched and none is launched again: the collectors are stopped (none is asked again)
-        and the caller's ``while_waiting`` work is done while the GPU still works, each once.
+        Then every run was launched and none is launched again: the caller's ``while_waiting`` work is done while
+        the GPU still works, each once.
         """
         last = self.pending[-1]
         if self.last_run is None or not self.waiting or (last[0], last[1]) != self.last_run:

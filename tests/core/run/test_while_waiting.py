@@ -1,11 +1,11 @@
 """Work a call does not need the measurements for runs while a deferred session's GPU works (issue 35).
 
-After a deferred session's last run was launched, the run loop stops the collectors (none is asked again) and does
-the caller's ``while_waiting`` work before it waits for the runs' outputs; a decorated call asks its environment's
-facts (host, versions, CPU, git commit) there. These tests drive the real run loop, sink and host session (made
-deferred, as the GPU sessions are) and a decorated call on a deferred backend: the work runs once, after every run
-was launched and before the first collection; a session that is not deferred never runs it; the result's
-environment is what it was (same keys, same order); an error while asking is raised by the call as before.
+After a deferred session's last run was launched, the run loop does the caller's ``while_waiting`` work before it
+waits for the runs' outputs; a decorated call asks its environment's facts (host, versions, CPU, git commit) there.
+These tests drive the real run loop, sink and host session (made deferred, as the GPU sessions are) and a decorated
+call on a deferred backend: the work runs once, after every run was launched and before the first collection; a
+session that is not deferred never runs it; the result's environment is what it was (same keys, same order); an
+error while asking is raised by the call as before.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_the_work_runs_once_after_the_last_launch_and_before_the_wait() -> None:
 
     run_loop(_plan(collectors=(collector,)), session, sink, while_waiting=(work, work))
     assert seen == [(0, 18, 0), (0, 18, 0)]  # each given once, in order: 3 x (1 + 5) runs launched, none read
-    assert collector.seen == [(0, 18)]  # stopped there (once: the stop at the loop's end has none left)
+    assert collector.seen == [(1, 0)]  # stopped once, after the wait (its runs read), as documented
     assert session.collects == 1 and len(sink.runs) == 15
     assert all(len(run.collectors) == 1 for run in sink.runs)  # the values asked before each run are all there
 
