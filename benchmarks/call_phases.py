@@ -262,6 +262,15 @@ def require_gpu() -> Any:
     return torch
 
 
+def variants_arg(text: str) -> tuple[str, ...]:
+    """``--cupti-variants``: names of :data:`backend_overhead.CUPTI_VARIANTS`, separated by commas."""
+    names = tuple(part for part in text.split(",") if part)
+    unknown = [n for n in names if n not in bo.CUPTI_VARIANTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{unknown}: not cupti variants; known: {', '.join(bo.CUPTI_VARIANTS)}")
+    return names
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=15)
@@ -271,6 +280,12 @@ def main() -> int:
     ap.add_argument("--profile-calls", type=int, default=20)
     ap.add_argument("--flush-probe", action="store_true", help="after the sweep, time forced CUPTI flushes")
     ap.add_argument("--flush-counts", type=counts_arg, default=(1, 10, 100), help="kernels before a probed flush")
+    ap.add_argument(
+        "--cupti-variants",
+        type=variants_arg,
+        default=(),
+        help="comma-separated cupti variants of backend_overhead.py (CUPTI_VARIANTS), timed phase by phase too",
+    )
     args = ap.parse_args()
     info = bo.use_tree(args.tree)
     torch = require_gpu()
@@ -280,6 +295,8 @@ def main() -> int:
     instrument(clock)
     bare = bo.make_bare(torch, w)
     fns = {b: bo.make_profiled(torch, w, b, collectors=True) for b in ("cupti", "events")}
+    for name in args.cupti_variants:  # the cupti session with other backend_options (its drain modes)
+        fns[name] = bo.make_profiled(torch, w, "cupti", True, bo.CUPTI_VARIANTS[name])
     for fn in (bare, *fns.values()):
         fn() if fn is bare else fn().to_dataframe()  # warm
     rows: dict[str, list[dict[str, float]]] = {b: [] for b in fns}

@@ -313,7 +313,8 @@ stage_frames() {
 stage_phases() {
   # issue 35: where the sweep's decorated call spends its wall time (launch, wait, collect, after, frame), this
   # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON.
-  # FLUSH_PROBE=1: each process also times forced CUPTI flushes after 0, 1, 10 and 100 tiny kernels (--flush-probe)
+  # FLUSH_PROBE=1: each process also times forced CUPTI flushes after 0, 1, 10 and 100 tiny kernels (--flush-probe);
+  # CUPTI_VARIANTS=a,b: the cupti session with backend_overhead.py's other backend_options too (its drain modes)
   {
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
@@ -323,6 +324,7 @@ stage_phases() {
         prof=()
         [ "$i" = 1 ] && prof=(--profile "$OUT/call_phases_${tag}_profiles.txt")
         [ -n "${FLUSH_PROBE:-}" ] && prof+=(--flush-probe)
+        [ -n "${CUPTI_VARIANTS:-}" ] && prof+=(--cupti-variants "$CUPTI_VARIANTS")
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
           "${tree[@]}" "${prof[@]}"
         echo "call_phases $tag $i rc=$?"
