@@ -44,10 +44,34 @@ def shared_collector_parts(rows: Sequence[Any], items: list[Any]) -> tuple[Any, 
     """
     count = len(rows)
     per_run = np.fromiter(map(len, map(itemgetter(5), rows)), np.int64, count)
-    uniform = _uniform_parts(rows, items, per_run)
-    if uniform is not None:
-        return uniform
-    return _spread_parts(rows, items, per_run)
+    cuts = (np.flatnonzero(np.diff(per_run)) + 1).tolist()
+    if len(cuts) >= MAX_SEGMENTS:
+        return _spread_parts(rows, items, per_run)
+    bounds = [0, *cuts, count]
+    starts = np.concatenate([[0], np.cumsum(per_run)])[bounds].tolist()
+    parts: list[tuple[Any, CollectorColumns]] = []
+    for a, b, ia, ib in zip(bounds, bounds[1:], starts, starts[1:], strict=False):
+        segment, entries, counts = rows[a:b], items[ia:ib], per_run[a:b]
+        part = _uniform_parts(segment, entries, counts) if b - a >= UNIFORM_MIN_RUNS else None
+        parts.append(part if part is not None else _spread_parts(segment, entries, counts))
+    if len(parts) == 1:
+        return parts[0]
+    big = max(range(len(parts)), key=lambda i: len(parts[i][1].name))  # its lists are kept, the others put in
+    columns: list[list[Any]] = []
+    for f in _COLLECTOR_FIELDS:  # each part's lists are its own (made by tolist): the largest is not copied
+        column = getattr(parts[big][1], f)
+        column[0:0] = list(itertools.chain.from_iterable(getattr(p[1], f) for p in parts[:big]))
+        column += itertools.chain.from_iterable(getattr(p[1], f) for p in parts[big + 1 :])
+        columns.append(column)
+    return np.concatenate([p[0] for p in parts]), CollectorColumns(*columns)
+
+
+MAX_SEGMENTS = 8
+""":func:`shared_collector_parts` spreads runs a stretch of equal entry counts at a time, while they form fewer
+stretches than this (a call's ONCE values, then its runs: two); else all at once (:func:`_spread_parts`)."""
+
+UNIFORM_MIN_RUNS = 32
+"""A stretch of runs is tried as a table (:func:`_uniform_parts`) from this many runs: fewer are spread as they are."""
 
 
 def _spread_parts(rows: Sequence[Any], items: list[Any], per_run: Any) -> tuple[Any, CollectorColumns]:
