@@ -104,10 +104,11 @@ def _uniform_parts(rows: Sequence[Any], items: list[Any], per_run: Any) -> tuple
     That is every run of a call with the nvml plugin (the guard's row, then the sample's answer): the same number
     of entries, at each place either a row (or value object) in every run or a :class:`RunValues` in every run,
     of one own name and one number of shared values. Each field's values then form a table of one row per run,
-    filled a place at a time (a column of it per row field; the shared values and names from their groups'
-    tables; scope, config and run broadcast), and read out row after row: no index per value is computed, which
-    is most of what the general spread (:func:`_spread_parts`) costs (1.7 against ~0.8 us a run of the nvml
-    plugin's seven values on a shared 2-core VM, issue 35). The columns are the general spread's, value for value.
+    filled a place at a time (see :func:`_place_pieces`) and read out row after row; a field whose row is the same
+    in every run (the names, scopes and annotations, nearly always) is that row repeated. No index per value is
+    computed, which is most of what the general spread (:func:`_spread_parts`) costs (1.5 against ~0.6 us a run
+    of the nvml plugin's seven values on a shared 2-core VM, issue 35). The columns are the general spread's,
+    value for value.
     """
     count = len(rows)
     width = int(per_run[0]) if count else 0
@@ -117,46 +118,74 @@ def _uniform_parts(rows: Sequence[Any], items: list[Any], per_run: Any) -> tuple
     kinds = [set(map(type, place)) for place in places]
     if any(len(k) != 1 for k in kinds):
         return None
-    spread: list[tuple[Any, Any, list[RunValues]] | None] = []  # per place: (names, scalars) tables and answers
-    for place, (kind,) in zip(places, kinds, strict=True):
-        if kind is not RunValues:
-            spread.append(None)
-            continue
-        if len(set(map(_name_of, place))) != 1:
-            return None
-        group, names, scalars = _groups(place)
-        size = len(names[0])
-        if any(len(x) != size for x in names):
-            return None
-        table = (len(names), size)
-        flat_names = _objects(itertools.chain.from_iterable(names), table[0] * size).reshape(table)
-        flat_scalars = _objects(itertools.chain.from_iterable(scalars), table[0] * size).reshape(table)
-        spread.append((flat_names[group], flat_scalars[group], place))
-    total = sum(1 if s is None else s[0].shape[1] for s in spread)
-    columns = [np.empty((count, total), object) for _ in _COLLECTOR_FIELDS]  # None where not set: the annotation
-    name, scope, config, run, _, value = columns
     configs = _objects(map(itemgetter(0), rows), count)[:, None]
     runs = _objects(map(itemgetter(1), rows), count)[:, None]
+    pieces: list[list[Any]] = [[] for _ in _COLLECTOR_FIELDS]  # per field, per place: a row, or a table
+    for place, (kind,) in zip(places, kinds, strict=True):
+        placed = _place_pieces(place, kind, configs, runs)
+        if placed is None:
+            return None
+        for field_pieces, piece in zip(pieces, placed, strict=True):
+            field_pieces.append(piece)
+    total = sum(len(p) if type(p) is tuple else p.shape[1] for p in pieces[0])
+    return np.full(count, total, np.int64), CollectorColumns(*(_read_out(p, count, total) for p in pieces))
+
+
+def _place_pieces(place: list[Any], kind: type, configs: Any, runs: Any) -> list[Any] | None:
+    """The six fields' values of one place of every run: per field the same row for every run (a tuple), or a table.
+
+    A row or value object in every run gives a one-value row or a one-column table per field; :class:`RunValues`
+    answers of one own name and one number of values give their groups' names and scalars by group, their own
+    values in the last column, scope ``run``, their runs' config and run, no annotation. ``None``: the answers
+    differ in own name or size (:func:`_spread_parts` takes them).
+    """
+    count = len(place)
+    if kind is not RunValues:  # a row in every run (or a value object: its fields as a row)
+        plain = place if kind is tuple else list(map(_collector_tuple, place))
+        fields = [list(map(itemgetter(i), plain)) for i in range(len(_COLLECTOR_FIELDS))]
+        return [(f[0],) if i in _FIXED and _one_text(f) else _objects(f, count)[:, None] for i, f in enumerate(fields)]
+    if len(set(map(_name_of, place))) != 1:
+        return None
+    group, names, scalars = _groups(place)
+    size = len(names[0])
+    if any(len(x) != size for x in names):
+        return None
+    own = list(map(_value_of, place))
+    table = _objects(itertools.chain.from_iterable(scalars), len(scalars) * size).reshape(len(scalars), size)[group]
+    table[:, -1] = _objects(own if set(map(type, own)) <= PLAIN_TYPES else map(own_scalar, place), count)
+    if len(set(names)) == 1 and _one_text(names[0]):
+        name: Any = names[0]
+    else:
+        name = _objects(itertools.chain.from_iterable(names), len(names) * size).reshape(len(names), size)[group]
+    config, run = np.broadcast_to(configs, (count, size)), np.broadcast_to(runs, (count, size))  # views: no copy
+    return [name, (RUN_SCOPE,) * size, config, run, (None,) * size, table]
+
+
+_FIXED = (0, 1, 4)
+"""The fields (name, scope, annotation) of a place's rows that :func:`_place_pieces` checks for one value."""
+
+
+def _one_text(values: Sequence[Any]) -> bool:
+    """Whether ``values`` are all the one str, or all ``None``.
+
+    One value of one type: a row repeated is then the same column (``1 == True`` would not make it so for numbers).
+    """
+    kinds = set(map(type, values))
+    return len(kinds) == 1 and kinds <= {str, type(None)} and len(set(values)) == 1
+
+
+def _read_out(pieces: list[Any], count: int, total: int) -> list[Any]:
+    """One field's values of every run, run after run: the pieces' rows repeated when all are the same every run."""
+    if all(type(p) is tuple for p in pieces):
+        return list(itertools.chain.from_iterable(pieces)) * count
+    table = np.empty((count, total), object)
     at = 0
-    for place, (kind,), entry in zip(places, kinds, spread, strict=True):
-        if entry is None:  # a row in every run (or a value object: its fields as a row)
-            plain = place if kind is tuple else list(map(_collector_tuple, place))
-            for column, getter in zip(columns, map(itemgetter, range(len(_COLLECTOR_FIELDS))), strict=True):
-                column[:, at] = _objects(map(getter, plain), count)
-            at += 1
-            continue
-        names_of, scalars_of, answers = entry
-        end = at + names_of.shape[1]
-        name[:, at:end] = names_of
-        value[:, at:end] = scalars_of
-        own = list(map(_value_of, answers))
-        value[:, end - 1] = _objects(own if set(map(type, own)) <= PLAIN_TYPES else map(own_scalar, answers), count)
-        scope[:, at:end] = RUN_SCOPE
-        config[:, at:end] = configs
-        run[:, at:end] = runs
-        at = end
-    n_collectors = np.full(count, total, np.int64)
-    return n_collectors, CollectorColumns(*(c.ravel().tolist() for c in columns))
+    for piece in pieces:
+        width = len(piece) if type(piece) is tuple else piece.shape[1]
+        table[:, at : at + width] = piece  # a row is broadcast to every run
+        at += width
+    result: list[Any] = table.ravel().tolist()
+    return result
 
 
 def _groups(answers: list[RunValues]) -> tuple[Any, list[tuple[str, ...]], list[tuple[Any, ...]]]:
@@ -166,14 +195,26 @@ def _groups(answers: list[RunValues]) -> tuple[Any, list[tuple[str, ...]], list[
     values and then ``None`` (the place of each answer's own value).
     """
     count = len(answers)
+    if not count:
+        return np.zeros(0, np.int64), [], []
     names_of = list(map(_name_of, answers))
     ids = np.fromiter(map(id, map(_shared_of, answers)), np.uint64, count)
-    if len(set(names_of)) <= 1:
-        _, first, group = np.unique(ids, return_index=True, return_inverse=True)
-    else:  # own names differ: a group per (mapping, name), numbered as first seen
-        index: dict[tuple[int, str], int] = {}
-        groups: list[int] = []
+    if len(set(names_of)) <= 1:  # a group per mapping: found at the runs where the mapping changes
+        changes = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        starts = [0, *changes.tolist()]
+        index: dict[Any, int] = {}
         firsts: list[int] = []
+        for at, key in zip(starts, ids[starts].tolist(), strict=True):  # one step per change, not per answer
+            if key not in index:
+                index[key] = len(firsts)
+                firsts.append(at)
+        per_start = np.array([index[key] for key in ids[starts].tolist()], np.int64)
+        group = np.repeat(per_start, np.diff([*starts, count]))
+        first = np.array(firsts, np.int64)
+    else:  # own names differ: a group per (mapping, name), numbered as first seen
+        index = {}
+        groups: list[int] = []
+        firsts = []
         for i, key in enumerate(zip(ids.tolist(), names_of, strict=True)):
             g = index.get(key)
             if g is None:
