@@ -864,7 +864,7 @@ def _write_pending(
     back only once: collected again, a run would be written without its measurements).
     """
     materialize = collectors.materialize
-    rows = [values if type(values) is tuple else tuple(materialize(values)) for *_, values in pending]
+    rows = [values if isinstance(values, tuple) else tuple(materialize(values)) for *_, values in pending]
     arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
     outputs: dict[tuple[int, int], RunOutput] = {}  # what came back so far
     ahead = build_ahead if collect else None
