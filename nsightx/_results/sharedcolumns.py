@@ -5,7 +5,9 @@ plugin's: five values of a sample shared by ~100 runs, and the sample's age). Ma
 run was written, then read field by field into the result's columns, they cost ~2.5 us a run of a deferred call on
 the GPU host (issue 35). Here each distinct shared mapping is converted once (its names and scalars), and the
 columns of all runs are spread from those with numpy indexing: per answer only its shared mapping's identity and
-its own value are read in Python.
+its own value are read in Python. A stretch of runs that hold the same kinds of entries (every run of a call with
+the nvml plugin, after its ONCE values) is spread as a table of one row per run (:func:`_uniform_parts`), the
+rest value by value (:func:`_spread_parts`).
 
 The columns are those :func:`~nsightx._results.rowparts.parts_from_rows` makes of the same runs with each answer
 expanded into its rows (:func:`~nsightx._results.rows.values_rows`), value for value and in the same order.
