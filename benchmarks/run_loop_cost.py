@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import inspect
 import json
 import os
 import statistics
@@ -305,6 +306,7 @@ def nvml_child(runs: int, sampler: str, rounds: int, deferred: bool = False, slo
     _install_double(sampler)
     if deferred:
         _install_deferred()
+    import nsightx_host
     from nsightx_nvml._collectors import NvmlTemperatureSource
 
     import nsightx
@@ -362,8 +364,17 @@ def nvml_child(runs: int, sampler: str, rounds: int, deferred: bool = False, slo
             rows = getattr(collectors, "collect_run", None)  # what the tree's run loop calls
             ask = rows if rows is not None else lambda ci, r: collectors.gather(run_scope, config=ci, run=r)
             clock = getattr(loop_module, "_run_clock", None)  # a tree whose loop reads the clock once a run
+            runner = loop_module._Runner(nvml_plan, nsightx_host.HostSession(), collectors, lambda p, c: None)
             c0 = time.process_time()
-            if clock is not None:
+            if deferred and clock is not None and hasattr(runner, "deferred_values"):  # the deferred loop's path
+                takes_ci = "ci" in inspect.signature(runner.deferred_values).parameters
+                before, values_of = runner.deferred_values(0) if takes_ci else runner.deferred_values()
+                for r in range(runs):
+                    now = clock()
+                    before(now)
+                    values = values_of(0, r, now)
+                    tuple(values) if type(values) is tuple else tuple(materialize(values))  # as _write_pending
+            elif clock is not None:
                 for r in range(runs):
                     now = clock()
                     guard.before_run(now)
@@ -446,7 +457,9 @@ def nvml_main(args: argparse.Namespace) -> int:
     - ``parts``: the per-run work alone, outside a call, ``--runs`` times: ``guard.before_run()``,
       ``guard.take_values()``, the RUN collectors called as the tree's run loop calls them (``collect_run``, or
       ``gather`` in trees before it; in a tree with ``loop._run_clock`` the clock read once and handed to both)
-      and ``materialize`` (what the loop does with their answers when it writes the run).
+      and ``materialize`` (what the loop does with their answers when it writes the run). With ``--deferred``, in
+      a tree whose runner has ``deferred_values``, what the deferred loop calls instead (its guard check and
+      values, and what :func:`_write_pending` makes of them).
 
     Reported per run, in CPU time of the measuring process (a sampler thread's reads count, a sampler process's do
     not): ``nvml - off``, the plugin's part of a run (the headline), and ``parts``. With ``--deferred`` the host

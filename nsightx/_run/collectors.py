@@ -78,6 +78,12 @@ class CollectorLike(Protocol):
     plugin's run collector reads only ``device`` and ``run_start_ns``). Without the attribute a collector gets a
     context per run. ``run_start_ns`` is set for every run, also in a context shared by a config's runs: that
     one is updated in place before each run, so a collector reads it during its ``collect`` call, not later.
+
+    Optional too, for such a collector: ``run_reader(ctx)``, given a config's shared context once, returns a
+    callable of the run's start (``run_start_ns``, possibly ``None``) that answers exactly as ``collect`` would
+    with that context, or ``None`` when it has no such path now. When a deferred session's runs ask this one RUN
+    collector alone, the run loop calls that callable before each run instead of ``collect`` (the nvml plugin's:
+    no context written, nothing looked up per run, issue 35). ``collect`` must still work without it.
     """
 
     name: str

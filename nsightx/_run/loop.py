@@ -266,6 +266,27 @@ class _Collectors:
                 out.append(_gathered((c.name, _RUN, config, run, None, _copied(result))))
         return out
 
+    def run_reader(self, config: int) -> tuple[CollectorLike, Callable[[int | None], Any]] | None:
+        """The RUN collector and its per-config callable of the run's start, when that is all a run of ``config`` asks.
+
+        That is one RUN collector, which reads no run field (``reads_run_fields = False``) and offers
+        ``run_reader(ctx)`` (see :class:`~nsightx._run.collectors.CollectorLike`): the config's shared context is
+        handed to it once, and its answer for a run is then one call of the run's start (the nvml plugin's, issue
+        35). ``None`` otherwise (the loop calls ``collect`` as usual), also when ``run_reader`` raised (it warns) or
+        answered ``None``.
+        """
+        collectors = self.by_scope[_RUN_SCOPE]
+        offer = getattr(collectors[0], "run_reader", None) if len(collectors) == 1 else None
+        if offer is None or self._run_fields_read:
+            return None
+        c = collectors[0]
+        try:
+            read = offer(self._run_context(config, 0, None))  # the config's shared context (its run is None)
+        except Exception as e:  # as a collect that raised: the loop goes on without this path
+            self._warn(c, "in run_reader()", e, stacklevel=4)
+            return None
+        return (c, read) if callable(read) else None
+
     def _run_context(self, config: int, run: int, now: int | None) -> CollectContext:
         """The context of a RUN collector call: one per run, or one per config when no collector reads the run's.
 
@@ -697,7 +718,7 @@ class _Sweep:
         """
         runner, plan, session, pending, progress = self.runner, self.plan, self.session, self.pending, self.progress
         context, new_state, due = _context, _context.RunState, self.policy.due
-        before, values_of = runner.deferred_values()
+        before, values_of = runner.deferred_values(ci)
         clock = _run_clock if before is not None or values_of is not None else None
         now: int | None = None
         start_run = session.start_run if runner.prepares else None
@@ -852,8 +873,9 @@ class _Sweep:
         return waiting
 
 
-_Pending = tuple[int, int, _context.RunState, RunOutput, list[Any]]
-"""(config, run, run state, output, collector rows and gathered answers) of a run not yet written."""
+_Pending = tuple[int, int, _context.RunState, RunOutput, "list[Any] | tuple[Any, ...]"]
+"""(config, run, run state, output, collector rows and gathered answers) of a run not yet written: a tuple only
+when nothing in it is left to make into rows (see :meth:`_Runner._read_values`)."""
 
 
 def _write_pending(
@@ -890,7 +912,8 @@ def _write_pending(
     back only once: collected again, a run would be written without its measurements). ``waiting``: work done
     before the session is asked for its outputs, while the GPU still works (see :meth:`_Sweep._waiting`).
     """
-    rows = [tuple(collectors.materialize(values)) for *_, values in pending]
+    materialize = collectors.materialize
+    rows = [values if isinstance(values, tuple) else tuple(materialize(values)) for *_, values in pending]
     for work in waiting:  # before completed_runs: the default one waits for every run at once
         work()
     arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
@@ -1045,13 +1068,18 @@ class _Runner:
 
         return guard.before_run, values_into
 
-    def deferred_values(self) -> tuple[_Before | None, _ValuesOf | None]:
-        """What a measured run of a deferred session calls before it starts, each ``None`` when there is none.
+    def deferred_values(self, ci: int) -> tuple[_Before | None, _ValuesOf | None]:
+        """What a measured run of config ``ci`` of a deferred session calls before it starts, ``None`` if nothing.
 
         The guard's check, and what returns the run's values: the guard's rows, then the RUN collectors' answers
         as returned (:meth:`_Collectors.gather_run`), made into rows when the run is written. Both take the run's
-        start, read once by the caller (see :data:`_run_clock`).
+        start, read once by the caller (see :data:`_run_clock`). When the one RUN collector answers through a
+        per-config callable (:meth:`_Collectors.run_reader`: the nvml plugin's), the values come from
+        :meth:`_read_values` instead.
         """
+        reader = self.collectors.run_reader(ci) if self.asks_run else None
+        if reader is not None:
+            return (self.guard.before_run if self.guarded else None), self._read_values(*reader)
         gather = self.collectors.gather_run
         if not self.guarded:
             return None, gather if self.asks_run else None
@@ -1063,6 +1091,31 @@ class _Runner:
             return gather(ci, r, now, take(ci, r))
 
         return self.guard.before_run, values_of
+
+    def _read_values(self, c: CollectorLike, read: Callable[[int | None], Any]) -> _ValuesOf:
+        """What returns a deferred run's values when the one RUN collector ``c`` answers through ``read``.
+
+        What :meth:`_Collectors.gather_run` does after the guard's rows, with no context written and no loop over
+        the collectors: the answer as :meth:`_Collectors.gather_run` keeps it (a :class:`RunValues` as it is,
+        anything else as a gathered answer, a raise as a failed one, with its warning). A run whose values are
+        the guard's rows and a :class:`RunValues` gets them as a tuple: nothing is left to make into rows, so
+        :func:`_write_pending` takes the tuple as the run's values without asking :meth:`_Collectors.materialize`.
+        """
+        name, warn, take = c.name, self.collectors._warn, self.guard.take_values if self.guarded else None
+
+        def values_of(ci: int, r: int, now: int | None) -> Any:
+            try:
+                result = read(now)
+            except Exception as e:  # a collector must never cost a run
+                warn(c, f"{_RUN} scope", e, stacklevel=4)
+                result = _FAILED
+            if type(result) is RunValues:  # nearly every run: nothing left to convert
+                return (*take(ci, r), result) if take is not None else (result,)
+            rows = take(ci, r) if take is not None else []
+            rows.append(_gathered((name, _RUN, ci, r, None, _copied(result))))
+            return rows
+
+        return values_of
 
     def run(self, ci: int, r: int) -> tuple[_context.RunState, RunOutput, list[Any]]:
         """Run config ``ci`` once (``r < 0``: a warm-up run, whose collectors are skipped).

@@ -353,7 +353,7 @@ class ProcessSampler:
             return self._inline
         demanded = self._demanded_ns
         if demanded is not None and 0 <= now_ns - demanded < self._demand_every_ns:
-            seq = shared_file.seq()  # the process saw a run start recently enough: only the sequence number
+            seq = shared_file.seq_field()[0]  # the process saw a run start recently enough: only the sequence number
         else:
             seq = shared_file.demand_seq(now_ns)
             self._demanded_ns = now_ns

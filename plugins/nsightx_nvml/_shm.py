@@ -10,12 +10,13 @@ report are NaN; the clock-event reasons are a bitmask with a "valid" flag.
 
 from __future__ import annotations
 
+import functools
 import math
 import mmap
 import os
 import struct
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from nsightx.columns import (
     CLOCK_EVENT_REASONS,
@@ -64,6 +65,9 @@ class SharedSample:
             self._map = mmap.mmap(fd, SIZE)
         finally:
             os.close(fd)
+        self.seq_field: Callable[[], tuple[int]] = functools.partial(_U64.unpack_from, self._map, 0)
+        """:meth:`seq` as a one-field tuple, without a Python frame: what the RUN collector reads before most runs
+        (``seq_field()[0]``, issue 35)."""
 
     @classmethod
     def create(cls) -> SharedSample:

@@ -211,3 +211,87 @@ def test_a_deferred_calls_rows_keep_each_answer_as_it_was_returned() -> None:
     assert [row[5] for row in items] == [(answer,) for answer in answers]  # no row per value at write time
     assert all(row[5][0] is answer for row, answer in zip(items, answers, strict=True))
     assert [len(run.collectors) for run in sink.runs] == [3] * 6
+
+
+KINDS = st.sampled_from(["row", "object", "sample", "other"])
+"""A run's entry: a collector row, a value object, or a :class:`RunValues` of the nvml-like or another own name."""
+STRETCHES = st.lists(st.tuples(st.lists(KINDS, min_size=0, max_size=3), st.integers(1, 40)), min_size=1, max_size=5)
+"""Stretches of runs that hold the same kinds of entries: (kinds, how many runs)."""
+
+
+def _stretched_rows(stretches: list[tuple[list[str], int]], samples: list[dict[Any, Any]], every: int) -> list[Any]:
+    """Compact runs made of ``stretches``; their samples change every ``every`` runs, each run's values its own."""
+    from nsightx._results.records import new_collector_value
+
+    rows: list[Any] = [(-1, -1, (), (), {}, (("Driver", "once", None, None, None, "580"),))]  # the ONCE values
+    n = 0
+    for kinds, count in stretches:
+        for _ in range(count):
+            config, run = n % 2, n
+            sample = samples[(n // every) % len(samples)]
+            entries: list[Any] = []
+            for kind in kinds:
+                if kind == "row":
+                    entries.append(("ThermalPauseS", "run", config, run, None, n / 4))
+                elif kind == "object":
+                    entries.append(new_collector_value("obj", "config", config, None, None, n))
+                else:
+                    entries.append(RunValues(sample, OWN if kind == "sample" else "Other", np.float64(n / 8)))
+            rows.append((config, run, (), (), {}, tuple(entries)))
+            n += 1
+    return rows
+
+
+@settings(max_examples=40, deadline=None)
+@given(stretches=STRETCHES, samples=SAMPLES, every=st.integers(1, 30))
+def test_stretches_of_alike_runs_are_spread_as_tables_with_the_columns_of_their_rows(
+    stretches: list[tuple[list[str], int]], samples: list[dict[Any, Any]], every: int
+) -> None:
+    # Issue 35: a call's runs that hold the same kinds of entries (the nvml plugin's guard row and sample answer)
+    # are spread a place at a time (sharedcolumns._uniform_parts); the columns are those of the expanded rows.
+    from nsightx._results import sharedcolumns
+
+    rows = _stretched_rows(stretches, samples, every)
+    expanded = [_expanded(row) for row in rows]
+    with (
+        mock.patch.object(rowparts, "SHARED_MIN_RUNS", 0),
+        mock.patch.object(sharedcolumns, "UNIFORM_MIN_RUNS", 1),
+        mock.patch.object(sharedcolumns, "_uniform_parts", wraps=sharedcolumns._uniform_parts) as table,
+    ):
+        a = parts_from_rows(rows)
+    b = parts_from_rows(expanded)
+    for field in ("name", "scope", "config", "run", "annotation", "value"):
+        x, y = getattr(a.collectors, field), getattr(b.collectors, field)
+        assert x == y and list(map(type, x)) == list(map(type, y)), field
+    assert a.runs.n_collectors.tolist() == b.runs.n_collectors.tolist()
+    if any(type(v) is RunValues for row in rows for v in row[5]):  # spread: each stretch tried as a table
+        assert table.call_count >= 1
+
+
+def test_a_deferred_nvml_like_calls_runs_are_spread_as_one_table() -> None:
+    # The runs of a deferred call with a guard and a RunValues collector: the ONCE values, then one table.
+    from nsightx._results import sharedcolumns
+
+    rows = _stretched_rows([(["row", "sample"], 300)], [{"Clock": 1980, "Power": 0.5}], every=50)
+    tables: list[tuple[int, bool]] = []
+    real = sharedcolumns._uniform_parts
+
+    def table(segment: Any, *args: Any) -> Any:
+        out = real(segment, *args)
+        tables.append((segment[0][1], out is not None))
+        return out
+
+    with mock.patch.object(sharedcolumns, "_uniform_parts", table):
+        a = parts_from_rows(rows)
+    assert tables == [(0, True)]  # runs 0 to 299 as one table; the ONCE values apart
+    b = parts_from_rows([_expanded(row) for row in rows])
+    assert vars(a.collectors) == vars(b.collectors) and a.runs.n_collectors.tolist() == [1] + [4] * 300
+
+
+def _expanded(row: Any) -> Any:
+    """``row`` with its :class:`RunValues` answers replaced by the rows they stand for."""
+    config, run = row[0], row[1]
+    values: list[Any] = []
+    for v in row[5]:
+        values.extend(values_rows(v, config, run) if type(v) is RunValues else [v])
+    return (*row[:5], tuple(values))

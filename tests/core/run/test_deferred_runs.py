@@ -172,3 +172,50 @@ def test_the_nvml_run_collector_reads_no_run_field() -> None:
     from nsightx_nvml._collectors import RunConditions
 
     assert RunConditions.reads_run_fields is False
+
+
+class Reading(Sampled):
+    """:class:`Sampled` with a per-config reader of the run's start (as the nvml collector has): it answers as
+    ``collect`` would; with ``plain`` a dict, and at its ``fail``-th answer it raises."""
+
+    reads_run_fields = False
+
+    def __init__(self, plain: bool = False, fail: int = -1) -> None:
+        super().__init__()
+        self.plain, self.fail, self.offered, self.read = plain, fail, 0, 0
+
+    def run_reader(self, ctx: Any) -> Any:
+        self.offered += 1
+        assert ctx.run is None and ctx.config is not None  # the config's shared context
+
+        def answer(now: int | None) -> Any:
+            assert type(now) is int  # the run's start, read by the loop
+            self.read += 1
+            if self.read == self.fail:
+                raise RuntimeError("no reading")
+            values = self.collect(ctx)
+            return dict(values) if self.plain else values
+
+        return answer
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_a_collector_with_a_run_reader_is_read_through_it_and_its_runs_read_back_as_collects(plain: bool) -> None:
+    # Issue 35: the deferred loop asks the one RUN collector's reader once per config, then calls it before each
+    # run (no context written, no collect); the runs are those a collector without a reader gives.
+    reading, sink = Reading(plain=plain, fail=5), RunSink()
+    with pytest.warns(RuntimeWarning, match="'sampled' \\(run scope\\) raised RuntimeError: no reading"):
+        run_loop(plan(work, runs=COLLECT_EVERY + 10, configs=2, collectors=(reading,)), DeferredHost(), sink)
+    assert reading.offered == 2  # once a config; run 0 of each goes through the general loop's collect
+    assert reading.read == 2 * (COLLECT_EVERY + 10 - 1)
+    expected, rows = Sampled(), RowSink()
+    expected.seen = 0
+    run_loop(plan(work, runs=COLLECT_EVERY + 10, configs=2, collectors=(expected,)), HostSession(), rows)
+    got, want = [r.collectors for r in sink.runs], [r.collectors for r in rows.runs]
+    failed = 5  # config 0, run 5: the reader's fifth answer (runs 1 to 5; run 0 came from collect) raised
+    assert [v.name for v in got[failed]] == ["ThermalPauseS", "sampled"] and got[failed][1].value is None
+    del got[failed], want[-1]  # the failed read took no answer of collect: the runs after it are one behind
+    assert [[(v.name, v.value, type(v.value)) for v in c] for c in got] == [
+        [(v.name, v.value, type(v.value)) for v in c] for c in want
+    ]
+    assert all([v.name for v in c] == ["ThermalPauseS", "Clock", "Power", "7", "AgeMs"] for c in got)
