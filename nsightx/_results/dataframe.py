@@ -457,31 +457,64 @@ def _numeric(col: _Column) -> _Numbers | None:
     return _Numbers(pd.Series(numeric.array.take(col.pos), dtype=numeric.dtype), None)
 
 
-def _collector_stats(
-    out: dict[str, Any], columns: Mapping[str, Any], scopes: Mapping[str, str], groups: Groups, table: ResultTable
-) -> None:
+def _collector_stats(out: dict[str, Any], scopes: Mapping[str, str], groups: Groups, table: ResultTable) -> None:
     """Add each collector's columns to ``out``: numeric per-run values as ``_Avg/_Std/_Min/_Max``, else the first.
 
     Numeric statistics are computed once per class of groups that see the same runs (:func:`_numeric_stats`):
     with the nvml plugin's values and 100 regions a run, a groupby over every row per collector and statistic
-    was most of the frame's time (issue 35).
+    was most of the frame's time (issue 35). A collector that reported for every row (``dense``) with one value
+    (once-scope) or numbers only (the nvml plugin's) skips the per-row column (:func:`_once_column`,
+    :func:`_dense_numbers`): the same arrays without its per-column steps.
     """
     numbers: dict[str, _Numbers] = {}
     for name, scope in scopes.items():
-        col = columns[name]
-        if name == CLOCK_EVENT_REASONS:
-            out[name] = _union_reasons(col, groups)
+        values, codes, dense = table.collector_column(name)
+        quick: Any = None
+        if dense and name != CLOCK_EVENT_REASONS:
+            quick = _once_column(values, groups.count) if scope == "once" else _dense_numbers(values, codes)
+        if quick is None:
+            col = _column(values, codes, dense)
+            if name == CLOCK_EVENT_REASONS:
+                out[name] = _union_reasons(col, groups)
+                continue
+            quick = _numeric(col) if scope != "once" else None
+            if quick is None:
+                out[name] = _first(col, groups)
+                continue
+        if not isinstance(quick, _Numbers):
+            out[name] = quick
             continue
-        numeric = _numeric(col) if scope != "once" else None
-        if numeric is None:
-            out[name] = _first(col, groups)
-            continue
-        numbers[name] = numeric
+        numbers[name] = quick
         out.update(dict.fromkeys((f"{name}_Avg", f"{name}_Std", f"{name}_Min", f"{name}_Max")))  # column order
     for kind in dict.fromkeys(scope_kind(scopes[name]) for name in numbers):
         named = {name: numbers[name] for name in numbers if scope_kind(scopes[name]) == kind}
-        for name, column in _numeric_stats(named, groups, table.row_keys(kind)).items():
-            out[name] = column
+        out.update(_numeric_stats(named, groups, table.row_keys(kind)))
+
+
+def _once_column(values: list[Any], count: int) -> Any:
+    """``_first(_column(values, codes, dense=True), groups)`` of one value in every row (a once-scope collector).
+
+    The value's plain array (:func:`_plain`) repeated for each group; None where the general path decides.
+    """
+    plain = _plain(values) if len(values) == 1 else None
+    return None if plain is None else plain.repeat(count)
+
+
+def _dense_numbers(values: list[Any], codes: Ints) -> _Numbers | None:
+    """``_numeric(_column(values, codes, dense=True))`` for Python ints and floats, or None: the general path.
+
+    Every value is some row's and every row has one (``dense``), so the rows read ``values[codes]``: the numbers
+    :func:`_numeric` converts, with the dtype it gives them (int64 for ints alone, else float64), without the
+    column of distinct values made first.
+    """
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        if _INT64[0] <= min(values) and max(values) <= _INT64[1]:
+            return _Numbers(np.array(values, dtype=np.int64), codes)
+        return None
+    if kinds and kinds <= {int, float} and (int not in kinds or all(abs(v) <= 2**53 for v in values if type(v) is int)):
+        return _Numbers(np.array(values, dtype=np.float64), codes)
+    return None
 
 
 def _numeric_stats(numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys) -> dict[str, Any]:
@@ -667,7 +700,7 @@ def aggregate_source(
     verdicts = _throttled_items(t.clock_values, clocks)
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
     scopes = _scopes(t)
-    _collector_stats(out, {name: _column(*t.collector_column(name)) for name in scopes}, scopes, groups, t)
+    _collector_stats(out, scopes, groups, t)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
     same = shares_interval(spread, out["NumRuns"], out["AvgValue"], out["MinValue"])

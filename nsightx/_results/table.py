@@ -63,6 +63,23 @@ def _number(value: object) -> float:
     return math.nan
 
 
+_FLOAT_KINDS = ({float}, {int}, {int, float})
+
+
+def _numbers_list(values: list[object]) -> list[float]:
+    """:func:`_number` of each value, as a list; values of one plain kind (float, int) converted without a test each.
+
+    ``float`` of an int or float is what :func:`_number` returns for it; any other kind (a missing value, a bool,
+    a numpy scalar) goes through :func:`_number` itself.
+    """
+    kinds = set(map(type, values))
+    if kinds == _FLOAT_KINDS[0]:
+        return values  # type: ignore[return-value]
+    if kinds in _FLOAT_KINDS:
+        return list(map(float, values))  # type: ignore[arg-type]
+    return list(map(_number, values))
+
+
 def numbers(values: Sequence[object]) -> Floats:
     """:func:`_number` of each value, vectorised for the common types (int, float, missing)."""
     out = np.full(len(values), np.nan)
@@ -134,11 +151,19 @@ class RegionView:
         executions the flags judge them in plain Python: one pass here, where one :meth:`attribute` per name walks
         the mappings once each and makes a numpy array each (issue 35).
         """
-        out = [[math.nan] * self.n for _ in names]
         where, attrs = self._with_attributes
-        for i, attr in zip(where.tolist(), attrs, strict=True):
-            for column, name in zip(out, names, strict=True):
-                column[i] = _number(attr.get(name))
+        every = len(attrs) == self.n  # every execution has attributes (a GPU backend's): no placement
+        places = None if every else where.tolist()
+        out = []
+        for name in names:
+            got = _numbers_list(list(map(methodcaller("get", name), attrs)))
+            if every:
+                out.append(got)
+                continue
+            column = [math.nan] * self.n
+            for i, number in zip(places, got, strict=True):  # type: ignore[arg-type]
+                column[i] = number
+            out.append(column)
         return out
 
     @functools.cached_property
