@@ -41,7 +41,7 @@ from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.framebuild import frame_of
 from nsightx._results.groupshare import SharedGroups, same_kernels
-from nsightx._results.groupstats import fits, medians, moments
+from nsightx._results.groupstats import Moments, fits, medians, moments
 from nsightx._results.memtrim import release_freed
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.store import SMALL
@@ -457,7 +457,9 @@ def _numeric(col: _Column) -> _Numbers | None:
     return _Numbers(pd.Series(numeric.array.take(col.pos), dtype=numeric.dtype), None)
 
 
-def _collector_stats(out: dict[str, Any], scopes: Mapping[str, str], groups: Groups, table: ResultTable) -> None:
+def _collector_stats(
+    out: dict[str, Any], scopes: Mapping[str, str], groups: Groups, table: ResultTable, value_column: Any = None
+) -> Moments | None:
     """Add each collector's columns to ``out``: numeric per-run values as ``_Avg/_Std/_Min/_Max``, else the first.
 
     Numeric statistics are computed once per class of groups that see the same runs (:func:`_numeric_stats`):
@@ -465,6 +467,10 @@ def _collector_stats(out: dict[str, Any], scopes: Mapping[str, str], groups: Gro
     was most of the frame's time (issue 35). A collector that reported for every row (``dense``) with one value
     (once-scope) or numbers only (the nvml plugin's) skips the per-row column (:func:`_once_column`,
     :func:`_dense_numbers`): the same arrays without its per-column steps.
+
+    ``value_column``: the value column (:func:`_numpy_values`), whose moments are computed with the numeric columns of
+    the first scope whose statistics are taken over every group's rows (one :func:`moments` call for both);
+    returned, else None.
     """
     numbers: dict[str, _Numbers] = {}
     for name, scope in scopes.items():
@@ -486,9 +492,13 @@ def _collector_stats(out: dict[str, Any], scopes: Mapping[str, str], groups: Gro
             continue
         numbers[name] = quick
         out.update(dict.fromkeys((f"{name}_Avg", f"{name}_Std", f"{name}_Min", f"{name}_Max")))  # column order
+    joint = None
     for kind in dict.fromkeys(scope_kind(scopes[name]) for name in numbers):
         named = {name: numbers[name] for name in numbers if scope_kind(scopes[name]) == kind}
-        out.update(_numeric_stats(named, groups, table.row_keys(kind)))
+        stats, got = _numeric_stats(named, groups, table.row_keys(kind), value_column if joint is None else None)
+        out.update(stats)
+        joint = joint if got is None else got
+    return joint
 
 
 def _once_column(values: list[Any], count: int) -> Any:
@@ -517,13 +527,19 @@ def _dense_numbers(values: list[Any], codes: Ints) -> _Numbers | None:
     return None
 
 
-def _numeric_stats(numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys) -> dict[str, Any]:
+def _numeric_stats(
+    numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys, values: Any = None
+) -> tuple[dict[str, Any], Moments | None]:
     """``<name>_Avg/_Std/_Min/_Max`` per group of each numeric per-row column, whose value is a function of ``keys``.
 
     Groups with the same sequence of keys have the same values: each statistic is computed over one group of each
     such class (:meth:`~nsightx._results.table_flags.Groups.shared_by`, which the flags reuse) and spread to the
     others. All columns at once with :func:`~nsightx._results.groupstats.moments` (pandas' numbers, pandas' kernel
     kind: that of the groups, see :func:`same_kernels`), else with pandas.
+
+    ``values``: a per-row column (the values, :func:`_numpy_values`) to take the moments of in the same call where
+    the statistics are taken over every group's rows (no class of groups shares them); its moments are returned
+    as well (None where they were not taken).
     """
     shared = groups.shared_by(keys)
     ascending = groups.ascending
@@ -534,21 +550,27 @@ def _numeric_stats(numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKey
     picked = [v.rows(rows) for v in numbers.values()]
     if not fits(picked, codes, count):
         full = {name: v.full() for name, v in numbers.items()}
-        return _numeric_stats_pandas(full, groups, shared, ascending)
+        return _numeric_stats_pandas(full, groups, shared, ascending), None
+    extra = int(shared is None and values is not None)  # the values as column 0: their own statistics
+    if extra:
+        picked.insert(0, values)
     if len(codes) <= _SMALL:  # one conversion for all columns; C order, as column_stack gives (reduceat's order)
         matrix = np.ascontiguousarray(np.array(picked, dtype=np.float64).T)
     else:
         matrix = np.column_stack(picked).astype(np.float64)
     m = moments(matrix, codes, count, ascending)
-    spread = slice(None) if shared is None else shared.of_group
+    spread = None if shared is None else shared.of_group
     out: dict[str, Any] = {}
-    for j, (name, number) in enumerate(numbers.items()):
+    missing = np.isnan(m.minimum).any(axis=0).tolist()  # per column: a group without a value (its min is NaN)
+    for j, (name, number) in enumerate(numbers.items(), start=extra):
         low, high = m.minimum[:, j], m.maximum[:, j]
-        if number.dtype == np.int64 and not np.isnan(low).any():
+        if number.dtype == np.int64 and not missing[j]:
             low, high = low.astype(np.int64), high.astype(np.int64)
         for suffix, column in (("Avg", m.mean[:, j]), ("Std", m.std[:, j]), ("Min", low), ("Max", high)):
-            out[f"{name}_{suffix}"] = column[spread]
-    return out
+            out[f"{name}_{suffix}"] = column if spread is None else column[spread]
+    if not extra:
+        return out, None
+    return out, Moments(m.count[:, :1], m.mean[:, :1], m.std[:, :1], m.minimum[:, :1], m.maximum[:, :1])
 
 
 def _numeric_stats_pandas(
@@ -695,12 +717,14 @@ def aggregate_source(
     if t.n == 0:
         return functools.partial(pd.DataFrame, columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)
-    out = _value_stats(data, t, groups)
+    scopes = _scopes(t)
+    collected: dict[str, Any] = {}  # the collector columns, after the value columns
+    joint = _collector_stats(collected, scopes, groups, t, _numpy_values(t.value, groups))
+    out = _value_stats(data, t, groups, joint)
     clocks: dict[tuple[int, int], float] = {}
     verdicts = _throttled_items(t.clock_values, clocks)
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
-    scopes = _scopes(t)
-    _collector_stats(out, scopes, groups, t)
+    out.update(collected)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
     same = shares_interval(spread, out["NumRuns"], out["AvgValue"], out["MinValue"])
@@ -729,15 +753,19 @@ def aggregate_source(
     return functools.partial(pd.concat, parts, axis=1)  # a parameter named like a column: both kept, as before
 
 
-def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, Any]:
-    """The key columns, the value statistics (one groupby over the group codes), kernel, environment and unit."""
+def _value_stats(data: ResultData, t: ResultTable, groups: Groups, joint: Moments | None = None) -> dict[str, Any]:
+    """The key columns, the value statistics (one groupby over the group codes), kernel, environment and unit.
+
+    ``joint``: the values' moments, when the collector statistics computed them with theirs (see
+    :func:`_numpy_values`).
+    """
     first = groups.first
     out: dict[str, Any] = {
         "Annotation": _column(t.annotations, t.annotation[first]).array(),
         "Metric": _column(t.metrics, t.metric[first]).array(),
         "Config": t.config[first],
     }
-    out.update(_value_moments(t.value, groups))
+    out.update(_value_moments(t.value, groups, joint))
     out["Kernel"] = _top_kernels(t, groups)
     for name in _ENV_COLUMNS:
         out[name] = _scalar(data.environment.get(name), groups.count)
@@ -751,13 +779,25 @@ _NUMPY_ROWS = 8192
 """Up to this many value rows their statistics are numpy's (one pass per run); beyond, pandas' loops are faster."""
 
 
-def _value_moments(values: Any, groups: Groups) -> dict[str, Any]:
-    """``AvgValue`` .. ``NumRuns`` per group: numpy's :mod:`~nsightx._results.groupstats`, else pandas' groupby."""
+def _numpy_values(values: Any, groups: Groups) -> Any:
+    """The values, where :func:`_value_moments` takes numpy's statistics of them (else None).
+
+    Their moments may then be computed in the collector statistics' call (:func:`_numeric_stats`, one column more
+    in the same passes): each column's statistics are its own, whatever the other columns hold.
+    """
+    return values if len(values) <= _NUMPY_ROWS and fits([values], groups.ids, groups.count) else None
+
+
+def _value_moments(values: Any, groups: Groups, joint: Moments | None = None) -> dict[str, Any]:
+    """``AvgValue`` .. ``NumRuns`` per group: numpy's :mod:`~nsightx._results.groupstats`, else pandas' groupby.
+
+    ``joint``: the values' moments, computed with the collectors' (only where :func:`_numpy_values` gave them).
+    """
     ids, count = groups.ids, groups.count
-    small = len(values) <= _NUMPY_ROWS and fits([values], ids, count)
+    small = joint is not None or (len(values) <= _NUMPY_ROWS and fits([values], ids, count))
     median = medians(values, ids, count) if small else None
     if median is not None:
-        m = moments(values[:, None], ids, count, groups.ascending)
+        m = joint if joint is not None else moments(values[:, None], ids, count, groups.ascending)
         return {
             "AvgValue": m.mean[:, 0],
             "MedianValue": median,
