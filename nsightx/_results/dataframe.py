@@ -925,6 +925,13 @@ def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
     Each group's values go through :func:`_geomean` as their own array, as ``groupby(...).transform`` did, so
     the reductions add in the same order.
     """
+    if len(set(t.combo_annotation.tolist())) == 1 and len(set(t.combo_metric.tolist())) == 1:
+        return _one_geomean(avg, groups.count)  # one region, one metric: every row's group is all rows
+    return _geomeans_by_pair(avg, t, groups)
+
+
+def _geomeans_by_pair(avg: Any, t: ResultTable, groups: Groups) -> Any:
+    """:func:`_geomeans` of any result: the rows numbered by (annotation, metric), each group reduced in turn."""
     first = groups.first
     pair, _ = group_ids(t.annotation[first], t.metric[first])
     order = np.argsort(pair, kind="stable")
@@ -939,6 +946,17 @@ def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
             means[i] = float(np.exp(np.mean(logs[start : start + k])))  # the group's own reduction, as before
         start += k
     return means[pair]
+
+
+def _one_geomean(avg: Any, count: int) -> Any:
+    """:func:`_geomeans` where every row is of one (annotation, metric): the one group's mean in every row.
+
+    The same reduction over the same array (the rows in their order, those not finite or not positive left out).
+    """
+    values = np.asarray(avg, dtype=np.float64)
+    logs = np.log(values[np.isfinite(values) & (values > 0)])
+    mean = float(np.exp(np.mean(logs))) if len(logs) else math.nan
+    return np.full(count, mean)
 
 
 def frame_copy(frame: pd.DataFrame) -> pd.DataFrame:

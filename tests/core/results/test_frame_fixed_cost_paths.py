@@ -1,0 +1,236 @@
+"""The shortcuts of a small result's first ``to_dataframe()`` (issue 35, frame10) give what the general paths give.
+
+Each shortcut is compared with the path it skips, bit for bit, on the committed results and on random inputs:
+
+- the collector pass over the usual layout (once-scope values, then each run's values in one order) against the
+  loop over every value;
+- a collector that reported every row: its numbers (:func:`_dense_numbers`) and its once-scope column
+  (:func:`_once_column`) against ``_numeric``/``_first`` of its per-row column;
+- the values' moments taken in the collector statistics' call against their own call;
+- the geometric mean of a result of one region and one metric against the per-group loop;
+- the region attributes read a name at a time against :meth:`RegionView.attribute`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nsightx
+from nsightx._results import dataframe
+from nsightx._results.dataframe import (
+    _column,
+    _dense_numbers,
+    _first,
+    _geomeans_by_pair,
+    _numeric,
+    _once_column,
+    _one_geomean,
+)
+from nsightx._results.groupstats import moments
+from nsightx._results.store import CollectorColumns
+from nsightx._results.table import _collector_loop, _strided_pass, table_of
+from nsightx._results.table_flags import Groups
+from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+RESULTS = sorted(
+    [
+        *FIXTURES.glob("frames/*.result.json"),
+        *FIXTURES.glob("results/*/result.json"),
+        *FIXTURES.glob("gpu-results/*.parquet"),
+    ]
+)
+SWEEPS = [FIXTURES / "gpu-results" / f"sweep-{b}.parquet" for b in ("events", "cupti")]
+
+
+def _bits(a: Any) -> Any:
+    """An array compared by dtype and bytes (NaN payloads and -0.0 included)."""
+    a = np.asarray(a)
+    return (a.dtype.str, a.shape, a.tobytes() if a.dtype != object else a.tolist())
+
+
+def _same_pass(got: Any, want: Any) -> None:
+    """Two collector passes hold the same scopes, tables and clock items, in the same order."""
+    assert list(got[0].items()) == list(want[0].items())
+    assert list(got[1]) == list(want[1])
+    for key, table in want[1].items():
+        assert list(got[1][key].items()) == list(table.items()), key
+    assert got[2] == want[2]
+
+
+# --- the collector pass -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
+def test_the_nvml_layout_takes_the_strided_pass(path: Path) -> None:
+    c = nsightx.load(path).columns.collectors
+    got = _strided_pass(c)
+    assert got is not None
+    _same_pass(got, _collector_loop(c))
+    assert got[2]  # the clocks and reasons of every run
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.parent.name + "/" + p.name)
+def test_every_committed_result_gets_the_loops_pass(path: Path) -> None:
+    c = table_of(nsightx.load(path).data).columns.collectors
+    got = _strided_pass(c)
+    if got is not None:
+        _same_pass(got, _collector_loop(c))
+
+
+_NAMES = ["A", "B", MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS, "C"]
+
+
+@st.composite
+def _layouts(draw: Any) -> CollectorColumns:
+    """Collector values in the usual layout, often broken in one place (a name, a scope, a missing value)."""
+    once = draw(st.lists(st.sampled_from(["D", "E", "A", "F"]), max_size=3))
+    block = draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4))
+    runs = draw(st.lists(st.tuples(st.sampled_from([None, 0, 1]), st.sampled_from([None, 0, 1, 2])), max_size=6))
+    rows: list[tuple[str, str, Any, Any]] = [(n, "once", None, None) for n in once]
+    rows += [(n, "run", cfg, run) for cfg, run in runs for n in block]
+    if rows and draw(st.booleans()):  # break the layout somewhere
+        i = draw(st.integers(0, len(rows) - 1))
+        name, scope, cfg, run = rows[i]
+        change = draw(st.sampled_from(["name", "scope", "drop"]))
+        if change == "drop":
+            del rows[i]
+        else:
+            rows[i] = (
+                (draw(st.sampled_from(_NAMES)), scope, cfg, run) if change == "name" else (name, "config", cfg, run)
+            )
+    values = draw(st.lists(st.sampled_from([1, 2.5, "x", "none", "gpu_idle", None, True]), min_size=len(rows)))
+    return CollectorColumns(
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        [None] * len(rows),
+        values[: len(rows)],
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(_layouts())
+def test_the_strided_pass_is_the_loops_or_declines(c: CollectorColumns) -> None:
+    got = _strided_pass(c)
+    if got is not None:
+        _same_pass(got, _collector_loop(c))
+
+
+def test_a_run_with_a_value_twice_keeps_the_last_where_it_was_first() -> None:
+    names = ["A", MEASURED_SM_CLOCK] * 3
+    c = CollectorColumns(names, ["run"] * 6, [0] * 6, [0, 0, 1, 1, 0, 0], [None] * 6, [1, 2, 3, 4, 5, 6])
+    got = _strided_pass(c)
+    assert got is not None
+    _same_pass(got, _collector_loop(c))
+    assert list(got[1][("A", "run")].items()) == [((0, 0), 5), ((0, 1), 3)]
+
+
+# --- collectors that reported every row ---------------------------------------------------------------------------
+
+_NUMBERS = st.one_of(
+    st.integers(-(2**64), 2**64),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, 1.0, -0.0, 2**53, 2**53 + 1, True, "1.5", None]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_NUMBERS, min_size=1, max_size=6), st.integers(1, 12), st.randoms(use_true_random=False))
+def test_dense_numbers_are_those_of_the_per_row_column(values: list[Any], rows: int, rng: Any) -> None:
+    values = [v for v in values if v is not None] or [1]
+    codes = np.array(list(range(len(values))) + [rng.randrange(len(values)) for _ in range(rows)], dtype=np.int64)
+    rng.shuffle(codes)
+    quick = _dense_numbers(values, codes)
+    if quick is None:
+        return
+    general = _numeric(_column(values, codes, dense=True))
+    assert general is not None
+    assert _bits(quick.full()) == _bits(general.full())
+    assert quick.dtype == general.dtype
+    rows_at = np.array([0, len(codes) - 1], dtype=np.int64)
+    assert _bits(quick.rows(rows_at)) == _bits(general.rows(rows_at))
+
+
+@pytest.mark.parametrize("value", ["s", 1, -(2**63), 2**63, 1.5, math.nan, -0.0, True, None, (1, 2)])
+def test_a_once_value_is_the_first_of_its_column(value: Any) -> None:
+    groups = Groups(np.array([0, 0, 1, 2, 2], dtype=np.int64), np.array([0, 2, 3], dtype=np.int64))
+    quick = _once_column([value], groups.count)
+    if quick is None:
+        return
+    assert _bits(quick) == _bits(_first(_column([value], np.zeros(5, dtype=np.int64), dense=True), groups))
+
+
+# --- the values' moments with the collectors' -------------------------------------------------------------------
+
+
+def _frames_without_joint(result: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The frame, and the frame with the values' moments in a call of their own."""
+    frame = type(result).from_columns(result.data, result.columns).to_dataframe()
+    with monkeypatch.context() as m:
+        m.setattr(dataframe, "_numpy_values", lambda values, groups: None)
+        m.setattr(dataframe, "_geomeans", dataframe._geomeans_by_pair)
+        m.setattr(dataframe, "_dense_numbers", lambda values, codes: None)
+        m.setattr(dataframe, "_once_column", lambda values, count: None)
+        alone = type(result).from_columns(result.data, result.columns).to_dataframe()
+    return frame, alone
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.parent.name + "/" + p.name)
+def test_the_frame_is_that_of_the_general_paths(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = nsightx.load(path)
+    if not result.columns.values.n:
+        return
+    frame, alone = _frames_without_joint(result, monkeypatch)
+    pd.testing.assert_frame_equal(frame, alone, check_exact=True)
+    for name in frame.columns:
+        if frame[name].dtype.kind == "f":
+            assert _bits(frame[name].to_numpy()) == _bits(alone[name].to_numpy()), name
+
+
+def test_moments_of_a_column_do_not_depend_on_the_others() -> None:
+    rng = np.random.default_rng(10)
+    ids = np.repeat(np.arange(4, dtype=np.int64), 11)
+    values = rng.lognormal(size=len(ids))
+    others = rng.normal(size=(len(ids), 7)) * 1e3
+    others[5, 2] = math.nan  # a collector without a value in one row: the masked loop for the matrix
+    for ascending in (True, False):
+        joint = moments(np.column_stack([values, others]), ids, 4, ascending)
+        alone = moments(values[:, None], ids, 4, ascending)
+        for field in ("count", "mean", "std", "minimum", "maximum"):
+            assert _bits(getattr(joint, field)[:, :1]) == _bits(getattr(alone, field)), field
+
+
+# --- geometric mean and region attributes ---------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=12))
+def test_one_geomean_is_the_loops(avg: list[float]) -> None:
+    n = len(avg)
+
+    class _Table:
+        annotation = np.zeros(n, dtype=np.int64)
+        metric = np.zeros(n, dtype=np.int64)
+
+    groups = Groups(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64))
+    array = np.array(avg, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        assert _bits(_one_geomean(array, n)) == _bits(_geomeans_by_pair(array, _Table, groups))
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.parent.name + "/" + p.name)
+def test_attribute_lists_are_the_attributes(path: Path) -> None:
+    regs = table_of(nsightx.load(path).data).regions
+    names = ("device_ns", "span_ns", "launch_ns", "kernel_count", "launch_bound")
+    for name, listed in zip(names, regs.attribute_lists(names), strict=True):
+        assert _bits(np.array(listed, dtype=np.float64)) == _bits(regs.attribute(name)), name
