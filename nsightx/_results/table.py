@@ -36,7 +36,7 @@ from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 if TYPE_CHECKING:
     from nsightx._results.records import CollectorValue, Scalar
     from nsightx._results.schema import ResultData
-    from nsightx._results.store import CollectorColumns, RegionColumns, Text
+    from nsightx._results.store import RegionColumns, Text
 
 __all__ = [
     "MISSING",
@@ -54,8 +54,6 @@ MISSING = -1
 """The code of a row that has no value (a collector that did not report for that row)."""
 ClockItem = tuple[str, int, int, Any]
 """A run-scope clock or clock-reasons value: (name, config, run, value)."""
-_CollectorPass = tuple[dict[str, str], dict[tuple[str, str], dict[Any, "Scalar"]], list[ClockItem]]
-"""Collector name -> scope, (name, kind) -> {key: value}, and the clock items (``ResultTable._collector_pass``)."""
 
 
 def _number(value: object) -> float:
@@ -294,11 +292,39 @@ class ResultTable:
         return scopes, tables
 
     @functools.cached_property
-    def _collector_pass(self) -> _CollectorPass:
+    def _collector_pass(
+        self,
+    ) -> tuple[dict[str, str], dict[tuple[str, str], dict[Any, Scalar]], list[ClockItem]]:
         """:attr:`collectors` and :attr:`clock_values`, from one pass over the collector values."""
         c = self.columns.collectors
-        strided = _strided_pass(c)
-        return _collector_loop(c) if strided is None else strided
+        scopes: dict[str, str] = {}
+        tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
+        clocks: list[ClockItem] = []
+        wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
+        # One pass in plain Python: a few values per run, where sorting them by (name, kind) cost more (issue 35).
+        # ``current`` holds, per name, the scope its last value had with that scope's kind and table: a value of
+        # the same scope (the usual case) is stored with one look-up by name and no call.
+        current: dict[str, tuple[str, str, dict[Any, Scalar]]] = {}
+        for name, scope, config, run, annotation, value in zip(
+            c.name, c.scope, c.config, c.run, c.annotation, c.value, strict=True
+        ):
+            entry = current.get(name)
+            if entry is None or entry[0] != scope:
+                scopes.setdefault(name, scope)
+                kind = scope_kind(scope)
+                entry = current[name] = (scope, kind, tables.setdefault((name, kind), {}))
+            _, kind, table = entry
+            if kind == "run":
+                table[(config, run)] = value  # the last value of a key wins, where it was first
+                if name in wanted and config is not None:
+                    clocks.append((name, config, run or 0, value))
+            elif kind == "once":
+                table[()] = value
+            elif kind == "config":
+                table[(config,)] = value
+            else:
+                table[(config, run, annotation)] = value
+        return scopes, tables, clocks
 
     def row_keys(self, kind: str) -> RowKeys:
         """The distinct keys of the value rows for a collector scope kind (``config``, ``run``, ``annotation``)."""
@@ -366,76 +392,6 @@ class ResultTable:
         scopes, tables = self.collectors
         kind = scope_kind(scopes[name])
         return self._lookup(kind, tables.get((name, kind), {}))
-
-
-def _collector_loop(c: CollectorColumns) -> _CollectorPass:
-    """``ResultTable._collector_pass`` of any collector values, one value at a time."""
-    scopes: dict[str, str] = {}
-    tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
-    clocks: list[ClockItem] = []
-    wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
-    # One pass in plain Python: a few values per run, where sorting them by (name, kind) cost more (issue 35).
-    # ``current`` holds, per name, the scope its last value had with that scope's kind and table: a value of
-    # the same scope (the usual case) is stored with one look-up by name and no call.
-    current: dict[str, tuple[str, str, dict[Any, Scalar]]] = {}
-    for name, scope, config, run, annotation, value in zip(
-        c.name, c.scope, c.config, c.run, c.annotation, c.value, strict=True
-    ):
-        entry = current.get(name)
-        if entry is None or entry[0] != scope:
-            scopes.setdefault(name, scope)
-            kind = scope_kind(scope)
-            entry = current[name] = (scope, kind, tables.setdefault((name, kind), {}))
-        _, kind, table = entry
-        if kind == "run":
-            table[(config, run)] = value  # the last value of a key wins, where it was first
-            if name in wanted and config is not None:
-                clocks.append((name, config, run or 0, value))
-        elif kind == "once":
-            table[()] = value
-        elif kind == "config":
-            table[(config,)] = value
-        else:
-            table[(config, run, annotation)] = value
-    return scopes, tables, clocks
-
-
-def _strided_pass(c: CollectorColumns) -> _CollectorPass | None:
-    """``ResultTable._collector_pass`` of the usual layout, or None: the general loop.
-
-    The usual layout (the nvml plugin's): a few once-scope values of distinct names, then every run's run-scope
-    values with the same names in the same order. Each run-scope name's values are then every ``p``-th value
-    (``p`` names a run), so its table is made by one ``dict(zip(keys, values))`` over slices (the last value of a
-    key wins where the key was first, as the loop stores it), and the clock items are those of two such slices,
-    merged back into the values' order: no Python step per value (the loop's tests were ~0.2 us a value, issue 35).
-    """
-    names, scope = c.name, c.scope
-    start = 0
-    while start < len(names) and scope[start] == "once":
-        start += 1
-    prefix = names[:start]
-    distinct = dict.fromkeys(names)
-    p = len(distinct) - start
-    rest = len(names) - start
-    if p <= 0 or rest % p or len(set(prefix)) != start:
-        return None
-    block = names[start : start + p]
-    if not set(block).isdisjoint(prefix) or names[start:] != block * (rest // p) or scope.count("run") != rest:
-        return None
-    scopes = {**dict.fromkeys(prefix, "once"), **dict.fromkeys(block, "run")}
-    once = zip(prefix, c.value[:start], strict=True)
-    tables: dict[tuple[str, str], dict[Any, Scalar]] = {(name, "once"): {(): value} for name, value in once}
-    keys = list(zip(c.config[start:], c.run[start:], strict=True))
-    values = c.value[start:]
-    for j, name in enumerate(block):
-        tables[(name, "run")] = dict(zip(keys[j::p], values[j::p], strict=True))
-    wanted = [j for j, name in enumerate(block) if name in (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)]
-    per_name = [
-        [(block[j], config, run or 0, value) for (config, run), value in zip(keys[j::p], values[j::p], strict=True)]
-        for j in wanted
-    ]
-    clocks = [item for run in zip(*per_name, strict=True) for item in run if item[1] is not None]
-    return scopes, tables, clocks
 
 
 _CACHE: dict[int, tuple[weakref.ReferenceType[ResultData], ResultTable]] = {}

@@ -2,8 +2,6 @@
 
 Each shortcut is compared with the path it skips, bit for bit, on the committed results and on random inputs:
 
-- the collector pass over the usual layout (once-scope values, then each run's values in one order) against the
-  loop over every value;
 - a collector that reported every row: its numbers (:func:`_dense_numbers`) and its once-scope column
   (:func:`_once_column`) against ``_numeric``/``_first`` of its per-row column;
 - the values' moments taken in the collector statistics' call against their own call;
@@ -35,10 +33,8 @@ from nsightx._results.dataframe import (
     _one_geomean,
 )
 from nsightx._results.groupstats import moments
-from nsightx._results.store import CollectorColumns
-from nsightx._results.table import _collector_loop, _strided_pass, table_of
+from nsightx._results.table import table_of
 from nsightx._results.table_flags import Groups
-from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RESULTS = sorted(
@@ -48,91 +44,12 @@ RESULTS = sorted(
         *FIXTURES.glob("gpu-results/*.parquet"),
     ]
 )
-SWEEPS = [FIXTURES / "gpu-results" / f"sweep-{b}.parquet" for b in ("events", "cupti")]
 
 
 def _bits(a: Any) -> Any:
     """An array compared by dtype and bytes (NaN payloads and -0.0 included)."""
     a = np.asarray(a)
     return (a.dtype.str, a.shape, a.tobytes() if a.dtype != object else a.tolist())
-
-
-def _same_pass(got: Any, want: Any) -> None:
-    """Two collector passes hold the same scopes, tables and clock items, in the same order."""
-    assert list(got[0].items()) == list(want[0].items())
-    assert list(got[1]) == list(want[1])
-    for key, table in want[1].items():
-        assert list(got[1][key].items()) == list(table.items()), key
-    assert got[2] == want[2]
-
-
-# --- the collector pass -------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
-def test_the_nvml_layout_takes_the_strided_pass(path: Path) -> None:
-    c = nsightx.load(path).columns.collectors
-    got = _strided_pass(c)
-    assert got is not None
-    _same_pass(got, _collector_loop(c))
-    assert got[2]  # the clocks and reasons of every run
-
-
-@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.parent.name + "/" + p.name)
-def test_every_committed_result_gets_the_loops_pass(path: Path) -> None:
-    c = table_of(nsightx.load(path).data).columns.collectors
-    got = _strided_pass(c)
-    if got is not None:
-        _same_pass(got, _collector_loop(c))
-
-
-_NAMES = ["A", "B", MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS, "C"]
-
-
-@st.composite
-def _layouts(draw: Any) -> CollectorColumns:
-    """Collector values in the usual layout, often broken in one place (a name, a scope, a missing value)."""
-    once = draw(st.lists(st.sampled_from(["D", "E", "A", "F"]), max_size=3))
-    block = draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4))
-    runs = draw(st.lists(st.tuples(st.sampled_from([None, 0, 1]), st.sampled_from([None, 0, 1, 2])), max_size=6))
-    rows: list[tuple[str, str, Any, Any]] = [(n, "once", None, None) for n in once]
-    rows += [(n, "run", cfg, run) for cfg, run in runs for n in block]
-    if rows and draw(st.booleans()):  # break the layout somewhere
-        i = draw(st.integers(0, len(rows) - 1))
-        name, scope, cfg, run = rows[i]
-        change = draw(st.sampled_from(["name", "scope", "drop"]))
-        if change == "drop":
-            del rows[i]
-        else:
-            rows[i] = (
-                (draw(st.sampled_from(_NAMES)), scope, cfg, run) if change == "name" else (name, "config", cfg, run)
-            )
-    values = draw(st.lists(st.sampled_from([1, 2.5, "x", "none", "gpu_idle", None, True]), min_size=len(rows)))
-    return CollectorColumns(
-        [r[0] for r in rows],
-        [r[1] for r in rows],
-        [r[2] for r in rows],
-        [r[3] for r in rows],
-        [None] * len(rows),
-        values[: len(rows)],
-    )
-
-
-@settings(max_examples=400, deadline=None)
-@given(_layouts())
-def test_the_strided_pass_is_the_loops_or_declines(c: CollectorColumns) -> None:
-    got = _strided_pass(c)
-    if got is not None:
-        _same_pass(got, _collector_loop(c))
-
-
-def test_a_run_with_a_value_twice_keeps_the_last_where_it_was_first() -> None:
-    names = ["A", MEASURED_SM_CLOCK] * 3
-    c = CollectorColumns(names, ["run"] * 6, [0] * 6, [0, 0, 1, 1, 0, 0], [None] * 6, [1, 2, 3, 4, 5, 6])
-    got = _strided_pass(c)
-    assert got is not None
-    _same_pass(got, _collector_loop(c))
-    assert list(got[1][("A", "run")].items()) == [((0, 0), 5), ((0, 1), 3)]
 
 
 # --- collectors that reported every row ---------------------------------------------------------------------------
