@@ -6,7 +6,8 @@ Each shortcut is compared with the path it skips, bit for bit, on the committed 
   (:func:`_once_column`) against ``_numeric``/``_first`` of its per-row column;
 - the values' moments taken in the collector statistics' call against their own call;
 - the geometric mean of a result of one region and one metric against the per-group loop;
-- the region attributes read a name at a time against :meth:`RegionView.attribute`.
+- the region attributes read a name at a time against :meth:`RegionView.attribute`, and the executions with
+  attributes and their ``launch_bound`` against the per-execution reading.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from nsightx._results.dataframe import (
     _one_geomean,
 )
 from nsightx._results.groupstats import moments
-from nsightx._results.table import table_of
+from nsightx._results.table import _number, _numbers_list, table_of
 from nsightx._results.table_flags import Groups
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -151,3 +152,39 @@ def test_attribute_lists_are_the_attributes(path: Path) -> None:
     names = ("device_ns", "span_ns", "launch_ns", "kernel_count", "launch_bound")
     for name, listed in zip(names, regs.attribute_lists(names), strict=True):
         assert _bits(np.array(listed, dtype=np.float64)) == _bits(regs.attribute(name)), name
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.sampled_from([np.float64(2.5), "1"])
+        ),
+        max_size=8,
+    ),
+    st.sampled_from(["mixed", "floats", "ints", "none"]),
+)
+def test_numbers_list_is_number_of_each(values: list[Any], kind: str) -> None:
+    if kind != "mixed":  # the plain columns the shortcuts take
+        make = {"floats": lambda v: float(len(str(v))), "ints": lambda v: len(str(v)), "none": lambda v: None}[kind]
+        values = [make(v) for v in values]
+    got = _numbers_list(list(values))
+    want = [_number(v) for v in values]
+    assert _bits(np.array(got, dtype=np.float64)) == _bits(np.array(want, dtype=np.float64))
+    assert all(type(g) is float for g in got)
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.parent.name + "/" + p.name)
+def test_launch_bound_and_attribute_rows_are_the_general_ones(path: Path) -> None:
+    regs = table_of(nsightx.load(path).data).regions
+    attrs = regs._regions.attributes
+    where, listed = regs._with_attributes
+    if attrs is None:
+        assert listed == []
+        return
+    assert where.tolist() == [i for i, a in enumerate(attrs) if len(a)]
+    assert listed == [a for a in attrs if len(a)]
+    own = [a.get("launch_bound") for a in attrs]
+    want = [int(v) if isinstance(v, bool) else -1 for v in own]
+    assert regs.launch_bound.dtype == np.int8
+    assert regs.launch_bound.tolist() == want
