@@ -96,19 +96,22 @@ def _throttled_items(
     order, clock_value, verdicts = _clock_reads(items, clocks)
     if not order:
         return None
-    clock_of: dict[tuple[int, int], float | None] = {}
-    for key in order:
-        verdict = verdicts.get(key, _NO_REASONS)
-        value = clock_value.get(key)
-        number = isinstance(value, int | float) and not isinstance(value, bool) and not verdict[0]
-        clock_of[key] = float(value) if number else None  # type: ignore[arg-type]
-    found = [c for c in clock_of.values() if c is not None]
-    median = statistics.median(found) if found else None
-    out: dict[tuple[int, int], bool] = {}
-    for key, c in clock_of.items():
-        by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
-        out[key] = verdicts.get(key, _NO_REASONS)[1] or by_clock
-    return out
+    reads = [(key, verdicts.get(key, _NO_REASONS), clock_value.get(key)) for key in order]
+    clock_of = [None if idle else _clock_number(value) for _, (idle, _), value in reads]
+    found = [c for c in clock_of if c is not None]
+    if not found:  # no clock to compare with: the reasons alone
+        return {key: verdict[1] for key, verdict, _ in reads}
+    limit = CLOCK_DROP_FRACTION * statistics.median(found)
+    return {
+        key: verdict[1] or (c is not None and c < limit) for (key, verdict, _), c in zip(reads, clock_of, strict=True)
+    }
+
+
+def _clock_number(value: object) -> float | None:
+    """A run's clock value as a float, None when it is not a number (a bool is not)."""
+    if type(value) is int or type(value) is float or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return float(value)  # type: ignore[arg-type]
+    return None
 
 
 def _clock_reads(
@@ -393,8 +396,8 @@ def _plain(items: list[Any]) -> Any:
 def _union_reasons(col: _Column, groups: Groups) -> Any:
     """Per group: the clock-event reasons of its runs united (``none`` without any), read once per distinct value."""
     strings = all(v is None or type(v) is str for v in col.items)
-    if strings and all(n in ("", "none") for v in col.items if v is not None for n in v.split("|")):
-        return np.full(groups.count, "none", dtype=object)  # no run named a reason (the usual case)
+    if strings and _no_reasons(col.items):
+        return _none_reasons(groups.count)  # no run named a reason (the usual case)
     values = col.items if strings else col.values.tolist()
     _, first = group_ids(groups.ids, col.pos)
     names: list[set[str]] = [set() for _ in range(groups.count)]
@@ -403,6 +406,16 @@ def _union_reasons(col: _Column, groups: Groups) -> Any:
         if v is not None and not (isinstance(v, float) and math.isnan(v)):
             names[g].update(n for n in str(v).split("|") if n and n != "none")
     return np.array(["|".join(sorted(s)) if s else "none" for s in names], dtype=object)
+
+
+def _no_reasons(values: list[Any]) -> bool:
+    """Whether reasons values (strings or None) name no reason: each is ``none`` or empty, or missing."""
+    return all(n in ("", "none") for v in values if v is not None for n in v.split("|"))
+
+
+def _none_reasons(count: int) -> Any:
+    """The reasons column of groups none of whose runs named a reason."""
+    return np.full(count, "none", dtype=object)
 
 
 class _Numbers:
@@ -478,6 +491,8 @@ def _collector_stats(
         quick: Any = None
         if dense and name != CLOCK_EVENT_REASONS:
             quick = _once_column(values, groups.count) if scope == "once" else _dense_numbers(values, codes)
+        elif dense and all(type(v) is str for v in values) and _no_reasons(values):  # the reasons, none named
+            quick = _none_reasons(groups.count)  # _union_reasons' usual case, without the per-row column
         if quick is None:
             col = _column(values, codes, dense)
             if name == CLOCK_EVENT_REASONS:

@@ -7,12 +7,14 @@ Each shortcut is compared with the path it skips, bit for bit, on the committed 
 - the values' moments taken in the collector statistics' call against their own call;
 - the geometric mean of a result of one region and one metric against the per-group loop;
 - the region attributes read a name at a time against :meth:`RegionView.attribute`, and the executions with
-  attributes and their ``launch_bound`` against the per-execution reading.
+  attributes and their ``launch_bound`` against the per-execution reading;
+- the throttling verdict of each run against the per-key loops it replaced.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from nsightx._results.dataframe import (
 from nsightx._results.groupstats import moments
 from nsightx._results.table import _number, _numbers_list, table_of
 from nsightx._results.table_flags import Groups
+from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RESULTS = sorted(
@@ -188,3 +191,55 @@ def test_launch_bound_and_attribute_rows_are_the_general_ones(path: Path) -> Non
     want = [int(v) if isinstance(v, bool) else -1 for v in own]
     assert regs.launch_bound.dtype == np.int8
     assert regs.launch_bound.tolist() == want
+
+
+# --- the throttling verdict ---------------------------------------------------------------------------------------
+
+
+def _old_throttled_items(items: list[Any], clocks: dict[Any, float]) -> dict[Any, bool] | None:
+    """``_throttled_items`` as it was at 74b192f (the per-key loops)."""
+    order, clock_value, verdicts = dataframe._clock_reads(items, clocks)
+    if not order:
+        return None
+    clock_of: dict[Any, float | None] = {}
+    for key in order:
+        verdict = verdicts.get(key, dataframe._NO_REASONS)
+        value = clock_value.get(key)
+        number = isinstance(value, int | float) and not isinstance(value, bool) and not verdict[0]
+        clock_of[key] = float(value) if number else None  # type: ignore[arg-type]
+    found = [c for c in clock_of.values() if c is not None]
+    median = statistics.median(found) if found else None
+    out: dict[Any, bool] = {}
+    for key, c in clock_of.items():
+        by_clock = median is not None and c is not None and c < dataframe.CLOCK_DROP_FRACTION * median
+        out[key] = verdicts.get(key, dataframe._NO_REASONS)[1] or by_clock
+    return out
+
+
+_CLOCKS = st.one_of(
+    st.sampled_from([1980, 1410, 2.0e3, 900.5, True, None, "fast", np.float64(1500.0), math.nan, math.inf]),
+    st.floats(0, 3000),
+)
+_REASONS = st.sampled_from(["none", "gpu_idle", "sw_thermal_slowdown", "applications_clocks_setting|gpu_idle", None, 3])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 2), st.integers(0, 3), st.data()),
+        max_size=16,
+    )
+)
+def test_throttling_verdicts_are_the_old_loops(rows: list[Any]) -> None:
+    items = [
+        (MEASURED_SM_CLOCK, c, r, d.draw(_CLOCKS)) if is_clock else (CLOCK_EVENT_REASONS, c, r, d.draw(_REASONS))
+        for is_clock, c, r, d in rows
+    ]
+    got_clocks: dict[Any, float] = {}
+    want_clocks: dict[Any, float] = {}
+    got = dataframe._throttled_items(items, got_clocks)
+    want = _old_throttled_items(items, want_clocks)
+    assert got == want
+    assert got is None or list(got) == list(want)  # type: ignore[arg-type]
+    assert all(type(v) is bool for v in (got or {}).values())
+    assert got_clocks == want_clocks
