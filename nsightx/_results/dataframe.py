@@ -110,7 +110,7 @@ def _throttled_items(
 def _clock_number(value: object) -> float | None:
     """A run's clock value as a float, None when it is not a number (a bool is not)."""
     if type(value) is int or type(value) is float or (isinstance(value, int | float) and not isinstance(value, bool)):
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
     return None
 
 
@@ -576,7 +576,7 @@ def _numeric_stats(
     m = moments(matrix, codes, count, ascending)
     spread = None if shared is None else shared.of_group
     out: dict[str, Any] = {}
-    missing = np.isnan(m.minimum).any(axis=0).tolist()  # per column: a group without a value (its min is NaN)
+    missing: Any = np.isnan(m.minimum).any(axis=0).tolist()  # per column: a group without a value (min NaN)
     for j, (name, number) in enumerate(numbers.items(), start=extra):
         low, high = m.minimum[:, j], m.maximum[:, j]
         if number.dtype == np.int64 and not missing[j]:
