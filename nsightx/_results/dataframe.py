@@ -283,7 +283,7 @@ def _repeat(value: Any, n: int) -> _Column:
 
 def _scopes(table: ResultTable) -> dict[str, str]:
     """Collector name -> scope, the measured clocks first, then in first-seen order."""
-    scopes = table.collector_scopes
+    scopes = table.collectors[0]
     first = {n: scopes[n] for n in _CONDITIONS_FIRST if n in scopes}
     return {**first, **scopes}
 

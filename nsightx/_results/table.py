@@ -36,7 +36,7 @@ from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 if TYPE_CHECKING:
     from nsightx._results.records import CollectorValue, Scalar
     from nsightx._results.schema import ResultData
-    from nsightx._results.store import CollectorColumns, RegionColumns, Text
+    from nsightx._results.store import RegionColumns, Text
 
 __all__ = [
     "MISSING",
@@ -286,25 +286,9 @@ class ResultTable:
         skip every other value): with the nvml plugin, half of the values, as plain tuples (an object each was a
         quarter of the frame's time spent on collectors, issue 35). Values without a config are left out, as the
         rules leave them out; a missing run reads as run 0, as the rules read it. Gathered in the same pass over
-        the collector values as :attr:`collectors` (one pass where there were two), or read by slices from the
-        usual layout (:class:`_RunLayout`).
+        the collector values as :attr:`collectors` (one pass where there were two).
         """
-        layout = self._layout
-        return self._collector_pass[2] if layout is None else layout.clocks()
-
-    @property
-    def collector_scopes(self) -> dict[str, str]:
-        """Collector name -> its first-seen scope (``collectors[0]``).
-
-        Found without the pass over the values where the layout is the usual one (:class:`_RunLayout`).
-        """
-        layout = self._layout
-        return self._collector_pass[0] if layout is None else layout.scopes
-
-    @functools.cached_property
-    def _layout(self) -> _RunLayout | None:
-        """The collector values' usual layout (:class:`_RunLayout`), or None."""
-        return _RunLayout.of(self.columns.collectors)
+        return self._collector_pass[2]
 
     @property
     def collectors(self) -> tuple[dict[str, str], dict[tuple[str, str], dict[Any, Scalar]]]:
@@ -411,82 +395,11 @@ class ResultTable:
     def collector_column(self, name: str) -> tuple[list[Scalar], Ints, bool]:
         """:meth:`collector_rows`, and whether every value found is some row's and every row has one.
 
-        The frames' column builder skips its count over the rows when this is known (issue 35). In the usual
-        layout (:class:`_RunLayout`) whose runs are the value rows' own, in their order, a run-scope collector's
-        values are its slice, as they are (no table and no look-up per run).
+        The frames' column builder skips its count over the rows when this is known (issue 35).
         """
-        layout = self._layout
-        if layout is not None:
-            found = layout.run_values(name, self._run_keys.keys)
-            if found is not None:
-                return found, self._run_keys.ids, True
         scopes, tables = self.collectors
         kind = scope_kind(scopes[name])
         return self._lookup(kind, tables.get((name, kind), {}))
-
-
-class _RunLayout:
-    """The collector values' usual layout (the nvml plugin's), read by slices.
-
-    A few once-scope values of distinct names, then every run's run-scope values under the same names in the same
-    order. A run-scope name's values are then every ``p``-th value (``p`` names a run) and its runs those of the first
-    name: the frames read them as they are where those runs are the value rows' runs in their order, each once
-    (:meth:`run_values`), and the clock items are two such slices merged back into the values' order. The pass
-    over every value that builds :attr:`ResultTable.collectors` (a dictionary per name, a key per run: ~0.3 us a
-    value, issue 35) is made only where something asks for those tables.
-    """
-
-    def __init__(self, c: CollectorColumns, start: int, block: list[str]) -> None:
-        self._c, self._start, self._block = c, start, block
-        self.scopes = {**dict.fromkeys(c.name[:start], "once"), **dict.fromkeys(block, "run")}
-        """Collector name -> scope, in first-seen order (as the pass has them)."""
-        self._runs = list(zip(c.config[start :: len(block)], c.run[start :: len(block)], strict=True))
-
-    @classmethod
-    def of(cls, c: CollectorColumns) -> _RunLayout | None:
-        """The layout of ``c``, or None where its values are laid out otherwise (or a name has two scopes)."""
-        names, scope = c.name, c.scope
-        start = 0
-        while start < len(names) and scope[start] == "once":
-            start += 1
-        prefix = names[:start]
-        p = len(dict.fromkeys(names)) - start
-        rest = len(names) - start
-        if p <= 0 or rest % p or len(set(prefix)) != start or scope.count("run") != rest:
-            return None
-        block = names[start : start + p]
-        if not set(block).isdisjoint(prefix) or names[start:] != block * (rest // p):
-            return None
-        config, run = c.config[start::p], c.run[start::p]
-        for j in range(1, p):  # every name's values are those of the same runs, in the same order
-            if c.config[start + j :: p] != config or c.run[start + j :: p] != run:
-                return None
-        return cls(c, start, block)
-
-    def run_values(self, name: str, keys: list[tuple[Any, ...]]) -> list[Scalar] | None:
-        """``name``'s values per run of ``keys`` (every run once, in that order), or None: the pass's look-up.
-
-        None where ``name`` is not a run-scope name of the layout, where the runs are not ``keys`` (a run twice, a
-        value row whose run has no value) or where a value is None (the look-up leaves those out).
-        """
-        if name not in self._block or self._runs != keys:
-            return None
-        p = len(self._block)
-        values = self._c.value[self._start + self._block.index(name) :: p]
-        return None if None in values else values
-
-    def clocks(self) -> list[ClockItem]:
-        """The clock items of :attr:`ResultTable.clock_values`, in the values' order."""
-        p, c = len(self._block), self._c
-        per_name = [
-            [
-                (name, config, run or 0, value)
-                for (config, run), value in zip(self._runs, c.value[self._start + j :: p], strict=True)
-            ]
-            for j, name in enumerate(self._block)
-            if name in (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
-        ]
-        return [item for run in zip(*per_name, strict=True) for item in run if item[1] is not None]
 
 
 _CACHE: dict[int, tuple[weakref.ReferenceType[ResultData], ResultTable]] = {}

@@ -8,14 +8,11 @@ Each shortcut is compared with the path it skips, bit for bit, on the committed 
 - the geometric mean of a result of one region and one metric against the per-group loop;
 - the region attributes read a name at a time against :meth:`RegionView.attribute`, and the executions with
   attributes and their ``launch_bound`` against the per-execution reading;
-- the throttling verdict of each run against the per-key loops it replaced;
-- the collector values read by their usual layout (scopes, clock items, per-row columns) against the pass over
-  every value.
+- the throttling verdict of each run against the per-key loops it replaced.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from pathlib import Path
@@ -39,8 +36,7 @@ from nsightx._results.dataframe import (
     _one_geomean,
 )
 from nsightx._results.groupstats import moments
-from nsightx._results.store import CollectorColumns
-from nsightx._results.table import ResultTable, _number, _numbers_list, table_of
+from nsightx._results.table import _number, _numbers_list, table_of
 from nsightx._results.table_flags import Groups
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
@@ -247,78 +243,3 @@ def test_throttling_verdicts_are_the_old_loops(rows: list[Any]) -> None:
     assert got is None or list(got) == list(want)  # type: ignore[arg-type]
     assert all(type(v) is bool for v in (got or {}).values())
     assert got_clocks == want_clocks
-
-
-# --- the collector values' usual layout -----------------------------------------------------------------------------
-
-_SWEEP = FIXTURES / "gpu-results" / "sweep-events.parquet"
-
-
-def _both(collectors: CollectorColumns) -> tuple[ResultTable, ResultTable]:
-    """Tables over the sweep's value rows and ``collectors``: as they are, and with the layout path turned off."""
-    columns = dataclasses.replace(nsightx.load(_SWEEP).columns, collectors=collectors)
-    plain = ResultTable(columns)
-    plain.__dict__["_layout"] = None  # the cached property, answered: the pass over every value
-    return ResultTable(columns), plain
-
-
-def _same_collectors(table: ResultTable, plain: ResultTable) -> None:
-    """The layout path's scopes, clock items and per-row columns are the pass's."""
-    assert list(table.collector_scopes.items()) == list(plain.collectors[0].items())
-    assert table.clock_values == plain.clock_values
-    for name in plain.collectors[0]:
-        got, want = table.collector_column(name), plain.collector_column(name)
-        assert got[0] == want[0] and [type(v) for v in got[0]] == [type(v) for v in want[0]], name
-        assert _bits(got[1]) == _bits(want[1]) and got[2] == want[2], name
-
-
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("gpu-results/sweep-*.parquet")), ids=lambda p: p.name)
-def test_the_nvml_values_are_read_by_their_layout(path: Path) -> None:
-    table = table_of(nsightx.load(path).data)
-    assert table._layout is not None
-    assert table._layout.run_values(MEASURED_SM_CLOCK, table._run_keys.keys) is not None  # no table was needed
-    plain = ResultTable(table.columns)
-    plain.__dict__["_layout"] = None
-    _same_collectors(table, plain)
-
-
-@st.composite
-def _layouts(draw: Any) -> CollectorColumns:
-    """Collector values in the usual layout over the sweep's runs, often broken in one place."""
-    once = draw(st.lists(st.sampled_from(["D", "E", "A"]), max_size=3, unique=draw(st.booleans())))
-    names = st.sampled_from(["A", "B", MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS])
-    block = draw(st.lists(names, min_size=1, max_size=4, unique=draw(st.booleans())))
-    sweep = [(c, r) for c in range(4) for r in range(10)]
-    runs = sweep if draw(st.booleans()) else draw(st.lists(st.sampled_from([*sweep, (None, None), (0, None)])))
-    rows: list[tuple[str, str, Any, Any]] = [(n, "once", None, None) for n in once]
-    rows += [(n, "run", c, r) for c, r in runs for n in block]
-    if rows and draw(st.integers(0, 2)) == 0:
-        i = draw(st.integers(0, len(rows) - 1))
-        name, scope, c, r = rows[i]
-        change = draw(st.sampled_from(["name", "scope", "drop", "run"]))
-        if change == "drop":
-            del rows[i]
-        elif change == "name":
-            rows[i] = ("B", scope, c, r)
-        elif change == "scope":
-            rows[i] = (name, "config", c, r)
-        else:
-            rows[i] = (name, scope, c, 9 if r is None else r + 1)
-    pool = [1980, 1410.5, "none", "gpu_idle|sw_power_cap", True, 3]
-    missing = draw(st.booleans())  # a value that is None, somewhere: the look-up leaves it out
-    values = [draw(st.sampled_from([*pool, None] if missing else pool)) for _ in rows]
-    return CollectorColumns(
-        [r[0] for r in rows],
-        [r[1] for r in rows],
-        [r[2] for r in rows],
-        [r[3] for r in rows],
-        [None] * len(rows),
-        values,
-    )
-
-
-@settings(max_examples=250, deadline=None)
-@given(_layouts())
-def test_the_layout_path_is_the_pass(collectors: CollectorColumns) -> None:
-    table, plain = _both(collectors)
-    _same_collectors(table, plain)
