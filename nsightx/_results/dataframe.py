@@ -41,7 +41,7 @@ from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.framebuild import frame_of
 from nsightx._results.groupshare import SharedGroups, same_kernels
-from nsightx._results.groupstats import fits, medians, moments
+from nsightx._results.groupstats import Moments, fits, medians, moments
 from nsightx._results.memtrim import release_freed
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.store import SMALL
@@ -96,19 +96,22 @@ def _throttled_items(
     order, clock_value, verdicts = _clock_reads(items, clocks)
     if not order:
         return None
-    clock_of: dict[tuple[int, int], float | None] = {}
-    for key in order:
-        verdict = verdicts.get(key, _NO_REASONS)
-        value = clock_value.get(key)
-        number = isinstance(value, int | float) and not isinstance(value, bool) and not verdict[0]
-        clock_of[key] = float(value) if number else None  # type: ignore[arg-type]
-    found = [c for c in clock_of.values() if c is not None]
-    median = statistics.median(found) if found else None
-    out: dict[tuple[int, int], bool] = {}
-    for key, c in clock_of.items():
-        by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
-        out[key] = verdicts.get(key, _NO_REASONS)[1] or by_clock
-    return out
+    reads = [(key, verdicts.get(key, _NO_REASONS), clock_value.get(key)) for key in order]
+    clock_of = [None if idle else _clock_number(value) for _, (idle, _), value in reads]
+    found = [c for c in clock_of if c is not None]
+    if not found:  # no clock to compare with: the reasons alone
+        return {key: verdict[1] for key, verdict, _ in reads}
+    limit = CLOCK_DROP_FRACTION * statistics.median(found)
+    return {
+        key: verdict[1] or (c is not None and c < limit) for (key, verdict, _), c in zip(reads, clock_of, strict=True)
+    }
+
+
+def _clock_number(value: object) -> float | None:
+    """A run's clock value as a float, None when it is not a number (a bool is not)."""
+    if type(value) is int or type(value) is float or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return float(value)
+    return None
 
 
 def _clock_reads(
@@ -393,8 +396,8 @@ def _plain(items: list[Any]) -> Any:
 def _union_reasons(col: _Column, groups: Groups) -> Any:
     """Per group: the clock-event reasons of its runs united (``none`` without any), read once per distinct value."""
     strings = all(v is None or type(v) is str for v in col.items)
-    if strings and all(n in ("", "none") for v in col.items if v is not None for n in v.split("|")):
-        return np.full(groups.count, "none", dtype=object)  # no run named a reason (the usual case)
+    if strings and _no_reasons(col.items):
+        return _none_reasons(groups.count)  # no run named a reason (the usual case)
     values = col.items if strings else col.values.tolist()
     _, first = group_ids(groups.ids, col.pos)
     names: list[set[str]] = [set() for _ in range(groups.count)]
@@ -403,6 +406,16 @@ def _union_reasons(col: _Column, groups: Groups) -> Any:
         if v is not None and not (isinstance(v, float) and math.isnan(v)):
             names[g].update(n for n in str(v).split("|") if n and n != "none")
     return np.array(["|".join(sorted(s)) if s else "none" for s in names], dtype=object)
+
+
+def _no_reasons(values: list[Any]) -> bool:
+    """Whether reasons values (strings or None) name no reason: each is ``none`` or empty, or missing."""
+    return all(n in ("", "none") for v in values if v is not None for n in v.split("|"))
+
+
+def _none_reasons(count: int) -> Any:
+    """The reasons column of groups none of whose runs named a reason."""
+    return np.full(count, "none", dtype=object)
 
 
 class _Numbers:
@@ -458,39 +471,90 @@ def _numeric(col: _Column) -> _Numbers | None:
 
 
 def _collector_stats(
-    out: dict[str, Any], columns: Mapping[str, Any], scopes: Mapping[str, str], groups: Groups, table: ResultTable
-) -> None:
+    out: dict[str, Any], scopes: Mapping[str, str], groups: Groups, table: ResultTable, value_column: Any = None
+) -> Moments | None:
     """Add each collector's columns to ``out``: numeric per-run values as ``_Avg/_Std/_Min/_Max``, else the first.
 
     Numeric statistics are computed once per class of groups that see the same runs (:func:`_numeric_stats`):
     with the nvml plugin's values and 100 regions a run, a groupby over every row per collector and statistic
-    was most of the frame's time (issue 35).
+    was most of the frame's time (issue 35). A collector that reported for every row (``dense``) with one value
+    (once-scope) or numbers only (the nvml plugin's) skips the per-row column (:func:`_once_column`,
+    :func:`_dense_numbers`): the same arrays without its per-column steps.
+
+    ``value_column``: the value column (:func:`_numpy_values`), whose moments are computed with the numeric columns of
+    the first scope whose statistics are taken over every group's rows (one :func:`moments` call for both);
+    returned, else None.
     """
     numbers: dict[str, _Numbers] = {}
     for name, scope in scopes.items():
-        col = columns[name]
-        if name == CLOCK_EVENT_REASONS:
-            out[name] = _union_reasons(col, groups)
+        values, codes, dense = table.collector_column(name)
+        quick: Any = None
+        if dense and name != CLOCK_EVENT_REASONS:
+            quick = _once_column(values, groups.count) if scope == "once" else _dense_numbers(values, codes)
+        elif dense and all(type(v) is str for v in values) and _no_reasons(values):  # the reasons, none named
+            quick = _none_reasons(groups.count)  # _union_reasons' usual case, without the per-row column
+        if quick is None:
+            col = _column(values, codes, dense)
+            if name == CLOCK_EVENT_REASONS:
+                out[name] = _union_reasons(col, groups)
+                continue
+            quick = _numeric(col) if scope != "once" else None
+            if quick is None:
+                out[name] = _first(col, groups)
+                continue
+        if not isinstance(quick, _Numbers):
+            out[name] = quick
             continue
-        numeric = _numeric(col) if scope != "once" else None
-        if numeric is None:
-            out[name] = _first(col, groups)
-            continue
-        numbers[name] = numeric
+        numbers[name] = quick
         out.update(dict.fromkeys((f"{name}_Avg", f"{name}_Std", f"{name}_Min", f"{name}_Max")))  # column order
+    joint = None
     for kind in dict.fromkeys(scope_kind(scopes[name]) for name in numbers):
         named = {name: numbers[name] for name in numbers if scope_kind(scopes[name]) == kind}
-        for name, column in _numeric_stats(named, groups, table.row_keys(kind)).items():
-            out[name] = column
+        stats, got = _numeric_stats(named, groups, table.row_keys(kind), value_column if joint is None else None)
+        out.update(stats)
+        joint = joint if got is None else got
+    return joint
 
 
-def _numeric_stats(numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys) -> dict[str, Any]:
+def _once_column(values: list[Any], count: int) -> Any:
+    """``_first(_column(values, codes, dense=True), groups)`` of one value in every row (a once-scope collector).
+
+    The value's plain array (:func:`_plain`) repeated for each group; None where the general path decides.
+    """
+    plain = _plain(values) if len(values) == 1 else None
+    return None if plain is None else plain.repeat(count)
+
+
+def _dense_numbers(values: list[Any], codes: Ints) -> _Numbers | None:
+    """``_numeric(_column(values, codes, dense=True))`` for Python ints and floats, or None: the general path.
+
+    Every value is some row's and every row has one (``dense``), so the rows read ``values[codes]``: the numbers
+    :func:`_numeric` converts, with the dtype it gives them (int64 for ints alone, else float64), without the
+    column of distinct values made first.
+    """
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        if _INT64[0] <= min(values) and max(values) <= _INT64[1]:
+            return _Numbers(np.array(values, dtype=np.int64), codes)
+        return None
+    if kinds and kinds <= {int, float} and (int not in kinds or all(abs(v) <= 2**53 for v in values if type(v) is int)):
+        return _Numbers(np.array(values, dtype=np.float64), codes)
+    return None
+
+
+def _numeric_stats(
+    numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys, values: Any = None
+) -> tuple[dict[str, Any], Moments | None]:
     """``<name>_Avg/_Std/_Min/_Max`` per group of each numeric per-row column, whose value is a function of ``keys``.
 
     Groups with the same sequence of keys have the same values: each statistic is computed over one group of each
     such class (:meth:`~nsightx._results.table_flags.Groups.shared_by`, which the flags reuse) and spread to the
     others. All columns at once with :func:`~nsightx._results.groupstats.moments` (pandas' numbers, pandas' kernel
     kind: that of the groups, see :func:`same_kernels`), else with pandas.
+
+    ``values``: a per-row column (the values, :func:`_numpy_values`) to take the moments of in the same call where
+    the statistics are taken over every group's rows (no class of groups shares them); its moments are returned
+    as well (None where they were not taken).
     """
     shared = groups.shared_by(keys)
     ascending = groups.ascending
@@ -501,21 +565,27 @@ def _numeric_stats(numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKey
     picked = [v.rows(rows) for v in numbers.values()]
     if not fits(picked, codes, count):
         full = {name: v.full() for name, v in numbers.items()}
-        return _numeric_stats_pandas(full, groups, shared, ascending)
+        return _numeric_stats_pandas(full, groups, shared, ascending), None
+    extra = int(shared is None and values is not None)  # the values as column 0: their own statistics
+    if extra:
+        picked.insert(0, values)
     if len(codes) <= _SMALL:  # one conversion for all columns; C order, as column_stack gives (reduceat's order)
         matrix = np.ascontiguousarray(np.array(picked, dtype=np.float64).T)
     else:
         matrix = np.column_stack(picked).astype(np.float64)
     m = moments(matrix, codes, count, ascending)
-    spread = slice(None) if shared is None else shared.of_group
+    spread = None if shared is None else shared.of_group
     out: dict[str, Any] = {}
-    for j, (name, number) in enumerate(numbers.items()):
+    missing: Any = np.isnan(m.minimum).any(axis=0).tolist()  # per column: a group without a value (min NaN)
+    for j, (name, number) in enumerate(numbers.items(), start=extra):
         low, high = m.minimum[:, j], m.maximum[:, j]
-        if number.dtype == np.int64 and not np.isnan(low).any():
+        if number.dtype == np.int64 and not missing[j]:
             low, high = low.astype(np.int64), high.astype(np.int64)
         for suffix, column in (("Avg", m.mean[:, j]), ("Std", m.std[:, j]), ("Min", low), ("Max", high)):
-            out[f"{name}_{suffix}"] = column[spread]
-    return out
+            out[f"{name}_{suffix}"] = column if spread is None else column[spread]
+    if not extra:
+        return out, None
+    return out, Moments(m.count[:, :1], m.mean[:, :1], m.std[:, :1], m.minimum[:, :1], m.maximum[:, :1])
 
 
 def _numeric_stats_pandas(
@@ -662,12 +732,14 @@ def aggregate_source(
     if t.n == 0:
         return functools.partial(pd.DataFrame, columns=["Annotation", "Metric", *plan.params, "AvgValue"])
     groups = Groups.of(t)
-    out = _value_stats(data, t, groups)
+    scopes = _scopes(t)
+    collected: dict[str, Any] = {}  # the collector columns, after the value columns
+    joint = _collector_stats(collected, scopes, groups, t, _numpy_values(t.value, groups))
+    out = _value_stats(data, t, groups, joint)
     clocks: dict[tuple[int, int], float] = {}
     verdicts = _throttled_items(t.clock_values, clocks)
     throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
-    scopes = _scopes(t)
-    _collector_stats(out, {name: _column(*t.collector_column(name)) for name in scopes}, scopes, groups, t)
+    out.update(collected)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
     same = shares_interval(spread, out["NumRuns"], out["AvgValue"], out["MinValue"])
@@ -696,15 +768,19 @@ def aggregate_source(
     return functools.partial(pd.concat, parts, axis=1)  # a parameter named like a column: both kept, as before
 
 
-def _value_stats(data: ResultData, t: ResultTable, groups: Groups) -> dict[str, Any]:
-    """The key columns, the value statistics (one groupby over the group codes), kernel, environment and unit."""
+def _value_stats(data: ResultData, t: ResultTable, groups: Groups, joint: Moments | None = None) -> dict[str, Any]:
+    """The key columns, the value statistics (one groupby over the group codes), kernel, environment and unit.
+
+    ``joint``: the values' moments, when the collector statistics computed them with theirs (see
+    :func:`_numpy_values`).
+    """
     first = groups.first
     out: dict[str, Any] = {
         "Annotation": _column(t.annotations, t.annotation[first]).array(),
         "Metric": _column(t.metrics, t.metric[first]).array(),
         "Config": t.config[first],
     }
-    out.update(_value_moments(t.value, groups))
+    out.update(_value_moments(t.value, groups, joint))
     out["Kernel"] = _top_kernels(t, groups)
     for name in _ENV_COLUMNS:
         out[name] = _scalar(data.environment.get(name), groups.count)
@@ -718,13 +794,25 @@ _NUMPY_ROWS = 8192
 """Up to this many value rows their statistics are numpy's (one pass per run); beyond, pandas' loops are faster."""
 
 
-def _value_moments(values: Any, groups: Groups) -> dict[str, Any]:
-    """``AvgValue`` .. ``NumRuns`` per group: numpy's :mod:`~nsightx._results.groupstats`, else pandas' groupby."""
+def _numpy_values(values: Any, groups: Groups) -> Any:
+    """The values, where :func:`_value_moments` takes numpy's statistics of them (else None).
+
+    Their moments may then be computed in the collector statistics' call (:func:`_numeric_stats`, one column more
+    in the same passes): each column's statistics are its own, whatever the other columns hold.
+    """
+    return values if len(values) <= _NUMPY_ROWS and fits([values], groups.ids, groups.count) else None
+
+
+def _value_moments(values: Any, groups: Groups, joint: Moments | None = None) -> dict[str, Any]:
+    """``AvgValue`` .. ``NumRuns`` per group: numpy's :mod:`~nsightx._results.groupstats`, else pandas' groupby.
+
+    ``joint``: the values' moments, computed with the collectors' (only where :func:`_numpy_values` gave them).
+    """
     ids, count = groups.ids, groups.count
-    small = len(values) <= _NUMPY_ROWS and fits([values], ids, count)
+    small = joint is not None or (len(values) <= _NUMPY_ROWS and fits([values], ids, count))
     median = medians(values, ids, count) if small else None
     if median is not None:
-        m = moments(values[:, None], ids, count, groups.ascending)
+        m = joint if joint is not None else moments(values[:, None], ids, count, groups.ascending)
         return {
             "AvgValue": m.mean[:, 0],
             "MedianValue": median,
@@ -852,6 +940,13 @@ def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
     Each group's values go through :func:`_geomean` as their own array, as ``groupby(...).transform`` did, so
     the reductions add in the same order.
     """
+    if len(set(t.combo_annotation.tolist())) == 1 and len(set(t.combo_metric.tolist())) == 1:
+        return _one_geomean(avg, groups.count)  # one region, one metric: every row's group is all rows
+    return _geomeans_by_pair(avg, t, groups)
+
+
+def _geomeans_by_pair(avg: Any, t: ResultTable, groups: Groups) -> Any:
+    """:func:`_geomeans` of any result: the rows numbered by (annotation, metric), each group reduced in turn."""
     first = groups.first
     pair, _ = group_ids(t.annotation[first], t.metric[first])
     order = np.argsort(pair, kind="stable")
@@ -866,6 +961,17 @@ def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
             means[i] = float(np.exp(np.mean(logs[start : start + k])))  # the group's own reduction, as before
         start += k
     return means[pair]
+
+
+def _one_geomean(avg: Any, count: int) -> Any:
+    """:func:`_geomeans` where every row is of one (annotation, metric): the one group's mean in every row.
+
+    The same reduction over the same array (the rows in their order, those not finite or not positive left out).
+    """
+    values = np.asarray(avg, dtype=np.float64)
+    logs = np.log(values[np.isfinite(values) & (values > 0)])
+    mean = float(np.exp(np.mean(logs))) if len(logs) else math.nan
+    return np.full(count, mean)
 
 
 def frame_copy(frame: pd.DataFrame) -> pd.DataFrame:

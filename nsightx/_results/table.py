@@ -63,6 +63,28 @@ def _number(value: object) -> float:
     return math.nan
 
 
+_NONE = type(None)
+
+
+def _numbers_list(values: list[object]) -> list[float]:
+    """:func:`_number` of each value, as a list; values of the plain kinds (float, int, missing) without a call each.
+
+    ``float`` of an int or float is what :func:`_number` returns for it, NaN for a missing value (an attribute
+    that an execution does not have: often every execution, such as the events backend's ``device_ns``); any
+    other kind (a bool, a numpy scalar, a string) goes through :func:`_number` itself.
+    """
+    kinds = set(map(type, values))
+    if kinds == {float}:
+        return values  # type: ignore[return-value]
+    if kinds == {_NONE}:
+        return [math.nan] * len(values)
+    if not kinds <= {float, int, _NONE}:
+        return list(map(_number, values))
+    if _NONE in kinds:
+        return [math.nan if v is None else float(v) for v in values]  # type: ignore[arg-type]
+    return list(map(float, values))  # type: ignore[arg-type]
+
+
 def numbers(values: Sequence[object]) -> Floats:
     """:func:`_number` of each value, vectorised for the common types (int, float, missing)."""
     out = np.full(len(values), np.nan)
@@ -111,7 +133,10 @@ class RegionView:
         attrs = self._regions.attributes
         if attrs is None:  # the host backend records none
             return np.zeros(0, np.int64), []
-        where = np.flatnonzero(np.fromiter(map(len, attrs), dtype=np.int64, count=self.n))
+        sizes = list(map(len, attrs))
+        if 0 not in sizes:  # every execution has some (a GPU backend's): all of them, in order
+            return np.arange(self.n, dtype=np.intp), list(attrs)
+        where = np.flatnonzero(np.array(sizes, dtype=np.int64))
         return where, [attrs[i] for i in where.tolist()]
 
     @property
@@ -134,11 +159,19 @@ class RegionView:
         executions the flags judge them in plain Python: one pass here, where one :meth:`attribute` per name walks
         the mappings once each and makes a numpy array each (issue 35).
         """
-        out = [[math.nan] * self.n for _ in names]
         where, attrs = self._with_attributes
-        for i, attr in zip(where.tolist(), attrs, strict=True):
-            for column, name in zip(out, names, strict=True):
-                column[i] = _number(attr.get(name))
+        every = len(attrs) == self.n  # every execution has attributes (a GPU backend's): no placement
+        places = None if every else where.tolist()
+        out = []
+        for name in names:
+            got = _numbers_list(list(map(methodcaller("get", name), attrs)))
+            if every:
+                out.append(got)
+                continue
+            column = [math.nan] * self.n
+            for i, number in zip(places, got, strict=True):  # type: ignore[arg-type]
+                column[i] = number
+            out.append(column)
         return out
 
     @functools.cached_property
@@ -146,8 +179,8 @@ class RegionView:
         """The backend's own ``launch_bound`` attribute: 1 true, 0 false, -1 absent or not a bool."""
         out = np.full(self.n, -1, dtype=np.int8)
         where, attrs = self._with_attributes
-        if attrs:
-            own = map(methodcaller("get", "launch_bound"), attrs)
+        own = list(map(methodcaller("get", "launch_bound"), attrs))
+        if own and set(map(type, own)) != {type(None)}:  # some execution has one (cupti's); else all -1
             out[where] = [int(v) if isinstance(v, bool) else -1 for v in own]
         return out
 

@@ -230,6 +230,8 @@ def _first_units(table: ResultTable, groups: Groups) -> Ints:
     Read per combination of the table: they are in first-seen order, so a group's first combination with a unit
     holds its first row with one.
     """
+    if len(table.units) == 1 and table.units[0] is not None:  # one unit in every row (one metric): code 0
+        return np.zeros(groups.count, dtype=np.int64)
     out = np.full(groups.count, -1, dtype=np.int64)
     known = np.array([u is not None for u in table.units], dtype=np.bool_)
     combos = np.flatnonzero(known[table.combo_unit])

@@ -268,6 +268,8 @@ def test_benchmark_frame_with_collectors_is_the_old_paths_frame(monkeypatch: pyt
     frame = type(result).from_columns(result.data, result.columns).to_dataframe()
     with monkeypatch.context() as m:
         m.setattr(dataframe, "_numeric", lambda col: _OldNumbers.of(_old_numeric(col)))
+        m.setattr(dataframe, "_dense_numbers", lambda values, codes: None)  # every column through _numeric
+        m.setattr(dataframe, "_once_column", lambda values, count: None)
         m.setattr(
             groupshare, "shared_groups", lambda ids, count, keys, first=None: _old_shared_groups(ids, count, keys)
         )
