@@ -271,7 +271,7 @@ class RunConditions:
         """What :meth:`collect` answers for the runs of ``ctx``'s config, as a callable of the run's start alone.
 
         The run loop asks once per config and then calls the answer before every run (see
-        :class:`~nsightx._run.collectors.CollectorLike`): no context is written, and the sampler, the stale limit
+        :class:`~nsightx.ext.CollectorLike`): no context is written, and the sampler, the stale limit
         and the late path are looked up here once, not per run (issue 35: ~0.3 us of a run on a 2-core VM). The
         callable answers exactly as :meth:`collect` with ``ctx`` whose ``run_start_ns`` is its argument.
         ``None`` when no sampler was started for ``ctx.device`` (NVML unavailable, an unmatched device, or outside
