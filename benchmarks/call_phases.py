@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import json
 import pstats
@@ -100,14 +101,41 @@ def instrument(clock: Clock) -> None:
         wrap(events.EventsSession, "collect_runs", "collect_start", "collect_end")
 
 
+class GcTimer:
+    """The garbage collector's passes as (start, end, generation), from ``gc.callbacks`` (installed once)."""
+
+    def __init__(self) -> None:
+        self.passes: list[tuple[int, int, int]] = []
+        self._start = 0
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter_ns()
+        if phase == "start":
+            self._start = now
+        else:
+            self.passes.append((self._start, now, info.get("generation", -1)))
+
+    def within(self, start: int, end: int) -> tuple[float, int]:
+        """Microseconds of collection between ``start`` and ``end``, and how many full (generation 2) passes."""
+        inside = [(a, b, g) for a, b, g in self.passes if a >= start and b <= end]
+        return sum(b - a for a, b, _ in inside) / 1e3, sum(g == 2 for *_, g in inside)
+
+
+GC = GcTimer()
+
+
 def phases(clock: Clock, fn: Any) -> dict[str, float]:
-    """One call of ``fn`` and its frame, in microseconds per phase."""
+    """One call of ``fn`` and its frame, in microseconds per phase (and the collector's time in the call)."""
     clock.marks = {}
+    GC.passes = []
     t0 = time.perf_counter_ns()
     result = fn()
     t1 = time.perf_counter_ns()
     result.to_dataframe()
     t2 = time.perf_counter_ns()
+    gc_call, full_call = GC.within(t0, t1)
+    gc_frame, full_frame = GC.within(t1, t2)
     m = clock.marks
     env = getattr(result, "environment", {})
     env = env() if callable(env) else env
@@ -121,6 +149,9 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
         "after": (t1 - end) / 1e3,
         "frame": (t2 - t1) / 1e3,
         "total": (t2 - t0) / 1e3,
+        "gc_call": gc_call,
+        "gc_frame": gc_frame,
+        "gc_full": float(full_call + full_frame),
         **{f"cupti_{k}": v * 44 for k, v in costs.items()},  # the session's own step costs, us per call
     }
 
@@ -314,6 +345,7 @@ def main() -> int:
     for b, rs in rows.items():
         keys = [k for k in rs[0] if all(k in r for r in rs)]
         med = {p: statistics.median(r[p] for r in rs) for p in keys}
+        med.update({f"{p}_mean": statistics.fmean(r[p] for r in rs) for p in keys if p.startswith("gc_")})
         out[b] = med
         shown = ", ".join(f"{p} {med[p]:.0f}" for p in keys)
         print(f"{b}: {shown} us; total / bare {med['total'] / out['bare_us']:.3f}")
