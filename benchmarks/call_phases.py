@@ -137,6 +137,8 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
     gc_call, full_call = GC.within(t0, t1)
     gc_frame, full_frame = GC.within(t1, t2)
     m = clock.marks
+    gc_launch = GC.within(t0, m.get("collect_start", t1))[0]
+    gc_after = GC.within(m.get("collect_end", t1), t1)[0]
     env = getattr(result, "environment", {})
     env = env() if callable(env) else env
     costs = {k[len("CuptiUsPerRun_") :]: float(v) for k, v in env.items() if k.startswith("CuptiUsPerRun_") and v}
@@ -151,6 +153,8 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
         "total": (t2 - t0) / 1e3,
         "gc_call": gc_call,
         "gc_frame": gc_frame,
+        "gc_launch": gc_launch,
+        "gc_after": gc_after,
         "gc_full": float(full_call + full_frame),
         **{f"cupti_{k}": v * 44 for k, v in costs.items()},  # the session's own step costs, us per call
     }
