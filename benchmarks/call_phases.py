@@ -297,6 +297,19 @@ def require_gpu() -> Any:
     return torch
 
 
+def gc_off(fn: Any) -> Any:
+    """``fn`` called with the garbage collector disabled (as ``timeit`` times), enabled again after."""
+
+    def call() -> Any:
+        gc.disable()
+        try:
+            return fn()
+        finally:
+            gc.enable()
+
+    return call
+
+
 def variants_arg(text: str) -> tuple[str, ...]:
     """``--cupti-variants``: names of :data:`backend_overhead.CUPTI_VARIANTS`, separated by commas."""
     names = tuple(part for part in text.split(",") if part)
@@ -315,6 +328,7 @@ def main() -> int:
     ap.add_argument("--profile-calls", type=int, default=20)
     ap.add_argument("--flush-probe", action="store_true", help="after the sweep, time forced CUPTI flushes")
     ap.add_argument("--flush-counts", type=counts_arg, default=(1, 10, 100), help="kernels before a probed flush")
+    ap.add_argument("--gc-off", action="store_true", help="also time each backend with the collector disabled")
     ap.add_argument(
         "--cupti-variants",
         type=variants_arg,
@@ -332,6 +346,8 @@ def main() -> int:
     fns = {b: bo.make_profiled(torch, w, b, collectors=True) for b in ("cupti", "events")}
     for name in args.cupti_variants:  # the cupti session with other backend_options (its drain modes)
         fns[name] = bo.make_profiled(torch, w, "cupti", True, bo.CUPTI_VARIANTS[name])
+    if args.gc_off:  # the same calls with the garbage collector disabled during the call (not the frame)
+        fns.update({f"{b}_gcoff": gc_off(bo.make_profiled(torch, w, b, collectors=True)) for b in ("cupti", "events")})
     for fn in (bare, *fns.values()):
         fn() if fn is bare else fn().to_dataframe()  # warm
     rows: dict[str, list[dict[str, float]]] = {b: [] for b in fns}

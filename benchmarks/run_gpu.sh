@@ -314,7 +314,8 @@ stage_phases() {
   # issue 35: where the sweep's decorated call spends its wall time (launch, wait, collect, after, frame), this
   # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON.
   # FLUSH_PROBE=1: each process also times forced CUPTI flushes after 0, 1, 10 and 100 tiny kernels (--flush-probe);
-  # CUPTI_VARIANTS=a,b: the cupti session with backend_overhead.py's other backend_options too (its drain modes)
+  # CUPTI_VARIANTS=a,b: the cupti session with backend_overhead.py's other backend_options too (its drain modes);
+  # GC_OFF=1: this tree's calls also with the garbage collector disabled during the call (--gc-off)
   {
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
@@ -325,6 +326,7 @@ stage_phases() {
         [ "$i" = 1 ] && prof=(--profile "$OUT/call_phases_${tag}_profiles.txt")
         [ -n "${FLUSH_PROBE:-}" ] && prof+=(--flush-probe)
         [ -n "${CUPTI_VARIANTS:-}" ] && prof+=(--cupti-variants "$CUPTI_VARIANTS")
+        [ -n "${GC_OFF:-}" ] && [ "$tag" = after ] && prof+=(--gc-off)
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
           "${tree[@]}" "${prof[@]}"
         echo "call_phases $tag $i rc=$?"
