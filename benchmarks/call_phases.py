@@ -102,12 +102,16 @@ def instrument(clock: Clock) -> None:
 
 
 class GcTimer:
-    """The garbage collector's passes as (start, end, generation), from ``gc.callbacks`` (installed once)."""
+    """The garbage collector's passes as (start, end, generation), from ``gc.callbacks`` (see :meth:`install`)."""
 
     def __init__(self) -> None:
         self.passes: list[tuple[int, int, int]] = []
         self._start = 0
-        gc.callbacks.append(self._note)
+
+    def install(self) -> None:
+        """Start noting passes (once per process: :func:`main` calls it; importing this module installs nothing)."""
+        if self._note not in gc.callbacks:
+            gc.callbacks.append(self._note)
 
     def _note(self, phase: str, info: dict[str, int]) -> None:
         now = time.perf_counter_ns()
@@ -340,6 +344,7 @@ def main() -> int:
     torch = require_gpu()
 
     w = bo.WORKLOADS["sweep_once"]
+    GC.install()
     clock = Clock()
     instrument(clock)
     bare = bo.make_bare(torch, w)
