@@ -468,10 +468,11 @@ class ProfiledFunction:
 
         ``facts`` are asked while a deferred session waits for its last runs (the run loop's ``while_waiting``):
         they do not depend on what is measured, and what failed there is raised where the call asks for them.
+        The young generations are collected and frozen there too (:func:`~nsightx._run.heap.before_wait`).
         """
         with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
             try:
-                return dict(execute(backend, plan, sink, while_waiting=(facts.prepare,)))
+                return dict(execute(backend, plan, sink, while_waiting=(facts.prepare, heap.before_wait)))
             except BaseException as e:
                 if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:
                     print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)  # not when none

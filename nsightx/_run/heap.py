@@ -99,6 +99,25 @@ def checkpoint() -> None:
         _froze = True
 
 
+CHECKPOINT_BEFORE_WAIT = True
+"""Whether :func:`before_wait` checkpoints (a switch for ``benchmarks/call_phases.py``'s comparison)."""
+
+
+def before_wait() -> None:
+    """A :func:`checkpoint` while a deferred call's GPU works through its last runs (the run loop's while_waiting).
+
+    Whatever the call made so far (the runs' rows, the user's tensors of the launches) sits in the young
+    generations, and the next collection that walks them came after the wait, inside the work on the critical
+    path: on the H100 the cupti session's decode after the wait met a collection of ~0.6 ms in most calls of the
+    4x11 sweep (``benchmarks/call_phases.py`` with and without ``--gc-off``, session 18). Collected and frozen here,
+    that walk happens while the GPU is still busy, and the collections after the wait walk only what is made
+    after it. The same rules as every checkpoint apply (see the module docstring): nothing is done when the
+    collector is disabled or something else froze objects, and the call unfreezes everything when it ends.
+    """
+    if CHECKPOINT_BEFORE_WAIT:
+        checkpoint()
+
+
 def settle() -> None:
     """Freeze, without collecting first, what was made with the collector paused (in a call that froze before).
 

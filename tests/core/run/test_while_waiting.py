@@ -10,6 +10,7 @@ error while asking is raised by the call as before.
 
 from __future__ import annotations
 
+import gc
 import platform
 import socket
 from collections.abc import Iterator
@@ -189,3 +190,35 @@ def test_an_error_while_asking_is_raised_by_the_call_after_its_run_stage(
     with pytest.raises(RuntimeError, match="no facts"):
         _call()
     assert _Deferred.collected == [1]  # the run stage went on and collected its runs: raised after, as before
+
+
+class _Frozen(DeferredHost):
+    """The deferred host session, noting how many objects the collector holds frozen when it is collected."""
+
+    seen: ClassVar[list[int]] = []
+
+    def collect_runs(self) -> Any:
+        _Frozen.seen.append(gc.get_freeze_count())
+        return super().collect_runs()
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["collector-on", "collector-off"])
+def test_a_deferred_call_collects_and_freezes_before_the_wait_and_unfreezes_at_its_end(
+    deferred_backend: None, monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    """The call's young objects are collected and frozen while the GPU works (not after the wait); the call ends
+    with nothing frozen. A collector the user disabled is left alone."""
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setattr(_Backend, "session", contextmanager(lambda self, plan: iter([_Frozen()])))
+    _Frozen.seen.clear()
+    was = gc.isenabled()
+    if not enabled:
+        gc.disable()
+    try:
+        _call()
+    finally:
+        if was:
+            gc.enable()
+    assert len(_Frozen.seen) == 1
+    assert (_Frozen.seen[0] > 0) is enabled
+    assert gc.get_freeze_count() == 0
