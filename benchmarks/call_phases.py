@@ -127,6 +127,8 @@ class GcTimer:
 
 
 GC = GcTimer()
+RUNS = [44]
+"""Measured runs per call of the workload being timed (the cupti session's step costs are per run)."""
 
 
 def phases(clock: Clock, fn: Any) -> dict[str, float]:
@@ -160,7 +162,7 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
         "gc_launch": gc_launch,
         "gc_after": gc_after,
         "gc_full": float(full_call + full_frame),
-        **{f"cupti_{k}": v * 44 for k, v in costs.items()},  # the session's own step costs, us per call
+        **{f"cupti_{k}": v * RUNS[0] for k, v in costs.items()},  # the session's own step costs, us per call
     }
 
 
@@ -301,6 +303,21 @@ def require_gpu() -> Any:
     return torch
 
 
+def no_checkpoint(fn: Any) -> Any:
+    """``fn`` called with ``heap.CHECKPOINT_BEFORE_WAIT`` off (a tree without it: nothing to switch)."""
+    from nsightx._run import heap
+
+    def call() -> Any:
+        was = getattr(heap, "CHECKPOINT_BEFORE_WAIT", None)
+        heap.CHECKPOINT_BEFORE_WAIT = False
+        try:
+            return fn()
+        finally:
+            heap.CHECKPOINT_BEFORE_WAIT = was
+
+    return call
+
+
 def gc_off(fn: Any) -> Any:
     """``fn`` called with the garbage collector disabled (as ``timeit`` times), enabled again after."""
 
@@ -334,6 +351,10 @@ def main() -> int:
     ap.add_argument("--flush-counts", type=counts_arg, default=(1, 10, 100), help="kernels before a probed flush")
     ap.add_argument("--gc-off", action="store_true", help="also time each backend with the collector disabled")
     ap.add_argument(
+        "--checkpoint-ab", action="store_true", help="also time each backend without heap.before_wait's checkpoint"
+    )
+    ap.add_argument("--workload", default="sweep_once", choices=sorted(bo.WORKLOADS), help="what the call runs")
+    ap.add_argument(
         "--cupti-variants",
         type=variants_arg,
         default=(),
@@ -343,7 +364,8 @@ def main() -> int:
     info = bo.use_tree(args.tree)
     torch = require_gpu()
 
-    w = bo.WORKLOADS["sweep_once"]
+    w = bo.WORKLOADS[args.workload]
+    RUNS[0] = len(w.sizes) * w.runs
     GC.install()
     clock = Clock()
     instrument(clock)
@@ -351,6 +373,8 @@ def main() -> int:
     fns = {b: bo.make_profiled(torch, w, b, collectors=True) for b in ("cupti", "events")}
     for name in args.cupti_variants:  # the cupti session with other backend_options (its drain modes)
         fns[name] = bo.make_profiled(torch, w, "cupti", True, bo.CUPTI_VARIANTS[name])
+    if args.checkpoint_ab:  # the same calls without the young collection before the wait (heap.before_wait)
+        fns.update({f"{b}_nockpt": no_checkpoint(bo.make_profiled(torch, w, b, True)) for b in ("cupti", "events")})
     if args.gc_off:  # the same calls with the garbage collector disabled during the call (not the frame)
         fns.update({f"{b}_gcoff": gc_off(bo.make_profiled(torch, w, b, collectors=True)) for b in ("cupti", "events")})
     for fn in (bare, *fns.values()):

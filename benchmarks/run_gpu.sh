@@ -315,7 +315,8 @@ stage_phases() {
   # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON.
   # FLUSH_PROBE=1: each process also times forced CUPTI flushes after 0, 1, 10 and 100 tiny kernels (--flush-probe);
   # CUPTI_VARIANTS=a,b: the cupti session with backend_overhead.py's other backend_options too (its drain modes);
-  # GC_OFF=1: this tree's calls also with the garbage collector disabled during the call (--gc-off)
+  # GC_OFF=1: this tree's calls also with the garbage collector disabled during the call (--gc-off); CKPT_AB=1:
+  # also without the young collection before the wait (--checkpoint-ab); WORKLOAD=tiny: the 16 KiB op's call
   {
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
@@ -327,6 +328,8 @@ stage_phases() {
         [ -n "${FLUSH_PROBE:-}" ] && prof+=(--flush-probe)
         [ -n "${CUPTI_VARIANTS:-}" ] && prof+=(--cupti-variants "$CUPTI_VARIANTS")
         [ -n "${GC_OFF:-}" ] && [ "$tag" = after ] && prof+=(--gc-off)
+        [ -n "${CKPT_AB:-}" ] && [ "$tag" = after ] && prof+=(--checkpoint-ab)
+        [ -n "${WORKLOAD:-}" ] && prof+=(--workload "$WORKLOAD")
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
           "${tree[@]}" "${prof[@]}"
         echo "call_phases $tag $i rc=$?"
