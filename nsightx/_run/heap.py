@@ -26,7 +26,9 @@ What it changes for the user's objects:
 
 Nothing is done when the collector is disabled, or when something in the process already froze objects
 (``gc.get_freeze_count()`` is not 0: a server that freezes before forking): ``gc.unfreeze()`` would release
-those too, so the call then runs with the collector as it found it. Code that freezes objects itself inside a
+those too, so the call then runs with the collector as it found it. The GPU machine's Python is such a process
+(375 objects frozen at start-up, before any import; found in session 18): there no call freezes, and only
+:func:`before_wait`'s young collection applies. Code that freezes objects itself inside a
 profiled call finds them unfrozen when the call ends.
 """
 
@@ -111,11 +113,17 @@ def before_wait() -> None:
     path: on the H100 the cupti session's decode after the wait met a collection of ~0.6 ms in most calls of the
     4x11 sweep (``benchmarks/call_phases.py`` with and without ``--gc-off``, session 18). Collected and frozen here,
     that walk happens while the GPU is still busy, and the collections after the wait walk only what is made
-    after it. The same rules as every checkpoint apply (see the module docstring): nothing is done when the
-    collector is disabled or something else froze objects, and the call unfreezes everything when it ends.
+    after it. Nothing is done when the collector is disabled. Where :func:`holding` does not freeze (something
+    else froze objects first: the GPU machine's Python starts with 375 objects frozen, session 18), the young
+    generations are still collected here, without the freeze: what survives moves to the oldest generation, which
+    only a full collection walks.
     """
-    if CHECKPOINT_BEFORE_WAIT:
+    if not CHECKPOINT_BEFORE_WAIT or not gc.isenabled():
+        return
+    if _active:
         checkpoint()
+    else:
+        gc.collect(1)
 
 
 def settle() -> None:

@@ -222,3 +222,32 @@ def test_a_deferred_call_collects_and_freezes_before_the_wait_and_unfreezes_at_i
     assert len(_Frozen.seen) == 1
     assert (_Frozen.seen[0] > 0) is enabled
     assert gc.get_freeze_count() == 0
+
+
+def test_where_objects_were_frozen_before_the_call_the_young_generations_are_still_collected_before_the_wait(
+    deferred_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that froze objects before the call (the GPU machine's Python does at start-up): the call does not
+    freeze (it could not unfreeze only its own), and still collects its young objects before the wait."""
+    passes: list[tuple[int, int]] = []  # (generation, collections made by the session so far)
+    monkeypatch.setattr(_Backend, "session", contextmanager(lambda self, plan: iter([_Frozen()])))
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append((info["generation"], len(_Frozen.seen)))
+
+    _Frozen.seen.clear()
+    gc.freeze()  # the process's own frozen objects
+    before = gc.get_freeze_count()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(10**9)  # no automatic collection: a young one seen here is the call's
+    gc.callbacks.append(note)
+    try:
+        _call()
+    finally:
+        gc.callbacks.remove(note)
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+    assert len(_Frozen.seen) == 1
+    assert 0 < _Frozen.seen[0] <= before  # nothing more frozen during the wait, nothing unfrozen (some freed)
+    assert (1, 0) in passes  # a collection of the young generations before the session's one collection
