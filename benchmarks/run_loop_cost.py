@@ -1,7 +1,8 @@
 """What one run costs beside an empty region on the host backend, and whether it grows with the size of the call.
 
     python benchmarks/run_loop_cost.py [--sizes 1000,10000,100000,300000] [--reps 3]
-                                       [--tree PATH ...] [--gc-variants] [--json OUT]
+                                       [--tree PATH ...] [--gc-variants] [--prefreeze] [--derive] [--deferred]
+                                       [--json OUT]
 
 For each size N a profiled call with ``runs=N``, ``warmup=0`` and one empty region (``with nsightx.annotate``)
 is timed end to end on the host backend with the default collectors (the nvml set: on a machine without NVML
@@ -17,7 +18,13 @@ in the garbage collector (through ``gc.callbacks``), and how many full collectio
 from one run on a shared machine. ``--gc-variants`` also measures this tree with the garbage collector handled
 in other ways, for comparison: ``nofreeze`` (never freezes: ``nsightx._run.heap.FREEZE_EVERY`` out of reach),
 ``threshold`` (never freezes, gen-0 threshold 100,000 for the call) and ``off`` (collector disabled for the
-call: the floor). ``--json`` writes every number.
+call: the floor). ``--prefreeze`` makes every child process call ``gc.freeze()`` once at its start, before it
+imports nsightx, as the GPU machine's Python has objects frozen at start-up (375, session 18): there
+:func:`nsightx._run.heap.holding` cannot freeze (it would unfreeze the process's objects too) and takes its pause
+mode instead (trees before it took no measure at all there). ``--derive`` gives the call a ``derive_metric``,
+so that building the result makes every run's objects (what :func:`nsightx._run.heap.settle` is for).
+``--deferred`` takes the path of a GPU backend's runs (a deferred session on the host backend, see
+:func:`_install_deferred`: the runs are handed over in batches, as rows). ``--json`` writes every number.
 
 ``--nvml`` measures instead what the nvml plugin (its RUN collector and the thermal guard) costs each run: see
 :func:`nvml_main`; with ``--deferred``, on the path a GPU backend's runs take (a deferred session, see
@@ -45,10 +52,26 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def child(runs: int, variant: str) -> dict[str, Any]:
-    """Time one call of ``runs`` runs and the bare loop in this process (the tree is set by ``PYTHONPATH``)."""
+CHILD_FLAGS = ("prefreeze", "derive", "deferred")
+"""The options of the main mode that its children take too (see the module's docstring)."""
+
+
+def child(runs: int, variant: str, flags: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Time one call of ``runs`` runs and the bare loop in this process (the tree is set by ``PYTHONPATH``).
+
+    ``flags`` (of :data:`CHILD_FLAGS`): ``prefreeze``, the objects of the process are frozen first, before nsightx
+    is imported; ``derive``, the call has a ``derive_metric`` (the result then makes every run's objects);
+    ``deferred``, the host session is deferred (a GPU backend's path).
+    """
+    if "prefreeze" in flags:
+        gc.freeze()
+    frozen = gc.get_freeze_count()
     import nsightx
     from nsightx._api import kernel as _kernel
+
+    if "deferred" in flags:
+        _install_deferred()
+    derive = "derive" in flags
 
     if variant != "default":
         from nsightx._run import heap
@@ -60,8 +83,9 @@ def child(runs: int, variant: str) -> dict[str, Any]:
             pass
 
     silent = nsightx.VerbosityLevel.SILENT
-    warm = nsightx.analyze.kernel(runs=200, warmup=0, backend="host", verbosity=silent)(body)
-    call = nsightx.analyze.kernel(runs=runs, warmup=0, backend="host", verbosity=silent)(body)
+    extra: dict[str, Any] = {"derive_metric": lambda t: (t, "ns")} if derive else {}
+    warm = nsightx.analyze.kernel(runs=200, warmup=0, backend="host", verbosity=silent, **extra)(body)
+    call = nsightx.analyze.kernel(runs=runs, warmup=0, backend="host", verbosity=silent, **extra)(body)
     warm()  # plugins loaded, caches filled
 
     execute = _kernel.execute
@@ -95,7 +119,7 @@ def child(runs: int, variant: str) -> dict[str, Any]:
     gc.enable()
     gc.set_threshold(*thresholds)
     gc.callbacks.remove(on_gc)
-    assert len(result.to_dataframe()) == 1
+    assert len(result.to_dataframe()) == (2 if derive else 1)  # a derived metric has its own row
     del result
     c0 = time.process_time()
     for _ in range(runs):
@@ -109,15 +133,17 @@ def child(runs: int, variant: str) -> dict[str, Any]:
         "execute_us": spent["execute"] * 1e6 / runs,
         "gc_us": spent["gc"] * 1e6 / runs,
         "full_collections": spent["full"],
+        "frozen_at_start": frozen,
     }
 
 
-def run_child(tree: Path, runs: int, variant: str) -> dict[str, Any]:
+def run_child(tree: Path, runs: int, variant: str, flags: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Run :func:`child` in a fresh process with ``tree`` first on the path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (tree, tree / "backends", tree / "plugins"))
     out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", str(runs), "--variant", variant],
+        [sys.executable, str(Path(__file__).resolve()), "--child", str(runs), "--variant", variant]
+        + [f"--{f}" for f in sorted(flags)],
         env=env,
         capture_output=True,
         text=True,
@@ -127,6 +153,11 @@ def run_child(tree: Path, runs: int, variant: str) -> dict[str, Any]:
         raise SystemExit(f"child for {tree} with {runs} runs failed:\n{out.stderr}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
+
+
+def flags_of(args: argparse.Namespace) -> frozenset[str]:
+    """The :data:`CHILD_FLAGS` given on the command line."""
+    return frozenset(f for f in CHILD_FLAGS if getattr(args, f))
 
 
 def median_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -142,11 +173,13 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, action="append", default=[], help="another source tree to measure")
     ap.add_argument("--gc-variants", action="store_true", help="also this tree with the GC handled otherwise")
     ap.add_argument("--json", type=Path, help="write every number here")
+    ap.add_argument("--prefreeze", action="store_true", help="children freeze objects first (as the GPU machine)")
+    ap.add_argument("--derive", action="store_true", help="the call has a derive_metric (run objects are made)")
     ap.add_argument("--nvml", action="store_true", help="measure the nvml plugin's cost per run instead")
     ap.add_argument("--runs", type=int, default=20_000, help="--nvml: runs per call (and per parts loop)")
     ap.add_argument("--rounds", type=int, default=3, help="--nvml: off/nvml/parts rounds in each process")
     ap.add_argument("--samplers", default="process,thread", help="--nvml: comma-separated: process, thread")
-    ap.add_argument("--deferred", action="store_true", help="--nvml: through a deferred session (a GPU backend's)")
+    ap.add_argument("--deferred", action="store_true", help="through a deferred session (a GPU backend's path)")
     ap.add_argument(
         "--slow-clock-ns", type=int, default=0, help="--nvml: every host-clock read busy-waits this long (a slow host)"
     )
@@ -161,7 +194,7 @@ def main() -> int:
     ap.add_argument("--sampler", default="process", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.variant)))
+        print(json.dumps(child(args.child, args.variant, flags_of(args))))
         return 0
     if args.nvml_child is not None:
         print(json.dumps(nvml_child(args.nvml_child, args.sampler, args.rounds, args.deferred, args.slow_clock_ns)))
@@ -187,11 +220,12 @@ def main() -> int:
     for n in sizes:
         for _ in range(args.reps):
             for c in cases:
-                raw[label(*c)][n].append(run_child(c[0], n, c[1]))
+                raw[label(*c)][n].append(run_child(c[0], n, c[1], flags_of(args)))
     table = {k: {n: median_of(rows) for n, rows in by_size.items()} for k, by_size in raw.items()}
     print_table(table, sizes)
     if args.json:
-        args.json.write_text(json.dumps({"cases": list(table), "median": table, "raw": raw}, indent=1))
+        data = {"cases": list(table), "median": table, "raw": raw, "flags": sorted(flags_of(args))}
+        args.json.write_text(json.dumps(data, indent=1))
     return 0
 
 

@@ -453,7 +453,8 @@ class ProfiledFunction:
             sink = CheckedSink(location.raw if location else None, header, check=FirstRunCheck(plan, self.spec))
             environment = self._measure_into(backend, plan, sink, location, facts)
         # The result reads the runs' columns from the rows; their objects are made only if something reads them
-        # (derive_metric, combine_kernel_metrics, .data), then frozen before the collector resumes (heap.settle).
+        # (derive_metric, combine_kernel_metrics, .data), then frozen before the collector resumes (heap.settle; in
+        # heap's pause mode they are walked once instead, by the young collection that ends a long call).
         return sink.stored(made=heap.settle), environment
 
     def _measure_into(

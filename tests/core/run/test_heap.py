@@ -156,3 +156,148 @@ def test_the_run_objects_made_when_the_call_reads_its_runs_are_frozen_before_the
     assert len(f().data.runs) == RUNS
     assert young[1] == 0  # every run's object is frozen (base: the runs after the last checkpoint were not)
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+# A process that froze objects before the call (the GPU machine's Python starts with 375 frozen): the pause mode.
+
+
+@pytest.fixture
+def frozen_first(collector_as_found):
+    """Objects frozen before the call, as the GPU machine's Python has them; how many (unfrozen after the test)."""
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+def noting_collections(passes: list[tuple[int, int]], done: list[int]):
+    """A ``gc.callbacks`` entry noting (generation, runs done) as each collection starts."""
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append((info["generation"], len(done)))
+
+    return note
+
+
+def test_where_objects_were_frozen_first_a_long_call_pauses_the_collector_and_collects_only_at_checkpoints(
+    frozen_first,
+):
+    done: list[int] = []
+    enabled: list[bool] = []
+    frozen: list[int] = []
+    passes: list[tuple[int, int]] = []
+
+    @nsightx.analyze.kernel(runs=RUNS, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off")
+    def f() -> None:
+        with nsightx.annotate("a"):
+            pass
+        enabled.append(gc.isenabled())
+        frozen.append(gc.get_freeze_count())
+        done.append(1)
+
+    note = noting_collections(passes, done)
+    gc.callbacks.append(note)
+    try:
+        result = f()
+    finally:
+        gc.callbacks.remove(note)
+    assert len(result.data.runs) == RUNS
+    assert not any(enabled)  # the collector is disabled through the runs
+    # one young collection at the checkpoint, between runs, and one as the call ends; no automatic one
+    assert passes == [(1, FREEZE_EVERY), (1, RUNS)]
+    assert gc.isenabled()
+    # nothing frozen or unfrozen (a frozen object freed meanwhile leaves the count: it may only drop a little)
+    assert all(frozen_first - 1000 < n <= frozen_first for n in frozen), (frozen, frozen_first)
+    assert frozen_first - 1000 < gc.get_freeze_count() <= frozen_first
+
+
+def test_where_objects_were_frozen_first_a_dropped_cycle_is_freed_by_the_next_checkpoint(frozen_first):
+    cycles: list[weakref.ref[Node]] = []
+    alive: list[int] = []
+
+    @nsightx.analyze.kernel(runs=RUNS, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off")
+    def f() -> None:
+        if len(cycles) == FREEZE_EVERY:  # the first run after the checkpoint: what is left of the cycles before it
+            alive.append(sum(ref() is not None for ref in cycles))
+        with nsightx.annotate("a"):
+            cycles.append(weakref.ref(Node()))
+        if len(cycles) == FREEZE_EVERY - 1:  # before the checkpoint: the collector is off, none was freed
+            alive.append(sum(ref() is not None for ref in cycles))
+
+    f()
+    assert alive == [FREEZE_EVERY - 1, 0]
+    gc.collect()
+    assert all(ref() is None for ref in cycles)
+
+
+def test_where_objects_were_frozen_first_a_call_that_raises_enables_the_collector_again(frozen_first):
+    done: list[int] = []
+    enabled: list[bool] = []
+
+    @nsightx.analyze.kernel(runs=RUNS, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off")
+    def f() -> None:
+        with nsightx.annotate("a"):
+            pass
+        enabled.append(gc.isenabled())
+        done.append(1)
+        if len(done) == FREEZE_EVERY + 50:
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        f()
+    assert len(done) == FREEZE_EVERY + 50 and not any(enabled)
+    assert gc.isenabled()
+    assert frozen_first - 1000 < gc.get_freeze_count() <= frozen_first
+
+
+def test_where_objects_were_frozen_first_a_short_call_pauses_the_collector_and_only_enables_it_at_the_end(
+    frozen_first,
+):
+    done: list[int] = []
+    enabled: list[bool] = []
+    passes: list[tuple[int, int]] = []
+
+    @nsightx.analyze.kernel(runs=50, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off")
+    def f() -> None:
+        with nsightx.annotate("a"):
+            pass
+        enabled.append(gc.isenabled())
+        done.append(1)
+
+    note = noting_collections(passes, done)
+    gc.callbacks.append(note)
+    try:
+        f()
+    finally:
+        gc.callbacks.remove(note)
+    assert len(done) == 50 and not any(enabled)
+    assert passes == []  # no checkpoint, and no collection of its own at the end
+    assert gc.isenabled()
+
+
+def test_where_objects_were_frozen_first_the_run_loop_alone_pauses_too_and_joins_a_holding_around_it(frozen_first):
+    from nsightx_host import HostSession
+
+    from nsightx._results.sink import RunSink
+    from nsightx._run import heap
+    from nsightx._run.loop import run_loop
+    from nsightx._run.plan import Plan
+
+    enabled: list[bool] = []
+    plan = Plan(
+        function=lambda: enabled.append(gc.isenabled()),
+        function_name="f",
+        params=(),
+        configs=((),),
+        runs=RUNS,
+        warmup=0,
+        metrics=("host__time_duration.sum",),
+        backend="host",
+        needs_gpu=False,
+    )
+    run_loop(plan, HostSession(), RunSink())
+    assert len(enabled) == RUNS and not any(enabled) and gc.isenabled()
+    with heap.holding():
+        enabled.clear()
+        run_loop(plan, HostSession(), RunSink())
+        assert not any(enabled) and not gc.isenabled()  # the loop's own holding joined this one
+    assert gc.isenabled()
