@@ -1,7 +1,7 @@
 """A decorated call on a deferred backend that hands its runs back one by one gives the result a mapping one gives.
 
-The run loop writes such a backend's runs while it still waits for later ones, and builds the result's columns of
-finished configs then (in pieces of ``AHEAD_MIN_RUNS`` runs or more); a backend whose ``collect_runs`` returns a
+The run loop writes such a backend's runs while it still waits for later ones, and gathers the result's columns of
+finished configs then (their fields into lists, ``rowgather.Gather``); a backend whose ``collect_runs`` returns a
 mapping (every third-party backend written before ``completed_runs``) is collected as before. Both backends here
 measure the same deterministic values, so the frames, the records and the saved result must be equal.
 """
@@ -120,7 +120,7 @@ def test_an_incremental_backend_gives_the_result_a_mapping_backend_gives(
 
     def counted(self: rowparts.PartsAhead, items: Any) -> None:
         add(self, items)
-        pieces.append(len(self.pieces))
+        pieces.append(self.upto)
 
     monkeypatch.setattr(rowparts.PartsAhead, "add", counted)
     nsightx.register_plugin(Plugin(), name="sim_overlap")
@@ -132,7 +132,7 @@ def test_an_incremental_backend_gives_the_result_a_mapping_backend_gives(
     finally:
         nsightx.unregister_plugin("sim_overlap")
     mapped, incremental = results
-    assert max(pieces) >= 1  # the incremental call's columns were built in pieces, during its waits
+    assert max(pieces) >= 1  # the incremental call's runs were gathered during its waits
 
     def frame(result: Any, runs: bool) -> pd.DataFrame:
         df = result.runs_dataframe() if runs else result.to_dataframe()

@@ -3,8 +3,8 @@
 The nvml plugin answers each run with one :class:`~nsightx.ext.RunValues` (a sample many runs share, and its age);
 a call under ``SHARED_MIN_RUNS`` runs has each made into its rows by :func:`parts_from_rows`. The sink's
 :meth:`~nsightx._results.sink.RunSink.build_ahead`, which the run loop calls at each config's end while a deferred
-session still waits, now does that for the runs it holds when they are too few for a piece, with their collector
-columns' lists; after the wait only the last runs are. The columns must be those :func:`parts_from_rows` makes of
+session still waits, does that for the runs it holds (``rowgather.Gather``), with the other columns' lists; after
+the wait only the last runs are. The columns must be those :func:`parts_from_rows` makes of
 all the runs at once, field for field, whatever the items hold (run objects, value objects, records as objects or
 rows, region attributes).
 """
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nsightx._results import rowparts
+from nsightx._results import rowgather
 from nsightx._results.records import RunRecords, new_collector_value, new_record
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.rows import RunValues, runs_from_rows
@@ -73,10 +73,8 @@ def test_columns_built_from_answers_expanded_ahead_are_those_of_all_runs_at_once
     rows = _rows(configs, runs)
     sink = _stored(rows, ahead=True)
     ahead = sink._ahead
-    if configs > 1 and configs * runs < rowparts.SHARED_MIN_RUNS:
-        assert len(ahead.expanded) == 1 + (configs - 1) * runs  # every config's runs but the last one's
-    else:
-        assert ahead.expanded == []  # one config (nothing ahead), or a call whose answers are spread
+    # every config's runs but the last one's gathered (their answers expanded); one config: nothing ahead
+    assert ahead.upto == (1 + (configs - 1) * runs if configs > 1 else 0)
     parts = sink.stored().parts()
     items = _stored(rows, ahead=False)._items
     assert _plain(parts) == _plain(parts_from_rows(items))
@@ -86,12 +84,12 @@ def test_columns_built_from_answers_expanded_ahead_are_those_of_all_runs_at_once
 def test_after_the_wait_only_the_last_configs_answers_are_expanded(monkeypatch: pytest.MonkeyPatch) -> None:
     sink = _stored(_rows(4, 10), ahead=True)
     expanded: list[int] = []
-    real = rowparts._expanded
+    real = rowgather._expanded
 
     def counted(row: Any) -> Any:
         expanded.append(row[0])
         return real(row)
 
-    monkeypatch.setattr(rowparts, "_expanded", counted)
+    monkeypatch.setattr(rowgather, "_expanded", counted)
     sink.stored().parts()
     assert expanded == [3] * 9  # config 3's runs with an answer (run 2 has none)

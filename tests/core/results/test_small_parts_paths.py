@@ -2,7 +2,7 @@
 
 A call of a few configs and runs reads its columns through Python loops over lists (``store.SMALL``): a column of
 one string is made without a dictionary call per item (``_small_text``), and a run of one region hands its
-attributes over without a generator (``rowparts._attributes``). Each is checked here against the numpy path (the
+attributes over without a generator (``rowgather._extend_attributes``). Each is checked here against the numpy path (the
 one large results take) on every recorded fixture and on rows hypothesis makes.
 """
 
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nsightx
-from nsightx._results import rowparts, store
+from nsightx._results import store
 from nsightx._results.records import Record
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.store import Encoder, RecordColumns, RunParts, Text
@@ -103,7 +103,7 @@ _ROW = st.tuples(st.lists(_REGION, max_size=3), _ATTRS, st.booleans()).map(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_ROW, max_size=12))
 def test_region_attributes_are_those_of_every_region(rows: list[Any]) -> None:
-    assert rowparts._attributes(rows) == _reference_attributes(rows)
+    assert parts_from_rows(rows).regions.attributes == _reference_attributes(rows)
 
 
 _RECORD = st.tuples(
@@ -124,4 +124,4 @@ def test_record_columns_of_rows_objects_or_both_are_those_of_the_objects(runs: l
     """Records as tuples (the host session), as ``Record`` objects (GPU backends) or mixed: the same columns."""
     rows = [(0, i, tuple(Record(*r) if obj else r for r, obj in run), (), {}, ()) for i, run in enumerate(runs)]
     objects = [Record(*r) for run in runs for r, _ in run]
-    assert _columns(rowparts._record_columns(rows)) == _columns(RecordColumns.of(objects))
+    assert _columns(parts_from_rows(rows).records) == _columns(RecordColumns.of(objects))

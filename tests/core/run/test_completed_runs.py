@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 
 import nsightx
 from nsightx._errors import MeasurementError
-from nsightx._results import rowparts
 from nsightx._results.records import RegionId
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.sink import RunSink
@@ -239,7 +238,6 @@ def test_an_incremental_session_gives_what_a_mapping_session_gives(
     from nsightx._run import backend as _backend
 
     monkeypatch.setattr(_backend, "COLLECT_EVERY", every)
-    monkeypatch.setattr(rowparts, "AHEAD_MIN_RUNS", 2)  # columns built ahead in pieces of a config or two
     folder = tmp_path_factory.mktemp("runs")
     outcomes = []
     for name, session in (("mapped", Mapped()), ("incremental", Incremental(shuffle=shuffle))):
@@ -250,10 +248,7 @@ def test_an_incremental_session_gives_what_a_mapping_session_gives(
     assert all(r["records"] for r in mapped[1])  # every run written kept its measurements
 
 
-def test_each_run_is_written_before_the_session_hands_back_the_next(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(rowparts, "AHEAD_MIN_RUNS", 3)
+def test_each_run_is_written_before_the_session_hands_back_the_next(tmp_path: Path) -> None:
     sink = RunSink(tmp_path / "raw.jsonl")
     session = Incremental(sink=sink)
     run_loop(_plan(_User(None, frozenset()), 2, 4, 1), session, sink)
@@ -262,15 +257,14 @@ def test_each_run_is_written_before_the_session_hands_back_the_next(
     assert [held for _, held in measured] == list(range(8))  # run k came back with the k runs before it stored
     assert session.collects == 1
     assert len((tmp_path / "raw.jsonl").read_text().splitlines()) == 8
-    assert sink._ahead.upto == 4 and len(sink._ahead.pieces) == 1  # config 0's columns, built during the wait
+    assert sink._ahead.upto == 4  # config 0's runs, gathered during the wait
 
 
-def test_a_mapping_session_builds_no_columns_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its runs are all back when the first is written: pieces would only add their join to the call."""
-    monkeypatch.setattr(rowparts, "AHEAD_MIN_RUNS", 1)
+def test_a_mapping_session_builds_no_columns_ahead() -> None:
+    """Its runs are all back when the first is written: they are read all at once, after the wait."""
     sink = RunSink()
     run_loop(_plan(_User(None, frozenset()), 3, 4, 1), Mapped(), sink)
-    assert sink._ahead.pieces == [] and len(sink.stored().parts().runs.config) == 12
+    assert sink._ahead.upto == 0 and len(sink.stored().parts().runs.config) == 12
 
 
 @pytest.mark.parametrize("incremental", [False, True])
@@ -289,14 +283,12 @@ def test_a_read_that_fails_mid_way_stores_every_run_once_in_order_and_raises(tmp
     assert read == ([True] * 4 + [False] * 2 if incremental else [False] * 6)
 
 
-def test_few_runs_are_not_built_ahead() -> None:
-    """Below AHEAD_MIN_RUNS a config's columns wait for the rest (a piece and the join would cost more)."""
-    sink = RunSink()
-    run_loop(_plan(_User(None, frozenset()), 3, 20, 0), Incremental(), sink)
-    assert sink._ahead.pieces == []
-    sink = RunSink()
-    run_loop(_plan(_User(None, frozenset()), 3, 40, 0), Incremental(), sink)
-    assert sink._ahead.upto == 80 and len(sink._ahead.pieces) == 1  # configs 0 and 1 in one piece
+def test_finished_configs_are_gathered_during_the_wait_whatever_their_size() -> None:
+    """Each config's runs are gathered at its end, a few or many (no piece that must pay for itself)."""
+    for runs in (2, 20, 40):
+        sink = RunSink()
+        run_loop(_plan(_User(None, frozenset()), 3, runs, 0), Incremental(), sink)
+        assert sink._ahead.upto == 2 * runs  # configs 0 and 1; config 2's runs are read after the last wait
 
 
 def test_a_write_that_raises_keeps_the_later_runs_measurements(tmp_path: Path) -> None:

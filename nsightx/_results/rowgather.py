@@ -1,0 +1,213 @@
+"""The result's columns of stored runs in two stages: gathered into Python lists as runs come, converted once.
+
+:func:`~nsightx._results.rowparts.parts_from_rows` used to read every run's rows into numpy arrays in one go,
+after the last GPU wait. Most of that is per-row Python (a pass per field over the rows, the nvml plugin's
+:class:`~nsightx._results.rows.RunValues` answers made into their rows); the numpy conversions, the text
+encodings and the repeats of each run's keys per region are a fixed number of calls. :class:`Gather` splits the
+two: :meth:`Gather.add` extends one Python list per column with the fields of the rows it is given (the run loop's
+sink calls it at each config's end while the GPU still works, see
+:class:`~nsightx._results.rowparts.PartsAhead`), and :meth:`Gather.finish` converts each list once. The columns
+are those of all the rows read at once, field for field and dtype for dtype, however the rows were split.
+
+Rows only: a :class:`~nsightx._results.runblock.RunBlock` is read from its own arrays by its caller.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import numpy as np
+
+from nsightx._results.records import Record, RunRecords
+from nsightx._results.rows import RunValues, values_rows
+from nsightx._results.store import CollectorColumns, RecordColumns, RegionColumns, RunColumns, RunParts, Text
+
+_COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")
+_collector_tuple = attrgetter(*_COLLECTOR_FIELDS)
+"""A :class:`~nsightx._results.records.CollectorValue` object's fields as a tuple (a collector row)."""
+_COLLECTOR_ITEMS = tuple(map(itemgetter, range(len(_COLLECTOR_FIELDS))))
+"""One getter per field of a collector row."""
+
+_RECORD_FIELDS = ("annotation", "config", "run", "kernel", "metric", "value", "unit", "seq")
+_RECORD_ITEMS = tuple(map(itemgetter, range(len(_RECORD_FIELDS))))
+"""One getter per field of a record row (a :data:`~nsightx._results.rows.RecordRow`)."""
+_RECORD_ATTRS = tuple(map(attrgetter, _RECORD_FIELDS))
+"""One getter per field of a :class:`Record` object."""
+_record_tuple = attrgetter(*_RECORD_FIELDS)
+"""A :class:`Record` object's fields as a tuple (a record row)."""
+
+
+class Gather:
+    """The columns of stored runs as Python lists, extended chunk by chunk (:meth:`add`), converted by :meth:`finish`.
+
+    A chunk's :class:`RunValues` answers are made into their rows, as
+    :func:`~nsightx._results.rowparts.parts_from_rows` does for a call of fewer than
+    :data:`~nsightx._results.rowparts.SHARED_MIN_RUNS` runs (``spread_from`` of :meth:`add`). Once the runs
+    gathered reach that many and one of them holds an answer, the call's answers are spread per shared mapping
+    instead, over all its rows at once: the gather then stops (:attr:`spread`) and :meth:`finish` answers ``None``.
+    """
+
+    def __init__(self, collectors: bool = True) -> None:
+        """``collectors``: whether to gather the collector values (without, the runs hold none of them here)."""
+        self._with_values = collectors
+        self.count = 0
+        """How many runs the lists hold."""
+        self.spread = False
+        """Whether the runs' columns are to be read all at once instead (see the class)."""
+        self._shared = False
+        self._runs: list[list[int]] = [[] for _ in range(5)]
+        """config, run, and the numbers of records, regions and collector values, per run."""
+        self._records: list[list[Any]] = [[] for _ in _RECORD_FIELDS]
+        self._regions: list[list[Any]] = [[], [], []]
+        """annotation, host_ns and failed (a bool), per region execution."""
+        self._attributes: list[Any] | None = None
+        """Per region execution its attributes, from the first run that has some on (before it: none)."""
+        self._collectors: list[list[Any]] = [[] for _ in _COLLECTOR_FIELDS]
+
+    def add(self, items: Sequence[Any], spread_from: int) -> None:
+        """Gather the runs ``items`` stand for (rows or run objects, no block) after those gathered already.
+
+        ``spread_from``: from this many runs, a call with :class:`RunValues` answers has them spread instead.
+        """
+        if self.spread or not items:
+            return
+        rows: Sequence[Any] = items
+        if set(map(type, items)) != {tuple}:
+            rows = [item if type(item) is tuple else as_row(item) for item in items]
+        values: list[Any] = []
+        if self._with_values:
+            values = list(itertools.chain.from_iterable(map(itemgetter(5), rows)))
+            kinds = set(map(type, values))
+            if RunValues in kinds or self._shared:
+                self._shared = True
+                if self.count + len(rows) >= spread_from:  # such a call's answers are spread: all at once
+                    self._drop()
+                    return
+                if RunValues in kinds:
+                    rows = [_expanded(row) if any(type(v) is RunValues for v in row[5]) else row for row in rows]
+                    values = list(itertools.chain.from_iterable(map(itemgetter(5), rows)))
+                    kinds = set(map(type, values))
+            self._add_collectors(values, kinds)
+        self._add_runs(rows, bool(values))
+        self._add_records(list(itertools.chain.from_iterable(map(itemgetter(2), rows))))
+        self._add_regions(rows)
+        self.count += len(rows)
+
+    def _drop(self) -> None:
+        """Stop gathering (see :attr:`spread`): the lists are of no use any more."""
+        self.__init__(self._with_values)  # type: ignore[misc]  # empty lists
+        self.spread = True
+
+    def _add_runs(self, rows: Sequence[Any], any_values: bool) -> None:
+        configs, run_ids, n_records, n_regions, n_collectors = self._runs
+        configs += map(itemgetter(0), rows)
+        run_ids += map(itemgetter(1), rows)
+        n_records += map(len, map(itemgetter(2), rows))
+        n_regions += map(len, map(itemgetter(3), rows))
+        n_collectors += map(len, map(itemgetter(5), rows)) if any_values else itertools.repeat(0, len(rows))
+
+    def _add_collectors(self, values: list[Any], kinds: set[type]) -> None:
+        if not values:
+            return
+        if kinds != {tuple}:  # the run loop's rows are tuples already
+            values = [v if type(v) is tuple else _collector_tuple(v) for v in values]
+        # one pass per field, not zip(*values): that builds an argument tuple of every row (~1.5x as long)
+        for column, getter in zip(self._collectors, _COLLECTOR_ITEMS, strict=True):
+            column += map(getter, values)
+
+    def _add_records(self, records: list[Any]) -> None:
+        """Records all :class:`Record` objects (GPU backends') are read by attribute, others as rows."""
+        kinds = set(map(type, records))
+        getters = _RECORD_ATTRS
+        if kinds != {Record}:
+            getters = _RECORD_ITEMS
+            if records and kinds != {tuple}:
+                records = [r if type(r) is tuple else _record_tuple(r) for r in records]
+        for column, getter in zip(self._records, getters, strict=True):
+            column += map(getter, records)
+
+    def _add_regions(self, rows: Sequence[Any]) -> None:
+        before = len(self._regions[1])
+        flat: list[Any] = list(itertools.chain.from_iterable(map(itemgetter(3), rows)))
+        names, host_ns, failed = self._regions
+        names += map(itemgetter(0), flat)
+        host_ns += map(itemgetter(1), flat)
+        failed += map(bool, map(itemgetter(2), flat))
+        if self._attributes is None:
+            if not any(map(itemgetter(4), rows)):
+                return
+            self._attributes = [{} for _ in range(before)]
+        _extend_attributes(self._attributes, rows)
+
+    def finish(self) -> RunParts | None:
+        """The columns of every run gathered (``None`` when :attr:`spread`): one conversion per column.
+
+        The lists are copied into the columns (the collector columns and the attributes are lists), so that a
+        later :meth:`add` leaves the columns returned as they are.
+        """
+        if self.spread:
+            return None
+        n = self.count
+        configs, run_ids, n_records, n_regions, n_collectors = (np.fromiter(c, np.int64, n) for c in self._runs)
+        runs = RunColumns(configs, run_ids, n_records, n_regions, n_collectors)
+        names, host_ns, failed = self._regions
+        n_flat = len(host_ns)
+        attributes = self._attributes
+        regions = RegionColumns(
+            Text.of(names, n_flat),
+            np.repeat(configs, n_regions),
+            np.repeat(run_ids, n_regions),
+            np.fromiter(host_ns, np.int64, n_flat),
+            np.fromiter(failed, np.bool_, n_flat),
+            list(attributes) if attributes is not None and any(attributes) else None,
+        )
+        return RunParts(runs, self._record_columns(), regions, CollectorColumns(*map(list, self._collectors)))
+
+    def _record_columns(self) -> RecordColumns:
+        annotation, config, run, kernel, metric, value, unit, seq = self._records
+        n = len(value)
+        return RecordColumns(
+            Text.of(annotation, n),
+            np.array(config, dtype=np.int64),
+            np.fromiter(run, np.int64, n),
+            Text.of(kernel, n),
+            Text.of(metric, n),
+            np.fromiter(value, np.float64, n),
+            Text.of(unit, n),
+            np.array(seq, dtype=np.int64),
+        )
+
+
+def _extend_attributes(out: list[Any], rows: Sequence[Any]) -> None:
+    """Append to ``out`` per region execution of ``rows`` its attributes (``{}`` for none)."""
+    append, extend = out.append, out.extend
+    for row in rows:
+        attributes, regions = row[4], row[3]
+        if type(attributes) is list:  # a run object's, per region (see as_row)
+            extend(attributes)
+        elif len(regions) == 1:  # most runs time one region: no generator per run (~2x as fast, issue 35)
+            append(attributes.get(regions[0][0]) or {})
+        else:
+            extend([attributes.get(region[0]) or {} for region in regions])
+
+
+def _expanded(row: Any) -> Any:
+    """``row`` with each :class:`RunValues` answer among its collector values replaced by the rows it stands for."""
+    config, run = row[0], row[1]
+    values: list[Any] = []
+    for v in row[5]:
+        if type(v) is RunValues:
+            values.extend(values_rows(v, config, run))
+        else:
+            values.append(v)
+    return (*row[:5], tuple(values))
+
+
+def as_row(run: RunRecords) -> tuple[Any, ...]:
+    """A run object as a row, its regions' attributes kept per region (a list: see :func:`_extend_attributes`)."""
+    regions = [(g.annotation, g.host_ns, g.failed) for g in run.regions]
+    values = tuple(map(_collector_tuple, run.collectors))
+    return (run.config, run.run, run.records, regions, [g.attributes for g in run.regions], values)
