@@ -197,3 +197,17 @@ def test_random_layouts_gathered_at_any_points_are_the_columns_of_all_at_once(
             if i in ahead:
                 sink.build_ahead()
         _check(sink.stored().parts(), list(sink._items))
+
+
+def test_columns_handed_out_stay_as_they_are_when_more_runs_are_gathered() -> None:
+    """``finish`` hands its lists over (no copy); a later ``add`` extends copies of them, not the columns."""
+    rows = _sweep(3, 4, regions=2)
+    gather = rowgather.Gather()
+    gather.add(rows[:6], rowparts.SHARED_MIN_RUNS)
+    first = gather.finish()
+    assert first is not None
+    gather.add(rows[6:], rowparts.SHARED_MIN_RUNS)
+    second = gather.finish()
+    assert second is not None
+    _check(first, rows[:6])
+    _check(second, rows)

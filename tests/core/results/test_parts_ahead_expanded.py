@@ -83,13 +83,13 @@ def test_columns_built_from_answers_expanded_ahead_are_those_of_all_runs_at_once
 
 def test_after_the_wait_only_the_last_configs_answers_are_expanded(monkeypatch: pytest.MonkeyPatch) -> None:
     sink = _stored(_rows(4, 10), ahead=True)
-    expanded: list[int] = []
-    real = rowgather._expanded
+    expanded: list[Any] = []
+    real = rowgather.shared_rows
 
-    def counted(row: Any) -> Any:
-        expanded.append(row[0])
-        return real(row)
+    def counted(answer: RunValues) -> Any:
+        expanded.append(answer.value)
+        return real(answer)
 
-    monkeypatch.setattr(rowgather, "_expanded", counted)
+    monkeypatch.setattr(rowgather, "shared_rows", counted)
     sink.stored().parts()
-    assert expanded == [3] * 9  # config 3's runs with an answer (run 2 has none)
+    assert expanded == [r * 0.25 for r in range(10) if r != 2]  # config 3's answers (its run 2 has none)
