@@ -15,7 +15,7 @@ Rows only: a :class:`~nsightx._results.runblock.RunBlock` is read from its own a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -164,7 +164,7 @@ class Gather:
     def _add_records(self, records: list[Any]) -> None:
         """Records all :class:`Record` objects (GPU backends') are read by attribute, others as rows."""
         kinds = set(map(type, records))
-        getters = _RECORD_ATTRS
+        getters: tuple[Callable[[Any], Any], ...] = _RECORD_ATTRS
         if kinds != {Record}:
             getters = _RECORD_ITEMS
             if records and kinds != {tuple}:

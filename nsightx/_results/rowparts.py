@@ -5,8 +5,10 @@ The run loop hands the sink each run as a compact row (:data:`~nsightx._results.
 :class:`~nsightx._results.records.Record` objects of those rows and then reading them back into the result's
 columns cost ~1.4 us a run beside an empty region on the host backend, of a call of ~7.5 us (issue 35). A
 :class:`StoredRuns` hands :func:`~nsightx._results.profileresults.build_results` the rows themselves: their columns
-(:meth:`StoredRuns.parts`) come from the tuples in a few C-level passes, and the objects are made only when
-something reads them (``ProfileResults.data``, ``records``), through :meth:`StoredRuns.objects`.
+(:meth:`StoredRuns.parts`) come from the tuples in a few C-level passes per field (gathered into lists, then
+converted once: :mod:`~nsightx._results.rowgather`; a deferred call's first configs during its GPU wait, see
+:class:`PartsAhead`), and the objects are made only when something reads them (``ProfileResults.data``,
+``records``), through :meth:`StoredRuns.objects`.
 
 The columns are those :meth:`~nsightx._results.store.RunParts.of` makes of the objects, field for field.
 """
@@ -46,7 +48,7 @@ class StoredRuns(Sequence[RunRecords]):
     ) -> None:
         """Keep ``items``; ``made`` is called once the objects were made (the run stage freezes them there).
 
-        ``ahead``: the columns of the first of ``items``, built already (see :class:`PartsAhead`).
+        ``ahead``: the columns of the first of ``items``, gathered already (see :class:`PartsAhead`).
         """
         self._items = list(items)
         self._objects: list[RunRecords] | None = None
@@ -185,9 +187,9 @@ def parts_from_rows(items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts
     return parts if parts is not None else _spread_parts(items)
 
 
-def _spread_parts(items: Sequence[RunRow | RunRecords]) -> RunParts:
+def _spread_parts(items: Sequence[Any]) -> RunParts:
     """:func:`parts_from_rows` of rows whose :class:`RunValues` answers are spread per shared mapping."""
-    rows: list[Any] = [item if type(item) is tuple else as_row(item) for item in items]  # type: ignore[arg-type]
+    rows: list[Any] = [item if type(item) is tuple else as_row(item) for item in items]
     gather = Gather(collectors=False)
     gather.add(rows, SHARED_MIN_RUNS)
     parts = gather.finish()

@@ -99,7 +99,7 @@ class RunSink:
         self._failed: OutputError | None = None
         self._suffix = b""
         self._ahead = PartsAhead()
-        """The columns of the first runs, built while a deferred session still waited (see :meth:`build_ahead`)."""
+        """The columns of the first runs, gathered while a deferred session still waited (see :meth:`build_ahead`)."""
         if path is not None:
             # Build the run serialiser now, before any run: built at the first write (after measured run 0), its
             # allocations made the next measured run of a short region about 3x slower (13 us -> 40 us on a CPU).
@@ -131,10 +131,11 @@ class RunSink:
         return StoredRuns(self._items, made, self._ahead)
 
     def build_ahead(self) -> None:
-        """Build now the result's columns of the runs stored since the last call (see :class:`PartsAhead`).
+        """Gather now the result's columns of the runs stored since the last call (see :class:`PartsAhead`).
 
         The run loop calls it while a deferred session still waits for later runs, when a config's last run was
-        stored: that work is then done before the device finished, not after.
+        stored: their fields go into the columns' lists then, before the device finished, and what is left after
+        the last wait is the last config's runs and one conversion per column.
         """
         self._ahead.add(self._items)
 
