@@ -23,7 +23,15 @@ import numpy as np
 
 from nsightx._results.records import Record, RunRecords
 from nsightx._results.rows import RUN_SCOPE, RunValues, own_scalar, shared_rows
-from nsightx._results.store import CollectorColumns, RecordColumns, RegionColumns, RunColumns, RunParts, Text
+from nsightx._results.store import (
+    CollectorColumns,
+    RecordColumns,
+    RegionColumns,
+    RunColumns,
+    RunParts,
+    Text,
+    code_type,
+)
 
 _COLLECTOR_FIELDS = ("name", "scope", "config", "run", "annotation", "value")
 _collector_tuple = attrgetter(*_COLLECTOR_FIELDS)
@@ -203,7 +211,7 @@ class Gather:
         attributes = self._attributes
         one = self._one_region  # most runs time one region: their keys as they are, not repeated per region
         regions = RegionColumns(
-            Text.of(names, n_flat),
+            _text(names),
             configs.copy() if one else np.repeat(configs, n_regions),
             run_ids.copy() if one else np.repeat(run_ids, n_regions),
             np.fromiter(host_ns, np.int64, n_flat),
@@ -217,15 +225,27 @@ class Gather:
         annotation, config, run, kernel, metric, value, unit, seq = self._records
         n = len(value)
         return RecordColumns(
-            Text.of(annotation, n),
+            _text(annotation),
             np.array(config, dtype=np.int64),
             np.fromiter(run, np.int64, n),
-            Text.of(kernel, n),
-            Text.of(metric, n),
+            _text(kernel),
+            _text(metric),
             np.fromiter(value, np.float64, n),
-            Text.of(unit, n),
+            _text(unit),
             np.array(seq, dtype=np.int64),
         )
+
+
+def _text(column: list[Any]) -> Text:
+    """``Text.of`` the strings of ``column``; a column of one string (a call's metric, its unit) without a dict.
+
+    ``list.count`` compares in C, by identity first (the run loop hands the same string object run after run):
+    ~0.3 against ~2 us for the 44 runs of the sweep, ~1 us a column after the GPU wait.
+    """
+    n = len(column)
+    if n and column.count(column[0]) == n:
+        return Text(np.zeros(n, dtype=code_type(1)), [column[0]])
+    return Text.of(column, n)
 
 
 def _extend_attributes(out: list[Any], rows: Sequence[Any]) -> None:
