@@ -76,6 +76,7 @@ SHAPES = [
     (3, 5, 3, 2, True),  # several regions and records a run
     (2, 70, 1, 1, True),  # 140 runs: their answers spread per shared mapping
     (3, 80, 2, 1, False),  # 240 runs, once built in pieces and joined
+    (3, 80, 3, 2, True),  # 1,440 records: read through their combinations (more than store.SMALL)
     (1, 7, 1, 1, True),  # one config: nothing to gather ahead
     (3, 4, 0, 0, True),  # runs without a region
 ]
@@ -180,13 +181,15 @@ def _random_row(c: int, r: int, spec: Any) -> Any:
     layout=st.lists(st.lists(_RUN, max_size=6), min_size=1, max_size=4),
     ahead=st.lists(st.integers(0, 30), max_size=5),
     spread_from=st.sampled_from([3, 10, 128]),
+    small=st.sampled_from([4, 512]),
 )
 def test_random_layouts_gathered_at_any_points_are_the_columns_of_all_at_once(
-    layout: list[list[Any]], ahead: list[int], spread_from: int
+    layout: list[list[Any]], ahead: list[int], spread_from: int, small: int
 ) -> None:
     rows = [_random_row(c, r, spec) for c, runs in enumerate(layout) for r, spec in enumerate(runs)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(rowparts, "SHARED_MIN_RUNS", spread_from)
+        patch.setattr(rowgather, "SMALL", small)  # 4: the records of most layouts are many
         sink = RunSink()
         sink.write(ONCE)
         for i, row in enumerate(rows):
