@@ -469,17 +469,33 @@ class ProfiledFunction:
 
         ``facts`` are asked while a deferred session waits for its last runs (the run loop's ``while_waiting``):
         they do not depend on what is measured, and what failed there is raised where the call asks for them.
-        The young generations are collected and frozen there too (:func:`~nsightx._run.heap.before_wait`).
+        The frame's set-up (:func:`_prepare_frame`) is done there too, and the young generations are collected
+        (:func:`~nsightx._run.heap.before_wait`).
         """
         with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
             try:
-                return dict(execute(backend, plan, sink, while_waiting=(facts.prepare, heap.before_wait)))
+                waiting = (facts.prepare, _prepare_frame, heap.before_wait)
+                return dict(execute(backend, plan, sink, while_waiting=waiting))
             except BaseException as e:
                 if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:
                     print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)  # not when none
                 raise
             finally:
                 sink.close()
+
+
+def _prepare_frame() -> None:
+    """Import and set up what ``to_dataframe()`` needs (see :func:`~nsightx._results.dataframe.prepare`).
+
+    Run while a GPU call waits for its last runs. Never raises (the run loop's ``while_waiting`` contract): what
+    fails here fails again, with its own message, where ``to_dataframe()`` does it.
+    """
+    try:
+        from nsightx._results.dataframe import prepare
+
+        prepare()
+    except Exception:  # to_dataframe() meets it again and reports it
+        pass
 
 
 def _add_environment(

@@ -251,3 +251,29 @@ def test_where_objects_were_frozen_before_the_call_the_young_generations_are_sti
     assert len(_Frozen.seen) == 1
     assert 0 < _Frozen.seen[0] <= before  # nothing more frozen during the wait, nothing unfrozen (some freed)
     assert (1, 0) in passes  # a collection of the young generations before the session's one collection
+
+
+class _Prepared(DeferredHost):
+    """The deferred host session, noting how many dtype probes of the frame were cached when it is collected."""
+
+    seen: ClassVar[list[int]] = []
+
+    def collect_runs(self) -> Any:
+        from nsightx._results.dataframe import _scalar_dtype
+
+        _Prepared.seen.append(_scalar_dtype.cache_info().currsize)
+        return super().collect_runs()
+
+
+def test_a_deferred_call_sets_up_the_frame_during_the_wait(
+    deferred_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a process's first to_dataframe() did before reading its result is done while the GPU works."""
+    from nsightx._results.dataframe import _SAMPLES, _scalar_dtype
+
+    monkeypatch.setattr(_Backend, "session", contextmanager(lambda self, plan: iter([_Prepared()])))
+    _scalar_dtype.cache_clear()
+    _Prepared.seen.clear()
+    result = _call()
+    assert _Prepared.seen == [len(_SAMPLES)]  # every probe asked before the session's one collection
+    assert len(result.to_dataframe()) == 2
