@@ -97,9 +97,6 @@ def answer_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 def gpu_after_loop(fixture: Path) -> Callable[[], float]:
     """One replay of a deferred call's after phase, its runs as the run loop hands them (see the docstring)."""
     import nsightx
-    from nsightx._api.kernel import _add_environment
-    from nsightx._results.profileresults import build_results
-    from nsightx._results.schema import gc_paused
     from nsightx._results.sink import RunSink
 
     data = nsightx.load(fixture).data
@@ -118,17 +115,29 @@ def gpu_after_loop(fixture: Path) -> Callable[[], float]:
                 sink.build_ahead()
         t0 = time.perf_counter_ns()
         sink.add_run(rows[-1])
-        sink.close()
-        environment = dict(backend_env)
-        if facts is None:
-            _add_environment(environment, None, None)
-        else:
-            _add_environment(environment, None, None, facts)
-        with gc_paused():
-            build_results(data.plan, sink.stored(), environment, combine=operator.add, configs=configs)
+        _finish(sink, backend_env, facts, data.plan, configs)
         return (time.perf_counter_ns() - t0) / 1e3
 
     return after
+
+
+def _finish(sink: Any, backend_env: dict[str, Any], facts: Any, plan: Any, configs: list[tuple[Any, ...]]) -> None:
+    """The end of the after phase, as the call does it: close the sink, the environment, the result.
+
+    ``facts`` of a tree without ``CallFacts`` is ``None``: its ``_add_environment`` asks for them itself.
+    """
+    from nsightx._api.kernel import _add_environment
+    from nsightx._results.profileresults import build_results
+    from nsightx._results.schema import gc_paused
+
+    sink.close()
+    environment = dict(backend_env)
+    if facts is None:
+        _add_environment(environment, None, None)
+    else:
+        _add_environment(environment, None, None, facts)
+    with gc_paused():
+        build_results(plan, sink.stored(), environment, combine=operator.add, configs=configs)
 
 
 def _call_facts() -> Callable[[], Any]:
@@ -152,9 +161,6 @@ def gpu_after(fixture: Path) -> Callable[[], float]:
     The replay returns its microseconds: what a tree does while the GPU works (the call's facts) is not timed.
     """
     import nsightx
-    from nsightx._api.kernel import _add_environment
-    from nsightx._results.profileresults import build_results
-    from nsightx._results.schema import gc_paused
     from nsightx._results.sink import RunSink
 
     saved = nsightx.load(fixture)
@@ -172,14 +178,7 @@ def gpu_after(fixture: Path) -> Callable[[], float]:
         sink = RunSink()
         for row in rows:
             sink.add_run(row)
-        sink.close()
-        environment = dict(backend_env)
-        if facts is None:
-            _add_environment(environment, None, None)
-        else:
-            _add_environment(environment, None, None, facts)
-        with gc_paused():
-            build_results(data.plan, sink.stored(), environment, combine=operator.add, configs=configs)
+        _finish(sink, backend_env, facts, data.plan, configs)
         return (time.perf_counter_ns() - t0) / 1e3
 
     return after

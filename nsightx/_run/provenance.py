@@ -69,7 +69,7 @@ def add_provenance(environment: dict[str, Scalar], facts: Mapping[str, Scalar] |
     Args:
         environment: The call's environment, completed in place.
         facts: What :func:`host_facts` answered for this call, when it was asked earlier (a deferred call asks
-            while the GPU still works, see ``nsightx._api.ahead``); ``None`` asks now. The same keys are added
+            while the GPU still works, see ``nsightx._api.callfacts``); ``None`` asks now. The same keys are added
             in the same order either way.
     """
     merged = host_facts() if facts is None else dict(facts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from typing import Any
 
 import pytest
 
@@ -65,17 +66,12 @@ def test_a_long_call_freezes_what_it_keeps_and_unfreezes_everything_at_the_end(c
     assert heap.FREEZE_EVERY == FREEZE_EVERY
 
 
-def test_the_run_loop_alone_freezes_too_and_a_profiled_call_around_it_unfreezes_once(collector_as_found):
-    # the ncu worker's child drives run_loop without a profiled call around it
-    from nsightx_host import HostSession
-
-    from nsightx._results.sink import RunSink
-    from nsightx._run.loop import run_loop
+def _loop_plan(function: Any) -> Any:
+    """A plan of RUNS runs of ``function`` on the host backend, for run_loop driven without a profiled call."""
     from nsightx._run.plan import Plan
 
-    seen: list[int] = []
-    plan = Plan(
-        function=lambda: seen.append(gc.get_freeze_count()),
+    return Plan(
+        function=function,
         function_name="f",
         params=(),
         configs=((),),
@@ -85,6 +81,17 @@ def test_the_run_loop_alone_freezes_too_and_a_profiled_call_around_it_unfreezes_
         backend="host",
         needs_gpu=False,
     )
+
+
+def test_the_run_loop_alone_freezes_too_and_a_profiled_call_around_it_unfreezes_once(collector_as_found):
+    # the ncu worker's child drives run_loop without a profiled call around it
+    from nsightx_host import HostSession
+
+    from nsightx._results.sink import RunSink
+    from nsightx._run.loop import run_loop
+
+    seen: list[int] = []
+    plan = _loop_plan(lambda: seen.append(gc.get_freeze_count()))
     run_loop(plan, HostSession(), RunSink())
     assert seen[0] == 0 and seen[-1] > 0 and gc.get_freeze_count() == 0
     from nsightx._run import heap
@@ -280,20 +287,9 @@ def test_where_objects_were_frozen_first_the_run_loop_alone_pauses_too_and_joins
     from nsightx._results.sink import RunSink
     from nsightx._run import heap
     from nsightx._run.loop import run_loop
-    from nsightx._run.plan import Plan
 
     enabled: list[bool] = []
-    plan = Plan(
-        function=lambda: enabled.append(gc.isenabled()),
-        function_name="f",
-        params=(),
-        configs=((),),
-        runs=RUNS,
-        warmup=0,
-        metrics=("host__time_duration.sum",),
-        backend="host",
-        needs_gpu=False,
-    )
+    plan = _loop_plan(lambda: enabled.append(gc.isenabled()))
     run_loop(plan, HostSession(), RunSink())
     assert len(enabled) == RUNS and not any(enabled) and gc.isenabled()
     with heap.holding():

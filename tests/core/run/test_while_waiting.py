@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 import pytest
 from _sessions import DeferredHost
 from nsightx_host import HostSession
+from test_runloop_deferred import plan
+from test_runloop_deferred import work as _work
 
 import nsightx
 from nsightx._results.sink import RunSink
@@ -30,24 +32,8 @@ from nsightx.ext import Availability, Backend, Capabilities, Session
 
 
 def _plan(**kw: Any) -> Plan:
-    base: dict[str, Any] = dict(
-        function=_work,
-        function_name="f",
-        params=("n",),
-        configs=((1,), (2,), (3,)),
-        runs=5,
-        warmup=1,
-        metrics=("host__time_duration.sum",),
-        backend="host",
-        needs_gpu=False,
-    )
-    base.update(kw)
-    return Plan(**base)
-
-
-def _work(n: int) -> None:
-    with nsightx.annotate("a"):
-        pass
+    """test_runloop_deferred's plan of 3 configs x 5 runs (warm-up 1) of one empty region."""
+    return plan(_work, **kw)
 
 
 class _Stopped:
