@@ -34,6 +34,7 @@
 #                                      to_dataframe() timed stage by stage, warm and cold (benchmarks/frame_stages.py)
 #   bash benchmarks/run_gpu.sh phases  the sweep's call phase by phase (benchmarks/call_phases.py), this tree and
 #                                      BEFORE_TREE alternately (FLUSH_PROBE=1: and forced CUPTI flushes timed)
+#   bash benchmarks/run_gpu.sh oneshot  a one-shot script's whole call (benchmarks/oneshot.py), fresh processes
 #   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation (SKIP_ROTATION=1: not),
 #                                      the in-process backends' GPU tests
 #   bash benchmarks/run_gpu.sh wheelhouse   run HERE before a call (needs `pip install wheel`): the GPU machine's
@@ -339,6 +340,28 @@ stage_phases() {
   cat "$OUT/phases.log"
 }
 
+stage_oneshot() {
+  # issue 35: a one-shot script's whole call (benchmarks/oneshot.py): fresh processes, each timing the first
+  # f().to_dataframe() and the bare loop's first call, ONESHOT (3) processes per backend and order, this tree and
+  # BEFORE_TREE alternately; oneshot.jsonl, oneshot.log
+  {
+    for i in $(seq "${ONESHOT:-3}"); do
+      for backend in events cupti; do
+        for first in user bare; do
+          for tag in after before; do
+            tree=()
+            [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
+            step "benchmarks/oneshot.py $backend first=$first $tag $i"
+            timeout 60 python3 benchmarks/oneshot.py --backend "$backend" --first "$first" "${tree[@]}" \
+              | sed "s/^{/{\"tag\": \"$tag\", /" | tee -a "$OUT/oneshot.jsonl"
+          done
+        done
+      done
+    done
+  } > "$OUT/oneshot.log" 2>&1
+  tail -3 "$OUT/oneshot.log"
+}
+
 stage_short() {
   # the shortest check of a tree for issue 35 (~3 minutes): the whole call alone beside the bare loop
   # (USER_REPS, 21), the nine-variant rotation of the sweep and the 16 KiB op, then the GPU tests of the in-process
@@ -398,8 +421,9 @@ for stage in "$@"; do
     frames) stage_frames ;;
     short) stage_short ;;
     phases) stage_phases ;;
+    oneshot) stage_oneshot ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [oneshot]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
