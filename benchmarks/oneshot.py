@@ -15,7 +15,9 @@ times with ``--first`` alternating (``run_gpu.sh oneshot`` does) and compare the
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import sys
 import time
 from pathlib import Path
@@ -29,6 +31,7 @@ def main() -> int:
     parser.add_argument("--backend", choices=("cupti", "events"), required=True)
     parser.add_argument("--first", choices=("user", "bare"), required=True, help="which call is timed first")
     parser.add_argument("--tree", default=None, help="a source tree of nsightx to measure instead of this one")
+    parser.add_argument("--profile", default=None, help="write a cProfile of the first user call to this file")
     args = parser.parse_args()
     t0 = time.perf_counter()
     import torch
@@ -49,12 +52,19 @@ def main() -> int:
     user = bo.with_frame(bo.make_profiled(torch, w, args.backend, collectors=True))
     order = [("user", user), ("bare", bare)] if args.first == "user" else [("bare", bare), ("user", user)]
     times: dict[str, list[float]] = {"user": [], "bare": []}
-    for _ in range(2):
+    for rep in range(2):
         for name, fn in order:
             torch.cuda.synchronize()
+            profile = cProfile.Profile() if args.profile and rep == 0 and name == "user" else None
             t0 = time.perf_counter()
-            fn()
+            if profile:
+                profile.runcall(fn)
+            else:
+                fn()
             times[name].append(time.perf_counter() - t0)
+            if profile:
+                with open(args.profile, "w", encoding="utf-8") as stream:
+                    pstats.Stats(profile, stream=stream).sort_stats("cumulative").print_stats(120)
     out = {
         "backend": args.backend,
         "first": args.first,

@@ -343,7 +343,8 @@ stage_phases() {
 stage_oneshot() {
   # issue 35: a one-shot script's whole call (benchmarks/oneshot.py): fresh processes, each timing the first
   # f().to_dataframe() and the bare loop's first call, ONESHOT (3) processes per backend and order, this tree and
-  # BEFORE_TREE alternately; oneshot.jsonl, oneshot.log
+  # BEFORE_TREE alternately; oneshot.jsonl, oneshot.log. ONESHOT_PROFILE=1: then the first call of each backend
+  # under cProfile and under -X importtime (oneshot_<backend>_profile.txt, oneshot_<backend>_importtime.txt)
   {
     for i in $(seq "${ONESHOT:-3}"); do
       for backend in events cupti; do
@@ -358,6 +359,14 @@ stage_oneshot() {
         done
       done
     done
+    if [ -n "${ONESHOT_PROFILE:-}" ]; then
+      for backend in events cupti; do
+        step "oneshot.py $backend, the first call under cProfile, then under -X importtime"
+        python3 benchmarks/oneshot.py --backend "$backend" --first user --profile "$OUT/oneshot_${backend}_profile.txt"
+        python3 -X importtime benchmarks/oneshot.py --backend "$backend" --first user 2> "$WORK/importtime_$backend.txt"
+        sort -t'|' -k2 -n -r "$WORK/importtime_$backend.txt" | head -60 > "$OUT/oneshot_${backend}_importtime.txt"
+      done
+    fi
   } > "$OUT/oneshot.log" 2>&1
   tail -3 "$OUT/oneshot.log"
 }
