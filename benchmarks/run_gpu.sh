@@ -344,16 +344,26 @@ stage_oneshot() {
   # issue 35: a one-shot script's whole call (benchmarks/oneshot.py): fresh processes, each timing the first
   # f().to_dataframe() and the bare loop's first call, ONESHOT (3) processes per backend and order, this tree and
   # BEFORE_TREE alternately; oneshot.jsonl, oneshot.log. ONESHOT_PROFILE=1: then the first call of each backend
-  # under cProfile and under -X importtime (oneshot_<backend>_profile.txt, oneshot_<backend>_importtime.txt)
+  # under cProfile and under -X importtime. ONESHOT_PANDAS=1: every process imports pandas before timing
+  # (--import-pandas: what is left is nsightx's own first-call cost) (oneshot_<backend>_profile.txt, oneshot_<backend>_importtime.txt)
   {
+    # a user's pip install has .pyc files; the GPU machine sets PYTHONDONTWRITEBYTECODE=1 and installs the wheels
+    # with --no-compile, so without this every process would compile nsightx and pyarrow from source
+    # (0.2-0.4 s under cProfile, session 19). One untimed process per tree writes them.
+    unset PYTHONDONTWRITEBYTECODE
+    python3 benchmarks/oneshot.py --backend cupti --first user > /dev/null 2>&1
+    [ -n "${BEFORE_TREE:-}" ] && python3 benchmarks/oneshot.py --backend cupti --first user --tree "$BEFORE_TREE" \
+      > /dev/null 2>&1
     for i in $(seq "${ONESHOT:-3}"); do
       for backend in events cupti; do
         for first in user bare; do
+          pandas=()
+          [ -n "${ONESHOT_PANDAS:-}" ] && pandas=(--import-pandas)
           for tag in after before; do
             tree=()
             [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
             step "benchmarks/oneshot.py $backend first=$first $tag $i"
-            timeout 60 python3 benchmarks/oneshot.py --backend "$backend" --first "$first" "${tree[@]}" \
+            timeout 60 python3 benchmarks/oneshot.py --backend "$backend" --first "$first" "${tree[@]}" "${pandas[@]}" \
               | sed "s/^{/{\"tag\": \"$tag\", /" | tee -a "$OUT/oneshot.jsonl"
           done
         done
