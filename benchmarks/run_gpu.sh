@@ -283,12 +283,14 @@ stage_profile() {
 
 stage_nvmlperiod() {
   # what the nvml sampler's period costs the 16 KiB op (issue 35): backend_overhead --only tiny on this tree with
-  # the sampler period at each of PERIODS (seconds); nvmlperiod.log, backend_overhead_period_<p>.json
+  # the sampler period at each of PERIODS (seconds, repeats allowed); NVML_WORKLOADS (tiny): other workloads too
+  # (comma-separated); nvmlperiod.log, backend_overhead_period_<p>_<i>.json
+  local n=0
   {
     for p in ${PERIODS:-0.005 0.02 0.1 1}; do
-      step "backend_overhead.py --only tiny --nvml-period $p"
-      timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only tiny \
-        --cupti-variants none --no-profile --nvml-period "$p" --tag "period_$p"
+      step "backend_overhead.py --only ${NVML_WORKLOADS:-tiny} --nvml-period $p"
+      timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${REPS:-9}" --only "${NVML_WORKLOADS:-tiny}" \
+        --cupti-variants none --no-profile --nvml-period "$p" --tag "period_${p}_$((++n))"
       echo "nvmlperiod $p rc=$?"
     done
   } > "$OUT/nvmlperiod.log" 2>&1
