@@ -310,28 +310,30 @@ class ResultTable:
         clocks: list[ClockItem] = []
         wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
         # One pass in plain Python: a few values per run, where sorting them by (name, kind) cost more (issue 35).
-        # ``current`` holds, per name, the scope its last value had with that scope's kind and table: a value of
-        # the same scope (the usual case) is stored with one look-up by name and no call.
-        current: dict[str, tuple[str, str, dict[Any, Scalar]]] = {}
-        for name, scope, config, run, annotation, value in zip(
-            c.name, c.scope, c.config, c.run, c.annotation, c.value, strict=True
+        # ``current`` holds, per name, the scope its last value had, that scope's kind, its table and whether its
+        # run-scope values are clock items: a value of the same scope (the usual case) is stored with one look-up
+        # by name and no call. The (config, run) keys are made by ``zip`` (in C), not one tuple display a value.
+        current: dict[str, tuple[str, str, dict[Any, Scalar], bool]] = {}
+        for name, scope, key, annotation, value in zip(
+            c.name, c.scope, zip(c.config, c.run, strict=False), c.annotation, c.value, strict=True
         ):
             entry = current.get(name)
             if entry is None or entry[0] != scope:
                 scopes.setdefault(name, scope)
                 kind = scope_kind(scope)
-                entry = current[name] = (scope, kind, tables.setdefault((name, kind), {}))
-            _, kind, table = entry
+                clock = kind == "run" and name in wanted
+                entry = current[name] = (scope, kind, tables.setdefault((name, kind), {}), clock)
+            kind = entry[1]
             if kind == "run":
-                table[(config, run)] = value  # the last value of a key wins, where it was first
-                if name in wanted and config is not None:
-                    clocks.append((name, config, run or 0, value))
+                entry[2][key] = value  # the last value of a key wins, where it was first
+                if entry[3] and key[0] is not None:
+                    clocks.append((name, key[0], key[1] or 0, value))
             elif kind == "once":
-                table[()] = value
+                entry[2][()] = value
             elif kind == "config":
-                table[(config,)] = value
+                entry[2][key[:1]] = value
             else:
-                table[(config, run, annotation)] = value
+                entry[2][(*key, annotation)] = value
         return scopes, tables, clocks
 
     def row_keys(self, kind: str) -> RowKeys:
