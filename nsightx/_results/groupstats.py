@@ -2,7 +2,9 @@
 
 The aggregated DataFrame's statistics were one pandas ``groupby`` per column and statistic; for a result of a
 few dozen runs their fixed costs were most of ``to_dataframe()`` (issue 35). This module computes every column's
-statistics at once and gives the numbers pandas gives, bit for bit, by doing pandas' arithmetic in pandas' order:
+statistics at once and gives the numbers pandas gives, bit for bit, by doing pandas' arithmetic in pandas' order
+(pandas 3.1's: pandas 3.0 adds ascending groups in its compensated loop too; these numbers stay the same on every
+pandas, and :func:`mean_min_max` gives them for results too large for the padded layout):
 
 - mean: where the group codes never decrease and the column holds no NaN, pandas reduces each group with
   ``np.add.reduceat`` and divides by its size; otherwise its loop adds each group's values in row order with
