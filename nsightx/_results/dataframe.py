@@ -41,7 +41,7 @@ from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.framebuild import frame_of
 from nsightx._results.groupshare import SharedGroups, same_kernels
-from nsightx._results.groupstats import Moments, fits, medians, moments
+from nsightx._results.groupstats import Moments, fits, mean_min_max, medians, moments
 from nsightx._results.memtrim import release_freed
 from nsightx._results.stats import STABLE_RSD_PCT, mean_intervals
 from nsightx._results.store import SMALL
@@ -591,7 +591,11 @@ def _numeric_stats(
 def _numeric_stats_pandas(
     numbers: Mapping[str, Any], groups: Groups, shared: SharedGroups | None, ascending: bool
 ) -> dict[str, Any]:
-    """:func:`_numeric_stats` with one pandas groupby per column and statistic (columns numpy cannot take)."""
+    """:func:`_numeric_stats` with one pandas groupby per column and statistic (columns numpy cannot take).
+
+    The mean of a numpy int64 or float64 column (and a float64 column's minimum and maximum) is
+    :func:`_ordered_stats`', the numpy path's numbers on every pandas.
+    """
     import pandas as pd
 
     if shared is not None:
@@ -603,10 +607,27 @@ def _numeric_stats_pandas(
             ng = numeric.groupby(groups.ids, sort=False)
         else:
             ng = numeric.take(rows).groupby(ids, sort=True)
-        for suffix, result in (("Avg", ng.mean()), ("Std", ng.std(ddof=1)), ("Min", ng.min()), ("Max", ng.max())):
-            column = result.to_numpy()
+        ours = _ordered_stats(values, groups, shared, ascending)
+        for suffix, stat in (("Avg", "mean"), ("Std", "std"), ("Min", "min"), ("Max", "max")):
+            column = ours[suffix] if suffix in ours else getattr(ng, stat)().to_numpy()
             out[f"{name}_{suffix}"] = column if shared is None else column[shared.of_group]
     return out
+
+
+def _ordered_stats(values: Any, groups: Groups, shared: SharedGroups | None, ascending: bool) -> dict[str, Any]:
+    """``Avg`` (and, of float64 values, ``Min`` and ``Max``) per group or class, as :func:`moments` gives them.
+
+    :func:`~nsightx._results.groupstats.mean_min_max` over the rows :func:`_numeric_stats` reads; empty for other
+    columns (a pandas Series: nullable or other dtypes), whose statistics stay pandas'.
+    """
+    if not isinstance(values, np.ndarray) or values.dtype not in (np.int64, np.float64):
+        return {}
+    if shared is None:
+        picked, codes, count = values, groups.ids, groups.count
+    else:
+        picked, codes, count = values[shared.rows], shared.ids, int(shared.of_group.max()) + 1
+    avg, low, high = mean_min_max(picked.astype(np.float64), codes, count, ascending)
+    return {"Avg": avg, "Min": low, "Max": high} if values.dtype == np.float64 else {"Avg": avg}
 
 
 def _ascending(ids: Ints) -> bool:
@@ -833,7 +854,7 @@ def _value_moments(values: Any, groups: Groups, joint: Moments | None = None) ->
             "MaxValue": m.maximum[:, 0],
             "NumRuns": m.count[:, 0],
         }
-    return _pandas_moments(values, ids, count)
+    return _pandas_moments(values, ids, count, groups.ascending)
 
 
 _BLOCK_ROWS = 1 << 16
@@ -847,8 +868,12 @@ _MOMENTS = (
 )
 
 
-def _pandas_moments(values: Any, ids: Ints, count: int) -> dict[str, Any]:
+def _pandas_moments(values: Any, ids: Ints, count: int, ascending: bool | None = None) -> dict[str, Any]:
     """``AvgValue`` .. ``NumRuns`` per group, by pandas' groupby over the rows sorted by group, block by block.
+
+    Mean, minimum and maximum of float64 values are :func:`~nsightx._results.groupstats.mean_min_max`'s (numpy's
+    path's numbers on every pandas: pandas 3.1 reduces the sorted blocks with ``reduceat``, 3.0 with its
+    compensated loop); ``ascending``: whether ``ids`` never decrease (found when None).
 
     One groupby over a million rows made about 42 MB of temporary arrays (its codes, the order that sorts them,
     the values in that order), as much as the result's columns themselves (issue 35: peak memory under twice
@@ -864,13 +889,20 @@ def _pandas_moments(values: Any, ids: Ints, count: int) -> dict[str, Any]:
     rows = _BlockRows(ids, blocks)
     out = {name: np.empty(count, np.float64) for name, _ in _MOMENTS}
     out["NumRuns"] = np.empty(count, np.int64)
+    ours = values.dtype == np.float64
+    stats = [(name, stat) for name, stat in _MOMENTS if not ours or stat in ("median", "std")]
+    reduce = ours and (_ascending(ids) if ascending is None else ascending) and not bool(np.isnan(values).any())
     for b, (first, last) in enumerate(blocks):
         block_ids = np.repeat(np.arange(first, last, dtype=np.int64), sizes[first:last])
-        block = pd.Series(values[rows.of(b)], copy=False).groupby(block_ids, sort=False)
-        for name, stat in _MOMENTS:
+        picked = values[rows.of(b)]
+        if ours:  # each group's rows lie in one block, in row order: its numbers are those of all rows at once
+            got = mean_min_max(picked, block_ids - first, last - first, reduce)
+            out["AvgValue"][first:last], out["MinValue"][first:last], out["MaxValue"][first:last] = got
+        block = pd.Series(picked, copy=False).groupby(block_ids, sort=False)
+        for name, stat in stats:
             out[name][first:last] = getattr(block, stat)().to_numpy()
         out["NumRuns"][first:last] = block.count().to_numpy()
-    del rows, block
+    del rows, block, picked
     release_freed(len(values))  # pandas' per-block pieces, before the flags' row-long arrays (see memtrim)
     return out
 

@@ -2,7 +2,9 @@
 
 The aggregated DataFrame's statistics were one pandas ``groupby`` per column and statistic; for a result of a
 few dozen runs their fixed costs were most of ``to_dataframe()`` (issue 35). This module computes every column's
-statistics at once and gives the numbers pandas gives, bit for bit, by doing pandas' arithmetic in pandas' order:
+statistics at once and gives the numbers pandas gives, bit for bit, by doing pandas' arithmetic in pandas' order
+(pandas 3.1's: pandas 3.0 adds ascending groups in its compensated loop too; these numbers stay the same on every
+pandas, and :func:`mean_min_max` gives them for results too large for the padded layout):
 
 - mean: where the group codes never decrease and the column holds no NaN, pandas reduces each group with
   ``np.add.reduceat`` and divides by its size; otherwise its loop adds each group's values in row order with
@@ -283,4 +285,108 @@ def _listed_medians(values: list[float], codes: list[int], count: int) -> Array 
         group.sort()
         upper = group[n // 2]
         out[i] = upper if n % 2 else (upper + group[(n - 1) // 2]) / 2
+    return out
+
+
+def mean_min_max(values: Array, codes: Array, count: int, ascending: bool) -> tuple[Array, Array, Array]:
+    """Per group mean, minimum and maximum of one float64 column: :func:`moments`' numbers, for any number of rows.
+
+    pandas changed how it reduces groups whose codes ascend (``ufunc.reduceat`` from 3.1, its compensated loop
+    before), so the numbers a groupby gives depend on the installed pandas; these are the same numbers as
+    :func:`moments` gives on every pandas: ``reduceat`` over each group's rows where ``ascending`` and the column
+    holds no NaN, else the compensated sum of the non-NaN values in row order and the first of the extreme values
+    in row order. The work is a few passes over the rows plus one small step per position in the largest group
+    (:func:`_kahan_means`).
+
+    Args:
+        values: Per row, the value (float64; NaN skipped).
+        codes: Per row, its group (0 .. ``count`` - 1).
+        count: Number of groups.
+        ascending: :func:`moments`' argument (reduceat for a column without NaN; the rows taken in group order).
+    """
+    size = np.bincount(codes, minlength=count)
+    if ascending and not bool(np.isnan(values).any()):
+        ordered = values if _sorted(codes) else values[np.argsort(codes, kind="stable")]
+        avg, low, high = (np.full((count, 1), np.nan) for _ in range(3))
+        _reduceat(ordered[:, None], size, avg, low, high)  # the very arithmetic of moments' reduceat
+        return avg[:, 0], low[:, 0], high[:, 0]
+    rows = np.flatnonzero(~np.isnan(values))
+    kept, groups = values[rows], codes[rows]
+    seen = np.bincount(groups, minlength=count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        avg = np.where(seen == 0, np.nan, _kahan_means(kept, groups, seen) / seen)
+    return avg, _first_extreme(kept, groups, count, np.minimum), _first_extreme(kept, groups, count, np.maximum)
+
+
+def _sorted(codes: Array) -> bool:
+    """Whether ``codes`` never decrease (each group's rows together, in row order)."""
+    return bool((codes[1:] >= codes[:-1]).all())
+
+
+def _first_extreme(values: Array, codes: Array, count: int, ufunc: np.ufunc) -> Array:
+    """Per group the smallest (``np.minimum``) or largest value, as a strict comparison in row order keeps it.
+
+    A running extreme replaced only by a strictly smaller (larger) value ends on the first row that equals the
+    extreme: of ``0.0`` and ``-0.0`` the first one seen stays. NaN where a group has no value.
+    """
+    out = np.full(count, np.nan)
+    if not len(values):
+        return out
+    order = np.argsort(codes, kind="stable")
+    size = np.bincount(codes, minlength=count)
+    present = np.flatnonzero(size)
+    out[present] = ufunc.reduceat(values[order], (np.cumsum(size) - size)[present])
+    first = np.flatnonzero(values == out[codes])  # in row order
+    groups, where = np.unique(codes[first], return_index=True)
+    out[groups] = values[first[where]]
+    return out
+
+
+def _kahan_means(values: Array, codes: Array, seen: Array) -> Array:
+    """Per group the compensated sum of ``values`` (no NaN among them) in row order, as ``_kahan_step`` adds.
+
+    The groups are laid out largest first, so the groups that still have a value at a position are the first ones:
+    one numpy step per position over a prefix of the running sums, every row visited once. Groups of more than
+    :data:`_MAX_STEPS` values are left to pandas' compensated loop (:func:`_pandas_kahan`).
+    """
+    if len(values) and int(seen.max()) > _MAX_STEPS:
+        return _pandas_kahan(values, codes, len(seen))
+    rank = np.argsort(-seen, kind="stable")  # slot -> group, largest first
+    slot = np.empty(len(seen), dtype=np.intp)
+    slot[rank] = np.arange(len(seen))
+    by_slot = seen[rank]
+    active = np.bincount(by_slot, minlength=int(by_slot.max(initial=0)) + 1)[::-1].cumsum()[::-1][1:]
+    offset = np.cumsum(active) - active  # where each position's values start in the step-ordered array
+    order = np.argsort(codes, kind="stable")
+    position = np.arange(len(codes)) - (np.cumsum(seen) - seen)[codes[order]]
+    stepped = np.empty(len(values))
+    stepped[offset[position] + slot[codes[order]]] = values[order]
+    total, comp = np.zeros(len(seen)), np.zeros(len(seen))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for k, a in enumerate(active.tolist()):
+            v = stepped[offset[k] : offset[k] + a]
+            y = v - comp[:a]
+            t = total[:a] + y
+            c = (t - total[:a]) - y
+            c[np.isnan(c)] = 0.0
+            total[:a] = t
+            comp[:a] = c
+    return total[slot]
+
+
+def _pandas_kahan(values: Array, codes: Array, count: int) -> Array:
+    """Per group the compensated sum in row order, by pandas' own loop (groups too large for a numpy step each).
+
+    Every pandas so far adds each group's values in row order with Kahan compensation in its loop (the kernel
+    ``_kahan_step`` follows); it takes that loop where the codes do not ascend. One row of an extra group in front
+    keeps them from ascending; its result is dropped. A group without a row is absent from pandas' result (0 here).
+    """
+    import pandas as pd
+
+    front = np.concatenate([np.array([count], dtype=np.int64), codes.astype(np.int64)])
+    series = pd.Series(np.concatenate([values[:1], values]), copy=False)
+    sums = series.groupby(front, sort=True).sum()
+    present = sums.index.to_numpy()
+    out = np.zeros(count)
+    out[present[:-1]] = sums.to_numpy()[:-1]  # the extra group is the last (the largest id)
     return out

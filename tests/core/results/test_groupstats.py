@@ -9,6 +9,22 @@ import pytest
 from nsightx._results import groupstats
 from nsightx._results.groupstats import fits, medians, moments
 
+_REDUCEAT = hasattr(pd.core.groupby.ops.BaseGrouper, "_reduceat_aggregate")
+"""Whether this pandas reduces groups whose codes ascend with ``ufunc.reduceat`` (3.1 on; 3.0 with its loop)."""
+
+
+def _pandas_mean(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The per-group mean nsightx gives: pandas 3.1's, on every pandas.
+
+    Groups whose codes ascend, without a NaN in the column: pandas 3.1's ``reduceat`` sum over the size (pandas
+    3.0 adds them in its compensated loop instead); else pandas' loop, the same on both.
+    """
+    grouped = pd.Series(values).groupby(codes, sort=False)
+    if _REDUCEAT or not bool((codes[1:] >= codes[:-1]).all()) or bool(np.isnan(values).any()):
+        return grouped.mean().to_numpy()
+    size = np.bincount(codes)
+    return np.add.reduceat(values[:, None], np.cumsum(size) - size, axis=0)[:, 0] / size.astype(np.float64)
+
 
 def _first_seen(codes: np.ndarray) -> np.ndarray:
     """The codes renumbered in first-seen order, as ``groupby(sort=False)`` numbers its groups."""
@@ -52,7 +68,7 @@ def test_statistics_are_pandas_groupby_bit_for_bit(seed: int) -> None:
     assert fits([values], codes, count)
     m = moments(values[:, None], codes, count, ascending=bool((codes[1:] >= codes[:-1]).all()))
     grouped = pd.Series(values).groupby(codes, sort=False)
-    assert _same(m.mean[:, 0], grouped.mean().to_numpy())
+    assert _same(m.mean[:, 0], _pandas_mean(values, codes))
     assert _same(m.std[:, 0], grouped.std(ddof=1).to_numpy())
     assert _same(m.minimum[:, 0], grouped.min().to_numpy())
     assert _same(m.maximum[:, 0], grouped.max().to_numpy())
@@ -76,7 +92,7 @@ def test_groups_of_one_size_in_order_are_pandas_groupby_bit_for_bit(seed: int) -
     m = moments(values, codes, count, ascending=True)
     for j in range(width):
         grouped = pd.Series(values[:, j]).groupby(codes, sort=False)
-        assert _same(m.mean[:, j], grouped.mean().to_numpy())
+        assert _same(m.mean[:, j], _pandas_mean(values[:, j], codes))
         assert _same(m.std[:, j], grouped.std(ddof=1).to_numpy())
         assert _same(m.minimum[:, j], grouped.min().to_numpy())
         assert _same(m.maximum[:, j], grouped.max().to_numpy())
@@ -91,7 +107,7 @@ def test_several_columns_at_once_are_each_column_alone() -> None:
     both = moments(np.column_stack([values, other]), codes, int(codes.max()) + 1, ascending=True)
     for j, column in enumerate((values, other)):
         grouped = pd.Series(column).groupby(codes, sort=False)
-        assert _same(both.mean[:, j], grouped.mean().to_numpy())
+        assert _same(both.mean[:, j], _pandas_mean(column, codes))
         assert _same(both.std[:, j], grouped.std(ddof=1).to_numpy())
 
 
@@ -139,3 +155,58 @@ def test_small_inputs_over_python_floats_are_the_numpy_path(seed: int) -> None:
         numpy_std = moments(wide, even, count, ascending=True).std
     assert _same(groupstats._listed_std(wide, count, 5), numpy_std)
     assert groupstats._listed_medians([1.0, -0.0], [0, 0], 1) is None  # left to pandas, as on the numpy path
+
+
+def _apart(n: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """Values whose compensated sums and ``reduceat`` sums differ in the last bit, in 40 groups of ``n // 40``."""
+    rng = np.random.default_rng(19)
+    groups = np.arange(40, dtype=np.int64)
+    codes = np.tile(groups, n // 40) if layout == "interleaved" else np.repeat(groups, n // 40)
+    return rng.normal(1e3, 10.0, len(codes)), codes
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "sorted"])
+def test_large_results_have_the_small_paths_statistics_on_every_pandas(layout: str) -> None:
+    """Past ``_NUMPY_ROWS`` values the frame's statistics are the numpy path's, bit for bit (pandas 3.0.6 and 3.1).
+
+    pandas 3.1 sums the blocks' sorted groups with ``reduceat`` and 3.0 with its compensated loop, so before, the
+    large path's means followed the installed pandas: interleaved groups differed on 3.1, sorted ones on 3.0.
+    """
+    from nsightx._results import dataframe
+
+    values, codes = _apart(40 * 500, layout)
+    ascending = layout == "sorted"
+    small = moments(values[:, None], codes, 40, ascending)
+    order = np.argsort(codes, kind="stable")  # each group's rows in row order, together
+    other = moments(values[order][:, None], codes[order], 40, not ascending)  # the other kind of mean
+    assert not _same(small.mean[:, 0], other.mean[:, 0])  # the two kinds differ on these values
+    large = dataframe._pandas_moments(values, codes, 40)
+    for name, want in (("AvgValue", small.mean), ("StdDev", small.std), ("MinValue", small.minimum)):
+        assert _same(large[name], want[:, 0]), name
+    assert _same(large["MaxValue"], small.maximum[:, 0])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mean_min_max_is_moments_at_any_size(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both kinds of mean, with NaN, infinities and both zeros, by numpy steps and by pandas' loop (huge groups)."""
+    rng = np.random.default_rng(seed)
+    n, count = int(rng.integers(1, 3000)), int(rng.integers(1, 50))
+    codes = rng.integers(0, count, n)
+    ascending = bool(seed % 2)
+    if ascending:
+        codes = np.sort(codes)
+    values = rng.normal(1e3 * 10.0 ** rng.integers(-3, 9), 10.0 ** rng.integers(-6, 3), n)
+    if seed % 4 == 1:
+        values[rng.random(n) < 0.2] = np.nan
+    elif seed % 4 == 2:
+        values[rng.random(n) < 0.05] = np.inf * rng.choice([-1.0, 1.0])
+    elif seed % 4 == 3:
+        values = rng.choice([0.0, -0.0, 1.0, -1.0], n)
+    for kind in {ascending, False}:
+        m = moments(values[:, None], codes, count, kind)
+        got = groupstats.mean_min_max(values, codes, count, kind)
+        for mine, want in zip(got, (m.mean, m.minimum, m.maximum), strict=True):
+            assert _same(mine, want[:, 0])
+        monkeypatch.setattr(groupstats, "_MAX_STEPS", 0)
+        assert _same(groupstats.mean_min_max(values, codes, count, kind)[0], m.mean[:, 0])
+        monkeypatch.undo()
