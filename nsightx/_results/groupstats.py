@@ -92,10 +92,15 @@ def moments(values: Array, codes: Array, count: int, ascending: bool) -> Moments
         values: (rows, columns) float64 (integer columns converted: pandas converts them for mean and std).
         codes: Per row, its group (0 .. ``count`` - 1), the codes pandas' groupby would use.
         count: Number of groups.
-        ascending: Whether ``codes`` never decrease (pandas then uses ``ufunc.reduceat`` where there is no NaN).
+        ascending: Whether pandas reduces these groups with ``ufunc.reduceat`` (where there is no NaN): it does
+            where the groups' codes never decrease. ``codes`` themselves need not: a caller that hands over one
+            group of each class of groups that share their runs (:func:`_numeric_stats` of the frame) keeps the
+            groups' kind, and the classes' ids may come in any order (before 2026-12-06 a sweep with
+            ``derive_metric`` and three or more configs had its collector statistics put on the wrong configs).
     """
     clean = ascending and not bool(np.isnan(values).any())  # mean, min, max all reduceat's: the loop skips them
-    if clean and len(codes) % count == 0 and bool((np.bincount(codes, minlength=count) == len(codes) // count).all()):
+    even = clean and len(codes) % count == 0 and _sorted(codes)  # _even reads each group's rows as consecutive
+    if even and bool((np.bincount(codes, minlength=count) == len(codes) // count).all()):
         return _even(values, count)
     matrix, size, order = _padded(values, codes, count)
     shape = (count, values.shape[1])
