@@ -30,7 +30,5 @@ def release_flush_buffers() -> None:
 
 @hookimpl
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register :class:`~nsightx_cupti._backend.CuptiBackend`."""
-    from nsightx_cupti._backend import CuptiBackend
-
-    register(CuptiBackend)
+    """Register :class:`~nsightx_cupti._backend.CuptiBackend` by reference: its module is imported when ``cupti`` is used."""
+    register.deferred("cupti", "nsightx_cupti._backend:CuptiBackend")

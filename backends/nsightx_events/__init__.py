@@ -17,7 +17,5 @@ __all__ = ["nsightx_register_backends"]
 
 @hookimpl
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register :class:`~nsightx_events._backend.EventsBackend`."""
-    from nsightx_events._backend import EventsBackend
-
-    register(EventsBackend)
+    """Register :class:`~nsightx_events._backend.EventsBackend` by reference: its module is imported when ``events`` is used."""
+    register.deferred("events", "nsightx_events._backend:EventsBackend")

@@ -18,7 +18,5 @@ __all__ = ["nsightx_register_backends"]
 
 @hookimpl
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register the ncu backend."""
-    from nsightx_ncu._backend import NcuBackend
-
-    register(NcuBackend)
+    """Register :class:`~nsightx_ncu._backend.NcuBackend` by reference: its module is imported when ``ncu`` is used."""
+    register.deferred("ncu", "nsightx_ncu._backend:NcuBackend")
