@@ -30,5 +30,9 @@ def release_flush_buffers() -> None:
 
 @hookimpl
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register :class:`~nsightx_cupti._backend.CuptiBackend` by reference: its module is imported when ``cupti`` is used."""
-    register.deferred("cupti", "nsightx_cupti._backend:CuptiBackend")
+    """Register :class:`~nsightx_cupti._backend.CuptiBackend`, imported only when ``cupti`` is looked up.
+
+    ``cost`` is the class's ``capabilities.cost`` (checked on import), so that "auto" can order the backends
+    without importing them.
+    """
+    register.deferred("cupti", "nsightx_cupti._backend:CuptiBackend", cost=10)

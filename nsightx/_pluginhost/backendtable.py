@@ -19,26 +19,34 @@ from nsightx._run.backend import Backend
 
 @dataclass(frozen=True)
 class DeferredBackend:
-    """A backend registered by name: its class is ``attribute`` of ``module``, imported on first use."""
+    """A backend registered by name: its class is ``attribute`` of ``module``, imported on first use.
+
+    ``cost`` is the class's ``capabilities.cost``, declared so that "auto" can try backends cheapest first
+    without importing the ones after the first that fits; the class is checked to have it.
+    """
 
     name: str
     module: str
     attribute: str
+    cost: int
 
     @classmethod
-    def parse(cls, name: str, target: str) -> DeferredBackend:
+    def parse(cls, name: str, target: str, cost: int) -> DeferredBackend:
         """Split ``"package.module:Class"``.
 
         Raises:
-            PluginError: ``name`` is empty, or ``target`` is not of the form ``module:attribute``.
+            PluginError: ``name`` is empty, ``target`` is not of the form ``module:attribute`` or ``cost`` is not
+                an int.
         """
-        module, sep, attribute = target.partition(":")
+        module, sep, attribute = str(target).partition(":")
         if not (isinstance(name, str) and name) or not (sep and module and attribute):
             raise PluginError(
                 f"deferred backend {name!r}: target {target!r} is not 'module:Class' (e.g. "
                 "'my_plugin._backend:MyBackend'); pass a non-empty name and such a target"
             )
-        return cls(name, module, attribute)
+        if not isinstance(cost, int) or isinstance(cost, bool):
+            raise PluginError(f"deferred backend {name!r}: cost {cost!r} is not an int; pass its capabilities.cost")
+        return cls(name, module, attribute, cost)
 
     def load(self) -> type[Backend]:
         """Import and check the class.
@@ -56,6 +64,11 @@ class DeferredBackend:
             raise PluginError(
                 f"backend {self.name!r}: {self.module}:{self.attribute} is named {getattr(obj, 'name', None)!r}; "
                 "register it under its class's name"
+            )
+        if obj.capabilities.cost != self.cost:
+            raise PluginError(
+                f"backend {self.name!r}: registered with cost={self.cost}, but its class's capabilities.cost is "
+                f"{obj.capabilities.cost}; register it with the class's cost"
             )
         return obj
 
@@ -78,6 +91,11 @@ class BackendTable(MutableMapping[str, type[Backend]]):
     def entry(self, name: str) -> Entry:
         """The class or deferred reference of ``name``, importing nothing (``KeyError`` if absent)."""
         return self._entries[name]
+
+    def by_cost(self) -> list[str]:
+        """The names, cheapest first (registration order among equals), importing nothing."""
+        entries = self._entries
+        return sorted(entries, key=lambda n: _cost(entries[n]))
 
     def __getitem__(self, name: str) -> type[Backend]:
         entry = self._entries[name]
@@ -120,6 +138,10 @@ class BackendTable(MutableMapping[str, type[Backend]]):
     def values(self) -> ValuesView[type[Backend]]:
         """Each backend's class, importing deferred ones; one that fails to import is left out."""
         return _Values(self)
+
+
+def _cost(entry: Entry) -> int:
+    return entry.cost if isinstance(entry, DeferredBackend) else entry.capabilities.cost
 
 
 class _Items(ItemsView[str, type[Backend]]):

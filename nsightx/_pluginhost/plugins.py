@@ -11,7 +11,7 @@ import importlib
 import importlib.metadata
 import os
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -318,15 +318,28 @@ class PluginHost:
             ) from cause
 
     def availability(self) -> dict[str, Availability]:
-        """Each backend's availability, never raising."""
+        """Each backend's availability, cheapest first, never raising (imports every deferred backend)."""
         self.load()
         out: dict[str, Availability] = {}
-        for name, cls in sorted(self.backends.items(), key=lambda kv: kv[1].capabilities.cost):
+        for name in self.backends.by_cost():
             try:
-                out[name] = cls.availability()
-            except Exception as e:  # availability() must not raise; if it does, report it
-                out[name] = Availability(available=False, reason=f"availability() raised {e!r}")
+                cls = self.backends[name]
+            except KeyError:  # a deferred class that failed to import: recorded and warned about
+                continue
+            out[name] = available(cls)
         return out
+
+    def cheapest_first(self) -> Iterator[tuple[str, type[Backend]]]:
+        """(name, class) of each backend, cheapest first, importing a deferred class only when it is reached.
+
+        "auto" stops at the first backend that fits and is available, so the costlier ones are never imported.
+        """
+        self.load()
+        for name in self.backends.by_cost():
+            try:
+                yield name, self.backends[name]
+            except KeyError:
+                continue
 
     def collectors(self, name: str) -> list[CollectorLike]:
         """The collectors of set ``name``."""
@@ -349,6 +362,14 @@ class PluginHost:
         names = [s.name for s in self.collector_sets.values() if s.default]
         names += [n for n in self.settings.default_collectors if n not in names]
         return [c for n in names for c in self.collectors(n)]
+
+
+def available(cls: type[Backend]) -> Availability:
+    """``cls.availability()``, never raising: a backend whose check raises is reported unavailable."""
+    try:
+        return cls.availability()
+    except Exception as e:  # availability() must not raise; if it does, report it
+        return Availability(available=False, reason=f"availability() raised {e!r}")
 
 
 _default: PluginHost | None = None

@@ -29,17 +29,19 @@ class BackendRegistrar:
         """Register ``backend`` under ``backend.name``."""
         self._add(backend, self._plugin)
 
-    def deferred(self, name: str, target: str) -> None:
+    def deferred(self, name: str, target: str, *, cost: int) -> None:
         """Register backend ``name`` whose class is imported from ``target`` (``"module:Class"``) when first used.
 
         For a backend whose module is costly to import: a process that never uses it (another backend named,
-        ``nsightx plugins``) never imports it. ``"auto"``, ``nsightx backends`` and ``nsightx doctor`` import it
-        to ask its availability. The class's ``name`` must be ``name``.
+        ``nsightx plugins``) never imports it. ``"auto"``
+        imports it to ask its availability only when every cheaper backend that fits is unavailable; ``nsightx
+        backends`` and ``nsightx doctor`` import it. The class's ``name`` must be ``name`` and its
+        ``capabilities.cost`` must be ``cost`` (checked when it is imported).
 
         Raises:
-            PluginError: ``target`` is not ``"module:Class"``.
+            PluginError: ``target`` is not ``"module:Class"``, or ``cost`` is not an int.
         """
-        self._add(DeferredBackend.parse(name, target), self._plugin)
+        self._add(DeferredBackend.parse(name, target, cost), self._plugin)
 
 
 class CollectorRegistrar:
