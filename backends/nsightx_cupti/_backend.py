@@ -17,7 +17,6 @@ from nsightx.ext import (
     Session,
 )
 from nsightx_cupti._attribution import METRIC
-from nsightx_cupti._options import CuptiOptions
 
 INSTALL = "pip install 'nsightx[cupti]'  (cupti-python >= 13.0)"
 
@@ -97,6 +96,8 @@ class CuptiBackend(Backend):
         Raises:
             ConfigError: an unknown key or a bad value.
         """
+        from nsightx_cupti._options import CuptiOptions  # a pydantic model: built only when cupti is used
+
         CuptiOptions.parse(plan.backend_options, self.name)
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
