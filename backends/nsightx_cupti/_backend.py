@@ -16,7 +16,7 @@ from nsightx.ext import (
     Plan,
     Session,
 )
-from nsightx_cupti._attribution import METRIC
+from nsightx_cupti._names import METRIC
 
 INSTALL = "pip install 'nsightx[cupti]'  (cupti-python >= 13.0)"
 
