@@ -21,7 +21,8 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register backend classes by calling ``register(BackendClass)``.
+    """Register backend classes by calling ``register(BackendClass)`` (or ``register.deferred(name, "module:Class",
+    cost=...)``, which imports the class only when the backend is used).
 
     Called once per plugin host, when nsightx first needs to know its backends (the first profiled call,
     ``nsightx backends``, ``nsightx doctor``). Do not import heavy or GPU libraries here: a backend says whether
