@@ -21,12 +21,12 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register backend classes by calling ``register(BackendClass)`` (or ``register.deferred(name, "module:Class",
-    cost=...)``, which imports the class only when the backend is used).
+    """Register backend classes by calling ``register(BackendClass)``.
 
     Called once per plugin host, when nsightx first needs to know its backends (the first profiled call,
     ``nsightx backends``, ``nsightx doctor``). Do not import heavy or GPU libraries here: a backend says whether
-    it can run through ``availability()``. The return value is ignored.
+    it can run through ``availability()``. ``register.deferred(name, "module:Class", cost=...)`` registers a
+    backend whose class is imported only when it is used. The return value is ignored.
     """
 
 
