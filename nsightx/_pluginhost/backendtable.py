@@ -113,7 +113,7 @@ class BackendTable(MutableMapping[str, type[Backend]]):
             self._entries[name] = cls
         return cls
 
-    def __setitem__(self, name: str, value: Entry) -> None:  # type: ignore[override]
+    def __setitem__(self, name: str, value: Entry) -> None:
         self._entries[name] = value
 
     def __delitem__(self, name: str) -> None:
@@ -145,15 +145,23 @@ def _cost(entry: Entry) -> int:
 
 
 class _Items(ItemsView[str, type[Backend]]):
+    def __init__(self, table: BackendTable) -> None:
+        super().__init__(table)
+        self._table = table
+
     def __iter__(self) -> Iterator[tuple[str, type[Backend]]]:
-        for name in list(self._mapping):
+        for name in list(self._table):
             try:
-                yield name, self._mapping[name]
+                yield name, self._table[name]
             except KeyError:
                 continue
 
 
 class _Values(ValuesView[type[Backend]]):
+    def __init__(self, table: BackendTable) -> None:
+        super().__init__(table)
+        self._table = table
+
     def __iter__(self) -> Iterator[type[Backend]]:
-        for _, cls in _Items(self._mapping):
+        for _, cls in _Items(self._table):
             yield cls
