@@ -30,7 +30,9 @@ def release_flush_buffers() -> None:
 
 @hookimpl
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register :class:`~nsightx_cupti._backend.CuptiBackend`."""
-    from nsightx_cupti._backend import CuptiBackend
+    """Register :class:`~nsightx_cupti._backend.CuptiBackend`, imported only when ``cupti`` is looked up.
 
-    register(CuptiBackend)
+    ``cost`` is the class's ``capabilities.cost`` (checked on import), so that "auto" can order the backends
+    without importing them.
+    """
+    register.deferred("cupti", "nsightx_cupti._backend:CuptiBackend", cost=10)

@@ -31,10 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from nsightx.ext import RegionId, RunOutput, Scalar, new_record
-from nsightx_cupti._names import kernel_base_name
-
-METRIC = "gpu__time_duration.sum"
-"""The one metric this backend measures: kernel end minus start, in ns (ncu's name for it)."""
+from nsightx_cupti._names import METRIC, kernel_base_name
 
 FIXTURE_SCHEMA = 1
 """Version of the JSON written by :func:`batch_to_json`."""

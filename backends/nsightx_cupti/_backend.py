@@ -16,8 +16,7 @@ from nsightx.ext import (
     Plan,
     Session,
 )
-from nsightx_cupti._attribution import METRIC
-from nsightx_cupti._options import CuptiOptions
+from nsightx_cupti._names import METRIC
 
 INSTALL = "pip install 'nsightx[cupti]'  (cupti-python >= 13.0)"
 
@@ -97,6 +96,8 @@ class CuptiBackend(Backend):
         Raises:
             ConfigError: an unknown key or a bad value.
         """
+        from nsightx_cupti._options import CuptiOptions  # a pydantic model: built only when cupti is used
+
         CuptiOptions.parse(plan.backend_options, self.name)
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:

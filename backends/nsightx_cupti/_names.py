@@ -1,4 +1,6 @@
-"""Kernel names: CUPTI reports the mangled symbol; results show the function's base name, as ncu does.
+"""Names: the backend's one metric, and kernel names as results show them (base names, as ncu does).
+
+CUPTI reports a kernel's mangled symbol:
 
 ``_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE...`` becomes
 ``vectorized_elementwise_kernel``. Names that are not Itanium-mangled (cuBLAS's ``sm90_xmma_gemm_...``,
@@ -9,6 +11,10 @@ not understand it returns the name unchanged rather than guess.
 from __future__ import annotations
 
 import functools
+
+METRIC = "gpu__time_duration.sum"
+"""The one metric this backend measures: kernel end minus start, in ns (ncu's name for it). Here, not in
+:mod:`nsightx_cupti._attribution`, so that the backend class (its capabilities) imports no attribution code."""
 
 _OPEN = frozenset("INXFZJ")
 """Codes that open a construct closed by ``E`` inside template arguments."""

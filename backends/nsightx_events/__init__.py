@@ -17,7 +17,9 @@ __all__ = ["nsightx_register_backends"]
 
 @hookimpl
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register :class:`~nsightx_events._backend.EventsBackend`."""
-    from nsightx_events._backend import EventsBackend
+    """Register :class:`~nsightx_events._backend.EventsBackend`, imported only when ``events`` is looked up.
 
-    register(EventsBackend)
+    ``cost`` is the class's ``capabilities.cost`` (checked on import), so that "auto" can order the backends
+    without importing them.
+    """
+    register.deferred("events", "nsightx_events._backend:EventsBackend", cost=20)

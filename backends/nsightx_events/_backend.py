@@ -16,15 +16,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 from nsightx.ext import (
     LIMIT_PERSISTING_L2_CACHE_SIZE,
     Availability,
     Backend,
-    BackendOptions,
     BackendUnavailableError,
-    ByteCount,
     Capabilities,
     ConfigError,
     DeviceAttribute,
@@ -42,16 +40,6 @@ from nsightx.ext import (
 
 METRIC = "region__stream_span_duration"
 """Elapsed time between the region's open and close events on its stream, ns (not a kernel sum)."""
-
-
-class EventsOptions(BackendOptions):
-    """The ``backend_options`` of the events backend, each with its one default."""
-
-    flush_bytes: ByteCount = None
-    """Size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)."""
-    events_collect: Literal["batch", "run"] = "batch"
-    """'batch' (default): read the events every 64 runs, at config ends a second or more after the last read, and
-    at the end; 'run': wait for and read every run's events as it ends."""
 
 
 def _libcuda() -> ctypes.CDLL:
@@ -416,6 +404,8 @@ class EventsBackend(Backend):
         Raises:
             ConfigError: an unknown key, a bad value or a metric it cannot measure.
         """
+        from nsightx_events._options import EventsOptions
+
         EventsOptions.parse(plan.backend_options, self.name)
         wrong = [m for m in plan.metrics if m != METRIC]
         if wrong:
@@ -436,6 +426,8 @@ class EventsBackend(Backend):
             raise BackendUnavailableError(
                 f"backend 'events' is not available: {avail.reason}. {avail.remedy}", backend=self.name
             )
+        from nsightx_events._options import EventsOptions
+
         opts = EventsOptions.parse(plan.backend_options, self.name)
         session = EventsSession(
             plan.device,

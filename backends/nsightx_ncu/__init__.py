@@ -18,7 +18,9 @@ __all__ = ["nsightx_register_backends"]
 
 @hookimpl
 def nsightx_register_backends(register: BackendRegistrar) -> None:
-    """Register the ncu backend."""
-    from nsightx_ncu._backend import NcuBackend
+    """Register :class:`~nsightx_ncu._backend.NcuBackend`, imported only when ``ncu`` is looked up.
 
-    register(NcuBackend)
+    ``cost`` is the class's ``capabilities.cost`` (checked on import), so that "auto" can order the backends
+    without importing them.
+    """
+    register.deferred("ncu", "nsightx_ncu._backend:NcuBackend", cost=100)

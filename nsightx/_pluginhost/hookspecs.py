@@ -25,7 +25,8 @@ def nsightx_register_backends(register: BackendRegistrar) -> None:
 
     Called once per plugin host, when nsightx first needs to know its backends (the first profiled call,
     ``nsightx backends``, ``nsightx doctor``). Do not import heavy or GPU libraries here: a backend says whether
-    it can run through ``availability()``. The return value is ignored.
+    it can run through ``availability()``. ``register.deferred(name, "module:Class", cost=...)`` registers a
+    backend whose class is imported only when it is used. The return value is ignored.
     """
 
 

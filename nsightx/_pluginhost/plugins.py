@@ -11,7 +11,7 @@ import importlib
 import importlib.metadata
 import os
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -20,6 +20,7 @@ import pluggy
 
 from nsightx._errors import ConfigError, PluginError
 from nsightx._pluginhost import hookspecs as _hookspecs
+from nsightx._pluginhost.backendtable import BackendTable, DeferredBackend
 from nsightx._pluginhost.registrars import BackendRegistrar, CollectorRegistrar
 from nsightx._run.backend import Availability, Backend
 from nsightx._run.collectors import CollectorLike
@@ -102,7 +103,8 @@ class PluginHost:
 
     settings: LoaderSettings = field(default_factory=LoaderSettings)
     pm: pluggy.PluginManager = field(init=False)
-    backends: dict[str, type[Backend]] = field(default_factory=dict)
+    backends: BackendTable = field(init=False)
+    """Name -> backend class; a first-party backend's class is imported when its name is first looked up."""
     backend_plugin: dict[str, str] = field(default_factory=dict)
     collector_sets: dict[str, CollectorSet] = field(default_factory=dict)
     load_errors: dict[str, str] = field(default_factory=dict)
@@ -111,6 +113,7 @@ class PluginHost:
     _loaded: bool = False
 
     def __post_init__(self) -> None:
+        self.backends = BackendTable(self._backend_failed)
         self.pm = pluggy.PluginManager(_hookspecs.PROJECT)
         self.pm.add_hookspecs(_hookspecs)
         for name in self.settings.blocked:
@@ -154,7 +157,8 @@ class PluginHost:
             raise ConfigError(f"no plugin named {name!r} is registered; `nsightx plugins` lists them")
         self.pm.unregister(plugin)
         for backend in [b for b, p in self.backend_plugin.items() if p == name]:
-            del self.backends[backend], self.backend_plugin[backend]
+            self.backends.pop(backend, None)
+            del self.backend_plugin[backend]
         for cs in [n for n, c in self.collector_sets.items() if c.plugin == name]:
             del self.collector_sets[cs]
 
@@ -189,20 +193,21 @@ class PluginHost:
         """Load each ``nsightx`` entry point on its own: one that fails is recorded and skipped (as pytest does).
 
         pluggy's ``load_setuptools_entrypoints`` stops at the first plugin that fails to import, so one broken
-        package used to break every call.
+        package used to break every call. ``entry_points(group=...)`` reads each distribution's entry points once
+        and keeps one distribution of each name (the first on ``sys.path``, the one Python imports).
         """
-        for dist in importlib.metadata.distributions():
-            for ep in dist.entry_points:
-                if ep.group != _hookspecs.PROJECT or self.pm.is_blocked(ep.name) or self.pm.has_plugin(ep.name):
-                    continue
-                source = f"{dist.metadata['Name']} {dist.version}"
-                try:
-                    plugin = ep.load()
-                except Exception as e:
-                    self._failed(ep.name, source, e)
-                    continue
-                if self._register_checked(plugin, ep.name, source):
-                    self.plugin_source[ep.name] = source
+        for ep in importlib.metadata.entry_points(group=_hookspecs.PROJECT):
+            if self.pm.is_blocked(ep.name) or self.pm.has_plugin(ep.name):
+                continue
+            dist = ep.dist
+            source = f"{dist.metadata['Name']} {dist.version}" if dist is not None else f"entry point {ep.value}"
+            try:
+                plugin = ep.load()
+            except Exception as e:
+                self._failed(ep.name, source, e)
+                continue
+            if self._register_checked(plugin, ep.name, source):
+                self.plugin_source[ep.name] = source
 
     def _register_checked(self, plugin: object, name: str, source: str) -> bool:
         """Register ``plugin``; a hook pluggy refuses or does not know makes it a recorded failure instead."""
@@ -258,7 +263,15 @@ class PluginHost:
                 )
                 caller(register=registrar)
 
-    def _add_backend(self, backend: type[Backend], plugin: str) -> None:
+    def _backend_failed(self, name: str, error: PluginError) -> None:
+        """A deferred backend's class could not be imported: forget it, record and warn as for a failed plugin."""
+        plugin = self.backend_plugin.pop(name, name)
+        self._failed(plugin, self.plugin_source.get(plugin, "built-in"), error)
+
+    def _add_backend(self, backend: type[Backend] | DeferredBackend, plugin: str) -> None:
+        if isinstance(backend, DeferredBackend):
+            self._store_backend(backend.name, backend, plugin)
+            return
         if not (isinstance(backend, type) and issubclass(backend, Backend)):
             raise PluginError(
                 f"plugin {plugin!r} registered {backend!r}, which is not a Backend subclass", plugin=plugin
@@ -266,7 +279,10 @@ class PluginHost:
         name = getattr(backend, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {plugin!r}: backend {backend.__name__} has no name", plugin=plugin)
-        if name in self.backends and self.backends[name] is not backend:
+        self._store_backend(name, backend, plugin)
+
+    def _store_backend(self, name: str, backend: type[Backend] | DeferredBackend, plugin: str) -> None:
+        if name in self.backends and self.backends.entry(name) != backend:
             raise PluginError(
                 f"plugin {plugin!r} registers backend {name!r}, already registered by "
                 f"{self.backend_plugin[name]!r}; block one with NSIGHTX_BLOCK_PLUGINS",
@@ -288,22 +304,42 @@ class PluginHost:
     def backend(self, name: str) -> type[Backend]:
         """The backend class registered as ``name``."""
         self.load()
+        if name not in self.backends:
+            known = ", ".join(sorted(self.backends)) or "none"
+            raise ConfigError(f"unknown backend {name!r}; registered backends: {known}, or 'auto'")
         try:
             return self.backends[name]
-        except KeyError:
-            known = ", ".join(sorted(self.backends)) or "none"
-            raise ConfigError(f"unknown backend {name!r}; registered backends: {known}, or 'auto'") from None
+        except KeyError as e:  # a deferred class that failed to import (load_errors has it; a warning said so)
+            cause = e.__cause__
+            raise PluginError(
+                f"backend {name!r} could not be loaded ({cause}); fix or reinstall the package that provides it, "
+                "or choose another backend (`nsightx plugins` shows the error)",
+                plugin=name,
+            ) from cause
 
     def availability(self) -> dict[str, Availability]:
-        """Each backend's availability, never raising."""
+        """Each backend's availability, cheapest first, never raising (imports every deferred backend)."""
         self.load()
         out: dict[str, Availability] = {}
-        for name, cls in sorted(self.backends.items(), key=lambda kv: kv[1].capabilities.cost):
+        for name in self.backends.by_cost():
             try:
-                out[name] = cls.availability()
-            except Exception as e:  # availability() must not raise; if it does, report it
-                out[name] = Availability(available=False, reason=f"availability() raised {e!r}")
+                cls = self.backends[name]
+            except KeyError:  # a deferred class that failed to import: recorded and warned about
+                continue
+            out[name] = available(cls)
         return out
+
+    def cheapest_first(self) -> Iterator[tuple[str, type[Backend]]]:
+        """(name, class) of each backend, cheapest first, importing a deferred class only when it is reached.
+
+        "auto" stops at the first backend that fits and is available, so the costlier ones are never imported.
+        """
+        self.load()
+        for name in self.backends.by_cost():
+            try:
+                yield name, self.backends[name]
+            except KeyError:
+                continue
 
     def collectors(self, name: str) -> list[CollectorLike]:
         """The collectors of set ``name``."""
@@ -326,6 +362,14 @@ class PluginHost:
         names = [s.name for s in self.collector_sets.values() if s.default]
         names += [n for n in self.settings.default_collectors if n not in names]
         return [c for n in names for c in self.collectors(n)]
+
+
+def available(cls: type[Backend]) -> Availability:
+    """``cls.availability()``, never raising: a backend whose check raises is reported unavailable."""
+    try:
+        return cls.availability()
+    except Exception as e:  # availability() must not raise; if it does, report it
+        return Availability(available=False, reason=f"availability() raised {e!r}")
 
 
 _default: PluginHost | None = None

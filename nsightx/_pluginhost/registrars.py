@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from nsightx._pluginhost.backendtable import DeferredBackend
 from nsightx._run.backend import Backend
 from nsightx._run.collectors import CollectorLike, as_collector
 
-AddBackend = Callable[[type[Backend], str], None]
-"""Stores a backend class registered by the plugin named by the second argument."""
+AddBackend = Callable[[type[Backend] | DeferredBackend, str], None]
+"""Stores a backend class (or where to import it from) registered by the plugin named by the second argument."""
 AddCollectors = Callable[[str, list[CollectorLike], bool, str], None]
 """Stores a collector set: its name, its collectors, whether every call uses it, and the plugin's name."""
 
@@ -27,6 +28,20 @@ class BackendRegistrar:
     def __call__(self, backend: type[Backend]) -> None:
         """Register ``backend`` under ``backend.name``."""
         self._add(backend, self._plugin)
+
+    def deferred(self, name: str, target: str, *, cost: int) -> None:
+        """Register backend ``name`` whose class is imported from ``target`` (``"module:Class"``) when first used.
+
+        For a backend whose module is costly to import: a process that never uses it (another backend named,
+        ``nsightx plugins``) never imports it. ``"auto"``
+        imports it to ask its availability only when every cheaper backend that fits is unavailable; ``nsightx
+        backends`` and ``nsightx doctor`` import it. The class's ``name`` must be ``name`` and its
+        ``capabilities.cost`` must be ``cost`` (checked when it is imported).
+
+        Raises:
+            PluginError: ``target`` is not ``"module:Class"``, or ``cost`` is not an int.
+        """
+        self._add(DeferredBackend.parse(name, target, cost), self._plugin)
 
 
 class CollectorRegistrar:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nsightx._errors import BackendUnavailableError, ConfigError
-from nsightx._pluginhost.plugins import PluginHost
+from nsightx._pluginhost.plugins import PluginHost, available
 from nsightx._run.backend import Backend, Capabilities, first_supported
 from nsightx._spec.options import ProfileSpec
 
@@ -100,9 +100,8 @@ def choose(
                 backend=name,
             )
         return _resolve(cls, spec)
-    for bname, avail in host.availability().items():
-        cls = host.backends[bname]
-        if cls.capabilities.auto and avail.available and not _misfits(spec, cls.capabilities):
+    for _, cls in host.cheapest_first():  # a costlier backend is not imported once a cheaper one fits
+        if cls.capabilities.auto and not _misfits(spec, cls.capabilities) and available(cls).available:
             return _resolve(cls, spec)
     raise BackendUnavailableError(_nothing_fits(spec, host, metrics_option), backend="auto")
 
