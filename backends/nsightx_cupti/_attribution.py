@@ -155,6 +155,9 @@ class Attribution:
     outside_apis: dict[tuple[str, int], int] = field(default_factory=dict)
     """Kernels placed outside every region by their launch record's time, per launching API ``(domain, cbid)``
     (counted only when :func:`attribute` is asked to)."""
+    whole: bool | None = None
+    """Whether every kernel placed in a region has a whole record (a start, an end not before it), as
+    :func:`attribute` saw while placing them; None when not known (:func:`incomplete` then reads them all)."""
 
 
 _SPAN = operator.attrgetter("enter_ns", "exit_ns", "external_id")
@@ -176,7 +179,8 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
             (:attr:`Attribution.outside_apis`, for ``api_tracing="learn"``; off, it costs nothing per kernel).
 
     Returns:
-        The kernels of each region sorted by launch (correlation id, then GPU start), plus what was left out.
+        The kernels of each region sorted by launch (correlation id, then GPU start), what was left out, and
+        whether every placed kernel's record is whole (:attr:`Attribution.whole`, which :func:`incomplete` reads).
     """
     by_region: dict[int, list[Attributed]] = {w.external_id: [] for w in windows}
     result = Attribution(by_region=by_region)
@@ -184,7 +188,7 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
     spans: list[tuple[int, int, int]] = []
     enters: list[int] | None = None  # the windows' enter times, sorted: bisected as ints, not as tuples
     new = tuple.__new__  # Attributed's own constructor is a Python function: ~2x slower
-    outside = 0
+    outside, whole = 0, True  # whole: every kernel placed so far has a whole record
     for k in batch.kernels:
         corr = k[3]  # correlation_id: a named tuple's field by index costs less than by name
         ext = externals.get(corr)
@@ -192,6 +196,9 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
             own = by_region.get(ext)
             if own is not None:
                 own.append(new(Attributed, (k, "external")))
+                start = k[1]
+                if start <= 0 or k[2] < start:  # an incomplete record (see :func:`incomplete`)
+                    whole = False
                 continue
         api = apis.get(corr)
         if api is None:
@@ -201,19 +208,21 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
                 outside += 1  # carries an id of an earlier run: launched by a stale stack entry
             continue
         if enters is None:
-            spans = list(map(_SPAN, windows))  # map of a C getter: a generator cost ~2x as much
+            spans = list(map(_SPAN, windows))  # map of a C getter: no Python step per window
             spans.sort()  # the windows come in order: one comparison each
             enters = list(map(_FIRST, spans))
         t = api[1]  # its start: the window that opened last at or before the launch, if still open then
         i = bisect.bisect_right(enters, t) - 1
         if i >= 0 and t <= spans[i][1]:
             by_region[spans[i][2]].append(new(Attributed, (k, "window")))
+            if k[1] <= 0 or k[2] < k[1]:
+                whole = False
             continue
         outside += 1
         if count_outside:
             key = (api.domain, api.cbid)
             result.outside_apis[key] = result.outside_apis.get(key, 0) + 1
-    result.outside = outside
+    result.outside, result.whole = outside, whole
     _sort_by_launch(by_region)
     return result
 
@@ -441,10 +450,13 @@ def _outputs(
 def incomplete(attribution: Attribution, batch: ActivityBatch) -> KernelActivity | None:
     """The first kernel placed in a region whose record is incomplete (no start, or an end before it), else None.
 
-    "First" in the order of :attr:`Attribution.by_region`. The batch's kernels are scanned first, without a lookup
-    per region and without a Python-level step per kernel (``map`` of C functions: a generator expression cost ~4x
-    as much): in the common collection none is incomplete and nothing else is done.
+    "First" in the order of :attr:`Attribution.by_region`. In the common collection none is incomplete, and
+    nothing is read: :func:`attribute` checked each kernel it placed (:attr:`Attribution.whole`). An attribution
+    that does not say has the batch's kernels scanned first, without a lookup per region and without a
+    Python-level step per kernel (``map`` of C functions: a generator expression cost ~4x as much).
     """
+    if attribution.whole:
+        return None
     collected = batch.kernels
     starts = list(map(_START, collected))
     if min(starts, default=1) > 0 and not any(map(operator.gt, starts, map(_END, collected))):
