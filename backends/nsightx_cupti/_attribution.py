@@ -152,6 +152,14 @@ class Attribution:
     outside_apis: dict[tuple[str, int], int] = field(default_factory=dict)
     """Kernels placed outside every region by their launch record's time, per launching API ``(domain, cbid)``
     (counted only when :func:`attribute` is asked to)."""
+    whole: bool | None = None
+    """Whether every kernel placed in a region has a whole record (a start, an end not before it), as
+    :func:`attribute` saw while placing them; None when not known (:func:`incomplete` then reads them all)."""
+
+
+_SPAN = operator.attrgetter("enter_ns", "exit_ns", "external_id")
+"""A window's host span and id, as :func:`attribute` bisects them."""
+_FIRST = operator.itemgetter(0)
 
 
 def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_outside: bool = False) -> Attribution:
@@ -168,7 +176,8 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
             (:attr:`Attribution.outside_apis`, for ``api_tracing="learn"``; off, it costs nothing per kernel).
 
     Returns:
-        The kernels of each region sorted by launch (correlation id, then GPU start), plus what was left out.
+        The kernels of each region sorted by launch (correlation id, then GPU start), what was left out, and
+        whether every placed kernel's record is whole (:attr:`Attribution.whole`, which :func:`incomplete` reads).
     """
     by_region: dict[int, list[Attributed]] = {w.external_id: [] for w in windows}
     result = Attribution(by_region=by_region)
@@ -176,14 +185,17 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
     spans: list[tuple[int, int, int]] = []
     enters: list[int] | None = None  # the windows' enter times, sorted: bisected as ints, not as tuples
     new = tuple.__new__  # Attributed's own constructor is a Python function: ~2x slower
-    outside = 0
+    outside, whole = 0, True  # whole: every kernel placed so far has a whole record
     for k in batch.kernels:
-        corr = k.correlation_id
+        corr = k[3]  # correlation_id: a named tuple's field by index costs less than by name
         ext = externals.get(corr)
         if ext is not None:
             own = by_region.get(ext)
             if own is not None:
                 own.append(new(Attributed, (k, "external")))
+                start = k[1]
+                if start <= 0 or k[2] < start:  # an incomplete record (see :func:`incomplete`)
+                    whole = False
                 continue
         api = apis.get(corr)
         if api is None:
@@ -193,18 +205,21 @@ def attribute(batch: ActivityBatch, windows: Sequence[RegionWindow], *, count_ou
                 outside += 1  # carries an id of an earlier run: launched by a stale stack entry
             continue
         if enters is None:
-            spans = sorted((w.enter_ns, w.exit_ns, w.external_id) for w in windows)
-            enters = [span[0] for span in spans]
-        t = api.start  # the window that opened last at or before the launch, if still open then
+            spans = list(map(_SPAN, windows))  # map of a C getter: no Python step per window
+            spans.sort()  # the windows come in order: one comparison each
+            enters = list(map(_FIRST, spans))
+        t = api[1]  # its start: the window that opened last at or before the launch, if still open then
         i = bisect.bisect_right(enters, t) - 1
         if i >= 0 and t <= spans[i][1]:
             by_region[spans[i][2]].append(new(Attributed, (k, "window")))
+            if k[1] <= 0 or k[2] < k[1]:
+                whole = False
             continue
         outside += 1
         if count_outside:
             key = (api.domain, api.cbid)
             result.outside_apis[key] = result.outside_apis.get(key, 0) + 1
-    result.outside = outside
+    result.outside, result.whole = outside, whole
     _sort_by_launch(by_region)
     return result
 
@@ -214,8 +229,7 @@ def _sort_by_launch(by_region: dict[int, list[Attributed]]) -> None:
     for kernels in by_region.values():
         n = len(kernels)
         if n == 2:  # the split-K region: one comparison, where a sort costs a key call per kernel on top
-            first, second = kernels[0].kernel, kernels[1].kernel
-            if first.correlation_id < second.correlation_id:
+            if kernels[0][0][3] < kernels[1][0][3]:  # the correlation ids, by index (a field by name is a call)
                 continue
             if _launch_order(kernels[1]) < _launch_order(kernels[0]):
                 kernels.reverse()
@@ -230,6 +244,7 @@ def _launch_order(a: Attributed) -> tuple[int, int, int]:
 
 
 _MAX = 1 << 63
+NAN = math.nan
 _START = operator.itemgetter(KernelActivity._fields.index("start"))
 _END = operator.itemgetter(KernelActivity._fields.index("end"))
 
@@ -323,7 +338,8 @@ def region_attributes(window: RegionWindow, kernels: Sequence[Attributed]) -> di
 def _two_kernels(host_ns: int, kernels: Sequence[Attributed]) -> dict[str, Scalar]:
     """:func:`region_attributes` of a region with two kernels (the same values, read without a loop)."""
     (a, rule_a), (b, rule_b) = kernels
-    a_start, a_end, b_start, b_end = a.start, a.end, b.start, b.end
+    _, a_start, a_end, _, a_stream, _, _, a_graph, _ = a  # one unpack each: fewer steps than four fields by name
+    _, b_start, b_end, _, b_stream, _, _, b_graph, _ = b
     device_ns = (a_end - a_start) + (b_end - b_start)
     return {
         "kernel_count": 2,
@@ -331,8 +347,8 @@ def _two_kernels(host_ns: int, kernels: Sequence[Attributed]) -> dict[str, Scala
         "span_ns": (a_end if a_end >= b_end else b_end) - (a_start if a_start <= b_start else b_start),
         "launch_ns": host_ns,
         "launch_bound": host_ns > device_ns,
-        "streams": 1 if a.stream_id == b.stream_id else 2,
-        "graph_kernels": (1 if a.graph_id else 0) + (1 if b.graph_id else 0),
+        "streams": 1 if a_stream == b_stream else 2,
+        "graph_kernels": (1 if a_graph else 0) + (1 if b_graph else 0),
         "other_thread_kernels": (1 if rule_a == "window" else 0) + (1 if rule_b == "window" else 0),
     }
 
@@ -368,41 +384,76 @@ def to_run_outputs(
     run loop makes a :class:`~nsightx.ext.Record` of one only when something asks for it), a tenth of the
     builder's cost per record. Each distinct kernel name is shortened once per call.
     """
+    return _outputs(attribution.by_region, windows, METRIC in metrics, rows)
+
+
+def _outputs(
+    by_region: Mapping[int, list[Attributed]], windows: Mapping[Any, Sequence[RegionWindow]], want: bool, rows: bool
+) -> dict[Any, RunOutput]:
+    """:func:`to_run_outputs` of :attr:`Attribution.by_region` (``want``: the metric was asked for).
+
+    A region with one kernel (the common one) is read without a call or a loop: its kernel's fields are unpacked
+    at once and its attributes written here (the values :func:`region_attributes` gives, in its order).
+    """
     outputs: dict[Any, RunOutput] = {}
-    want = METRIC in metrics
-    by_region = attribution.by_region
+    names: dict[str, str] = {}  # each distinct kernel name is shortened once per call
     none: tuple[Attributed, ...] = ()
-    nan, base, make = math.nan, kernel_base_name, (None if rows else new_record)
-    names: dict[str, str] = {}
     for key, ws in windows.items():
         records: list[Any] = []
         add = records.append
         attributes: dict[str, dict[str, Scalar]] = {}
         for w in ws:
             kernels = by_region.get(w.external_id, none)
-            attributes[w.annotation] = region_attributes(w, kernels)
-            if w.failed or not want:
-                continue
-            annotation, config, run = w.annotation, w.config, w.run
-            for seq, (k, _) in enumerate(kernels):
-                start, end, name = k.start, k.end, k.name
-                value = float(end - start) if end >= start > 0 else nan
+            annotation, n = w.annotation, len(kernels)
+            if n == 1:
+                ((k, rule),) = kernels
+                name, start, end, _, _, _, _, graph, _ = k  # one unpack: fewer steps than the fields by name
+                host_ns, duration = w.exit_ns - w.enter_ns, end - start
+                attributes[annotation] = {
+                    "kernel_count": 1,
+                    "device_ns": duration,
+                    "span_ns": duration,
+                    "launch_ns": host_ns,
+                    "launch_bound": host_ns > duration,
+                    "streams": 1,
+                    "graph_kernels": 1 if graph else 0,
+                    "other_thread_kernels": 1 if rule == "window" else 0,
+                }
+                if w.failed or not want:
+                    continue
                 short = names.get(name)
                 if short is None:
-                    short = names[name] = base(name)
-                row = (annotation, config, run, short, METRIC, value, "ns", seq)
-                add(row if make is None else make(*row))
-        outputs[key] = RunOutput([], attributes, records) if rows else RunOutput(records, attributes)
+                    short = names[name] = kernel_base_name(name)
+                add((annotation, w.config, w.run, short, METRIC, float(duration) if end >= start > 0 else NAN, "ns", 0))
+                continue
+            host_ns = w.exit_ns - w.enter_ns
+            attributes[annotation] = _two_kernels(host_ns, kernels) if n == 2 else region_attributes(w, kernels)
+            if w.failed or not want:
+                continue
+            config, run = w.config, w.run
+            for seq, (k, _) in enumerate(kernels):
+                start, end, name = k.start, k.end, k.name
+                value = float(end - start) if end >= start > 0 else NAN
+                short = names.get(name)
+                if short is None:
+                    short = names[name] = kernel_base_name(name)
+                add((annotation, config, run, short, METRIC, value, "ns", seq))
+        outputs[key] = (
+            RunOutput([], attributes, records) if rows else RunOutput([new_record(*r) for r in records], attributes)
+        )
     return outputs
 
 
 def incomplete(attribution: Attribution, batch: ActivityBatch) -> KernelActivity | None:
     """The first kernel placed in a region whose record is incomplete (no start, or an end before it), else None.
 
-    "First" in the order of :attr:`Attribution.by_region`. The batch's kernels are scanned first, without a lookup
-    per region and without a Python-level step per kernel (``map`` of C functions: a generator expression cost ~4x
-    as much): in the common collection none is incomplete and nothing else is done.
+    "First" in the order of :attr:`Attribution.by_region`. In the common collection none is incomplete, and
+    nothing is read: :func:`attribute` checked each kernel it placed (:attr:`Attribution.whole`). An attribution
+    that does not say has the batch's kernels scanned first, without a lookup per region and without a
+    Python-level step per kernel (``map`` of C functions: a generator expression cost ~4x as much).
     """
+    if attribution.whole:
+        return None
     collected = batch.kernels
     starts = list(map(_START, collected))
     if min(starts, default=1) > 0 and not any(map(operator.gt, starts, map(_END, collected))):

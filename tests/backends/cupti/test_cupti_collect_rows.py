@@ -11,12 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nsightx_cupti._attribution import (
+    METRIC,
     ActivityBatch,
+    ApiActivity,
     KernelActivity,
     RegionWindow,
     attribute,
     batch_from_json,
     incomplete,
+    region_attributes,
     to_run_output,
     to_run_outputs,
 )
@@ -127,3 +130,64 @@ def test_each_region_is_in_launch_order_and_incomplete_finds_the_first_bad_one(
         assert order == sorted(order, key=lambda k: (k.correlation_id, k.start, k.graph_node_id))
     broken = [a.kernel for ks in attribution.by_region.values() for a in ks if a.kernel.end < a.kernel.start]
     assert incomplete(attribution, batch) == (broken[0] if broken else None)
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_attribute_says_whether_the_kernels_it_placed_are_whole(path: Path) -> None:
+    """``Attribution.whole`` spares :func:`incomplete` its scan; an attribution that does not say still gets it."""
+    batch, windows, _ = batch_from_json(path.read_text(encoding="utf-8"))
+    attribution = attribute(batch, windows)
+    assert attribution.whole is True and incomplete(attribution, batch) is None
+    placed = [a.kernel for ks in attribution.by_region.values() for a in ks]
+    outside = [k for k in batch.kernels if k not in set(placed)]
+    for k in outside:  # incomplete records outside every region: still whole
+        batch.kernels[batch.kernels.index(k)] = k._replace(start=0)
+    assert attribute(batch, windows).whole is True
+    bad = placed[-1]
+    batch.kernels[batch.kernels.index(bad)] = broken = bad._replace(end=bad.start - 1)
+    attribution = attribute(batch, windows)
+    assert attribution.whole is False and incomplete(attribution, batch) == broken
+    assert incomplete(dataclasses.replace(attribution, whole=None), batch) == broken
+
+
+regions = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # kernels in the region
+        st.integers(-1, 40),  # the first kernel's start (0 or less: an incomplete record)
+        st.integers(-3, 60),  # its duration (negative: an incomplete record)
+        st.booleans(),  # launched by another thread (the window rule)
+        st.integers(0, 2),  # graph id
+        st.booleans(),  # the region failed
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(regions, st.booleans())
+def test_outputs_of_one_kernel_regions_are_those_of_region_attributes(
+    spec: list[tuple[int, int, int, bool, int, bool]], want: bool
+) -> None:
+    """The one-kernel region read inline gives the attributes :func:`region_attributes` gives (same keys, order,
+    values and types) and the records of the general path, whatever the rule, graph, failure or record."""
+    batch, windows, corr = ActivityBatch(), [], 1
+    for i, (count, start, duration, other, graph, failed) in enumerate(spec):
+        ext, enter = i + 1, 1000 * (i + 1)
+        windows.append(RegionWindow(ext, f"r{i % 3}", 0, i // 3, enter, enter + 50, 1, failed))
+        for j in range(count):
+            s = enter + start + 10 * j if start > 0 else start
+            batch.kernels.append(KernelActivity(f"_Z1kv{j}", s, s + duration, corr, graph_id=graph))
+            batch.apis[corr] = ApiActivity(corr, enter + 1, enter + 2)
+            if not other:
+                batch.externals[corr] = ext
+            corr += 1
+    attribution = attribute(batch, windows)
+    metrics = (METRIC,) if want else ("other",)
+    got = to_run_outputs(attribution, {"run": windows}, metrics, rows=True)["run"]
+    attributes: dict[str, dict[str, object]] = {}
+    for w in windows:
+        attributes[w.annotation] = region_attributes(w, attribution.by_region[w.external_id])
+    assert repr(got.region_attributes) == repr(attributes)  # repr: the keys' order and bool against int count
+    expected = to_run_outputs(attribution, {"run": windows}, metrics)["run"].records
+    assert repr([new_record(*r) for r in got.record_rows]) == repr(expected)  # repr: NaN equals NaN
