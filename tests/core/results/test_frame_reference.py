@@ -55,6 +55,7 @@ class Shape:
     metrics: tuple[str, ...]
     combine: bool
     derive: bool
+    normalize: str | None = None
     # (ann, config, run) -> None (missing), "failed", or per kernel a dict metric -> value
     regions: dict[tuple[str, int, int], Any] = field(default_factory=dict)
     # name -> (scope, {where: value})
@@ -98,6 +99,7 @@ def shapes(draw: Any) -> Shape:
         combine=draw(st.booleans()),
         derive=draw(st.booleans()),
     )
+    shape.normalize = draw(st.sampled_from([None, None, *shape.annotations]))
     missing, failing = draw(st.integers(0, 3)), draw(st.integers(0, 3))  # how often: 0 never, else 1 in 12 / k
     for c in range(n_configs):
         for r in range(shape.runs):
@@ -176,6 +178,7 @@ def build(shape: Shape) -> ProfileResults:
         replay_mode="kernel",
         combine_kernel_metrics="sum" if shape.combine else None,
         derive_metric="doubled" if shape.derive else None,
+        normalize_against=shape.normalize,
     )
     runs = [_run(shape, c, r) for c in range(len(shape.configs)) for r in range(shape.runs)]
     with warnings.catch_warnings():
@@ -248,7 +251,37 @@ def reference(shape: Shape) -> dict[tuple[Any, ...], dict[str, Any]]:
         warnings.simplefilter("ignore", RuntimeWarning)  # inf - inf in a spread: NaN, as pandas says
         for (ann, metric, c), rows in groups.items():
             out[(ann, metric, *shape.configs[c])] = _reference_row(shape, ann, c, rows, numeric)
+        if shape.normalize is not None:
+            _normalized(out, shape)
+        _geomean_column(out, shape)
     return out
+
+
+SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue")
+
+
+class NoBaseline(Exception):
+    """The reference's word that ``normalize_against`` names no baseline for some row."""
+
+
+def _normalized(out: dict[tuple[Any, ...], dict[str, Any]], shape: Shape) -> None:
+    """``normalize_against``: each value and spread divided by the baseline's mean of the same config and metric."""
+    for (_ann, metric, *params), row in out.items():
+        base = out.get((shape.normalize, metric, *params))
+        if base is None:
+            raise NoBaseline(shape.normalize, metric, params)
+        row["NormalizationValue"] = base["AvgValue"]
+    for row in out.values():
+        for col in SCALED:
+            row[col] = row[col] / row["NormalizationValue"]
+
+
+def _geomean_column(out: dict[tuple[Any, ...], dict[str, Any]], shape: Shape) -> None:
+    """``Geomean``: of ``AvgValue`` over the configs of the row's annotation and metric (finite, positive ones)."""
+    for (ann, metric, *_), row in out.items():
+        means = [r["AvgValue"] for (a, m, *_), r in out.items() if (a, m) == (ann, metric)]
+        kept = [float(v) for v in means if math.isfinite(v) and v > 0]
+        row["Geomean"] = math.exp(sum(map(math.log, kept)) / len(kept)) if kept else math.nan
 
 
 def _reference_row(
@@ -337,7 +370,12 @@ def check_runs(frame: pd.DataFrame, shape: Shape) -> None:
 @given(shape=shapes())
 def test_frames_match_the_naive_reference(shape: Shape) -> None:
     result = build(shape)
-    want = reference(shape)
+    try:
+        want = reference(shape)
+    except NoBaseline:
+        with pytest.raises(nsightx.ConfigError, match="no baseline value"):
+            result.to_dataframe()
+        return
     if not want:
         assert result.to_dataframe().empty
         return
@@ -353,7 +391,10 @@ def test_frames_match_the_naive_reference(shape: Shape) -> None:
 )
 @given(shape=shapes())
 def test_a_saved_and_loaded_result_matches_the_reference(shape: Shape, tmp_path_factory: Any) -> None:
-    want = reference(shape)
+    try:
+        want = reference(shape)
+    except NoBaseline:
+        return
     if not want:
         return
     # Parquet only: JSON stores infinities as null (docs/reliability.md), so they come back NaN
