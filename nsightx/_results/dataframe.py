@@ -461,7 +461,8 @@ def _numeric(col: _Column) -> _Numbers | None:
         if kinds == {int} and _INT64[0] <= min(col.items) and max(col.items) <= _INT64[1]:
             return _Numbers(np.array(col.items, dtype=np.int64), col.pos)
         if int not in kinds or all(abs(v) <= 2**53 for v in col.items if type(v) is int):
-            return _Numbers(np.array([math.nan if v is None else v for v in col.items], dtype=np.float64), col.pos)
+            floats = np.array([math.nan if v is None else v for v in col.items], dtype=np.float64)
+            return None if np.isnan(floats).all() else _Numbers(floats, col.pos)  # NaN alone: no number, as pandas
 
     numeric = pd.to_numeric(col.values, errors="coerce")
     converted = numeric.notna().to_numpy()
@@ -538,7 +539,8 @@ def _dense_numbers(values: list[Any], codes: Ints) -> _Numbers | None:
             return _Numbers(np.array(values, dtype=np.int64), codes)
         return None
     if kinds and kinds <= {int, float} and (int not in kinds or all(abs(v) <= 2**53 for v in values if type(v) is int)):
-        return _Numbers(np.array(values, dtype=np.float64), codes)
+        floats = np.array(values, dtype=np.float64)
+        return None if np.isnan(floats).all() else _Numbers(floats, codes)  # NaN alone: the general path says
     return None
 
 

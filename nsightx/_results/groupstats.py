@@ -264,7 +264,8 @@ def medians(values: Array, codes: Array, count: int) -> Array | None:
     safe = np.maximum(n, 1)
     upper = ordered[np.minimum(start + safe // 2, len(values) - 1)]
     lower = ordered[np.minimum(start + (safe - 1) // 2, len(values) - 1)]
-    out = np.where(n % 2 == 1, upper, (upper + lower) / 2)
+    with np.errstate(invalid="ignore", over="ignore"):  # -inf and inf in the middle: NaN, as pandas, unannounced
+        out = np.where(n % 2 == 1, upper, (upper + lower) / 2)
     out[n == 0] = np.nan
     return out
 

@@ -1,0 +1,458 @@
+"""The frames against a naive reference written from the docs, over random result shapes.
+
+``to_dataframe()`` and ``runs_dataframe()`` take many fast paths (shared group statistics, text columns kept as
+codes, small frames built without pandas, ...) that the recorded fixtures reach only in the shapes they hold.
+Here a result is built through the real code (``build_results``, and the host backend) from random configs,
+runs, annotations, kernels, failures, missing regions and collectors of every scope and value type, and each
+frame is checked against a reference that follows docs/api.md ("The aggregated DataFrame") and docs/plugins.md
+("Columns") one group at a time, with pandas' own Series statistics. Rows are matched by (Annotation, Metric,
+parameters), so a value on another config's row fails.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nsightx
+from nsightx._results.profileresults import ProfileResults, build_results
+from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
+from nsightx._results.schema import PlanInfo
+
+TIME = "gpu__time_duration.sum"
+METRICS = (TIME, "bytes")
+ANNOTATIONS = ("gemm", "copy", "norm")
+SCOPES = ("once", "config", "run", "annotation")
+KINDS = ("int", "float", "mixed", "text", "bool", "numtext")
+FAILED = "failed"
+EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "50"))
+"""Examples per run (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=300``)."""
+
+
+def doubled(*args: Any) -> tuple[float, str]:
+    """A derived metric: twice the first metric (its rows come after the measured ones)."""
+    return 2.0 * args[0], "ns"
+
+
+@dataclass
+class Shape:
+    """What a random result holds, as the reference reads it."""
+
+    configs: list[tuple[Any, ...]]
+    params: tuple[str, ...]
+    runs: int
+    annotations: tuple[str, ...]
+    metrics: tuple[str, ...]
+    combine: bool
+    derive: bool
+    normalize: str | None = None
+    # (ann, config, run) -> None (missing), "failed", or per kernel a dict metric -> value
+    regions: dict[tuple[str, int, int], Any] = field(default_factory=dict)
+    # name -> (scope, {where: value})
+    collectors: dict[str, tuple[str, dict[Any, Any]]] = field(default_factory=dict)
+
+
+NUMBERS = st.sampled_from([1.0, 2.5, 3.0, 7.25, 1e6, 123.456, 0.001])
+ODD = st.sampled_from([math.nan, math.inf, -math.inf])
+
+
+def _value(draw: Any) -> float:
+    return draw(ODD) if draw(st.integers(0, 19)) == 0 else draw(NUMBERS) * draw(st.integers(1, 50))
+
+
+def _collector_value(draw: Any, kind: str) -> Any:
+    if draw(st.integers(0, 7)) == 0:
+        return None
+    pick = {
+        "int": st.integers(-5, 400),
+        "float": st.one_of(st.floats(-1e3, 1e3), ODD) if draw(st.integers(0, 9)) == 0 else st.floats(-1e3, 1e3),
+        "mixed": st.one_of(st.integers(0, 50), st.floats(0, 50)),
+        "text": st.sampled_from(["none", "p0", "hot", "x"]),
+        "bool": st.booleans(),
+        "numtext": st.sampled_from(["1", "2.5", "7"]),
+    }[kind]
+    return draw(pick)
+
+
+@st.composite
+def shapes(draw: Any) -> Shape:
+    """A random result's content, in the order a real loop writes it."""
+    n_configs, n_params = draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    params = ("n", "dtype", "tile")[:n_params]
+    configs = [tuple([c * 64 + 1, f"t{c % 2}", c % 3][:n_params]) for c in range(n_configs)]
+    shape = Shape(
+        configs=configs,
+        params=params,
+        runs=draw(st.integers(1, 6)),
+        annotations=ANNOTATIONS[: draw(st.integers(1, 3))],
+        metrics=METRICS[: draw(st.integers(1, 2))],
+        combine=draw(st.booleans()),
+        derive=draw(st.booleans()),
+    )
+    shape.normalize = draw(st.sampled_from([None, None, *shape.annotations]))
+    missing, failing = draw(st.integers(0, 3)), draw(st.integers(0, 3))  # how often: 0 never, else 1 in 12 / k
+    for c in range(n_configs):
+        for r in range(shape.runs):
+            for ann in shape.annotations:
+                if missing and draw(st.integers(0, 12 // missing)) == 0:
+                    continue
+                if failing and draw(st.integers(0, 12 // failing)) == 0:
+                    shape.regions[(ann, c, r)] = FAILED
+                    continue
+                kernels = draw(st.integers(1, 2)) if shape.combine else 1
+                shape.regions[(ann, c, r)] = [{m: _value(draw) for m in shape.metrics} for _ in range(kernels)]
+    for i in range(draw(st.integers(0, 4))):
+        scope, kind = draw(st.sampled_from(SCOPES)), draw(st.sampled_from(KINDS))
+        name = f"C{i}{scope[:3]}{kind}"
+        if scope == "once":
+            where: list[Any] = [None]
+        elif scope == "config":
+            where = list(range(n_configs))
+        elif scope == "run":
+            where = [(c, r) for c in range(n_configs) for r in range(shape.runs)]
+        else:
+            where = [(c, r, a) for c in range(n_configs) for r in range(shape.runs) for a in shape.annotations]
+        shape.collectors[name] = (scope, {w: _collector_value(draw, kind) for w in where})
+    return shape
+
+
+def _collector_values(shape: Shape, c: int, r: int) -> tuple[CollectorValue, ...]:
+    out = []
+    for name, (scope, values) in shape.collectors.items():
+        if scope == "once":
+            out.append(CollectorValue(name=name, scope=scope, value=values[None]))
+        elif scope == "config":
+            out.append(CollectorValue(name=name, scope=scope, config=c, value=values[c]))
+        elif scope == "run":
+            out.append(CollectorValue(name=name, scope=scope, config=c, run=r, value=values[(c, r)]))
+        else:
+            out.extend(
+                CollectorValue(name=name, scope=scope, config=c, run=r, annotation=a, value=values[(c, r, a)])
+                for a in shape.annotations
+                if (a, c, r) in shape.regions
+            )
+    return tuple(out)
+
+
+def _run(shape: Shape, c: int, r: int) -> RunRecords:
+    records: list[Record] = []
+    regions: list[RegionRun] = []
+    for ann in shape.annotations:
+        got = shape.regions.get((ann, c, r))
+        if got is None:
+            continue
+        regions.append(RegionRun(annotation=ann, config=c, run=r, host_ns=1000 + r, failed=got == FAILED))
+        for k, values in enumerate([] if got == FAILED else got):
+            for m, v in values.items():
+                unit = "ns" if m == TIME else "byte"
+                records.append(
+                    Record(annotation=ann, config=c, run=r, kernel=f"k{ann}{k}", metric=m, value=v, unit=unit, seq=k)
+                )
+    return RunRecords(
+        config=c, run=r, records=tuple(records), regions=tuple(regions), collectors=_collector_values(shape, c, r)
+    )
+
+
+def build(shape: Shape) -> ProfileResults:
+    """The result of ``shape`` through ``build_results``."""
+    plan = PlanInfo(
+        function="bench",
+        params=shape.params,
+        configs=tuple(shape.configs),
+        runs=shape.runs,
+        warmup=0,
+        metrics=shape.metrics,
+        backend="cupti",
+        cache_control="all",
+        clock_control="none",
+        replay_mode="kernel",
+        combine_kernel_metrics="sum" if shape.combine else None,
+        derive_metric="doubled" if shape.derive else None,
+        normalize_against=shape.normalize,
+    )
+    runs = [_run(shape, c, r) for c in range(len(shape.configs)) for r in range(shape.runs)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a NaN derived value has no unit
+        return build_results(
+            plan,
+            runs,
+            {"GPU": "x"},
+            combine=(lambda a, b: a + b) if shape.combine else None,
+            derive_metric=doubled if shape.derive else None,
+            created="2026-12-06T00:00:00+00:00",
+        )
+
+
+# --- the reference ------------------------------------------------------------------------------------------
+
+
+def per_run_values(shape: Shape) -> dict[tuple[str, str, int], list[tuple[int, float, str]]]:
+    """(annotation, metric, config) -> (run, value, kernel) in run order, from the shape alone."""
+    out: dict[tuple[str, str, int], list[tuple[int, float, str]]] = {}
+    for c in range(len(shape.configs)):
+        for r in range(shape.runs):
+            for ann in shape.annotations:
+                got = shape.regions.get((ann, c, r))
+                if got is None:
+                    continue
+                row: dict[str, tuple[float, str]] = {}
+                for m in shape.metrics:
+                    if got == FAILED:
+                        row[m] = (math.nan, FAILED)
+                    else:
+                        row[m] = (sum(k[m] for k in got), "|".join(f"k{ann}{i}" for i in range(len(got))))
+                if shape.derive:
+                    t, kernel = row[shape.metrics[0]]
+                    row["doubled"] = (math.nan if any(math.isnan(v) for v, _ in row.values()) else 2.0 * t, kernel)
+                for m, (v, kernel) in row.items():
+                    out.setdefault((ann, m, c), []).append((r, v, kernel))
+    return out
+
+
+def collector_at(shape: Shape, name: str, ann: str, c: int, r: int) -> Any:
+    """The value a per-run row of (ann, c, r) shows for collector ``name`` (docs/plugins.md, Columns)."""
+    scope, values = shape.collectors[name]
+    key = {"once": None, "config": c, "run": (c, r), "annotation": (c, r, ann)}[scope]
+    return values.get(key)
+
+
+def _kernel(kernels: list[str]) -> str:
+    """The most frequent kernel name of the group's successful runs (the first met on a tie); ``failed``."""
+    counts = Counter(k for k in kernels if k != FAILED)
+    if not counts:
+        return FAILED
+    best = max(counts.values())
+    return next(k for k in kernels if counts.get(k) == best)
+
+
+def reference(shape: Shape) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The aggregated frame's rows keyed by (Annotation, Metric, *params), from docs/api.md."""
+    groups = per_run_values(shape)
+    numeric = {}
+    for name, (scope, _) in shape.collectors.items():  # a collector is numeric over its whole per-run column
+        column = pd.Series(
+            [collector_at(shape, name, a, c, r) for (a, _m, c), rows in groups.items() for r, _v, _k in rows],
+            dtype=object,
+        )
+        converted = pd.to_numeric(column, errors="coerce")
+        numeric[name] = scope != "once" and converted.notna().sum() == column.notna().sum() and converted.notna().any()
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # inf - inf in a spread: NaN, as pandas says
+        for (ann, metric, c), rows in groups.items():
+            out[(ann, metric, *shape.configs[c])] = _reference_row(shape, ann, c, rows, numeric)
+        if shape.normalize is not None:
+            _normalized(out, shape)
+        _geomean_column(out, shape)
+    return out
+
+
+SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue")
+
+
+class NoBaseline(Exception):
+    """The reference's word that ``normalize_against`` names no baseline for some row."""
+
+
+def _normalized(out: dict[tuple[Any, ...], dict[str, Any]], shape: Shape) -> None:
+    """``normalize_against``: each value and spread divided by the baseline's mean of the same config and metric."""
+    for (_ann, metric, *params), row in out.items():
+        base = out.get((shape.normalize, metric, *params))
+        if base is None:
+            raise NoBaseline(shape.normalize, metric, params)
+        row["NormalizationValue"] = base["AvgValue"]
+    for row in out.values():
+        for col in SCALED:
+            row[col] = row[col] / row["NormalizationValue"]
+
+
+def _geomean_column(out: dict[tuple[Any, ...], dict[str, Any]], shape: Shape) -> None:
+    """``Geomean``: of ``AvgValue`` over the configs of the row's annotation and metric (finite, positive ones)."""
+    for (ann, metric, *_), row in out.items():
+        means = [r["AvgValue"] for (a, m, *_), r in out.items() if (a, m) == (ann, metric)]
+        kept = [float(v) for v in means if math.isfinite(v) and v > 0]
+        row["Geomean"] = math.exp(sum(map(math.log, kept)) / len(kept)) if kept else math.nan
+
+
+def _reference_row(
+    shape: Shape, ann: str, c: int, rows: list[tuple[int, float, str]], numeric: dict[str, bool]
+) -> dict[str, Any]:
+    """One group's row: its values' statistics, kernel and collector columns."""
+    values = pd.Series([v for _, v, _ in rows], dtype="float64")
+    row: dict[str, Any] = {
+        "AvgValue": values.mean(),
+        "MedianValue": values.median(),
+        "StdDev": values.std(ddof=1),
+        "MinValue": values.min(),
+        "MaxValue": values.max(),
+        "NumRuns": int(values.count()),
+        "Kernel": _kernel([k for _, _, k in rows]),
+    }
+    for name in shape.collectors:
+        seen = pd.Series([collector_at(shape, name, ann, c, r) for r, _, _ in rows], dtype=object)
+        if numeric[name]:
+            nums = pd.to_numeric(seen, errors="coerce").astype("float64")
+            row[f"{name}_Avg"], row[f"{name}_Std"] = nums.mean(), nums.std(ddof=1)
+            row[f"{name}_Min"], row[f"{name}_Max"] = nums.min(), nums.max()
+        else:
+            row[name] = next((v for v in seen if v is not None), None)
+    return row
+
+
+def same(got: Any, want: Any, scale: float = 0.0) -> bool:
+    """Equal, NaN and None alike, numbers to a relative 1e-9 (or 1e-9 of ``scale``, the values' size)."""
+    if want is None or (isinstance(want, float) and math.isnan(want)):
+        return got is None or got is pd.NA or (isinstance(got, float) and math.isnan(got))
+    if isinstance(want, str) or isinstance(got, str):
+        return bool(got == want)
+    if isinstance(want, bool) or isinstance(got, bool):  # pandas keeps a bool column's min and max as bools
+        return bool(float(got) == float(want))
+    if math.isinf(want) or math.isinf(float(got)):
+        return bool(float(got) == want)
+    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=max(1e-9 * scale, 1e-300))
+
+
+def check_frame(frame: pd.DataFrame, want: dict[tuple[Any, ...], dict[str, Any]], params: tuple[str, ...]) -> None:
+    """Every row of ``frame`` matches its reference row, and every reference row is there once."""
+    keys = [tuple(k) for k in frame[["Annotation", "Metric", *params]].itertuples(index=False)]
+    assert sorted(map(repr, keys)) == sorted(map(repr, want)), "rows"
+    columns = {c for row in want.values() for c in row}
+    assert columns <= set(frame.columns), sorted(columns - set(frame.columns))
+    for key, (_, got) in zip(keys, frame.iterrows(), strict=True):
+        for col, value in want[key].items():
+            shown = got[col]
+            scale = _scale(want[key], col)
+            assert same(shown.item() if hasattr(shown, "item") else shown, value, scale), (key, col, shown, value)
+
+
+def _scale(row: dict[str, Any], col: str) -> float:
+    """The size of the values a spread column comes from: a spread of equal values is 0 to rounding."""
+    if col == "StdDev":
+        ends = [row["MinValue"], row["MaxValue"]]
+    elif col.endswith("_Std"):
+        ends = [row[f"{col[:-4]}_Min"], row[f"{col[:-4]}_Max"]]
+    else:
+        return 0.0
+    finite = [abs(float(v)) for v in ends if v is not None and math.isfinite(float(v))]
+    return max(finite, default=0.0)
+
+
+def check_runs(frame: pd.DataFrame, shape: Shape) -> None:
+    """``runs_dataframe()``: one row per (run, annotation, metric) with its value, kernel and collector values."""
+    want = {}
+    for (ann, metric, c), rows in per_run_values(shape).items():
+        for r, v, kernel in rows:
+            cols = {"Value": v, "Kernel": kernel, **{n: collector_at(shape, n, ann, c, r) for n in shape.collectors}}
+            want[(ann, metric, c, r)] = cols
+    keys = [tuple(k) for k in frame[["Annotation", "Metric", "Config", "Run"]].itertuples(index=False)]
+    assert sorted(map(repr, keys)) == sorted(map(repr, want)), "runs rows"
+    for key, (_, got) in zip(keys, frame.iterrows(), strict=True):
+        c = key[2]
+        assert [got[p] for p in shape.params] == list(shape.configs[c]), key
+        for col, value in want[key].items():
+            shown = got[col]
+            assert same(shown.item() if hasattr(shown, "item") else shown, value), (key, col, shown, value)
+
+
+@settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(shape=shapes())
+def test_frames_match_the_naive_reference(shape: Shape) -> None:
+    result = build(shape)
+    try:
+        want = reference(shape)
+    except NoBaseline:
+        with pytest.raises(nsightx.ConfigError, match="no baseline value"):
+            result.to_dataframe()
+        return
+    if not want:
+        assert result.to_dataframe().empty
+        return
+    check_frame(result.to_dataframe(), want, shape.params)  # the first call's frame
+    check_frame(result.to_dataframe(), want, shape.params)  # the cached one
+    check_runs(result.runs_dataframe(), shape)
+
+
+@settings(
+    max_examples=max(EXAMPLES // 4, 1),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(shape=shapes())
+def test_a_saved_and_loaded_result_matches_the_reference(shape: Shape, tmp_path_factory: Any) -> None:
+    try:
+        want = reference(shape)
+    except NoBaseline:
+        return
+    if not want:
+        return
+    # Parquet only: JSON stores infinities as null (docs/reliability.md), so they come back NaN
+    loaded = nsightx.load(build(shape).save(Path(tmp_path_factory.mktemp("saved")) / "r.parquet"))
+    check_frame(loaded.to_dataframe(), want, shape.params)
+    check_runs(loaded.runs_dataframe(), shape)
+
+
+@pytest.mark.parametrize("configs", [1, 3])
+def test_a_host_call_with_a_run_collector_matches_the_reference(configs: int) -> None:
+    """Through the host backend: the values are measured, so the reference reads them from the records."""
+
+    @nsightx.analyze.kernel(
+        configs=[(c + 1,) for c in range(configs)],
+        runs=4,
+        warmup=0,
+        backend="host",
+        info_collectors=[nsightx.InfoCollector("Power", lambda ctx: 10 * ctx.config + ctx.run, "run")],
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
+    def sweep(n: int) -> None:
+        with nsightx.annotate("a"):
+            sum(range(n))
+        with nsightx.annotate("b"):
+            sorted(range(n))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = sweep()
+    frame = result.to_dataframe()
+    runs = result.runs_dataframe()
+    for _, row in frame.iterrows():
+        mine = runs[(runs["Annotation"] == row["Annotation"]) & (runs["Metric"] == row["Metric"])]
+        mine = mine[mine["n"] == row["n"]]
+        values = mine["Value"]
+        assert same(row["AvgValue"], values.mean()) and same(row["StdDev"], values.std(ddof=1))
+        assert same(row["MinValue"], values.min()) and same(row["MaxValue"], values.max())
+        powers = pd.Series([10.0 * (row["n"] - 1) + r for r in mine["Run"]])
+        assert mine["Power"].tolist() == powers.tolist()
+        assert same(row["Power_Avg"], powers.mean()) and same(row["Power_Std"], powers.std(ddof=1))
+        assert same(row["Power_Min"], powers.min()) and same(row["Power_Max"], powers.max())
+
+
+@pytest.mark.parametrize("values", [[math.nan, math.nan], [None, math.nan], [math.nan, None]])
+def test_a_collector_that_reported_only_nan_keeps_one_column(values: list[Any]) -> None:
+    """NaN is no number to ``pd.to_numeric``'s test (d6b4a1c: one column); the numpy paths made ``_Avg`` of it."""
+    shape = Shape(
+        configs=[(1,), (2,)],
+        params=("n",),
+        runs=1,
+        annotations=("a",),
+        metrics=(TIME,),
+        combine=False,
+        derive=False,
+        regions={("a", c, 0): [{TIME: 5.0}] for c in range(2)},
+        collectors={"Fan": ("run", {(c, 0): v for c, v in enumerate(values)})},
+    )
+    frame = build(shape).to_dataframe()
+    assert "Fan" in frame.columns and "Fan_Avg" not in frame.columns
+    assert frame["Fan"].isna().all()
+    check_frame(frame, reference(shape), shape.params)
