@@ -6,6 +6,12 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Frozen(BaseModel):
-    """Immutable, strict model: unknown fields are errors, field docstrings become descriptions."""
+    """Immutable, strict model: unknown fields are errors.
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    Field docstrings are not made descriptions here (``use_attribute_docstrings``): pydantic reads each class's
+    source to find them, ~45 ms of the ~215 ms that a script's first ``@nsightx.analyze.kernel`` spent importing
+    (issue 35), and nothing reads them but the message of an unknown backend option, whose base
+    (:class:`~nsightx._run.backend.BackendOptions`) turns them on for itself.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")

@@ -64,7 +64,7 @@ class Lean:
     """The pydantic-model methods kept on the record dataclasses (validation and JSON through a TypeAdapter)."""
 
     __slots__ = ()
-    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")  # no docstring parsing (see _model)
 
     @classmethod
     def model_validate(cls, obj: object) -> Self:

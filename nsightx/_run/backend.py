@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
-from pydantic import BeforeValidator, ValidationError
+from pydantic import BeforeValidator, ConfigDict, ValidationError
 
 from nsightx._errors import ConfigError
 from nsightx._model import Frozen
@@ -240,6 +240,8 @@ class BackendOptions(Frozen):
         >>> EchoOptions.parse({"echo_level": "high"}, "echo").echo_level
         'high'
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)  # the message's meanings
 
     @classmethod
     def parse(cls, options: Mapping[Any, Any] | None, backend: str) -> Self:
