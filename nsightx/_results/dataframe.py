@@ -108,9 +108,13 @@ def _throttled_items(
 
 
 def _clock_number(value: object) -> float | None:
-    """A run's clock value as a float, None when it is not a number (a bool is not)."""
+    """A run's clock value as a float, None when it is not a finite number (a bool is not).
+
+    A NaN read is no clock: in the median it made ``statistics.median`` depend on the reads' order (bf9531b).
+    """
     if type(value) is int or type(value) is float or (isinstance(value, int | float) and not isinstance(value, bool)):
-        return float(value)
+        number = float(value)
+        return number if math.isfinite(number) else None
     return None
 
 
@@ -157,9 +161,13 @@ _NO_REASONS = (False, False)
 
 
 def _reasons_read(reasons: object) -> tuple[bool, bool]:
-    """A run's clock-event reasons value: whether it says ``gpu_idle``, and whether it names a throttling reason."""
+    """A run's clock-event reasons value: whether it says ``gpu_idle``, and whether it names a throttling reason.
+
+    An empty name (``""``, or the tail of ``"gpu_idle|"``) names no reason, as the ``ClockEventReasons`` column
+    reads it: it made the run throttled (bf9531b).
+    """
     idle = "gpu_idle" in str(reasons or "").split("|")
-    return idle, isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
+    return idle, isinstance(reasons, str) and any(r and r not in NOT_THROTTLING for r in reasons.split("|"))
 
 
 _SMALL = SMALL

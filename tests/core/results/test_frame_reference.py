@@ -6,7 +6,10 @@ Here a result is built through the real code (``build_results``, and the host ba
 runs, annotations, kernels, failures, missing regions and collectors of every scope and value type, and each
 frame is checked against a reference that follows docs/api.md ("The aggregated DataFrame") and docs/plugins.md
 ("Columns") one group at a time, with pandas' own Series statistics. Rows are matched by (Annotation, Metric,
-parameters), so a value on another config's row fails.
+parameters), so a value on another config's row fails. The interval, spread and stability columns follow
+docs/api.md ("The interval of the mean", with SciPy's t quantile), the measured conditions docs/plugins.md
+("Measured conditions in the result"), and the ``warm``, ``short``, ``few_runs``, ``throttled`` and ``unstable``
+flags docs/flags.md.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import scipy.stats
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -56,6 +60,7 @@ class Shape:
     combine: bool
     derive: bool
     normalize: str | None = None
+    cache_control: str = "all"
     # (ann, config, run) -> None (missing), "failed", or per kernel a dict metric -> value
     regions: dict[tuple[str, int, int], Any] = field(default_factory=dict)
     # name -> (scope, {where: value})
@@ -66,8 +71,21 @@ NUMBERS = st.sampled_from([1.0, 2.5, 3.0, 7.25, 1e6, 123.456, 0.001])
 ODD = st.sampled_from([math.nan, math.inf, -math.inf])
 
 
+SIGNED = st.sampled_from([0.0, -3.5, -1e6])
+"""Values a derived metric may have: zero and negative ones take the interval's signed rule."""
+CLOCKS = st.sampled_from([1980, 1980.0, 1755.5, 1410, 1200.0, None, math.nan])
+REASONS = st.sampled_from(
+    ["none", "gpu_idle", "applications_clocks_setting", "sw_power_cap", "gpu_idle|hw_slowdown", "", "none|gpu_idle"]
+)
+CONDITIONS = ("MeasuredSMClockMHz", "ClockEventReasons")
+"""The run-scope values the throttling rule reads (docs/plugins.md, "Measured conditions in the result")."""
+
+
 def _value(draw: Any) -> float:
-    return draw(ODD) if draw(st.integers(0, 19)) == 0 else draw(NUMBERS) * draw(st.integers(1, 50))
+    pick = draw(st.integers(0, 19))
+    if pick == 0:
+        return draw(ODD)
+    return draw(SIGNED) if pick == 1 else draw(NUMBERS) * draw(st.integers(1, 50))
 
 
 def _collector_value(draw: Any, kind: str) -> Any:
@@ -123,6 +141,11 @@ def shapes(draw: Any) -> Shape:
         else:
             where = [(c, r, a) for c in range(n_configs) for r in range(shape.runs) for a in shape.annotations]
         shape.collectors[name] = (scope, {w: _collector_value(draw, kind) for w in where})
+    runs = [(c, r) for c in range(n_configs) for r in range(shape.runs)]
+    for name, pick in zip(CONDITIONS, (CLOCKS, REASONS), strict=True):
+        if draw(st.booleans()):
+            shape.collectors[name] = ("run", {w: None if draw(st.integers(0, 9)) == 0 else draw(pick) for w in runs})
+    shape.cache_control = draw(st.sampled_from(["all", "none"]))
     return shape
 
 
@@ -173,7 +196,7 @@ def build(shape: Shape) -> ProfileResults:
         warmup=0,
         metrics=shape.metrics,
         backend="cupti",
-        cache_control="all",
+        cache_control=shape.cache_control,
         clock_control="none",
         replay_mode="kernel",
         combine_kernel_metrics="sum" if shape.combine else None,
@@ -247,17 +270,149 @@ def reference(shape: Shape) -> dict[tuple[Any, ...], dict[str, Any]]:
         converted = pd.to_numeric(column, errors="coerce")
         numeric[name] = scope != "once" and converted.notna().sum() == column.notna().sum() and converted.notna().any()
     out = {}
+    throttled = throttled_runs(shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # inf - inf in a spread: NaN, as pandas says
         for (ann, metric, c), rows in groups.items():
-            out[(ann, metric, *shape.configs[c])] = _reference_row(shape, ann, c, rows, numeric)
+            row = _reference_row(shape, ann, c, rows, numeric)
+            _interval_columns(row, [v for _, v, _ in rows], [throttled.get((c, r)) for r, _, _ in rows])
+            row["Unit"] = next((u for u in (run_unit(metric, v, k) for _, v, k in rows) if u is not None), None)
+            measured = [throttled.get((c, r), False) for r, v, _ in rows if math.isfinite(v)]
+            row[FLAGS] = _flags(shape, row, rows, measured)
+            if throttled:
+                row["ThrottledRuns"] = sum(bool(throttled[(c, r)]) for r, _, _ in rows)
+            if "ClockEventReasons" in shape.collectors:
+                row["ClockEventReasons"] = _reasons_union(shape, ann, c, rows)
+            out[(ann, metric, *shape.configs[c])] = row
         if shape.normalize is not None:
             _normalized(out, shape)
         _geomean_column(out, shape)
     return out
 
 
-SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue")
+SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper")
+FLAGS = "Flags"
+KNOWN_FLAGS = frozenset({"warm", "short", "few_runs", "throttled", "unstable"})
+"""The flags the reference states (docs/flags.md); the others (launch_bound, clock_varied, serialized) are not
+compared."""
+UNITS = {TIME: "ns", "bytes": "byte", "doubled": "ns"}
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """The flags the reference expects in a row's ``Flags`` cell, among those it ``judged``."""
+
+    flags: frozenset[str]
+    judged: frozenset[str]
+
+
+def run_unit(metric: str, value: float, kernel: str) -> str | None:
+    """A run's unit: its metric's, none for a failed region or a derived value not computed (a NaN input)."""
+    if kernel == FAILED or (metric == "doubled" and math.isnan(value)):
+        return None
+    return UNITS[metric]
+
+
+def mean_interval(values: list[float]) -> tuple[float, float]:
+    """docs/api.md, "The interval of the mean": over the valid runs; NaN under 2 or with an infinite run."""
+    runs = pd.Series([v for v in values if not math.isnan(v)], dtype="float64")
+    n = len(runs)
+    if n < 2 or not runs.map(math.isfinite).all():
+        return math.nan, math.nan
+    mean, std, low = runs.mean(), runs.std(ddof=1), runs.min()
+    if low == runs.max():
+        return low, low  # all runs equal: the mean itself
+    t = float(scipy.stats.t.ppf(0.975, n - 1))
+    t_low, t_high = mean - t * std / math.sqrt(n), mean + t * std / math.sqrt(n)
+    if low <= 0:  # the Student-t interval, at 0 when no value is negative
+        return (max(t_low, 0.0) if low == 0 else t_low), t_high
+    floor = low * 0.025 ** (1 / n)
+    if n < 5:  # LOGNORMAL_MIN_RUNS
+        return max(t_low, floor), t_high
+    logs = runs.map(math.log)
+    m, v = logs.mean(), logs.var(ddof=1)
+    reach = t * math.sqrt(v / n + v * v / (2 * (n - 1)))
+    cox_low, cox_high = math.exp(m + v / 2 - reach), _exp(m + v / 2 + reach)
+    return max(min(t_low, cox_low), floor), max(t_high, cox_high)
+
+
+def _exp(x: float) -> float:
+    return math.inf if x > 709 else math.exp(x)
+
+
+def _interval_columns(row: dict[str, Any], values: list[float], throttled: list[bool | None]) -> None:
+    """``CI95_Lower/Upper``, ``RelativeStdDevPct`` and ``StableMeasurement`` (docs/api.md, The aggregated DataFrame).
+
+    The docs say RSD; as a percentage of the mean's size, NaN where not finite (the docs are silent on both).
+    ``StableMeasurement``: false with a throttled run, else ``<NA>`` where the RSD is unknown (a single run),
+    else RSD under 2 % with at least 5 valid runs.
+    """
+    row["CI95_Lower"], row["CI95_Upper"] = mean_interval(values)
+    rsd = 100.0 * row["StdDev"] / abs(row["AvgValue"]) if row["AvgValue"] != 0 else math.nan
+    row["RelativeStdDevPct"] = rsd if math.isfinite(rsd) else math.nan
+    if any(throttled):
+        row["StableMeasurement"] = False
+    elif math.isnan(row["RelativeStdDevPct"]):
+        row["StableMeasurement"] = None
+    else:
+        row["StableMeasurement"] = row["RelativeStdDevPct"] < 2.0 and row["NumRuns"] >= 5
+
+
+def _names(reasons: Any) -> list[str]:
+    """The reasons a ``ClockEventReasons`` value names (``|``-separated; ``none`` and empty names no reason)."""
+    return [n for n in reasons.split("|") if n and n != "none"] if isinstance(reasons, str) else []
+
+
+def throttled_runs(shape: Shape) -> dict[tuple[int, int], bool]:
+    """docs/plugins.md: (config, run) -> throttled; empty without measured conditions.
+
+    A run is throttled if a reason other than ``gpu_idle`` or ``applications_clocks_setting`` was active, or its SM
+    clock is under 90 % of the median SM clock of all the call's runs (idle reads left out of both; a value that
+    is no finite number is no clock).
+    """
+    if not any(name in shape.collectors for name in CONDITIONS):
+        return {}
+    runs = [(c, r) for c in range(len(shape.configs)) for r in range(shape.runs)]
+    reasons = {w: _names(shape.collectors.get("ClockEventReasons", ("run", {}))[1].get(w)) for w in runs}
+    idle = {w for w in runs if "gpu_idle" in reasons[w]}
+    clocks = {}
+    for w, value in shape.collectors.get("MeasuredSMClockMHz", ("run", {}))[1].items():
+        if isinstance(value, int | float) and math.isfinite(value) and w not in idle:
+            clocks[w] = float(value)
+    limit = 0.9 * pd.Series(list(clocks.values()), dtype="float64").median() if clocks else math.nan
+    named = {w: any(n not in ("gpu_idle", "applications_clocks_setting") for n in reasons[w]) for w in runs}
+    return {w: named[w] or (w in clocks and clocks[w] < limit) for w in runs}
+
+
+def _reasons_union(shape: Shape, ann: str, c: int, rows: list[tuple[int, float, str]]) -> str:
+    """Every reason seen in the row's runs: sorted, ``|``-joined, ``none`` without any."""
+    seen = {n for r, _, _ in rows for n in _names(collector_at(shape, "ClockEventReasons", ann, c, r))}
+    return "|".join(sorted(seen)) if seen else "none"
+
+
+def _flags(shape: Shape, row: dict[str, Any], rows: list[tuple[int, float, str]], throttled: list[bool]) -> Flagged:
+    """docs/flags.md's ``warm``, ``short``, ``few_runs``, ``throttled`` and ``unstable``, before normalisation.
+
+    ``short``, ``few_runs`` and ``unstable`` read the row's finite values, ``throttled`` the verdicts of the runs
+    that have one (``throttled``): the docs say "the row's runs", the rules read those with a finite value, while
+    ``ThrottledRuns`` counts every run. ``unstable`` is stated only where the row's interval is known (no
+    infinite run): its farther end more than 2 % of the mean from the mean.
+    """
+    finite = [v for _, v, _ in rows if math.isfinite(v)]
+    mean = math.fsum(finite) / len(finite) if finite else math.nan
+    flags = {"warm"} if shape.cache_control == "none" else set()
+    if row["Unit"] == "ns" and mean < 5000.0:
+        flags.add("short")
+    if len(finite) < 5:
+        flags.add("few_runs")
+    if any(throttled):
+        flags.add("throttled")
+    lower, upper = row["CI95_Lower"], row["CI95_Upper"]
+    if math.isnan(lower):
+        return Flagged(frozenset(flags), KNOWN_FLAGS - {"unstable"})
+    if mean != 0 and 100 * max(upper - mean, mean - lower) / abs(mean) > 2.0:
+        flags.add("unstable")
+    return Flagged(frozenset(flags), KNOWN_FLAGS)
 
 
 class NoBaseline(Exception):
@@ -271,6 +426,7 @@ def _normalized(out: dict[tuple[Any, ...], dict[str, Any]], shape: Shape) -> Non
         if base is None:
             raise NoBaseline(shape.normalize, metric, params)
         row["NormalizationValue"] = base["AvgValue"]
+        row["Unit"] = "ratio"
     for row in out.values():
         for col in SCALED:
             row[col] = row[col] / row["NormalizationValue"]
@@ -331,13 +487,19 @@ def check_frame(frame: pd.DataFrame, want: dict[tuple[Any, ...], dict[str, Any]]
     for key, (_, got) in zip(keys, frame.iterrows(), strict=True):
         for col, value in want[key].items():
             shown = got[col]
+            if isinstance(value, Flagged):
+                cell = {f for f in str(shown).split(",") if f}
+                assert cell & value.judged == value.flags, (key, col, shown, sorted(value.flags))
+                continue
             scale = _scale(want[key], col)
             assert same(shown.item() if hasattr(shown, "item") else shown, value, scale), (key, col, shown, value)
 
 
 def _scale(row: dict[str, Any], col: str) -> float:
     """The size of the values a spread column comes from: a spread of equal values is 0 to rounding."""
-    if col == "StdDev":
+    if col == "RelativeStdDevPct":
+        return 100.0  # of the mean
+    if col in ("StdDev", "CI95_Lower", "CI95_Upper"):
         ends = [row["MinValue"], row["MaxValue"]]
     elif col.endswith("_Std"):
         ends = [row[f"{col[:-4]}_Min"], row[f"{col[:-4]}_Max"]]
@@ -455,4 +617,50 @@ def test_a_collector_that_reported_only_nan_keeps_one_column(values: list[Any]) 
     frame = build(shape).to_dataframe()
     assert "Fan" in frame.columns and "Fan_Avg" not in frame.columns
     assert frame["Fan"].isna().all()
+    check_frame(frame, reference(shape), shape.params)
+
+
+@pytest.mark.parametrize("reasons", ["", "gpu_idle|", "|none"])
+def test_an_empty_reason_name_does_not_make_a_run_throttled(reasons: str) -> None:
+    """docs/plugins.md: a run is throttled if a reason other than ``gpu_idle`` or ``applications_clocks_setting``
+    was active; an empty name is none (the ``ClockEventReasons`` column says ``none``). bf9531b counted it."""
+    shape = Shape(
+        configs=[(1,)],
+        params=("n",),
+        runs=5,
+        annotations=("a",),
+        metrics=(TIME,),
+        combine=False,
+        derive=False,
+        regions={("a", 0, r): [{TIME: 5000.0 + r}] for r in range(5)},
+        collectors={"ClockEventReasons": ("run", {(0, r): reasons if r == 2 else "none" for r in range(5)})},
+    )
+    result = build(shape)
+    frame = result.to_dataframe()
+    assert frame["ThrottledRuns"].tolist() == [0] and frame["StableMeasurement"].tolist() == [True]
+    assert "throttled" not in frame["Flags"][0] and not result.runs_dataframe()["Throttled"].any()
+    check_frame(frame, reference(shape), shape.params)
+
+
+def test_a_nan_clock_read_is_left_out_of_the_median() -> None:
+    """docs/plugins.md: a run is throttled if its SM clock is under 90 % of the median SM clock of the call's runs.
+
+    A NaN read is no clock; bf9531b passed it to ``statistics.median``, whose answer then depended on the reads'
+    order: here 1980 (run 1 throttled) where the clocks' median is 1867.75 (none is).
+    """
+    clocks = [1980, 1755.5, 1755.5, math.nan, 1980]
+    shape = Shape(
+        configs=[(1,)],
+        params=("n",),
+        runs=5,
+        annotations=("a",),
+        metrics=(TIME,),
+        combine=False,
+        derive=False,
+        regions={("a", 0, r): [{TIME: 5000.0 + r}] for r in range(5)},
+        collectors={"MeasuredSMClockMHz": ("run", {(0, r): clock for r, clock in enumerate(clocks)})},
+    )
+    result = build(shape)
+    frame = result.to_dataframe()
+    assert frame["ThrottledRuns"].tolist() == [0] and not result.runs_dataframe()["Throttled"].any()
     check_frame(frame, reference(shape), shape.params)
