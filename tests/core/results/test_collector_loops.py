@@ -7,6 +7,7 @@ key for key, value for value and in the same order, on every committed result an
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -48,7 +49,8 @@ def _reference_collectors(c: CollectorColumns) -> tuple[dict[str, str], dict[tup
 
 
 def _reference_throttled(items: Iterable[tuple[str, int, int, Any]]) -> dict[tuple[int, int], bool] | None:
-    """The loop :func:`_throttled_items` used before (df452f6)."""
+    """The loop :func:`_throttled_items` used before (df452f6), with two rules of session 19: a clock read that is
+    not a finite number is no clock, and an empty reason name (``""``, ``"gpu_idle|"``) names no reason."""
     per_run: dict[tuple[int, int], dict[str, object]] = {}
     for name, config, run, value in items:
         per_run.setdefault((config, run), {})[name] = value
@@ -58,7 +60,8 @@ def _reference_throttled(items: Iterable[tuple[str, int, int, Any]]) -> dict[tup
     def clock(values: Mapping[str, object]) -> float | None:
         value = values.get(MEASURED_SM_CLOCK)
         idle = "gpu_idle" in str(values.get(CLOCK_EVENT_REASONS) or "").split("|")
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and not idle else None
+        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return float(value) if number and not idle else None
 
     clock_of = {key: clock(values) for key, values in per_run.items()}
     clocks = [c for c in clock_of.values() if c is not None]
@@ -66,7 +69,7 @@ def _reference_throttled(items: Iterable[tuple[str, int, int, Any]]) -> dict[tup
     out: dict[tuple[int, int], bool] = {}
     for key, values in per_run.items():
         reasons = values.get(CLOCK_EVENT_REASONS)
-        by_reason = isinstance(reasons, str) and any(r not in NOT_THROTTLING for r in reasons.split("|"))
+        by_reason = isinstance(reasons, str) and any(r and r not in NOT_THROTTLING for r in reasons.split("|"))
         c = clock_of[key]
         by_clock = median is not None and c is not None and c < CLOCK_DROP_FRACTION * median
         out[key] = by_reason or by_clock

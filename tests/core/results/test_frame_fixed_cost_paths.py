@@ -197,7 +197,8 @@ def test_launch_bound_and_attribute_rows_are_the_general_ones(path: Path) -> Non
 
 
 def _old_throttled_items(items: list[Any], clocks: dict[Any, float]) -> dict[Any, bool] | None:
-    """``_throttled_items`` as it was at 74b192f (the per-key loops)."""
+    """``_throttled_items`` as it was at 74b192f (the per-key loops), where a clock read that is not a finite number
+    is no clock (session 19: a NaN read made the median depend on the reads' order)."""
     order, clock_value, verdicts = dataframe._clock_reads(items, clocks)
     if not order:
         return None
@@ -206,6 +207,7 @@ def _old_throttled_items(items: list[Any], clocks: dict[Any, float]) -> dict[Any
         verdict = verdicts.get(key, dataframe._NO_REASONS)
         value = clock_value.get(key)
         number = isinstance(value, int | float) and not isinstance(value, bool) and not verdict[0]
+        number = number and math.isfinite(value)  # type: ignore[arg-type]
         clock_of[key] = float(value) if number else None  # type: ignore[arg-type]
     found = [c for c in clock_of.values() if c is not None]
     median = statistics.median(found) if found else None
