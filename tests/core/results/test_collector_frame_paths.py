@@ -51,13 +51,15 @@ def _bits(a: Any) -> Any:
 
 
 def _old_numeric(col: Any) -> Any:
-    """``_numeric`` before: the per-row array (or pandas Series), or None."""
+    """``_numeric`` before: the per-row array (or pandas Series), or None (also for NaN alone, as the pandas path
+    below says: hunt19's fix of the float shortcut)."""
     kinds = set(map(type, col.items))
     if kinds <= {int, float, type(None)} and kinds & {int, float}:
         if kinds == {int} and -(2**63) <= min(col.items) and max(col.items) <= 2**63 - 1:
             return np.array(col.items, dtype=np.int64)[col.pos]
         if int not in kinds or all(abs(v) <= 2**53 for v in col.items if type(v) is int):
-            return np.array([math.nan if v is None else v for v in col.items], dtype=np.float64)[col.pos]
+            floats = np.array([math.nan if v is None else v for v in col.items], dtype=np.float64)
+            return None if np.isnan(floats).all() else floats[col.pos]
     numeric = pd.to_numeric(col.values, errors="coerce")
     converted = numeric.notna().to_numpy()
     if (col.values.notna().to_numpy() & ~converted).any() or not converted.any():

@@ -535,7 +535,8 @@ def test_frames_match_the_naive_reference(shape: Shape) -> None:
     try:
         want = reference(shape)
     except NoBaseline:
-        with pytest.raises(nsightx.ConfigError, match="no baseline value"):
+        # no finite baseline value in a config, or (every baseline region missing) no baseline annotation at all
+        with pytest.raises(nsightx.ConfigError, match=r"no baseline value|names no annotation"):
             result.to_dataframe()
         return
     if not want:
