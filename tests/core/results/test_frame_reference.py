@@ -65,6 +65,10 @@ class Shape:
     regions: dict[tuple[str, int, int], Any] = field(default_factory=dict)
     # name -> (scope, {where: value})
     collectors: dict[str, tuple[str, dict[Any, Any]]] = field(default_factory=dict)
+    # (ann, config, run) -> the region's host wall time and backend attributes (default 1000 + run, none)
+    host_ns: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    attributes: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)
+    serializes: bool = False
 
 
 NUMBERS = st.sampled_from([1.0, 2.5, 3.0, 7.25, 1e6, 123.456, 0.001])
@@ -146,7 +150,32 @@ def shapes(draw: Any) -> Shape:
         if draw(st.booleans()):
             shape.collectors[name] = ("run", {w: None if draw(st.integers(0, 9)) == 0 else draw(pick) for w in runs})
     shape.cache_control = draw(st.sampled_from(["all", "none"]))
+    _draw_region_evidence(draw, shape)
     return shape
+
+
+HOST_NS = st.sampled_from([1, 900, 5000, 120_000, 10**8])
+GPU_NS = st.sampled_from([1, 900, 5000, 120_000, 0, -5, math.nan, True])
+"""A backend's ``device_ns``/``span_ns``: a time, or one that is none (0, negative, NaN, a bool)."""
+ATTRIBUTES = ("launch_bound", "device_ns", "span_ns", "kernel_count", "launch_ns")
+
+
+def _draw_region_evidence(draw: Any, shape: Shape) -> None:
+    """Per region execution: its host time and some of the attributes a backend records (docs/flags.md)."""
+    shape.serializes = draw(st.booleans())
+    if not draw(st.booleans()):
+        return  # the common host-backend shape: no attribute, host time 1000 + run
+    picks = {
+        "launch_bound": st.booleans(),
+        "device_ns": GPU_NS,
+        "span_ns": GPU_NS,
+        "kernel_count": st.sampled_from([0, 1, 2, 3, True, 2.0]),
+        "launch_ns": HOST_NS,
+    }
+    names = [n for n in ATTRIBUTES if draw(st.booleans())]
+    for key in shape.regions:
+        shape.host_ns[key] = draw(HOST_NS)
+        shape.attributes[key] = {n: draw(picks[n]) for n in names if draw(st.integers(0, 3))}
 
 
 def _collector_values(shape: Shape, c: int, r: int) -> tuple[CollectorValue, ...]:
@@ -174,7 +203,9 @@ def _run(shape: Shape, c: int, r: int) -> RunRecords:
         got = shape.regions.get((ann, c, r))
         if got is None:
             continue
-        regions.append(RegionRun(annotation=ann, config=c, run=r, host_ns=1000 + r, failed=got == FAILED))
+        host = shape.host_ns.get((ann, c, r), 1000 + r)
+        attrs = shape.attributes.get((ann, c, r), {})
+        regions.append(RegionRun(annotation=ann, config=c, run=r, host_ns=host, failed=got == FAILED, attributes=attrs))
         for k, values in enumerate([] if got == FAILED else got):
             for m, v in values.items():
                 unit = "ns" if m == TIME else "byte"
@@ -209,7 +240,7 @@ def build(shape: Shape) -> ProfileResults:
         return build_results(
             plan,
             runs,
-            {"GPU": "x"},
+            {"GPU": "x", "SerializesKernels": True} if shape.serializes else {"GPU": "x"},
             combine=(lambda a, b: a + b) if shape.combine else None,
             derive_metric=doubled if shape.derive else None,
             created="2026-12-06T00:00:00+00:00",
@@ -278,7 +309,7 @@ def reference(shape: Shape) -> dict[tuple[Any, ...], dict[str, Any]]:
             _interval_columns(row, [v for _, v, _ in rows], [throttled.get((c, r)) for r, _, _ in rows])
             row["Unit"] = next((u for u in (run_unit(metric, v, k) for _, v, k in rows) if u is not None), None)
             measured = [throttled.get((c, r), False) for r, v, _ in rows if math.isfinite(v)]
-            row[FLAGS] = _flags(shape, row, rows, measured)
+            row[FLAGS] = _flags(shape, row, (ann, c, rows), measured)
             if throttled:
                 row["ThrottledRuns"] = sum(bool(throttled[(c, r)]) for r, _, _ in rows)
             if "ClockEventReasons" in shape.collectors:
@@ -292,9 +323,10 @@ def reference(shape: Shape) -> dict[tuple[Any, ...], dict[str, Any]]:
 
 SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper")
 FLAGS = "Flags"
-KNOWN_FLAGS = frozenset({"warm", "short", "few_runs", "throttled", "unstable"})
-"""The flags the reference states (docs/flags.md); the others (launch_bound, clock_varied, serialized) are not
-compared."""
+KNOWN_FLAGS = frozenset(
+    {"warm", "short", "few_runs", "throttled", "unstable", "launch_bound", "clock_varied", "serialized"}
+)
+"""The flags the reference states (docs/flags.md)."""
 UNITS = {TIME: "ns", "bytes": "byte", "doubled": "ns"}
 
 
@@ -390,14 +422,17 @@ def _reasons_union(shape: Shape, ann: str, c: int, rows: list[tuple[int, float, 
     return "|".join(sorted(seen)) if seen else "none"
 
 
-def _flags(shape: Shape, row: dict[str, Any], rows: list[tuple[int, float, str]], throttled: list[bool]) -> Flagged:
-    """docs/flags.md's ``warm``, ``short``, ``few_runs``, ``throttled`` and ``unstable``, before normalisation.
+def _flags(
+    shape: Shape, row: dict[str, Any], where: tuple[str, int, list[tuple[int, float, str]]], throttled: list[bool]
+) -> Flagged:
+    """docs/flags.md's flags, before normalisation.
 
     ``short``, ``few_runs`` and ``unstable`` read the row's finite values, ``throttled`` the verdicts of the runs
     that have one (``throttled``): the docs say "the row's runs", the rules read those with a finite value, while
     ``ThrottledRuns`` counts every run. ``unstable`` is stated only where the row's interval is known (no
     infinite run): its farther end more than 2 % of the mean from the mean.
     """
+    ann, c, rows = where
     finite = [v for _, v, _ in rows if math.isfinite(v)]
     mean = math.fsum(finite) / len(finite) if finite else math.nan
     flags = {"warm"} if shape.cache_control == "none" else set()
@@ -407,12 +442,88 @@ def _flags(shape: Shape, row: dict[str, Any], rows: list[tuple[int, float, str]]
         flags.add("few_runs")
     if any(throttled):
         flags.add("throttled")
+    unsaid = set()
+    for name, verdict in _region_and_clock_flags(shape, ann, c, rows).items():
+        if verdict is None:
+            unsaid.add(name)
+        elif verdict:
+            flags.add(name)
     lower, upper = row["CI95_Lower"], row["CI95_Upper"]
     if math.isnan(lower):
-        return Flagged(frozenset(flags), KNOWN_FLAGS - {"unstable"})
-    if mean != 0 and 100 * max(upper - mean, mean - lower) / abs(mean) > 2.0:
+        unsaid.add("unstable")
+    elif mean != 0 and 100 * max(upper - mean, mean - lower) / abs(mean) > 2.0:
         flags.add("unstable")
-    return Flagged(frozenset(flags), KNOWN_FLAGS)
+    return Flagged(frozenset(flags), KNOWN_FLAGS - unsaid)
+
+
+def _count(value: Any) -> float:
+    """An attribute as a number; NaN for a bool or anything else (a bool is a verdict, not a count or a time)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+
+def _gpu_time(shape: Shape, ann: str, c: int, r: int) -> float:
+    """docs/flags.md: ``device_ns`` or ``span_ns``, else the sum of the region's time records; NaN without one."""
+    attrs = shape.attributes.get((ann, c, r), {})
+    for name in ("device_ns", "span_ns"):
+        if _count(attrs.get(name)) > 0:
+            return _count(attrs[name])
+    got = shape.regions.get((ann, c, r))
+    times = [k[TIME] for k in got if math.isfinite(k[TIME])] if TIME in shape.metrics and got != FAILED else []
+    return math.fsum(times) if times and math.fsum(times) > 0 else math.nan
+
+
+def _launch_bound(shape: Shape, ann: str, c: int, with_failed: bool) -> bool:
+    """docs/flags.md: in more than half of the region's judged runs the host time exceeds the GPU time."""
+    verdicts = []
+    for r in range(shape.runs):
+        got = shape.regions.get((ann, c, r))
+        if got is None or (got == FAILED and not with_failed):
+            continue
+        own = shape.attributes.get((ann, c, r), {}).get("launch_bound")
+        gpu = _gpu_time(shape, ann, c, r)
+        if isinstance(own, bool):
+            verdicts.append(own)
+        elif gpu > 0:
+            verdicts.append(shape.host_ns.get((ann, c, r), 1000 + r) > gpu)
+    return sum(verdicts) > len(verdicts) / 2 if verdicts else False
+
+
+def _clock_varied(shape: Shape, ann: str, c: int, runs: list[int]) -> bool:
+    """docs/flags.md: the runs' measured SM clocks (idle reads left out) span more than 3 % of their median."""
+    clocks, reasons = (shape.collectors.get(n, ("run", {}))[1] for n in CONDITIONS)
+    kept = []
+    for r in runs:
+        clock = _count(clocks.get((c, r)))
+        if math.isfinite(clock) and "gpu_idle" not in _names(reasons.get((c, r))):
+            kept.append(clock)
+    if len(kept) < 2:
+        return False
+    median = pd.Series(kept, dtype="float64").median()
+    return bool(median > 0 and (max(kept) - min(kept)) > 0.03 * median)
+
+
+def _region_and_clock_flags(
+    shape: Shape, ann: str, c: int, rows: list[tuple[int, float, str]]
+) -> dict[str, bool | None]:
+    """``serialized``, ``launch_bound`` and ``clock_varied``; None where the docs leave the verdict open.
+
+    The docs do not say whether a failed region's run counts among "the row's runs" for ``launch_bound``, nor
+    whether the runs of ``clock_varied`` are those with a finite value or all the row's: the verdict is stated only
+    where both readings agree.
+    """
+    kernels = [
+        _count(shape.attributes.get((ann, c, r), {}).get("kernel_count"))
+        for r in range(shape.runs)
+        if (ann, c, r) in shape.regions
+    ]
+    serialized = shape.serializes and any(k > 1 for k in kernels)
+    bound = [not shape.serializes and _launch_bound(shape, ann, c, failed) for failed in (False, True)]
+    varied = [_clock_varied(shape, ann, c, [r for r, v, _ in rows if every or math.isfinite(v)]) for every in (False, True)]
+    return {
+        "serialized": serialized,
+        "launch_bound": bound[0] if bound[0] == bound[1] else None,
+        "clock_varied": varied[0] if varied[0] == varied[1] else None,
+    }
 
 
 class NoBaseline(Exception):
