@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nsightx
+from nsightx._results.flags import row_flags
 from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._results.schema import PlanInfo
@@ -518,7 +519,9 @@ def _region_and_clock_flags(
     ]
     serialized = shape.serializes and any(k > 1 for k in kernels)
     bound = [not shape.serializes and _launch_bound(shape, ann, c, failed) for failed in (False, True)]
-    varied = [_clock_varied(shape, ann, c, [r for r, v, _ in rows if every or math.isfinite(v)]) for every in (False, True)]
+    varied = [
+        _clock_varied(shape, ann, c, [r for r, v, _ in rows if every or math.isfinite(v)]) for every in (False, True)
+    ]
     return {
         "serialized": serialized,
         "launch_bound": bound[0] if bound[0] == bound[1] else None,
@@ -776,3 +779,27 @@ def test_a_nan_clock_read_is_left_out_of_the_median() -> None:
     frame = result.to_dataframe()
     assert frame["ThrottledRuns"].tolist() == [0] and not result.runs_dataframe()["Throttled"].any()
     check_frame(frame, reference(shape), shape.params)
+
+
+@pytest.mark.parametrize(("launch_ns", "host_ns", "bound"), [(10_000, 1000, False), (1, 10_000, True)])
+def test_launch_bound_reads_the_host_wall_time_not_launch_ns(launch_ns: int, host_ns: int, bound: bool) -> None:
+    """docs/flags.md: without the backend's own ``launch_bound`` verdict, the region's host wall time
+    (``RegionRun.host_ns``) is set against its GPU time; ``launch_ns`` is no evidence the docs name. befafb0 put a
+    ``launch_ns`` attribute in place of the host time (both in the frame and in the rule ``nsightx compare`` uses).
+    """
+    shape = Shape(
+        configs=[(1,)],
+        params=("n",),
+        runs=1,
+        annotations=("a",),
+        metrics=(TIME,),
+        combine=False,
+        derive=False,
+        regions={("a", 0, 0): [{TIME: 5000.0}]},
+        host_ns={("a", 0, 0): host_ns},
+        attributes={("a", 0, 0): {"launch_ns": launch_ns}},
+    )
+    result = build(shape)
+    assert ("launch_bound" in result.to_dataframe()["Flags"][0]) is bound
+    assert ("launch_bound" in row_flags(result.data)[("a", TIME, 0)]) is bound  # the rule of ``nsightx compare``
+    check_frame(result.to_dataframe(), reference(shape), shape.params)
