@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -589,7 +590,13 @@ def same(got: Any, want: Any, scale: float = 0.0) -> bool:
         return bool(float(got) == float(want))
     if math.isinf(want) or math.isinf(float(got)):
         return bool(float(got) == want)
-    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=max(1e-9 * scale, 1e-300))
+    floor = SUBNORMAL_SPREAD if scale else 1e-300
+    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=max(1e-9 * scale, floor))
+
+
+SUBNORMAL_SPREAD = math.sqrt(sys.float_info.min)
+"""A spread whose squared deviations fall below the smallest normal float (values near 1e-159) has lost their
+precision, in pandas as in the frame: spreads agree only to this absolute size."""
 
 
 def check_frame(frame: pd.DataFrame, want: dict[tuple[Any, ...], dict[str, Any]], params: tuple[str, ...]) -> None:
