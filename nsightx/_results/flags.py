@@ -187,7 +187,11 @@ def flag_launch_bound(row: RowEvidence, call: CallEvidence) -> bool:
 
 
 def _run_launch_bound(reg: RegionRun, gpu_ns: Mapping[tuple[str, int, int], float]) -> bool | None:
-    """One execution's verdict: the backend's attribute, else host wall time > GPU time; None without GPU time."""
+    """One execution's verdict: the backend's attribute, else host wall time > GPU time; None without GPU time.
+
+    The host time is ``RegionRun.host_ns`` (docs/flags.md): a ``launch_ns`` attribute is not read here; a backend
+    that measures the host window in its own clock (CUPTI) gives its verdict as the ``launch_bound`` attribute.
+    """
     attrs = reg.attributes
     own = attrs.get("launch_bound")
     if isinstance(own, bool):
@@ -199,8 +203,7 @@ def _run_launch_bound(reg: RegionRun, gpu_ns: Mapping[tuple[str, int, int], floa
         gpu = gpu_ns.get((reg.annotation, reg.config, reg.run), math.nan)
     if not gpu > 0:
         return None
-    host = _number(attrs.get("launch_ns"))
-    return (host if host > 0 else reg.host_ns) > gpu
+    return reg.host_ns > gpu
 
 
 RULES: Mapping[str, Callable[[RowEvidence, CallEvidence], bool]] = {

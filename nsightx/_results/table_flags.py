@@ -401,9 +401,7 @@ def _launch_verdicts(table: ResultTable) -> tuple[Bools, Bools] | None:
         judged = (own >= 0) | (gpu > 0)
         if not judged.any():
             return None
-        launch = regs.attribute("launch_ns")
-        host = np.where(launch > 0, launch, regs.host_ns)
-        verdict = np.where(own >= 0, own == 1, host > gpu)
+        verdict = np.where(own >= 0, own == 1, regs.host_ns > gpu)  # host wall time, as the rule
     return verdict, judged & ~regs.failed
 
 
@@ -433,26 +431,26 @@ def _region_flags(table: ResultTable, groups: Groups, serializes: bool) -> tuple
 def _small_launch_bound(table: ResultTable, groups: Groups) -> Bools:
     """``launch_bound`` per group for a few executions: :func:`_launch_verdicts` and :func:`_region_sums` in one pass.
 
-    The same comparisons on the same numbers, per execution in plain Python: the three attributes are read in one
+    The same comparisons on the same numbers, per execution in plain Python: the two time attributes are read in one
     pass over the executions (:meth:`~nsightx._results.table.RegionView.attribute_lists`), the regions' GPU time
     from the records only where an execution without a verdict of its own has no time of its own (as there).
     Counts are exact integers either way.
     """
     regs = table.regions
     own = regs.launch_bound.tolist()
-    device, span, launch = regs.attribute_lists(("device_ns", "span_ns", "launch_ns"))
+    device, span = regs.attribute_lists(("device_ns", "span_ns"))
     records: list[float] | None = None
     totals: dict[tuple[int, int], list[int]] = {}
     keys = zip(regs.annotation.tolist(), regs.config.tolist(), strict=True)
-    rows = zip(keys, own, device, span, launch, regs.host_ns.tolist(), regs.failed.tolist(), strict=True)
-    for i, (key, mine, gpu, spent, started, host, failed) in enumerate(rows):
+    rows = zip(keys, own, device, span, regs.host_ns.tolist(), regs.failed.tolist(), strict=True)
+    for i, (key, mine, gpu, spent, host, failed) in enumerate(rows):
         if not gpu > 0:
             gpu = spent
             if not gpu > 0 and mine < 0:
                 records = _gpu_ns(table).tolist() if records is None else records
                 gpu = records[i]
         judged = (mine >= 0 or gpu > 0) and not failed
-        bound = mine == 1 if mine >= 0 else (started if started > 0 else host) > gpu
+        bound = mine == 1 if mine >= 0 else host > gpu
         sums = totals.setdefault(key, [0, 0])
         sums[0] += judged
         sums[1] += judged and bound

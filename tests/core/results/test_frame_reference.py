@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nsightx
+from nsightx._results.flags import row_flags
 from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
 from nsightx._results.schema import PlanInfo
@@ -65,6 +67,10 @@ class Shape:
     regions: dict[tuple[str, int, int], Any] = field(default_factory=dict)
     # name -> (scope, {where: value})
     collectors: dict[str, tuple[str, dict[Any, Any]]] = field(default_factory=dict)
+    # (ann, config, run) -> the region's host wall time and backend attributes (default 1000 + run, none)
+    host_ns: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    attributes: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)
+    serializes: bool = False
 
 
 NUMBERS = st.sampled_from([1.0, 2.5, 3.0, 7.25, 1e6, 123.456, 0.001])
@@ -146,7 +152,32 @@ def shapes(draw: Any) -> Shape:
         if draw(st.booleans()):
             shape.collectors[name] = ("run", {w: None if draw(st.integers(0, 9)) == 0 else draw(pick) for w in runs})
     shape.cache_control = draw(st.sampled_from(["all", "none"]))
+    _draw_region_evidence(draw, shape)
     return shape
+
+
+HOST_NS = st.sampled_from([1, 900, 5000, 120_000, 10**8])
+GPU_NS = st.sampled_from([1, 900, 5000, 120_000, 0, -5, math.nan, True])
+"""A backend's ``device_ns``/``span_ns``: a time, or one that is none (0, negative, NaN, a bool)."""
+ATTRIBUTES = ("launch_bound", "device_ns", "span_ns", "kernel_count", "launch_ns")
+
+
+def _draw_region_evidence(draw: Any, shape: Shape) -> None:
+    """Per region execution: its host time and some of the attributes a backend records (docs/flags.md)."""
+    shape.serializes = draw(st.booleans())
+    if not draw(st.booleans()):
+        return  # the common host-backend shape: no attribute, host time 1000 + run
+    picks = {
+        "launch_bound": st.booleans(),
+        "device_ns": GPU_NS,
+        "span_ns": GPU_NS,
+        "kernel_count": st.sampled_from([0, 1, 2, 3, True, 2.0]),
+        "launch_ns": HOST_NS,
+    }
+    names = [n for n in ATTRIBUTES if draw(st.booleans())]
+    for key in shape.regions:
+        shape.host_ns[key] = draw(HOST_NS)
+        shape.attributes[key] = {n: draw(picks[n]) for n in names if draw(st.integers(0, 3))}
 
 
 def _collector_values(shape: Shape, c: int, r: int) -> tuple[CollectorValue, ...]:
@@ -174,7 +205,9 @@ def _run(shape: Shape, c: int, r: int) -> RunRecords:
         got = shape.regions.get((ann, c, r))
         if got is None:
             continue
-        regions.append(RegionRun(annotation=ann, config=c, run=r, host_ns=1000 + r, failed=got == FAILED))
+        host = shape.host_ns.get((ann, c, r), 1000 + r)
+        attrs = shape.attributes.get((ann, c, r), {})
+        regions.append(RegionRun(annotation=ann, config=c, run=r, host_ns=host, failed=got == FAILED, attributes=attrs))
         for k, values in enumerate([] if got == FAILED else got):
             for m, v in values.items():
                 unit = "ns" if m == TIME else "byte"
@@ -209,7 +242,7 @@ def build(shape: Shape) -> ProfileResults:
         return build_results(
             plan,
             runs,
-            {"GPU": "x"},
+            {"GPU": "x", "SerializesKernels": True} if shape.serializes else {"GPU": "x"},
             combine=(lambda a, b: a + b) if shape.combine else None,
             derive_metric=doubled if shape.derive else None,
             created="2026-12-06T00:00:00+00:00",
@@ -278,7 +311,7 @@ def reference(shape: Shape) -> dict[tuple[Any, ...], dict[str, Any]]:
             _interval_columns(row, [v for _, v, _ in rows], [throttled.get((c, r)) for r, _, _ in rows])
             row["Unit"] = next((u for u in (run_unit(metric, v, k) for _, v, k in rows) if u is not None), None)
             measured = [throttled.get((c, r), False) for r, v, _ in rows if math.isfinite(v)]
-            row[FLAGS] = _flags(shape, row, rows, measured)
+            row[FLAGS] = _flags(shape, row, (ann, c, rows), measured)
             if throttled:
                 row["ThrottledRuns"] = sum(bool(throttled[(c, r)]) for r, _, _ in rows)
             if "ClockEventReasons" in shape.collectors:
@@ -292,9 +325,10 @@ def reference(shape: Shape) -> dict[tuple[Any, ...], dict[str, Any]]:
 
 SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lower", "CI95_Upper")
 FLAGS = "Flags"
-KNOWN_FLAGS = frozenset({"warm", "short", "few_runs", "throttled", "unstable"})
-"""The flags the reference states (docs/flags.md); the others (launch_bound, clock_varied, serialized) are not
-compared."""
+KNOWN_FLAGS = frozenset(
+    {"warm", "short", "few_runs", "throttled", "unstable", "launch_bound", "clock_varied", "serialized"}
+)
+"""The flags the reference states (docs/flags.md)."""
 UNITS = {TIME: "ns", "bytes": "byte", "doubled": "ns"}
 
 
@@ -390,14 +424,17 @@ def _reasons_union(shape: Shape, ann: str, c: int, rows: list[tuple[int, float, 
     return "|".join(sorted(seen)) if seen else "none"
 
 
-def _flags(shape: Shape, row: dict[str, Any], rows: list[tuple[int, float, str]], throttled: list[bool]) -> Flagged:
-    """docs/flags.md's ``warm``, ``short``, ``few_runs``, ``throttled`` and ``unstable``, before normalisation.
+def _flags(
+    shape: Shape, row: dict[str, Any], where: tuple[str, int, list[tuple[int, float, str]]], throttled: list[bool]
+) -> Flagged:
+    """docs/flags.md's flags, before normalisation.
 
     ``short``, ``few_runs`` and ``unstable`` read the row's finite values, ``throttled`` the verdicts of the runs
     that have one (``throttled``): the docs say "the row's runs", the rules read those with a finite value, while
     ``ThrottledRuns`` counts every run. ``unstable`` is stated only where the row's interval is known (no
     infinite run): its farther end more than 2 % of the mean from the mean.
     """
+    ann, c, rows = where
     finite = [v for _, v, _ in rows if math.isfinite(v)]
     mean = math.fsum(finite) / len(finite) if finite else math.nan
     flags = {"warm"} if shape.cache_control == "none" else set()
@@ -407,12 +444,90 @@ def _flags(shape: Shape, row: dict[str, Any], rows: list[tuple[int, float, str]]
         flags.add("few_runs")
     if any(throttled):
         flags.add("throttled")
+    unsaid = set()
+    for name, verdict in _region_and_clock_flags(shape, ann, c, rows).items():
+        if verdict is None:
+            unsaid.add(name)
+        elif verdict:
+            flags.add(name)
     lower, upper = row["CI95_Lower"], row["CI95_Upper"]
     if math.isnan(lower):
-        return Flagged(frozenset(flags), KNOWN_FLAGS - {"unstable"})
-    if mean != 0 and 100 * max(upper - mean, mean - lower) / abs(mean) > 2.0:
+        unsaid.add("unstable")
+    elif mean != 0 and 100 * max(upper - mean, mean - lower) / abs(mean) > 2.0:
         flags.add("unstable")
-    return Flagged(frozenset(flags), KNOWN_FLAGS)
+    return Flagged(frozenset(flags), KNOWN_FLAGS - unsaid)
+
+
+def _count(value: Any) -> float:
+    """An attribute as a number; NaN for a bool or anything else (a bool is a verdict, not a count or a time)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+
+def _gpu_time(shape: Shape, ann: str, c: int, r: int) -> float:
+    """docs/flags.md: ``device_ns`` or ``span_ns``, else the sum of the region's time records; NaN without one."""
+    attrs = shape.attributes.get((ann, c, r), {})
+    for name in ("device_ns", "span_ns"):
+        if _count(attrs.get(name)) > 0:
+            return _count(attrs[name])
+    got = shape.regions.get((ann, c, r))
+    times = [k[TIME] for k in got if math.isfinite(k[TIME])] if TIME in shape.metrics and got != FAILED else []
+    return math.fsum(times) if times and math.fsum(times) > 0 else math.nan
+
+
+def _launch_bound(shape: Shape, ann: str, c: int, with_failed: bool) -> bool:
+    """docs/flags.md: in more than half of the region's judged runs the host time exceeds the GPU time."""
+    verdicts = []
+    for r in range(shape.runs):
+        got = shape.regions.get((ann, c, r))
+        if got is None or (got == FAILED and not with_failed):
+            continue
+        own = shape.attributes.get((ann, c, r), {}).get("launch_bound")
+        gpu = _gpu_time(shape, ann, c, r)
+        if isinstance(own, bool):
+            verdicts.append(own)
+        elif gpu > 0:
+            verdicts.append(shape.host_ns.get((ann, c, r), 1000 + r) > gpu)
+    return sum(verdicts) > len(verdicts) / 2 if verdicts else False
+
+
+def _clock_varied(shape: Shape, ann: str, c: int, runs: list[int]) -> bool:
+    """docs/flags.md: the runs' measured SM clocks (idle reads left out) span more than 3 % of their median."""
+    clocks, reasons = (shape.collectors.get(n, ("run", {}))[1] for n in CONDITIONS)
+    kept = []
+    for r in runs:
+        clock = _count(clocks.get((c, r)))
+        if math.isfinite(clock) and "gpu_idle" not in _names(reasons.get((c, r))):
+            kept.append(clock)
+    if len(kept) < 2:
+        return False
+    median = pd.Series(kept, dtype="float64").median()
+    return bool(median > 0 and (max(kept) - min(kept)) > 0.03 * median)
+
+
+def _region_and_clock_flags(
+    shape: Shape, ann: str, c: int, rows: list[tuple[int, float, str]]
+) -> dict[str, bool | None]:
+    """``serialized``, ``launch_bound`` and ``clock_varied``; None where the docs leave the verdict open.
+
+    The docs do not say whether a failed region's run counts among "the row's runs" for ``launch_bound``, nor
+    whether the runs of ``clock_varied`` are those with a finite value or all the row's: the verdict is stated only
+    where both readings agree.
+    """
+    kernels = [
+        _count(shape.attributes.get((ann, c, r), {}).get("kernel_count"))
+        for r in range(shape.runs)
+        if (ann, c, r) in shape.regions
+    ]
+    serialized = shape.serializes and any(k > 1 for k in kernels)
+    bound = [not shape.serializes and _launch_bound(shape, ann, c, failed) for failed in (False, True)]
+    varied = [
+        _clock_varied(shape, ann, c, [r for r, v, _ in rows if every or math.isfinite(v)]) for every in (False, True)
+    ]
+    return {
+        "serialized": serialized,
+        "launch_bound": bound[0] if bound[0] == bound[1] else None,
+        "clock_varied": varied[0] if varied[0] == varied[1] else None,
+    }
 
 
 class NoBaseline(Exception):
@@ -475,7 +590,13 @@ def same(got: Any, want: Any, scale: float = 0.0) -> bool:
         return bool(float(got) == float(want))
     if math.isinf(want) or math.isinf(float(got)):
         return bool(float(got) == want)
-    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=max(1e-9 * scale, 1e-300))
+    floor = SUBNORMAL_SPREAD if scale else 1e-300
+    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=max(1e-9 * scale, floor))
+
+
+SUBNORMAL_SPREAD = math.sqrt(sys.float_info.min)
+"""A spread whose squared deviations fall below the smallest normal float (values near 1e-159) has lost their
+precision, in pandas as in the frame: spreads agree only to this absolute size."""
 
 
 def check_frame(frame: pd.DataFrame, want: dict[tuple[Any, ...], dict[str, Any]], params: tuple[str, ...]) -> None:
@@ -665,3 +786,27 @@ def test_a_nan_clock_read_is_left_out_of_the_median() -> None:
     frame = result.to_dataframe()
     assert frame["ThrottledRuns"].tolist() == [0] and not result.runs_dataframe()["Throttled"].any()
     check_frame(frame, reference(shape), shape.params)
+
+
+@pytest.mark.parametrize(("launch_ns", "host_ns", "bound"), [(10_000, 1000, False), (1, 10_000, True)])
+def test_launch_bound_reads_the_host_wall_time_not_launch_ns(launch_ns: int, host_ns: int, bound: bool) -> None:
+    """docs/flags.md: without the backend's own ``launch_bound`` verdict, the region's host wall time
+    (``RegionRun.host_ns``) is set against its GPU time; ``launch_ns`` is no evidence the docs name. befafb0 put a
+    ``launch_ns`` attribute in place of the host time (both in the frame and in the rule ``nsightx compare`` uses).
+    """
+    shape = Shape(
+        configs=[(1,)],
+        params=("n",),
+        runs=1,
+        annotations=("a",),
+        metrics=(TIME,),
+        combine=False,
+        derive=False,
+        regions={("a", 0, 0): [{TIME: 5000.0}]},
+        host_ns={("a", 0, 0): host_ns},
+        attributes={("a", 0, 0): {"launch_ns": launch_ns}},
+    )
+    result = build(shape)
+    assert ("launch_bound" in result.to_dataframe()["Flags"][0]) is bound
+    assert ("launch_bound" in row_flags(result.data)[("a", TIME, 0)]) is bound  # the rule of ``nsightx compare``
+    check_frame(result.to_dataframe(), reference(shape), shape.params)
