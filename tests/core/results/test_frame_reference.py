@@ -742,11 +742,9 @@ def test_a_collector_that_reported_only_nan_keeps_one_column(values: list[Any]) 
     check_frame(frame, reference(shape), shape.params)
 
 
-@pytest.mark.parametrize("reasons", ["", "gpu_idle|", "|none"])
-def test_an_empty_reason_name_does_not_make_a_run_throttled(reasons: str) -> None:
-    """docs/plugins.md: a run is throttled if a reason other than ``gpu_idle`` or ``applications_clocks_setting``
-    was active; an empty name is none (the ``ClockEventReasons`` column says ``none``). bf9531b counted it."""
-    shape = Shape(
+def _five_runs(collectors: dict[str, Any]) -> Shape:
+    """One config of five runs of one region (``5000 + run`` ns) with ``collectors``: the throttling cases' shape."""
+    return Shape(
         configs=[(1,)],
         params=("n",),
         runs=5,
@@ -755,8 +753,15 @@ def test_an_empty_reason_name_does_not_make_a_run_throttled(reasons: str) -> Non
         combine=False,
         derive=False,
         regions={("a", 0, r): [{TIME: 5000.0 + r}] for r in range(5)},
-        collectors={"ClockEventReasons": ("run", {(0, r): reasons if r == 2 else "none" for r in range(5)})},
+        collectors=collectors,
     )
+
+
+@pytest.mark.parametrize("reasons", ["", "gpu_idle|", "|none"])
+def test_an_empty_reason_name_does_not_make_a_run_throttled(reasons: str) -> None:
+    """docs/plugins.md: a run is throttled if a reason other than ``gpu_idle`` or ``applications_clocks_setting``
+    was active; an empty name is none (the ``ClockEventReasons`` column says ``none``). bf9531b counted it."""
+    shape = _five_runs({"ClockEventReasons": ("run", {(0, r): reasons if r == 2 else "none" for r in range(5)})})
     result = build(shape)
     frame = result.to_dataframe()
     assert frame["ThrottledRuns"].tolist() == [0] and frame["StableMeasurement"].tolist() == [True]
@@ -771,17 +776,7 @@ def test_a_nan_clock_read_is_left_out_of_the_median() -> None:
     order: here 1980 (run 1 throttled) where the clocks' median is 1867.75 (none is).
     """
     clocks = [1980, 1755.5, 1755.5, math.nan, 1980]
-    shape = Shape(
-        configs=[(1,)],
-        params=("n",),
-        runs=5,
-        annotations=("a",),
-        metrics=(TIME,),
-        combine=False,
-        derive=False,
-        regions={("a", 0, r): [{TIME: 5000.0 + r}] for r in range(5)},
-        collectors={"MeasuredSMClockMHz": ("run", {(0, r): clock for r, clock in enumerate(clocks)})},
-    )
+    shape = _five_runs({"MeasuredSMClockMHz": ("run", {(0, r): clock for r, clock in enumerate(clocks)})})
     result = build(shape)
     frame = result.to_dataframe()
     assert frame["ThrottledRuns"].tolist() == [0] and not result.runs_dataframe()["Throttled"].any()

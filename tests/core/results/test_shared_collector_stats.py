@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _synthetic import HOST_METRIC, host_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsightx._results.groupstats import moments
 from nsightx._results.profileresults import build_results
 from nsightx._results.records import CollectorValue, Record, RegionRun, RunRecords
-from nsightx._results.schema import PlanInfo
-
-TIME = "gpu__time_duration.sum"
 
 
 def doubled(t: float, n: int) -> tuple[float, str]:
@@ -37,23 +35,13 @@ def _result(configs: int, runs: int, derive: bool) -> object:
     for c in range(configs):
         for r in range(runs):
             value = 50.0 + c + r
-            record = Record(annotation="a", config=c, run=r, kernel="k", metric=TIME, value=value, seq=0, unit="ns")
+            record = Record(
+                annotation="a", config=c, run=r, kernel="k", metric=HOST_METRIC, value=value, seq=0, unit="ns"
+            )
             collector = CollectorValue(name="PowerW", scope="run", config=c, run=r, value=power(c, r))
             region = RegionRun(annotation="a", config=c, run=r, host_ns=1000)
             measured.append(RunRecords(config=c, run=r, records=(record,), regions=(region,), collectors=(collector,)))
-    plan = PlanInfo(
-        function="bench",
-        params=("n",),
-        configs=tuple((c,) for c in range(configs)),
-        runs=runs,
-        warmup=0,
-        metrics=(TIME,),
-        backend="cupti",
-        cache_control="all",
-        clock_control="none",
-        replay_mode="kernel",
-        derive_metric="doubled" if derive else None,
-    )
+    plan = host_plan([(c,) for c in range(configs)], runs, derive_metric="doubled" if derive else None)
     return build_results(
         plan, measured, {"GPU": "x"}, derive_metric=doubled if derive else None, created="2026-12-06T00:00:00+00:00"
     )
