@@ -564,6 +564,9 @@ class _Sweep:
         """The call's last run when its pending runs are written in batches (a fixed count: the batches end there)."""
         self.waiting: list[Callable[[], None]] = list(while_waiting)
         """What the write of the call's last run does before it waits (see :meth:`_waiting`), then emptied."""
+        self.expect: Callable[[list[RunRow]], None] | None = getattr(sink, "expect_runs", None)
+        """What takes the rows of the runs about to be collected, outputs left out, before the work done while
+        waiting (a :class:`~nsightx._results.sink.RunSink`'s ``expect_runs``: its frame work reads them there)."""
 
     def run(self) -> None:
         """ONCE collectors, then each config; what was measured is written even when a run raises.
@@ -856,6 +859,7 @@ class _Sweep:
                 collect=collect,
                 build_ahead=self.build_ahead,
                 waiting=self._waiting() if collect else (),
+                expect=self.expect,
             )
             self.policy.written()
             heap.kept(written)
@@ -887,6 +891,7 @@ def _write_pending(
     collect: bool,
     build_ahead: Callable[[], None] | None = None,
     waiting: Sequence[Callable[[], None]] = (),
+    expect: Callable[[list[RunRow]], None] | None = None,
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
@@ -910,10 +915,14 @@ def _write_pending(
     A run leaves ``pending`` as soon as the sink took it, so the clean-up after an error hands over only the runs
     not written yet, each once, with the output already collected for it (a deferred session hands an output
     back only once: collected again, a run would be written without its measurements). ``waiting``: work done
-    before the session is asked for its outputs, while the GPU still works (see :meth:`_Sweep._waiting`).
+    before the session is asked for its outputs, while the GPU still works (see :meth:`_Sweep._waiting`);
+    ``expect`` is handed the pending runs' rows first, without their outputs (no records, no attributes: the
+    collector values and regions the rows will hold, the same objects).
     """
     materialize = collectors.materialize
     rows = [values if isinstance(values, tuple) else tuple(materialize(values)) for *_, values in pending]
+    if waiting and expect is not None:
+        expect([(ci, r, (), tuple(state.regions), {}, v) for (ci, r, state, *_), v in zip(pending, rows, strict=True)])
     for work in waiting:  # before completed_runs: the default one waits for every run at once
         work()
     arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
