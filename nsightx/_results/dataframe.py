@@ -829,6 +829,8 @@ class FramePieces(NamedTuple):
     """:func:`_throttled_items` of the table's clock values."""
     clocks: dict[tuple[int, int], float]
     """The measured clocks :func:`_throttled_items` gathered from the same pass."""
+    throttled: Any
+    """Per value row, whether its run was throttled (:func:`throttled_rows`); None without verdicts."""
 
 
 def frame_pieces(table: ResultTable) -> FramePieces:
@@ -837,7 +839,8 @@ def frame_pieces(table: ResultTable) -> FramePieces:
     prep = collector_prep(_scopes(table), groups, table)
     clocks: dict[tuple[int, int], float] = {}
     verdicts = _throttled_items(table.clock_values, clocks)
-    return FramePieces(groups, prep, verdicts, clocks)
+    throttled = None if verdicts is None else throttled_rows(table, verdicts)[0]
+    return FramePieces(groups, prep, verdicts, clocks, throttled)
 
 
 def aggregate_source(
@@ -869,7 +872,7 @@ def aggregate_source(
     out = _value_stats(data, t, groups, joint)
     clocks = dict(pieces.clocks)
     verdicts = None if pieces.verdicts is None else dict(pieces.verdicts)
-    throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
+    throttled = pieces.throttled
     out.update(collected)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)
