@@ -152,10 +152,10 @@ class RunSink:
         """
         expected, self._expected, self._frame = self._expected, [], None
         try:
-            from nsightx._results.frameahead import FrameAhead, collector_source
+            from nsightx._results.frameahead import AHEAD_MAX_RUNS, FrameAhead, collector_source
 
             items: list[Any] = [*self._items, *expected]
-            if not expected or RunBlock in set(map(type, items)):
+            if not expected or len(items) > AHEAD_MAX_RUNS or RunBlock in set(map(type, items)):
                 return
             bare = [_bare_row(item if type(item) is tuple else as_row(item)) for item in items]
             self._frame = FrameAhead.of(list(map(collector_source, items)), parts_from_rows(bare))
