@@ -133,6 +133,7 @@ class RunSink:
         Args:
             made: Called once the run objects were made, if something asks for them (see :class:`StoredRuns`).
         """
+        self._expected = []  # read by prepare_frame only, during the wait
         return StoredRuns(self._items, made, self._ahead, self._frame)
 
     def expect_runs(self, rows: list[RunRow]) -> None:
