@@ -590,7 +590,8 @@ class _NumericPrep(NamedTuple):
     numbers: Mapping[str, _Numbers]
     shared: SharedGroups | None
     codes: Ints
-    count: int
+    size: int
+    """The number of groups, or of classes of groups, that ``codes`` number."""
     picked: list[Any]
     """Per column, its values at the rows the statistics read."""
     fitted: bool
@@ -627,7 +628,7 @@ def _numeric_prep(numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys
 
 def _numeric_finish(prep: _NumericPrep, groups: Groups, values: Any = None) -> tuple[dict[str, Any], Moments | None]:
     """:func:`_numeric_stats` from its :class:`_NumericPrep` (left as it is)."""
-    numbers, shared, codes, count = prep.numbers, prep.shared, prep.codes, prep.count
+    numbers, shared, codes, count = prep.numbers, prep.shared, prep.codes, prep.size
     ascending = groups.ascending
     if not prep.fitted:
         full = {name: v.full() for name, v in numbers.items()}
