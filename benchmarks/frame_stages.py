@@ -5,6 +5,7 @@ Usage: python benchmarks/frame_stages.py RESULT [RESULT ...] [--calls 200] [--co
        python benchmarks/frame_stages.py --insitu REPS [--json OUT]       (GPU: the frame inside the whole call)
        python benchmarks/frame_stages.py --fresh [RESULT ...] [--calls 200] [--reps 5] [--tree BEFORE] [--json OUT]
                                          [--prefix DIR]
+       python benchmarks/frame_stages.py --ahead [--calls 200] [--json OUT]
 
 For each saved result (``nsightx.load``), ``to_dataframe()`` of a fresh ``ProfileResults`` over the same columns
 is called ``--calls`` times; each call's wall time is taken, and the time spent in each stage of the frame (the
@@ -31,6 +32,12 @@ of a fresh result (and the garbage collector's mean time inside it), the median 
 the median warm call of the default mode (a new ``ProfileResults`` over columns already read), and the stages of
 the fresh results' first calls. ``--prefix DIR`` puts DIR first on each child's ``PYTHONPATH`` (the children's
 path is otherwise the tree's alone): another pandas, such as an unpacked wheel of the GPU machine's version.
+
+``--ahead`` times, in one process, the first ``to_dataframe()`` right after a ``host-call`` call (the deferred
+host backend with the NVML double, as ``--fresh`` makes it) with the frame's pieces computed during the call's
+wait (:mod:`nsightx._results.frameahead`) and, alternating, with them dropped (the frame then computes them, as
+before): the medians of each, and how many calls' frames took the pieces. ``--fresh --tree BEFORE`` compares the
+same first call with another tree in separate processes.
 """
 
 from __future__ import annotations
@@ -229,6 +236,41 @@ def fresh_kind(make: Callable[[], Any], calls: int, acc: dict[str, float]) -> di
     }
 
 
+def ahead(calls: int) -> dict[str, Any]:
+    """``--ahead``: the first ``to_dataframe()`` of ``host-call`` results with and without their ahead pieces."""
+    import pandas  # noqa: F401  # a user's script has it imported
+    import pyarrow  # noqa: F401
+
+    from nsightx._results import frameahead
+
+    make = host_call()
+    make().to_dataframe()  # the process's first frame: imports, pandas' set-up
+    taken: list[bool] = []
+    take = frameahead.FrameAhead.take
+
+    def noted(self: Any, table: Any) -> Any:
+        pieces = take(self, table)
+        taken.append(pieces is not None)
+        return pieces
+
+    frameahead.FrameAhead.take = noted  # type: ignore[method-assign]
+    walls: dict[str, list[float]] = {"with": [], "without": []}
+    for i in range(2 * calls):
+        result = make()
+        mode = "with" if i % 2 == 0 else "without"
+        if mode == "without":
+            result._frame_ahead = None
+        t0 = time.perf_counter()
+        result.to_dataframe()
+        walls[mode].append((time.perf_counter() - t0) * 1e6)
+    med = statistics.median
+    row = {"calls": calls, "with_median_us": med(walls["with"]), "without_median_us": med(walls["without"])}
+    row["saved_us"] = row["without_median_us"] - row["with_median_us"]
+    row["taken"] = sum(taken)
+    print(json.dumps(row))
+    return row
+
+
 def fresh_child(kind: str, calls: int) -> dict[str, Any]:
     """``--fresh`` in a child process: pandas and pyarrow imported (as a user's script has them), then one kind."""
     import pandas
@@ -367,12 +409,15 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, action="append", default=[], help="--fresh: another source tree too")
     ap.add_argument("--prefix", type=Path, help="--fresh: put this folder first on each child's PYTHONPATH")
     ap.add_argument("--fresh-child", help=argparse.SUPPRESS)
+    ap.add_argument("--ahead", action="store_true", help="the frame right after a call, with and without its pieces")
     args = ap.parse_args()
     if args.fresh_child:
         print(json.dumps(fresh_child(args.fresh_child, args.calls)))
         return 0
     if args.insitu:
         rows = insitu(args.insitu)
+    elif args.ahead:
+        rows = [ahead(args.calls)]
     elif args.fresh:
         kinds = [str(p.resolve()) for p in args.results] + ["host-call"]
         trees = [HERE.parent, *(t.resolve() for t in args.tree)]

@@ -469,12 +469,14 @@ class ProfiledFunction:
 
         ``facts`` are asked while a deferred session waits for its last runs (the run loop's ``while_waiting``):
         they do not depend on what is measured, and what failed there is raised where the call asks for them.
-        The frame's set-up (:func:`_prepare_frame`) is done there too, and the young generations are collected
-        (:func:`~nsightx._run.heap.before_wait`).
+        The frame's set-up (:func:`_prepare_frame`) is done there too, then the frame's work that reads no measured
+        value (the sink's ``prepare_frame``, :mod:`nsightx._results.frameahead`), and the young generations are
+        collected (:func:`~nsightx._run.heap.before_wait`).
         """
         with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
             try:
-                waiting = (facts.prepare, _prepare_frame, heap.before_wait)
+                frame = getattr(sink, "prepare_frame", None)  # the frame's work that reads no measured value
+                waiting = (facts.prepare, _prepare_frame, *((frame,) if frame else ()), heap.before_wait)
                 return dict(execute(backend, plan, sink, while_waiting=waiting))
             except BaseException as e:
                 if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:

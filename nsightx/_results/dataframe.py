@@ -32,7 +32,7 @@ import functools
 import math
 import statistics
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -492,8 +492,28 @@ def _collector_stats(
 
     ``value_column``: the value column (:func:`_numpy_values`), whose moments are computed with the numeric columns of
     the first scope whose statistics are taken over every group's rows (one :func:`moments` call for both);
-    returned, else None.
+    returned, else None. Done in two steps: :func:`collector_prep` (all that does not read the values, which a
+    deferred call does while its GPU works, see :mod:`nsightx._results.frameahead`), then :func:`_collector_finish`.
     """
+    return _collector_finish(out, collector_prep(scopes, groups, table), groups, value_column)
+
+
+class CollectorPrep(NamedTuple):
+    """:func:`_collector_stats` up to its :func:`moments` calls: what it computes without reading the values."""
+
+    out: dict[str, Any]
+    """The collector columns in their order: the non-numeric ones made, the numeric ones' names (value None)."""
+    kinds: list[_NumericPrep]
+    """Per scope kind of the numeric columns (in their order), what :func:`_numeric_finish` takes."""
+
+
+def collector_prep(scopes: Mapping[str, str], groups: Groups, table: ResultTable) -> CollectorPrep:
+    """The columns of :func:`_collector_stats` that do not need statistics, and the numeric ones prepared.
+
+    Reads the table's collector columns (:meth:`~nsightx._results.table.ResultTable.collector_column`), its row
+    keys and ``groups``: never a measured value.
+    """
+    out: dict[str, Any] = {}
     numbers: dict[str, _Numbers] = {}
     for name, scope in scopes.items():
         values, codes, dense = table.collector_column(name)
@@ -516,10 +536,22 @@ def _collector_stats(
             continue
         numbers[name] = quick
         out.update(dict.fromkeys((f"{name}_Avg", f"{name}_Std", f"{name}_Min", f"{name}_Max")))  # column order
-    joint = None
+    kinds = []
     for kind in dict.fromkeys(scope_kind(scopes[name]) for name in numbers):
         named = {name: numbers[name] for name in numbers if scope_kind(scopes[name]) == kind}
-        stats, got = _numeric_stats(named, groups, table.row_keys(kind), value_column if joint is None else None)
+        kinds.append(_numeric_prep(named, groups, table.row_keys(kind)))
+    return CollectorPrep(out, kinds)
+
+
+def _collector_finish(out: dict[str, Any], prep: CollectorPrep, groups: Groups, value_column: Any) -> Moments | None:
+    """:func:`_collector_stats` from its :class:`CollectorPrep`: the columns into ``out``, the values' moments.
+
+    ``prep`` is left as it is (its columns go into ``out``, its lists are not changed).
+    """
+    out.update(prep.out)
+    joint = None
+    for kind in prep.kinds:
+        stats, got = _numeric_finish(kind, groups, value_column if joint is None else None)
         out.update(stats)
         joint = joint if got is None else got
     return joint
@@ -552,6 +584,20 @@ def _dense_numbers(values: list[Any], codes: Ints) -> _Numbers | None:
     return None
 
 
+class _NumericPrep(NamedTuple):
+    """:func:`_numeric_stats` of a few columns up to its :func:`moments` call (:func:`_numeric_prep`)."""
+
+    numbers: Mapping[str, _Numbers]
+    shared: SharedGroups | None
+    codes: Ints
+    size: int
+    """The number of groups, or of classes of groups, that ``codes`` number."""
+    picked: list[Any]
+    """Per column, its values at the rows the statistics read."""
+    fitted: bool
+    """Whether :func:`moments` takes them (:func:`fits`); else pandas does."""
+
+
 def _numeric_stats(
     numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys, values: Any = None
 ) -> tuple[dict[str, Any], Moments | None]:
@@ -566,19 +612,29 @@ def _numeric_stats(
     the statistics are taken over every group's rows (no class of groups shares them); its moments are returned
     as well (None where they were not taken).
     """
+    return _numeric_finish(_numeric_prep(numbers, groups, keys), groups, values)
+
+
+def _numeric_prep(numbers: Mapping[str, _Numbers], groups: Groups, keys: RowKeys) -> _NumericPrep:
+    """:func:`_numeric_stats` up to its :func:`moments` call: the classes of groups, the rows read, :func:`fits`."""
     shared = groups.shared_by(keys)
-    ascending = groups.ascending
     if shared is None:
         rows, codes, count = None, groups.ids, groups.count
     else:
         rows, codes, count = shared.rows, shared.ids, int(shared.of_group.max()) + 1
     picked = [v.rows(rows) for v in numbers.values()]
-    if not fits(picked, codes, count):
+    return _NumericPrep(numbers, shared, codes, count, picked, fits(picked, codes, count))
+
+
+def _numeric_finish(prep: _NumericPrep, groups: Groups, values: Any = None) -> tuple[dict[str, Any], Moments | None]:
+    """:func:`_numeric_stats` from its :class:`_NumericPrep` (left as it is)."""
+    numbers, shared, codes, count = prep.numbers, prep.shared, prep.codes, prep.size
+    ascending = groups.ascending
+    if not prep.fitted:
         full = {name: v.full() for name, v in numbers.items()}
         return _numeric_stats_pandas(full, groups, shared, ascending), None
     extra = int(shared is None and values is not None)  # the values as column 0: their own statistics
-    if extra:
-        picked.insert(0, values)
+    picked = [values, *prep.picked] if extra else prep.picked
     if len(codes) <= _SMALL:  # one conversion for all columns; C order, as column_stack gives (reduceat's order)
         matrix = np.ascontiguousarray(np.array(picked, dtype=np.float64).T)
     else:
@@ -759,14 +815,49 @@ def aggregate(
     return aggregate_source(data, configs, table)()
 
 
+class FramePieces(NamedTuple):
+    """What :func:`aggregate_source` computes from a table's row layout and collector values alone.
+
+    None of it reads a measured value (:func:`frame_pieces`): a deferred call computes it while its GPU works
+    (:mod:`nsightx._results.frameahead`), and the frame takes it when the table it was computed from has the same
+    collector values and row layout as the frame's.
+    """
+
+    groups: Groups
+    collectors: CollectorPrep
+    """:func:`collector_prep` of the table's collectors (the scopes of :func:`_scopes`)."""
+    verdicts: dict[tuple[int, int], bool] | None
+    """:func:`_throttled_items` of the table's clock values."""
+    clocks: dict[tuple[int, int], float]
+    """The measured clocks :func:`_throttled_items` gathered from the same pass."""
+    throttled: Any
+    """Per value row, whether its run was throttled (:func:`throttled_rows`); None without verdicts."""
+
+
+def frame_pieces(table: ResultTable) -> FramePieces:
+    """The :class:`FramePieces` of ``table`` (a table with value rows)."""
+    groups = Groups.of(table)
+    prep = collector_prep(_scopes(table), groups, table)
+    clocks: dict[tuple[int, int], float] = {}
+    verdicts = _throttled_items(table.clock_values, clocks)
+    throttled = None if verdicts is None else throttled_rows(table, verdicts)[0]
+    return FramePieces(groups, prep, verdicts, clocks, throttled)
+
+
 def aggregate_source(
-    data: ResultData, configs: Sequence[tuple[Any, ...]] | None = None, table: ResultTable | None = None
+    data: ResultData,
+    configs: Sequence[tuple[Any, ...]] | None = None,
+    table: ResultTable | None = None,
+    pieces: FramePieces | None = None,
 ) -> Callable[[], pd.DataFrame]:
     """:func:`aggregate`'s frame as a function that makes a new one at each call (the statistics computed once).
 
     Each frame it makes owns its data (:func:`frame_of` copies every column; ``pd.DataFrame`` and, under
     copy-on-write, ``pd.concat`` too): ``to_dataframe()`` hands the first one to the user as it is and makes its
     cached frame only if it is asked again (see :meth:`~nsightx.ProfileResults.to_dataframe`).
+
+    ``pieces``: :func:`frame_pieces` of ``table``, computed ahead (see :mod:`nsightx._results.frameahead`, which
+    checks that they are ``table``'s); ``None``: computed here.
     """
     import pandas as pd
 
@@ -774,14 +865,15 @@ def aggregate_source(
     t = table if table is not None else table_of(data)
     if t.n == 0:
         return functools.partial(pd.DataFrame, columns=["Annotation", "Metric", *plan.params, "AvgValue"])
-    groups = Groups.of(t)
-    scopes = _scopes(t)
+    if pieces is None:
+        pieces = frame_pieces(t)
+    groups = pieces.groups
     collected: dict[str, Any] = {}  # the collector columns, after the value columns
-    joint = _collector_stats(collected, scopes, groups, t, _numpy_values(t.value, groups))
+    joint = _collector_finish(collected, pieces.collectors, groups, _numpy_values(t.value, groups))
     out = _value_stats(data, t, groups, joint)
-    clocks: dict[tuple[int, int], float] = {}
-    verdicts = _throttled_items(t.clock_values, clocks)
-    throttled = None if verdicts is None else throttled_rows(t, verdicts)[0]
+    clocks = dict(pieces.clocks)
+    verdicts = None if pieces.verdicts is None else dict(pieces.verdicts)
+    throttled = pieces.throttled
     out.update(collected)
     spread = spread_of(t, groups)
     out["StableMeasurement"] = _stability(out, spread, groups, throttled)

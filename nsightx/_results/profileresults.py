@@ -42,6 +42,8 @@ from nsightx._version import __version__
 if TYPE_CHECKING:
     import pandas as pd
 
+    from nsightx._results.frameahead import FrameAhead
+
 PARQUET_SUFFIX = ".parquet"
 """The suffix that makes :meth:`ProfileResults.save` write the Parquet format."""
 RESULT_SUFFIX = PARQUET_SUFFIX
@@ -66,6 +68,9 @@ class ProfileResults:
     _frame_source: Callable[[], pd.DataFrame] | None = None
     """Makes the aggregated frame (statistics done) between the first and the second ``to_dataframe()``; a class
     default, so that a result pickled before it existed reads as one without it."""
+    _frame_ahead: FrameAhead | None = None
+    """What the first ``to_dataframe()`` may take instead of computing it: the pieces of the frame that read no
+    measured value, computed while the call's GPU worked (:mod:`nsightx._results.frameahead`); a class default."""
 
     def __init__(
         self,
@@ -133,7 +138,7 @@ class ProfileResults:
 
     def __getstate__(self) -> dict[str, Any]:
         """The state to pickle: all but the columnar view (it holds a lock; it is made again when needed)."""
-        return {**self.__dict__, "_table_cache": None, "_frame_source": None}
+        return {**self.__dict__, "_table_cache": None, "_frame_source": None, "_frame_ahead": None}
 
     def _table(self) -> ResultTable:
         """The columnar view the DataFrames read (made once)."""
@@ -199,7 +204,9 @@ class ProfileResults:
         if self._frame is None:
             source = self._frame_source
             if source is None:
-                source = self._frame_source = aggregate_source(self._shell, self._configs, self._table())
+                table, ahead, self._frame_ahead = self._table(), self._frame_ahead, None
+                pieces = ahead.take(table) if ahead is not None else None
+                source = self._frame_source = aggregate_source(self._shell, self._configs, table, pieces)
                 return source()  # the local: another thread's second call may have cleared the attribute
             self._frame, self._frame_source = source(), None
         return frame_copy(self._frame)
@@ -375,7 +382,9 @@ def _result(
     fast = one_per_region(parts.records, parts.regions, plan.ignore_kernel_list) if derive_metric is None else None
     if fast is not None:
         build = functools.partial(_one_per_region, runs)
-        return ProfileResults.from_columns(shell, parts.with_values(fast), configs, build=build)
+        results = ProfileResults.from_columns(shell, parts.with_values(fast), configs, build=build)
+        results._frame_ahead = runs.frame_ahead(parts)  # the frame's pieces computed during the GPU wait, if any
+        return results
     if derive_metric is None:
         combined = combine_columns(parts, plan.metrics, plan.ignore_kernel_list, combine)
         if combined is not None:  # its objects, when read, are made from the columns

@@ -45,15 +45,18 @@ class StoredRuns(Sequence[RunRecords]):
         items: Sequence[RunRow | RunRecords | RunBlock],
         made: Callable[[], None] | None = None,
         ahead: PartsAhead | None = None,
+        frame: Any = None,
     ) -> None:
         """Keep ``items``; ``made`` is called once the objects were made (the run stage freezes them there).
 
-        ``ahead``: the columns of the first of ``items``, gathered already (see :class:`PartsAhead`).
+        ``ahead``: the columns of the first of ``items``, gathered already (see :class:`PartsAhead`). ``frame``:
+        the frame's pieces computed during the wait (a :class:`~nsightx._results.frameahead.FrameAhead`).
         """
         self._items = list(items)
         self._objects: list[RunRecords] | None = None
         self._made = made
         self._ahead = ahead
+        self._frame = frame
         self._lock = threading.Lock()
 
     @classmethod
@@ -83,6 +86,17 @@ class StoredRuns(Sequence[RunRecords]):
             if parts is not None:
                 return parts
         return parts_from_rows(self._items)
+
+    def frame_ahead(self, parts: RunParts) -> Any:
+        """The frame's pieces computed during the wait, when they were computed from these runs; else None.
+
+        ``parts``: :meth:`parts` of these runs, the columns of the result (see
+        :meth:`~nsightx._results.frameahead.FrameAhead.bound`). Handed out once.
+        """
+        frame, self._frame = self._frame, None
+        if frame is None:
+            return None
+        return frame.bound([item[5] if type(item) is tuple else item for item in self._items], parts.collectors)
 
     def measured(self) -> int:
         """How many runs are measured ones (config index >= 0)."""

@@ -26,7 +26,8 @@ from pydantic import TypeAdapter
 from nsightx._errors import OutputError, ResultSchemaError, os_error_text
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import RunRecords
-from nsightx._results.rowparts import PartsAhead, StoredRuns
+from nsightx._results.rowgather import as_row
+from nsightx._results.rowparts import PartsAhead, StoredRuns, parts_from_rows
 from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
 from nsightx._results.runblock import RunBlock, TimedRecord
 from nsightx._results.schema import RawHeader, gc_paused
@@ -100,6 +101,10 @@ class RunSink:
         self._suffix = b""
         self._ahead = PartsAhead()
         """The columns of the first runs, gathered while a deferred session still waited (see :meth:`build_ahead`)."""
+        self._expected: list[RunRow] = []
+        """The rows of the runs the run loop collects next, without their outputs (see :meth:`expect_runs`)."""
+        self._frame: Any = None
+        """The frame's pieces computed during the wait (a :class:`~nsightx._results.frameahead.FrameAhead`)."""
         if path is not None:
             # Build the run serialiser now, before any run: built at the first write (after measured run 0), its
             # allocations made the next measured run of a short region about 3x slower (13 us -> 40 us on a CPU).
@@ -128,7 +133,35 @@ class RunSink:
         Args:
             made: Called once the run objects were made, if something asks for them (see :class:`StoredRuns`).
         """
-        return StoredRuns(self._items, made, self._ahead)
+        self._expected = []  # read by prepare_frame only, during the wait
+        return StoredRuns(self._items, made, self._ahead, self._frame)
+
+    def expect_runs(self, rows: list[RunRow]) -> None:
+        """Keep the rows of the runs the run loop is about to collect and store, their outputs left out.
+
+        The run loop calls it before it waits for a deferred session's last runs, with each run's collector
+        values and regions (known since the run was launched; records and attributes come with the outputs):
+        :meth:`prepare_frame` reads them while the GPU works.
+        """
+        self._expected = rows
+
+    def prepare_frame(self) -> None:
+        """Compute the frame's pieces that read no measured value, from the runs stored and expected.
+
+        Run while a deferred call waits for its GPU (the run loop's ``while_waiting``, see
+        :mod:`nsightx._results.frameahead`). Never raises: where it fails, the frame computes them as always.
+        """
+        expected, self._expected, self._frame = self._expected, [], None
+        try:
+            from nsightx._results.frameahead import AHEAD_MAX_RUNS, FrameAhead, collector_source
+
+            items: list[Any] = [*self._items, *expected]
+            if not expected or len(items) > AHEAD_MAX_RUNS or RunBlock in set(map(type, items)):
+                return
+            bare = [_bare_row(item if type(item) is tuple else as_row(item)) for item in items]
+            self._frame = FrameAhead.of(list(map(collector_source, items)), parts_from_rows(bare))
+        except Exception:  # the frame computes them itself
+            self._frame = None
 
     def build_ahead(self) -> None:
         """Gather now the result's columns of the runs stored since the last call (see :class:`PartsAhead`).
@@ -311,6 +344,11 @@ class RunSink:
         if self._fh is not None:
             fh, self._fh = self._fh, None
             fh.close()
+
+
+def _bare_row(row: tuple[Any, ...]) -> RunRow:
+    """A run's row without its records and attributes: its keys, regions and collector values (the same objects)."""
+    return (row[0], row[1], (), row[3], {}, row[5])
 
 
 def _config_of(item: RunRecords | RunRow | RunBlock) -> int:

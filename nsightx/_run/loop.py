@@ -564,6 +564,9 @@ class _Sweep:
         """The call's last run when its pending runs are written in batches (a fixed count: the batches end there)."""
         self.waiting: list[Callable[[], None]] = list(while_waiting)
         """What the write of the call's last run does before it waits (see :meth:`_waiting`), then emptied."""
+        self.expect: Callable[[list[RunRow]], None] | None = getattr(sink, "expect_runs", None)
+        """What takes the rows of the runs about to be collected, outputs left out, before the work done while
+        waiting (a :class:`~nsightx._results.sink.RunSink`'s ``expect_runs``: its frame work reads them there)."""
 
     def run(self) -> None:
         """ONCE collectors, then each config; what was measured is written even when a run raises.
@@ -856,6 +859,7 @@ class _Sweep:
                 collect=collect,
                 build_ahead=self.build_ahead,
                 waiting=self._waiting() if collect else (),
+                expect=self.expect,
             )
             self.policy.written()
             heap.kept(written)
@@ -887,6 +891,7 @@ def _write_pending(
     collect: bool,
     build_ahead: Callable[[], None] | None = None,
     waiting: Sequence[Callable[[], None]] = (),
+    expect: Callable[[list[RunRow]], None] | None = None,
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
@@ -910,12 +915,11 @@ def _write_pending(
     A run leaves ``pending`` as soon as the sink took it, so the clean-up after an error hands over only the runs
     not written yet, each once, with the output already collected for it (a deferred session hands an output
     back only once: collected again, a run would be written without its measurements). ``waiting``: work done
-    before the session is asked for its outputs, while the GPU still works (see :meth:`_Sweep._waiting`).
+    before the session is asked for its outputs, while the GPU still works (see :func:`_wait_work`).
     """
     materialize = collectors.materialize
     rows = [values if isinstance(values, tuple) else tuple(materialize(values)) for *_, values in pending]
-    for work in waiting:  # before completed_runs: the default one waits for every run at once
-        work()
+    _wait_work(waiting, expect, pending, rows)  # before completed_runs: the default one waits for every run at once
     arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
     outputs: dict[tuple[int, int], RunOutput] = {}  # what came back so far
     ahead, last, done = build_ahead if collect else None, len(pending) - 1, 0
@@ -938,6 +942,23 @@ def _write_pending(
                 for (ci, r, state, output, _), values in zip(pending[done:], rows[done:], strict=True)
             ]
         del pending[:done]
+
+
+def _wait_work(
+    waiting: Sequence[Callable[[], None]],
+    expect: Callable[[list[RunRow]], None] | None,
+    pending: list[_Pending],
+    rows: list[tuple[Any, ...]],
+) -> None:
+    """The work done while the GPU still works (see :meth:`_Sweep._waiting`), each once, in order.
+
+    ``expect`` (the sink's ``expect_runs``) is handed the pending runs' rows first, their outputs left out (no
+    records, no attributes): the regions and collector values the rows will hold, the same objects.
+    """
+    if waiting and expect is not None:
+        expect([(ci, r, (), tuple(state.regions), {}, v) for (ci, r, state, *_), v in zip(pending, rows, strict=True)])
+    for work in waiting:
+        work()
 
 
 def _arrive(arriving: Iterator[tuple[tuple[int, int], RunOutput]], outputs: dict[tuple[int, int], RunOutput]) -> bool:

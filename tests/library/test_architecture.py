@@ -262,6 +262,7 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ): "import time: `import nsightx` (activate) must not load pluggy/pydantic",
     ("nsightx._results.profileresults", "nsightx._results.dataframe"): "pandas, loaded only when a DataFrame is built",
     ("nsightx._api.kernel", "nsightx._results.dataframe"): "pandas, loaded only inside a GPU call (while it waits)",
+    ("nsightx._results.sink", "nsightx._results.frameahead"): "the frame's modules, loaded only while a GPU call waits",
     ("nsightx.pytest_plugin", "nsightx.analyze"): "pytest imports the plugin at every start: pydantic only when used",
     (
         "nsightx.pytest_plugin",

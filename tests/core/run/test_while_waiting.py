@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
+import pandas as pd
 import pytest
 from _sessions import DeferredHost
 from nsightx_host import HostSession
@@ -263,3 +264,58 @@ def test_a_deferred_call_sets_up_the_frame_during_the_wait(
     result = _call()
     assert _Prepared.seen == [len(_SAMPLES)]  # every probe asked before the session's one collection
     assert len(result.to_dataframe()) == 2
+
+
+class _Noting(_Deferred):
+    """The deferred host session; notes at its collection whether the sink's pieces were computed already."""
+
+    computed: ClassVar[list[int]] = []
+    made: ClassVar[list[Any]] = []
+
+    def collect_runs(self) -> Any:
+        _Noting.computed.append(len(_Noting.made))
+        return super().collect_runs()
+
+
+def test_a_deferred_call_computes_the_pieces_during_its_wait(
+    deferred_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sink's frame pieces are computed once, before the session's one collection, and the frame takes them."""
+    from nsightx._results import frameahead
+    from nsightx._results.profileresults import ProfileResults
+
+    monkeypatch.setattr(_Backend, "session", contextmanager(lambda self, plan: iter([_Noting()])))
+    of = frameahead.FrameAhead.of
+
+    def noted(cls: Any, sources: Any, parts: Any) -> Any:
+        made = of(sources, parts)
+        _Noting.made.append(made)
+        return made
+
+    monkeypatch.setattr(frameahead.FrameAhead, "of", classmethod(noted))
+    _Noting.computed.clear()
+    _Noting.made.clear()
+    power = nsightx.InfoCollector("GPUPowerW", lambda ctx: 100.0 + 10 * ctx.config + ctx.run / 3, "run")
+
+    @nsightx.analyze.kernel(
+        configs=[(1,), (2,), (3,)],
+        runs=5,
+        backend="sim_waiting",
+        info_collectors=[power],
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
+    def sweep(n: int) -> None:
+        _work(n)
+
+    result = sweep()
+    assert _Noting.computed == [1] and _Noting.made[0] is not None  # computed once, before the one collection
+    ahead = result._frame_ahead
+    assert ahead is not None and ahead.take(result._table()) is not None  # bound to the result, fit for its table
+    result._frame_ahead = _Noting.made[0] = None
+    again = sweep()  # the same call again: its frame with the pieces against one without them
+    assert again._frame_ahead is not None
+    got = again.to_dataframe()
+    want = ProfileResults.from_columns(again._shell, again.columns, again._configs).to_dataframe()
+    assert list(got.columns) == list(want.columns) and "GPUPowerW_Avg" in got.columns
+    for name in want.columns:
+        pd.testing.assert_series_equal(got[name], want[name], check_exact=True)
