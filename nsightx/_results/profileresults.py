@@ -22,6 +22,7 @@ from nsightx._plot.roofchart import draw_roofline
 from nsightx._results.combinecols import combine_columns
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
+from nsightx._results.nulls import measured_as_null
 from nsightx._results.output import OutputLocation, write_atomic
 from nsightx._results.parquetcheck import completeness_of
 from nsightx._results.parquetread import MAGIC as PARQUET_MAGIC
@@ -242,7 +243,7 @@ class ProfileResults:
         """The file of this result in the format of ``suffix`` (``.parquet``: Parquet; else schema 1 JSON)."""
         if suffix.lower() == PARQUET_SUFFIX:
             return result_parquet(self._shell, self.columns)
-        return self.data.model_dump_json()
+        return measured_as_null(self.data.model_dump_json())  # see NON_FINITE_AS_TOKENS
 
     def write_outputs(self, location: OutputLocation, csv: bool) -> None:
         """Write ``result-<tag>.parquet`` and, with ``csv``, the per-run and aggregated CSVs to ``location``.

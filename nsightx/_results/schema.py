@@ -9,7 +9,14 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import SerializerFunctionWrapHandler, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import (
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from nsightx._errors import ResultSchemaError
 from nsightx._model import Frozen
@@ -88,8 +95,20 @@ def _json_safe(value: Any) -> Any:
         return repr(value)
 
 
+NON_FINITE_AS_TOKENS = ConfigDict(ser_json_inf_nan="constants")
+"""How a saved result and a raw run line write a collector value, environment entry or region attribute that is
+NaN or infinite: as JSON's ``NaN``, ``Infinity`` and ``-Infinity`` tokens (as Python's ``json`` and the Parquet
+file's metadata do), which ``json.loads`` and every nsightx version read back as those floats. Under pydantic's
+default (``null``) such a value read back as ``None``, the value of a collector that raised, and an infinity
+turned into a missing value (fix20). The root of what is written carries it (pydantic applies it from there, not
+from a nested dataclass's own configuration); the measured values are then put back to ``null``, as every version
+wrote them (:func:`~nsightx._results.nulls.measured_as_null`)."""
+
+
 class ResultData(Frozen):
     """Everything a profiled call produced, as stored by ``ProfileResults.save``."""
+
+    model_config = Frozen.model_config | NON_FINITE_AS_TOKENS
 
     schema_version: Literal[1, 2] = 1
     """Version of this schema; a newer file is refused with an upgrade hint. Written as :func:`written_version`

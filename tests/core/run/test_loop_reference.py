@@ -22,8 +22,8 @@ order, their records (one per region that did not fail), their collector values 
 ``save`` (.parquet and .json) and ``load``, and ``load`` of the raw file. The host times are not predictable:
 only their presence is compared.
 
-Two things the reference tolerates, both reported to the lead (hunt20b): a failed region's record
-(:data:`FAILED_RECORD`), and a collector's NaN read back as None from JSON (:data:`JSON_FORMS`).
+The two wrong answers hunt20b found here, once tolerated, are fixed (fix20): a failed region's host record, and a
+collector's NaN read back as None from JSON; the comparison is strict.
 """
 
 from __future__ import annotations
@@ -51,11 +51,6 @@ METRIC = "host__time_duration.sum"
 NAMES = ("a", "b", "c")
 EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "40"))
 """Examples per run (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=400``)."""
-
-JSON_FORMS = ("saved .json", "raw file")
-"""Where a collector's NaN is written as JSON ``null`` and read back as None, the value of a collector that raised
-(``nsightx/_results/nulls.py`` reads ``null`` back as NaN only for measured values). The docs say nothing of a
-collector's non-finite values in JSON; the Parquet file keeps them."""
 
 RAISE = "raise"
 """A collector answer that stands for a raise."""
@@ -378,7 +373,7 @@ def check_runs(result: Any, program: Program, done: list[Expected], where: str) 
         assert len(values) == len(want), (where, values, want)
         for g, w in zip(values, want, strict=True):
             assert g[:5] == w[:5], (where, g, w)
-            assert _same(g[5], w[5]) or (where in JSON_FORMS and g[5] is None and _missing(w[5])), (where, g, w)
+            assert _same(g[5], w[5]), (where, g, w)
     check_records(result, done, where)
     check_runs_frame(result, program, done, where)
     check_frame(result, program, done, where)
