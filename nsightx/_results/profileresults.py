@@ -22,7 +22,6 @@ from nsightx._plot.roofchart import draw_roofline
 from nsightx._results.combinecols import combine_columns
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
-from nsightx._results.nulls import measured_as_null
 from nsightx._results.output import OutputLocation, write_atomic
 from nsightx._results.parquetcheck import completeness_of
 from nsightx._results.parquetread import MAGIC as PARQUET_MAGIC
@@ -243,14 +242,14 @@ class ProfileResults:
         """The file of this result in the format of ``suffix`` (``.parquet``: Parquet; else schema 1 JSON)."""
         if suffix.lower() == PARQUET_SUFFIX:
             return result_parquet(self._shell, self.columns)
-        text = self.data.model_dump_json()
-        return text if self._measured_finite() else measured_as_null(text)  # see NON_FINITE_AS_TOKENS
+        return self.data.json_text(measured_finite=self._measured_finite())
 
     def _measured_finite(self) -> bool:
         """Whether every measured value is known finite (from the columns, when the result holds them already).
 
-        Then the JSON holds no measured value for :func:`measured_as_null` to put back to ``null``, and its scans
-        of the text (~0.5 s at 1e6 records) are skipped. Without columns, ``False``: the text is scanned.
+        Then the JSON holds no measured value for :func:`~nsightx._results.nulls.measured_as_null` to put back to
+        ``null``, and its scans of the text (~0.5 s at 1e6 records) are skipped. Without columns, ``False``: the
+        text is scanned.
         """
         cols = self._columns
         if cols is None:

@@ -20,6 +20,7 @@ from pydantic import (
 
 from nsightx._errors import ResultSchemaError
 from nsightx._model import Frozen
+from nsightx._results.nulls import measured_as_null
 from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.transform import RunValue
 
@@ -143,6 +144,18 @@ class ResultData(Frozen):
                 f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
             )
         return version
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        """The result's JSON, as ``ProfileResults.save`` writes it (see :data:`NON_FINITE_AS_TOKENS`)."""
+        return self.json_text(measured_finite=False, **kwargs)
+
+    def json_text(self, *, measured_finite: bool, **kwargs: Any) -> str:
+        """The result's JSON; ``measured_finite``: every measured value is known finite (nothing to put back).
+
+        Keyword arguments go to pydantic's ``model_dump_json``.
+        """
+        text = super().model_dump_json(**kwargs)
+        return text if measured_finite else measured_as_null(text)
 
     @model_serializer(mode="wrap")
     def _oldest_version(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
