@@ -37,6 +37,9 @@ class HostSession(Session):
     through :meth:`region_enter` and :meth:`region_exit` (by a caller other than the run loop), keeps one start
     time, not one per region: a dictionary's store and pop cost ~0.1 us a region. A closing region's
     record is made at once, as a row (:attr:`~nsightx.ext.RunOutput.record_rows`), after its clock was read.
+    A region that failed gets no record, as on every backend (docs/api.md, the backend contract): the core shows
+    its values as NaN with ``Kernel="failed"`` from the region's own entry, so a host time there would only be
+    a wrong value in ``records`` and in the saved files.
     """
 
     host_timed = True
@@ -44,25 +47,28 @@ class HostSession(Session):
     timed by one pair of clock reads, not two, and the region methods below are not called (issue 35)."""
 
     timed_records = ("region", METRIC, "ns")
-    """Each region's record is its time (:meth:`region_timed`'s row), so the run loop may keep the times itself and
-    call neither :meth:`region_timed` nor :meth:`finish_run` for a run that is the user's call alone (issue 35)."""
+    """Each region that did not fail has one record, its time (:meth:`region_timed`'s row), so the run loop may
+    keep the times itself and call neither :meth:`region_timed` nor :meth:`finish_run` for a run that is the user's
+    call alone (issue 35)."""
 
     def __init__(self) -> None:
         self._start = 0
         self._rows: list[RecordRow] = []
 
     def region_timed(self, name: str, config: int, run: int, ns: int, failed: bool) -> None:
-        """Record a region the run state timed: the same row :meth:`region_exit` makes."""
-        self._rows.append((name, config, run, "region", METRIC, float(ns), "ns", 0))
+        """Record a region the run state timed: the same row :meth:`region_exit` makes (none for a failed one)."""
+        if not failed:
+            self._rows.append((name, config, run, "region", METRIC, float(ns), "ns", 0))
 
     def region_enter(self, region: RegionId) -> None:
         """Note the start time (the last thing before the user's code runs)."""
         self._start = time.perf_counter_ns()
 
     def region_exit(self, region: RegionId, failed: bool) -> None:
-        """Record the elapsed time (the first thing after the user's code returns)."""
+        """Record the elapsed time (the first thing after the user's code returns); a failed region: no record."""
         ns = time.perf_counter_ns() - self._start
-        self._rows.append((region[0], region[1], region[2], "region", METRIC, float(ns), "ns", 0))
+        if not failed:
+            self._rows.append((region[0], region[1], region[2], "region", METRIC, float(ns), "ns", 0))
 
     def finish_run(self, config: int, run: int) -> RunOutput:
         """Hand this run's records back (off the measured regions, but between two runs of the sweep).

@@ -1,9 +1,14 @@
 """Measured values stored as ``null``, read back as NaN.
 
-pydantic writes a NaN (a failed region, a counter ncu did not report) or an infinity as ``null`` in JSON, and the
-float fields refuse ``null`` when the file is read back. Reading accepts ``null`` as NaN, and only there: the
-``value`` of a record or of a per-run value. Everywhere else a ``null`` stays an error. The check runs only after
-validation has failed, so a file without such values costs nothing more to load.
+A measured value that is NaN (a failed region's per-run value, a counter ncu did not report) or infinite is
+written as ``null`` in JSON, as every nsightx version has written it (:func:`measured_as_null`), and the float
+fields refuse ``null`` when the file is read back. Reading accepts ``null`` as NaN, and only there: the ``value`` of
+a record or of a per-run value. Everywhere else a ``null`` stays an error. The check runs only after validation
+has failed, so a file without such values costs nothing more to load.
+
+Other non-finite values (a collector's, an environment entry, a region attribute) are written as JSON's ``NaN``
+and ``Infinity`` tokens (:data:`~nsightx._results.schema.NON_FINITE_AS_TOKENS`): there ``null`` is a value of
+its own, the value of a collector that raised.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -69,3 +74,33 @@ def patch_stored(data: bytes, count: int) -> bytes | None:
     if data.count(_STORED) != count:
         return None
     return data.replace(_STORED, b'"value":NaN,"unit":')
+
+
+Text = TypeVar("Text", str, bytes)
+
+_MEASURED = ("NaN", "Infinity", "-Infinity")
+"""The tokens a non-finite measured value would be written as under :data:`NON_FINITE_AS_TOKENS`."""
+
+
+def measured_as_null(data: Text) -> Text:
+    """``data`` (a result or run line written with non-finite tokens) with each measured value's token as ``null``.
+
+    A measured value (a record's or per-run value's ``value``) is the one field written as ``"value":`` followed by
+    ``,"unit":`` (the next field of both classes); a collector value is its class's last field. pydantic applies a
+    configuration to some nested float fields and not to others, so the measured values are put back to ``null``
+    here whatever it wrote: the files stay what every nsightx version wrote, and strict JSON wherever no other
+    value is non-finite. A string cannot hold the pattern (its quotes are escaped); a mapping (environment,
+    attributes) with a key ``value`` just before a key ``unit`` gets ``null`` there too, as before fix20. Costs
+    two scans of ``data`` when it holds no token.
+    """
+    if isinstance(data, bytes):
+        if b"NaN" not in data and b"Infinity" not in data:
+            return data
+        for token in _MEASURED:
+            data = data.replace(b'"value":' + token.encode() + b',"unit":', b'"value":null,"unit":')
+        return data
+    if "NaN" not in data and "Infinity" not in data:
+        return data
+    for token in _MEASURED:
+        data = data.replace('"value":' + token + ',"unit":', '"value":null,"unit":')
+    return data

@@ -249,7 +249,21 @@ class ProfileResults:
         """The file of this result in the format of ``suffix`` (``.parquet``: Parquet; else schema 1 JSON)."""
         if suffix.lower() == PARQUET_SUFFIX:
             return result_parquet(self._shell, self.columns)
-        return self.data.model_dump_json()
+        return self.data.json_text(measured_finite=self._measured_finite())
+
+    def _measured_finite(self) -> bool:
+        """Whether every measured value is known finite (from the columns, when the result holds them already).
+
+        Then the JSON holds no measured value for :func:`~nsightx._results.nulls.measured_as_null` to put back to
+        ``null``, and its scans of the text (~0.5 s at 1e6 records) are skipped. Without columns, ``False``: the
+        text is scanned.
+        """
+        cols = self._columns
+        if cols is None:
+            return False
+        import numpy as np
+
+        return bool(np.isfinite(cols.records.value).all() and np.isfinite(cols.values.value).all())
 
     def write_outputs(self, location: OutputLocation, csv: bool) -> None:
         """Write ``result-<tag>.parquet`` and, with ``csv``, the per-run and aggregated CSVs to ``location``.

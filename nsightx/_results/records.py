@@ -112,7 +112,8 @@ class Record(Lean):
     metric: str
     """Metric name, as the backend names it (ncu names for GPU counters)."""
     value: float
-    """The value; NaN for a failed region."""
+    """The value; NaN where the backend could not read it (a counter ncu did not report). A failed region has no
+    record: the frames show its values as NaN, ``Kernel="failed"``, from its :class:`RegionRun`."""
     unit: str | None = None
     """Unit of ``value`` (``"ns"``, ``"byte"``, ...); ``None`` when unknown."""
     seq: int = 0

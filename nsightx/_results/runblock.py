@@ -1,14 +1,14 @@
 """Consecutive runs of one config kept as columns: the host session's runs, with no Python object per run.
 
 Beside an empty region on the host backend, a run's own content is one region's name, host time and failure flag,
-and one record that repeats the time. Handing each run to the sink as tuples (a
-:data:`~nsightx._results.rows.RunRow`, its record row, its region row, a list and the backend's
-:class:`~nsightx._run.backend.RunOutput`) cost ~1.2 us of a ~3.6 us run, and reading those tuples back into the
-result's columns another ~1 us (issue 35). A :class:`RunBlock` takes the regions of many runs straight into
-preallocated columns instead (``array`` and a list of the names, the same string object for every run): the run
-loop's run state appends to them as each region closes, and the result reads them as numpy arrays
-(:meth:`RunBlock.parts`). The rows and objects those runs stand for are made only if something asks for them
-(:meth:`RunBlock.rows`), equal to those the run loop made before.
+and one record that repeats the time (none when the region failed: a failed region has no record on any
+backend). Handing each run to the sink as tuples (a :data:`~nsightx._results.rows.RunRow`, its record row, its
+region row, a list and the backend's :class:`~nsightx._run.backend.RunOutput`) cost ~1.2 us of a ~3.6 us run,
+and reading those tuples back into the result's columns another ~1 us (issue 35). A :class:`RunBlock` takes the
+regions of many runs straight into preallocated columns instead (``array`` and a list of the names, the same
+string object for every run): the run loop's run state appends to them as each region closes, and the result
+reads them as numpy arrays (:meth:`RunBlock.parts`). The rows and objects those runs stand for are made only if
+something asks for them (:meth:`RunBlock.rows`), equal to those the run loop made before.
 
 A run may also hold RUN-scope collector values (the nvml plugin's, the thermal guard's pause): the loop appends
 each run's collector rows to one flat list (:attr:`RunBlock.values`) and their number to :attr:`RunBlock.n_values`,
@@ -48,14 +48,15 @@ class RunBlock:
     """Runs ``first``, ``first + 1``, ... of config ``config`` whose content is their regions alone.
 
     Each run holds :attr:`counts` regions (in closing order, the next ones of :attr:`names`, :attr:`host_ns` and
-    :attr:`failed`), and, when :attr:`record` is set, one record per region made of its host time. A run is in
+    :attr:`failed`), and, when :attr:`record` is set, one record per region that did not fail made of its host
+    time (a failed region has no record: the frames show it as NaN, ``Kernel="failed"``). A run is in
     the block once its count is appended: regions appended after the last count (a run that raised) are not part
     of it.
 
     Args:
         config: The config index of every run.
         first: The run index of the first run.
-        record: (kernel, metric, unit) of each region's record; ``None``: the runs hold no record.
+        record: (kernel, metric, unit) of each live region's record; ``None``: the runs hold no record.
     """
 
     def __init__(self, config: int, first: int, record: TimedRecord | None) -> None:
@@ -111,7 +112,7 @@ class RunBlock:
             records: list[Any] = []
             if record is not None:
                 kernel, metric, unit = record
-                records = [(name, config, run, kernel, metric, float(ns), unit, 0) for name, ns, _ in own]
+                records = [(name, config, run, kernel, metric, float(ns), unit, 0) for name, ns, bad in own if not bad]
             k = n_values[i]
             pairs = zip(names[at : at + k], values[at : at + k], strict=True)
             own_values = tuple((name, _RUN, config, run, None, v) for name, v in pairs)
@@ -145,17 +146,7 @@ class RunBlock:
             runs = RunColumns(configs, run_ids, np.zeros(n_runs, np.int64), n_regions, runs.n_collectors)
             records = RecordColumns.of_rows([])
         else:
-            kernel, metric, unit = self.record
-            records = RecordColumns(
-                Text(names.codes.copy(), list(names.names)),
-                np.full(total, self.config, np.int64),
-                region_runs.copy(),
-                _constant(kernel, total),
-                _constant(metric, total),
-                ns.astype(np.float64),
-                _constant(unit, total),
-                np.zeros(total, np.int64),
-            )
+            runs, records = self._records(runs, names, region_runs, ns, failed)
         n = int(n_values.sum())
         value_runs: list[int | None] = []
         value_runs += np.repeat(run_ids, n_values).tolist()
@@ -168,6 +159,34 @@ class RunBlock:
             self.values[:n],
         )
         return RunParts(runs, records, regions, collectors)
+
+    def _records(
+        self, runs: RunColumns, names: Text, region_runs: Any, ns: Any, failed: Any
+    ) -> tuple[RunColumns, RecordColumns]:
+        """The record columns of the regions that did not fail, and ``runs`` with each run's count of them.
+
+        A failed region has no record (docs/api.md, the backend contract), as :meth:`rows` makes them.
+        """
+        kernel, metric, unit = self.record  # type: ignore[misc]  # parts calls this only when record is set
+        if failed.any():
+            live = ~failed
+            ns, region_runs = ns[live], region_runs[live]
+            kept = [name for name, bad in zip(self.names, failed.tolist(), strict=False) if not bad]
+            names = Text.of(kept, len(kept))
+            per_run = np.bincount(region_runs - self.first, minlength=len(runs.run)).astype(np.int64)
+            runs = RunColumns(runs.config, runs.run, per_run, runs.n_regions, runs.n_collectors)
+        total = len(ns)
+        records = RecordColumns(
+            Text(names.codes.copy(), list(names.names)),
+            np.full(total, self.config, np.int64),
+            region_runs.copy(),
+            _constant(kernel, total),
+            _constant(metric, total),
+            ns.astype(np.float64),
+            _constant(unit, total),
+            np.zeros(total, np.int64),
+        )
+        return runs, records
 
 
 def _constant(name: str | None, n: int) -> Text:

@@ -9,10 +9,18 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import SerializerFunctionWrapHandler, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import (
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from nsightx._errors import ResultSchemaError
 from nsightx._model import Frozen
+from nsightx._results.nulls import measured_as_null
 from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.transform import RunValue
 
@@ -88,8 +96,20 @@ def _json_safe(value: Any) -> Any:
         return repr(value)
 
 
+NON_FINITE_AS_TOKENS = ConfigDict(ser_json_inf_nan="constants")
+"""How a saved result and a raw run line write a collector value, environment entry or region attribute that is
+NaN or infinite: as JSON's ``NaN``, ``Infinity`` and ``-Infinity`` tokens (as Python's ``json`` and the Parquet
+file's metadata do), which ``json.loads`` and every nsightx version read back as those floats. Under pydantic's
+default (``null``) such a value read back as ``None``, the value of a collector that raised, and an infinity
+turned into a missing value (fix20). The root of what is written carries it (pydantic applies it from there, not
+from a nested dataclass's own configuration); the measured values are then put back to ``null``, as every version
+wrote them (:func:`~nsightx._results.nulls.measured_as_null`)."""
+
+
 class ResultData(Frozen):
     """Everything a profiled call produced, as stored by ``ProfileResults.save``."""
+
+    model_config = Frozen.model_config | NON_FINITE_AS_TOKENS
 
     schema_version: Literal[1, 2] = 1
     """Version of this schema; a newer file is refused with an upgrade hint. Written as :func:`written_version`
@@ -124,6 +144,18 @@ class ResultData(Frozen):
                 f"v{SCHEMA_VERSION}; upgrade nsightx (pip install -U nsightx)"
             )
         return version
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        """The result's JSON, as ``ProfileResults.save`` writes it (see :data:`NON_FINITE_AS_TOKENS`)."""
+        return self.json_text(measured_finite=False, **kwargs)
+
+    def json_text(self, *, measured_finite: bool, **kwargs: Any) -> str:
+        """The result's JSON; ``measured_finite``: every measured value is known finite (nothing to put back).
+
+        Keyword arguments go to pydantic's ``model_dump_json``.
+        """
+        text = super().model_dump_json(**kwargs)
+        return text if measured_finite else measured_as_null(text)
 
     @model_serializer(mode="wrap")
     def _oldest_version(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

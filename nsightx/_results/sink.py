@@ -24,18 +24,29 @@ from typing import IO, Any, Protocol
 from pydantic import TypeAdapter
 
 from nsightx._errors import OutputError, ResultSchemaError, os_error_text
+from nsightx._results.nulls import measured_as_null
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import RunRecords
 from nsightx._results.rowgather import as_row
 from nsightx._results.rowparts import PartsAhead, StoredRuns, parts_from_rows
 from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
 from nsightx._results.runblock import RunBlock, TimedRecord
-from nsightx._results.schema import RawHeader, gc_paused
+from nsightx._results.schema import NON_FINITE_AS_TOKENS, RawHeader, gc_paused
 
 
 @functools.cache
-def _run_adapter() -> TypeAdapter[RunRecords]:
-    return TypeAdapter(RunRecords)
+def _run_adapter() -> TypeAdapter[tuple[RunRecords]]:
+    """Writes a run as a one-item list, so the adapter's root carries :data:`NON_FINITE_AS_TOKENS`.
+
+    A dataclass's own configuration does not reach its union-typed fields (a collector value): only the root's
+    does, and pydantic refuses a configuration for a dataclass root. :func:`_run_line` strips the brackets.
+    """
+    return TypeAdapter(tuple[RunRecords], config=NON_FINITE_AS_TOKENS)
+
+
+def _run_line(run: RunRecords) -> bytes:
+    """The JSON line of ``run`` (a collector's NaN or infinity as a JSON token, see :data:`NON_FINITE_AS_TOKENS`)."""
+    return measured_as_null(_run_adapter().dump_json((run,))[1:-1])
 
 
 class Sink(Protocol):
@@ -247,7 +258,7 @@ class RunSink:
 
     def _write_line(self, run: RunRecords, item: RunRecords | RunRow) -> None:
         """Append the line of ``run`` to the file, then keep ``item`` (the run or its row) in :attr:`runs`."""
-        line = _run_adapter().dump_json(run)
+        line = _run_line(run)
         if self._suffix:
             line = line[:-1] + self._suffix  # {"config":...,"sweep":"<id>"}: the run's fields stay first
         self._append(line, item)

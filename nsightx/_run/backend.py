@@ -114,8 +114,9 @@ class Session(abc.ABC):
     """
 
     timed_records: tuple[str, str, str | None] | None = None
-    """For a :attr:`host_timed` session whose records are exactly one per region made of the time it is handed:
-    (kernel, metric, unit) of that record (its value the nanoseconds as a float, its ``seq`` 0); else ``None``.
+    """For a :attr:`host_timed` session whose records are exactly one per region that did not fail, made of the
+    time it is handed: (kernel, metric, unit) of that record (its value the nanoseconds as a float, its ``seq``
+    0); else ``None``. A failed region has no record, as on every backend (the core shows NaN, ``Kernel="failed"``).
 
     Such a session's runs hold nothing the run loop does not know already, so for a run that is the user's call
     alone the loop calls neither :meth:`region_timed` nor :meth:`finish_run`: it keeps the regions' times itself,

@@ -22,8 +22,8 @@ order, their records (one per region that did not fail), their collector values 
 ``save`` (.parquet and .json) and ``load``, and ``load`` of the raw file. The host times are not predictable:
 only their presence is compared.
 
-Two things the reference tolerates, both reported to the lead (hunt20b): a failed region's record
-(:data:`FAILED_RECORD`), and a collector's NaN read back as None from JSON (:data:`JSON_FORMS`).
+The two wrong answers hunt20b found here, once tolerated, are fixed (fix20): a failed region's host record, and a
+collector's NaN read back as None from JSON; the comparison is strict.
 """
 
 from __future__ import annotations
@@ -51,18 +51,6 @@ METRIC = "host__time_duration.sum"
 NAMES = ("a", "b", "c")
 EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "40"))
 """Examples per run (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=400``)."""
-
-FAILED_RECORD = "tolerated"
-"""A failed region's record is not compared. docs/api.md and docs/plugins.md say a failed region gets no record,
-and ``Record.value`` says NaN for one; the host backend (``HostSession.region_timed``) and the run block
-(``RunBlock.rows``/``parts``, "one record per region") both write one holding the region's host time. The frames
-are right (NaN, ``Kernel="failed"``, no run counted); ``records``, the raw file and saved files hold the time.
-Left to the lead (hunt20b's report): the fix is in ``backends/``, which this hunt did not touch."""
-
-JSON_FORMS = ("saved .json", "raw file")
-"""Where a collector's NaN is written as JSON ``null`` and read back as None, the value of a collector that raised
-(``nsightx/_results/nulls.py`` reads ``null`` back as NaN only for measured values). The docs say nothing of a
-collector's non-finite values in JSON; the Parquet file keeps them."""
 
 RAISE = "raise"
 """A collector answer that stands for a raise."""
@@ -363,11 +351,8 @@ def check_runs(result: Any, program: Program, done: list[Expected], where: str) 
         assert [(g.annotation, g.failed) for g in got.regions] == exp.regions, (where, exp)
         assert all(g.host_ns >= 0 for g in got.regions), where
         live = [name for name, failed in exp.regions if not failed]
-        failed_names = {name for name, failed in exp.regions if failed}
         records = [(rec.annotation, rec.config, rec.run, rec.kernel, rec.metric) for rec in got.records]
-        assert [key for key in records if key[0] not in failed_names] == [
-            (name, exp.config, exp.run, "region", METRIC) for name in live
-        ], (where, exp)
+        assert records == [(name, exp.config, exp.run, "region", METRIC) for name in live], (where, exp)
         values = [(c.name, c.scope, c.config, c.run, c.annotation, c.value) for c in got.collectors]
         want: list[tuple[Any, ...]] = []
         if program.collectors:
@@ -388,16 +373,15 @@ def check_runs(result: Any, program: Program, done: list[Expected], where: str) 
         assert len(values) == len(want), (where, values, want)
         for g, w in zip(values, want, strict=True):
             assert g[:5] == w[:5], (where, g, w)
-            assert _same(g[5], w[5]) or (where in JSON_FORMS and g[5] is None and _missing(w[5])), (where, g, w)
+            assert _same(g[5], w[5]), (where, g, w)
     check_records(result, done, where)
     check_runs_frame(result, program, done, where)
     check_frame(result, program, done, where)
 
 
 def check_records(result: Any, done: list[Expected], where: str) -> None:
-    """``records``: one per region that did not fail, with a finite time (a failed region's: see FAILED_RECORD)."""
-    failed = {(name, e.config, e.run) for e in done for name, f in e.regions if f}
-    got = Counter(key for r in result.records if (key := (r.annotation, r.config, r.run)) not in failed)
+    """``records``: one per region that did not fail, with a finite time."""
+    got = Counter((r.annotation, r.config, r.run) for r in result.records)
     want = Counter((name, e.config, e.run) for e in done for name, failed in e.regions if not failed)
     assert got == want, where
     assert all(math.isfinite(r.value) and r.value >= 0 for r in result.records), where
