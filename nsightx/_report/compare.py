@@ -95,6 +95,8 @@ def _samples(sources: Iterable[Source], by_test: bool) -> _SampleMap:
                 )
                 s.flags = flags_cell(flags.get((v.annotation, v.metric, v.config), ()))
                 s.between = between.get(key[1:], (math.nan, 1))
+            if s.unit is None and v.unit:
+                s.unit = v.unit  # a failed run has no unit: the row's unit is its first measured run's
             if math.isfinite(v.value):
                 s.values.append(float(v.value))
     return out
@@ -335,14 +337,15 @@ FIXED_COLUMNS = ("Test", *_FRONT, *_STATS, "Remeasured")
 def _row(a: _Samples | None, b: _Samples | None, resamples: int) -> dict[str, Any]:
     s = a or b
     assert s is not None
+    unit = (a.unit if a else None) or (b.unit if b else None)
     row: dict[str, Any] = {
         "Test": s.label or s.test,
         "Function": s.function,
         "Annotation": s.annotation,
         "Metric": s.metric,
         **dict(zip(s.params, s.config, strict=False)),
-        "Unit": s.unit,
-        "HigherIsBetter": higher_is_better(s.unit, s.metric),
+        "Unit": unit,
+        "HigherIsBetter": higher_is_better(unit, s.metric),
         "Significant": False,
         "Regression": False,
         "BaselineFlags": a.flags if a else "",

@@ -397,3 +397,26 @@ def test_compare_matches_the_reference(pair: Pair) -> None:
     for key, row in got.items():
         check_row(key, row, want[key])
     assert gate_failed(frame) == bool(frame["Regression"].any())
+
+
+def _rate_side(first: Any, level: float) -> Side:
+    cells: dict[tuple[str, int, int], Any] = {("gemm", 0, r): {RATE: level * (1.0 + 0.001 * r)} for r in range(12)}
+    cells[("gemm", 0, 0)] = first
+    return Side(("n",), [(1024,)], 12, ("gemm",), (RATE,), cells)
+
+
+@pytest.mark.parametrize("saved", [None, "json"])
+def test_a_failed_first_run_keeps_a_rates_direction(saved: str | None) -> None:
+    """A failed run has no unit; the row's unit (and so its direction) comes from its measured runs.
+
+    The row's unit was its first value's, so a bandwidth whose first baseline run failed lost ``GB/s``, counted
+    as "lower is better", and a halved bandwidth was reported ``faster``: the gate passed a 2x regression.
+    """
+    base, new = _rate_side(FAILED, 400.0), _rate_side({RATE: 200.0}, 200.0)
+    base.saved = saved
+    frame, _, _ = compared(Pair(base, new, 0.5, 0.001))
+    assert frame is not None
+    row = frame.iloc[0]
+    assert (row["Unit"], bool(row["HigherIsBetter"])) == ("GB/s", True)
+    assert (row["Status"], bool(row["Regression"])) == ("slower", True)
+    assert gate_failed(frame)
