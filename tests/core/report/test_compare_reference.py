@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 
 import nsightx
 from nsightx._report.compare import gate_failed
+from nsightx._report.history import save
 from nsightx._report.pytest_gate import Gate, GateSettings
 from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import Record, RegionRun, RunRecords
@@ -425,3 +426,118 @@ def test_a_failed_first_run_keeps_a_rates_direction(saved: str | None) -> None:
     assert (row["Unit"], bool(row["HigherIsBetter"])) == ("GB/s", True)
     assert (row["Status"], bool(row["Regression"])) == ("slower", True)
     assert gate_failed(frame)
+
+
+# --- properties that hold whatever the reference says --------------------------------------------------------
+
+
+@st.composite
+def clean_pairs(draw: Any, factors: Any = FACTORS) -> Pair:
+    """Pairs of the same configs, annotations and metrics, every run measured: each row is compared."""
+    pair = draw(pairs())
+    factor = draw(factors)
+    n = len(pair.base.configs)
+    kinds_from = pair.base
+    means = {(a, m, c): draw(MEANS) for a in kinds_from.annotations for m in kinds_from.metrics for c in range(n)}
+    runs = draw(st.integers(10, 30)), draw(st.integers(10, 30))
+    sides = []
+    for side_runs, f in zip(runs, (1.0, factor), strict=True):
+        side = Side(kinds_from.params, list(kinds_from.configs), side_runs, kinds_from.annotations, kinds_from.metrics)
+        rng = random.Random(draw(st.integers(0, 2**32)))
+        rsd = draw(st.sampled_from([0.0005, 0.002, 0.01]))
+        for c in range(n):
+            for r in range(side_runs):
+                for a in side.annotations:
+                    side.cells[(a, c, r)] = {m: means[(a, m, c)] * f * (1.0 + rng.gauss(0.0, rsd)) for m in side.metrics}
+        sides.append(side)
+    return Pair(sides[0], sides[1], factor, 0.01)
+
+
+@SETTINGS
+@given(pairs(), st.sampled_from([None, "json", "parquet"]))
+def test_identical_inputs_never_regress(pair: Pair, saved: str | None) -> None:
+    """A result against itself (or its saved copy) is ``no change`` (or ``too few runs``) in every row."""
+    folder = Path(tempfile.mkdtemp(prefix="nsightx-cmpref-"))
+    result = build(pair.base)
+    other = result if saved is None else result.save(folder / f"copy.{saved}")
+    try:
+        frame = nsightx.compare(result, other)
+    except nsightx.CompareError:
+        assert all(len(v) == 0 for v in runs_of(pair.base).values())
+        return
+    assert set(frame["Status"]) <= {"no change", "too few runs"}
+    assert not frame["Regression"].any() and not gate_failed(frame)
+
+
+@SETTINGS
+@given(clean_pairs(st.sampled_from([0.5, 2.0])))
+def test_a_doubling_is_always_found_in_its_direction(pair: Pair) -> None:
+    """Twice (or half) the time or the rate, low noise, 10+ runs a side: every row moves, in the right way."""
+    frame, _, _ = compared(pair)
+    assert frame is not None
+    for _, row in frame.iterrows():
+        worse = (pair.factor < 1.0) if row["Metric"] == RATE else (pair.factor > 1.0)
+        assert row["Status"] == ("slower" if worse else "faster"), row.to_dict()
+        assert bool(row["Regression"]) == worse, row.to_dict()
+    assert gate_failed(frame) == any(
+        (pair.factor < 1.0) if m == RATE else (pair.factor > 1.0) for m in pair.base.metrics
+    )
+
+
+FLIP = {"slower": "faster", "faster": "slower", "only in baseline": "only in new", "only in new": "only in baseline"}
+
+
+@SETTINGS
+@given(pairs())
+def test_swapping_the_sides_flips_the_direction(pair: Pair) -> None:
+    """compare(new, baseline) is compare(baseline, new) seen from the other side, row by row."""
+    folder = Path(tempfile.mkdtemp(prefix="nsightx-cmpref-"))
+    base, new = source(pair.base, folder, "base"), source(pair.new, folder, "new")
+    try:
+        there = rows_by_key(nsightx.compare(base, new), pair.base.params)
+    except nsightx.CompareError:
+        with pytest.raises(nsightx.CompareError):
+            nsightx.compare(new, base)
+        return
+    back = rows_by_key(nsightx.compare(new, base), pair.base.params)
+    assert set(there) == set(back)
+    for key, row in there.items():
+        other = back[key]
+        a, b = row["Status"], other["Status"]
+        assert (other["BaselineRuns"], other["NewRuns"]) == (row["NewRuns"], row["BaselineRuns"]), key
+        if a in ("only in baseline", "only in new", "no change", "too few runs"):
+            assert b == FLIP.get(a, a), key
+            continue
+        assert math.isclose(other["Ratio"], 1.0 / row["Ratio"], rel_tol=1e-9), key
+        assert math.isclose(other["PValue"], row["PValue"], rel_tol=1e-9), key
+        assert math.isclose(other["NoiseFloorPct"], row["NoiseFloorPct"], rel_tol=1e-9, abs_tol=1e-12), key
+        assert b in ("within noise", FLIP[a]) if a != "within noise" else b in ("within noise", "slower", "faster")
+        assert not (row["Regression"] and other["Regression"]), key
+        assert not (other["Regression"] and a == "slower") and not (row["Regression"] and b == "slower"), key
+
+
+@SETTINGS
+@given(pairs(), st.booleans())
+def test_the_gates_agree_with_the_verdicts(pair: Pair, require_all: bool) -> None:
+    """``gate_failed``, ``nsightx compare``'s exit status and the pytest plugin's gate say the same thing."""
+    folder = Path(tempfile.mkdtemp(prefix="nsightx-cmpref-"))
+    base_result, new_result = build(pair.base), build(pair.new)
+    base, new = base_result.save(folder / "base.json"), new_result.save(folder / "new.json")
+    extra = ["--require-all"] if require_all else []
+    try:
+        frame = nsightx.compare(base, new, require_all=require_all)
+    except nsightx.CompareError:
+        assert main(["compare", str(base), str(new), *extra]) == 2
+        return
+    failed = bool(frame["Regression"].any()) or (require_all and frame["Status"].isin(["only in baseline", "only in new"]).any())
+    assert gate_failed(frame) == failed
+    assert main(["compare", str(base), str(new), *extra]) == int(failed)
+    store = folder / "store"
+    save(store, "t.py::test_x", base_result)
+    gate = Gate(GateSettings(compare_dir=store, require_all=require_all))
+    gate.record("t.py::test_x", new_result)
+    (outcome,) = gate.outcomes
+    assert outcome.status == "compared" and outcome.frame is not None
+    assert outcome.regressed == failed
+    assert list(outcome.frame["Regression"]) == list(frame["Regression"])
+    assert bool(gate.failures()) == failed
