@@ -13,13 +13,13 @@ For each row present in both results, the raw per-run values (after ``combine_ke
 
 Lower is better for every metric except those whose unit is a rate (``.../s``: TFLOP/s, GB/s, derived
 throughput), where a drop is the regression. Rows are matched by parameter values, not by config index, so a
-sweep that gained or lost configs still compares the ones both have. Results stored by the pytest plugin are
+sweep that gained or lost configs still compares the ones both have; the values are matched by parameter name,
+so declaring the parameters in another order changes nothing. Results stored by the pytest plugin are
 matched by test first (:mod:`nsightx._report.sources`), and the table gains a ``Test`` column.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,11 +69,7 @@ class _Samples:
 
 
 _SampleMap = dict[tuple[str, str, str, str, str], _Samples]
-"""Samples keyed by (test, function, annotation, metric, config as JSON)."""
-
-
-def _key(config: Sequence[Any]) -> str:
-    return json.dumps(list(config), default=repr)
+"""Samples keyed by (test, function, annotation, metric, config as JSON by parameter name)."""
 
 
 def _samples(sources: Iterable[Source], by_test: bool) -> _SampleMap:
@@ -86,7 +82,7 @@ def _samples(sources: Iterable[Source], by_test: bool) -> _SampleMap:
         test = src.test if by_test else ""
         for v in res.data.values:
             cfg = tuple(plan.configs[v.config]) if 0 <= v.config < len(plan.configs) else (v.config,)
-            key = (test, plan.function, v.annotation, v.metric, _key(cfg))
+            key = (test, plan.function, v.annotation, v.metric, noise.config_key(plan.params, cfg))
             s = out.get(key)
             if s is None:
                 label = src.label if by_test else ""
