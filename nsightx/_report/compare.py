@@ -373,12 +373,13 @@ def _row(a: _Samples | None, b: _Samples | None, resamples: int) -> dict[str, An
         row["Status"] = "too few runs"
         if xa and xb and row["BaselineMean"] != 0:
             row["Ratio"] = row["NewMean"] / row["BaselineMean"]
-            row["ChangePct"] = 100.0 * (row["Ratio"] - 1.0)
+            row["ChangePct"] = _change_pct(row["Ratio"], row["BaselineMean"])
         return row
     ratio = row["NewMean"] / row["BaselineMean"]
     lo, hi = bootstrap_ratio_ci(xa, xb, resamples=resamples)
     _, p = mann_whitney_u(xa, xb)
-    row.update(Ratio=ratio, Ratio_CI_Lower=lo, Ratio_CI_Upper=hi, ChangePct=100.0 * (ratio - 1.0), PValue=p)
+    change = _change_pct(ratio, row["BaselineMean"])
+    row.update(Ratio=ratio, Ratio_CI_Lower=lo, Ratio_CI_Upper=hi, ChangePct=change, PValue=p)
     row["NoiseFloorPct"] = max((f for f in (noise.within_pct(xa, xb), a.between[0]) if math.isfinite(f)), default=0.0)
     return row
 
@@ -390,16 +391,23 @@ def _decide(row: dict[str, Any], p_adj: float, alpha: float, threshold_pct: floa
         return
     excludes_one = row["Ratio_CI_Lower"] > 1.0 or row["Ratio_CI_Upper"] < 1.0
     significant = bool(p_adj < alpha and excludes_one)
-    worse = (row["Ratio"] < 1.0) if row["HigherIsBetter"] else (row["Ratio"] > 1.0)
+    worse = (row["ChangePct"] < 0.0) if row["HigherIsBetter"] else (row["ChangePct"] > 0.0)
     above_floor = abs(row["ChangePct"]) > row["NoiseFloorPct"]
     row["Significant"] = significant
     row["Regression"] = bool(significant and worse and abs(row["ChangePct"]) > threshold_pct and above_floor)
     if not significant or not above_floor:
         row["Status"] = "within noise"
-    elif row["HigherIsBetter"]:
-        row["Status"] = "slower" if row["Ratio"] < 1.0 else "faster"
     else:
-        row["Status"] = "slower" if row["Ratio"] > 1.0 else "faster"
+        row["Status"] = "slower" if worse else "faster"
+
+
+def _change_pct(ratio: float, baseline_mean: float) -> float:
+    """How much the mean moved, in percent of the baseline's size: > 0 when it grew, whatever its sign.
+
+    A derived metric may be negative; there a ratio above 1 is a mean that became smaller (-10 to -20), which the
+    direction rule (larger is worse for times, smaller for rates) must not read as growth.
+    """
+    return 100.0 * (ratio - 1.0) * math.copysign(1.0, baseline_mean)
 
 
 def _mean(values: list[float]) -> float:

@@ -106,6 +106,8 @@ class Pair:
 FACTORS = st.sampled_from([1.0, 1.0, 0.5, 2.0, 0.8, 1.25, 0.95, 1.06, 0.99, 1.01])
 RSDS = st.sampled_from([0.0, 0.0005, 0.005, 0.02, 0.1, 0.4])
 MEANS = st.sampled_from([3.0, 1250.0, 55_600.0, 2.5e6])
+SIGNED_MEANS = st.one_of(MEANS, st.sampled_from([-1250.0, -3.0]))
+"""A derived metric may be negative: there too, "larger" is worse for a time and "smaller" for a rate."""
 ODD = st.sampled_from([math.nan, math.inf, -math.inf, FAILED, None])
 
 
@@ -145,7 +147,7 @@ def pairs(draw: Any) -> Pair:
     new_anns = anns if draw(st.integers(0, 4)) else (*anns[: max(1, len(anns) - 1)], "scan")
     metrics = draw(st.sampled_from([(TIME,), (TIME, RATE), (RATE,)]))
     new_metrics = metrics if draw(st.integers(0, 6)) else (TIME,)
-    means = {(a, m, c): draw(MEANS) for a in ANNOTATIONS for m in (TIME, RATE) for c in range(n_configs + 1)}
+    means = {(a, m, c): draw(SIGNED_MEANS) for a in ANNOTATIONS for m in (TIME, RATE) for c in range(n_configs + 1)}
     factor, rsd = draw(FACTORS), draw(RSDS)
     base_runs = draw(st.integers(2, 30))
     new_runs = base_runs if draw(st.booleans()) else draw(st.integers(2, 30))
@@ -317,7 +319,7 @@ def _verdict(e: Expected, *, higher_is_better: bool) -> None:
     """Significant (p_adj < alpha, interval excludes 1), worse, above the threshold and the floor (ci.md 3.5)."""
     lo, hi = e.ci
     width = max(hi - lo, 1e-12)
-    change = 100.0 * (e.ratio - 1.0)
+    change = 100.0 * (e.new_mean - e.base_mean) / abs(e.base_mean)
     margins = (
         abs(e.p_adj - ALPHA) > 0.1 * ALPHA,
         abs(lo - 1.0) > 0.25 * width and abs(hi - 1.0) > 0.25 * width,
@@ -326,7 +328,7 @@ def _verdict(e: Expected, *, higher_is_better: bool) -> None:
     )
     significant = e.p_adj < ALPHA and (lo > 1.0 or hi < 1.0)
     above_floor = abs(change) > e.floor
-    worse = e.ratio < 1.0 if higher_is_better else e.ratio > 1.0
+    worse = e.new_mean < e.base_mean if higher_is_better else e.new_mean > e.base_mean
     e.status = "slower" if worse else "faster"
     if not significant or not above_floor:
         e.status = "within noise"
@@ -582,3 +584,22 @@ def test_parameters_declared_in_another_order_match_by_name(saved: str | None) -
     assert not gate_failed(frame)
     by_n = frame.set_index("n")
     assert by_n.loc[1, "m"] == 2 and by_n.loc[1, "BaselineMean"] == by_n.loc[1, "NewMean"]
+
+
+@pytest.mark.parametrize(("metric", "new_level", "status"), [(TIME, -20.0, "faster"), (RATE, -20.0, "slower")])
+def test_a_negative_mean_moves_in_the_direction_of_its_values(metric: str, new_level: float, status: str) -> None:
+    """A derived metric at -10 that becomes -20 got smaller: better for a time, a regression for a rate.
+
+    The direction was read from the ratio of means (2.0 here), so the time was a regression and the rate's drop
+    was ``faster``: the gate failed an improvement and passed a 2x regression.
+    """
+
+    def side(level: float) -> Side:
+        cells = {("gemm", 0, r): {metric: level * (1.0 + 0.001 * r)} for r in range(12)}
+        return Side(("n",), [(1,)], 12, ("gemm",), (metric,), cells)
+
+    frame, _, _ = compared(Pair(side(-10.0), side(new_level), 2.0, 0.001))
+    assert frame is not None
+    row = frame.iloc[0]
+    assert row["Status"] == status and bool(row["Regression"]) == (status == "slower")
+    assert math.isclose(row["Ratio"], 2.0) and math.isclose(row["ChangePct"], -100.0)
