@@ -603,3 +603,24 @@ def test_a_negative_mean_moves_in_the_direction_of_its_values(metric: str, new_l
     row = frame.iloc[0]
     assert row["Status"] == status and bool(row["Regression"]) == (status == "slower")
     assert math.isclose(row["Ratio"], 2.0) and math.isclose(row["ChangePct"], -100.0)
+
+
+def test_a_metric_without_a_unit_beside_one_with_a_unit_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    """A unitless metric's ``Unit`` cell is missing (NaN in pandas' string column); the table shows a bare number.
+
+    Found by the gate property: ``nsightx compare`` died with a TypeError while printing the table of a doubled
+    time, so the gate gave a traceback instead of its verdict.
+    """
+    from _synthetic import make_result, noisy
+
+    values = {("g", 0, "ratio"): noisy(3.0, 0.001, 12, 1), ("g", 0, TIME): noisy(3000.0, 0.001, 12, 2)}
+    doubled = {k: [2.0 * x for x in v] for k, v in values.items()}
+    folder = Path(tempfile.mkdtemp(prefix="nsightx-cmpref-"))
+    paths = [
+        make_result(v, params=["n"], configs=[(1,)], units={"ratio": None}).save(folder / f"{name}.json")
+        for name, v in (("base", values), ("new", doubled))
+    ]
+    assert main(["compare", *map(str, paths)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL: 2 significant slowdown(s)" in out
+    assert any(line.startswith("bench ") and " ratio " in line and " 5.999 " in line for line in out.splitlines())
