@@ -13,13 +13,13 @@ For each row present in both results, the raw per-run values (after ``combine_ke
 
 Lower is better for every metric except those whose unit is a rate (``.../s``: TFLOP/s, GB/s, derived
 throughput), where a drop is the regression. Rows are matched by parameter values, not by config index, so a
-sweep that gained or lost configs still compares the ones both have. Results stored by the pytest plugin are
+sweep that gained or lost configs still compares the ones both have; the values are matched by parameter name,
+so declaring the parameters in another order changes nothing. Results stored by the pytest plugin are
 matched by test first (:mod:`nsightx._report.sources`), and the table gains a ``Test`` column.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,11 +69,7 @@ class _Samples:
 
 
 _SampleMap = dict[tuple[str, str, str, str, str], _Samples]
-"""Samples keyed by (test, function, annotation, metric, config as JSON)."""
-
-
-def _key(config: Sequence[Any]) -> str:
-    return json.dumps(list(config), default=repr)
+"""Samples keyed by (test, function, annotation, metric, config as JSON by parameter name)."""
 
 
 def _samples(sources: Iterable[Source], by_test: bool) -> _SampleMap:
@@ -86,7 +82,7 @@ def _samples(sources: Iterable[Source], by_test: bool) -> _SampleMap:
         test = src.test if by_test else ""
         for v in res.data.values:
             cfg = tuple(plan.configs[v.config]) if 0 <= v.config < len(plan.configs) else (v.config,)
-            key = (test, plan.function, v.annotation, v.metric, _key(cfg))
+            key = (test, plan.function, v.annotation, v.metric, noise.config_key(plan.params, cfg))
             s = out.get(key)
             if s is None:
                 label = src.label if by_test else ""
@@ -95,6 +91,8 @@ def _samples(sources: Iterable[Source], by_test: bool) -> _SampleMap:
                 )
                 s.flags = flags_cell(flags.get((v.annotation, v.metric, v.config), ()))
                 s.between = between.get(key[1:], (math.nan, 1))
+            if s.unit is None and v.unit:
+                s.unit = v.unit  # a failed run has no unit: the row's unit is its first measured run's
             if math.isfinite(v.value):
                 s.values.append(float(v.value))
     return out
@@ -335,14 +333,15 @@ FIXED_COLUMNS = ("Test", *_FRONT, *_STATS, "Remeasured")
 def _row(a: _Samples | None, b: _Samples | None, resamples: int) -> dict[str, Any]:
     s = a or b
     assert s is not None
+    unit = (a.unit if a else None) or (b.unit if b else None)
     row: dict[str, Any] = {
         "Test": s.label or s.test,
         "Function": s.function,
         "Annotation": s.annotation,
         "Metric": s.metric,
         **dict(zip(s.params, s.config, strict=False)),
-        "Unit": s.unit,
-        "HigherIsBetter": higher_is_better(s.unit, s.metric),
+        "Unit": unit,
+        "HigherIsBetter": higher_is_better(unit, s.metric),
         "Significant": False,
         "Regression": False,
         "BaselineFlags": a.flags if a else "",
@@ -374,12 +373,13 @@ def _row(a: _Samples | None, b: _Samples | None, resamples: int) -> dict[str, An
         row["Status"] = "too few runs"
         if xa and xb and row["BaselineMean"] != 0:
             row["Ratio"] = row["NewMean"] / row["BaselineMean"]
-            row["ChangePct"] = 100.0 * (row["Ratio"] - 1.0)
+            row["ChangePct"] = _change_pct(row["Ratio"], row["BaselineMean"])
         return row
     ratio = row["NewMean"] / row["BaselineMean"]
     lo, hi = bootstrap_ratio_ci(xa, xb, resamples=resamples)
     _, p = mann_whitney_u(xa, xb)
-    row.update(Ratio=ratio, Ratio_CI_Lower=lo, Ratio_CI_Upper=hi, ChangePct=100.0 * (ratio - 1.0), PValue=p)
+    change = _change_pct(ratio, row["BaselineMean"])
+    row.update(Ratio=ratio, Ratio_CI_Lower=lo, Ratio_CI_Upper=hi, ChangePct=change, PValue=p)
     row["NoiseFloorPct"] = max((f for f in (noise.within_pct(xa, xb), a.between[0]) if math.isfinite(f)), default=0.0)
     return row
 
@@ -391,16 +391,23 @@ def _decide(row: dict[str, Any], p_adj: float, alpha: float, threshold_pct: floa
         return
     excludes_one = row["Ratio_CI_Lower"] > 1.0 or row["Ratio_CI_Upper"] < 1.0
     significant = bool(p_adj < alpha and excludes_one)
-    worse = (row["Ratio"] < 1.0) if row["HigherIsBetter"] else (row["Ratio"] > 1.0)
+    worse = (row["ChangePct"] < 0.0) if row["HigherIsBetter"] else (row["ChangePct"] > 0.0)
     above_floor = abs(row["ChangePct"]) > row["NoiseFloorPct"]
     row["Significant"] = significant
     row["Regression"] = bool(significant and worse and abs(row["ChangePct"]) > threshold_pct and above_floor)
     if not significant or not above_floor:
         row["Status"] = "within noise"
-    elif row["HigherIsBetter"]:
-        row["Status"] = "slower" if row["Ratio"] < 1.0 else "faster"
     else:
-        row["Status"] = "slower" if row["Ratio"] > 1.0 else "faster"
+        row["Status"] = "slower" if worse else "faster"
+
+
+def _change_pct(ratio: float, baseline_mean: float) -> float:
+    """How much the mean moved, in percent of the baseline's size: > 0 when it grew, whatever its sign.
+
+    A derived metric may be negative; there a ratio above 1 is a mean that became smaller (-10 to -20), which the
+    direction rule (larger is worse for times, smaller for rates) must not read as growth.
+    """
+    return 100.0 * (ratio - 1.0) * math.copysign(1.0, baseline_mean)
 
 
 def _mean(values: list[float]) -> float:

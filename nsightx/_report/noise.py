@@ -23,13 +23,13 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nsightx._results.profileresults import ProfileResults
 
 RowKey = tuple[str, str, str, str]
-"""(function, annotation, metric, config as JSON): a row of a comparison within one test."""
+"""(function, annotation, metric, config as JSON (:func:`config_key`)): a row of a comparison within one test."""
 
 
 def within_pct(baseline: Sequence[float], new: Sequence[float]) -> float:
@@ -52,6 +52,17 @@ def spread_pct(values: Sequence[float]) -> float:
     return 100.0 * 1.4826 * statistics.median(abs(v - mid) for v in values) / abs(mid)
 
 
+def config_key(params: Sequence[str], config: Sequence[Any]) -> str:
+    """A config's identity across results, as JSON: its values by parameter name, then any values past the names.
+
+    The order the parameters are declared in does not count: ``f(n, m)`` at ``(1, 2)`` and ``f(m, n)`` at
+    ``(2, 1)`` are the same config, and ``f(m, n)`` at ``(1, 2)`` is another one (matching by position compared
+    n=1, m=2 with n=2, m=1).
+    """
+    named = sorted(([str(p), v] for p, v in zip(params, config, strict=False)), key=lambda pv: pv[0])
+    return json.dumps([named, list(config[len(params) :])], default=repr)
+
+
 def device_of(result: ProfileResults) -> tuple[str, object]:
     """(backend, device name): only stored processes measured the same way on the same kind of device count."""
     env = result.environment
@@ -66,7 +77,7 @@ def process_means(result: ProfileResults) -> dict[RowKey, float]:
         if not math.isfinite(v.value):
             continue
         cfg = list(plan.configs[v.config]) if 0 <= v.config < len(plan.configs) else [v.config]
-        key = (plan.function, v.annotation, v.metric, json.dumps(cfg, default=repr))
+        key = (plan.function, v.annotation, v.metric, config_key(plan.params, cfg))
         acc = sums.setdefault(key, [0.0, 0.0])
         acc[0] += float(v.value)
         acc[1] += 1.0

@@ -25,9 +25,13 @@ if TYPE_CHECKING:
 _FIXED = FIXED_COLUMNS
 
 
-def format_value(value: float, unit: str | None) -> str:
-    """A value with its unit, in the largest readable prefix of that unit (the demo's and notebook's rule)."""
-    return readable(value, unit)
+def format_value(value: float, unit: object) -> str:
+    """A value with its unit, in the largest readable prefix of that unit (the demo's and notebook's rule).
+
+    A metric without a unit is a missing cell of the frame's ``Unit`` column (NaN in pandas' string dtype), shown
+    as a bare number.
+    """
+    return readable(value, unit if isinstance(unit, str) else None)
 
 
 def _config(row: Any, params: list[str]) -> str:
