@@ -181,6 +181,23 @@ def run_scoped(case: Scoped, folder: Path) -> tuple[Side, Any, str]:
 def check_scoped_runs(result: Any, case: Scoped, done: list[Expected], where: str) -> None:
     """The first reference's checks, then the ONCE and CONFIG values in the runs and in both frames."""
     program = case.program
+    runs = check_run_objects(result, program, done, where)
+    once = [(c.name, c.scope, c.value) for r in result.data.runs if r.config < 0 for c in r.collectors]
+    assert len(once) == 1 and once[0][:2] == ("onceval", "once") and _same(once[0][2], _value(case.once)), once
+    configs = sorted({e.config for e in done})
+    got_cfg = [(c.config, c.value) for r in runs for c in r.collectors if c.scope == "config"]
+    assert [c for c, _ in got_cfg] == configs, (where, got_cfg)
+    for ci, v in got_cfg:
+        assert _same(v, _value(_answer(case.config_answers, ci))), (where, ci, v)
+    check_records(result, done, where)
+    check_runs_frame(result, program, done, where)
+    check_scoped_runs_frame(result, case, done, where)
+    check_frame(result, program, done, where)
+    check_collector_columns(result, case, done, where)
+
+
+def check_run_objects(result: Any, program: Program, done: list[Expected], where: str) -> list[Any]:
+    """``data.runs``: the runs, regions, records and RUN/ANNOTATION values the reference says; the runs."""
     runs = [r for r in result.data.runs if r.config >= 0]
     assert [(r.config, r.run) for r in runs] == [(e.config, e.run) for e in done], where
     for got, exp in zip(runs, done, strict=True):
@@ -195,18 +212,7 @@ def check_scoped_runs(result: Any, case: Scoped, done: list[Expected], where: st
         assert len(values) == len(want), (where, values, want)
         for g, w in zip(values, want, strict=True):
             assert g[:5] == w[:5] and _same(g[5], w[5]), (where, g, w)
-    once = [(c.name, c.scope, c.value) for r in result.data.runs if r.config < 0 for c in r.collectors]
-    assert len(once) == 1 and once[0][:2] == ("onceval", "once") and _same(once[0][2], _value(case.once)), once
-    configs = sorted({e.config for e in done})
-    got_cfg = [(c.config, c.value) for r in runs for c in r.collectors if c.scope == "config"]
-    assert [c for c, _ in got_cfg] == configs, (where, got_cfg)
-    for ci, v in got_cfg:
-        assert _same(v, _value(_answer(case.config_answers, ci))), (where, ci, v)
-    check_records(result, done, where)
-    check_runs_frame(result, program, done, where)
-    check_scoped_runs_frame(result, case, done, where)
-    check_frame(result, program, done, where)
-    check_collector_columns(result, case, done, where)
+    return runs
 
 
 def _run_values(program: Program, exp: Expected) -> list[tuple[Any, ...]]:
@@ -371,3 +377,220 @@ def test_a_program_with_collectors_of_every_scope_is_recorded_as_the_docs_say(
         if program.output:
             (raw,) = folder.glob("raw_data-*.jsonl")
             check_scoped_runs(nsightx.load(raw), case, ref.done, "raw file")
+
+
+# --- runs="auto" ----------------------------------------------------------------------------------------------
+
+TINY, HUGE = 1e-9, 1e9
+"""The two targets (percent): met only by runs all equal; met by any two finite values of every region."""
+
+
+@dataclass
+class Adaptive:
+    """A program under ``runs="auto"``: configs 0..n-1, the k-th call of a config runs ``scripts[k % len]``."""
+
+    program: Program
+    min_runs: int
+    max_runs: int
+    target: float
+    deferred: bool
+    made: dict[int, int] = field(default_factory=dict)
+    """Calls of the function per config so far."""
+
+
+@st.composite
+def adaptive(draw: st.DrawFn) -> Adaptive:
+    """A random program (its fixed ``runs`` unused), with random adaptive limits and target."""
+    base = draw(programs())
+    program = dataclasses.replace(base, configs=list(range(len(base.configs))), output=True)
+    min_runs = draw(st.sampled_from([2, 3, 5]))
+    max_runs = min_runs + draw(st.sampled_from([0, 1, 3, 12]))
+    return Adaptive(program, min_runs, max_runs, draw(st.sampled_from([TINY, HUGE])), draw(st.booleans()))
+
+
+def run_adaptive(case: Adaptive, folder: Path) -> tuple[Side, Any]:
+    """Run the program under ``runs="auto"`` (a budget never reached): the side record, the result or error."""
+    program, side = case.program, Side()
+    collectors = (
+        [
+            _collector("runval", CollectionScope.RUN, program.run_answers, side.run_asked),
+            _collector("annval", CollectionScope.ANNOTATION, program.annotation_answers, side.annotation_asked),
+        ]
+        if program.collectors
+        else []
+    )
+
+    @nsightx.analyze.kernel(
+        configs=program.configs,
+        runs="auto",
+        min_runs=case.min_runs,
+        max_runs=case.max_runs,
+        target_ci_pct=case.target,
+        time_budget_s=1e6,
+        warmup=program.warmup,
+        backend="host",
+        thermal_mode="off",
+        info_collectors=collectors,
+        output_prefix=str(folder) + "/",
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
+    def work(x: int) -> None:
+        k = case.made[x] = case.made.get(x, 0) + 1
+        events: list[tuple[str, ...]] = []
+        side.calls.append((x, events))
+        _script(program.scripts[(k - 1) % len(program.scripts)], events, side)
+
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings(), deferred_session(case.deferred):
+        warnings.simplefilter("ignore")
+        try:
+            outcome: Any = work()
+        except BaseException as e:  # compared with what left the function
+            outcome = e
+    return side, outcome
+
+
+def _script(script: list[Any], events: list[tuple[str, ...]], side: Side) -> None:
+    """One call's script (as ``test_loop_reference._call`` runs it), noting every event."""
+    from test_loop_reference import _region
+
+    try:
+        for s in script:
+            if isinstance(s, Region):
+                _region(s, events)
+            elif s.caught:
+                with nsightx.analyze.ignore_failures():
+                    raise Boom("outside, caught")
+            else:
+                raise Boom("outside")
+    except BaseException as e:
+        side.raised = e
+        raise
+
+
+@dataclass
+class AutoOutcome(Outcome):
+    """What the reference says an adaptive call does, and why each config it finished stopped."""
+
+    reasons: dict[int, set[str]] = field(default_factory=dict)
+    """Per config finished, the stop reasons the docs allow (two where two hold at once: the docs give no order)."""
+
+
+def adaptive_reference(case: Adaptive, values: dict[tuple[int, int], dict[str, float]]) -> AutoOutcome:
+    """The runs of each config as ``runs="auto"`` makes them, from the values the runs recorded (``values``).
+
+    docs/api.md: a config's measured runs go on until, from ``min_runs`` on, every (annotation, metric) has a 95 %
+    CI within ``target_ci_pct`` of its mean (``target``), or ``max_runs`` were made (``max_runs``); the budget is
+    never reached here. With :data:`TINY` the CI is within it only when the region's runs are all equal (the
+    interval is then the mean itself), with :data:`HUGE` whenever there are two finite values (a single run has
+    no interval). A config with no value at all stops at ``min_runs`` (``no_values``; the docs say so of a backend
+    without values in process, and say nothing of a host config whose regions all failed: the code's reason is
+    taken). Warm-up runs, stops and a first run without a region are as with a fixed count.
+    """
+    program = case.program
+    out = AutoOutcome([], [])
+    for ci in range(len(program.configs)):
+        seen: dict[str, list[float]] = {}
+        k = 0
+        while True:
+            run = Expected(ci, k - program.warmup)
+            if _simulate(program.scripts[k % len(program.scripts)], run, out):
+                out.raised_by_function = True
+                out.stopped = run if k >= program.warmup else None
+                return out
+            k += 1
+            if run.run < 0:
+                continue
+            out.done.append(run)
+            if len(out.done) == 1 and not run.regions:
+                out.nothing_measured = True
+                return out
+            assert (ci, run.run) in values, ("the reference needs a run the call did not make", ci, run.run)
+            for name, value in values[(ci, run.run)].items():
+                seen.setdefault(name, []).append(value)
+            reasons = _reasons(case, seen, run.run + 1)
+            if reasons:
+                out.reasons[ci] = reasons
+                break
+    return out
+
+
+def _simulate(script: list[Any], run: Expected, out: Outcome) -> bool:
+    """Run ``script`` through the reference's region rules into ``run``; whether an exception left the call."""
+    used: set[str] = set()
+    call: list[tuple[str, ...]] = []
+    out.events.append(call)
+    for s in script:
+        if isinstance(s, Outside):
+            if not s.caught:
+                return True
+        elif _events(s, None, used, run, call) is not None:
+            return True
+    return False
+
+
+def _reasons(case: Adaptive, seen: dict[str, list[float]], done: int) -> set[str]:
+    """The stop reasons that hold after ``done`` measured runs, given each region's finite values so far."""
+    if done < case.min_runs:
+        return set()
+    if not seen:
+        return {"no_values"} | ({"max_runs"} if done >= case.max_runs else set())
+    if case.target == TINY:
+        met = all(len(v) >= 2 and len(set(v)) == 1 for v in seen.values())
+    else:
+        met = all(len(v) >= 2 for v in seen.values())
+    return ({"target"} if met else set()) | ({"max_runs"} if done >= case.max_runs else set())
+
+
+def recorded_values(result: Any) -> dict[tuple[int, int], dict[str, float]]:
+    """Per measured run, each region's finite value (the rule's input: failed regions are skipped)."""
+    out: dict[tuple[int, int], dict[str, float]] = {}
+    for run in result.data.runs:
+        if run.config >= 0:
+            out[(run.config, run.run)] = {
+                r.annotation: r.value for r in run.records if r.metric == METRIC and math.isfinite(r.value)
+            }
+    return out
+
+
+@HYPOTHESIS
+@given(case=adaptive())
+def test_a_program_under_runs_auto_makes_the_runs_the_docs_say(case: Adaptive, no_default_collectors: None) -> None:
+    program = case.program
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        side, outcome = run_adaptive(case, folder)
+        (raw,) = folder.glob("raw_data-*.jsonl")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loaded_raw = nsightx.load(raw)
+        ref = adaptive_reference(case, recorded_values(loaded_raw))
+        assert [events for _, events in side.calls] == ref.events
+        if program.collectors:
+            check_collectors_asked(program, side, ref)
+        if ref.raised_by_function:
+            assert outcome is side.raised, (outcome, side.raised)
+        elif ref.nothing_measured:
+            assert isinstance(outcome, AnnotationError) and "nothing was measured" in str(outcome), outcome
+        if ref.raised_by_function or ref.nothing_measured:
+            check_run_objects(loaded_raw, program, ref.done, "raw file of a stopped call")
+            return
+        assert isinstance(outcome, nsightx.ProfileResults), outcome
+        for where, result in (("result", outcome), ("raw file", loaded_raw)):
+            check_auto_result(result, case, ref, where)
+        check_same_frames(outcome, folder, "auto")
+
+
+def check_auto_result(result: Any, case: Adaptive, ref: AutoOutcome, where: str) -> None:
+    """The runs, records and frames of a finished adaptive call; ``StopReason`` per config."""
+    program = case.program
+    runs = check_run_objects(result, program, ref.done, where)
+    check_records(result, ref.done, where)
+    check_runs_frame(result, program, ref.done, where)
+    check_frame(result, program, ref.done, where)
+    stored = {c.config: c.value for r in runs for c in r.collectors if c.name == "StopReason"}
+    assert set(stored) == set(ref.reasons), (where, stored, ref.reasons)
+    for ci, reason in stored.items():
+        assert reason in ref.reasons[ci], (where, ci, reason, ref.reasons[ci])
+    frame = result.to_dataframe()
+    if len(frame):
+        assert [stored[int(ci)] for ci in frame["x"]] == list(frame["StopReason"]), (where, stored)
