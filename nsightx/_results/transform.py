@@ -283,19 +283,32 @@ def derive(
         by_region[(v.annotation, v.config, v.run)][v.metric] = v
     name = getattr(fn, "__name__", "derived")
     measured = {v.metric for v in values}
-    out = list(values)
+    derived: list[tuple[tuple[str, int, int], RunValue, list[tuple[str, float, str | None]] | None]] = []
+    names: dict[str, None] = {}  # the derived metrics, in the order met
     warned = not warn
     for (ann, cfg, run_i), got in by_region.items():
         if not all(m in got for m in metrics):
             continue
-        result = _call_derive(fn, name, [got[m].value for m in metrics], configs[cfg], (ann, cfg, run_i))
+        inputs = [got[m].value for m in metrics]
+        if any(math.isnan(x) for x in inputs):  # a failed region: NaN for every derived metric, named below
+            derived.append(((ann, cfg, run_i), got[metrics[0]], None))
+            continue
+        result = _call_derive(fn, name, inputs, configs[cfg], (ann, cfg, run_i))
         where = f"annotation {ann!r}, config {cfg} {tuple(configs[cfg])!r}, run {run_i}"
-        for metric, value, unit in _derived(result, name, where, cfg):
+        triples = _derived(result, name, where, cfg)
+        for metric, _, unit in triples:
             _check_derived(name, metric, unit, measured, warned)
             warned = warned or unit is None
-            kernel = got[metrics[0]].kernel
+            names[metric] = None
+        derived.append(((ann, cfg, run_i), got[metrics[0]], triples))
+    out = list(values)
+    failed = [(metric, math.nan, None) for metric in names or (name,)]
+    for (ann, cfg, run_i), first, triples in derived:
+        for metric, value, unit in failed if triples is None else triples:
             out.append(
-                RunValue(annotation=ann, config=cfg, run=run_i, metric=metric, value=value, unit=unit, kernel=kernel)
+                RunValue(
+                    annotation=ann, config=cfg, run=run_i, metric=metric, value=value, unit=unit, kernel=first.kernel
+                )
             )
     return out
 

@@ -35,7 +35,6 @@ import math
 import os
 import tempfile
 import warnings
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +42,6 @@ from typing import Any
 from unittest import mock
 
 import pandas as pd
-import pytest
 from _sessions import DeferredHost
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -272,7 +270,7 @@ def check_collector_columns(result: Any, case: Scoped, done: list[Expected], whe
         return
     frame = result.to_dataframe()
     names = ["onceval", "cfgval"] + (["runval", "annval"] if case.program.collectors else [])
-    rows = {(a, int(ci)): i for i, (a, ci) in enumerate(zip(frame["Annotation"], _configs(frame, case)))}
+    rows = {(a, int(ci)): i for i, (a, ci) in enumerate(zip(frame["Annotation"], _configs(frame, case), strict=True))}
     for name in names:
         column = pd.Series(
             [_per_row(case, name, ci, r, a) for (a, ci), runs in groups.items() for r in runs], dtype=object
@@ -594,3 +592,156 @@ def check_auto_result(result: Any, case: Adaptive, ref: AutoOutcome, where: str)
     frame = result.to_dataframe()
     if len(frame):
         assert [stored[int(ci)] for ci in frame["x"]] == list(frame["StopReason"]), (where, stored)
+
+
+# --- derive_metric and normalize_against ----------------------------------------------------------------------
+
+DERIVED = ("twice", "shifted")
+"""The metrics :func:`two_metrics` returns (a dict: docs/api.md, ``derive_metric``)."""
+
+
+def two_metrics(t: float, x: Any) -> dict[str, tuple[float, str]]:
+    """A derive function of the measured time and the config: two metrics, each with a unit."""
+    shift = float(x) if isinstance(x, int | float) else 0.0
+    return {"twice": (2.0 * t, "ns"), "shifted": (t + shift, "ns")}
+
+
+@dataclass
+class Transformed:
+    """A program whose call derives :data:`DERIVED` and normalises against ``baseline`` (None: not at all)."""
+
+    program: Program
+    baseline: str | None
+    deferred: bool
+
+
+@st.composite
+def transformed(draw: st.DrawFn) -> Transformed:
+    """A random program that completes, and a baseline its first measured run opened (or none)."""
+    program = draw(programs())
+    ref = reference(program)
+    opened = ref.done[0].opened if ref.done else []
+    baseline = draw(st.sampled_from([None, *opened]))
+    return Transformed(dataclasses.replace(program, output=False), baseline, draw(st.booleans()))
+
+
+def run_transformed(case: Transformed) -> tuple[Side, Any]:
+    """Run the program with ``derive_metric=derived`` and ``normalize_against=baseline``."""
+    program, side = case.program, Side()
+
+    @nsightx.analyze.kernel(
+        configs=program.configs,
+        runs=program.runs,
+        warmup=program.warmup,
+        backend="host",
+        thermal_mode="off",
+        derive_metric=two_metrics,
+        normalize_against=case.baseline,
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
+    def work(x: Any) -> None:
+        _call(program, side, x)
+
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings(), deferred_session(case.deferred):
+        warnings.simplefilter("ignore")
+        try:
+            outcome: Any = work()
+        except BaseException as e:  # compared with what left the function
+            outcome = e
+    return side, outcome
+
+
+def per_run_metrics(case: Transformed, result: Any, done: list[Expected]) -> dict[tuple[str, str, int], list[float]]:
+    """(annotation, metric, config) -> the run values docs/api.md says: measured, then derived per run.
+
+    A failed region's values are NaN (docs/api.md, ``annotate``), the derived ones too, under the names the
+    function gives. Where no region of the call succeeded the function was never called and its names are not
+    known: the docs do not say what the rows are called then; the code names them after the function (its
+    docstring), which is taken here.
+    """
+    measured = {(r.annotation, r.config, r.run): r.value for r in result.records if r.metric == METRIC}
+    names = DERIVED if measured else (two_metrics.__name__,)
+    out: dict[tuple[str, str, int], list[float]] = {}
+    for e in done:
+        x = case.program.configs[e.config]
+        for name, failed in e.regions:
+            t = math.nan if failed else measured[(name, e.config, e.run)]
+            values = {METRIC: t} | (
+                dict.fromkeys(names, math.nan) if failed else {m: v for m, (v, _) in two_metrics(t, x).items()}
+            )
+            for metric, value in values.items():
+                out.setdefault((name, metric, e.config), []).append(value)
+    return out
+
+
+def check_transformed(case: Transformed, result: Any, done: list[Expected], where: str) -> None:
+    """Both frames' values against the per-run values and the docs' normalisation."""
+    runs = per_run_metrics(case, result, done)
+    frame = result.runs_dataframe()
+    got: dict[tuple[str, str, int], list[float]] = {}
+    for a, m, ci, v in zip(frame["Annotation"], frame["Metric"], frame["Config"], frame["Value"], strict=True):
+        got.setdefault((a, m, int(ci)), []).append(float(v))
+    assert sorted(got) == sorted(runs), (where, sorted(got), sorted(runs))
+    for key, values in runs.items():
+        assert _all_close(got[key], values), (where, key, got[key], values)
+    agg = result.to_dataframe()
+    configs = _config_of_rows(agg, case.program, by_metric=True)
+    rows = {(a, m, ci): i for i, (a, m, ci) in enumerate(zip(agg["Annotation"], agg["Metric"], configs, strict=True))}
+    assert sorted(rows) == sorted(runs), (where, sorted(rows), sorted(runs))
+    for (a, m, ci), values in runs.items():
+        series = pd.Series(values, dtype="float64")
+        base = 1.0
+        if case.baseline is not None:
+            base = pd.Series(runs[(case.baseline, m, ci)], dtype="float64").mean()
+            assert _close(agg["NormalizationValue"].iloc[rows[(a, m, ci)]], base), (where, a, m, ci)
+            assert (
+                agg["Normalized"].iloc[rows[(a, m, ci)]] == case.baseline
+                and agg["Unit"].iloc[rows[(a, m, ci)]] == "ratio"
+            )
+        want = {
+            "AvgValue": series.mean() / base,
+            "MedianValue": series.median() / base,
+            "StdDev": series.std(ddof=1) / base,
+            "MinValue": series.min() / base,
+            "MaxValue": series.max() / base,
+            "NumRuns": series.count(),
+        }
+        for column, value in want.items():
+            assert _close(agg[column].iloc[rows[(a, m, ci)]], value), (where, a, m, ci, column, value)
+
+
+def _all_close(got: list[float], want: list[float]) -> bool:
+    return len(got) == len(want) and all(_close(g, w) for g, w in zip(got, want, strict=True))
+
+
+def _config_of_rows(frame: pd.DataFrame, program: Program, *, by_metric: bool) -> list[int]:
+    """The config index of each aggregated row, matched per (annotation, metric) (see ``_configs``)."""
+    from test_loop_reference import _config_of_rows as per_annotation
+
+    if not by_metric:
+        return per_annotation(frame, program)
+    out = [0] * len(frame)
+    for _metric, part in frame.groupby("Metric", sort=False):
+        for i, ci in zip(part.index, per_annotation(part, program), strict=True):
+            out[frame.index.get_loc(i)] = ci
+    return out
+
+
+@HYPOTHESIS
+@given(case=transformed())
+def test_a_program_with_derived_and_normalised_metrics_gives_the_values_the_docs_say(
+    case: Transformed, no_default_collectors: None
+) -> None:
+    ref = reference(case.program)
+    side, outcome = run_transformed(case)
+    if ref.raised_by_function:
+        assert outcome is side.raised, (outcome, side.raised)
+        return
+    if ref.nothing_measured:
+        assert isinstance(outcome, AnnotationError), outcome
+        return
+    assert isinstance(outcome, nsightx.ProfileResults), outcome
+    check_transformed(case, outcome, ref.done, "result")
+    with tempfile.TemporaryDirectory() as tmp:
+        for suffix in (".parquet", ".json"):
+            check_transformed(case, nsightx.load(outcome.save(Path(tmp) / f"saved{suffix}")), ref.done, suffix)
