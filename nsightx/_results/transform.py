@@ -270,7 +270,9 @@ def derive(
 
     A scalar result is named after ``fn.__name__``; a ``(value, unit)`` tuple carries a unit; a mapping adds
     one metric per key. A result with no unit gives ``unit=None`` and one ``UserWarning`` (unless ``warn`` is
-    false: the first-run check applies the same function without warning twice).
+    false: the first-run check applies the same function without warning twice). A failed region (a NaN input)
+    is not passed to ``fn``: it gets NaN for every metric ``fn`` returned for the call's other regions, in the
+    order met, so its rows are the ones a region that ran has (one named after ``fn`` if no region ran).
 
     Raises:
         MeasurementError: ``fn`` raised.
@@ -303,8 +305,8 @@ def derive(
         derived.append(((ann, cfg, run_i), got[metrics[0]], triples))
     out = list(values)
     failed = [(metric, math.nan, None) for metric in names or (name,)]
-    for (ann, cfg, run_i), first, triples in derived:
-        for metric, value, unit in failed if triples is None else triples:
+    for (ann, cfg, run_i), first, made in derived:
+        for metric, value, unit in failed if made is None else made:
             out.append(
                 RunValue(
                     annotation=ann, config=cfg, run=run_i, metric=metric, value=value, unit=unit, kernel=first.kernel
@@ -316,9 +318,7 @@ def derive(
 def _call_derive(
     fn: Callable[..., Any], name: str, inputs: list[float], args: tuple[Any, ...], at: tuple[str, int, int]
 ) -> Any:
-    """``fn(*inputs, *args)``, or NaN when an input is NaN; a failure names the region it was called for."""
-    if any(math.isnan(x) for x in inputs):
-        return math.nan
+    """``fn(*inputs, *args)`` for a region that ran (no NaN input); a failure names the region it was called for."""
     try:
         return fn(*inputs, *args)
     except Exception as e:
