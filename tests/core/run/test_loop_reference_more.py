@@ -80,7 +80,7 @@ from nsightx import AnnotationError, CollectionScope, InfoCollector
 
 __all__ = ["no_default_collectors"]  # the fixture, used by name
 
-EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "60"))
 """Examples per test (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=300``)."""
 
 HYPOTHESIS = settings(
