@@ -270,7 +270,9 @@ def derive(
 
     A scalar result is named after ``fn.__name__``; a ``(value, unit)`` tuple carries a unit; a mapping adds
     one metric per key. A result with no unit gives ``unit=None`` and one ``UserWarning`` (unless ``warn`` is
-    false: the first-run check applies the same function without warning twice).
+    false: the first-run check applies the same function without warning twice). A failed region (a NaN input)
+    is not passed to ``fn``: it gets NaN for every metric ``fn`` returned for the call's other regions, in the
+    order met, so its rows are the ones a region that ran has (one named after ``fn`` if no region ran).
 
     Raises:
         MeasurementError: ``fn`` raised.
@@ -283,19 +285,32 @@ def derive(
         by_region[(v.annotation, v.config, v.run)][v.metric] = v
     name = getattr(fn, "__name__", "derived")
     measured = {v.metric for v in values}
-    out = list(values)
+    derived: list[tuple[tuple[str, int, int], RunValue, list[tuple[str, float, str | None]] | None]] = []
+    names: dict[str, None] = {}  # the derived metrics, in the order met
     warned = not warn
     for (ann, cfg, run_i), got in by_region.items():
         if not all(m in got for m in metrics):
             continue
-        result = _call_derive(fn, name, [got[m].value for m in metrics], configs[cfg], (ann, cfg, run_i))
+        inputs = [got[m].value for m in metrics]
+        if any(math.isnan(x) for x in inputs):  # a failed region: NaN for every derived metric, named below
+            derived.append(((ann, cfg, run_i), got[metrics[0]], None))
+            continue
+        result = _call_derive(fn, name, inputs, configs[cfg], (ann, cfg, run_i))
         where = f"annotation {ann!r}, config {cfg} {tuple(configs[cfg])!r}, run {run_i}"
-        for metric, value, unit in _derived(result, name, where, cfg):
+        triples = _derived(result, name, where, cfg)
+        for metric, _, unit in triples:
             _check_derived(name, metric, unit, measured, warned)
             warned = warned or unit is None
-            kernel = got[metrics[0]].kernel
+            names[metric] = None
+        derived.append(((ann, cfg, run_i), got[metrics[0]], triples))
+    out = list(values)
+    failed = [(metric, math.nan, None) for metric in names or (name,)]
+    for (ann, cfg, run_i), first, made in derived:
+        for metric, value, unit in failed if made is None else made:
             out.append(
-                RunValue(annotation=ann, config=cfg, run=run_i, metric=metric, value=value, unit=unit, kernel=kernel)
+                RunValue(
+                    annotation=ann, config=cfg, run=run_i, metric=metric, value=value, unit=unit, kernel=first.kernel
+                )
             )
     return out
 
@@ -303,9 +318,7 @@ def derive(
 def _call_derive(
     fn: Callable[..., Any], name: str, inputs: list[float], args: tuple[Any, ...], at: tuple[str, int, int]
 ) -> Any:
-    """``fn(*inputs, *args)``, or NaN when an input is NaN; a failure names the region it was called for."""
-    if any(math.isnan(x) for x in inputs):
-        return math.nan
+    """``fn(*inputs, *args)`` for a region that ran (no NaN input); a failure names the region it was called for."""
     try:
         return fn(*inputs, *args)
     except Exception as e:

@@ -10,6 +10,7 @@ import pytest
 
 from nsightx import KernelCountError
 from nsightx._results.records import Record, RegionRun, RunRecords
+from nsightx._results.transform import FAILED_KERNEL as FAILED
 from nsightx._results.transform import combine_records, derive
 
 
@@ -67,6 +68,63 @@ def test_derive_uses_config_args():
     values = combine_records([run(0, 0, [("k", 10.0)])], ["t"])
     out = derive(values, lambda t, n: (n / t, "items/ns"), ["t"], [(40,)])
     assert out[-1].value == 4.0 and out[-1].unit == "items/ns" and out[-1].metric == "<lambda>"
+
+
+def test_a_failed_regions_derived_metrics_carry_the_names_the_function_gives():
+    """hunt20c: a failed region's derived values were one NaN row named after the function, not one per key."""
+    values = combine_records([run(0, 0, [("k", 10.0)]), run(0, 1, [], failed=True)], ["t"])
+
+    def rates(t, n):
+        return {"per_ns": (n / t, "1/ns"), "twice": 2 * t}
+
+    out = derive(values, rates, ["t"], [(40,)], warn=False)
+    got = [(v.run, v.metric, v.kernel, v.unit) for v in out if v.metric != "t"]
+    assert got == [
+        (0, "per_ns", "k", "1/ns"),
+        (0, "twice", "k", None),
+        (1, "per_ns", FAILED, None),
+        (1, "twice", FAILED, None),
+    ]
+    assert all(math.isnan(v.value) for v in out if v.run == 1)
+
+
+def test_a_dict_derive_with_a_failing_region_normalises_end_to_end():
+    """hunt20c: the failed region's derived row named after the function left the baseline without that metric
+    for its config, so ``to_dataframe()`` raised ``ConfigError`` ("no baseline value") for a valid call."""
+    import warnings
+
+    import nsightx
+
+    def scaled(t, n):
+        return {"per_n": (t / n, "ns")}
+
+    @nsightx.analyze.kernel(
+        configs=[1, 2],
+        runs=2,
+        warmup=0,
+        backend="host",
+        thermal_mode="off",
+        verbosity=0,
+        derive_metric=scaled,
+        normalize_against="a",
+    )
+    def f(n):
+        with nsightx.annotate("a"):
+            pass
+        with nsightx.annotate("b", ignore_failures=True):
+            if n == 2:
+                raise ValueError("b fails at n=2")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = f().to_dataframe()
+    rows = sorted(zip(frame["Annotation"], frame["Metric"], frame["n"], frame["NumRuns"], strict=True))
+    assert [r for r in rows if r[1] != "host__time_duration.sum"] == [
+        ("a", "per_n", 1, 2),
+        ("a", "per_n", 2, 2),
+        ("b", "per_n", 1, 2),
+        ("b", "per_n", 2, 0),
+    ]
 
 
 def test_derive_accepts_any_number_type():
