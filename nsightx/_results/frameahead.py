@@ -22,8 +22,9 @@ Trust first: the pieces are used only where they are provably what the frame wou
 
 What :func:`~nsightx._results.dataframe.frame_pieces` computes reads nothing else of the table (its collector
 columns, its row keys, which are functions of the configs, runs and annotations, and the groups), so the pieces
-are the frame's own. Anything else (a result loaded from a file, a combined or derived one, a backend of several
-records per region, a host call, which has no wait) takes the frame's usual path. The pieces are handed out once.
+are the frame's own. A result whose regions' kernels ``combine_kernel_metrics`` made one row a region (cupti's
+split-K configs) has those rows too. Anything else (a result loaded from a file, a derived one, rows other than
+one a region, a host call, which has no wait) takes the frame's usual path. The pieces are handed out once.
 """
 
 from __future__ import annotations

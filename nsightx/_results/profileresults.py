@@ -402,7 +402,9 @@ def _result(
     if derive_metric is None:
         combined = combine_columns(parts, plan.metrics, plan.ignore_kernel_list, combine)
         if combined is not None:  # its objects, when read, are made from the columns
-            return ProfileResults.from_columns(shell, parts.with_values(combined), configs)
+            results = ProfileResults.from_columns(shell, parts.with_values(combined), configs)
+            results._frame_ahead = runs.frame_ahead(parts)  # taken only where the rows are the predicted ones
+            return results
     objects = tuple(runs.objects())
     values = combine_records(objects, plan.metrics, ignore_kernels=plan.ignore_kernel_list, combine=combine)
     if derive_metric is not None:

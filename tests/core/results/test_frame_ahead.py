@@ -173,17 +173,31 @@ def test_pieces_of_other_collector_values_are_not_used(taken: list[bool]) -> Non
     assert frame["GPUPowerW_Max"].tolist()[1] == 999.0  # the stored value, not the expected one
 
 
-def test_a_result_of_two_records_a_region_has_no_pieces(taken: list[bool]) -> None:
-    """Two metrics a region: not the one-record-per-region layout the pieces predict; none are bound."""
+def test_a_result_of_two_metrics_a_region_does_not_take_the_pieces(taken: list[bool]) -> None:
+    """Two metrics a region: not the one-row-per-region layout the pieces predict; they are refused at the frame."""
     shape = _simple()
     shape.metrics = ("gpu__time_duration.sum", "bytes")
     for key, kernels in shape.regions.items():
         kernels[0]["bytes"] = 64.0 + key[2]
     result = _deferred(shape)
-    assert result._frame_ahead is None
     frame = result.to_dataframe()
-    assert taken == [] and len(frame) == 6
+    assert taken in ([], [False]) and len(frame) == 6
     assert_same_bits(frame, _without_ahead(result).to_dataframe())
+
+
+def test_two_kernels_a_region_combined_take_the_pieces(taken: list[bool]) -> None:
+    """The cupti sweep's split-K config: two kernels in its regions, combined into one row a region (the pieces'
+    layout) by ``combine_kernel_metrics``: the pieces are taken and the frame is the same."""
+    shape = _simple()
+    shape.combine = True
+    for (_, c, r), kernels in shape.regions.items():
+        if c == 1:
+            kernels.append({"gpu__time_duration.sum": 200.0 + r})
+    result = _deferred(shape)
+    frame = result.to_dataframe()
+    assert taken == [True]
+    assert_same_bits(frame, _without_ahead(result).to_dataframe())
+    assert_same_bits(frame, result.to_dataframe())
 
 
 def _relabelled(result: ProfileResults, **changed: Any) -> ResultTable:
