@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, overload
 
+from nsightx._api.aheadpolicy import AheadPolicy
 from nsightx._api.callfacts import CallFacts
 from nsightx._api.counters import Side, counter_spec, join_sides, without_counters
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
@@ -122,6 +123,8 @@ class ProfiledFunction:
         self.configs: tuple[tuple[Any, ...], ...] | None = None
         self._deferred: NsightxError | None = None
         """What is wrong with the decoration-time configs or ``derive_metric``'s arity: raised by every call."""
+        self._ahead = AheadPolicy()
+        """Whether the next call computes the frame's pieces during its GPU wait (see :mod:`.aheadpolicy`)."""
         try:  # checked now, raised when the function is called (where nsight-python raises it), before any work
             if configs is not None:
                 self.configs = _configs.normalize(self.shape, configs, self.name)
@@ -470,14 +473,17 @@ class ProfiledFunction:
         ``facts`` are asked while a deferred session waits for its last runs (the run loop's ``while_waiting``):
         they do not depend on what is measured, and what failed there is raised where the call asks for them.
         The frame's set-up (:func:`_prepare_frame`) is done there too, then the frame's work that reads no measured
-        value (the sink's ``prepare_frame``, :mod:`nsightx._results.frameahead`), and the young generations are
-        collected (:func:`~nsightx._run.heap.before_wait`).
+        value (the sink's ``prepare_frame``, :mod:`nsightx._results.frameahead`; only while the function's calls'
+        waits hide it, :mod:`.aheadpolicy`), and the young generations are collected
+        (:func:`~nsightx._run.heap.before_wait`).
         """
         with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
             try:
-                frame = getattr(sink, "prepare_frame", None)  # the frame's work that reads no measured value
+                frame = getattr(sink, "prepare_frame", None) if self._ahead.enabled else None
                 waiting = (facts.prepare, _prepare_frame, *((frame,) if frame else ()), heap.before_wait)
-                return dict(execute(backend, plan, sink, while_waiting=waiting))
+                environment = dict(execute(backend, plan, sink, while_waiting=waiting))
+                self._ahead.update(getattr(sink, "ahead_ns", None), getattr(sink, "blocked_ns", None))
+                return environment
             except BaseException as e:
                 if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:
                     print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)  # not when none

@@ -17,6 +17,7 @@ import errno
 import functools
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -116,6 +117,10 @@ class RunSink:
         """The rows of the runs the run loop collects next, without their outputs (see :meth:`expect_runs`)."""
         self._frame: Any = None
         """The frame's pieces computed during the wait (a :class:`~nsightx._results.frameahead.FrameAhead`)."""
+        self.ahead_ns: int | None = None
+        """What :meth:`prepare_frame` cost when it computed the pieces (None: it did not)."""
+        self.blocked_ns: int | None = None
+        """How long the run loop then blocked on the session's last outputs (see :meth:`note_blocked`)."""
         if path is not None:
             # Build the run serialiser now, before any run: built at the first write (after measured run 0), its
             # allocations made the next measured run of a short region about 3x slower (13 us -> 40 us on a CPU).
@@ -163,6 +168,7 @@ class RunSink:
         :mod:`nsightx._results.frameahead`). Never raises: where it fails, the frame computes them as always.
         """
         expected, self._expected, self._frame = self._expected, [], None
+        start = time.perf_counter_ns()
         try:
             from nsightx._results.frameahead import AHEAD_MAX_RUNS, FrameAhead, collector_source
 
@@ -171,8 +177,17 @@ class RunSink:
                 return
             bare = [_bare_row(item if type(item) is tuple else as_row(item)) for item in items]
             self._frame = FrameAhead.of(list(map(collector_source, items)), parts_from_rows(bare))
+            self.ahead_ns = time.perf_counter_ns() - start
         except Exception:  # the frame computes them itself
             self._frame = None
+
+    def note_blocked(self, ns: int) -> None:
+        """How long the run loop blocked on the session's outputs after the work done during its last wait.
+
+        Whether that wait hid :meth:`prepare_frame`'s work (:attr:`ahead_ns`) decides whether the function's next
+        call does it (``nsightx._api.aheadpolicy``).
+        """
+        self.blocked_ns = ns
 
     def build_ahead(self) -> None:
         """Gather now the result's columns of the runs stored since the last call (see :class:`PartsAhead`).

@@ -565,6 +565,9 @@ class _Sweep:
         self.waiting: list[Callable[[], None]] = list(while_waiting)
         """What the write of the call's last run does before it waits (see :meth:`_waiting`), then emptied."""
         self.expect: Callable[[list[RunRow]], None] | None = getattr(sink, "expect_runs", None)
+        self.blocked: Callable[[int], None] | None = getattr(sink, "note_blocked", None)
+        """What is told how long the last wait blocked after the work done in it (a sink's ``note_blocked``: whether
+        that work was hidden by the GPU decides whether the next call does it, see ``nsightx._api.aheadpolicy``)."""
         """What takes the rows of the runs about to be collected, outputs left out, before the work done while
         waiting (a :class:`~nsightx._results.sink.RunSink`'s ``expect_runs``: its frame work reads them there)."""
 
@@ -860,6 +863,7 @@ class _Sweep:
                 build_ahead=self.build_ahead,
                 waiting=self._waiting() if collect else (),
                 expect=self.expect,
+                blocked=self.blocked,
             )
             self.policy.written()
             heap.kept(written)
@@ -892,16 +896,13 @@ def _write_pending(
     build_ahead: Callable[[], None] | None = None,
     waiting: Sequence[Callable[[], None]] = (),
     expect: Callable[[list[RunRow]], None] | None = None,
+    blocked: Callable[[int], None] | None = None,
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
-    Collector answers become rows before the session is collected: that waits for the GPU, and the conversion
-    can run while it still works through the queued runs. What comes after the wait is on the measured path of
-    the whole call, so the runs are built directly from values this loop and the backend made (frozen
-    dataclasses, see :mod:`nsightx._results.records`): on the H200 the work after the wait of a 44-run call went
-    from 3.4 to 2.3 ms with this and the backends' direct records
-    (``benchmarks/results/2026-12-04-s7-call-timeline-{before,after}.json``). Only what a third-party backend
-    hands back in another form (a record as a mapping) goes through pydantic.
+    Collector answers become rows before the session is collected, while the GPU still works. After the wait, the
+    runs are built directly from values this loop and the backend made (H200, a 44-run call: 3.4 -> 2.3 ms,
+    ``benchmarks/results/2026-12-04-s7-call-timeline-*``); only a third party's mapping goes through pydantic.
 
     The session is collected through :meth:`~nsightx._run.backend.Session.completed_runs`: each run is written as
     soon as its output and those of the runs before it came back, while the session waits for the later ones (a GPU
@@ -915,12 +916,13 @@ def _write_pending(
     A run leaves ``pending`` as soon as the sink took it, so the clean-up after an error hands over only the runs
     not written yet, each once, with the output already collected for it (a deferred session hands an output
     back only once: collected again, a run would be written without its measurements). ``waiting``: work done
-    before the session is asked for its outputs, while the GPU still works (see :func:`_wait_work`).
+    before the session is asked for its outputs, while the GPU still works (see :func:`_wait_work`); after it, the
+    time spent blocked on the session's outputs goes to ``blocked``.
     """
     materialize = collectors.materialize
     rows = [values if isinstance(values, tuple) else tuple(materialize(values)) for *_, values in pending]
     _wait_work(waiting, expect, pending, rows)  # before completed_runs: the default one waits for every run at once
-    arriving: Iterator[tuple[tuple[int, int], RunOutput]] = session.completed_runs() if collect else iter([])
+    arriving = _Timed(session.completed_runs() if collect else iter([]))
     outputs: dict[tuple[int, int], RunOutput] = {}  # what came back so far
     ahead, last, done = build_ahead if collect else None, len(pending) - 1, 0
     try:
@@ -934,6 +936,8 @@ def _write_pending(
             done += 1
         for _ in arriving:  # runs after the last pending one (warm-ups): read, then discarded
             pass
+        if waiting and blocked is not None:
+            blocked(arriving.ns)
     finally:
         if done < len(pending):  # a write raised: the runs not handed over keep what was collected for them
             _drain(arriving, outputs)
@@ -959,6 +963,21 @@ def _wait_work(
         expect([(ci, r, (), tuple(state.regions), {}, v) for (ci, r, state, *_), v in zip(pending, rows, strict=True)])
     for work in waiting:
         work()
+
+
+class _Timed(Iterator[tuple[tuple[int, int], RunOutput]]):
+    """A session's completed runs, with the time spent waiting for them (:attr:`ns`): how long the loop blocked."""
+
+    def __init__(self, runs: Iterator[tuple[tuple[int, int], RunOutput]]) -> None:
+        self._runs = runs
+        self.ns = 0
+
+    def __next__(self) -> tuple[tuple[int, int], RunOutput]:
+        t0 = time.perf_counter_ns()
+        try:
+            return next(self._runs)
+        finally:
+            self.ns += time.perf_counter_ns() - t0
 
 
 def _arrive(arriving: Iterator[tuple[tuple[int, int], RunOutput]], outputs: dict[tuple[int, int], RunOutput]) -> bool:

@@ -312,6 +312,8 @@ def test_a_deferred_call_computes_the_pieces_during_its_wait(
     ahead = result._frame_ahead
     assert ahead is not None and ahead.take(result._table()) is not None  # bound to the result, fit for its table
     result._frame_ahead = _Noting.made[0] = None
+    assert sweep._ahead.cost_ns > 0  # what the pieces cost was measured (the simulated GPU's wait hides nothing)
+    sweep._ahead.enabled = True  # as if the wait had hidden them (see test_pieces_are_computed_while_waits_hide_them)
     again = sweep()  # the same call again: its frame with the pieces against one without them
     assert again._frame_ahead is not None
     got = again.to_dataframe()
@@ -319,3 +321,44 @@ def test_a_deferred_call_computes_the_pieces_during_its_wait(
     assert list(got.columns) == list(want.columns) and "GPUPowerW_Avg" in got.columns
     for name in want.columns:
         pd.testing.assert_series_equal(got[name], want[name], check_exact=True)
+
+
+def test_pieces_are_computed_while_waits_hide_them(deferred_backend: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call whose wait did not hide the pieces' work (this simulated GPU has none) makes the next call skip it;
+    the skipped call's frame is the same, and a long enough wait turns the work on again."""
+    from nsightx._api.aheadpolicy import KEEP_FACTOR, RESUME_FACTOR, AheadPolicy
+    from nsightx._results.profileresults import ProfileResults
+
+    monkeypatch.setattr(_Backend, "session", contextmanager(lambda self, plan: iter([_Noting()])))
+    power = nsightx.InfoCollector("GPUPowerW", lambda ctx: 100.0 + ctx.run, "run")
+
+    @nsightx.analyze.kernel(
+        configs=[(1,), (2,)],
+        runs=3,
+        backend="sim_waiting",
+        info_collectors=[power],
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
+    def sweep(n: int) -> None:
+        _work(n)
+
+    first = sweep()
+    assert first._frame_ahead is not None and sweep._ahead.cost_ns > 0
+    blocked = sweep._ahead  # the loop blocked for a few microseconds on outputs ready at once
+    if blocked.enabled:  # only if the machine stalled the loop for twice the pieces' cost: nothing to check
+        return
+    skipped = sweep()
+    assert skipped._frame_ahead is None
+    want = ProfileResults.from_columns(skipped._shell, skipped.columns, skipped._configs).to_dataframe()
+    pd.testing.assert_frame_equal(skipped.to_dataframe(), want, check_exact=True)
+    policy = AheadPolicy()
+    policy.update(1000, KEEP_FACTOR * 1000 - 1)
+    assert not policy.enabled
+    policy.update(None, RESUME_FACTOR * 1000 - 1)
+    assert not policy.enabled
+    policy.update(None, RESUME_FACTOR * 1000)
+    assert policy.enabled
+    policy.update(1000, KEEP_FACTOR * 1000)
+    assert policy.enabled
+    policy.update(5000, None)  # a call without a wait teaches nothing
+    assert policy.enabled and policy.cost_ns == 1000
