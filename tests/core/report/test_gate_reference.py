@@ -133,7 +133,7 @@ def stories(draw: Any, *, factors: Any = None, other_devices: bool = True, max_s
     """Processes of the same code (each with its own drift), then a new one shifted by ``factor``."""
     rng = random.Random(draw(st.integers(0, 2**32)))
     rows = [r for r in ROWS if draw(st.integers(0, 3))] or [ROWS[0]]
-    level = {r: draw(st.sampled_from([3.0, 1250.0, 55_600.0])) for r in rows}
+    level = {r: draw(st.sampled_from([3.0, 1250.0, 55_600.0, -1250.0, -3.0])) for r in rows}  # derived: < 0
     drift = draw(st.sampled_from([0.0, 0.01, 0.05, 0.3]))
     rsd = draw(st.sampled_from([0.001, 0.01, 0.05]))
     runs = draw(st.integers(8, 20))
@@ -357,3 +357,24 @@ def test_a_history_of_one_process_is_the_plain_comparison(story: Story) -> None:
     assert (frame.loc[held, "BaselineProcesses"] == 1).all() and (frame.loc[~held, "BaselineProcesses"] == 0).all()
     columns = ["Annotation", "Metric", "n", "Ratio", "PValueAdj", "NoiseFloorPct", "Regression", "Status"]
     pd.testing.assert_frame_equal(frame[columns], plain[columns])
+
+
+def test_the_history_of_a_negative_metric_widens_the_floor() -> None:
+    """A derived metric whose stored processes' means are -10, -12 and -11 drifted by 20 % between processes.
+
+    The between spread counted only positive means, so a negative metric's history gave no floor: the same code
+    measured again at -10 (inside the stored range) was a 9 % regression of a time, and the gate failed.
+    """
+    rng = random.Random(1)
+    row = ("gemm", TIME, 64)
+    root = tmp() / "base"
+    for i, level in enumerate([-10.0, -12.0, -11.0]):
+        history.save(root, NODE, Process({row: noisy(level, 0.001, 12, rng)}, second=10 * i).result())
+    again = Process({row: noisy(-10.0, 0.001, 12, rng)}, second=100).result()
+    frame = nsightx.compare(root, again)
+    (got,) = frame.to_dict("records")
+    assert got["BaselineProcesses"] == 3 and math.isclose(got["NoiseFloorPct"], 20.0, rel_tol=0.01)
+    assert (got["Status"], got["Regression"]) == ("within noise", False)
+    gate = Gate(GateSettings(compare_dir=root))
+    gate.record(NODE, again)
+    assert gate.failures() == []
