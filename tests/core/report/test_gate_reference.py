@@ -40,7 +40,6 @@ from hypothesis import strategies as st
 import nsightx
 from nsightx._report import history
 from nsightx._report.compare import gate_failed
-from nsightx._report.noise import spread_pct
 from nsightx._report.pytest_gate import Gate, GateSettings
 from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import Record, RegionRun, RunRecords
