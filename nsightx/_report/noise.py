@@ -34,8 +34,14 @@ RowKey = tuple[str, str, str, str]
 
 
 def within_pct(baseline: Sequence[float], new: Sequence[float]) -> float:
-    """The smaller robust relative spread of the two samples, in percent (NaN with fewer than 2 values)."""
-    return min(spread_pct(baseline), spread_pct(new))
+    """The smaller robust relative spread of the two samples, in percent.
+
+    A side without one (fewer than 2 values, or a median of 0) is not the quieter side: the other side's spread
+    is the answer whichever side it is (``min`` with a NaN first gave NaN, so a baseline with a median of 0 left
+    the row without its run-to-run floor while the same pair swapped had one). NaN when neither side has one.
+    """
+    spreads = [s for s in (spread_pct(baseline), spread_pct(new)) if math.isfinite(s)]
+    return min(spreads) if spreads else math.nan
 
 
 def spread_pct(values: Sequence[float]) -> float:

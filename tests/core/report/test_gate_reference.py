@@ -22,6 +22,8 @@ reference takes it relative to the smaller mean's size (the code's ``max / min -
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import random
@@ -36,6 +38,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_compare_reference import holm, mwu_p
 
 import nsightx
 from nsightx._report import history
@@ -49,7 +52,7 @@ from nsightx.cli import main
 TIME, RATE = "gpu__time_duration.sum", "dram__bytes_read.sum.per_second"
 UNITS = {TIME: "ns", RATE: "GB/s"}
 NODE = "perf/test_mm.py::test_mm"
-EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "50"))
 """Examples per property (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=300``)."""
 
 Row = tuple[str, str, int]
@@ -377,3 +380,159 @@ def test_the_history_of_a_negative_metric_widens_the_floor() -> None:
     gate = Gate(GateSettings(compare_dir=root))
     gate.record(NODE, again)
     assert gate.failures() == []
+
+
+# --- the pytest plugin's re-measures -----------------------------------------------------------------------------
+
+CONFIRM_NS = (64, 128, 192)
+
+
+def measured(factors: dict[int, float], second: int, seed: int) -> ProfileResults:
+    """A process of ``gemm`` (scaled by each config's factor) and ``copy`` (never changes) at the given configs."""
+    rng = random.Random(seed)
+    values = {}
+    for n, f in factors.items():
+        values[("gemm", TIME, n)] = noisy(1000.0 * n * f, 0.002, 12, rng)
+        values[("copy", TIME, n)] = noisy(50.0 * n, 0.002, 12, rng)
+    return Process(values, second=second).result()
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from([1.0, 2.0]), min_size=3, max_size=3),
+    st.lists(st.lists(st.sampled_from([1.0, 2.0]), min_size=3, max_size=3), min_size=4, max_size=4),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_remeasures_follow_the_documented_rule(
+    first: list[float], attempts: list[list[float]], confirm: int, save_too: bool
+) -> None:
+    """docs/ci.md 1 and 3.6: only a regressed row's configs are measured again, at most ``confirm`` times; a row
+    fails only if every re-measure regresses too, the first one that does not clears it; what is saved is the
+    test's own result; the gate fails exactly when a row is left."""
+    root = tmp()
+    history.save(root / "base", NODE, measured(dict.fromkeys(CONFIRM_NS, 1.0), 0, 1))
+    new = measured(dict(zip(CONFIRM_NS, first, strict=True)), 100, 2)
+    asked: list[list[int]] = []
+
+    def remeasure(indices: Any) -> ProfileResults:
+        attempt = attempts[len(asked)]
+        asked.append(sorted(CONFIRM_NS[i] for i in indices))
+        return measured({CONFIRM_NS[i]: attempt[i] for i in indices}, 200 + len(asked), 10 + len(asked))
+
+    settings_ = GateSettings(compare_dir=root / "base", confirm=confirm, save_dir=root / "new" if save_too else None)
+    gate = Gate(settings_)
+    gate.record(NODE, new, remeasure)
+    # the reference: the regressed configs, each re-measure round by round
+    left = [n for n, f in zip(CONFIRM_NS, first, strict=True) if f == 2.0]
+    want_asked, note = [], {n: "" for n in left}
+    for k in range(1, confirm + 1):
+        if not left:
+            break
+        want_asked.append(sorted(left))
+        still = [n for n in left if attempts[k - 1][CONFIRM_NS.index(n)] == 2.0]
+        note.update({n: f"cleared by re-measure {k} (" for n in left if n not in still})
+        left = still
+    note.update({n: f"confirmed by {confirm} re-measure(s) (" for n in left if confirm})
+    assert asked == want_asked
+    (outcome,) = gate.outcomes
+    assert outcome.frame is not None
+    rows = rows_of(outcome.frame)
+    for n in CONFIRM_NS:
+        assert not bool(rows[("copy", TIME, n)]["Regression"])
+        gemm = rows[("gemm", TIME, n)]
+        assert bool(gemm["Regression"]) == (n in left), (n, gemm.to_dict())
+        assert gemm["Status"] == ("slower" if n in note else "within noise"), gemm.to_dict()
+        if confirm and n in note:
+            assert str(gemm["Remeasured"]).startswith(note[n]), (n, gemm["Remeasured"], note[n])
+    assert bool(gate.failures()) == bool(left)
+    if save_too:
+        (saved,) = gate.saved
+        assert nsightx.load(saved).to_dataframe()["AvgValue"].tolist() == new.to_dataframe()["AvgValue"].tolist()
+
+
+# --- nsightx compare's options on saved files ---------------------------------------------------------------------
+
+
+@st.composite
+def option_pairs(draw: Any) -> tuple[Process, Process]:
+    """Two processes of some rows each (most shared), each shared row shifted by its own factor."""
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    rsd = draw(st.sampled_from([0.001, 0.01, 0.05]))
+    runs = draw(st.integers(5, 20)), draw(st.integers(5, 20))
+    rows = [r for r in ROWS if draw(st.integers(0, 2))] or [ROWS[0]]
+    sides: list[dict[Row, list[float]]] = [{}, {}]
+    for r in rows:
+        where = draw(st.sampled_from(["both", "both", "both", "both", "base", "new"]))
+        factor = draw(st.sampled_from([1.0, 1.03, 1.08, 1.2, 2.0, 0.5]))
+        level = draw(st.sampled_from([3.0, 1250.0, -40.0]))
+        if where != "new":
+            sides[0][r] = noisy(level, rsd, runs[0], rng)
+        if where != "base":
+            sides[1][r] = noisy(level * factor, rsd, runs[1], rng)
+    if not sides[0] or not sides[1]:
+        sides[0][ROWS[0]] = noisy(5.0, rsd, runs[0], rng)
+        sides[1][ROWS[0]] = noisy(5.0, rsd, runs[1], rng)
+    return Process(sides[0], second=0), Process(sides[1], second=10)
+
+
+@SETTINGS
+@given(
+    option_pairs(),
+    st.sampled_from([0.0, 2.0, 5.0, 10.0, 50.0]),
+    st.sampled_from([0.01, 0.05, 0.2]),
+    st.sampled_from([None, [TIME], [RATE], [TIME, RATE], ["sm__cycles_elapsed.avg"]]),
+    st.booleans(),
+)
+def test_compare_options_end_to_end(
+    pair: tuple[Process, Process], threshold: float, alpha: float, metrics: list[str] | None, require_all: bool
+) -> None:
+    """``--threshold``, ``--alpha``, ``--metric`` and ``--require-all`` on two saved files (docs/ci.md section 2):
+    the rows of the chosen metrics only, Holm over those compared, each verdict with that threshold and alpha,
+    and the exit status (0, 1 on a regression or with ``--require-all`` a lone row, 2 when nothing compares)."""
+    folder = tmp()
+    base, new = (p.result().save(folder / f"{name}.json") for p, name in zip(pair, ("base", "new"), strict=True))
+    args = ["compare", str(base), str(new), "--threshold", str(threshold), "--alpha", str(alpha), "--format", "json"]
+    args += [a for m in metrics or [] for a in ("--metric", m)] + (["--require-all"] if require_all else [])
+    out = tempfile.TemporaryFile("w+")
+    with contextlib.redirect_stdout(out):
+        status = main(args)
+    out.seek(0)
+    wanted = set(metrics) if metrics else {TIME, RATE}
+    a, b = ({r: v for r, v in p.values.items() if r[1] in wanted} for p in pair)
+    held = {m for side in pair for _, m, _ in side.values}
+    shared = [r for r in a if r in b and sorted(a[r]) != sorted(b[r])]
+    if (metrics and set(metrics) - held) or not [r for r in a if r in b]:
+        assert status == 2, (status, metrics)  # a --metric in neither result, or no row in both
+        return
+    got = {(r["Annotation"], r["Metric"], int(r["n"])): r for r in json.load(out)["rows"]}
+    assert set(got) == set(a) | set(b)
+    p_adj = holm({r: mwu_p(a[r], b[r]) for r in shared})
+    regressed = False
+    for r in shared:
+        row = pd.Series(got[r])
+        assert math.isclose(row["PValueAdj"], p_adj[r], rel_tol=1e-6), (r, row.to_dict(), p_adj[r])
+        floor = min(spread_of(a[r]), spread_of(b[r]))
+        want = expected_regression(row, floor, threshold, alpha)
+        if abs(row["PValueAdj"] - alpha) < 0.1 * alpha or want is None:
+            regressed |= bool(row["Regression"])
+            continue
+        assert bool(row["Regression"]) == want, (r, row.to_dict(), floor)
+        regressed |= want
+    lone = any((r in a) != (r in b) for r in {*a, *b})
+    assert status == int(regressed or (require_all and lone)), (status, regressed, lone)
+
+
+def test_a_side_whose_median_is_zero_leaves_the_floor_to_the_other_side() -> None:
+    """A counter at 0 in most runs has no relative spread; the floor is the other side's, whichever side it is.
+
+    ``min(NaN, x)`` is NaN and ``min(x, NaN)`` is x: a baseline with a median of 0 had a floor of 0 where the same
+    pair swapped had the new side's spread, so the floor (and a verdict resting on it) depended on the direction.
+    """
+    rng = random.Random(3)
+    row = ("gemm", TIME, 64)
+    zeros = Process({row: [0.0] * 7 + [10.0] * 5}).result()
+    level = Process({row: noisy(5.0, 0.02, 12, rng)}, second=5).result()
+    there, back = nsightx.compare(zeros, level), nsightx.compare(level, zeros)
+    floor = spread_of([v.value for v in level.data.values])
+    assert math.isclose(there["NoiseFloorPct"].iloc[0], floor) and math.isclose(back["NoiseFloorPct"].iloc[0], floor)
