@@ -270,6 +270,11 @@ def test_a_stored_history_gives_the_documented_floor_and_verdict(story: Story) -
     new_path = new.save(root.parent / "new.json")
     args = ["compare", str(root), str(new_path), "--history", str(story.size), *(["--base-ref", ref] if ref else [])]
     assert main(args) == int(gate_failed(frame))
+    if ref is None:  # the same processes as output_prefix files (result-*): the function's history (ci.md 3.4)
+        files = tmp()
+        for i, p in enumerate(story.stored):
+            p.result().save(files / f"result-bench-{i:03d}.json")
+        check_story(story, nsightx.compare(files, new_path, history=story.size))
     gate = Gate(GateSettings(compare_dir=root, baseline_ref=ref))
     gate.record(NODE, new)
     (outcome,) = gate.outcomes
