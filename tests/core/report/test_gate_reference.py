@@ -30,7 +30,7 @@ import random
 import shutil
 import tempfile
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,8 @@ class Process:
     gpu: str = "H100"
     second: int = 0
     """When it ran (seconds after a fixed start): its ``created`` time and so its save's file name."""
-    configs: list[int] = field(default_factory=list)
+    commit: str = ""
+    """The git commit it measured (``GitCommit``; none by default)."""
 
     def result(self) -> ProfileResults:
         """The process as a backend's runs reach ``build_results``."""
@@ -108,7 +109,8 @@ class Process:
         created = f"2026-12-06T{10 + self.second // 3600:02d}:{self.second // 60 % 60:02d}:{self.second % 60:02d}+00:00"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return build_results(plan, out, {"GPU": self.gpu, "Host": "ci-1"}, created=created)
+            env = {"GPU": self.gpu, "Host": "ci-1", **({"GitCommit": self.commit} if self.commit else {})}
+            return build_results(plan, out, env, created=created)
 
 
 def noisy(level: float, rsd: float, runs: int, rng: random.Random) -> list[float]:
@@ -541,3 +543,28 @@ def test_a_side_whose_median_is_zero_leaves_the_floor_to_the_other_side() -> Non
     there, back = nsightx.compare(zeros, level), nsightx.compare(level, zeros)
     floor = spread_of([v.value for v in level.data.values])
     assert math.isclose(there["NoiseFloorPct"].iloc[0], floor) and math.isclose(back["NoiseFloorPct"].iloc[0], floor)
+
+
+def test_a_commit_that_starts_with_digits_only_picks_its_save() -> None:
+    """``--nsightx-baseline=1234567`` (docs/ci.md: "the start of a commit") picks the save of commit 1234567...
+
+    A reference of digits only was read as a save number and nothing else: a commit whose first hex digits are all
+    decimal (about 1 in 27 for 7 digits) could not be named, and every test was ``NO BASELINE``.
+    """
+    rng = random.Random(5)
+    row = ("gemm", TIME, 64)
+    root = tmp() / "base"
+    for i, commit in enumerate(["1234567890abcdef", "abcdef0123456789"]):
+        p = Process({row: noisy(10.0 + i, 0.001, 12, rng)}, second=10 * i, commit=commit)
+        history.save(root, NODE, p.result())
+    again = Process({row: noisy(10.0, 0.001, 12, rng)}, second=100).result()
+    gate = Gate(GateSettings(compare_dir=root, baseline_ref="1234567"))
+    gate.record(NODE, again)
+    (outcome,) = gate.outcomes
+    assert outcome.status == "compared" and outcome.baseline is not None, outcome.message
+    assert outcome.baseline.name.startswith("0001_ci-1_1234567890_")
+    frame = nsightx.compare(root, again, base_ref="1234567")
+    assert frame["BaselineProcesses"].tolist() == [1] and math.isclose(
+        frame["BaselineMean"].iloc[0], 10.0, rel_tol=0.01
+    )
+    assert history.pick(history.entries(root / history.test_folder(NODE)), "2").number == 2  # a number still wins
