@@ -119,7 +119,7 @@ def pick(found: list[Entry], ref: str | None) -> Entry:
     Args:
         found: The test's saves, oldest first (:func:`entries`).
         ref: ``None`` (the newest), a save number (``"3"``), or the start of a commit (at least 4 hex digits;
-            the newest save of that commit).
+            the newest save of that commit). Digits that number no save are read as the start of a commit.
 
     Raises:
         ConfigError: ``ref`` names no save of the test (the message lists the saves).
@@ -129,11 +129,11 @@ def pick(found: list[Entry], ref: str | None) -> Entry:
     if ref is None:
         return found[-1]
     ref = ref.strip().lower()
-    if ref.isdigit():
-        chosen = [e for e in found if e.number == int(ref)]
-    elif re.fullmatch(r"[0-9a-f]{4,40}", ref):
+    number = ref.isascii() and ref.isdigit()
+    chosen = [e for e in found if e.number == int(ref)] if number else []
+    if not chosen and re.fullmatch(r"[0-9a-f]{4,40}", ref):  # a commit may start with digits only: 1234567
         chosen = [e for e in found if e.commit and (e.commit.startswith(ref) or ref.startswith(e.commit))]
-    else:
+    elif not number:
         raise ConfigError(
             f"baseline reference {ref!r} is neither a save number (such as 3) nor the start of a git commit (4 to "
             "40 hex digits); `nsightx baselines DIR` lists the stored ones"

@@ -11,7 +11,8 @@ change is therefore a regression only when it is also larger than the floor, the
   robust one, 1.4826 x the median absolute deviation over the median, so that a few runs stretched by a
   preemption (a 5 ms sleep measured at 10 ms twice in 40 runs: RSD 20%, robust spread 1%) do not blind the gate;
 - **between**: the largest difference between the means of the stored processes of the baseline (its history:
-  the baseline and up to 4 saves before it, with the same backend and device), in percent. One process cannot
+  the baseline and up to 4 saves before it, with the same backend and device), in percent of the smaller mean's
+  size, whatever its sign. One process cannot
   show the drift between processes; several stored ones can, and the newest new process is judged against it.
 
 Rows whose history holds one process get the *within* part only.
@@ -33,8 +34,14 @@ RowKey = tuple[str, str, str, str]
 
 
 def within_pct(baseline: Sequence[float], new: Sequence[float]) -> float:
-    """The smaller robust relative spread of the two samples, in percent (NaN with fewer than 2 values)."""
-    return min(spread_pct(baseline), spread_pct(new))
+    """The smaller robust relative spread of the two samples, in percent.
+
+    A side without one (fewer than 2 values, or a median of 0) is not the quieter side: the other side's spread
+    is the answer whichever side it is (``min`` with a NaN first gave NaN, so a baseline with a median of 0 left
+    the row without its run-to-run floor while the same pair swapped had one). NaN when neither side has one.
+    """
+    spreads = [s for s in (spread_pct(baseline), spread_pct(new)) if math.isfinite(s)]
+    return min(spreads) if spreads else math.nan
 
 
 def spread_pct(values: Sequence[float]) -> float:
@@ -92,7 +99,8 @@ def between_pct(processes: Sequence[ProfileResults]) -> dict[RowKey, tuple[float
             baseline's backend on the same device (:func:`device_of`) are used.
 
     Returns:
-        ``{row: (percent, processes)}``; the percent is NaN where fewer than 2 processes hold the row.
+        ``{row: (percent, processes)}``; the percent (:func:`_range_pct`) is NaN where fewer than 2 processes
+        hold the row with a mean other than 0.
     """
     if not processes:
         return {}
@@ -105,7 +113,21 @@ def between_pct(processes: Sequence[ProfileResults]) -> dict[RowKey, tuple[float
             means.setdefault(key, []).append(m)
     out: dict[RowKey, tuple[float, int]] = {}
     for key, ms in means.items():
-        positive = [m for m in ms if m > 0]
-        spread = 100.0 * (max(positive) / min(positive) - 1.0) if len(positive) >= 2 else math.nan
-        out[key] = (spread, len(ms))
+        out[key] = (_range_pct([m for m in ms if m != 0]), len(ms))
     return out
+
+
+def _range_pct(means: Sequence[float]) -> float:
+    """How far apart the means are, in percent of the smallest one's size, whatever their sign.
+
+    A derived metric may be negative, and its processes drift as much as a time's: -10, -12 and -11 are 20 %
+    apart, as 10, 12 and 11 are. Means of one sign give ``max|m| / min|m| - 1``, the same expression as a
+    comparison's change between the two (so a new process at the edge of the stored range is not above its own
+    floor by a rounding error); means of both signs give ``(max - min) / min|m|``.
+    """
+    if len(means) < 2:
+        return math.nan
+    sizes = [abs(m) for m in means]
+    if min(means) > 0 or max(means) < 0:
+        return 100.0 * (max(sizes) / min(sizes) - 1.0)
+    return 100.0 * (max(means) - min(means)) / min(sizes)

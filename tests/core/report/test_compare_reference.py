@@ -301,8 +301,8 @@ def reference(base: Side, new: Side) -> dict[Key, Expected]:
             e.status = "too few runs"
         else:
             e.ratio, e.p, e.ci = e.new_mean / e.base_mean, mwu_p(a, b), boot_ci(a, b)
-            floor = min(robust_spread(a), robust_spread(b))
-            e.floor = floor if math.isfinite(floor) else 0.0
+            spreads = [f for f in (robust_spread(a), robust_spread(b)) if math.isfinite(f)]  # the quieter side's
+            e.floor = min(spreads, default=0.0)
     adjusted = holm({k: e.p for k, e in out.items() if not math.isnan(e.p)})
     for k, e in out.items():
         e.p_adj = adjusted.get(k, math.nan)
