@@ -113,6 +113,7 @@ def join_runs(
     counters: Sequence[RunRecords],
     *,
     backends: tuple[str, str] = ("cupti", "ncu"),
+    time_metrics: Sequence[str] = (),
 ) -> JoinedRuns:
     """Join the counter records of ``counters`` to the kernels of ``times``.
 
@@ -120,6 +121,8 @@ def join_runs(
         times: Runs of the time backend (every config, ``runs`` runs each).
         counters: Runs of the counter backend over the same configs (a few runs each).
         backends: Names of the time and the counter backend (for :attr:`JoinedRuns.sources` and messages).
+        time_metrics: The metrics the time side was asked for (its plan's), besides those its records hold: a
+            metric whose every region failed there is still the time side's.
 
     Returns:
         The joined runs and which backend measured which metric.
@@ -140,7 +143,7 @@ def join_runs(
         expected = _modal(time_seqs[region])
         _check_region(region, expected, by_run, backends)
         names.update(_time_names(times, region, expected))
-    time_metrics = {rec.metric for run in times for rec in run.records}
+    time_metrics = {*time_metrics, *(rec.metric for run in times for rec in run.records)}
     extra: dict[tuple[int, int], list[Record]] = defaultdict(list)
     for run in counters:
         for rec in run.records:
