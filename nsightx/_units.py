@@ -95,9 +95,9 @@ def number(value: float) -> str:
     if not math.isfinite(value):
         return "-"
     size = abs(value)
-    if size == 0.0 or 1e-3 <= size < 1e4:
+    if size == 0.0 or 1e-3 <= size < 9999.5:  # from 9999.5 on, four digits round to 1e+04
         return f"{value:.4g}"
-    if size >= 1e4:
+    if size >= 9999.5:
         return f"{value:.0f}"
     return f"{value:.{3 - math.floor(math.log10(size))}f}"
 

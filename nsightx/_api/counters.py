@@ -92,7 +92,7 @@ def join_sides(
             f"cannot join {tp.function}: the configs differ ({len(tp.configs)} under {tp.backend}, "
             f"{len(cp.configs)} under {cp.backend}); measure both over the same configs"
         )
-    joined = join_runs(times.runs, counters.runs, backends=(tp.backend, cp.backend))
+    joined = join_runs(times.runs, counters.runs, backends=(tp.backend, cp.backend), time_metrics=tp.metrics)
     metrics = tuple(dict.fromkeys([*tp.metrics, *(m for m in joined.sources if m not in tp.metrics)]))
     plan = tp.model_copy(
         update={"backend": f"{tp.backend}+{cp.backend}", "metrics": metrics, "metric_backends": dict(joined.sources)}

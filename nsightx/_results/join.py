@@ -113,6 +113,7 @@ def join_runs(
     counters: Sequence[RunRecords],
     *,
     backends: tuple[str, str] = ("cupti", "ncu"),
+    time_metrics: Sequence[str] = (),
 ) -> JoinedRuns:
     """Join the counter records of ``counters`` to the kernels of ``times``.
 
@@ -120,6 +121,8 @@ def join_runs(
         times: Runs of the time backend (every config, ``runs`` runs each).
         counters: Runs of the counter backend over the same configs (a few runs each).
         backends: Names of the time and the counter backend (for :attr:`JoinedRuns.sources` and messages).
+        time_metrics: The metrics the time side was asked for (its plan's), besides those its records hold: a
+            metric whose every region failed there is still the time side's.
 
     Returns:
         The joined runs and which backend measured which metric.
@@ -140,11 +143,11 @@ def join_runs(
         expected = _modal(time_seqs[region])
         _check_region(region, expected, by_run, backends)
         names.update(_time_names(times, region, expected))
-    time_metrics = {rec.metric for run in times for rec in run.records}
+    measured = {*time_metrics, *(rec.metric for run in times for rec in run.records)}
     extra: dict[tuple[int, int], list[Record]] = defaultdict(list)
     for run in counters:
         for rec in run.records:
-            if rec.metric in time_metrics or rec.kernel in ("region", "range", "failed"):
+            if rec.metric in measured or rec.kernel in ("region", "range", "failed"):
                 continue
             kernel = names.get((rec.annotation, rec.config, rec.seq), rec.kernel)
             extra[(rec.config, rec.run)].append(rec.model_copy(update={"kernel": kernel}))
@@ -158,7 +161,7 @@ def join_runs(
             f"cannot join: {backends[1]} has counter runs {leftover} (config, run) beyond the {backends[0]} runs; "
             f"ask {backends[1]} for at most as many runs as {backends[0]}"
         )
-    sources = {m: backends[0] for m in sorted(time_metrics)} | {m: backends[1] for m in counter_metrics}
+    sources = {m: backends[0] for m in sorted(measured)} | {m: backends[1] for m in counter_metrics}
     return JoinedRuns(runs=joined, sources=sources, regions_joined=len(counter_seqs))
 
 

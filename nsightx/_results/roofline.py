@@ -223,7 +223,7 @@ def roofline_point(values: Mapping[str, Value], precision: str | None = None) ->
     nbytes = byte_count(dram[0], dram[1]) if dram is not None else math.nan
     intensity = flop / nbytes if nbytes > 0 else math.nan
     peak_f, peak_b = peak_flops(values, precision), peak_bandwidth(values)
-    roof = min(peak_f, intensity * peak_b) if math.isfinite(intensity) else peak_f
+    roof = _roof(peak_f, intensity, peak_b)
     return RooflinePoint(
         precision=precision,
         flop=flop,
@@ -238,6 +238,18 @@ def roofline_point(values: Mapping[str, Value], precision: str | None = None) ->
         roof_fraction=(flop / secs) / roof if roof > 0 else math.nan,
         bound=_bound(intensity, peak_f, peak_b),
     )
+
+
+def _roof(peak_f: float, intensity: float, peak_b: float) -> float:
+    """min(peak FLOP/s, intensity x peak bandwidth); NaN when a peak of it was not measured.
+
+    Python's ``min`` keeps its first argument against a NaN: without a DRAM peak the roof would be the compute peak
+    and a memory-bound kernel's fraction of it far off (above 1). Without traffic (no intensity) it is the peak.
+    """
+    if not math.isfinite(intensity):
+        return peak_f
+    slope = intensity * peak_b
+    return math.nan if math.isnan(peak_f) or math.isnan(slope) else min(peak_f, slope)
 
 
 KernelKey = tuple[str, int, int, str]

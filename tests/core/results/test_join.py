@@ -159,6 +159,25 @@ def test_joined_result_says_which_backend_measured_each_row():
     assert "launch_bound" in parse_cell(df.loc[TIME, "Flags"])  # CUPTI's own verdict is kept
 
 
+def test_a_time_metric_whose_every_region_failed_is_still_the_time_sides():
+    # The time side was asked for the time and the bytes; every region failed, so no record names either. The
+    # Tool of the time rows was the joined "cupti+ncu" (the sources came from records only), and the counter
+    # side's bytes would have been joined as if the time side had not measured them.
+    asked = plan("cupti", 1).model_copy(update={"metrics": (TIME, BYTES)})
+    failed = RegionRun(annotation="matmul", config=0, run=0, host_ns=1, failed=True)
+    times = build_results(asked, [RunRecords(config=0, run=0, regions=(failed,))], {})
+    counters = build_results(plan("ncu", 1), [RunRecords(config=0, run=0, regions=(failed,))], {})
+    res = joined_results(times, counters)
+    assert res.data.plan.metric_backends == {TIME: "cupti", BYTES: "cupti"}
+    assert set(res.to_dataframe()["Tool"]) == {"cupti"}
+    timed = Record(annotation="matmul", config=0, run=0, kernel="gemm", metric=TIME, value=5.0, unit="ns", seq=0)
+    joined = join_runs(
+        [RunRecords(config=0, run=0, records=(timed,))], counter_runs(["gemm"], runs=1), time_metrics=(TIME, BYTES)
+    )
+    assert joined.sources == {TIME: "cupti", BYTES: "cupti", FLOPS: "ncu"}
+    assert [r.metric for r in joined.runs[0].records] == [TIME, FLOPS]
+
+
 def test_joined_results_refuse_other_configs():
     times = build_results(plan("cupti", 5), cupti_runs(), {}, combine=lambda a, b: a + b)
     other = plan("ncu", 2).model_copy(update={"configs": ((1024,),)})

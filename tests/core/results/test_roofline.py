@@ -78,6 +78,29 @@ def test_compute_bound_point_and_units_converted():
     assert p.bound == "compute"
 
 
+@pytest.mark.parametrize("missing", [DRAM_PEAK, DRAM_CLOCK])
+def test_a_roof_without_the_dram_peak_is_nan_not_the_compute_peak(missing):
+    # The memory-bound kernel (AI 2.5 FLOP/byte) without its peak bandwidth: its roof is not known. It was the
+    # compute peak (Python's min keeps its first argument against a NaN), a fraction of 0.04 for a kernel at 21%.
+    values = {k: v for k, v in MEMORY_BOUND.items() if k != missing}
+    p = roofline_point(values)
+    assert p is not None and p.intensity == pytest.approx(2.5) and math.isnan(p.peak_bytes_per_s)
+    assert math.isnan(p.roof_flop_per_s) and math.isnan(p.roof_fraction) and p.bound == "unknown"
+    (row,) = roofline_rows(
+        [
+            RunRecords(
+                config=0,
+                run=0,
+                records=tuple(
+                    Record(annotation="mm", config=0, run=0, kernel="k", metric=m, value=v, unit=u, seq=0)
+                    for m, (v, u) in values.items()
+                ),
+            )
+        ]
+    )
+    assert math.isnan(row["roof_flop_per_s"]) and math.isnan(row["roof_fraction"])
+
+
 def test_per_second_units():
     assert per_second(1.5, "GHz") == pytest.approx(1.5e9)
     assert per_second(2.0, "cycle/usecond") == pytest.approx(2e6)
