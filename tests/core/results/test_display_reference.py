@@ -1,0 +1,297 @@
+"""What a person reads against the frame: the printed table, ``nsightx show``'s fitted table and the notebook view.
+
+Random results are built through the real code (the shapes of ``test_frame_reference``, with annotation names and
+config values of several kinds: unicode, long names, floats, text), rendered, and the rendered text or HTML is
+parsed back by a small parser written here. Every row is matched to the frame's row of the same position and
+checked against it keyed on (Annotation, params, Metric): the mean and both ends of the 95 % interval, after the
+unit scaling ``nsightx._units`` documents (the largest unit of the family under which the mean's size is at least
+1; the interval in the mean's unit) and the rounding it documents (four significant digits, never an exponent,
+whole numbers from 10^4 on), the RSD to one decimal, ``NumRuns``, ``StableMeasurement``, ``Device`` and ``Tool``.
+A value that is not a finite number shows no number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import os
+import re
+from html.parser import HTMLParser
+from typing import Any
+
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_frame_reference import Shape, build, shapes
+
+import nsightx
+from nsightx._commands.show import show
+from nsightx._results.html import results_html
+from nsightx._results.summary import render_text, summarize
+
+EXAMPLES = int(os.environ.get("NSIGHTX_DISPLAY_EXAMPLES", "40"))
+"""Examples per run (more while hunting: ``NSIGHTX_DISPLAY_EXAMPLES=400``)."""
+
+NAMES = st.sampled_from(
+    ["gemm", "ü-naïve", "矩阵乘法", "a<b>&c", "x" * 70, "copy.fp32 [tile]", "Ωmega_∑", "n=3", "-", "1.5"]
+)
+"""Annotation names a person might give: unicode, markup characters, long, or looking like a number or a dash."""
+
+TIME_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+PREFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+BYTE_BASES = {"byte": "B", "bytes": "B", "B": "B"}
+
+
+def _config_value(draw: Any, kind: str, c: int) -> Any:
+    return {
+        "int": c * 4096 + 1,
+        "float": 0.5 + c,
+        "text": f"t{c}-ü",
+        "long": "L" * 40 + str(c),
+        "negative": -c - 1,
+    }[kind]
+
+
+@st.composite
+def displayed_shapes(draw: Any) -> Shape:
+    """A shape of ``test_frame_reference`` with its annotations renamed and its config values of several kinds."""
+    shape: Shape = draw(shapes())
+    names = draw(st.lists(NAMES, min_size=len(shape.annotations), max_size=len(shape.annotations), unique=True))
+    rename = dict(zip(shape.annotations, names, strict=True))
+    kinds = [draw(st.sampled_from(["int", "float", "text", "long", "negative"])) for _ in shape.params]
+    shape.configs = [tuple(_config_value(draw, kind, c) for kind in kinds) for c in range(len(shape.configs))]
+    shape.annotations = tuple(rename[a] for a in shape.annotations)
+    shape.normalize = None if shape.normalize is None else rename[shape.normalize]
+    shape.regions = {(rename[a], c, r): v for (a, c, r), v in shape.regions.items()}
+    shape.host_ns = {(rename[a], c, r): v for (a, c, r), v in shape.host_ns.items()}
+    shape.attributes = {(rename[a], c, r): v for (a, c, r), v in shape.attributes.items()}
+    for name, (scope, values) in list(shape.collectors.items()):
+        if scope == "annotation":
+            shape.collectors[name] = (scope, {(c, r, rename[a]): v for (c, r, a), v in values.items()})
+    return shape
+
+
+# --- parsers -------------------------------------------------------------------------------------------------
+
+
+def parse_text(text: str) -> tuple[list[str], list[list[str]]]:
+    """The header and cells of :func:`render_text`'s table: columns are separated by two spaces or more.
+
+    The names drawn here hold no two spaces in a row and no empty cell, so splitting on runs of spaces is exact.
+    """
+    lines = text.split("\n")
+    header = re.split(r" {2,}", lines[0].strip())
+    rows = [re.split(r" {2,}", line.strip()) for line in lines[1:]]
+    return header, rows
+
+
+class _Html(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.header: list[str] = []
+        self.rows: list[list[str]] = []
+        self._cell: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        if tag in ("th", "td"):
+            self._cell = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "th":
+            self.header.append(self._cell or "")
+        elif tag == "td":
+            self.rows[-1].append(self._cell or "")
+        self._cell = None if tag in ("th", "td") else self._cell
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell += data
+
+
+def parse_html(text: str) -> tuple[list[str], list[list[str]]]:
+    """The header and data cells of :func:`results_html`'s table (HTML entities decoded by the parser)."""
+    parser = _Html()
+    parser.feed(text)
+    return parser.header, [r for r in parser.rows if r]
+
+
+# --- the reference -------------------------------------------------------------------------------------------
+
+
+def shown_factor(unit: str | None, shown: str | None) -> float:
+    """How many of ``unit`` one ``shown`` is, by the families of ``nsightx._units`` (1 outside them)."""
+    if unit is None or unit == shown:
+        return 1.0
+    if unit in TIME_NS:
+        assert shown in TIME_NS, (unit, shown)
+        return TIME_NS[shown] / TIME_NS[unit]
+    assert unit in BYTE_BASES, unit  # the only prefixed family the shapes hold
+    assert shown is not None and shown.endswith("B") and shown[:-1] in PREFIX, (unit, shown)
+    return PREFIX[shown[:-1]]
+
+
+def expected_unit(value: float, unit: str | None) -> str | None:
+    """The documented display unit: the largest of the family under which ``|value|`` is at least 1."""
+    if unit is None or not math.isfinite(value):
+        return unit
+    if unit in TIME_NS:
+        ns = abs(value) * TIME_NS[unit]
+        return next((u for u, f in sorted(TIME_NS.items(), key=lambda i: -i[1]) if ns >= f), "ns")
+    if unit in BYTE_BASES:
+        return next((p + "B" for p, f in sorted(PREFIX.items(), key=lambda i: -i[1]) if abs(value) >= f), "B")
+    return unit
+
+
+def close(text: str, value: float, factor: float) -> bool:
+    """``text`` (a number as shown) is ``value / factor`` rounded to the digits it shows."""
+    assert "e" not in text.lower(), text  # never an exponent
+    places = len(text.split(".")[1]) if "." in text else 0
+    shown = float(text)
+    exact = value / factor
+    digits = len(text.lstrip("-").replace(".", "").lstrip("0"))
+    if abs(exact) >= 1e4:
+        assert places == 0, text
+    elif exact != 0:
+        assert digits <= 4 and (digits == 4 or len(f"{exact:.4g}".lstrip("-").replace(".", "").lstrip("0")) == digits)
+    return abs(shown - exact) <= 0.5 * 10.0**-places * (1 + 1e-9) + 1e-12 * abs(exact)
+
+
+def check_number_cell(cell: str, value: float, unit: str | None, where: Any) -> str | None:
+    """The mean's cell against the frame's value; the unit it is shown in (for the interval)."""
+    if not math.isfinite(value):
+        assert not re.search(r"\d", cell.split(" ")[0]), (where, cell, value)  # no number for NaN/inf
+        return None
+    text, _, shown = cell.partition(" ")
+    shown_unit = shown or None
+    assert shown_unit == expected_unit(value, unit), (where, cell, value, unit)
+    assert close(text, value, shown_factor(unit, shown_unit)), (where, cell, value, unit)
+    return shown_unit
+
+
+def same_name(cell: str, full: str) -> bool:
+    """``cell`` is ``full``, or ``full`` cut as :func:`nsightx._results.summary.fit` documents (``..`` at the end)."""
+    return cell == full or (cell.endswith("..") and len(cell) < len(full) + 2 and full.startswith(cell[:-2]))
+
+
+def check_row(header: list[str], cells: list[str], record: dict[str, Any], params: tuple[str, ...]) -> None:
+    """One displayed row against the frame's row at the same position."""
+    got = dict(zip(header, cells, strict=True))
+    key = (record["Annotation"], *(record[p] for p in params), record["Metric"])
+    assert same_name(got["Annotation"], str(record["Annotation"])), (key, got["Annotation"])
+    assert [got[p] for p in params] == [str(record[p]) for p in params], key
+    if "Metric" in got:
+        assert same_name(got["Metric"], record["Metric"]), (key, got["Metric"])
+    unit = record["Unit"] or None
+    avg = float(record["AvgValue"])
+    shown = check_number_cell(got["Mean"], avg, unit, key)
+    low, high = float(record["CI95_Lower"]), float(record["CI95_Upper"])
+    if "95% CI" in got:
+        ci = got["95% CI"]
+        if not (math.isfinite(low) and math.isfinite(high)):
+            assert ci == "-", (key, ci, low, high)
+        else:
+            match = re.fullmatch(r"\[(\S+), (\S+)\](?: (\S+))?", ci)
+            assert match is not None, (key, ci)
+            assert match[3] == shown, (key, ci, got["Mean"])  # in the mean's unit
+            factor = shown_factor(unit, shown)
+            assert close(match[1], low, factor) and close(match[2], high, factor), (key, ci, low, high)
+    rsd = float(record["RelativeStdDevPct"])
+    assert got["RSD"] == ("-" if not math.isfinite(rsd) else f"{rsd:.1f}%"), (key, got["RSD"], rsd)
+    if math.isfinite(rsd):
+        assert abs(float(got["RSD"][:-1]) - rsd) <= 0.05 + 1e-9, key
+    assert got["Runs"] == str(record["NumRuns"]), key
+    stable = record["StableMeasurement"]
+    if "Stable" in got:
+        want = "-" if stable is None or pd.isna(stable) else ("yes" if stable else "no")
+        assert got["Stable"] == want, (key, got["Stable"], stable)
+    if "Tool" in got:
+        assert got["Tool"] == str(record["Tool"]), key
+
+
+def check_table(header: list[str], rows: list[list[str]], frame: pd.DataFrame, params: tuple[str, ...]) -> None:
+    """Every displayed row is the frame's row of the same position (order, keys and values)."""
+    records = frame.to_dict("records")
+    assert len(rows) == len(records), (len(rows), len(records))
+    for cells, record in zip(rows, records, strict=True):
+        check_row(header, cells, record, params)
+
+
+SETTINGS = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+def _frame(shape: Shape) -> pd.DataFrame | None:
+    try:
+        frame = build(shape).to_dataframe()
+    except Exception as error:  # no baseline value to normalise against: test_frame_reference's property
+        assert "baseline" in str(error), error
+        return None
+    return frame
+
+
+@SETTINGS
+@given(shape=displayed_shapes())
+def test_the_printed_table_says_what_the_frame_says(shape: Shape) -> None:
+    frame = _frame(shape)
+    if frame is None or frame.empty:
+        return
+    header, rows = parse_text(render_text(summarize(frame, shape.params)))
+    check_table(header, rows, frame, shape.params)
+
+
+@SETTINGS
+@given(shape=displayed_shapes())
+def test_the_notebook_view_says_what_the_frame_says(shape: Shape) -> None:
+    result = build(shape)
+    frame = _frame(shape)
+    if frame is None or frame.empty:
+        return
+    header, rows = parse_html(results_html(frame, result.data))
+    check_table(header, rows, frame, shape.params)
+
+
+FULL_HEADER = ("Annotation", "Metric", "Mean", "95% CI", "RSD", "Runs", "Stable", "Device", "Tool")
+
+
+def _full_names(header: list[str], params: tuple[str, ...]) -> list[str]:
+    """The headings of a fitted table, named in full again (``fit`` cuts a heading as it cuts its cells)."""
+    names = [*params, *FULL_HEADER]
+    out = []
+    for h in header:
+        [full] = [n for n in names if same_name(h, n) and n not in out][:1]
+        out.append(full)
+    return out
+
+
+@settings(
+    max_examples=max(EXAMPLES // 2, 1),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+@given(shape=displayed_shapes(), width=st.one_of(st.none(), st.integers(30, 220)))
+def test_nsightx_show_says_what_the_frame_says(shape: Shape, width: int | None, tmp_path: Any) -> None:
+    """``nsightx show FILE`` on a saved result, fitted to a terminal of ``width`` columns (``None``: not one)."""
+    if _frame(shape) is None:
+        return
+    path = build(shape).save(tmp_path / f"result-{abs(hash((repr(shape), width)))}.parquet")
+    frame = nsightx.load(path).to_dataframe()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert show(str(path), width) == 0
+    lines = out.getvalue().rstrip("\n").split("\n")
+    assert lines[0].startswith(f"bench: {len(shape.configs)} config(s) x {shape.runs} run(s) on x (cupti backend)")
+    if frame.empty:
+        assert lines[1:] == ["(no completed run)"]
+        return
+    above = {}
+    while ": " in lines[1] and lines[1].split(": ")[0] in ("tool", "device", "metric"):
+        name, _, value = lines.pop(1).partition(": ")
+        above[name.capitalize()] = value
+    for column, value in above.items():  # a column moved above the table holds that one value in every row
+        assert frame[column].astype(str).eq(value).all(), (column, value)
+    header, rows = parse_text("\n".join(lines[1:]))
+    check_table(_full_names(header, shape.params), rows, frame, shape.params)
