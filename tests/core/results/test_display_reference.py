@@ -295,3 +295,102 @@ def test_nsightx_show_says_what_the_frame_says(shape: Shape, width: int | None, 
         assert frame[column].astype(str).eq(value).all(), (column, value)
     header, rows = parse_text("\n".join(lines[1:]))
     check_table(_full_names(header, shape.params), rows, frame, shape.params)
+
+
+# --- nsightx compare's printed table -------------------------------------------------------------------------
+
+
+def _scaled(shape: Shape, factor: float, drop: str | None) -> Shape:
+    """``shape`` with every measured value times ``factor`` and, when ``drop`` names one, that annotation gone."""
+    new = Shape(**{**shape.__dict__, "regions": {}})
+    for (ann, c, r), value in shape.regions.items():
+        if ann == drop:
+            continue
+        new.regions[(ann, c, r)] = value if isinstance(value, str) else [
+            {m: v * factor for m, v in kernel.items()} for kernel in value
+        ]
+    if drop is not None and drop == new.normalize:
+        new.normalize = None
+    return new
+
+
+def _compare_config(record: dict[str, Any], params: list[str]) -> str:
+    parts = [f"{p}={record[p]}" for p in params if not (record[p] is None or pd.isna(record[p]))]
+    return ", ".join(parts) or "-"
+
+
+def check_compare_row(header: list[str], cells: list[str], record: dict[str, Any], params: list[str]) -> None:
+    """One row of ``nsightx compare``'s text table against the comparison frame's row at the same position."""
+    got = dict(zip(header, cells, strict=True))
+    key = (record["Annotation"], _compare_config(record, params), record["Metric"])
+    assert same_name(got["Function"], str(record["Function"])), key
+    if "Annotation" in got:
+        assert same_name(got["Annotation"], str(record["Annotation"])), key
+    assert same_name(got["Config"], _compare_config(record, params)), (key, got["Config"])
+    if "Metric" in got:
+        assert same_name(got["Metric"], str(record["Metric"])), key
+    unit = record["Unit"] if isinstance(record["Unit"], str) else None
+    for column, value in (("Baseline", record["BaselineMean"]), ("New", record["NewMean"])):
+        check_number_cell(got[column], float(value), unit, (key, column))
+        if not math.isfinite(value):
+            assert got[column] == "-", (key, column, got[column])
+    ratio = float(record["Ratio"])
+    assert got["Ratio"] == (f"{ratio:.3f}" if math.isfinite(ratio) else "-"), (key, got["Ratio"], ratio)
+    if "95% CI" in got:
+        low, high = float(record["Ratio_CI_Lower"]), float(record["Ratio_CI_Upper"])
+        assert got["95% CI"] == (f"[{low:.3f}, {high:.3f}]" if math.isfinite(low) else "-"), key
+    p = float(record["PValueAdj"])
+    assert got["p (Holm)"] == (f"{p:.2g}" if math.isfinite(p) else "-"), key
+    runs = [record["BaselineRuns"], record["NewRuns"]]
+    assert got["Runs"] == "/".join(str(int(n)) if not pd.isna(n) else "-" for n in runs), (key, got["Runs"], runs)
+    status = str(record["Status"])
+    change = float(record["ChangePct"])
+    if status in ("slower", "faster"):
+        assert got["Status"].startswith((status, "REGRESSION")) and f"{change:+.1f}%" in got["Status"], key
+    elif status == "within noise" and math.isfinite(change):
+        assert got["Status"].startswith(("within noise", "noise")) and f"{change:+.1f}%" in got["Status"], key
+    else:
+        assert got["Status"] == status, (key, got["Status"], status)
+
+
+COMPARE_HEADER = ("Function", "Annotation", "Config", "Metric", "Baseline", "New", "Ratio", "95% CI", "p (Holm)")
+
+
+def parse_compare(text: str) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of ``nsightx compare``'s text table: the lines between the rule and the verdict."""
+    lines = text.split("\n")
+    rule = next(i for i, line in enumerate(lines) if line and set(line) <= {"-", " "} and "--" in line)
+    end = lines.index("", rule)
+    header = re.split(r" {2,}", lines[rule - 1].strip())
+    return header, [re.split(r" {2,}", line.strip()) for line in lines[rule + 1 : end]]
+
+
+@settings(
+    max_examples=max(EXAMPLES // 2, 1),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    shape=displayed_shapes(),
+    factor=st.sampled_from([1.0, 1.3, 0.5, 1.01, 1e3]),
+    drop=st.booleans(),
+    width=st.one_of(st.none(), st.integers(40, 240)),
+)
+def test_the_compare_table_says_what_the_comparison_says(
+    shape: Shape, factor: float, drop: bool, width: int | None
+) -> None:
+    from nsightx._report.views import render_text as render_compare
+
+    baseline = build(shape)
+    new = build(_scaled(shape, factor, shape.annotations[-1] if drop and len(shape.annotations) > 1 else None))
+    try:
+        frame = nsightx.compare(baseline, new, resamples=200)
+        frame.to_dict("records")
+    except nsightx.NsightxError:
+        return  # nothing comparable, or no baseline to normalise against: the compare tests' business
+    params = [c for c in frame.columns if c in shape.params]
+    header, rows = parse_compare(render_compare(frame, width))
+    records = frame.to_dict("records")
+    assert len(rows) == len(records)
+    for cells, record in zip(rows, records, strict=True):
+        check_compare_row(header, cells, record, params)
