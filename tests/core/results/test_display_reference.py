@@ -21,6 +21,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_frame_reference import Shape, build, shapes
@@ -30,7 +31,7 @@ from nsightx._commands.show import show
 from nsightx._results.html import results_html
 from nsightx._results.summary import render_text, summarize
 
-EXAMPLES = int(os.environ.get("NSIGHTX_DISPLAY_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("NSIGHTX_DISPLAY_EXAMPLES", "80"))
 """Examples per run (more while hunting: ``NSIGHTX_DISPLAY_EXAMPLES=400``)."""
 
 NAMES = st.sampled_from(
@@ -227,8 +228,8 @@ SETTINGS = settings(
 def _frame(shape: Shape) -> pd.DataFrame | None:
     try:
         frame = build(shape).to_dataframe()
-    except Exception as error:  # no baseline value to normalise against: test_frame_reference's property
-        assert "baseline" in str(error), error
+    except nsightx.ConfigError as error:  # nothing to normalise against: test_frame_reference's property
+        assert re.search(r"no baseline value|names no annotation", str(error)), error
         return None
     return frame
 
@@ -306,9 +307,9 @@ def _scaled(shape: Shape, factor: float, drop: str | None) -> Shape:
     for (ann, c, r), value in shape.regions.items():
         if ann == drop:
             continue
-        new.regions[(ann, c, r)] = value if isinstance(value, str) else [
-            {m: v * factor for m, v in kernel.items()} for kernel in value
-        ]
+        new.regions[(ann, c, r)] = (
+            value if isinstance(value, str) else [{m: v * factor for m, v in kernel.items()} for kernel in value]
+        )
     if drop is not None and drop == new.normalize:
         new.normalize = None
     return new
@@ -385,12 +386,76 @@ def test_the_compare_table_says_what_the_comparison_says(
     new = build(_scaled(shape, factor, shape.annotations[-1] if drop and len(shape.annotations) > 1 else None))
     try:
         frame = nsightx.compare(baseline, new, resamples=200)
-        frame.to_dict("records")
-    except nsightx.NsightxError:
-        return  # nothing comparable, or no baseline to normalise against: the compare tests' business
+    except nsightx.CompareError:
+        return  # nothing comparable (fewer than 2 runs a side everywhere): the compare tests' business
+    except nsightx.ConfigError as error:  # nothing to normalise against: test_frame_reference's property
+        assert re.search(r"no baseline value|names no annotation", str(error)), error
+        return
     params = [c for c in frame.columns if c in shape.params]
     header, rows = parse_compare(render_compare(frame, width))
     records = frame.to_dict("records")
     assert len(rows) == len(records)
     for cells, record in zip(rows, records, strict=True):
         check_compare_row(header, cells, record, params)
+
+
+# --- the plots' data ------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(shape=displayed_shapes(), pick=st.integers(0, 3), box=st.booleans())
+def test_the_plotted_points_are_the_frame_s_rows(shape: Shape, pick: int, box: bool) -> None:
+    """Default options: one series per annotation, one point per config, at the frame's mean and interval."""
+    from nsightx._plot.layout import build as layout
+    from nsightx._plot.plotoptions import plot_options
+
+    result = build(shape)
+    frame = _frame(shape)
+    if frame is None or frame.empty:
+        return
+    metrics = list(dict.fromkeys(frame["Metric"]))
+    metric = metrics[pick % len(metrics)]
+    runs = result.runs_dataframe() if box else None
+    plotted = layout(frame, plot_options(metric=metric, plot_type="box" if box else "line"), runs)
+    rows = frame[frame["Metric"] == metric].to_dict("records")
+    [panel] = plotted.panels
+    assert [s.label for s in panel.series] == list(dict.fromkeys(str(r["Annotation"]) for r in rows))
+    units = list(dict.fromkeys(r["Unit"] for r in rows if isinstance(r["Unit"], str) and r["Unit"]))
+    finite = [abs(float(r["AvgValue"])) for r in rows if math.isfinite(float(r["AvgValue"]))]
+    normalized = isinstance(rows[0]["Normalized"], str)
+    shown = units[0] if len(units) == 1 and not normalized and finite else None
+    want_unit = expected_unit(max(finite), shown) if shown else "/".join(units)
+    assert plotted.unit == want_unit, (plotted.unit, units)
+    factor = shown_factor(shown, want_unit) if shown else 1.0
+    numeric = len(shape.params) == 1 and isinstance(shape.configs[0][0], int | float)
+    points = {(s.label, p.x): p for s in panel.series for p in s.points}
+    assert len(points) == len(rows)
+    for r in rows:
+        values = tuple(r[p] for p in shape.params)
+        x = (
+            values[0]
+            if numeric
+            else (
+                ", ".join(f"{n}={v}" for n, v in zip(shape.params, values, strict=True))
+                if len(values) > 1
+                else str(values[0])
+            )
+        )
+        point = points[(str(r["Annotation"]), x)]
+        key = (r["Annotation"], values)
+        for got, want in ((point.y, r["AvgValue"]), (point.lower, r["CI95_Lower"]), (point.upper, r["CI95_Upper"])):
+            want = float(want)
+            if math.isfinite(want):
+                assert got * factor == pytest.approx(want, rel=1e-12), (key, got, want)
+            else:
+                assert math.isnan(got) or got == want, (key, got, want)
+        assert point.runs == r["NumRuns"], key
+        if box:
+            per_run = runs[(runs["Metric"] == metric) & (runs["Annotation"] == r["Annotation"])]
+            for p, v in zip(shape.params, values, strict=True):
+                per_run = per_run[per_run[p].astype(str) == str(v)]
+            want_runs = [float(v) / factor for v in per_run["Value"]]
+            assert len(point.values) == len(want_runs), key
+            assert all(
+                a == pytest.approx(b, rel=1e-12, nan_ok=True) for a, b in zip(point.values, want_runs, strict=True)
+            ), key
