@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from nsightx._results.flags import FEW_RUNS
 from nsightx._results.stats import STABLE_RSD_PCT
 from nsightx._units import number, scale, with_unit
 
@@ -29,7 +30,8 @@ class Row:
     """One displayed row: its cells (in the order of :attr:`Summary.header`) and what the warning needs."""
 
     cells: tuple[str, ...]
-    stable: bool
+    stable: bool | None
+    """``StableMeasurement``; ``None`` where the frame holds ``<NA>`` (unknown RSD: a single run, an infinity)."""
     label: str
     """The row named for a warning: annotation, config and metric (``matmul n=64 host__time_duration.sum``)."""
     rsd_pct: float
@@ -46,8 +48,8 @@ class Summary:
 
     @property
     def unstable(self) -> tuple[Row, ...]:
-        """The rows whose ``StableMeasurement`` is false."""
-        return tuple(r for r in self.rows if not r.stable)
+        """The rows whose ``StableMeasurement`` is false (not those where it is unknown)."""
+        return tuple(r for r in self.rows if r.stable is False)
 
 
 def mean_and_ci(avg: float, lower: float, upper: float, unit: str | None) -> tuple[str, str]:
@@ -70,17 +72,27 @@ def _config_cells(record: Mapping[Any, Any], params: Sequence[str]) -> list[str]
     return ["-" if record.get(p) is None else str(record.get(p)) for p in params]
 
 
+def _stable(value: Any) -> bool | None:
+    """``StableMeasurement`` as a bool, ``None`` where it is unknown (``<NA>``, read back as ``None`` or NaN)."""
+    if value is None:
+        return None
+    try:
+        return bool(value) if bool(value == value) else None  # NaN is not itself
+    except TypeError:  # pd.NA: its truth is ambiguous
+        return None
+
+
 def _row(record: Mapping[Any, Any], params: Sequence[str], device: bool) -> Row:
     unit = record.get("Unit") or None
     mean, ci = mean_and_ci(
         _float(record.get("AvgValue")), _float(record.get("CI95_Lower")), _float(record.get("CI95_Upper")), unit
     )
     rsd = _float(record.get("RelativeStdDevPct"))
-    stable = bool(record.get("StableMeasurement", True))
+    stable = _stable(record.get("StableMeasurement", True))
     config = " ".join(f"{p}={record.get(p)}" for p in params)
     cells = [str(record.get("Annotation")), *_config_cells(record, params), str(record.get("Metric"))]
     cells += [mean, ci, f"{rsd:.1f}%" if math.isfinite(rsd) else "-", str(record.get("NumRuns", "-"))]
-    cells += ["yes" if stable else "no"]
+    cells += ["-" if stable is None else "yes" if stable else "no"]
     cells += [str(record.get("Device"))] if device else []
     cells += [str(record.get("Tool"))]
     label = " ".join(part for part in (str(record.get("Annotation")), config, str(record.get("Metric"))) if part)
@@ -131,8 +143,8 @@ def unstable_warning(
     )
     more = f" and {len(unstable) - MAX_NAMED_UNSTABLE} more" if len(unstable) > MAX_NAMED_UNSTABLE else ""
     return (
-        f"{len(unstable)} of {len(summary.rows)} row(s) unstable (relative std dev >= {STABLE_RSD_PCT:g}% or a "
-        f"throttled run): {named}{more}; {remedy}"
+        f"{len(unstable)} of {len(summary.rows)} row(s) unstable (relative std dev >= {STABLE_RSD_PCT:g}%, fewer "
+        f"than {FEW_RUNS} valid runs or a throttled run): {named}{more}; {remedy}"
     )
 
 

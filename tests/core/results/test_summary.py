@@ -183,3 +183,26 @@ def test_fit_cuts_a_heading_when_long_values_leave_no_other_way():
     lines = render_text(summary).splitlines()
     assert above == ["metric: <lambda>"] and all(len(line) <= 50 for line in lines), lines
     assert lines[0].split()[0].endswith("..") and lines[1].startswith("build")  # the heading, cut as far as needed
+
+
+def test_a_single_run_row_is_not_called_unstable(plugin_host, tmp_path):
+    """A row of one run has ``StableMeasurement`` ``<NA>`` (unknown): the table showed ``no`` and the warning named
+    it unstable for "relative std dev >= 2% or a throttled run", neither of which was true."""
+
+    @nsightx.analyze.kernel(configs=[1, 2], runs=1, warmup=0, backend="host", verbosity=0)
+    def once(n):
+        with nsightx.annotate("once"):
+            time.sleep(0.0001 * n)
+
+    frame = once().to_dataframe()
+    assert frame["StableMeasurement"].isna().all()
+    summary = summarize(frame, ["n"])
+    assert [r.cells[summary.header.index("Stable")] for r in summary.rows] == ["-", "-"]
+    assert summary.unstable == () and unstable_warning(summary) is None
+
+
+def test_the_warning_names_few_runs_as_a_reason():
+    """A row of 4 runs with a 1 % spread is unstable for its few runs alone: the warning says that reason too."""
+    row = {"n": 1, "AvgValue": 1e3, "CI95_Lower": 9e2, "CI95_Upper": 1.1e3, "RelativeStdDevPct": 1.0}
+    warning = unstable_warning(summarize(_frame([{**row, "NumRuns": 4, "StableMeasurement": False}]), ["n"]))
+    assert warning is not None and "(relative std dev >= 2%, fewer than 5 valid runs or a throttled run)" in warning
