@@ -49,3 +49,48 @@ def dies(n: int) -> None:
         os._exit(3)
     with nsightx.annotate("a"):
         pass
+
+
+def _ctx_once(ctx: nsightx.CollectContext) -> str:
+    return f"once {ctx.function}"
+
+
+def _ctx_config(ctx: nsightx.CollectContext) -> str:
+    return f"config {ctx.config} args {ctx.args}"
+
+
+def _ctx_run(ctx: nsightx.CollectContext) -> int:
+    return (ctx.config or 0) * 100 + (ctx.run or 0)
+
+
+def _ctx_annotation(ctx: nsightx.CollectContext) -> str:
+    return f"{ctx.annotation} of config {ctx.config} run {ctx.run}"
+
+
+INDEXED_COLLECTORS = [
+    nsightx.InfoCollector("c_once", _ctx_once, nsightx.CollectionScope.ONCE),
+    nsightx.InfoCollector("c_config", _ctx_config, nsightx.CollectionScope.CONFIG),
+    nsightx.InfoCollector("c_run", _ctx_run, nsightx.CollectionScope.RUN),
+    nsightx.InfoCollector("c_annotation", _ctx_annotation, nsightx.CollectionScope.ANNOTATION),
+]
+"""Collectors whose values say which config index, run and region they were asked for (deterministic)."""
+
+
+def regions(n: int, tag: str) -> None:
+    """Region ``a`` always, ``b`` for an odd ``n``: configs differ in their regions, not only in their values."""
+    with nsightx.annotate("a"):
+        pass
+    if n % 2:
+        with nsightx.annotate("b"):
+            pass
+
+
+_CALLS: dict[int, int] = {}
+
+
+def raises_on_second_call(n: int, tag: str) -> None:
+    """Like ``regions``; config ``n == 3`` raises on its second call in a process (its first run was measured)."""
+    regions(n, tag)
+    _CALLS[n] = _CALLS.get(n, 0) + 1
+    if n == 3 and _CALLS[n] >= 2:
+        raise RuntimeError(f"config {n} broke on call {_CALLS[n]}")

@@ -36,7 +36,7 @@ from nsightx._run import exclusive as _exclusive
 from nsightx._run import heap
 from nsightx._run.adaptive import STOP_COLUMN
 from nsightx._run.backend import Backend
-from nsightx._run.collectors import CollectorLike
+from nsightx._run.collectors import CollectorLike, SweepIndexed
 from nsightx._run.device import GpuInfo
 from nsightx._run.loop import execute
 from nsightx._run.plan import Plan
@@ -232,7 +232,7 @@ class ProfiledFunction:
         resolved = self._check_call((), configs, None, {})
         _exclusive.enter(self.name, stacklevel=3)
         try:
-            return self._here(resolved, functools.partial(self._finish_task, sink))
+            return self._here(resolved, functools.partial(self._finish_task, sink), sweep_index=sink.index)
         finally:
             _exclusive.leave()
 
@@ -244,10 +244,15 @@ class ProfiledFunction:
         self._check_per_device(choice, host)
         return choice, collectors
 
-    def _here(self, resolved: tuple[tuple[Any, ...], ...], finish: _Finish[T]) -> T:
-        """Measure ``resolved`` in this process and hand the plan to ``finish`` (a result, or a task's runs)."""
+    def _here(self, resolved: tuple[tuple[Any, ...], ...], finish: _Finish[T], sweep_index: int | None = None) -> T:
+        """Measure ``resolved`` in this process and hand the plan to ``finish`` (a result, or a task's runs).
+
+        ``sweep_index``: in a task of a spread sweep, its config's index in the sweep, which the collectors see.
+        """
         host = default_host()
         choice, collectors = self._choose(host, here=True)
+        if sweep_index is not None:
+            collectors = [SweepIndexed(c, sweep_index) for c in collectors]
         gpu = None
         if self.spec.device is not None:
             gpu = _device.resolve(self.spec.device, _device.visible())

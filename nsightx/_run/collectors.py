@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from nsightx._enums import CollectionScope
@@ -140,6 +140,46 @@ class InfoCollector:
         if self.scope is CollectionScope.ANNOTATION:
             args = (ctx.annotation, *args)
         return self.callback(*_trim_to_arity(self.callback, args))
+
+
+class SweepIndexed:
+    """A collector of one task of a spread sweep, which sees its config's index in the sweep.
+
+    A task measures one config with a plan that holds that config alone, so its run loop numbers it config 0;
+    the caller renumbers the runs (:mod:`nsightx._remote.taskruns`), and this wrapper does the same for what the
+    collector is told: ``ctx.config`` is ``index``, as in a call in one process (a collector that keys a value
+    on the config index answered config 0's value for every config). Everything else of the collector
+    (``start``/``stop``, ``reads_run_fields``, ``columns``, ``run_reader``) is the wrapped one's.
+
+    Args:
+        inner: The collector.
+        index: The config's index in the sweep.
+    """
+
+    def __init__(self, inner: CollectorLike, index: int) -> None:
+        self.inner = inner
+        self.index = index
+        self.name = inner.name
+        self.scope = inner.scope
+
+    def __repr__(self) -> str:
+        return f"SweepIndexed({self.inner!r}, index={self.index})"
+
+    def collect(self, ctx: CollectContext) -> CollectResult:
+        """The wrapped collector's answer, asked with the sweep's config index."""
+        return self.inner.collect(self._in_sweep(ctx))
+
+    def _in_sweep(self, ctx: CollectContext) -> CollectContext:
+        return ctx if ctx.config is None else replace(ctx, config=ctx.config + self.index)
+
+    def __getattr__(self, attr: str) -> Any:
+        inner = self.__dict__.get("inner")  # not set yet while an unpickled copy is built
+        if inner is None:
+            raise AttributeError(attr)
+        value = getattr(inner, attr)  # only what this class does not define itself
+        if attr == "run_reader" and callable(value):
+            return lambda ctx: value(self._in_sweep(ctx))
+        return value
 
 
 def parse_scope(scope: CollectionScope | str, collector: str | None = None) -> CollectionScope:
