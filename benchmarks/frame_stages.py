@@ -6,6 +6,7 @@ Usage: python benchmarks/frame_stages.py RESULT [RESULT ...] [--calls 200] [--co
        python benchmarks/frame_stages.py --fresh [RESULT ...] [--calls 200] [--reps 5] [--tree BEFORE] [--json OUT]
                                          [--prefix DIR]
        python benchmarks/frame_stages.py --ahead [--calls 200] [--json OUT]
+       python benchmarks/frame_stages.py --policy WAIT_MS [--calls 12] [--json OUT]
 
 For each saved result (``nsightx.load``), ``to_dataframe()`` of a fresh ``ProfileResults`` over the same columns
 is called ``--calls`` times; each call's wall time is taken, and the time spent in each stage of the frame (the
@@ -37,7 +38,8 @@ path is otherwise the tree's alone): another pandas, such as an unpacked wheel o
 host backend with the NVML double, as ``--fresh`` makes it) with the frame's pieces computed during the call's
 wait (:mod:`nsightx._results.frameahead`) and, alternating, with them dropped (the frame then computes them, as
 before): the medians of each, and how many calls' frames took the pieces. ``--fresh --tree BEFORE`` compares the
-same first call with another tree in separate processes.
+same first call with another tree in separate processes. ``--policy WAIT_MS`` shows which calls compute those
+pieces when the session's wait lasts WAIT_MS (:mod:`nsightx._api.aheadpolicy`; see :func:`policy`).
 """
 
 from __future__ import annotations
@@ -256,6 +258,7 @@ def ahead(calls: int) -> dict[str, Any]:
     frameahead.FrameAhead.take = noted  # type: ignore[method-assign]
     walls: dict[str, list[float]] = {"with": [], "without": []}
     for i in range(2 * calls):
+        make._ahead.enabled = True  # the pieces whatever the policy (this call has no wait to hide them behind)
         result = make()
         mode = "with" if i % 2 == 0 else "without"
         if mode == "without":
@@ -269,6 +272,58 @@ def ahead(calls: int) -> dict[str, Any]:
     row["taken"] = sum(taken)
     print(json.dumps(row))
     return row
+
+
+def policy(calls: int, wait_ms: float) -> list[dict[str, Any]]:
+    """``--policy WAIT_MS``: which calls compute the frame's pieces when the GPU's wait lasts ``wait_ms``.
+
+    The deferred host session of ``host-call`` collects its runs after sleeping ``wait_ms`` (a GPU still working
+    through queued runs); the 4x11 sweep and a 1x201 call of an empty region are each called ``calls`` times. Per
+    shape: whether each call computed the pieces (:mod:`nsightx._api.aheadpolicy`), the policy's last verdict and
+    measured cost, and the median call and frame after the first two calls.
+    """
+    import nsightx_host
+
+    host_call()  # installs the NVML double and the deferred session
+    import nsightx
+
+    collect = nsightx_host.HostSession.collect_runs
+
+    def waited(self: Any) -> Any:
+        time.sleep(wait_ms / 1e3)
+        return collect(self)
+
+    nsightx_host.HostSession.collect_runs = waited
+    silent = nsightx.VerbosityLevel.SILENT
+    rows = []
+    for configs, runs in (([(n,) for n in (512, 1024, 2048, 4096)], 11), ([(1,)], 201)):
+
+        @nsightx.analyze.kernel(configs=configs, runs=runs, warmup=0, backend="host", verbosity=silent)
+        def call(n: int) -> None:
+            with nsightx.annotate("work"):
+                pass
+
+        took, walls, frames = [], [], []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            result = call()
+            t1 = time.perf_counter()
+            took.append(result._frame_ahead is not None)
+            result.to_dataframe()
+            walls.append((t1 - t0) * 1e3)
+            frames.append((time.perf_counter() - t1) * 1e3)
+        row = {
+            "wait_ms": wait_ms,
+            "shape": f"{len(configs)}x{runs}",
+            "pieces": "".join("y" if t else "-" for t in took),
+            "enabled": call._ahead.enabled,
+            "cost_us": round(call._ahead.cost_ns / 1e3),
+            "call_ms": round(statistics.median(walls[2:]), 3),
+            "frame_ms": round(statistics.median(frames[2:]), 3),
+        }
+        print(json.dumps(row))
+        rows.append(row)
+    return rows
 
 
 def fresh_child(kind: str, calls: int) -> dict[str, Any]:
@@ -410,6 +465,7 @@ def main() -> int:
     ap.add_argument("--prefix", type=Path, help="--fresh: put this folder first on each child's PYTHONPATH")
     ap.add_argument("--fresh-child", help=argparse.SUPPRESS)
     ap.add_argument("--ahead", action="store_true", help="the frame right after a call, with and without its pieces")
+    ap.add_argument("--policy", type=float, metavar="WAIT_MS", help="which calls compute the pieces, given a wait")
     args = ap.parse_args()
     if args.fresh_child:
         print(json.dumps(fresh_child(args.fresh_child, args.calls)))
@@ -418,6 +474,8 @@ def main() -> int:
         rows = insitu(args.insitu)
     elif args.ahead:
         rows = [ahead(args.calls)]
+    elif args.policy is not None:
+        rows = policy(min(args.calls, 12), args.policy)
     elif args.fresh:
         kinds = [str(p.resolve()) for p in args.results] + ["host-call"]
         trees = [HERE.parent, *(t.resolve() for t in args.tree)]
