@@ -294,11 +294,17 @@ class CuptiSession(Session):
         self._open[(region.annotation, region.config, region.run)] = (ext, t, threading.get_ident())
 
     def region_exit(self, region: RegionId, failed: bool) -> None:
-        """Pop the id (same thread only) and close the window."""
+        """Pop the id (same thread only) and close the window.
+
+        Closed on another thread, the id cannot be popped (CUPTI's stack is per thread) and stays pushed on the
+        opening thread; the window then gets an id no call carries, so its kernels are placed by launch time and
+        a kernel the opening thread launches after the close is not counted in it.
+        """
         ext, t0, tid = self._open.pop((region.annotation, region.config, region.run))
         if tid == threading.get_ident():
             self.tracer.pop()
-        else:
+        else:  # the id stays on the opening thread's stack, so its later launches carry it: not this region's id
+            ext = -ext  # no call carries a negative id: each kernel is placed by its launch time (the window rule)
             warnings.warn(
                 f"region {region.annotation!r} was closed on another thread than the one that opened it; "
                 "kernels are attributed by launch time for this region",
