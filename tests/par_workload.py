@@ -94,3 +94,25 @@ def raises_on_second_call(n: int, tag: str) -> None:
     _CALLS[n] = _CALLS.get(n, 0) + 1
     if n == 3 and _CALLS[n] >= 2:
         raise RuntimeError(f"config {n} broke on call {_CALLS[n]}")
+
+
+_ONCE_CALLS: list[str] = []
+"""This process's ONCE tokens, in the order they were given."""
+
+
+def _once_token(ctx: nsightx.CollectContext) -> str:
+    """A token no other task of the sweep gives: this process's pid and how many ONCE calls it had."""
+    _ONCE_CALLS.append(f"{os.getpid()}:{len(_ONCE_CALLS)}")
+    return _ONCE_CALLS[-1]
+
+
+def _task_token(ctx: nsightx.CollectContext) -> str:
+    """The ONCE token of the task this config runs in: the last one this (one-task-at-a-time) process gave."""
+    return _ONCE_CALLS[-1]
+
+
+TOKEN_COLLECTORS = [
+    nsightx.InfoCollector("once_token", _once_token, nsightx.CollectionScope.ONCE),
+    nsightx.InfoCollector("task_token", _task_token, nsightx.CollectionScope.CONFIG),
+]
+"""A ONCE value that differs from task to task of a spread sweep, and per config the one of its own task."""

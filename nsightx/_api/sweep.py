@@ -159,6 +159,13 @@ class _Collected:
     The sink is opened when the first task comes back (the raw file's header names the plan as its worker
     resolved it); with ``output_prefix`` it writes each run to the caller's raw file at once, as a call in one
     process does, so a sweep that stops keeps every config that came back.
+
+    Every task runs the call's ONCE collectors and sends their values back (config -1). The sweep's ONCE values
+    are those of the task of the lowest config index that came back, as its plan and environment are (see
+    :func:`_build`): a task's ONCE run is kept (and written) only when its index is below that of every task that
+    came back before it. The last ONCE run kept is then the lowest task's, and the last ONCE value wins wherever a
+    result or a raw file is read, so the result, its saves and the raw file read back show the same values,
+    whichever order the tasks finished in (before, the last task to finish gave them).
     """
 
     def __init__(self, location: OutputLocation | None, configs: tuple[tuple[Any, ...], ...]) -> None:
@@ -184,7 +191,10 @@ class _Collected:
                     plan=measured.plan.model_copy(update={"configs": self.configs}),
                 )
             self.sink = RunSink(None if self.location is None else self.location.raw, header)
+        lowest = output.index < min(self.measured, default=len(self.configs))
         for item in runs_of_payload(output.runs):
+            if not lowest and (item[0] if isinstance(item, tuple) else item.config) < 0:
+                continue  # a ONCE run of a task above one that came back already: see _Collected
             if isinstance(item, tuple):
                 self.sink.add_run(item)
             else:

@@ -11,12 +11,14 @@ collector columns; ``runs_dataframe()``'s (config, run, region) rows and collect
 measured-run lines (the spread writes them as tasks come back: compared as a set); and ``save``/``load`` in both
 formats.
 
-Not compared: how many ONCE lines the raw file holds (one per call in one process, one per task when spread; the
-docs do not say which task's ONCE values the spread result shows, see the session 20 report), only that each
-holds the ONCE collector's value.
+Not compared: how many ONCE lines the raw file holds (one per call in one process; when spread, one per task that
+came back before every task of a lower index, docs/cluster.md), only that each holds the ONCE collector's value.
+Which task's ONCE values the spread result shows (the lowest config index's) is checked with a ONCE collector
+whose value differs from task to task (``par_workload.TOKEN_COLLECTORS``).
 
 What this found (hunt20h): every task's collectors were told config 0 (``ctx.config``), the index of its config
-in the task's one-config plan, not in the sweep.
+in the task's one-config plan, not in the sweep; (fix20b) the spread result showed the ONCE values of whichever
+task finished last.
 """
 
 from __future__ import annotations
@@ -67,29 +69,33 @@ def client():
         yield c
 
 
-def _profiled(folder: Path, function: Any = par_workload.regions, **options: Any) -> nsightx.ProfiledFunction:
+def _profiled(
+    folder: Path, function: Any = par_workload.regions, collectors: Any = None, **options: Any
+) -> nsightx.ProfiledFunction:
     return nsightx.analyze.kernel(
         runs=RUNS,
         warmup=1,
         backend="host",
         verbosity=SILENT,
         output_prefix=f"{folder}/",
-        info_collectors=par_workload.INDEXED_COLLECTORS,
+        info_collectors=par_workload.INDEXED_COLLECTORS if collectors is None else collectors,
         **options,
     )(function)
 
 
-def _spread(engine: str, folder: Path, client: Any, function: Any = par_workload.regions) -> Any:
+def _spread(
+    engine: str, folder: Path, client: Any, function: Any = par_workload.regions, collectors: Any = None
+) -> Any:
     """The sweep on ``engine``: its result, or the ``SweepError`` it raised."""
     try:
         if engine == "parallel_devices":
-            return _profiled(folder, function, parallel_devices=[0, 1])(configs=CONFIGS)
+            return _profiled(folder, function, collectors, parallel_devices=[0, 1])(configs=CONFIGS)
         if engine == "dask":
-            return _profiled(folder, function)(configs=CONFIGS, executor=client)
+            return _profiled(folder, function, collectors)(configs=CONFIGS, executor=client)
         pool = cf.ProcessPoolExecutor(2) if engine == "processes" else cf.ThreadPoolExecutor(2)
         with pool, warnings.catch_warnings():
             warnings.simplefilter("ignore", nsightx.ConcurrentCallWarning)  # the thread pool's, documented
-            return _profiled(folder, function)(configs=CONFIGS, executor=pool)
+            return _profiled(folder, function, collectors)(configs=CONFIGS, executor=pool)
     except nsightx.SweepError as e:
         return e
 
@@ -184,3 +190,27 @@ def test_a_config_that_raises_halfway_leaves_the_others_whole_and_says_so(engine
         runs = result.runs_dataframe()
         assert sorted(set(runs["Config"])) == [0, 1, 3, 4]
         _expected_collectors(runs, "raises_on_second_call")
+
+
+@pytest.mark.parametrize("engine", ["processes", "parallel_devices", "dask"])  # threads: one process, tokens race
+def test_the_once_values_of_a_spread_sweep_are_those_of_its_lowest_config(engine, client, tmp_path):
+    """Regression (fix20b): each task runs the ONCE collectors; the result showed the values of the task that
+    finished last. docs/cluster.md: they are the lowest config index's (as the plan and environment are), in the
+    frame, ``runs_dataframe()``, the saves and the raw file read back. Each task's ONCE token differs and every
+    config's ``task_token`` names its own task's, so this holds whatever order the tasks finished in."""
+    result = _spread(engine, tmp_path, client, collectors=par_workload.TOKEN_COLLECTORS)
+    assert isinstance(result, nsightx.ProfileResults), result
+    runs = result.runs_dataframe()
+    tokens = dict(zip(runs["Config"], runs["task_token"], strict=True))
+    assert len(set(tokens.values())) == len(CONFIGS)  # one task per config, each with its own ONCE token
+    raw = result.environment["raw_data"]
+    _, once, _ = _run_lines(raw)
+    assert tokens[0] in once[-1]  # the raw file's last ONCE line is config 0's task's
+    for shown in (
+        result,
+        nsightx.load(raw),
+        nsightx.load(result.save(tmp_path / "s.parquet")),
+        nsightx.load(result.save(tmp_path / "s.json")),
+    ):
+        assert set(shown.to_dataframe()["once_token"]) == {tokens[0]}
+        assert set(shown.runs_dataframe()["once_token"]) == {tokens[0]}
