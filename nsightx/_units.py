@@ -82,6 +82,31 @@ def scale(value: float, unit: str | None) -> tuple[float, str | None]:
     return factor / given, prefix + _SHOWN_BASE[match["base"]]
 
 
+def nanoseconds_in(unit: str) -> float | None:
+    """Nanoseconds in one ``unit`` of the duration family (``us`` -> 1000), ``None`` for a unit of no duration.
+
+    For code that computes with a value (the roofline): a unit outside the family is not guessed.
+    """
+    return _TIME_INPUT.get(unit)
+
+
+def prefix_factor(unit: str, shown_base: str) -> float | None:
+    """The factor of ``unit``'s decimal prefix when its family is shown as ``shown_base``; ``None`` otherwise.
+
+    ``shown_base`` is how the family is written once shown (``B``, ``B/s``, ``FLOP``, ``FLOP/s``, ``Hz``): every
+    spelling of it counts, ncu's included. A unit of another family, or with a prefix this module does not know
+    (``mbyte``: milli, not mega), gives ``None``, so that code that computes with a value does not guess.
+
+    Example:
+        >>> prefix_factor("Mbyte", "B"), prefix_factor("kB", "B"), prefix_factor("MB/s", "B")
+        (1000000.0, 1000.0, None)
+    """
+    match = _PREFIXED.match(unit)
+    if match is None or _SHOWN_BASE[match["base"]] != shown_base:
+        return None
+    return _PREFIX_INPUT[match["prefix"]]
+
+
 def _largest(magnitude: float, steps: tuple[tuple[float, str], ...]) -> tuple[float, str]:
     """The first (largest) step whose factor ``magnitude`` reaches; the last one when it reaches none."""
     return next(((f, u) for f, u in steps if magnitude >= f), steps[-1])

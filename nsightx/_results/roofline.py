@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nsightx._results.stats import ci_half_width
+from nsightx._units import nanoseconds_in, prefix_factor
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,11 +96,6 @@ ROOFLINE_METRICS: tuple[str, ...] = (
 )
 """The metrics to ask ncu for (``metrics=ROOFLINE_METRICS``) so that every roofline column can be computed."""
 
-_TIME_S = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0}
-_TIME_S |= {"second": 1.0}
-_BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12}
-_HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
-
 Value = tuple[float, str | None]
 """A metric value with its unit, as a record holds it."""
 
@@ -136,25 +132,32 @@ class RooflinePoint:
 
 
 def per_second(value: float, unit: str | None) -> float:
-    """A rate in 1/s: ``hz``-style units and ``<thing>/<time unit>`` (``cycle/nsecond``) are converted."""
-    u = (unit or "").strip().lower()
-    if u in _HZ:
-        return value * _HZ[u]
-    if "/" in u:
-        per = u.rsplit("/", 1)[1]
-        if per in _TIME_S:
-            return value / _TIME_S[per]
-    return value
+    """A rate in 1/s from a ``Hz``-family unit (``GHz``; ncu's ``Ghz``) or ``<thing>/<duration unit>``.
+
+    ``cycle/nsecond`` is ``value`` x 1e9. Units are read as :mod:`nsightx._units` knows them; any other unit gives
+    NaN rather than a guess, and ``Hz`` is assumed only when no unit is given.
+    """
+    u = (unit or "Hz").strip()
+    if u[-2:].lower() == "hz":  # ncu writes Ghz, Mhz; the units module, Hz
+        factor = prefix_factor(u[:-2] + "Hz", "Hz")
+        return math.nan if factor is None else value * factor
+    ns = nanoseconds_in(u.rsplit("/", 1)[1]) if "/" in u else None
+    return math.nan if ns is None else value * 1e9 / ns
 
 
 def seconds(value: float, unit: str | None) -> float:
-    """A duration in seconds (``ns``/``nsecond``, ``us``, ``ms``, ``s``); ns when no unit is given."""
-    return value * _TIME_S.get((unit or "ns").strip().lower(), 1e-9)
+    """A duration in seconds from a duration unit of :mod:`nsightx._units` (``ns``/``nsecond``, ``us``/``usecond``,
+    ``ms``/``msecond``, ``s``/``second``); ns when no unit is given, NaN for any other unit (not a guess)."""
+    ns = nanoseconds_in((unit or "ns").strip())
+    return math.nan if ns is None else value * ns / 1e9
 
 
 def byte_count(value: float, unit: str | None) -> float:
-    """A byte count in bytes (``byte``, ``Kbyte``, ``Mbyte``, ...)."""
-    return value * _BYTES.get((unit or "byte").strip().lower(), 1.0)
+    """A byte count in bytes from a byte unit of :mod:`nsightx._units`: ``B``, ``byte`` or ``bytes`` after a decimal
+    prefix or none (``kB``, ``KB``, ``Kbyte``, ``MB``, ``Mbyte``, ``GB``, ...); bytes when no unit is given, NaN for any
+    other unit (not a guess)."""
+    factor = prefix_factor((unit or "byte").strip(), "B")
+    return math.nan if factor is None else value * factor
 
 
 def _get(values: Mapping[str, Value], name: str) -> float:

@@ -78,6 +78,28 @@ def test_compute_bound_point_and_units_converted():
     assert p.bound == "compute"
 
 
+@pytest.mark.parametrize("unit", ["kB", "KB", "Kbyte", "kbyte"])
+def test_byte_units_of_the_units_module_are_read_with_their_prefix(unit):
+    """Regression (fix20b): ``kB``, ``KB``, ``MB`` and ``GB`` were read as plain bytes (1000x off per prefix)."""
+    for prefix, factor in (("", 1e3), ("M", 1e6), ("G", 1e9)):
+        spelled = unit if not prefix else prefix + unit[1:]  # kB -> MB -> GB, Kbyte -> Mbyte -> Gbyte
+        p = roofline_point({**MEMORY_BOUND, DRAM_BYTES: (1e9 / factor, spelled)})
+        assert p is not None and p.dram_bytes == pytest.approx(1e9), spelled
+        assert p.intensity == pytest.approx(2.5) and p.bound == "memory", spelled
+
+
+def test_an_unknown_unit_gives_nan_not_a_guess():
+    """Regression (fix20b): an unknown time unit was read as ns, an unknown byte unit as bytes."""
+    p = roofline_point({**MEMORY_BOUND, TIME: (1.0, "fortnight")})
+    assert p is not None and math.isnan(p.seconds) and math.isnan(p.flop_per_s) and math.isnan(p.roof_fraction)
+    for unit in ("sector", "mbyte", "MB/s"):  # mbyte: milli, not mega; MB/s: a rate
+        p = roofline_point({**MEMORY_BOUND, DRAM_BYTES: (1.0, unit)})
+        assert p is not None and math.isnan(p.dram_bytes) and math.isnan(p.intensity), unit
+        assert math.isnan(p.bytes_per_s) and p.bound == "unknown", unit
+    p = roofline_point({**MEMORY_BOUND, SM_CLOCK: (1.98, "cycle/fortnight")})
+    assert p is not None and math.isnan(p.peak_flop_per_s) and p.bound == "unknown"
+
+
 @pytest.mark.parametrize("missing", [DRAM_PEAK, DRAM_CLOCK])
 def test_a_roof_without_the_dram_peak_is_nan_not_the_compute_peak(missing):
     # The memory-bound kernel (AI 2.5 FLOP/byte) without its peak bandwidth: its roof is not known. It was the
@@ -105,6 +127,8 @@ def test_per_second_units():
     assert per_second(1.5, "GHz") == pytest.approx(1.5e9)
     assert per_second(2.0, "cycle/usecond") == pytest.approx(2e6)
     assert per_second(7.0, "hz") == 7.0
+    assert per_second(1.41, "Ghz") == pytest.approx(1.41e9)  # ncu's spelling
+    assert math.isnan(per_second(1.0, "byte/cycle"))
 
 
 def test_dominant_precision_and_tensor_factor():
