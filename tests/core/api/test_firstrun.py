@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import json
+import math
 import operator
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
+from _sessions import DeferredHost
+from nsightx_host import HostBackend
 
 import nsightx
 from nsightx import AnnotationError, ConfigError, KernelCountError, MeasurementError, TransformError
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
 from nsightx._results.records import Record, RegionRun, RunRecords
+from nsightx._run import backend as _backend
+from nsightx._run.backend import COLLECT_EVERY
 from nsightx._run.plan import Plan
 from nsightx._spec.options import build_spec
+from nsightx.ext import Session
 
 SILENT = nsightx.VerbosityLevel.SILENT
 METRIC = "host__time_duration.sum"
@@ -254,3 +263,47 @@ def test_ncu_runs_are_checked_when_the_parent_writes_the_first_one(monkeypatch, 
     with pytest.raises(TransformError, match=r"derive_metric 'label' returned '.* ns' \(str\)"):
         NcuBackend().execute(plan, sink)
     assert [(r.config, r.run) for r in sink.runs if r.config >= 0] == [(0, 0)]
+
+
+class _DeferredHostBackend(HostBackend):
+    """The host backend with the deferred host session (``_sessions.DeferredHost``), as the GPU backends are."""
+
+    name = "deferred_firstrun"
+
+    @contextmanager
+    def session(self, plan: Any) -> Iterator[Session]:
+        yield DeferredHost()
+
+
+class _DeferredPlugin:
+    @nsightx.hookimpl
+    def nsightx_register_backends(self, register: Any) -> None:
+        register(_DeferredHostBackend)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "configs", "runs", "calls_before_the_error"),
+    [
+        (math.inf, [1, 2, 3], 5, 15),  # no second passes: the first collection is the call's end, all 15 runs
+        (0.0, [1, 2, 3], 5, 5),  # a second "passed" at every config end: the first config's end
+        (math.inf, [1, 2], 40, COLLECT_EVERY),  # the 64th run, in the second config
+    ],
+)
+def test_a_deferred_session_is_checked_at_its_first_collection(
+    plugin_host, monkeypatch, seconds, configs, runs, calls_before_the_error
+):
+    """docs/reliability.md "Bad input": on a deferred backend "after the first measured run" is the first
+    collection: at the COLLECT_EVERY-th (64th) run, at a config's end once COLLECT_SECONDS (1 s) passed since the
+    call started, or at the call's end. A fast sweep of fewer runs than that runs to its end before "nothing was
+    measured". The second is set here (inf or 0) so that no timing decides where the error comes."""
+    monkeypatch.setattr(_backend, "COLLECT_SECONDS", seconds)
+    plugin_host.register(_DeferredPlugin(), name="deferred_firstrun")
+    calls = []
+
+    @nsightx.analyze.kernel(configs=configs, runs=runs, warmup=0, backend="deferred_firstrun", verbosity=SILENT)
+    def forgot(n):
+        calls.append(n)
+
+    with pytest.raises(AnnotationError, match="nothing was measured"):
+        forgot()
+    assert len(calls) == calls_before_the_error
