@@ -146,16 +146,21 @@ def per_second(value: float, unit: str | None) -> float:
 
 
 def seconds(value: float, unit: str | None) -> float:
-    """A duration in seconds from a duration unit of :mod:`nsightx._units` (``ns``/``nsecond``, ``us``/``usecond``,
-    ``ms``/``msecond``, ``s``/``second``); ns when no unit is given, NaN for any other unit (not a guess)."""
+    """A duration in seconds; ns when no unit is given, NaN for a unit of no duration (not a guess).
+
+    The duration units are those of :mod:`nsightx._units`: ``ns``/``nsecond``, ``us``/``usecond``,
+    ``ms``/``msecond``, ``s``/``second``.
+    """
     ns = nanoseconds_in((unit or "ns").strip())
     return math.nan if ns is None else value * ns / 1e9
 
 
 def byte_count(value: float, unit: str | None) -> float:
-    """A byte count in bytes from a byte unit of :mod:`nsightx._units`: ``B``, ``byte`` or ``bytes`` after a decimal
-    prefix or none (``kB``, ``KB``, ``Kbyte``, ``MB``, ``Mbyte``, ``GB``, ...); bytes when no unit is given, NaN for any
-    other unit (not a guess)."""
+    """A byte count in bytes; bytes when no unit is given, NaN for a unit of no byte count (not a guess).
+
+    The byte units are those of :mod:`nsightx._units`: ``B``, ``byte`` or ``bytes`` after a decimal prefix or
+    none (``kB``, ``KB``, ``Kbyte``, ``MB``, ``Mbyte``, ``GB``, ...).
+    """
     factor = prefix_factor((unit or "byte").strip(), "B")
     return math.nan if factor is None else value * factor
 
