@@ -161,7 +161,7 @@ def _measured_clock(run: RunRecords, placed: Sequence[Action]) -> list[Collector
         for a in placed
         if SM_CLOCK_METRIC in a.metrics
     ]
-    clocks = [c for c in clocks if not math.isnan(c)]
+    clocks = [c for c in clocks if math.isfinite(c)]  # NaN or inf (a zero-length interval) measured nothing
     if not clocks:
         return []
     mhz = round(sum(clocks) / len(clocks) / 1e3, 1)
@@ -204,7 +204,7 @@ def environment(actions: Sequence[Action]) -> dict[str, Scalar]:
         for a in actions
         if SM_CLOCK_METRIC in a.metrics
     ]
-    clocks = [c for c in clocks if not math.isnan(c)]
+    clocks = [c for c in clocks if math.isfinite(c)]
     if clocks:
         env["MeasuredComputeClock"] = round(sum(clocks) / len(clocks))
     return env
