@@ -47,7 +47,7 @@ EXAMPLES = int(os.environ.get("NSIGHTX_NCU_REFERENCE_EXAMPLES", "300"))
 
 STRING, DOUBLE, FLOAT, UINT64 = 2, 4, 3, 6
 KERNEL_T, RANGE_T, GRAPH_T, OTHER_T = 0, 1, 2, 9
-DEMANGLED = 1
+FUNCTION, DEMANGLED, MANGLED = 0, 1, 2  # ncu_report's IAction.NameBase_*; name() defaults to FUNCTION
 CLOCK = "gpc__cycles_elapsed.avg.per_second"
 REQUESTABLE = (
     ("gpu__time_duration.sum", ("ns", "nsecond", "usecond", "msecond", "second")),
@@ -58,6 +58,13 @@ REQUESTABLE = (
 )
 HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 PER = {"second": 1.0, "msecond": 1e3, "usecond": 1e6, "nsecond": 1e9}
+STALE = "stale|config=0|run=0"
+NAMES = (  # (function name base, demangled name); the function base is what nsight-python shows and matches
+    ("gemm", "void gemm<float>(float*, int)"),
+    ("vectorized_elementwise_kernel", "void at::native::vectorized_elementwise_kernel<4, F>(int, F)"),
+    ("cupy_add__float32", "cupy_add__float32"),
+    ("", "k"),
+)
 ANNOTATION_CHARS = "ab Z09_-.%|/@:=#?&+~!'\"()[]{}\\\tüé中\u2028"
 
 
@@ -118,12 +125,13 @@ class FakeState:
 class FakeAction:
     mangled: str
     demangled: str
+    function: str
     workload: int
     state: FakeState | None
     metrics: dict[str, _Metric]
 
-    def name(self, base: int | None = None) -> str:
-        return self.demangled if base == DEMANGLED else self.mangled
+    def name(self, base: int = FUNCTION) -> str:
+        return {FUNCTION: self.function, DEMANGLED: self.demangled, MANGLED: self.mangled}[base]
 
     def workload_type(self) -> int:
         return self.workload
@@ -168,7 +176,9 @@ def fake_module(reports: dict[str, FakeContext]) -> types.ModuleType:
         WorkloadType_KERNEL=KERNEL_T,
         WorkloadType_RANGE=RANGE_T,
         WorkloadType_GRAPH=GRAPH_T,
+        NameBase_FUNCTION=FUNCTION,
         NameBase_DEMANGLED=DEMANGLED,
+        NameBase_MANGLED=MANGLED,
     )
     mod.load_report = reports.__getitem__  # type: ignore[attr-defined]
     return mod
@@ -228,7 +238,8 @@ def ranges_for(rng: random.Random, region: RegionId | None, kind: str) -> tuple[
     own = [] if region is None else [range_name(region) if rng.random() < 0.5 else encode(region.annotation)]
     if own and not own[0].endswith(f"|config={region.config}|run={region.run}"):  # type: ignore[union-attr]
         own = [f"{own[0]}|config={region.config}|run={region.run}"]  # type: ignore[union-attr]
-    foreign = rng.choice([[], ["outer"], ["a|config=x|run=1"], ["a|run=1|config=2"], ["matmul"]])
+    # a stale identity of ours further out (the docs' "innermost" range wins), and names that are not ours
+    foreign = rng.choice([[], ["outer"], ["a|config=x|run=1"], ["a|run=1|config=2"], ["matmul"], [STALE]])
     ours_first = foreign + own
     other = [range_name(RegionId(annotation="other", config=9, run=9))]
     domains: dict[int, FakeDomain | None] = {}
@@ -244,7 +255,9 @@ def ranges_for(rng: random.Random, region: RegionId | None, kind: str) -> tuple[
         domains[5] = FakeDomain("nsightx", rng.choice([None, [], foreign]), ours_first)
     items = list(domains.items())
     rng.shuffle(items)
-    return FakeState(dict(items)), region if own else None
+    if own:
+        return FakeState(dict(items)), region
+    return FakeState(dict(items)), (parse_range_name(STALE) if foreign == [STALE] else None)
 
 
 def program(rng: random.Random) -> Program:
@@ -296,9 +309,9 @@ def program(rng: random.Random) -> Program:
             mets["device__attribute_display_name"] = _Metric(gpu, "", STRING)
             mets["device__attribute_clock_rate"] = _Metric(1_980_000.0, rng.choice(("", "khz")), UINT64)
             mets["device__attribute_memory_clock_rate"] = _Metric(3_201_000.0, "", UINT64)
-        demangled = rng.choice(["gemm<float>(float*, int)", "cupy_add__float32", "", "k"])
+        function, demangled = rng.choice(NAMES)
         workload = replay if replay == RANGE_T else rng.choice((KERNEL_T, KERNEL_T, GRAPH_T, OTHER_T))
-        fakes.append(FakeAction(f"_Z{k}k", demangled, workload, state, mets))
+        fakes.append(FakeAction(f"_Z{k}k", demangled, function, workload, state, mets))
     cut = sorted(rng.sample(range(len(fakes) + 1), min(2, len(fakes) + 1)))
     pieces = [fakes[: cut[0]], fakes[cut[0] : cut[-1]], fakes[cut[-1] :]]
     ctx = FakeContext([FakeRange(p) for p in pieces if p or rng.random() < 0.3])
@@ -358,7 +371,7 @@ def reference(prog: Program) -> tuple[dict[tuple[int, int], list[tuple]], dict[t
             continue
         seq = extra[key]["counts"].get(owner.annotation, 0)
         extra[key]["counts"][owner.annotation] = seq + 1
-        kernel = "range" if action.workload == RANGE_T else (action.demangled or action.mangled)
+        kernel = "range" if action.workload == RANGE_T else (action.function or action.demangled)
         names = list(prog.metrics)
         if prog.deep:
             names += sorted(
@@ -455,3 +468,35 @@ def test_every_range_name_the_docs_describe_parses_back():
         region = RegionId(annotation=annotation(rng), config=rng.randint(0, 10**6), run=rng.randint(0, 10**6))
         assert parse_range_name(f"{encode(region.annotation)}|config={region.config}|run={region.run}") == region
         assert parse_range_name(range_name(region)) == region
+
+
+def test_ignore_kernel_list_written_for_nsight_python_drops_the_kernel(monkeypatch):
+    """Regression (hunt20i): nsight-python names a kernel ``action.name()`` (ncu's function name base) and matches
+    ``ignore_kernel_list`` against it; nsightx named it by its demangled signature, so such a list dropped no C++
+    kernel and ``combine_kernel_metrics`` silently folded the ignored kernel's value in."""
+    from nsightx._results.transform import combine_records
+
+    def kernel(function: str, demangled: str, ns: float) -> FakeAction:
+        state = FakeState({0: FakeDomain("nsightx", None, ["mm|config=0|run=0"])})
+        metrics = {"gpu__time_duration.sum": _Metric(ns, "ns", DOUBLE)}
+        return FakeAction(f"_Z{len(function)}{function}", demangled, function, KERNEL_T, state, metrics)
+
+    report = FakeContext(
+        [
+            FakeRange(
+                [
+                    kernel("gemm", "void gemm<float>(float*, int)", 100.0),
+                    kernel("fill_kernel", "void at::native::fill_kernel<float>(float*, float)", 7.0),
+                ]
+            )
+        ]
+    )
+    monkeypatch.setitem(sys.modules, "ncu_report", fake_module({"r.ncu-rep": report}))
+    actions = read_report("r.ncu-rep", ("gpu__time_duration.sum",))
+    assert [a.kernel for a in actions] == ["gemm", "fill_kernel"]
+    runs = [RunRecords(config=0, run=0, regions=(RegionRun(annotation="mm", config=0, run=0, host_ns=1),))]
+    merged = merge_runs(actions, runs, ("gpu__time_duration.sum",)).runs
+    (value,) = combine_records(
+        merged, ("gpu__time_duration.sum",), ignore_kernels=["fill_kernel"], combine=lambda a, b: a + b
+    )
+    assert value.value == 100.0
