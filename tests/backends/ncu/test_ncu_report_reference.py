@@ -17,11 +17,13 @@ config, run, kernel, metric) in launch order (``seq``), ``nsecond`` written ``ns
 unit, ``Kernel="range"`` under range replay, every numeric non-device metric after the requested ones when deep
 (sorted: the docs do not say the order, the code's is compared), a failed region without records, rated clocks
 in kHz and the measured SM clock as a run's mean in MHz (0.1) and the call's mean in kHz. Where the docs are
-silent, nothing is compared: the kernel count of a failed region, a string value of a requested metric (its
-record is compared only when the string is no number in any spelling), and clock units other than Hz, kHz, MHz,
-GHz and cycle per second, msecond, usecond or nsecond.
+silent, nothing is compared: the kernel count of a failed region, and a string value of a requested metric (its
+record is compared only when the string is no number in any spelling). A clock in a unit other than Hz, kHz,
+MHz, GHz or cycle per second, msecond, usecond or nsecond (or none: kHz, as CUDA's device attributes) is no
+clock: nothing tells its scale, and a guess would be a silently wrong number. A kernel is named by ncu's default
+name base (``action.name()``), as nsight-python names it and matches ``ignore_kernel_list``.
 
-``NSIGHTX_NCU_REFERENCE_EXAMPLES`` sets how many reports run (default 300; 2000 while hunting).
+``NSIGHTX_NCU_REFERENCE_EXAMPLES`` sets how many reports run (default 300; 5000 while hunting).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ REQUESTABLE = (
     ("sm__throughput.avg.pct_of_peak_sustained_elapsed", ("%",)),
     ("smsp__inst_executed.sum", ("inst", "")),
     (CLOCK, ("hz", "Hz", "khz", "MHz", "ghz", "cycle/second", "cycle/msecond", "cycle/usecond", "cycle/nsecond")),
+    (CLOCK, ("cycle/ns", "Mcycle/second", "cycle", "%")),  # units no doc names: no clock rather than a guess
 )
 HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 PER = {"second": 1.0, "msecond": 1e3, "usecond": 1e6, "nsecond": 1e9}
@@ -261,8 +264,10 @@ def ranges_for(rng: random.Random, region: RegionId | None, kind: str) -> tuple[
 
 
 def program(rng: random.Random) -> Program:
-    metrics = tuple(rng.sample([m for m, _ in REQUESTABLE], rng.randint(0, 4)))
-    units = dict(REQUESTABLE)
+    metrics = tuple(rng.sample([m for m, _ in REQUESTABLE[:-1]], rng.randint(0, 4)))
+    units = dict(REQUESTABLE[:-1])
+    if rng.random() < 0.1:
+        units[CLOCK] = REQUESTABLE[-1][1]
     deep = rng.random() < 0.3
     annotations = list(dict.fromkeys(annotation(rng) for _ in range(rng.randint(1, 3))))
     kind = rng.choice(("start_end", "push_pop"))
@@ -294,7 +299,7 @@ def program(rng: random.Random) -> Program:
         state, owner = ranges_for(rng, region, kind)
         truth.append(owner)
         mets: dict[str, _Metric] = {}
-        names = [m for m, _ in REQUESTABLE]
+        names = [m for m, _ in REQUESTABLE[:-1]]
         rng.shuffle(names)
         for m in names:
             if m in metrics or deep or rng.random() < 0.2:
@@ -341,12 +346,13 @@ def ref_value(metric: _Metric | None) -> tuple[float | None, str | None]:
 
 
 def ref_khz(metric: _Metric) -> float:
+    """kHz; an empty unit is kHz (CUDA's device attributes); a unit no doc names is no clock (NaN)."""
     unit = (metric.unit_s or "").lower()
     if unit in HZ:
         return float(metric.value) * HZ[unit] / 1e3
-    if unit.startswith("cycle/"):
+    if unit.startswith("cycle/") and unit[len("cycle/") :] in PER:
         return float(metric.value) * PER[unit[len("cycle/") :]] / 1e3
-    return float(metric.value)
+    return float(metric.value) if unit == "" else math.nan
 
 
 def reference(prog: Program) -> tuple[dict[tuple[int, int], list[tuple]], dict[tuple[int, int], dict], dict]:
@@ -500,3 +506,14 @@ def test_ignore_kernel_list_written_for_nsight_python_drops_the_kernel(monkeypat
         merged, ("gpu__time_duration.sum",), ignore_kernels=["fill_kernel"], combine=lambda a, b: a + b
     )
     assert value.value == 100.0
+
+
+@pytest.mark.parametrize("unit", ["cycle/ns", "Mcycle/second", "cycle", "%"])
+def test_a_clock_in_a_unit_no_doc_names_is_no_measured_clock(unit):
+    """Regression (hunt20i): an SM clock in an unknown unit was taken as kHz (``1.755 cycle/ns`` became 1.755 kHz,
+    shown as 0.0 MHz) and the numerator of a rate was never read (``Mcycle/second`` as ``cycle/second``)."""
+    action = Action(kernel="k", workload="kernel", ranges=["r|config=0|run=0"], metrics={CLOCK: (1.755, unit)})
+    runs = [RunRecords(config=0, run=0, regions=(RegionRun(annotation="r", config=0, run=0, host_ns=1),))]
+    (run,) = merge_runs([action], runs, (CLOCK,)).runs
+    assert run.collectors == ()
+    assert environment([action]) == {}
