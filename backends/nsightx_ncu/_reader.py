@@ -32,7 +32,8 @@ class Action:
     """One profiled result (a kernel, or a whole range under range replay), reduced to plain data."""
 
     kernel: str
-    """Demangled kernel name (``"range"`` under range replay)."""
+    """The kernel's name in ncu's default name base (``NameBase_FUNCTION``), the name nsight-python's ``Kernel``
+    column shows and its ``ignore_kernel_list`` matches (the demangled name when that one is empty)."""
     workload: str
     """``kernel``, ``range``, ``graph`` or ``other``."""
     ranges: list[str] = field(default_factory=list)
@@ -129,7 +130,7 @@ def read_report(
                     values[metric_name] = got
             actions.append(
                 Action(
-                    kernel=action.name(ncu_report.IAction.NameBase_DEMANGLED) or action.name(),
+                    kernel=action.name() or action.name(ncu_report.IAction.NameBase_DEMANGLED),
                     workload=kinds.get(action.workload_type(), "other"),
                     ranges=_nvtx_ranges(action),
                     metrics=values,

@@ -161,7 +161,7 @@ def _measured_clock(run: RunRecords, placed: Sequence[Action]) -> list[Collector
         for a in placed
         if SM_CLOCK_METRIC in a.metrics
     ]
-    clocks = [c for c in clocks if not math.isnan(c)]
+    clocks = [c for c in clocks if math.isfinite(c)]  # NaN or inf (a zero-length interval) measured nothing
     if not clocks:
         return []
     mhz = round(sum(clocks) / len(clocks) / 1e3, 1)
@@ -169,14 +169,16 @@ def _measured_clock(run: RunRecords, placed: Sequence[Action]) -> list[Collector
 
 
 def _to_khz(value: float, unit: str) -> float:
+    """A clock in kHz; NaN for a unit not known here (a guessed scale would be a silently wrong clock)."""
     u = unit.strip().lower()
+    if not u:
+        return value  # CUDA device attributes are in kHz when no unit says otherwise
     if u in _HZ_UNITS:
         return value * _HZ_UNITS[u] / 1e3
-    if "/" in u:
-        per = u.split("/", 1)[1]
-        if per in _PER_UNIT_HZ:
-            return value * _PER_UNIT_HZ[per] / 1e3
-    return value  # CUDA device attributes are in kHz when no unit says otherwise
+    count, _, per = u.partition("/")
+    if count == "cycle" and per in _PER_UNIT_HZ:
+        return value * _PER_UNIT_HZ[per] / 1e3
+    return math.nan
 
 
 def environment(actions: Sequence[Action]) -> dict[str, Scalar]:
@@ -197,14 +199,16 @@ def environment(actions: Sequence[Action]) -> dict[str, Scalar]:
             ):
                 if metric in action.metrics:
                     value, unit = action.metrics[metric]
-                    env[key] = round(_to_khz(_numeric(value), unit))
+                    khz = _to_khz(_numeric(value), unit)
+                    if math.isfinite(khz):
+                        env[key] = round(khz)
             break
     clocks = [
         _to_khz(_numeric(a.metrics[SM_CLOCK_METRIC][0]), a.metrics[SM_CLOCK_METRIC][1])
         for a in actions
         if SM_CLOCK_METRIC in a.metrics
     ]
-    clocks = [c for c in clocks if not math.isnan(c)]
+    clocks = [c for c in clocks if math.isfinite(c)]
     if clocks:
         env["MeasuredComputeClock"] = round(sum(clocks) / len(clocks))
     return env

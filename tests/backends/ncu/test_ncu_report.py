@@ -227,3 +227,17 @@ def test_nvidia_tutorials_last_step_opens_the_kept_report(plugin_host, tmp_path,
     context = ncu_report.load_report(str(tmp_path / "out" / "ncu-output-scale-0.ncu-rep"))
     launches = [context.range_by_idx(i).num_actions() for i in range(context.num_ranges())]
     assert sum(launches) == 4  # the captured report the fake ncu copies: two configs x two runs
+
+
+def test_an_infinite_sm_clock_value_is_no_measured_clock():
+    """Regression (hunt20i): an inf clock (a zero-length interval) made the run's clock inf MHz and the
+    environment's mean raised OverflowError after the whole sweep had run; it is now left out like NaN."""
+    clock = "gpc__cycles_elapsed.avg.per_second"
+
+    def action(run, hz):
+        return Action(kernel="k", workload="kernel", ranges=[f"scale|config=0|run={run}"], metrics={clock: (hz, "hz")})
+
+    actions = [action(0, math.inf), action(1, math.inf), action(1, 1.5e9)]
+    merged = merge_runs(actions, worker_runs(["scale"], 1), (clock,))
+    assert [[cv.value for cv in run.collectors] for run in merged.runs] == [[], [1500.0]]
+    assert environment(actions) == {"MeasuredComputeClock": 1_500_000}
