@@ -4,7 +4,8 @@ Layout (format 2 of the Parquet result; the result's own schema version is 1, or
 
 - the file's table is one row per per-run value (``ResultData.values``, in order): ``annotation``, ``config``,
   ``run``, ``metric``, ``kernel``, ``unit``, ``value`` and then one column per parameter (its value in the row's
-  config; a name that clashes with a fixed column gets a ``param_`` prefix). ``pd.read_parquet(path)``,
+  config; a name that clashes with a fixed column gets ``param_`` prefixed, again until no other column has it:
+  :func:`param_columns`). ``pd.read_parquet(path)``,
   ``pl.read_parquet(path)`` and DuckDB's ``read_parquet`` return exactly this table;
 - the file's key-value metadata holds the rest: ``nsightx`` (JSON: schema version, layout format, nsightx version,
   time, plan, environment, per-config devices and hosts), and ``nsightx.runs``, ``nsightx.records``,
@@ -195,16 +196,41 @@ def _values_table(data: ResultData, v: ValueColumns) -> pa.Table:
     }
     configs = data.plan.configs
     positions = columns["config"]
-    for i, name in enumerate(data.plan.params):
-        column = name if name not in columns else f"param_{name}"
+    for i, column in enumerate(param_columns(data.plan.params)):
         columns[column] = _param_column([cfg[i] for cfg in configs]).take(positions)
     return pa.table(columns)
 
 
+def param_columns(params: Sequence[str]) -> list[str]:
+    """The table's column name of each parameter: its own, or with ``param_`` prefixed until no column has it.
+
+    A name is taken from every fixed column and every parameter's own name, so a parameter ``value`` beside one
+    named ``param_value`` becomes ``param_param_value`` rather than overwriting ``param_value``'s column.
+    """
+    taken = {*VALUE_COLUMNS, *params}
+    out = []
+    for name in params:
+        column = name
+        if name in VALUE_COLUMNS:
+            column = f"param_{name}"
+            while column in taken:
+                column = f"param_{column}"
+            taken.add(column)
+        out.append(column)
+    return out
+
+
 def _param_column(values: list[Any]) -> pa.Array:
-    """One parameter's value per config, typed by Arrow where it can; else each value as JSON text."""
+    """One parameter's value per config, typed by Arrow where it can; else each value as JSON text.
+
+    Bools beside other values are JSON text too: Arrow would read ``[0.5, False]`` as the doubles 0.5 and 0.0
+    (though ``[False, 0.5]`` fails), so a flag would become a number depending on the configs' order.
+    """
     import pyarrow as pa
 
+    kinds = {type(v) for v in values if v is not None}
+    if bool in kinds and len(kinds) > 1:
+        return pa.array([json.dumps(v) for v in values], pa.string())
     try:
         return pa.array(values)
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
