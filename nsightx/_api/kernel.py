@@ -8,7 +8,7 @@ import socket
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, overload
 
@@ -109,6 +109,24 @@ RESERVED_COLUMNS = frozenset(
 )
 
 
+def _check_parameter_names(names: Sequence[str], function: str) -> None:
+    """Refuse a parameter named like a result column: its config column would replace that column.
+
+    nsight-python lets the parameter's column overwrite the frame's own (a parameter ``Value`` showed the
+    parameter's values as the measured ones in the per-run frame; ``Run`` replaced the run index), and nsightx's
+    frames did the same or held two columns of one name, silently.
+
+    Raises:
+        ConfigError: a parameter has a reserved column's name.
+    """
+    clash = [name for name in names if name in RESERVED_COLUMNS]
+    if clash:
+        raise ConfigError(
+            f"parameter {clash[0]!r} of {function}() has the name of a result column, whose values its config "
+            f"column would replace; rename the parameter (reserved names: {sorted(RESERVED_COLUMNS)})"
+        )
+
+
 class ProfiledFunction:
     """A function decorated with ``analyze.kernel``; calling it runs the sweep and returns ProfileResults."""
 
@@ -126,6 +144,7 @@ class ProfiledFunction:
         self._ahead = AheadPolicy()
         """Whether the next call computes the frame's pieces during its GPU wait (see :mod:`.aheadpolicy`)."""
         try:  # checked now, raised when the function is called (where nsight-python raises it), before any work
+            _check_parameter_names(self.shape.names, self.name)
             if configs is not None:
                 self.configs = _configs.normalize(self.shape, configs, self.name)
             check_derive_arity(spec.derive_metric, len(spec.metrics) if spec.metrics else None, len(self.shape.names))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -377,3 +378,18 @@ def test_options_nsight_python_checks_at_decoration_still_raise_there():
             kernel(**options)
     with pytest.raises(ConfigError, match="Duplicate info collector name"):
         kernel(configs=[(1,)], info_collectors=[("c", lambda: 1, "once"), ("c", lambda: 2, "once")])(lambda n: None)
+
+
+@pytest.mark.parametrize("name", ["Value", "Run", "Kernel", "AvgValue"])
+def test_a_parameter_named_like_a_result_column_is_refused_before_any_run(name: str) -> None:
+    """A parameter ``Value`` showed its own values as the measured ones in ``runs_dataframe()`` (``Run`` replaced
+    the run index; others made two columns of one name): the call now refuses it, naming it, before running."""
+    ran: list[int] = []
+    namespace: dict[str, Any] = {"nsightx": nsightx, "ran": ran}
+    exec(f"def bench({name}):\n    ran.append({name})\n    with nsightx.annotate('a'):\n        pass\n", namespace)
+    profiled = nsightx.analyze.kernel(
+        configs=[(5,), (6,)], runs=2, backend="host", verbosity=nsightx.VerbosityLevel.SILENT
+    )(namespace["bench"])
+    with pytest.raises(nsightx.ConfigError, match=f"parameter '{name}' of bench\\(\\) has the name of a result column"):
+        profiled()
+    assert ran == []
