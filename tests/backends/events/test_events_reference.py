@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +122,24 @@ class GpuBuffer:
         return self.n
 
 
+class ThreadTorch(FakeTorch):
+    """torch's current stream is per thread: a new thread starts on the default stream (7 on device 0)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def current(self) -> dict[int, int]:
+        if not hasattr(self._local, "current"):
+            self._local.current = {0: 7, 1: 70}
+        return self._local.current  # type: ignore[no-any-return]
+
+    @current.setter
+    def current(self, value: dict[int, int]) -> None:
+        self._local.current = value
+
+
 # --- programs ---------------------------------------------------------------------------------------------------
 
 
@@ -148,6 +167,8 @@ class RegionSpec:
     inside: tuple[Step, ...]
     end: str
     """``ok``, ``failed`` (raises, swallowed) or ``crash`` (raises, the call ends)."""
+    thread: bool
+    """Opened and closed on a thread of its own (started and joined inside the run)."""
 
 
 regions = st.builds(
@@ -155,6 +176,7 @@ regions = st.builds(
     st.sampled_from(NAMES),
     st.lists(inner_steps, max_size=4).map(tuple),
     st.sampled_from(("ok",) * 8 + ("failed", "failed", "crash")),
+    st.sampled_from((False, False, False, True)),
 )
 
 
@@ -236,30 +258,54 @@ def _interpret(script: tuple[Step | RegionSpec, ...], gpu: Gpu, torch: FakeTorch
     for item in script:
         if isinstance(item, Step):
             _step(item, gpu, torch, ref, lib)
-            continue
-        if item.name in used:
-            with pytest.raises(AnnotationError, match="already been used"):
-                with nsightx.annotate(item.name):
-                    raise AssertionError("a repeated name opened a region")
-            continue
-        used.add(item.name)
-        ordinal = ref.opened
-        ref.opened += 1
-        ref.flush_before_start()
-        start = ref.clock[ref.stream]
+        elif item.thread:
+            _in_thread(item, used, gpu, torch, ref, lib)
+        else:
+            _region(item, used, gpu, torch, ref, lib)
+
+
+def _in_thread(item: RegionSpec, used: set[str], gpu: Gpu, torch: FakeTorch, ref: Ref, lib: FakeLibcuda) -> None:
+    """The region on a new thread, whose current stream is the default one (7), while this thread waits for it."""
+    raised: list[BaseException] = []
+
+    def body() -> None:
         try:
-            with nsightx.annotate(item.name, ignore_failures=item.end == "failed"):
-                for s in item.inside:
-                    _step(s, gpu, torch, ref, lib)
-                gpu.tag = ordinal
-                if item.end != "ok":
-                    raise (Crash if item.end == "crash" else ValueError)(f"region {item.name} fails")
-        finally:
-            gpu.tag = None
-            span = ref.clock[ref.stream] - start
-            ref.runs[-1][2].append((item.name, item.end == "failed", span, ordinal == gpu.bad))
-        if item.end == "crash":
-            raise AssertionError("unreachable")
+            _region(item, used, gpu, torch, ref, lib)
+        except BaseException as e:
+            raised.append(e)
+
+    stream, ref.stream = ref.stream, 7
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+    ref.stream = stream
+    if raised:
+        raise raised[0]
+
+
+def _region(item: RegionSpec, used: set[str], gpu: Gpu, torch: FakeTorch, ref: Ref, lib: FakeLibcuda) -> None:
+    if item.name in used:
+        with pytest.raises(AnnotationError, match="already been used"):
+            with nsightx.annotate(item.name):
+                raise AssertionError("a repeated name opened a region")
+        return
+    used.add(item.name)
+    ordinal = ref.opened
+    ref.opened += 1
+    ref.flush_before_start()
+    start = ref.clock[ref.stream]
+    try:
+        with nsightx.annotate(item.name, ignore_failures=item.end == "failed"):
+            for s in item.inside:
+                _step(s, gpu, torch, ref, lib)
+            gpu.tag = ordinal
+            if item.end != "ok":
+                raise (Crash if item.end == "crash" else ValueError)(f"region {item.name} fails")
+    finally:
+        gpu.tag = None
+        span = ref.clock[ref.stream] - start
+        ref.runs[-1][2].append((item.name, item.end == "failed", span, ordinal == gpu.bad))
 
 
 def _step(step: Step, gpu: Gpu, torch: FakeTorch, ref: Ref, lib: FakeLibcuda) -> None:
@@ -335,7 +381,7 @@ def _collection(program: Program, runs: list[tuple[int, int, Any]], at: int) -> 
 
 
 def _simulate(program: Program, monkeypatch: pytest.MonkeyPatch) -> None:
-    torch = FakeTorch()
+    torch = ThreadTorch()
     gpu = Gpu(torch)
     GpuEvent.gpu = gpu
     torch.cuda.Event = GpuEvent
