@@ -221,7 +221,7 @@ programs = st.builds(
     scripts=st.lists(
         st.lists(st.one_of(steps, regions, regions), min_size=1, max_size=5).map(tuple), min_size=1, max_size=6
     ).map(tuple),
-    bad=st.one_of(st.none(), st.integers(0, 12)),
+    bad=st.one_of(st.none(), st.integers(0, 6)),
 )
 
 
