@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -22,11 +24,13 @@ import region_clock
 import scipy.stats
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nsightx_host import HostBackend, HostSession
 
 import nsightx
 from nsightx import ConfigError, ConfigTypeError
 from nsightx._results.records import Record
 from nsightx._run.adaptive import AdaptiveRuns
+from nsightx._run.backend import RunOutput, Session
 
 EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "40"))
 """Examples per test (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=300``)."""
@@ -288,3 +292,46 @@ def test_measure_refuses_before_any_call(fn, options, error, plugin_host):
     with pytest.raises(error):
         nsightx.measure(target, backend="host", **options)
     assert not called
+
+
+class _HelperKernel(HostSession):
+    """The host session, where every region also launched a steady 1 s ``memset`` (a helper kernel)."""
+
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        rows = list(super().finish_run(config, run).record_rows)
+        return RunOutput([], {}, [*rows, *((*r[:3], "memset", r[4], 1e9, r[6], 1) for r in rows)])
+
+
+class _HelperBackend(HostBackend):
+    name = "helper_kernel"
+
+    @contextmanager
+    def session(self, plan: Any) -> Iterator[Session]:
+        yield _HelperKernel()
+
+
+class _HelperPlugin:
+    @nsightx.hookimpl
+    def nsightx_register_backends(self, register: Any) -> None:
+        register(_HelperBackend)
+
+
+def test_auto_judges_without_the_ignored_kernels(plugin_host, monkeypatch):
+    """A noisy region beside a steady kernel in ``ignore_kernel_list``: the rule judged the sum of both (the 1 s
+    kernel made the interval look tight) and stopped on ``target`` at ``min_runs`` while the row it reports, without
+    that kernel, reached +-30% of its mean. The docs' target reads the row's interval: it is never met here."""
+    plugin_host.register(_HelperPlugin(), name="helper_kernel")
+    clock = region_clock.install(monkeypatch)
+    times = iter([5e-4, 1.5e-3] * 20)
+
+    @nsightx.analyze.kernel(
+        runs="auto", min_runs=5, max_runs=12, target_ci_pct=1.0, time_budget_s=1e6, warmup=0,
+        backend="helper_kernel", ignore_kernel_list=["memset"], verbosity=SILENT,
+    )  # fmt: skip
+    def f():
+        with nsightx.annotate("a"):
+            clock.advance(next(times))
+
+    row = f().to_dataframe().iloc[0]
+    assert (row["Kernel"], row["StopReason"], row["NumRuns"]) == ("region", "max_runs", 12)
+    assert row["CI95_Upper"] - row["AvgValue"] > 0.01 * row["AvgValue"]
