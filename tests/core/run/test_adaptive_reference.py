@@ -124,7 +124,15 @@ def sweeps(draw: st.DrawFn) -> dict[str, Any]:
         if script[warmup][anns[0]] == "absent":  # a first measured run that opens no region is refused
             script[warmup][anns[0]] = steady[anns[0]]
         scripts.append(script)
-    return {"min_runs": min_runs, "max_runs": max_runs, "warmup": warmup, "target": target, "scripts": scripts}
+    helper = draw(st.booleans())  # beside a steady ignored helper kernel (ignore_kernel_list): the same stops
+    return {
+        "min_runs": min_runs,
+        "max_runs": max_runs,
+        "warmup": warmup,
+        "target": target,
+        "scripts": scripts,
+        "helper": helper,
+    }
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -133,6 +141,11 @@ def test_auto_stops_where_the_docs_say_and_the_frame_shows_the_judged_interval(s
     clock = region_clock.install(monkeypatch)
     scripts, warmup = sweep["scripts"], sweep["warmup"]
     calls = [0] * len(scripts)
+    backend: dict[str, Any] = {"backend": "host"}
+    if sweep["helper"]:
+        if "helper_kernel" not in plugin_host.backend_plugin:
+            plugin_host.register(_HelperPlugin(), name="helper_kernel")
+        backend = {"backend": "helper_kernel", "ignore_kernel_list": ["memset"]}
 
     @nsightx.analyze.kernel(
         configs=list(range(len(scripts))),
@@ -142,8 +155,8 @@ def test_auto_stops_where_the_docs_say_and_the_frame_shows_the_judged_interval(s
         target_ci_pct=sweep["target"],
         time_budget_s=1e6,
         warmup=warmup,
-        backend="host",
         verbosity=SILENT,
+        **backend,
     )
     def f(c):
         run = scripts[c][calls[c]]
