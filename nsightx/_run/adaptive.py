@@ -14,7 +14,8 @@ run index. Under ``runs="auto"`` a config stops at the first of:
   read from its report after the sweep), so there is nothing to judge; the config stops at ``min_runs``.
 
 Values of several kernels in one region are summed per run for the rule (the quantity that
-``combine_kernel_metrics=operator.add`` would report); failed regions (NaN) are skipped.
+``combine_kernel_metrics=operator.add`` would report), without the kernels of ``ignore_kernel_list``, which the
+result drops too; failed regions (NaN) are skipped.
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ class AdaptiveRuns:
     """Target half-width of the 95% CI of the mean, in percent of the mean."""
     time_budget_s: float = 10.0
     """Wall time allowed for one config's measured runs, in seconds."""
+    ignore_kernels: frozenset[str] = frozenset()
+    """Kernels whose values the rule leaves out, as the result does (``ignore_kernel_list``): a steady helper kernel
+    summed in would make a noisy region's interval look tight."""
     clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
     """Clock in seconds (replaceable in tests)."""
 
@@ -124,8 +128,9 @@ class _Adaptive(ConfigStopper):
 
     def observe(self, records: Iterable[Record]) -> None:
         per_run: dict[tuple[str, str], float] = defaultdict(float)
+        ignored = self.rule.ignore_kernels
         for rec in records:
-            if math.isfinite(rec.value):
+            if math.isfinite(rec.value) and rec.kernel not in ignored:
                 per_run[(rec.annotation, rec.metric)] += rec.value
         for key, value in per_run.items():
             self.values[key].append(value)

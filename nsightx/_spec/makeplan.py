@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from nsightx._results.output import OutputLocation
 from nsightx._results.schema import PlanInfo
-from nsightx._run.adaptive import ADAPTIVE_OPTIONS, AdaptiveRuns, build_rule
+from nsightx._run.adaptive import ADAPTIVE_OPTIONS, AdaptiveRuns, StopRule, build_rule
 from nsightx._run.collectors import CollectorLike
 from nsightx._run.device import GpuInfo
 from nsightx._run.plan import Plan
@@ -124,8 +124,18 @@ def build_plan(
         backend_options=spec.backend_options,
         normalize_against=spec.normalize_against,
         needs_gpu=needs_gpu,
-        stop_rule=rule if isinstance(rule, AdaptiveRuns) else None,
+        stop_rule=_adaptive(rule, spec.ignore_kernel_list),
     )
+
+
+def _adaptive(rule: StopRule, ignored: tuple[str, ...]) -> AdaptiveRuns | None:
+    """The plan's adaptive rule, told to leave out ``ignore_kernel_list``'s kernels as the result does.
+
+    ``None`` for a fixed count.
+    """
+    if not isinstance(rule, AdaptiveRuns):
+        return None
+    return dataclasses.replace(rule, ignore_kernels=frozenset(ignored)) if ignored else rule
 
 
 _PRIMITIVES = (type(None), bool, int, float, str)
