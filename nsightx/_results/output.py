@@ -186,11 +186,11 @@ def allocate(prefix: str, function: str, numbers: TagNumbers | None = None) -> O
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    """The CSV text of ``frame`` (no index, ``\\n`` line ends) that ``pandas.read_csv`` reads back row for row.
+    r"""The CSV text of ``frame`` (no index, ``\n`` line ends) that ``pandas.read_csv`` reads back row for row.
 
-    The CSV writer quotes a field holding ``,``, ``"`` or ``\\n``, but not one holding a bare ``\\r``, which
-    ``read_csv`` takes for a line end: a parameter ``"a\\rb"`` split its row in two and shifted the columns. So
-    when the plain text holds a ``\\r`` (it can only come from a header or a text cell), every text field is quoted
+    The CSV writer quotes a field holding ``,``, ``"`` or ``\n``, but not one holding a bare ``\r``, which
+    ``read_csv`` takes for a line end: a parameter ``"a\rb"`` split its row in two and shifted the columns. So
+    when the plain text holds a ``\r`` (it can only come from a header or a text cell), every text field is quoted
     instead (``QUOTE_NONNUMERIC``); any other frame is written as before.
     """
     text = frame.to_csv(index=False, lineterminator="\n")
