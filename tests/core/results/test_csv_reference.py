@@ -34,7 +34,7 @@ from test_frame_reference import TIME, Shape, build, shapes
 import nsightx
 from nsightx._results.output import allocate
 
-EXAMPLES = int(os.environ.get("NSIGHTX_CSV_REFERENCE_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("NSIGHTX_CSV_REFERENCE_EXAMPLES", "100"))
 """Examples per run (300 while hunting)."""
 TEXTS = ["a", "é", "日本", "", "1", "None", "NA", "x y", "a,b", 'say "hi"', "two\nlines", "cr\rhere", " pad ", "2.5"]
 PARAM_VALUES = {
@@ -46,6 +46,8 @@ PARAM_VALUES = {
     "none": st.none(),
 }
 NAMES = ("n", "dtype", "tile", "size")
+COLLECTOR_NAMES = ("Power, W", 'say "hi"', "two\nlines", "cr\rhere", "温度", " pad ")
+"""Names a collector may have: its column's header needs quoting, or holds a line break or non-ASCII letters."""
 
 
 @st.composite
@@ -61,7 +63,20 @@ def csv_shapes(draw: Any) -> Shape:
     shape.configs = [tuple(col[c] for col in columns) for c in range(len(shape.configs))]
     if shape.normalize is not None and draw(st.booleans()):
         shape.normalize = None
+    _odd_collectors(draw, shape)
     return shape
+
+
+def _odd_collectors(draw: Any, shape: Shape) -> None:
+    """Give some collectors odd names, and their text values odd text."""
+    collectors = {}
+    for i, (name, (scope, values)) in enumerate(shape.collectors.items()):
+        if name.endswith("text") and draw(st.booleans()):
+            values = {w: v if v is None else draw(st.sampled_from(TEXTS)) for w, v in values.items()}
+        if name.startswith("C") and draw(st.booleans()):
+            name = f"{draw(st.sampled_from(COLLECTOR_NAMES))}{i}"
+        collectors[name] = (scope, values)
+    shape.collectors = collectors
 
 
 def cell_text_matches(text: str, value: Any) -> bool:
@@ -112,18 +127,21 @@ def written(res: nsightx.ProfileResults, folder: Path) -> tuple[Path, Path]:
 @given(csv_shapes())
 def test_pandas_reads_each_csv_as_the_frame_it_claims_to_be(tmp_path_factory: Any, shape: Shape) -> None:
     res = build(shape)
-    try:
-        frame = res.to_dataframe()
-    except nsightx.ConfigError:
-        return  # no baseline value to normalise against: the call raises before writing (test_frame_reference)
-    profiled, processed = written(res, tmp_path_factory.mktemp("out"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a NaN or zero baseline of ``normalize_against``
+        try:
+            frame = res.to_dataframe()
+        except nsightx.ConfigError:
+            return  # no baseline value to normalise against: the call raises before writing (test_frame_reference)
+        profiled, processed = written(res, tmp_path_factory.mktemp("out"))
     check_csv(profiled, res.runs_dataframe())
     check_csv(processed, frame)
 
 
-def _one_config(value: Any) -> nsightx.ProfileResults:
+def _one_config(value: Any, collector: str = "Load") -> nsightx.ProfileResults:
     shape = Shape([(value,)], ("n",), runs=2, annotations=("gemm",), metrics=(TIME,), combine=False, derive=False)
     shape.regions = {("gemm", 0, r): [{TIME: 1.0 + r}] for r in range(2)}
+    shape.collectors = {collector: ("run", {(0, r): "x" for r in range(2)})}
     return build(shape)
 
 
@@ -135,6 +153,14 @@ def test_a_text_parameter_with_a_carriage_return_stays_in_its_row(tmp_path: Path
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
         assert len(frame) == rows, path.name  # was 4 and 2: a bare \r ended the line, and the row split in two
         assert frame["n"].tolist() == [value] * rows
+
+
+def test_a_collector_named_with_a_carriage_return_keeps_the_header_one_line(tmp_path: Path) -> None:
+    res = _one_config(1, collector="cr\rname")
+    profiled, processed = written(res, tmp_path)
+    for path, frame in ((profiled, res.runs_dataframe()), (processed, res.to_dataframe())):
+        assert list(pd.read_csv(path).columns) == list(frame.columns)  # the header was cut at the \r
+        check_csv(path, frame)
 
 
 def test_a_host_call_writes_csvs_that_read_back_as_its_frames(tmp_path: Path) -> None:
