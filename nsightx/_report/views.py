@@ -17,6 +17,7 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from nsightx._report.compare import FIXED_COLUMNS, gate_failed, only_in_one
+from nsightx._results.output import csv_text
 from nsightx._units import readable
 
 if TYPE_CHECKING:
@@ -304,8 +305,12 @@ def _plain(value: object) -> object:
 
 
 def render_csv(frame: pd.DataFrame) -> str:
-    """Every column of the comparison, one line per row (the verdict is the exit status, or ``--format json``)."""
-    return str(frame.to_csv(index=False))
+    r"""Every column of the comparison, one line per row (the verdict is the exit status, or ``--format json``).
+
+    A text cell holding a ``\r`` is quoted (:func:`~nsightx._results.output.csv_text`): unquoted, a CSV reader
+    ended the row there.
+    """
+    return csv_text(frame)
 
 
 def render_markdown(frame: pd.DataFrame) -> str:

@@ -9,6 +9,7 @@ then ``os.replace``), so a reader never sees half a file.
 
 from __future__ import annotations
 
+import csv
 import errno
 import os
 import re
@@ -17,8 +18,12 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nsightx._errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RAW_KIND = "raw_data"
 """File kind of the raw JSON-lines file; its exclusive creation reserves the tag."""
@@ -178,6 +183,20 @@ def allocate(prefix: str, function: str, numbers: TagNumbers | None = None) -> O
         if numbers is not None:
             numbers.next = n + 1
         return OutputLocation(folder, stem, tag, uuid.uuid4().hex)
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    r"""The CSV text of ``frame`` (no index, ``\n`` line ends) that ``pandas.read_csv`` reads back row for row.
+
+    The CSV writer quotes a field holding ``,``, ``"`` or ``\n``, but not one holding a bare ``\r``, which
+    ``read_csv`` takes for a line end: a parameter ``"a\rb"`` split its row in two and shifted the columns. So
+    when the plain text holds a ``\r`` (it can only come from a header or a text cell), every text field is quoted
+    instead (``QUOTE_NONNUMERIC``); any other frame is written as before.
+    """
+    text = frame.to_csv(index=False, lineterminator="\n")
+    if "\r" not in text:
+        return text
+    return frame.to_csv(index=False, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
 
 
 def write_atomic(path: Path, text: str | bytes) -> Path:

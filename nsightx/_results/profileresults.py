@@ -22,7 +22,7 @@ from nsightx._plot.roofchart import draw_roofline
 from nsightx._results.combinecols import combine_columns
 from nsightx._results.html import results_html
 from nsightx._results.integrity import Completeness, completeness
-from nsightx._results.output import OutputLocation, write_atomic
+from nsightx._results.output import OutputLocation, csv_text, write_atomic
 from nsightx._results.parquetcheck import completeness_of
 from nsightx._results.parquetread import MAGIC as PARQUET_MAGIC
 from nsightx._results.parquetread import parse_parquet, starts_parquet
@@ -277,8 +277,8 @@ class ProfileResults:
         result = location.path("result", RESULT_SUFFIX.lstrip("."))
         files: list[tuple[Path, Callable[[], str | bytes]]] = [(result, lambda: self._file_bytes(result.suffix))]
         if csv:
-            files.append((location.path("profiled_data", "csv"), lambda: self.runs_dataframe().to_csv(index=False)))
-            files.append((location.path("processed_data", "csv"), lambda: self.to_dataframe().to_csv(index=False)))
+            files.append((location.path("profiled_data", "csv"), lambda: csv_text(self.runs_dataframe())))
+            files.append((location.path("processed_data", "csv"), lambda: csv_text(self.to_dataframe())))
         for path, text in files:
             try:
                 write_atomic(path, text())

@@ -330,6 +330,15 @@ def test_format_json_parses_back_and_csv_has_every_column(tmp_path, capsys):
     assert len(table) == 4 and [r["Regression"] for r in table].count("True") == 1
 
 
+def test_format_csv_keeps_a_row_whose_parameter_holds_a_carriage_return(tmp_path, capsys):
+    values = {("matmul", 0, "gpu__time_duration.sum"): TWO}
+    base = _saved(tmp_path, "base", values, configs=[("a\rb",)])
+    new = _saved(tmp_path, "new", values, configs=[("a\rb",)])
+    main(["compare", base, new, "--format", "csv"])
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out, newline="")))
+    assert [row["n"] for row in table] == ["a\rb"]  # the row was cut in two at the \r
+
+
 def _with_env(res, **env):
     return ProfileResults(res.data.model_copy(update={"environment": {**res.environment, **env}}))
 
