@@ -140,7 +140,9 @@ def test_a_spread_sweep_holds_what_the_same_sweep_in_one_process_holds(engine, c
     assert isinstance(result, nsightx.ProfileResults), result
     _same(result, reference)
     env = result.environment
-    assert set(env) == set(reference.environment) | SPREAD_ONLY
+    # GitCommit is the provenance of a process's current folder (nsightx/_run/provenance.py): a worker's folder
+    # and this process's (other tests change it) need not be the same work tree, so it may be on one side only
+    assert set(env) - {"GitCommit"} == (set(reference.environment) - {"GitCommit"}) | SPREAD_ONLY
     assert env["failed_configs"] == "" and env["retried_configs"] == ""
     assert result.to_dataframe()["Device"].notna().all()
     # the raw file: the same plan and measured runs; every ONCE line holds the ONCE value
