@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsightx._errors import KernelCountError
+from nsightx._errors import KernelCountError, TransformError
 from nsightx._results.combinecols import combine_arrays
 from nsightx._results.combinesmall import combine_small
 from nsightx._results.profileresults import build_results
@@ -43,7 +43,7 @@ from nsightx._results.schema import PlanInfo
 from nsightx._results.store import ValueColumns, one_per_region
 from nsightx._results.transform import combine_records
 
-EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "100"))
 """Examples per run (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=400``)."""
 
 METRICS = ("t", "bytes")
@@ -319,3 +319,46 @@ def test_reducers_fold_in_launch_order(reducer: str) -> None:
     shape = Shape(configs=1, runs=1, annotations=("gemm",), metrics=("t",), ignored=("helper",), reducer=reducer)
     shape.regions[("gemm", 0, 0)] = (False, kernels)
     check(shape)
+
+
+def _not_a_number(a: float, b: float) -> Any:
+    return "x"
+
+
+def _g_last(record: Record) -> bool:
+    return record.annotation == "g"
+
+
+def _message(runs: list[RunRecords], shape: Shape, derive: bool) -> tuple[str, str]:
+    """The error ``build_results`` raises for ``runs`` (the columnar path, or with ``derive`` the object one)."""
+    with pytest.raises(TransformError) as raised:
+        build_results(
+            plan_of(shape, derive=derive),
+            runs,
+            {"GPU": "x"},
+            combine=_not_a_number,
+            derive_metric=extra if derive else None,
+        )
+    return type(raised.value).__name__, str(raised.value)
+
+
+@pytest.mark.parametrize("runs", [1, 40])
+def test_a_failing_reducer_names_the_same_region_on_every_path(runs: int) -> None:
+    """A reducer that returns no number: the error names the region and metric ``combine_records`` meets first.
+
+    The regions of a run are listed g then c, but c's kernels were recorded first, and each kernel reports
+    ``t`` before ``bytes`` though ``metrics`` asks for ``bytes`` first. The columnar paths (lists for 1 run,
+    vectorised for 40) folded the groups in record order and named c, or ``t``; the object path, taken with
+    ``derive_metric``, names g and ``bytes``.
+    """
+    shape = Shape(configs=1, runs=runs, annotations=("g", "c"), metrics=("bytes", "t"), ignored=(), reducer="add")
+    for r in range(runs):
+        for ann in ("g", "c"):
+            shape.regions[(ann, 0, r)] = (False, [(k, f"k{k}", {"t": 1.0, "bytes": 2.0}) for k in range(2)])
+    records = [  # each run: its regions g, c; its records c's first
+        RunRecords(config=0, run=run.run, records=tuple(sorted(run.records, key=_g_last)), regions=run.regions)
+        for run in runs_of(shape)
+    ]
+    want = _message(records, shape, derive=True)
+    assert "annotation 'g'" in want[1] and "'bytes'" in want[1] and "run 0)" in want[1]
+    assert _message(records, shape, derive=False) == want
