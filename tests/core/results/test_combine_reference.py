@@ -25,7 +25,7 @@ import os
 import struct
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from nsightx._results.combinecols import combine_arrays
 from nsightx._results.combinesmall import combine_small
 from nsightx._results.profileresults import build_results
 from nsightx._results.records import Record, RegionRun, RunRecords
-from nsightx._results.rowparts import StoredRuns
+from nsightx._results.rowparts import StoredRuns, parts_from_rows
 from nsightx._results.schema import PlanInfo
 from nsightx._results.store import ValueColumns, one_per_region
 from nsightx._results.transform import combine_records
@@ -251,15 +251,15 @@ def check(shape: Shape) -> None:
     combine = REDUCERS[shape.reducer]
     want = expected(shape)
     ignored = set(shape.ignored)
-    parts = StoredRuns.of_objects(runs).parts()
-    for name, path in (("small", combine_small), ("arrays", combine_arrays)):
-        got = path(parts, shape.metrics, ignored, combine)
-        if got is not None:
-            _same_keys(as_reference(got), want or {}, name)
-            assert want is not None, f"{name}: values where the docs ask for KernelCountError"
-    fast = one_per_region(parts.records, parts.regions, shape.ignored)
-    if fast is not None:
-        _same_keys(as_reference(fast), want or {}, "one_per_region")
+    for parts in (StoredRuns.of_objects(runs).parts(), parts_from_rows(loop_rows(runs))):
+        for name, path in (("small", combine_small), ("arrays", combine_arrays)):
+            got = path(parts, shape.metrics, ignored, combine)
+            if got is not None:
+                _same_keys(as_reference(got), want or {}, name)
+                assert want is not None, f"{name}: values where the docs ask for KernelCountError"
+        fast = one_per_region(parts.records, parts.regions, shape.ignored)
+        if fast is not None:
+            _same_keys(as_reference(fast), want or {}, "one_per_region")
     try:
         objects = combine_records(runs, shape.metrics, ignore_kernels=shape.ignored, combine=combine)
     except KernelCountError:
@@ -269,9 +269,20 @@ def check(shape: Shape) -> None:
         _same_keys(as_reference(ValueColumns.of(objects)), want, "combine_records")
     for derive in (False, True):
         _check_frame(shape, runs, combine, derive, want)
+    _check_frame(shape, StoredRuns(loop_rows(runs)), combine, False, want)  # as the run loop stores them
 
 
-def _check_frame(shape: Shape, runs: list[RunRecords], combine: Any, derive: bool, want: dict[Any, Any] | None) -> None:
+def loop_rows(runs: list[RunRecords]) -> list[Any]:
+    """The runs as the run loop hands them to the sink: compact rows (see tests/core/results/test_combine_small.py)."""
+    return [
+        (run.config, run.run, run.records, tuple((g.annotation, g.host_ns, g.failed) for g in run.regions), {}, ())
+        for run in runs
+    ]
+
+
+def _check_frame(
+    shape: Shape, runs: Sequence[RunRecords], combine: Any, derive: bool, want: dict[Any, Any] | None
+) -> None:
     """``build_results(...).to_dataframe()`` (columnar path, or the object one with ``derive``) against the docs."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
