@@ -5,10 +5,10 @@ at a time. :func:`combine_columns` makes the same values from the record and reg
 region ids (first met, run by run: the run's regions, then its records), the failed regions, the groups of
 records by region and metric and their order are all found by vectorised passes; only a group of several
 records (several kernels of one region, with ``combine_kernel_metrics``) is folded in Python, through the very
-code ``combine_records`` uses (:func:`~nsightx._results.transform.fold`), so the value, the kernel names and any
-error are the same. Where it cannot promise the same result (several kernels and no ``combine``, which is an
-error whose message the object code words; a metric requested twice) it returns ``None`` and the caller takes
-the object path.
+same steps ``combine_records`` takes (:func:`~nsightx._results.transform.fold`), so the value and the kernel
+names are the same. Where it cannot promise the same result (several kernels and no ``combine``, or a ``combine``
+that raised or returned no number: errors the object code raises, for the region it meets first; a metric
+requested twice) it returns ``None`` and the caller takes the object path.
 A small result (at most :data:`SMALL_COMBINE` records and regions) takes
 :func:`~nsightx._results.combinesmall.combine_small`, the same columns from Python lists (issue 35).
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from nsightx._results.combinesmall import combine_small, record_at, reduce_values
+from nsightx._results.combinesmall import combine_small, reduce_values
 from nsightx._results.store import (
     Floats,
     Ints,
@@ -32,7 +32,7 @@ from nsightx._results.store import (
     dense_ids,
     group_ids,
 )
-from nsightx._results.transform import FAILED_KERNEL, fold
+from nsightx._results.transform import FAILED_KERNEL
 
 SMALL_COMBINE = 128
 """Up to this many records and region executions :func:`combine_columns` works on Python lists: there the list
@@ -48,9 +48,8 @@ def combine_columns(
 ) -> ValueColumns | None:
     """The values ``combine_records`` makes of the runs of ``parts``, as columns; ``None``: take the object path.
 
-    Raises:
-        ConfigError, TransformError: ``combine`` failed or returned something other than a number (as
-            ``combine_records`` raises them).
+    ``None`` also where ``combine`` raised or returned something other than a number: ``combine_records`` then
+    raises the error (``ConfigError``, ``TransformError``) for the region it meets first.
     """
     if len(set(metrics)) != len(metrics):
         return None
@@ -90,7 +89,10 @@ def combine_arrays(
     order = np.lexsort((np.concatenate([rank[lut[g_met]], f_sub]), rid))
     unit_names, none_unit = _with(rec.unit.names, None)
     kernel_names, failed_kernel = _with(rec.kernel.names, FAILED_KERNEL)
-    value, unit, kernel = _group_values(rec, rows, g_ids, g_first, sizes, combine, kernel_names)
+    grouped = _group_values(rec, rows, g_ids, g_first, sizes, combine, kernel_names)
+    if grouped is None:
+        return None  # combine failed: combine_records raises, for the group it meets first
+    value, unit, kernel = grouped
     n_failed = int(failed.sum())
     failed_metric = np.array([metric_names.index(m) for m in metrics], dtype=np.int64)
     ann, cfg, run = (k[rid[order]] for k in rid_keys)
@@ -151,12 +153,12 @@ def _group_values(
     sizes: Ints,
     combine: Callable[[float, float], float] | None,
     kernel_names: list[str],
-) -> tuple[Floats, Ints, Ints]:
+) -> tuple[Floats, Ints, Ints] | None:
     """Per group: its value, unit code and kernel code (into ``kernel_names``, which the folded names extend).
 
     A group of one record is that record; one of several is folded by ``combine`` as ``combine_records`` folds
     it: its records in launch order (``seq``, ties in record order), ``functools.reduce``, the kernel names joined
-    by ``|``, the unit of its first record. A fold that fails goes through ``fold`` itself, for its error.
+    by ``|``, the unit of its first record. ``None`` when a fold fails (``combine`` raised or returned no number).
     """
     first = rows[g_first]
     value = rec.value[first].copy()
@@ -174,8 +176,8 @@ def _group_values(
     for g in several.tolist():
         start, stop = starts[g], starts[g] + int(sizes[g])
         number = reduce_values(combine, values[start:stop])
-        if number is None:  # fold raises the error combine_records raises (it folds, should combine now succeed)
-            number = fold([record_at(rec, i) for i in sorted(rows[g_ids == g].tolist())], combine).value
+        if number is None:
+            return None
         value[g] = number
         names = tuple(kernels[start:stop])
         code = joined.get(names)

@@ -5,7 +5,9 @@ with vectorised passes: about forty numpy calls, whatever the size. For the few 
 matmul sweep: 4 configs x 10 runs, ~50 records) those calls cost more than the rows themselves (~0.2 ms of a
 call's ~0.6 ms after its runs, on a 2-core CPU). :func:`combine_small` walks the same rows as Python lists, in the
 same order, and makes the very same :class:`~nsightx._results.store.ValueColumns` (names, codes and their dtypes,
-values bit for bit); a group of several records is folded by the code ``combine_records`` uses.
+values bit for bit); a group of several records is folded as ``combine_records`` folds it. Where ``combine``
+fails, the object path is taken: ``combine_records`` raises the error of the group it meets first (the same call
+with ``derive_metric`` names the same region).
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from nsightx._results.records import new_record
-from nsightx._results.store import RecordColumns, RunParts, Text, ValueColumns, _small_text
-from nsightx._results.transform import FAILED_KERNEL, as_float, fold
+from nsightx._results.store import RunParts, Text, ValueColumns, _small_text
+from nsightx._results.transform import FAILED_KERNEL, as_float
 
 Entry = tuple[int, int, str, float, "str | None", "str | None"]
 """One value before ordering: (region id, metric rank, metric, value, unit, kernel)."""
@@ -33,8 +34,7 @@ def combine_small(
 ) -> ValueColumns | None:
     """What ``combine_columns`` makes of ``parts`` (its metrics distinct), from lists; ``None``: the object path.
 
-    Raises:
-        ConfigError, TransformError: ``combine`` failed or returned something other than a number.
+    ``None`` also where ``combine`` raised or returned something other than a number (the object path raises).
     """
     rec = parts.records
     keys, failed, rid_of = _region_ids(parts, ignored)
@@ -57,7 +57,10 @@ def combine_small(
         if len(rows) == 1:  # most groups: one kernel a region (no call per group)
             value, kernel = values[first], kernels[first]
         else:
-            value, kernel = _group_value(rec, fields, rows, combine)
+            folded = _group_value(fields, rows, combine)
+            if folded is None:
+                return None  # combine failed: combine_records raises, for the group it meets first
+            value, kernel = folded
         entries.append((rid, rank[name], name, value, units[first], kernel))
     for rid in sorted(failed):
         entries.extend((rid, i, m, math.nan, None, FAILED_KERNEL) for i, m in enumerate(metrics))
@@ -113,14 +116,14 @@ def _ranks(names: Sequence[Any], metrics: Sequence[str]) -> dict[Any, int]:
 
 
 def _group_value(
-    rec: RecordColumns,
     fields: tuple[list[float], list[Any], list[int]],
     rows: list[int],
     combine: Callable[[float, float], float] | None,
-) -> tuple[float, str | None]:
+) -> tuple[float, str | None] | None:
     """The value and kernel name of one group of records (one region and metric), as ``fold`` makes them.
 
-    ``fields``: the records' values, kernel names and launch order (``seq``) as lists.
+    ``fields``: the records' values, kernel names and launch order (``seq``) as lists. ``None``: ``combine``
+    raised or returned no number (the caller takes the object path, which raises the error).
     """
     values, kernels, seq = fields
     if len(rows) == 1:
@@ -128,8 +131,8 @@ def _group_value(
     assert combine is not None, "several records in a region without combine: the object path raises"
     ordered = sorted(rows, key=seq.__getitem__)  # launch order; stable: ties keep record order
     number = reduce_values(combine, [values[i] for i in ordered])
-    if number is None:  # fold raises the error combine_records raises (it folds, should combine now succeed)
-        number = fold([record_at(rec, i) for i in rows], combine).value
+    if number is None:
+        return None
     return number, "|".join([kernels[i] for i in ordered])
 
 
@@ -139,20 +142,6 @@ def reduce_values(combine: Callable[[float, float], float], values: list[float])
         return as_float(functools.reduce(combine, values))
     except Exception:
         return None
-
-
-def record_at(rec: RecordColumns, i: int) -> Any:
-    """Row ``i`` of the record columns as a :class:`~nsightx._results.records.Record`."""
-    return new_record(
-        rec.annotation.names[rec.annotation.codes[i]],
-        int(rec.config[i]),
-        int(rec.run[i]),
-        rec.kernel.names[rec.kernel.codes[i]],
-        rec.metric.names[rec.metric.codes[i]],
-        float(rec.value[i]),
-        rec.unit.names[rec.unit.codes[i]],
-        int(rec.seq[i]),
-    )
 
 
 def _text(items: list[Any]) -> Text:
