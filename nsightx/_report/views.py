@@ -313,13 +313,21 @@ def render_csv(frame: pd.DataFrame) -> str:
     return csv_text(frame)
 
 
+def markdown_text(text: str) -> str:
+    r"""``text`` as one Markdown table cell shows it (GitHub's tables).
+
+    A backslash is escaped before the pipes are: ``a\|b`` as ``a\\\|b`` (left as ``a\\|b``, the escaped
+    backslash let the pipe end the cell and split the row). A line break (``\n``, ``\r``) is ``<br>``: a raw one
+    ended the row there and the rest of it fell out of the table.
+    """
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return text.replace("\r\n", "<br>").replace("\r", "<br>").replace("\n", "<br>")
+
+
 def render_markdown(frame: pd.DataFrame) -> str:
     """A Markdown table (e.g. for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment)."""
     header, rows = _cells(frame)
-
-    def esc(cell: str) -> str:
-        return cell.replace("|", "\\|")
-
+    esc = markdown_text
     verdict = summary(frame)
     lines = [
         f"### nsightx compare: {'**' + verdict + '**' if verdict.startswith('FAIL') else verdict}",

@@ -122,7 +122,9 @@ def sweeps(draw: Any) -> tuple[PlanInfo, list[RunRecords], Any, Any]:
         replay_mode="kernel",
     )
     combine = draw(st.sampled_from(COMBINES[1:]))
-    derive = draw(st.sampled_from([None, derive_number, derive_dict, derive_unit] + ([derive_two] * (len(metrics) == 2))))
+    derive = draw(
+        st.sampled_from([None, derive_number, derive_dict, derive_unit] + ([derive_two] * (len(metrics) == 2)))
+    )
     out = []
     for c in range(n_configs):
         for r in range(runs):
@@ -136,7 +138,9 @@ def sweeps(draw: Any) -> tuple[PlanInfo, list[RunRecords], Any, Any]:
                     for m in metrics:
                         value = rng.choice([rng.uniform(1.0, 1e6), float(rng.randint(1, 50)), rng.uniform(-5, 5)])
                         records.append(
-                            Record(annotation=ann, config=c, run=r, kernel=f"k{k}", metric=m, value=value, unit=UNITS[m])
+                            Record(
+                                annotation=ann, config=c, run=r, kernel=f"k{k}", metric=m, value=value, unit=UNITS[m]
+                            )
                         )
             out.append(RunRecords(config=c, run=r, records=tuple(records), regions=tuple(regions)))
     return plan, out, combine, derive
@@ -150,7 +154,9 @@ def test_load_raw_of_several_kernels_equals_build_results(example: tuple[PlanInf
     plan, runs, combine, derive = example
     folder = Path(tempfile.mkdtemp(prefix="nsightx-rawref-"))
     raw = folder / "raw_data-bench-0.jsonl"
-    header = RawHeader(sweep="0" * 32, nsightx_version=nsightx.__version__, created="2026-12-06T00:00:00+00:00", plan=plan)
+    header = RawHeader(
+        sweep="0" * 32, nsightx_version=nsightx.__version__, created="2026-12-06T00:00:00+00:00", plan=plan
+    )
     sink = RunSink(raw, header)
     for run in runs:
         sink.write(run)
@@ -158,8 +164,6 @@ def test_load_raw_of_several_kernels_equals_build_results(example: tuple[PlanInf
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         environment = {"Host": None, "nsightx": nsightx.__version__, "raw_data": str(raw), "sweep": header.sweep}
-        want = build_results(
-            plan, runs, environment, combine=combine, derive_metric=derive, created=header.created
-        )
+        want = build_results(plan, runs, environment, combine=combine, derive_metric=derive, created=header.created)
         got = nsightx.load_raw(raw, combine_kernel_metrics=combine, derive_metric=derive)
     frames_equal(got, want)
