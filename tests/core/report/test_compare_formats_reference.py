@@ -180,7 +180,9 @@ def test_markdown_and_json_hold_the_frame(tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.mark.parametrize("name", ["two\nlines", "cr\ronly", "x\\|y", "ends\\"])
-def test_markdown_row_of_a_name_with_a_line_break_or_backslash_pipe_stays_one_row(tmp_path: Path, capsys: Any, name):
+def test_markdown_row_of_a_name_with_a_line_break_or_backslash_pipe_stays_one_row(
+    tmp_path: Path, capsys: Any, name: str
+) -> None:
     """A line break ended the row there (the rest of it, the status too, fell out of the table); ``\\|`` was
     written ``\\\\|``, whose escaped backslash let the pipe split the cell."""
     values = {(name, 0, TIME): [100.0, 101.0, 99.0], ("plain", 0, TIME): [5.0, 5.1, 4.9]}

@@ -16,6 +16,7 @@ import math
 import operator
 import os
 import random
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nsightx
-from nsightx._results.profileresults import build_results
+from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.records import Record, RegionRun, RunRecords
 from nsightx._results.schema import PlanInfo, RawHeader
 from nsightx._results.sink import RunSink
@@ -38,13 +39,11 @@ TIME, BYTES = "gpu__time_duration.sum", "dram__bytes_read.sum"
 UNITS = {TIME: "ns", BYTES: "byte"}
 
 
-def frames_equal(got: ProfileLike, want: ProfileLike) -> None:
+def frames_equal(got: ProfileResults, want: ProfileResults) -> None:
+    """The loaded result's frames equal the reference's, cell for cell and dtype for dtype."""
     for name in ("to_dataframe", "runs_dataframe"):
         a, b = getattr(got, name)(), getattr(want, name)()
         pd.testing.assert_frame_equal(a, b, check_exact=True, obj=name)
-
-
-ProfileLike = Any
 
 
 # --- derive functions of every documented return shape (number, (number, unit), dict) ------------------------
@@ -75,7 +74,9 @@ COMBINES = [None, operator.add, max, lambda a, b: a - b, lambda a, b: 2.0 * a + 
 
 @pytest.mark.parametrize("derive", DERIVES, ids=lambda d: getattr(d, "__name__", "none"))
 @pytest.mark.parametrize("combine", [None, operator.add], ids=["nocombine", "add"])
-def test_load_raw_of_a_host_call_equals_the_call(plugin_host, tmp_path: Path, derive: Any, combine: Any) -> None:
+def test_load_raw_of_a_host_call_equals_the_call(
+    plugin_host: object, tmp_path: Path, derive: Any, combine: Any
+) -> None:
     @nsightx.analyze.kernel(
         configs=[(1, "a|b`c"), (3, "ü\nß"), (2, None)],
         runs=3,
@@ -149,8 +150,6 @@ def sweeps(draw: Any) -> tuple[PlanInfo, list[RunRecords], Any, Any]:
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(sweeps())
 def test_load_raw_of_several_kernels_equals_build_results(example: tuple[PlanInfo, list[RunRecords], Any, Any]) -> None:
-    import tempfile
-
     plan, runs, combine, derive = example
     folder = Path(tempfile.mkdtemp(prefix="nsightx-rawref-"))
     raw = folder / "raw_data-bench-0.jsonl"
