@@ -35,6 +35,7 @@ import os
 import tempfile
 import warnings
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,10 +193,21 @@ def _call(program: Program, side: Side, x: Any) -> None:
         raise
 
 
-def run_program(program: Program, folder: Path) -> tuple[Side, Any, str]:
-    """Run ``program`` through ``analyze.kernel`` on the host backend: the side record, the result or error, stderr."""
+def run_program(
+    program: Program,
+    folder: Path,
+    *,
+    collectors: Sequence[InfoCollector] = (),
+    around: contextlib.AbstractContextManager[Any] | None = None,
+    **options: Any,
+) -> tuple[Side, Any, str]:
+    """Run ``program`` through ``analyze.kernel`` on the host backend: the side record, the result or error, stderr.
+
+    ``collectors`` come before the program's own; the call runs inside ``around``; ``options`` add to (or replace)
+    the call's options.
+    """
     side = Side()
-    collectors = (
+    own = (
         [
             _collector("runval", CollectionScope.RUN, program.run_answers, side.run_asked),
             _collector("annval", CollectionScope.ANNOTATION, program.annotation_answers, side.annotation_asked),
@@ -203,22 +215,23 @@ def run_program(program: Program, folder: Path) -> tuple[Side, Any, str]:
         if program.collectors
         else []
     )
+    settings = {
+        "configs": program.configs,
+        "runs": program.runs,
+        "warmup": program.warmup,
+        "backend": "host",
+        "thermal_mode": "off",
+        "info_collectors": [*collectors, *own],
+        "output_prefix": str(folder) + "/" if program.output else None,
+        "verbosity": nsightx.VerbosityLevel.INFO,
+    }
 
-    @nsightx.analyze.kernel(
-        configs=program.configs,
-        runs=program.runs,
-        warmup=program.warmup,
-        backend="host",
-        thermal_mode="off",
-        info_collectors=collectors,
-        output_prefix=str(folder) + "/" if program.output else None,
-        verbosity=nsightx.VerbosityLevel.INFO,
-    )
+    @nsightx.analyze.kernel(**(settings | options))
     def work(x: Any) -> None:
         _call(program, side, x)
 
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), warnings.catch_warnings():
+    with contextlib.redirect_stderr(err), warnings.catch_warnings(), around or contextlib.nullcontext():
         warnings.simplefilter("ignore")
         try:
             outcome: Any = work()

@@ -58,7 +58,6 @@ from test_loop_reference import (
     Region,
     Side,
     _answer,
-    _call,
     _cell_matches,
     _collector,
     _events,
@@ -73,6 +72,7 @@ from test_loop_reference import (
     no_default_collectors,
     programs,
     reference,
+    run_program,
 )
 
 import nsightx
@@ -142,38 +142,11 @@ def _plain(name: str, scope: CollectionScope, answer: Any, asked: list[Any]) -> 
 
 def run_scoped(case: Scoped, folder: Path) -> tuple[Side, Any, str]:
     """Run the program with collectors of every scope: the side record, the result or error, stderr."""
-    program, side = case.program, Side()
     collectors = [
         _plain("onceval", CollectionScope.ONCE, lambda: case.once, case.once_asked),
         _plain("cfgval", CollectionScope.CONFIG, lambda c: _answer(case.config_answers, c), case.config_asked),
     ]
-    if program.collectors:
-        collectors += [
-            _collector("runval", CollectionScope.RUN, program.run_answers, side.run_asked),
-            _collector("annval", CollectionScope.ANNOTATION, program.annotation_answers, side.annotation_asked),
-        ]
-
-    @nsightx.analyze.kernel(
-        configs=program.configs,
-        runs=program.runs,
-        warmup=program.warmup,
-        backend="host",
-        thermal_mode="off",
-        info_collectors=collectors,
-        output_prefix=str(folder) + "/" if program.output else None,
-        verbosity=nsightx.VerbosityLevel.INFO,
-    )
-    def work(x: Any) -> None:
-        _call(program, side, x)
-
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), warnings.catch_warnings(), deferred_session(case.deferred):
-        warnings.simplefilter("ignore")
-        try:
-            outcome: Any = work()
-        except BaseException as e:  # compared with what left the function
-            outcome = e
-    return side, outcome, err.getvalue()
+    return run_program(case.program, folder, collectors=collectors, around=deferred_session(case.deferred))
 
 
 def check_scoped_runs(result: Any, case: Scoped, done: list[Expected], where: str) -> None:
@@ -626,28 +599,16 @@ def transformed(draw: st.DrawFn) -> Transformed:
 
 
 def run_transformed(case: Transformed) -> tuple[Side, Any]:
-    """Run the program with ``derive_metric=derived`` and ``normalize_against=baseline``."""
-    program, side = case.program, Side()
-
-    @nsightx.analyze.kernel(
-        configs=program.configs,
-        runs=program.runs,
-        warmup=program.warmup,
-        backend="host",
-        thermal_mode="off",
+    """Run the program with ``derive_metric=derived`` and ``normalize_against=baseline`` (no collectors)."""
+    program = dataclasses.replace(case.program, collectors=False)
+    side, outcome, _ = run_program(
+        program,
+        Path(),
+        around=deferred_session(case.deferred),
         derive_metric=two_metrics,
         normalize_against=case.baseline,
         verbosity=nsightx.VerbosityLevel.SILENT,
     )
-    def work(x: Any) -> None:
-        _call(program, side, x)
-
-    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings(), deferred_session(case.deferred):
-        warnings.simplefilter("ignore")
-        try:
-            outcome: Any = work()
-        except BaseException as e:  # compared with what left the function
-            outcome = e
     return side, outcome
 
 
