@@ -1,8 +1,9 @@
 """Whether a decorated function's next call computes the frame's pieces during its GPU wait (issue 35).
 
-The pieces (:mod:`nsightx._results.frameahead`) are speculative work: computed during the wait, they cost about
-twice what they save in ``to_dataframe()`` (2-core VM: 0.69 ms against 0.30 ms for the 4x11 sweep, 1.85 against
-0.72 ms for 201 runs of one config), which pays only while the GPU still has queued work to hide them behind. A
+The pieces (:mod:`nsightx._results.frameahead`) are speculative work: computed during the wait, they cost
+several times what they save in ``to_dataframe()`` (2-core VM, session 20: ~1.0 ms of work against ~0.26 ms saved
+for the 4x11 sweep, ``benchmarks/results/logs/2026-12-06/frame-policy-s20-30.json`` and ``frame-ahead-s20.json``),
+which pays only while the GPU still has queued work to hide them behind. A
 sweep of large kernels leaves ~30 ms of it; a call of many tiny kernels, whose launches are slower than the GPU,
 leaves almost none, and there the work was a net cost of the call (H100, the 16 KiB op, session 20). The run loop
 measures how long it blocked on the session's outputs after the work (the sink's ``blocked_ns``); each function
