@@ -22,7 +22,10 @@ synchronise, as a careful hand-written loop does), ``cupti`` and ``events`` with
 nvml plugin: clocks, temperature, power, and the thermal guard's temperatures), and both with the nvml plugin
 blocked (``*_nocollectors``); and the cupti backend with other ``backend_options`` (:data:`CUPTI_VARIANTS`,
 ``--cupti-variants``: each ``cupti_drain`` mode and buffer size, default collectors), whose CUPTI cost
-breakdown (``Cupti*`` environment keys) is kept per variant. All variants of a workload are timed in turn,
+breakdown (``Cupti*`` environment keys) is kept per variant; with ``--cupti-floor``, the bare loop timed by raw
+CUPTI kernel records instead of events (``bare_cupti``, and ``bare_cupti_api`` with the API and
+external-correlation records a client needs to tie kernels to regions): what CUPTI Activity itself costs.
+All variants of a workload are timed in turn,
 ``--reps`` times after a warm-up (the order rotates every repetition); the wall time of one whole call is
 compared; with ``--whole-call``, also each backend's call followed by ``.to_dataframe()`` of its result
 (``<backend>_dataframe``: the whole call a user writes, issue 35). Reported per workload:
@@ -167,6 +170,65 @@ def make_bare(torch: Any, w: Workload) -> Callable[[], list[float]]:
     return loop
 
 
+def make_bare_cupti(torch: Any, w: Workload, apis: bool) -> Callable[[], list[float]]:
+    """The floor of any CUPTI Activity client: the bare loop's reset, flush and work, timed by CUPTI kernel records.
+
+    No framework: cupti-python's own buffer callbacks, the kinds enabled at the start of each call and disabled at
+    its end, one synchronise and one forced flush after the last run (no per-run synchronise: the work is queued
+    as a deferred profiled call queues it), each kernel record's name, start and end read once. ``apis``: also
+    the runtime, driver and external-correlation records with an external id pushed around each run's work,
+    which is what tying kernels to regions on any thread needs. Returns the work's kernel time per run, ns (a
+    run's kernels follow its flush kernel, the one ``fill`` kernel of the run).
+    """
+    from cupti import cupti
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    reset = ctypes.CDLL("libcuda.so.1").cuCtxResetPersistingL2Cache
+    inputs = w.inputs(torch)
+    kinds = cupti.ActivityKind
+    on = [kinds.CONCURRENT_KERNEL] + ([kinds.RUNTIME, kinds.DRIVER, kinds.EXTERNAL_CORRELATION] if apis else [])
+    k_kernel = int(kinds.CONCURRENT_KERNEL)
+    ext = cupti.ExternalCorrelationKind.CUSTOM2
+    got: list[tuple[str, int, int]] = []
+
+    def requested() -> tuple[int, int]:
+        return 8 << 20, 0
+
+    def completed(activities: Any) -> None:
+        got.extend((a.name, a.start, a.end) for a in activities if a.kind == k_kernel)
+
+    def loop() -> list[float]:
+        got.clear()
+        cupti.activity_register_callbacks(requested, completed)
+        for kind in on:
+            cupti.activity_enable(kind)
+        for n in w.sizes:
+            for r in range(-1, w.runs):
+                a, b = w.prepare(torch, inputs, n)
+                reset()
+                buf.fill_(r & 0x7F)
+                if apis:
+                    cupti.activity_push_external_correlation_id(ext, r + 2)
+                w.work(a, b)
+                if apis:
+                    cupti.activity_pop_external_correlation_id(ext)
+        torch.cuda.synchronize()
+        cupti.activity_flush_all(int(cupti.ActivityFlag.FLUSH_FORCED))
+        for kind in on:
+            cupti.activity_disable(kind)
+        runs: list[float] = []
+        for name, start, end in sorted(got, key=operator.itemgetter(1)):
+            if "fill" in name.lower():
+                runs.append(0.0)
+            elif runs:
+                runs[-1] += end - start
+        per = w.runs + 1  # the warm-up run of each size is dropped, as the bare loop drops it
+        return [v for i, v in enumerate(runs) if i % per]
+
+    return loop
+
+
 CUPTI_VARIANTS: dict[str, dict[str, Any]] = {
     "cupti_drain_off": {"cupti_drain": "off"},
     "cupti_drain_off_8k": {"cupti_drain": "off", "buffer_bytes": 8192},
@@ -261,6 +323,7 @@ def variants(
     cupti_variants: tuple[str, ...] = (),
     whole_call: bool = False,
     split_nvml: bool = False,
+    cupti_floor: bool = False,
 ) -> dict[str, Callable[[], Any]]:
     """Every variant of one workload (the extra cupti ones only when the cupti backend is measured)."""
     out: dict[str, Callable[[], Any]] = {"bare": make_bare(torch, w)}
@@ -271,6 +334,9 @@ def variants(
             out[f"{backend}_dataframe"] = with_frame(make_profiled(torch, w, backend, True))
         if split_nvml:  # the nvml collectors without the thermal guard that reads the same plugin's temperature
             out[f"{backend}_noguard"] = make_profiled(torch, w, backend, True, decorator={"thermal_mode": "off"})
+    if cupti_floor:
+        out["bare_cupti"] = make_bare_cupti(torch, w, apis=False)
+        out["bare_cupti_api"] = make_bare_cupti(torch, w, apis=True)
     if "cupti" in backends:
         for name in cupti_variants:
             out[name] = make_profiled(torch, w, "cupti", True, CUPTI_VARIANTS[name])
@@ -280,6 +346,8 @@ def variants(
 def per_size(w: Workload, result: Any) -> dict[int, float]:
     """Median measured value per size, ns (a profiled result's records summed per run; a bare list as is)."""
     if isinstance(result, list):
+        if not result or len(result) % len(w.sizes):  # a raw CUPTI floor whose runs could not be told apart
+            return {n: float("nan") for n in w.sizes}
         per = len(result) // len(w.sizes)
         return {n: statistics.median(result[i * per : (i + 1) * per]) for i, n in enumerate(w.sizes)}
     by_run: dict[tuple[int, int], float] = {}
@@ -314,10 +382,11 @@ def measure(
     whole_call: bool = False,
     split_nvml: bool = False,
     only_variants: tuple[str, ...] = (),
+    cupti_floor: bool = False,
 ) -> dict[str, Any]:
     """Time every variant of ``w`` (or only ``only_variants`` and the bare loop) ``reps`` times, interleaved, and
     summarise."""
-    fns = variants(torch, w, backends, cupti_variants, whole_call, split_nvml)
+    fns = variants(torch, w, backends, cupti_variants, whole_call, split_nvml, cupti_floor)
     if only_variants:  # the others are not made part of the rotation (bare always is: the ratios' reference)
         fns = {k: fn for k, fn in fns.items() if k == "bare" or k in only_variants}
     names = list(fns)
@@ -409,6 +478,12 @@ def main() -> int:
         action="store_true",
         help="also time each backend's call followed by .to_dataframe() (<backend>_dataframe: what the user pays)",
     )
+    ap.add_argument(
+        "--cupti-floor",
+        action="store_true",
+        help="also time the bare loop timed by raw CUPTI kernel records (bare_cupti) and with the API and external-"
+        "correlation records too (bare_cupti_api): what any CUPTI Activity client costs, no framework",
+    )
     args = ap.parse_args()
     chosen_variants = args.cupti_variants or ("none" if args.tree else ",".join(CUPTI_VARIANTS))
     cupti_variants = () if chosen_variants == "none" else tuple(chosen_variants.split(","))
@@ -454,6 +529,7 @@ def main() -> int:
             args.whole_call,
             args.split_nvml,
             tuple(args.variants.split(",")) if args.variants else (),
+            args.cupti_floor,
         )
         print(
             f"{name} ({time.perf_counter() - t0:.1f} s): paired ratios "

@@ -245,7 +245,8 @@ stage_wholecall() {
     python3 -c "from nsightx._commands.clockcost import clock_line; print(clock_line())"  # hosts differ (session 17)
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
-        tree=(); prof=(--no-profile)
+        tree=(); prof=(--no-profile); floor=""
+        [ "$tag" = after ] && floor=",bare_cupti,bare_cupti_api"  # raw CUPTI's own cost beside ours (session 21)
         [ "$tag" = before ] && { [ -n "${BEFORE_TREE:-}" ] || continue; tree=(--tree "$BEFORE_TREE"); }
         [ "$tag$i" = after1 ] && prof=()
         step "benchmarks/backend_overhead.py --whole-call, $tag, process $i"
@@ -254,8 +255,8 @@ stage_wholecall() {
         echo "backend_overhead $tag $i rc=$?"
         step "benchmarks/backend_overhead.py, the whole call alone beside the bare loop, $tag, process $i"
         timeout 120 python3 benchmarks/backend_overhead.py --out "$OUT" --reps "${USER_REPS:-21}" --only sweep_once \
-          --cupti-variants none --whole-call --variants cupti_dataframe,events_dataframe --no-profile \
-          --tag "_usercall_$tag$i" "${tree[@]}"
+          --cupti-variants none --whole-call --variants "cupti_dataframe,events_dataframe$floor" --no-profile \
+          --tag "_usercall_$tag$i" "${tree[@]}" ${floor:+--cupti-floor}
         echo "backend_overhead $tag $i rc=$?"
       done
     done
