@@ -180,6 +180,12 @@ class ProfileSpec(Frozen):
 
     @_option_check("metrics")
     def _metrics(cls, value: object) -> tuple[str, ...] | None:
+        if isinstance(value, set | frozenset):  # derive_metric takes the values in this order: it must be known
+            raise ConfigTypeError(
+                f"metrics must be a list of str, got a {type(value).__name__} {sorted(map(str, value))!r}, which "
+                "has no order (it changes from one process to the next, and derive_metric receives the metric "
+                f"values in metrics' order); write metrics={sorted(map(str, value))!r} in the order you want"
+            )
         metrics = _str_list("metrics", value, "gpu__time_duration.sum")
         if metrics is not None:
             if not metrics or any(not m for m in metrics):
