@@ -83,7 +83,6 @@ def patch_stored(data: bytes, count: int) -> bytes | None:
 Text = TypeVar("Text", str, bytes)
 
 
-
 def measured_as_null(data: Text) -> Text:
     """``data`` (a result or run line written with non-finite tokens) with each measured NaN's token as ``null``.
 
