@@ -12,7 +12,8 @@ The result's environment says how the sweep went: ``executor`` (what ran it), ``
 (every one used), ``retried_configs`` (indices of the configs the engine ran more than once, comma-separated,
 ``""`` for none, ``"unknown"`` when the engine could not say) and ``failed_configs`` (likewise, the configs
 that failed for good). When a config failed, the others are still measured; then :class:`SweepError` is
-raised, naming each failure, with the result of the configs that were measured as its ``results``.
+raised, naming each failure, with the result of the configs that were measured as its ``results``. Its
+``GitCommit`` is the caller's (:func:`caller_commit`), as a call in one process records it, not a worker's.
 
 The function and the spec travel as they do to the ncu worker (:mod:`nsightx._remote.travel`): by reference when
 importable, else by value, with an :class:`~nsightx._remote.travel.UnpicklableError` naming what cannot travel.
@@ -20,7 +21,7 @@ importable, else by value, with an :class:`~nsightx._remote.travel.UnpicklableEr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +32,10 @@ from nsightx._remote.taskruns import runs_of_payload
 from nsightx._remote.travel import Destination, by_value_if_unimportable, diagnose, dumps
 from nsightx._results.output import OutputLocation, TagNumbers, allocate
 from nsightx._results.profileresults import ProfileResults, build_results
-from nsightx._results.records import RunRecords
+from nsightx._results.records import RunRecords, Scalar
 from nsightx._results.schema import RawHeader, gc_paused
 from nsightx._results.sink import RunSink
+from nsightx._run.provenance import head_commit
 from nsightx._spec.options import ProfileSpec
 
 WORKERS = Destination(
@@ -94,6 +96,7 @@ def run_sweep(
         UnpicklableError: the function, a value it uses or a config cannot be sent to the workers.
         SweepError: a config failed (after the engine's retries); the others were measured.
     """
+    commit = head_commit()  # asked before any task runs, as a call in one process asks it (CallFacts)
     head, blobs = _payloads(call, configs, make_worker)
     location = None if call.spec.output_prefix is None else allocate(call.spec.output_prefix, call.name, call.tags)
     collected = _Collected(location, configs)
@@ -114,7 +117,7 @@ def run_sweep(
         collected.close()
     results = None
     if collected.measured:
-        results = _build(call.spec, configs, collected, location, retried, sorted(failed), engine.label)
+        results = _build(call.spec, configs, collected, location, retried, sorted(failed), engine.label, commit)
     if failed:
         raise SweepError(_failure_summary(failed, len(configs), location), failed=failed, results=results)
     assert results is not None
@@ -221,16 +224,18 @@ def _build(
     retried: list[int] | None,
     failed: list[int],
     engine: str,
+    commit: str | None,
 ) -> ProfileResults:
     """The sweep's one result, built from the runs received by the builder a call in one process uses.
 
-    Its plan and environment are those of the lowest config that came back, as its worker resolved them.
+    Its plan and environment are those of the lowest config that came back, as its worker resolved them, but for
+    ``GitCommit`` (see :func:`caller_commit`).
     """
     first = collected.measured[min(collected.measured)]
     where = collected.where
     devices = tuple(where[i][1] if i in where else "" for i in range(len(configs)))
     hosts = tuple(where[i][0] if i in where else "" for i in range(len(configs)))
-    environment = dict(first.environment)
+    environment = caller_commit(first.environment, commit)
     environment["executor"] = engine
     environment["Devices"] = ",".join(dict.fromkeys(d for d in devices if d))
     environment["Hosts"] = ",".join(dict.fromkeys(h for h in hosts if h))
@@ -254,3 +259,21 @@ def _build(
             location=location,
             output_csv=spec.output_csv,
         )
+
+
+def caller_commit(environment: Mapping[str, Scalar], commit: str | None) -> dict[str, Scalar]:
+    """``environment`` (a worker's) with the caller's ``GitCommit``: ``commit``, or none when that is ``None``.
+
+    ``GitCommit`` says which code a number came from (``nsightx compare`` and the gate's history read it). A
+    worker reports the commit of its own current folder, which a pool started elsewhere, a Dask worker or a
+    process that changed folder need not share with the caller (or may not be in a git work tree at all): the
+    same sweep then recorded another commit, or none, depending on where its workers happened to start. The
+    caller's folder is the one the user ran the sweep from, and a call in one process records it; a spread sweep
+    now records the same. The key keeps its place when both have one.
+    """
+    out = dict(environment)
+    if commit:
+        out["GitCommit"] = commit
+    else:
+        out.pop("GitCommit", None)
+    return out

@@ -1,14 +1,18 @@
-"""Measured values stored as ``null``, read back as NaN.
+"""Measured NaN values stored as ``null``, read back as NaN; measured infinities stored as JSON tokens.
 
-A measured value that is NaN (a failed region's per-run value, a counter ncu did not report) or infinite is
-written as ``null`` in JSON, as every nsightx version has written it (:func:`measured_as_null`), and the float
-fields refuse ``null`` when the file is read back. Reading accepts ``null`` as NaN, and only there: the ``value`` of
-a record or of a per-run value. Everywhere else a ``null`` stays an error. The check runs only after validation
-has failed, so a file without such values costs nothing more to load.
+A measured value that is NaN (a failed region's per-run value, a counter ncu did not report) is written as
+``null`` in JSON, as every nsightx version has written it (:func:`measured_as_null`), and the float fields refuse
+``null`` when the file is read back. Reading accepts ``null`` as NaN, and only there: the ``value`` of a record or
+of a per-run value. Everywhere else a ``null`` stays an error. The check runs only after validation has failed, so
+a file without such values costs nothing more to load.
 
-Other non-finite values (a collector's, an environment entry, a region attribute) are written as JSON's ``NaN``
-and ``Infinity`` tokens (:data:`~nsightx._results.schema.NON_FINITE_AS_TOKENS`): there ``null`` is a value of
-its own, the value of a collector that raised.
+A measured value that is infinite (a derived metric that divides by zero, a backend's inf) is written as JSON's
+``Infinity`` or ``-Infinity`` token and reads back as that float (files21; before, it was written as ``null`` and
+read back as NaN, while the Parquet file kept it). Earlier nsightx versions (checked: 87b97cb, d6b4a1c) read those
+tokens as the floats, so the schema version is unchanged. Other non-finite values (a collector's, an environment
+entry, a region attribute) are written as the ``NaN`` and ``Infinity`` tokens too
+(:data:`~nsightx._results.schema.NON_FINITE_AS_TOKENS`): there ``null`` is a value of its own, the value of a
+collector that raised.
 """
 
 from __future__ import annotations
@@ -78,29 +82,18 @@ def patch_stored(data: bytes, count: int) -> bytes | None:
 
 Text = TypeVar("Text", str, bytes)
 
-_MEASURED = ("NaN", "Infinity", "-Infinity")
-"""The tokens a non-finite measured value would be written as under :data:`NON_FINITE_AS_TOKENS`."""
-
 
 def measured_as_null(data: Text) -> Text:
-    """``data`` (a result or run line written with non-finite tokens) with each measured value's token as ``null``.
+    """``data`` (a result or run line written with non-finite tokens) with each measured NaN's token as ``null``.
 
     A measured value (a record's or per-run value's ``value``) is the one field written as ``"value":`` followed by
-    ``,"unit":`` (the next field of both classes); a collector value is its class's last field. pydantic applies a
-    configuration to some nested float fields and not to others, so the measured values are put back to ``null``
-    here whatever it wrote: the files stay what every nsightx version wrote, and strict JSON wherever no other
-    value is non-finite. A string cannot hold the pattern (its quotes are escaped); a mapping (environment,
-    attributes) with a key ``value`` just before a key ``unit`` gets ``null`` there too, as before fix20. Costs
-    two scans of ``data`` when it holds no token.
+    ``,"unit":`` (the next field of both classes); a collector value is its class's last field. A measured NaN is
+    put back to ``null``, as every nsightx version wrote it, so a result whose only non-finite values are failed
+    regions stays strict JSON; a measured infinity keeps its ``Infinity``/``-Infinity`` token (see the module
+    docstring). A string cannot hold the pattern (its quotes are escaped); a mapping (environment, attributes) with
+    a key ``value`` holding NaN just before a key ``unit`` gets ``null`` there too, as before fix20. Costs one scan
+    of ``data`` when it holds no NaN.
     """
     if isinstance(data, bytes):
-        if b"NaN" not in data and b"Infinity" not in data:
-            return data
-        for token in _MEASURED:
-            data = data.replace(b'"value":' + token.encode() + b',"unit":', b'"value":null,"unit":')
-        return data
-    if "NaN" not in data and "Infinity" not in data:
-        return data
-    for token in _MEASURED:
-        data = data.replace('"value":' + token + ',"unit":', '"value":null,"unit":')
-    return data
+        return data.replace(b'"value":NaN,"unit":', b'"value":null,"unit":') if b"NaN" in data else data
+    return data.replace('"value":NaN,"unit":', '"value":null,"unit":') if "NaN" in data else data

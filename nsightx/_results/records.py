@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter
 
+from nsightx._results.nulls import measured_as_null
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -64,7 +66,11 @@ class Lean:
     """The pydantic-model methods kept on the record dataclasses (validation and JSON through a TypeAdapter)."""
 
     __slots__ = ()
-    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")  # no docstring parsing (see _model)
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+    """Unknown fields are errors; no docstring parsing (see :mod:`nsightx._model`). A float field that is NaN or
+    infinite is written as JSON's ``NaN``/``Infinity``/``-Infinity`` token: pydantic's default (``null``) turned a
+    measured infinity into a missing value (files21); :func:`~nsightx._results.nulls.measured_as_null` then writes a
+    measured NaN as ``null``, as every nsightx version has."""
 
     @classmethod
     def model_validate(cls, obj: object) -> Self:
@@ -93,8 +99,8 @@ class Lean:
         return result
 
     def model_dump_json(self) -> str:
-        """The record as compact JSON, as it is stored."""
-        return _adapter(type(self)).dump_json(self).decode()
+        """The record as compact JSON, as it is stored (a measured NaN as ``null``, an infinity as a token)."""
+        return measured_as_null(_adapter(type(self)).dump_json(self).decode())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

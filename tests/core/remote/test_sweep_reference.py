@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import os
+import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -140,9 +142,9 @@ def test_a_spread_sweep_holds_what_the_same_sweep_in_one_process_holds(engine, c
     assert isinstance(result, nsightx.ProfileResults), result
     _same(result, reference)
     env = result.environment
-    # GitCommit is the provenance of a process's current folder (nsightx/_run/provenance.py): a worker's folder
-    # and this process's (other tests change it) need not be the same work tree, so it may be on one side only
-    assert set(env) - {"GitCommit"} == (set(reference.environment) - {"GitCommit"}) | SPREAD_ONLY
+    # GitCommit is the caller's, as in one process (docs/cluster.md): the same on both sides, or absent from both
+    assert set(env) == set(reference.environment) | SPREAD_ONLY
+    assert env.get("GitCommit") == reference.environment.get("GitCommit")
     assert env["failed_configs"] == "" and env["retried_configs"] == ""
     assert result.to_dataframe()["Device"].notna().all()
     # the raw file: the same plan and measured runs; every ONCE line holds the ONCE value
@@ -216,3 +218,39 @@ def test_the_once_values_of_a_spread_sweep_are_those_of_its_lowest_config(engine
     ):
         assert set(shown.to_dataframe()["once_token"]) == {tokens[0]}
         assert set(shown.runs_dataframe()["once_token"]) == {tokens[0]}
+
+
+def _repo(folder: Path, message: str) -> str:
+    """A new git work tree at ``folder`` with one commit; its commit id."""
+    folder.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "-C", str(folder)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.parametrize("caller_in_git", [True, False], ids=["caller-commit", "caller-no-git"])
+def test_a_spread_sweep_records_the_callers_commit_not_its_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caller_in_git: bool
+) -> None:
+    """Regression (files21): ``GitCommit`` was the commit of the lowest config's worker's current folder.
+
+    The workers of a local process pool start in another work tree than the caller's folder (as a pool made
+    elsewhere, or a Dask worker, does): the result must say the caller's commit, or none when the caller's folder
+    is not in a git work tree, as the same call in one process does.
+    """
+    worker_commit = _repo(tmp_path / "workers", "the workers' tree")
+    if caller_in_git:
+        caller_commit = _repo(tmp_path / "caller", "the caller's tree")
+    else:
+        (tmp_path / "caller").mkdir()
+        caller_commit = None
+    monkeypatch.chdir(tmp_path / "caller")
+    reference = _profiled(tmp_path / "one")(configs=CONFIGS[:2])
+    with cf.ProcessPoolExecutor(2, initializer=os.chdir, initargs=(str(tmp_path / "workers"),)) as pool:
+        assert pool.submit(os.getcwd).result() == str(tmp_path / "workers")
+        result = _profiled(tmp_path / "spread")(configs=CONFIGS[:2], executor=pool)
+    assert reference.environment.get("GitCommit") == caller_commit
+    assert result.environment.get("GitCommit") == caller_commit != worker_commit
+    back = nsightx.load(result.save(tmp_path / "s.json"))
+    assert back.environment.get("GitCommit") == caller_commit

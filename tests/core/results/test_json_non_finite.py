@@ -5,7 +5,11 @@ after a .json round trip (or a load of the raw file) a RUN collector answering i
 ``_Max`` 5.0 instead of inf; the Parquet file kept it. Those values are now written as JSON's ``NaN``,
 ``Infinity`` and ``-Infinity`` tokens (:data:`nsightx._results.schema.NON_FINITE_AS_TOKENS`), which every
 nsightx version reads as those floats; a collector that raised stays ``null`` (None), a str collector answering
-``"NaN"`` stays the string, and the measured values stay ``null`` as every version wrote them (read back as NaN).
+``"NaN"`` stays the string, and a measured NaN stays ``null`` as every version wrote it (read back as NaN).
+
+A measured inf or -inf (a derived metric dividing by zero, a backend's value) was still written as ``null`` and
+came back NaN (files21); it is now written as the ``Infinity``/``-Infinity`` token too, in the .json result and the
+raw file, which 87b97cb and d6b4a1c read as those floats.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import nsightx
@@ -92,7 +97,7 @@ def test_a_run_collector_answering_inf_then_five_shows_inf_after_a_json_round_tr
 
 
 def test_measured_nan_stays_null_and_reads_back_as_nan(tmp_path: Path) -> None:
-    """Only collector values (and other union-typed values) take the tokens: a failed region's values stay null."""
+    """A failed region's measured values stay null (not the ``NaN`` token): such a result stays strict JSON."""
 
     @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=2, warmup=0, backend="host", verbosity=SILENT)
     def f(n: int) -> None:
@@ -130,3 +135,42 @@ def test_a_raw_line_keeps_a_non_finite_attribute_and_collector_value_and_writes_
     assert math.isnan(back.records[0].value)
     assert back.regions[0].attributes == {"x": math.inf, "y": "NaN"}
     assert [c.value for c in back.collectors] == [-math.inf, None]
+
+
+def test_a_measured_infinity_survives_the_json_save_in_every_frame(tmp_path: Path) -> None:
+    """Regression (files21): a derived metric's inf and -inf were written as ``null`` and came back NaN."""
+
+    def derive(t: float, n: int) -> dict[str, Any]:
+        return {"up": (math.inf, "x"), "down": (-math.inf, "x"), "none": (math.nan, "x"), "t": (t, "ns")}
+
+    @nsightx.analyze.kernel(configs=[1], runs=2, warmup=0, backend="host", derive_metric=derive, verbosity=SILENT)
+    def f(n: int) -> None:
+        with nsightx.annotate("a"):
+            pass
+
+    result = f()
+    path = result.save(tmp_path / "r.json")
+    text = path.read_text()
+    assert text.count('"value":Infinity,"unit":') == 2 and text.count('"value":-Infinity,"unit":') == 2
+    assert text.count('"value":null,"unit":') == 2 and '"value":NaN' not in text  # NaN stays null
+    back = nsightx.load(path)
+    for frame in ("to_dataframe", "runs_dataframe"):
+        pd.testing.assert_frame_equal(getattr(back, frame)(), getattr(result, frame)(), check_exact=True)
+    runs = back.runs_dataframe().set_index("Metric")["Value"]
+    assert (runs["up"] == math.inf).all() and (runs["down"] == -math.inf).all() and runs["none"].isna().all()
+    assert back.save(tmp_path / "again.json").read_text() == text  # a loaded result writes the same file
+
+
+def test_a_measured_infinity_in_a_raw_line_reads_back_as_infinity(tmp_path: Path) -> None:
+    """Regression (files21): a backend's inf in a raw run line was written as ``null`` and read back as NaN."""
+    records = tuple(
+        Record("a", 0, 0, f"k{i}", "m", v, "ns", i) for i, v in enumerate([math.inf, -math.inf, math.nan, 1.5])
+    )
+    sink = RunSink(tmp_path / "raw.jsonl")
+    sink.write(RunRecords(0, 0, records, (RegionRun("a", 0, 0, 5, False),)))
+    sink.close()
+    line = (tmp_path / "raw.jsonl").read_text()
+    assert '"value":Infinity,"unit"' in line and '"value":-Infinity,"unit"' in line and '"value":null,"unit"' in line
+    _, (back,) = read_runs(tmp_path / "raw.jsonl")
+    got = [v if not math.isnan(v) else "<nan>" for v in (r.value for r in back.records)]
+    assert got == [math.inf, -math.inf, "<nan>", 1.5]

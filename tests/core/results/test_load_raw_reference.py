@@ -4,7 +4,9 @@ docs/api.md (``nsightx.load_raw``): functions are not stored in a raw file, so t
 and ``derive_metric`` are passed again at load time. The reference is then the same result made in memory: the
 frames of the loaded result (``to_dataframe``, ``runs_dataframe``) must equal, cell for cell, those of the call
 (a real host-backend call with ``output_prefix``) or of ``build_results`` given the same runs and functions
-(random runs of several kernels a region written through the run loop's own ``RunSink``).
+(random runs of several kernels a region written through the run loop's own ``RunSink``, some of whose values are
+inf, -inf or NaN). The reference saved as .json and as .parquet and loaded back must equal it too, records included
+(files21: a measured inf was written to the raw file and the .json result as ``null`` and came back NaN).
 
 Where docs/api.md is silent this does not guess: the environment differs (``raw_data``, ``sweep``), so only the
 frames are compared, not ``environment``.
@@ -37,13 +39,24 @@ EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "25"))
 """Examples per run (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=300``)."""
 TIME, BYTES = "gpu__time_duration.sum", "dram__bytes_read.sum"
 UNITS = {TIME: "ns", BYTES: "byte"}
+NON_FINITE = (math.inf, -math.inf, math.nan)
+"""Measured values a backend or a derived metric may produce, which a saved file must give back as they were."""
 
 
 def frames_equal(got: ProfileResults, want: ProfileResults) -> None:
-    """The loaded result's frames equal the reference's, cell for cell and dtype for dtype."""
+    """The loaded result's frames and records equal the reference's, cell for cell and dtype for dtype."""
     for name in ("to_dataframe", "runs_dataframe"):
         a, b = getattr(got, name)(), getattr(want, name)()
         pd.testing.assert_frame_equal(a, b, check_exact=True, obj=name)
+    assert _records(got) == _records(want)
+
+
+def _records(result: ProfileResults) -> list[tuple[Any, ...]]:
+    """The result's records as tuples, NaN as a string (NaN equals nothing, itself included)."""
+    return [
+        (r.annotation, r.config, r.run, r.kernel, r.metric, "<nan>" if math.isnan(r.value) else r.value, r.unit)
+        for r in result.records
+    ]
 
 
 # --- derive functions of every documented return shape (number, (number, unit), dict) ------------------------
@@ -138,6 +151,8 @@ def sweeps(draw: Any) -> tuple[PlanInfo, list[RunRecords], Any, Any]:
                 for k in range(rng.randint(1, 3)):
                     for m in metrics:
                         value = rng.choice([rng.uniform(1.0, 1e6), float(rng.randint(1, 50)), rng.uniform(-5, 5)])
+                        if rng.random() < 0.08:  # a backend's inf or NaN (files21: inf came back NaN)
+                            value = rng.choice(NON_FINITE)
                         records.append(
                             Record(
                                 annotation=ann, config=c, run=r, kernel=f"k{k}", metric=m, value=value, unit=UNITS[m]
@@ -165,4 +180,7 @@ def test_load_raw_of_several_kernels_equals_build_results(example: tuple[PlanInf
         environment = {"Host": None, "nsightx": nsightx.__version__, "raw_data": str(raw), "sweep": header.sweep}
         want = build_results(plan, runs, environment, combine=combine, derive_metric=derive, created=header.created)
         got = nsightx.load_raw(raw, combine_kernel_metrics=combine, derive_metric=derive)
+        saved = [nsightx.load(want.save(folder / f"r.{suffix}")) for suffix in ("json", "parquet")]
     frames_equal(got, want)
+    for back in saved:  # the saved result keeps every value, inf and NaN included, in both formats
+        frames_equal(back, want)
