@@ -686,6 +686,7 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
+                state.end()  # a region still open, or closed on another thread, fails the run here
                 output = finish(ci, r)
                 finished += 1
                 if shown:
@@ -750,6 +751,7 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
+                state.end()  # a region still open, or closed on another thread, fails the run here
                 pending.append((ci, r, state, finish(ci, r), values))
                 finished += 1
                 if shown:
@@ -818,6 +820,7 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
+                state.end()  # a region still open, or closed on another thread, fails the run here
                 if values_into is not None:
                     count_values(k)
                 n = len(names)
@@ -1191,6 +1194,7 @@ class _Runner:
             self.invoke(self.plan, ci)
         finally:
             _context.set_current(previous)
+        state.end()
         return state, session.finish_run(ci, r), run_values
 
     def _annotation(self, run_values: list[Any], ci: int, r: int, name: str) -> None:
