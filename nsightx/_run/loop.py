@@ -823,9 +823,8 @@ class _Sweep:
                 state.end()  # a region still open, or closed on another thread, fails the run here
                 if values_into is not None:
                     count_values(k)
-                n = len(names)
-                append(n - mark)  # the run is stored
-                mark = n
+                append(len(names) - mark)  # the run is stored
+                mark = len(names)
                 finished += 1
                 if shown:
                     advance()
