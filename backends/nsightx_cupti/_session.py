@@ -58,6 +58,25 @@ from nsightx_cupti._tracer import (
 if TYPE_CHECKING:
     from nsightx.ext import Plan
 
+_IDS = itertools.count(1)
+"""External ids, unique in the process: an id left pushed on a thread (its region closed on another thread, or
+never closed) can then never be a later region's, in this session or the next (each session used to count from 1,
+so the next call's first region took the leftover's launches)."""
+
+_OWED: dict[int, int] = {}
+"""Thread ident -> how many ids are still pushed on that thread's CUPTI stack for regions closed on another thread.
+Only the owning thread can pop them: it does at its next :meth:`CuptiSession.region_enter`, of any session, before
+it pushes that region's id (regions do not nest, so none of its own is open then)."""
+_OWED_LOCK = threading.Lock()
+
+
+def _pay_owed(tid: int, tracer: Tracer) -> None:
+    """Pop the ids this thread (``tid``, the caller) still has pushed for regions closed elsewhere."""
+    with _OWED_LOCK:
+        n = _OWED.pop(tid, 0)
+    for _ in range(n):
+        tracer.pop()
+
 
 class Tracer(Protocol):
     """What the session needs from the CUPTI client (the real one is :class:`~._tracer.ActivityTracer`)."""
@@ -253,7 +272,7 @@ class CuptiSession(Session):
         self.metrics = metrics
         self.keep_batches = keep_batches
         self.batches: list[tuple[ActivityBatch, list[RegionWindow]]] = []
-        self._ids = itertools.count(1)
+        self._ids = _IDS
         self._open: dict[tuple[str, int, int], tuple[int, int, int]] = {}
         self._windows: list[RegionWindow] = []
         self._lock = threading.Lock()
@@ -287,30 +306,31 @@ class CuptiSession(Session):
             self.device.flush_l2()
         ext = next(self._ids)
         tracer = self.tracer
+        tid = threading.get_ident()
+        if _OWED and tid in _OWED:  # a region this thread opened was closed on another: its id goes first
+            _pay_owed(tid, tracer)
         if self._region_apis:
             tracer.region_open()
         t = tracer.timestamp()
         tracer.push(ext)
-        self._open[(region.annotation, region.config, region.run)] = (ext, t, threading.get_ident())
+        self._open[(region.annotation, region.config, region.run)] = (ext, t, tid)
 
     def region_exit(self, region: RegionId, failed: bool) -> None:
         """Pop the id (same thread only) and close the window.
 
-        Closed on another thread, the id cannot be popped (CUPTI's stack is per thread) and stays pushed on the
-        opening thread; the window then gets an id no call carries, so its kernels are placed by launch time and
-        a kernel the opening thread launches after the close is not counted in it.
+        Closed on another thread (the run loop refuses that and fails the run, but still closes the region here),
+        the id cannot be popped (CUPTI's stack is per thread): it stays pushed on the opening thread until that
+        thread's next region enter pops it (:data:`_OWED`), and ids are unique in the process, so a
+        leftover never matches a later region. The window gets an id no call carries, so its kernels are placed by
+        launch time and a kernel the opening thread launches after the close is not counted in it.
         """
         ext, t0, tid = self._open.pop((region.annotation, region.config, region.run))
         if tid == threading.get_ident():
             self.tracer.pop()
-        else:  # the id stays on the opening thread's stack, so its later launches carry it: not this region's id
+        else:  # the id stays on the opening thread's stack until it pops it (see _OWED): not this region's id
+            with _OWED_LOCK:
+                _OWED[tid] = _OWED.get(tid, 0) + 1
             ext = -ext  # no call carries a negative id: each kernel is placed by its launch time (the window rule)
-            warnings.warn(
-                f"region {region.annotation!r} was closed on another thread than the one that opened it; "
-                "kernels are attributed by launch time for this region",
-                RuntimeWarning,
-                stacklevel=3,
-            )
         t1 = self.tracer.timestamp()
         if self._region_apis:
             self.tracer.region_close()

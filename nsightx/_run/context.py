@@ -8,6 +8,7 @@ any thread belong to the current run. That is sound because only one profiled ca
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,9 @@ if TYPE_CHECKING:  # kept out of import time: `import nsightx` must not load pyd
 
 _tuple_new = tuple.__new__
 _clock = time.perf_counter_ns
+_get_ident = threading.get_ident
+_ENDED = -1
+"""What :attr:`RunState.open_thread` holds once the run ended with a region open (no thread has this ident)."""
 
 
 class RunState:
@@ -34,6 +38,12 @@ class RunState:
     that no other thread can cut in half, so exactly one of two threads opening a region at once gets it and the
     other is told a region is open; a lock held around the check cost 0.1 us more a region (issue 35).
 
+    A region belongs to the thread that opened it: closed on another thread, it is refused (an
+    :class:`~nsightx.AnnotationError` in the closing thread, and the run fails with it as it ends), and a
+    region still open when the user's function returns fails the run (:meth:`end`). Either way the outcome is
+    fixed when the function returns, not by when a deferred session reads the run or when a thread the function
+    left running gets to close its region.
+
     Args:
         session: The backend session measuring the run.
         config: Config index.
@@ -41,7 +51,19 @@ class RunState:
         on_annotation: Called with the name when a region opens (ANNOTATION-scope collectors).
     """
 
-    __slots__ = ("config", "idle", "on_annotation", "open_name", "open_start", "regions", "run", "session", "used")
+    __slots__ = (
+        "config",
+        "idle",
+        "on_annotation",
+        "open_name",
+        "open_start",
+        "open_thread",
+        "refused",
+        "regions",
+        "run",
+        "session",
+        "used",
+    )
 
     def __init__(
         self,
@@ -60,6 +82,10 @@ class RunState:
         """Names of the regions opened in this run."""
         self.open_name: str | None = None
         self.open_start = 0
+        self.open_thread = 0
+        """Ident of the thread that opened the open region (:data:`_ENDED` once the run ended with it open)."""
+        self.refused: AnnotationError | None = None
+        """The first region closed on another thread than its own in this run (:meth:`end` raises it)."""
         self.regions: list[tuple[str, int, bool]] = []
         """(annotation, host nanoseconds, failed) of each region closed in this run, in closing order."""
 
@@ -73,6 +99,12 @@ class RunState:
         try:
             self.idle.pop()  # the token: only the thread that got it goes on, until exit puts it back
         except IndexError:
+            if self.open_name is None and self.open_thread == _ENDED:
+                raise AnnotationError(
+                    f"annotation {name!r} was opened after run {self.run} of config {self.config} ended (on a "
+                    "thread the profiled function left running); it belongs to no run. Join the threads that open "
+                    "regions before the function returns"
+                ) from None
             raise AnnotationError(
                 f"Nested annotations are not supported. Cannot enter annotation '{name}' while another "
                 f"annotation is active. {self.open_name!r} is open: close it first or merge the regions"
@@ -86,6 +118,7 @@ class RunState:
             )
         used.add(name)
         self.open_name = name
+        self.open_thread = _get_ident()
         if self.on_annotation is not None:
             self.on_annotation(name)
         session = self.session
@@ -107,6 +140,9 @@ class RunState:
         here, so the region is timed by one pair of clock reads, not two.
         """
         end = _clock()
+        if _get_ident() != self.open_thread:
+            self._refuse(region, end - self.open_start)
+            return
         ns = end - self.open_start
         if region is None:
             name: str = self.open_name  # type: ignore[assignment]  # open: enter set it, only exit clears it
@@ -117,6 +153,68 @@ class RunState:
         self.regions.append((name, ns, failed))
         self.open_name = None
         self.idle.append(True)
+
+    def end(self) -> None:
+        """Close the run as its function returned: no region may open or close in it from now on.
+
+        Takes the run's token for good, so a region that a thread the function left running opens later is
+        refused, and a deferred session's later read of the run finds exactly the regions closed by now.
+
+        Raises:
+            AnnotationError: A region is still open (the run ended before the thread that opened it closed it),
+                or one was closed on another thread than it opened on.
+        """
+        try:
+            self.idle.pop()
+        except IndexError:
+            opener = self.open_thread
+            self.open_thread = _ENDED  # its close, when it comes, is dropped (see _refuse): the run is over
+            raise AnnotationError(
+                f"region {self.open_name!r} was still open when run {self.run} of config {self.config} ended: "
+                f"thread {_thread_name(opener)} opened it and had not closed it when the profiled function "
+                "returned. Join the threads that open regions before the function returns"
+            ) from None
+        self.open_thread = _ENDED
+        if self.refused is not None:
+            raise self.refused
+
+    def _refuse(self, region: RegionId | None, ns: int) -> None:
+        """A region closes on another thread than the one that opened it, or after its run ended.
+
+        After the run ended (:meth:`end` found it open and raised) the close is dropped: the run is over and the
+        call fails with that error. On another thread, the region is closed with the session as failed (so a
+        backend ends what it began for it) and not kept; the error is raised here and again by :meth:`end`.
+
+        Raises:
+            AnnotationError: The region was closed on another thread than the one that opened it.
+        """
+        opener, name = self.open_thread, self.open_name
+        if opener == _ENDED:
+            return
+        error = AnnotationError(
+            f"region {name!r} was opened on thread {_thread_name(opener)} and closed on thread "
+            f"{_thread_name(_get_ident())} (run {self.run} of config {self.config}); a region must close on the "
+            "thread that opened it, so the run fails. Open and close each region in one thread (a `with "
+            "annotate(...)` block)"
+        )
+        if self.refused is None:
+            self.refused = error
+        if not isinstance(self, ColumnRunState):  # that state's session is never told of regions
+            if region is None:
+                self.session.region_timed(name, self.config, self.run, ns, True)  # type: ignore[arg-type]
+            else:
+                self.session.region_exit(region, True)
+        self.open_name = None
+        self.idle.append(True)
+        raise error
+
+
+def _thread_name(ident: int) -> str:
+    """``'name' (ident)`` of a live thread, or the ident of one that has ended."""
+    for thread in threading.enumerate():
+        if thread.ident == ident:
+            return f"{thread.name!r} ({ident})"
+    return f"{ident} (ended)"
 
 
 class ColumnRunState(RunState):
@@ -146,12 +244,17 @@ class ColumnRunState(RunState):
         self.used = set()
         self.open_name = None
         self.open_start = 0
+        self.open_thread = 0
+        self.refused = None
         self.regions = []
         self.columns = columns
 
     def exit(self, region: RegionId | None, failed: bool) -> None:
         """Close the region opened by :meth:`enter`: its name, time and flag go to the columns, then the token back."""
         ns = _clock() - self.open_start
+        if _get_ident() != self.open_thread:
+            self._refuse(None, ns)
+            return
         if _current is self:  # else its run has ended: the region belongs to no run
             names, times, fails = self.columns
             names.append(self.open_name)

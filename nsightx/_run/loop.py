@@ -686,6 +686,7 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
+                state.end()  # a region still open, or closed on another thread, fails the run here
                 output = finish(ci, r)
                 finished += 1
                 if shown:
@@ -750,6 +751,7 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
+                state.end()  # a region still open, or closed on another thread, fails the run here
                 pending.append((ci, r, state, finish(ci, r), values))
                 finished += 1
                 if shown:
@@ -818,11 +820,11 @@ class _Sweep:
                         _returned(plan, result, stacklevel=3)
                 finally:
                     context._current = previous
+                state.end()  # a region still open, or closed on another thread, fails the run here
                 if values_into is not None:
                     count_values(k)
-                n = len(names)
-                append(n - mark)  # the run is stored
-                mark = n
+                append(len(names) - mark)  # the run is stored
+                mark = len(names)
                 finished += 1
                 if shown:
                     advance()
@@ -1191,6 +1193,7 @@ class _Runner:
             self.invoke(self.plan, ci)
         finally:
             _context.set_current(previous)
+        state.end()
         return state, session.finish_run(ci, r), run_values
 
     def _annotation(self, run_values: list[Any], ci: int, r: int, name: str) -> None:

@@ -21,9 +21,9 @@ ends when ``COLLECT_SECONDS`` passed (0 or infinity here: no timing decides), an
 read stops that collection with a ``MeasurementError``: the runs read before it keep their records, the others
 of that collection are written without them, and the call ends. With ``events_collect="run"`` the run whose pair
 cannot be read fails, as a run that raises does (it is not written); so with ``runs="auto"``. The docs do not say
-what happens when a crash and an unreadable pair meet, nor to a region that closes after its run ended (on a thread
-the run left behind: today it is in its run's output only when its run was collected after it closed); programs here
-have at most one of the first two, and none of the last.
+what happens when a crash and an unreadable pair meet; programs here have at most one of the two. A region still
+open when its run ends, or closed on another thread, fails the call (``test_events_region_threads.py``); programs
+here have neither.
 
 Every event recording is read at most once (no pair is read twice or shared by two regions), and at the end the
 pool holds no pair twice. ``NSIGHTX_EVENTS_REFERENCE_EXAMPLES`` sets how many programs run (default 300; 1500
