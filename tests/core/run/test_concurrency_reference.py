@@ -46,14 +46,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nsightx
-from nsightx import AnnotationError, NestedCallError
+from nsightx import AnnotationError
 
-EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "60"))
 """Examples per run (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=300``)."""
 TIMEOUT = 120.0
 """Seconds a thread may take (generous: a loaded 2-core CI box is slow, never this slow)."""
@@ -185,6 +186,7 @@ def _profiled(program: Program, folder: Path) -> list[Any]:
             "thermal_mode": "off",
             "verbosity": nsightx.VerbosityLevel.SILENT,
             "output_prefix": f"{folder}/" if fn.output else None,
+            "output_csv": fn.output,
         }
         if fn.decorated is not None:
             options["configs"] = (v for v in fn.decorated)  # a generator at decoration
@@ -268,8 +270,8 @@ def run_program(program: Program, folder: Path) -> tuple[dict[Call, tuple[Side, 
             side = _TLS.side = Side()
             configs = (v for v in call.configs) if call.gen else list(call.configs)
             try:
-                outcome: Any = pool[call.index]() if program.pool[call.index].decorated else pool[call.index](
-                    configs=configs
+                outcome: Any = (
+                    pool[call.index]() if program.pool[call.index].decorated else pool[call.index](configs=configs)
                 )
             except BaseException as e:
                 outcome = e
@@ -413,7 +415,24 @@ def check_program(program: Program, folder: Path) -> None:
     assert warned == swallowed, (warned, swallowed)
     assert Counter(_loaded(p) for p in folder.glob("raw_data-*.jsonl")) == raws
     assert Counter(_loaded(p) for p in folder.glob("result-*")) == results
-    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(("raw_data-", "result-"))) == []
+    check_csvs(folder)
+
+
+def check_csvs(folder: Path) -> None:
+    """Each result file has its two CSVs, of the same tag and the same rows; no other file is there."""
+    others = {p.name for p in folder.iterdir() if not p.name.startswith(("raw_data-", "result-"))}
+    for path in folder.glob("result-*.parquet"):
+        tag = path.name.removeprefix("result-").removesuffix(".parquet")
+        result = nsightx.load(path)
+        for name, frame in (
+            (f"profiled_data-{tag}.csv", result.runs_dataframe()),
+            (f"processed_data-{tag}.csv", result.to_dataframe()),
+        ):
+            assert name in others, (name, sorted(others))
+            others.remove(name)
+            csv = pd.read_csv(folder / name, dtype=str, keep_default_na=False)
+            assert Counter(csv["Annotation"]) == Counter(frame["Annotation"]), name
+    assert others == set()
 
 
 @settings(
