@@ -24,6 +24,22 @@ __all__ = ["DOMAIN", "NcuOptions", "build_command", "check_metrics", "nvtx_filte
 _SAFE = " !\"#$&'()*+,-.:;<=>?[\\]^_`{}~"
 
 
+_OWN_FLAGS = {
+    "--replay-mode": "the decorator's replay_mode=",
+    "--cache-control": "the decorator's cache_control=",
+    "--clock-control": "the decorator's clock_control=",
+    "--metrics": "the decorator's metrics=",
+    "--set": "backend_options['ncu_set']",
+    "--section": "backend_options['ncu_sections']",
+    "--export": "output_prefix= (the report is kept there)",
+    "-o": "output_prefix= (the report is kept there)",
+    "--nvtx-include": "annotate() regions (nsightx filters on its own NVTX ranges)",
+    "--nvtx": "nothing (nsightx turns NVTX on itself)",
+    "--target-processes": "nothing (nsightx follows its worker process itself)",
+}
+"""ncu options :func:`build_command` sets itself, and what sets each instead (refused in ``ncu_extra_args``)."""
+
+
 class NcuOptions(BackendOptions):
     """Options of the ncu backend, given as ``backend_options={...}`` on the decorator.
 
@@ -68,6 +84,24 @@ class NcuOptions(BackendOptions):
         for item in value:
             if not item.strip() or "\x00" in item:
                 raise ValueError(f"items must be non-empty strings without NUL characters, got {item!r}")
+        return value
+
+    @field_validator("ncu_extra_args")
+    @classmethod
+    def _check_not_ours(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Refuse an extra argument that repeats an option nsightx sets itself.
+
+        The result and its plan say which replay mode, cache and clock control, metrics, report and NVTX filter
+        were used; a second value for one of them would leave it to ncu which one counts (the result could say
+        ``cache_control="all"`` over a warm-cache measurement), so the option that sets it is named instead.
+        """
+        for item in value:
+            flag = item.split("=", 1)[0]
+            if flag in _OWN_FLAGS:
+                raise ValueError(
+                    f"ncu_extra_args must not repeat {flag!r}, which nsightx sets itself; "
+                    f"use {_OWN_FLAGS[flag]} instead"
+                )
         return value
 
     @classmethod

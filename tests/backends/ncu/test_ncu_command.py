@@ -156,3 +156,21 @@ def test_nvtx_filter_kinds():
     assert nvtx_filter("start_end") == "regex:nsightx@.+"
     assert nvtx_filter() == nvtx_filter("start_end")
     assert NcuOptions().ncu_nvtx_ranges == "start_end"
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag", "instead"),
+    [
+        (("--cache-control", "none"), "--cache-control", "cache_control="),
+        (("--clock-control=base",), "--clock-control", "clock_control="),
+        (("--replay-mode", "application"), "--replay-mode", "replay_mode="),
+        (("--launch-count", "3", "--metrics", "sm__cycles_elapsed.avg"), "--metrics", "metrics="),
+        (("-o", "/tmp/r"), "-o", "output_prefix="),
+        (("--nvtx-include", "regex:.*"), "--nvtx-include", "annotate()"),
+    ],
+)
+def test_extra_args_repeating_an_option_nsightx_sets_are_refused_naming_it(extra, flag, instead):
+    """A second --cache-control would leave to ncu which value counts while the result says the first."""
+    with pytest.raises(ConfigError) as info:
+        NcuOptions.from_mapping({"ncu_extra_args": list(extra)})
+    assert repr(flag) in str(info.value) and instead in str(info.value)
