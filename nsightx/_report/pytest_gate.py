@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,9 +255,21 @@ class Gate:
 
         parts = [f"## {self.verdict()}", ""]
         for o in self.outcomes:
-            parts.append(f"#### `{o.nodeid}`")
+            parts.append(f"#### {code_span(o.nodeid)}")
             parts += [render_markdown(o.frame) if o.frame is not None else f"{o.status}: {o.message}", ""]
         return "\n".join(parts) + "\n"
+
+
+def code_span(text: str) -> str:
+    """``text`` as one Markdown code span: fenced by more backticks than it holds in a row (CommonMark).
+
+    A node id may hold a backtick (``test_x[a`b]``: pytest keeps printable characters of an id); in a single-tick
+    span it ended the span there and the rest was read as Markdown.
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    return f"{fence}{pad}{' '.join(text.splitlines())}{pad}{fence}"
 
 
 def _by_status(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
