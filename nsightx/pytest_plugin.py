@@ -20,12 +20,14 @@ and the command line says what to do with the results::
     pytest --nsightx-backend=cupti --nsightx-save=perf/main              # on main: store the baselines
     pytest --nsightx-backend=cupti --nsightx-compare=perf/main --nsightx-threshold=5   # on a pull request
 
-``--nsightx-save`` adds each test's result to the folder as a new save (nothing is replaced: the history of
-saves is what the noise floor is learned from). ``--nsightx-compare`` compares each test's result with the newest
-save of its node id (or ``--nsightx-baseline``'s; ``nsightx compare``'s statistics and table), measures a test that
-looks slower again (``--nsightx-confirm``) and fails the session (exit 1) on a slowdown that is significant, larger
-than the threshold and than the noise floor, and still there when measured again; on a test whose result could
-not be compared with its baseline; or when nothing at all was compared. The tables are in the terminal summary.
+``--nsightx-save`` adds each test's result to the folder as a new save (nothing is replaced: the history of saves is
+what the noise floor is learned from). With ``--nsightx-compare`` too, what is saved is the measurement the verdict
+was made on: a config whose slowdown a re-measure cleared is saved as that re-measure measured it.
+``--nsightx-compare`` compares each test's result with the newest save of its node id (or ``--nsightx-baseline``'s;
+``nsightx compare``'s statistics and table), measures a test that looks slower again (``--nsightx-confirm``) and
+fails the session (exit 1) on a slowdown that is significant, larger than the threshold and than the noise floor,
+and still there when measured again; on a test whose result could not be compared with its baseline; or when nothing
+at all was compared. The tables are in the terminal summary.
 A test whose backend cannot run here (``--nsightx-backend=cupti`` without a GPU) is
 skipped with the reason.
 """

@@ -4,7 +4,8 @@ For each row present in both results, the raw per-run values (after ``combine_ke
 ``derive_metric``, before any normalisation) of baseline and new are compared:
 
 - ``Ratio`` = mean(new) / mean(baseline), with a 95% percentile-bootstrap interval (``Ratio_CI_Lower/Upper``);
-- ``PValue``: two-sided Mann-Whitney U test on the runs; ``PValueAdj``: Holm-adjusted over all rows compared;
+- ``PValue``: two-sided Mann-Whitney U test on the runs; ``PValueAdj``: Holm-adjusted over all rows compared
+  (of each test, for folders of the pytest plugin);
 - ``Significant``: ``PValueAdj < alpha`` and the ratio's interval excludes 1;
 - ``NoiseFloorPct``: how much the mean moves when nothing changed (:mod:`nsightx._report.noise`: the quieter
   side's run-to-run spread, and the spread between the baseline's stored processes when it has a history);
@@ -224,9 +225,21 @@ def _frame(
 def _rows(
     base: _SampleMap, cand: _SampleMap, keys: Sequence[tuple[str, str, str, str, str]], **gate: Any
 ) -> list[dict[str, Any]]:
-    """One decided row per key: the statistics of each, then the Holm adjustment over all, then the verdicts."""
+    """One decided row per key: the statistics of each, then the Holm adjustment, then the verdicts.
+
+    The Holm family is every row of one test (the key's first part): all rows, unless both sides are folders of
+    the pytest plugin, whose gate compares each test on its own; compared per test here too, ``nsightx compare``
+    on its folders gives each test the verdict the gate gave it (over all tests at once, a test's p-values grew
+    with the number of other tests, and a slowdown that failed CI passed the same comparison on the command line).
+    """
     rows = [_row(base.get(k), cand.get(k), gate["resamples"]) for k in keys]
-    adjusted = holm([r["PValue"] for r in rows])
+    families: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        families.setdefault(k[0], []).append(i)
+    adjusted = [math.nan] * len(rows)
+    for members in families.values():
+        for i, p_adj in zip(members, holm([rows[i]["PValue"] for i in members]), strict=True):
+            adjusted[i] = p_adj
     for r, p_adj in zip(rows, adjusted, strict=True):
         _decide(r, p_adj, gate["alpha"], gate["threshold_pct"])
     return rows

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,18 +122,21 @@ class Gate:
 
         The baseline is read before the result is saved, so ``--nsightx-save`` and ``--nsightx-compare`` may
         name the same folder. A comparison that fails the gate on a slowdown is confirmed with ``remeasure``
-        (see the module docstring) when it is given and ``confirm`` is above 0.
+        (see the module docstring) when it is given and ``confirm`` is above 0; what is saved is then the
+        measurement the verdict was made on (:func:`confirm`'s result: a config whose slowdown a re-measure
+        cleared is saved as that re-measure measured it).
 
         Raises:
             ConfigError: the result cannot be written.
         """
+        verdict_on = result
         if self.settings.compare_dir is not None:
             outcome, baseline = self._compare(nodeid, result)
             if baseline is not None and remeasure is not None and self.settings.confirm > 0:
-                confirm(outcome, baseline, result, remeasure, self.settings)
+                verdict_on = confirm(outcome, baseline, result, remeasure, self.settings)
             self.outcomes.append(outcome)
         if self.settings.save_dir is not None:
-            self.saved.append(_history.save(self.settings.save_dir, nodeid, result))
+            self.saved.append(_history.save(self.settings.save_dir, nodeid, verdict_on))
 
     def not_recorded(self, nodeid: str, why: str) -> None:
         """Note a test whose result is kept out of the gate (it failed or skipped after measuring)."""
@@ -251,9 +255,21 @@ class Gate:
 
         parts = [f"## {self.verdict()}", ""]
         for o in self.outcomes:
-            parts.append(f"#### `{o.nodeid}`")
+            parts.append(f"#### {code_span(o.nodeid)}")
             parts += [render_markdown(o.frame) if o.frame is not None else f"{o.status}: {o.message}", ""]
         return "\n".join(parts) + "\n"
+
+
+def code_span(text: str) -> str:
+    """``text`` as one Markdown code span: fenced by more backticks than it holds in a row (CommonMark).
+
+    A node id may hold a backtick (``test_x[a`b]``: pytest keeps printable characters of an id); in a single-tick
+    span it ended the span there and the rest was read as Markdown.
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    return f"{fence}{pad}{' '.join(text.splitlines())}{pad}{fence}"
 
 
 def _by_status(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
@@ -275,43 +291,68 @@ def _gate_options(settings: GateSettings) -> dict[str, Any]:
 
 def confirm(
     outcome: Outcome, baseline: Any, result: ProfileResults, remeasure: Remeasure, settings: GateSettings
-) -> None:
+) -> ProfileResults:
     """Measure the regressed rows' configs again, up to ``settings.confirm`` times; clear the rows that recover.
 
     A row stays a regression only if every re-measure, compared with the same baseline by the same rule, is a
     regression too; the first re-measure in which it is not clears it (its ``Regression`` becomes false). The
     ``Remeasured`` column says what each re-measure gave. A re-measure that raises leaves the verdict as it was
     and says why.
+
+    Returns:
+        The measurement the verdict was made on, to save (:func:`nsightx._report.kept.kept_result`): ``result``,
+        except that a config whose every regressed row cleared holds the re-measure that cleared the last one.
     """
     from nsightx._report.compare import compare
+    from nsightx._report.kept import kept_result
 
     frame = outcome.frame
     if frame is None or not bool(frame["Regression"].any()):
-        return
+        return result
     params = [c for c in frame.columns if c not in _fixed_columns()]
     keys = {i: _row_key(frame.loc[i], params) for i in frame.index[frame["Regression"]]}
+    configs = {i: _configs_of(result, [key], params, strict=True) for i, key in keys.items()}
     seen: dict[Any, list[str]] = {i: [] for i in keys}
+    taken: dict[int, tuple[ProfileResults, list[int]]] = {}
     frame["Remeasured"] = ""
     for attempt in range(1, settings.confirm + 1):
+        indices = _configs_of(result, keys.values(), params)
         try:
-            again = compare(baseline, remeasure(_configs_of(result, keys.values(), params)), **_gate_options(settings))
+            measured = remeasure(indices)
+            again = compare(baseline, measured, **_gate_options(settings))
         except Exception as e:  # the function failed when called again: keep the verdict, say why
             for i in keys:
                 frame.at[i, "Remeasured"] = f"re-measure failed ({type(e).__name__}: {_one_line(e)[:80]})"
-            return
-        by_key = {_row_key(r, params): r for _, r in again.iterrows()}
-        for i, key in list(keys.items()):
-            row = by_key.get(key)
-            change = f"{row['ChangePct']:+.1f}%" if row is not None and math.isfinite(row["ChangePct"]) else "-"
-            seen[i].append(change)
-            if row is None or not bool(row["Regression"]):
-                frame.at[i, "Regression"] = False
-                frame.at[i, "Remeasured"] = f"cleared by re-measure {attempt} ({change})"
-                del keys[i]
+            return kept_result(result, taken)
+        _settle(frame, keys, seen, again, params, attempt)
+        open_configs = {c for i in keys for c in configs[i]}
+        cleared = {c for i in configs for c in configs[i]} - open_configs
+        taken.update({c: (measured, indices) for c in cleared if c in indices and c not in taken})
         if not keys:
-            return
+            return kept_result(result, taken)
     for i in keys:
         frame.at[i, "Remeasured"] = f"confirmed by {settings.confirm} re-measure(s) ({', '.join(seen[i])})"
+    return kept_result(result, taken)
+
+
+def _settle(
+    frame: pd.DataFrame,
+    keys: dict[Any, str],
+    seen: dict[Any, list[str]],
+    again: pd.DataFrame,
+    params: Sequence[str],
+    n: int,
+) -> None:
+    """Clear the rows ``again`` (re-measure ``n``'s comparison) does not find regressed; drop them from ``keys``."""
+    by_key = {_row_key(r, params): r for _, r in again.iterrows()}
+    for i, key in list(keys.items()):
+        row = by_key.get(key)
+        change = f"{row['ChangePct']:+.1f}%" if row is not None and math.isfinite(row["ChangePct"]) else "-"
+        seen[i].append(change)
+        if row is None or not bool(row["Regression"]):
+            frame.at[i, "Regression"] = False
+            frame.at[i, "Remeasured"] = f"cleared by re-measure {n} ({change})"
+            del keys[i]
 
 
 def _fixed_columns() -> tuple[str, ...]:
@@ -331,8 +372,11 @@ def _text(value: Any) -> str:
     return str(item() if callable(item) else value)
 
 
-def _configs_of(result: ProfileResults, keys: Any, params: Sequence[str]) -> list[int]:
-    """The indices of ``result``'s configs that the rows ``keys`` (:func:`_row_key`) measured."""
+def _configs_of(result: ProfileResults, keys: Any, params: Sequence[str], *, strict: bool = False) -> list[int]:
+    """The indices of ``result``'s configs that the rows ``keys`` (:func:`_row_key`) measured.
+
+    When no config matches, every config (to re-measure: the whole call), or none with ``strict``.
+    """
     plan = result.data.plan
     wanted = {tuple(json.loads(k)[3:]) for k in keys}
     out = []
@@ -340,4 +384,4 @@ def _configs_of(result: ProfileResults, keys: Any, params: Sequence[str]) -> lis
         values = dict(zip(plan.params, cfg, strict=False))
         if tuple(_text(values.get(p, math.nan)) for p in params) in wanted:
             out.append(i)
-    return out or list(range(len(plan.configs)))
+    return out if out or strict else list(range(len(plan.configs)))

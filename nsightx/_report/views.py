@@ -172,13 +172,16 @@ def terminal_width(isatty: bool) -> int | None:
 
 
 def render_text(frame: pd.DataFrame, width: int | None = None) -> str:
-    """A plain-text table for a terminal or a CI log, at most ``width`` columns wide where it can be.
+    r"""A plain-text table for a terminal or a CI log, at most ``width`` columns wide where it can be.
+
+    Each row is one line: a cell is written by :func:`cell_text` (a line break in a name as ``\n``).
 
     Args:
         frame: A comparison.
         width: The terminal's width (``shutil.get_terminal_size().columns``); ``None``: no limit.
     """
     header, rows = _cells(frame)
+    rows = [[cell_text(c) for c in r] for r in rows]  # one line per row: a name's line break is written as \n
     header, rows, above = fit(header, rows, width)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = [f"baseline: {frame.attrs.get('baseline', '?')}", f"new:      {frame.attrs.get('new', '?')}", _gate(frame)]
@@ -320,8 +323,25 @@ def markdown_text(text: str) -> str:
     backslash let the pipe end the cell and split the row). A line break (``\n``, ``\r``) is ``<br>``: a raw one
     ended the row there and the rest of it fell out of the table.
     """
-    text = text.replace("\\", "\\\\").replace("|", "\\|")
-    return text.replace("\r\n", "<br>").replace("\r", "<br>").replace("\n", "<br>")
+    return cell_text(text, markdown=True)
+
+
+def cell_text(text: str, *, markdown: bool = False) -> str:
+    r"""``text`` as one table cell on one line: the text table's (``render_text``) or Markdown's.
+
+    A backslash is doubled first, so what follows reads back unambiguously. Markdown also escapes the pipe and
+    writes a line break (``\r\n``, ``\r``, ``\n``) as ``<br>``. The text table writes every character that is
+    not printable (line breaks, tabs, a terminal's escape sequences, ``\u2028``) as its Python escape (``\n``,
+    ``\t``, ``\x1b``): raw, a line break ended the row and pushed its status and ``REGRESSION`` mark onto a line
+    of their own, and an escape sequence could rewrite the terminal.
+    """
+    text = text.replace("\\", "\\\\")
+    if markdown:
+        text = text.replace("|", "\\|")
+        return text.replace("\r\n", "<br>").replace("\r", "<br>").replace("\n", "<br>")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def render_markdown(frame: pd.DataFrame) -> str:

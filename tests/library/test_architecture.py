@@ -274,6 +274,7 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ): "pytest loads the plugin at every start: pandas only when used",
     ("nsightx._report.pytest_gate", "nsightx._report.views"): "pytest imports the plugin at every start (as above)",
     ("nsightx._report.pytest_gate", "nsightx._report.sources"): "pytest imports the plugin at every start (as above)",
+    ("nsightx._report.pytest_gate", "nsightx._report.kept"): "pytest imports the plugin at every start (as above)",
     (
         "nsightx._report.history",
         "nsightx._results.profileresults",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from _synthetic import make_result, noisy
+from test_compare_formats_reference import check_markdown
 
 from nsightx._report import history
 from nsightx._report.pytest_gate import Gate, GateSettings, result_filename
@@ -130,3 +131,21 @@ def test_every_save_is_kept_and_listed(tmp_path):
     assert lines[0] == f"1 test(s) in {str(tmp_path / 'out')!r}; the gate compares with the newest save of each"
     assert lines[1] == f"{history.test_folder(NODE)}: 2 save(s)"
     assert lines[2].startswith("    #1    commit -") and lines[3].startswith("  * #2 ")
+
+
+def test_markdown_of_odd_names_keeps_each_row_and_the_test_title(tmp_path):
+    """The plugin's --nsightx-markdown: a region or parameter name with a line break, pipe or backslash keeps its row
+    (status and REGRESSION mark on it, read back by the compare-format reference's GFM reader), and a node id with
+    a backtick stays one code span (a single-tick span ended at it)."""
+    node = "perf/test_mm.py::test_mm[a`b]"
+    names = ["two\nlines", "a|b", "x\\|y"]
+    values = {(n, 0, "gpu__time_duration.sum"): noisy(10_000.0, 0.01, 20, i) for i, n in enumerate(names)}
+    slower = {(n, 0, "gpu__time_duration.sum"): noisy(13_000.0, 0.01, 20, 9 + i) for i, n in enumerate(names)}
+    history.save(tmp_path / "base", node, make_result(values, params=["label"], configs=[("p|q\nr",)]))
+    g = gate(tmp_path)
+    g.record(node, make_result(slower, params=["label"], configs=[("p|q\nr",)]))
+    (outcome,) = g.outcomes
+    assert outcome.frame is not None and bool(outcome.frame["Regression"].all())
+    md = g.markdown()
+    assert "#### `` perf/test_mm.py::test_mm[a`b] ``" in md.splitlines()
+    check_markdown(md, outcome.frame)

@@ -386,3 +386,28 @@ def test_confirmation_clears_a_one_off_slowdown_and_keeps_a_real_one(pytester, m
     real = run(pytester, *gate, "-v")
     assert real.ret == pytest.ExitCode.TESTS_FAILED, real.stdout.str()
     real.stdout.fnmatch_lines(["*REGRESSION (> 10%); confirmed by 2 re-measure(s) (+*, +*)*"])
+
+
+def test_save_after_a_cleared_slowdown_stores_the_measurement_the_verdict_used(pytester, monkeypatch):
+    """docs/ci.md 1: with --nsightx-save and --nsightx-compare, a test whose slowdown a re-measure cleared is saved
+    as that re-measure measured it (the first, slow measurement was the moment the re-measure set aside); saved,
+    it became the next baseline (hiding a real slowdown of its size) and widened the noise floor. Without a
+    re-measure (--nsightx-confirm=0) the first measurement is the verdict's, and is what is saved."""
+    pytester.makepyfile(test_timing=WORKLOAD + ONE_OFF)
+    assert run(pytester, HOST, "--nsightx-save=base", "-k", "once_slow").ret == 0
+    monkeypatch.setenv("NSX_ONE_OFF", "1")  # the first measurement is 20% slower, the re-measures are not
+    gate = (HOST, "--nsightx-compare=base", "--nsightx-threshold=10", "-k", "once_slow")
+    cleared = run(pytester, *gate, "--nsightx-save=cleared")
+    assert cleared.ret == 0, cleared.stdout.str()
+    cleared.stdout.fnmatch_lines(["*1 row(s) cleared by re-measure*"])
+    assert run(pytester, *gate, "--nsightx-confirm=0", "--nsightx-save=first").ret == pytest.ExitCode.TESTS_FAILED
+
+    def mean(folder: str) -> float:
+        (saved,) = (pytester.path / folder / history.test_folder("test_timing.py::test_once_slow")).iterdir()
+        frame = nsightx.load(saved).to_dataframe()
+        assert frame["NumRuns"].tolist() == [40]
+        return float(frame["AvgValue"].iloc[0])
+
+    base = mean("base")
+    assert 0.97 < mean("cleared") / base < 1.03  # the re-measure's 5 ms (+-2% of jitter), not the first 6 ms
+    assert 1.17 < mean("first") / base < 1.23
