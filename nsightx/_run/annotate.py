@@ -8,7 +8,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from nsightx._errors import ConfigTypeError
+from nsightx._errors import ConfigError, ConfigTypeError
 from nsightx._run import context as _context
 
 if TYPE_CHECKING:
@@ -41,6 +41,8 @@ class annotate:
     def __init__(self, name: str, ignore_failures: bool = False) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigTypeError(f"annotate() needs a non-empty str name, got {name!r}")
+        if not name.isascii():
+            _check_utf8(name)
         self.name = name
         self.ignore_failures = ignore_failures
 
@@ -97,3 +99,17 @@ class ignore_failures:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         return exc is not None and isinstance(exc, Exception)
+
+
+def _check_utf8(name: str) -> None:
+    """Refuse a name the result files cannot hold (a lone surrogate, e.g. from ``surrogateescape``).
+
+    Accepted, it would fail every write after the measurement.
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ConfigError(
+            f"annotate() name {name!r} holds {name[e.start : e.end]!r} at position {e.start}, which is not valid "
+            "text (a lone surrogate) and cannot be written to the result files; give a name of valid characters"
+        ) from None

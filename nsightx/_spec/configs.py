@@ -102,7 +102,26 @@ def normalize(shape: FunctionShape, configs: Iterable[Any], function: str = "fun
             f"{first}: {counts or f'{function}({names})'}; give one value per parameter (trailing parameters with "
             "defaults may be left out)"
         )
+    _check_text(rows)
     return tuple(r + shape.defaults[k:] for r in rows)
+
+
+def _check_text(rows: list[tuple[Any, ...]]) -> None:
+    """Refuse a str parameter the result files cannot hold (a lone surrogate, e.g. from ``surrogateescape``).
+
+    Accepted, it would fail every write after every run was measured.
+    """
+    for i, row in enumerate(rows):
+        for value in row:
+            if isinstance(value, str) and not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise ConfigError(
+                        f"config {i} has the str {value!r}, which holds {value[e.start : e.end]!r} at position "
+                        f"{e.start}: not valid text (a lone surrogate), so the result files cannot hold it; give "
+                        "valid characters (e.g. the bytes' hex)"
+                    ) from None
 
 
 def _check_container(configs: object) -> None:

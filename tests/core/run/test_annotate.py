@@ -107,3 +107,17 @@ def test_failure_without_ignore_propagates(plugin_host):
 def test_ignore_failures_context_swallows():
     with nsightx.analyze.ignore_failures():
         raise ValueError("warm-up failure")
+
+
+def test_a_name_with_a_lone_surrogate_is_refused_before_anything_is_written(tmp_path):
+    """Such a name measured fine and then failed every write with a pydantic serialisation error."""
+
+    def fn(n):
+        with nsightx.annotate("a\ud800"):
+            pass
+
+    with pytest.raises(nsightx.ConfigError, match=r"holds '\\ud800' at position 1"):
+        profile(fn, output_prefix=str(tmp_path / "x_"))
+    assert not [p for p in tmp_path.iterdir() if p.suffix in (".json", ".parquet")]
+    with nsightx.annotate("café ∑ 名前"):  # valid non-ASCII text stays accepted
+        pass

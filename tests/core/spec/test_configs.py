@@ -55,3 +55,16 @@ def test_lists_tuples_ranges_and_generators_still_work(plugin_host):
     profiled = _decorate()(_work)
     for configs in ([1, 2], (1, 2), range(1, 3), (n for n in (1, 2)), [(1,), (2,)]):
         assert profiled(configs=configs).to_dataframe()["n"].tolist() == [1, 2]
+
+
+def test_a_str_parameter_with_a_lone_surrogate_is_refused_before_any_run(tmp_path):
+    """It measured every run and then failed the writes with a pydantic serialisation error."""
+    ran = []
+
+    def fn(name):
+        ran.append(name)
+
+    decorated = _decorate(configs=[("ok",), ("b\udc80",)], output_prefix=str(tmp_path / "x_"))(fn)
+    with pytest.raises(nsightx.ConfigError, match=r"config 1 has the str 'b\\udc80'"):
+        decorated()
+    assert ran == [] and list(tmp_path.iterdir()) == []
