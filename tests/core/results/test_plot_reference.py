@@ -151,7 +151,8 @@ def check_whisker(seg: tuple[float, float] | None, y: float, lo: float, hi: floa
     """The whisker spans the interval; without a finite interval there is none to see."""
     if math.isfinite(lo) and math.isfinite(hi) and math.isfinite(y):
         assert seg is not None, where
-        assert _same(min(seg), lo) and _same(max(seg), hi), (where, seg, lo, hi)
+        size = max(abs(y), abs(lo), abs(hi))  # matplotlib draws y - (y - lo): exact to y's precision
+        assert abs(min(seg) - lo) <= 1e-9 * size and abs(max(seg) - hi) <= 1e-9 * size, (where, seg, lo, hi)
     elif seg is not None and math.isfinite(y):
         assert seg[0] == pytest.approx(seg[1], abs=1e-12 * max(abs(y), 1)), (where, seg)
 
@@ -256,9 +257,13 @@ def check_y_axis(ax: Any, ref: dict[str, Any], title: str, log: bool, where: Any
         assert bottom <= 0, (where, bottom)
         if all(v >= 0 for v in drawn):
             assert bottom == 0, (where, bottom)
+    if log:
+        for v in (v for v in drawn if v > 0):
+            assert bottom <= v * (1 + 1e-9) and v <= top * (1 + 1e-9), (where, v, bottom, top)
+        return
+    tol = 1e-3 * (top - bottom)  # under a thousandth of the axis: the same pixel (matplotlib keeps 0 as an edge)
     for v in drawn:
-        if not log or v > 0:
-            assert bottom <= v * (1 + 1e-9) + 1e-12 and v <= top * (1 + 1e-9) + 1e-12, (where, v, bottom, top)
+        assert bottom - tol <= v <= top + tol, (where, v, bottom, top)
 
 
 def expected_log_y(ref: dict[str, Any], y_log: bool | None) -> bool:
@@ -378,3 +383,188 @@ def test_what_a_plot_draws_is_the_frame(shape: Shape, pick: int, data: Any, tmp_
         return
     fig = draw_and_read(frame, tmp_path / "p.png", metric=metric, **opts)
     check_figure(fig, ref, metric, opts)
+
+
+# --- the roofline chart ----------------------------------------------------------------------------------------
+
+ROOF_VALUES = st.sampled_from([1e9, 3.5e12, 2.0e13, 0.5, 0.0, -1.0, math.nan, math.inf])
+ROOF_CI = st.sampled_from([math.nan, 0.0, 1e8, 4e12, -1.0, math.inf])
+
+
+@st.composite
+def roofline_frames(draw: Any) -> pd.DataFrame:
+    """A roofline table (the columns ``draw_roofline`` reads) with odd values: zero, negative, NaN, infinite."""
+    rows = []
+    for i in range(draw(st.integers(1, 8))):
+        rows.append(
+            {
+                "Annotation": draw(st.sampled_from(["gemm", "a<b>&'\"", "copy"])),
+                "n": 64 * (i + 1),
+                "Kernel": draw(st.sampled_from(["k", "x" * 40])),
+                "Precision": draw(st.sampled_from(["fp32", "fp16"])),
+                "FLOPPerSecond": draw(ROOF_VALUES),
+                "FLOPPerSecond_CI95": draw(ROOF_CI),
+                "ArithmeticIntensity": draw(st.sampled_from([0.25, 8.0, 300.0, 0.0, -2.0, math.nan, math.inf])),
+                "PeakFLOPPerSecond": 6.0e13,
+                "PeakBytesPerSecond": 3.0e12,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _placed(row: dict[str, Any]) -> bool:
+    return all(math.isfinite(row[c]) and row[c] > 0 for c in ("FLOPPerSecond", "ArithmeticIntensity"))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(frame=roofline_frames())
+def test_the_roofline_chart_places_every_measured_kernel(frame: pd.DataFrame, tmp_path: Any) -> None:
+    """One point per row with a positive finite intensity and FLOP/s (docs/roofline.md), its CI bar +- the
+    half-width where that is a positive number; log-log axes; one legend entry per point naming its row."""
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.figure import Figure
+
+    from nsightx._plot.roofchart import draw_roofline
+
+    rows = frame.to_dict("records")
+    placed = [r for r in rows if _placed(r)]
+    if not placed:
+        with pytest.raises(nsightx.ConfigError, match="plot_roofline"):
+            draw_roofline(frame, tmp_path / "r.png")
+        return
+    figures: list[Any] = []
+    original = Figure.savefig
+
+    def keep(fig: Any, *args: Any, **kwargs: Any) -> None:
+        figures.append(fig)
+        original(fig, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Figure, "savefig", keep)
+        draw_roofline(frame, tmp_path / "r.png")
+    [ax] = figures[0].axes
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    points = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(points) == len(placed)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    for container, row in zip(points, placed, strict=True):
+        line = container.lines[0]
+        assert (list(line.get_xdata()), list(line.get_ydata())) == (
+            [row["ArithmeticIntensity"]],
+            [row["FLOPPerSecond"]],
+        )
+        ci = row["FLOPPerSecond_CI95"]
+        bars = container.lines[2]
+        if math.isfinite(ci) and ci > 0:
+            [segment] = bars[0].get_segments()
+            y = row["FLOPPerSecond"]
+            assert sorted(float(p[1]) for p in segment) == pytest.approx([y - ci, y + ci], rel=1e-12), row
+        else:
+            assert not bars, row
+        kernel = row["Kernel"] if len(row["Kernel"]) <= 28 else row["Kernel"][:27] + "…"
+        want = f"{row['Annotation']} (n={row['n']}) {kernel} [{row['Precision']}]"
+        assert container.get_label() == want and want in labels, (container.get_label(), want)
+    lo, hi = ax.get_xlim()
+    assert all(lo <= r["ArithmeticIntensity"] <= hi for r in placed)
+
+
+# --- the notebook view: markup in names and config values ------------------------------------------------------
+
+MARKUP = ("<td>x</td>", "a&b", '"q"', "it's", "<script>alert(1)</script>")
+
+
+def test_the_notebook_view_escapes_markup_in_names_and_config_values() -> None:
+    """Every annotation name and config value with HTML's special characters reads back as written, and the
+    markup stays text (one table row per frame row; no tag but the table's own)."""
+    from html.parser import HTMLParser
+
+    from test_display_reference import parse_html
+
+    from nsightx._results.html import results_html
+
+    @nsightx.analyze.kernel(
+        configs=[(m, i) for i, m in enumerate(MARKUP)], runs=2, backend="host", verbosity=nsightx.VerbosityLevel.SILENT
+    )
+    def marked(tag: str, i: int) -> None:
+        with nsightx.annotate(MARKUP[i]):
+            pass
+        with nsightx.annotate("<b>&amp;"):
+            pass
+
+    result = marked()
+    frame = result.to_dataframe()
+    html = results_html(frame, result.data)
+    header, rows = parse_html(html)
+    assert len(rows) == len(frame)
+    for cells, record in zip(rows, frame.to_dict("records"), strict=True):
+        got = dict(zip(header, cells, strict=True))
+        assert (got["Annotation"], got["tag"], got["i"]) == (record["Annotation"], record["tag"], str(record["i"]))
+    tags: list[str] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            tags.append(tag)
+
+    Tags().feed(html)
+    assert set(tags) <= {"table", "caption", "thead", "tbody", "tr", "th", "td", "p"}, set(tags)
+    assert tags.count("tr") == len(frame) + 1
+
+
+# --- the differences found, each at its smallest -----------------------------------------------------------------
+
+
+def _rows(values: list[tuple[int, float, float, float]], unit: str = "ns", normalized: Any = False) -> pd.DataFrame:
+    base = {"Annotation": "a", "Metric": "m", "NumRuns": 3, "Unit": unit, "Normalized": normalized, "Tool": "host"}
+    return pd.DataFrame(
+        [{**base, "n": n, "AvgValue": y, "CI95_Lower": lo, "CI95_Upper": hi} for n, y, lo, hi in values]
+    )[["Annotation", "Metric", "n", "AvgValue", "NumRuns", "Unit", "CI95_Lower", "CI95_Upper", "Normalized", "Tool"]]
+
+
+def test_a_host_result_whose_derived_metric_is_negative_is_drawn_below_zero(tmp_path: Any) -> None:
+    """A derived metric below 0 (a difference, a signed error): the linear axis reached only from 0 up, so every
+    point sat under the axis and none was visible. Real host backend; the figure checked as the property does."""
+
+    @nsightx.analyze.kernel(
+        configs=[1, 2, 4],
+        runs=3,
+        backend="host",
+        verbosity=nsightx.VerbosityLevel.SILENT,
+        derive_metric=lambda t, n: (-float(n) - 1e-9 * t, "x"),
+    )
+    def signed(n: int) -> None:
+        with nsightx.annotate("sum"):
+            sum(range(10 * n))
+
+    result = signed()
+    frame = result.to_dataframe()
+    metrics = list(dict.fromkeys(frame["Metric"]))
+    metric = next(m for m in metrics if frame[frame["Metric"] == m]["AvgValue"].max() < 0)
+    for plot_type in ("line", "bar"):
+        opts = {"plot_type": plot_type, "plot_width": 3.0, "plot_height": 2.0}
+        figures: list[Any] = []
+        result.plot(str(tmp_path / f"{plot_type}.png"), metric=metric, plot_callback=figures.append, **opts)
+        check_figure(figures[0], reference(frame, ["n"], metric, opts), metric, opts)
+        assert figures[0].axes[0].get_ylim()[0] < frame[frame["Metric"] == metric]["AvgValue"].min()
+
+
+def test_a_panel_with_no_positive_value_on_a_log_axis_is_drawn(tmp_path: Any) -> None:
+    """A panel whose only point is NaN, on a log y axis (asked for, or chosen for the others' span): matplotlib
+    raised ValueError ("Data cannot be log-scaled") from inside savefig instead of drawing the plot."""
+    frame = _rows([(1, 5.0, math.nan, math.nan), (2, 5000.0, math.nan, math.nan), (3, math.nan, math.nan, math.nan)])
+    for opts in ({"y_log": True}, {}):
+        for plot_type in ("line", "bar"):
+            fig = draw_and_read(frame, tmp_path / "p.png", row_panels=["n"], plot_type=plot_type, **opts)
+            assert [ax.get_yscale() for ax in fig.axes] == ["log"] * 3
+
+
+def test_a_whisker_spans_an_interval_whose_ends_normalising_swapped(tmp_path: Any) -> None:
+    """Normalised by a negative mean, a row's CI95_Lower is above its CI95_Upper (docs: both ends are divided);
+    the whisker was drawn with no length at all, as if the mean were exact."""
+    frame = _rows([(1, 1.0, 8.0, -6.0), (2, 2.0, 1.5, 2.5)], unit="ratio", normalized="b")
+    for plot_type in ("line", "bar"):
+        fig = draw_and_read(frame, tmp_path / "p.png", plot_type=plot_type)
+        ax = fig.axes[0]
+        [whiskers] = [c for c in ax.containers if hasattr(c, "has_yerr") and c.has_yerr]
+        segments = sorted(sorted(float(p[1]) for p in s) for s in whiskers.lines[2][0].get_segments())
+        assert segments == [[-6.0, 8.0], [1.5, 2.5]]
+        assert ax.get_ylim()[0] <= -6.0
