@@ -40,6 +40,7 @@ from nsightx._plot.render import plot_frame
 EXAMPLES = int(os.environ.get("NSIGHTX_PLOT_EXAMPLES", "25"))
 """Examples per run (more while hunting: ``NSIGHTX_PLOT_EXAMPLES=300``)."""
 
+SILENT = nsightx.VerbosityLevel.SILENT
 BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
 
 
@@ -86,7 +87,7 @@ def reference(frame: pd.DataFrame, params: list[str], metric: str, opts: dict[st
         unit = expected_unit(max(finite), units[0]) or units[0]
         factor = shown_factor(units[0], unit) if units[0] in ("ns", "us", "ms", "s", "byte", "bytes", "B") else 1.0
     return {
-        "points": {k: tuple(v / factor for v in p[:3]) + (p[3],) for k, p in pooled.items()},
+        "points": {k: (p[0] / factor, p[1] / factor, p[2] / factor, p[3]) for k, p in pooled.items()},
         "labels": [label for _, label in sorted(labels, key=lambda i: i[0])],
         "unit": unit,
         "normalized": normalized if isinstance(normalized, str) else None,
@@ -104,8 +105,8 @@ def _pool(group: list[dict[str, Any]]) -> tuple[float, float, float, bool]:
     hi = [float(r["CI95_Upper"]) for r in group]
     known = len(group) == 1 or all(math.isfinite(v) for v in (*ys, *lo, *hi))
     ends = [*lo, *hi]  # normalised by a negative mean, a row's ends are swapped (docs: both ends are divided)
-    if not all(math.isfinite(v) for v in ends):
-        return sum(ys) / len(ys), math.nan, math.nan, known
+    if not all(math.isfinite(v) for v in ends):  # the docs say nothing of a half-open interval: none is checked
+        return sum(ys) / len(ys), math.nan, math.nan, known and all(math.isnan(v) for v in ends)
     return sum(ys) / len(ys), min(ends), max(ends), known
 
 
@@ -228,7 +229,7 @@ def check_bar_panel(ax: Any, ref: dict[str, Any], title: str, opts: dict[str, An
     how = opts.get("show_aggregate")
     groups = [*ref["xs"], *([how] if how else [])]
     texts = [t.get_text() for t in ax.get_xticklabels()]
-    for k, (container, label) in enumerate(zip(bars, labels, strict=True)):
+    for container, label in zip(bars, labels, strict=True):
         pts = {kk[2]: v for kk, v in mine.items() if kk[1] == label}
         for patch in container.patches:
             centre = patch.get_x() + patch.get_width() / 2
@@ -482,9 +483,7 @@ def test_the_notebook_view_escapes_markup_in_names_and_config_values() -> None:
 
     from nsightx._results.html import results_html
 
-    @nsightx.analyze.kernel(
-        configs=[(m, i) for i, m in enumerate(MARKUP)], runs=2, backend="host", verbosity=nsightx.VerbosityLevel.SILENT
-    )
+    @nsightx.analyze.kernel(configs=[(m, i) for i, m in enumerate(MARKUP)], runs=2, backend="host", verbosity=SILENT)
     def marked(tag: str, i: int) -> None:
         with nsightx.annotate(MARKUP[i]):
             pass
@@ -528,7 +527,7 @@ def test_a_host_result_whose_derived_metric_is_negative_is_drawn_below_zero(tmp_
         configs=[1, 2, 4],
         runs=3,
         backend="host",
-        verbosity=nsightx.VerbosityLevel.SILENT,
+        verbosity=SILENT,
         derive_metric=lambda t, n: (-float(n) - 1e-9 * t, "x"),
     )
     def signed(n: int) -> None:
