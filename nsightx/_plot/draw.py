@@ -68,6 +68,8 @@ class _Scales:
 
     x_log: bool
     y_log: bool
+    values: list[float]
+    """The finite y values of the whole plot (:func:`nsightx._plot.scales.y_values`)."""
 
 
 def _x_labels(layout: Layout) -> list[str]:
@@ -207,7 +209,7 @@ def _draw_panel(
             st = style(layout.series_labels.index(series.label), len(layout.series_labels))
             _draw_line(ax, series, pos, st, opts)
         _line_x_axis(ax, layout, axes.x_log)
-    scales.apply_y(ax, axes.y_log)
+    scales.apply_y(ax, axes.y_log, scales.drawn_values(panel.series), axes.values)
     ax.grid(True, axis="y", which="both" if axes.y_log else "major", alpha=0.3)
     if panel.title:
         ax.set_title(panel.title, fontsize=10)
@@ -252,7 +254,7 @@ def draw(layout: Layout, path: Path, opts: PlotOptions, function: str | None = N
     axes = fig.subplots(layout.n_rows, layout.n_cols, squeeze=False)
     ylabel = opts.ylabel or _default_ylabel(layout)
     values = scales.y_values(layout, opts.plot_type in DISTRIBUTIONS)
-    chosen = _Scales(x_log=scales.log_x(layout, opts), y_log=scales.log_y(values, opts))
+    chosen = _Scales(x_log=scales.log_x(layout, opts), y_log=scales.log_y(values, opts), values=values)
     by_cell = {(p.row, p.col): p for p in layout.panels}
     for r in range(layout.n_rows):
         for c in range(layout.n_cols):

@@ -359,6 +359,8 @@ def _point(rows: pd.DataFrame, idx: list[int], x: Any) -> Point:
     y = sum(finite) / len(finite) if finite else math.nan
     lo = min(lows) if lows and all(math.isfinite(v) for v in lows) else math.nan
     hi = max(highs) if highs and all(math.isfinite(v) for v in highs) else math.nan
+    if math.isfinite(lo) and math.isfinite(hi):  # normalised by a negative mean, a row's ends are swapped
+        lo, hi = min(*lows, *highs), max(*lows, *highs)
     return Point(x=x, y=y, lower=lo, upper=hi, runs=runs, pooled=len(idx))
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from nsightx._errors import ConfigError
 
 if TYPE_CHECKING:
-    from nsightx._plot.layout import Layout
+    from nsightx._plot.layout import Layout, Series
     from nsightx._plot.plotoptions import PlotOptions
 
 Y_LOG_SPAN = 100.0
@@ -99,12 +99,31 @@ def thinned(labels: Sequence[str]) -> list[str]:
     return [text if i % step == 0 else "" for i, text in enumerate(labels)]
 
 
-def apply_y(ax: Any, log: bool) -> None:
-    """A log y axis with plain numbers (``0.01``, not ``10^-2``), or a linear one from 0."""
+def drawn_values(series: Iterable[Series]) -> list[float]:
+    """The finite y values one panel draws: means, interval ends, runs and aggregates."""
+    values = [v for s in series for p in s.points for v in (p.y, p.lower, p.upper, *p.values)]
+    values += [s.aggregate for s in series if s.aggregate is not None]
+    return [v for v in values if math.isfinite(v)]
+
+
+def apply_y(ax: Any, log: bool, drawn: Sequence[float] = (), everywhere: Sequence[float] = ()) -> None:
+    """A log y axis with plain numbers (``0.01``, not ``10^-2``), or a linear one from 0.
+
+    ``drawn`` are the finite values this panel draws (:func:`drawn_values`), ``everywhere`` those of the whole
+    plot. A linear axis starts at 0 unless something drawn lies below it (a negative mean or interval end of a
+    derived metric): it then reaches down to that value, with a line at 0, so that no point is cut off. A log
+    panel with nothing positive to show (every value of its points NaN) takes the range of the whole plot, where
+    matplotlib would otherwise fail to place a single tick.
+    """
     if log:
         from matplotlib.ticker import FuncFormatter
 
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        if not any(v > 0 for v in drawn):
+            positive = [v for v in everywhere if v > 0] or [1.0]
+            ax.set_ylim(min(positive), max(max(positive), 10.0 * min(positive)))
+    elif min(drawn, default=0.0) < 0:
+        ax.axhline(0.0, color="0.5", linewidth=0.8)  # the zero line, which also keeps 0 on the axis
     else:
         ax.set_ylim(bottom=0)
