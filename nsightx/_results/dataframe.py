@@ -1074,10 +1074,23 @@ def _normalize(out: dict[str, Any], baseline: str, function: str, t: ResultTable
         )
     denom = np.array([base[k] for k in index], dtype=np.float64)
     for col in _SCALED:
-        out[col] = out[col] / denom
+        out[col] = out[col] / (np.abs(denom) if col == "StdDev" else denom)
+    _order_ends(out, denom < 0)
     out["Unit"] = _scalar("ratio", groups.count)
     out["Normalized"] = _scalar(baseline, groups.count)
     out["NormalizationValue"] = denom
+
+
+def _order_ends(out: dict[str, Any], negative: Any) -> None:
+    """Swap the (min, max) and (CI95 lower, upper) ends of rows divided by a negative baseline mean (in place).
+
+    Dividing by a negative number reverses the order: the smallest ratio is the largest value over the baseline.
+    """
+    if not negative.any():
+        return
+    for low, high in (("MinValue", "MaxValue"), ("CI95_Lower", "CI95_Upper")):
+        a, b = np.asarray(out[low], dtype=np.float64), np.asarray(out[high], dtype=np.float64)
+        out[low], out[high] = np.where(negative, b, a), np.where(negative, a, b)
 
 
 def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:

@@ -543,8 +543,12 @@ def _normalized(out: dict[tuple[Any, ...], dict[str, Any]], shape: Shape) -> Non
         row["NormalizationValue"] = base["AvgValue"]
         row["Unit"] = "ratio"
     for row in out.values():
+        d = row["NormalizationValue"]
         for col in SCALED:
-            row[col] = row[col] / row["NormalizationValue"]
+            row[col] = row[col] / (abs(d) if col == "StdDev" else d)
+        if d < 0:  # x -> x / d reverses the order: the smallest ratio is the largest value's
+            row["MinValue"], row["MaxValue"] = row["MaxValue"], row["MinValue"]
+            row["CI95_Lower"], row["CI95_Upper"] = row["CI95_Upper"], row["CI95_Lower"]
 
 
 def _geomean_column(out: dict[tuple[Any, ...], dict[str, Any]], shape: Shape) -> None:

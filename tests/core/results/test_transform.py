@@ -8,6 +8,7 @@ import operator
 
 import pytest
 
+import nsightx
 from nsightx import KernelCountError
 from nsightx._results.records import Record, RegionRun, RunRecords
 from nsightx._results.transform import FAILED_KERNEL as FAILED
@@ -172,3 +173,32 @@ def test_same_kernel_count_everywhere_keeps_the_more_than_one_sentence_first():
     runs = [run(0, 0, [("gemm", 6.0), ("reduce", 2.0)]), run(0, 1, [("gemm", 6.5), ("reduce", 2.5)])]
     with pytest.raises(KernelCountError, match=r"^More than one \(total=2\) kernel is launched within the mm"):
         combine_records(runs, ["t"])
+
+
+def test_normalising_by_a_negative_baseline_keeps_every_spread_and_interval_in_order():
+    """Dividing by a negative mean used to give a negative StdDev, MinValue above MaxValue and CI95_Lower above
+    CI95_Upper: each end is the other's once the order reverses."""
+    import numpy as np
+
+    calls = iter(range(1000))
+
+    @nsightx.analyze.kernel(
+        configs=[(1,)],
+        runs=6,
+        backend="host",
+        normalize_against="base",
+        derive_metric=lambda t, n: {"d": (-1.0 - next(calls) % 3, "x")},
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
+    def f(n):
+        with nsightx.annotate("base"):
+            pass
+
+    # the derived metric's baseline mean is negative; its ratio to itself is 1 with a spread
+    df = f().to_dataframe()
+    row = df[df["Metric"] == "d"].iloc[0]
+    assert row["NormalizationValue"] < 0
+    assert row["StdDev"] > 0
+    assert row["MinValue"] <= row["AvgValue"] <= row["MaxValue"]
+    assert row["CI95_Lower"] <= row["AvgValue"] <= row["CI95_Upper"]
+    assert np.isclose(row["AvgValue"], 1.0)
