@@ -203,7 +203,7 @@ def run(output: str = "nsightx-out/", runs: int | str = 10, backend: str = "auto
 
 def _report(results: Any, folder: Path, note: str = "") -> None:
     """Print the table in readable units, the device, a warning (stderr) for unstable rows, and the files."""
-    summary = summarize(results.to_dataframe(), results.data.plan.params)
+    summary = summarize(results.to_dataframe(), results.data.plan.params, text=True)
     print(render_text(summary))
     device = device_label(results.backend, results.environment)
     print(f"\ndevice: {device}" + (f", {note}" if note else ""))

@@ -63,7 +63,7 @@ def show(path: str, width: int | None) -> int:
         if number:
             print()
         print(heading(result, file))
-        summary = summarize(result.to_dataframe(), result.data.plan.params)
+        summary = summarize(result.to_dataframe(), result.data.plan.params, text=True)
         if not summary.rows:
             print("(no completed run)")
             continue

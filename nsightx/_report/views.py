@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._report.compare import FIXED_COLUMNS, gate_failed, only_in_one
 from nsightx._results.output import csv_text
+from nsightx._textcell import cell_text
 from nsightx._units import readable
 
 if TYPE_CHECKING:
@@ -324,24 +325,6 @@ def markdown_text(text: str) -> str:
     ended the row there and the rest of it fell out of the table.
     """
     return cell_text(text, markdown=True)
-
-
-def cell_text(text: str, *, markdown: bool = False) -> str:
-    r"""``text`` as one table cell on one line: the text table's (``render_text``) or Markdown's.
-
-    A backslash is doubled first, so what follows reads back unambiguously. Markdown also escapes the pipe and
-    writes a line break (``\r\n``, ``\r``, ``\n``) as ``<br>``. The text table writes every character that is
-    not printable (line breaks, tabs, a terminal's escape sequences, ``\u2028``) as its Python escape (``\n``,
-    ``\t``, ``\x1b``): raw, a line break ended the row and pushed its status and ``REGRESSION`` mark onto a line
-    of their own, and an escape sequence could rewrite the terminal.
-    """
-    text = text.replace("\\", "\\\\")
-    if markdown:
-        text = text.replace("|", "\\|")
-        return text.replace("\r\n", "<br>").replace("\r", "<br>").replace("\n", "<br>")
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def render_markdown(frame: pd.DataFrame) -> str:

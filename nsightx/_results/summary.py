@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.stats import STABLE_RSD_PCT
+from nsightx._textcell import cell_text
 from nsightx._units import number, scale, with_unit
 
 if TYPE_CHECKING:
@@ -99,12 +100,15 @@ def _row(record: Mapping[Any, Any], params: Sequence[str], device: bool) -> Row:
     return Row(cells=tuple(cells), stable=stable, label=label, rsd_pct=rsd)
 
 
-def summarize(frame: pd.DataFrame, params: Sequence[str]) -> Summary:
-    """The displayed table of an aggregated DataFrame (:meth:`ProfileResults.to_dataframe`).
+def summarize(frame: pd.DataFrame, params: Sequence[str], *, text: bool = False) -> Summary:
+    r"""The displayed table of an aggregated DataFrame (:meth:`ProfileResults.to_dataframe`).
 
     Args:
         frame: The aggregated DataFrame.
         params: The profiled function's parameter names (the config columns), in order.
+        text: For a terminal or a log (:func:`render_text`, :func:`unstable_warning`): names and values written
+            by :func:`~nsightx._textcell.cell_text`, so a line break or an escape sequence in them is shown as
+            ``\n``/``\x1b`` and every row stays one line (the notebook view escapes its HTML instead).
     """
     device = "Device" in frame.columns
     header = ["Annotation", *params, "Metric", "Mean", "95% CI", "RSD", "Runs", "Stable"]
@@ -112,8 +116,15 @@ def summarize(frame: pd.DataFrame, params: Sequence[str]) -> Summary:
     header += ["Tool"]
     records = frame.to_dict("records")
     rows = tuple(_row(rec, params, device) for rec in records)
+    if text:
+        rows = tuple(_as_text(row) for row in rows)
     numeric = [p for p in params if all(_is_number(rec.get(p)) for rec in records)]
     return Summary(header=tuple(header), rows=rows, right=frozenset((*numeric, "Mean", "95% CI", "RSD", "Runs")))
+
+
+def _as_text(row: Row) -> Row:
+    """``row`` with every cell and its label one line of printable text (:func:`~nsightx._textcell.cell_text`)."""
+    return Row(tuple(map(cell_text, row.cells)), row.stable, cell_text(row.label), row.rsd_pct)
 
 
 def _is_number(value: Any) -> bool:

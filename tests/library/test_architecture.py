@@ -313,6 +313,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
         "nsightx._cudainfo",
         "nsightx.columns",
         "nsightx._units",
+        "nsightx._textcell",
         "nsightx._warn",
     ),
     ("nsightx._plot",),

@@ -336,3 +336,26 @@ def test_plot_takes_a_raw_file_and_the_plugins_save_and_refuses_a_folder_of_seve
     assert many.returncode == 2 and "argument --type: invalid choice: 'pie'" in many.stderr
     bad = _nsightx("plot", str(saved["result"]), str(tmp_path / "q.txt"))
     assert bad.returncode == 2 and bad.stderr.startswith("nsightx plot: cannot tell the image format")
+
+
+def test_show_keeps_each_row_of_a_name_with_a_line_break_or_an_escape_on_one_line(tmp_path, capsys):
+    """A raw line break in a region name or a str parameter split the row; a raw ESC reached the terminal."""
+    import nsightx
+
+    @nsightx.analyze.kernel(
+        configs=[("p\nq",)],
+        runs=2,
+        backend="host",
+        output_prefix=str(tmp_path / "x_"),
+        verbosity=nsightx.VerbosityLevel.SILENT,
+    )
+    def f(s):
+        with nsightx.annotate("a\nb\x1b[31m"):
+            pass
+
+    f()
+    assert main(["show", str(next(tmp_path.glob("x_result-*")))]) == 0
+    out, err = capsys.readouterr()
+    rows = [line for line in out.splitlines() if "host__time_duration.sum" in line]
+    assert len(rows) == 1 and rows[0].startswith(r"a\nb\x1b[31m  p\nq  host__time_duration.sum"), out
+    assert "\x1b" not in out + err and r"a\nb\x1b[31m s=p\nq host__time_duration.sum" in err
