@@ -82,7 +82,8 @@ def measure(
 
     Raises:
         ConfigTypeError: ``fn`` is not callable, or an option has the wrong type.
-        ConfigError: ``fn`` needs arguments, or an option is invalid or is one of a sweep.
+        ConfigError: ``fn`` needs arguments, an option is invalid or is one of a sweep, or ``normalize_against``
+            names another annotation than the call's one region.
         BackendUnavailableError: no backend here can deliver what was asked.
 
     Example:
@@ -95,6 +96,12 @@ def measure(
     label = name if name is not None else _name(fn)
     if not isinstance(label, str) or not label:
         raise ConfigTypeError(f"measure's name must be a non-empty str, got {label!r}")
+    baseline = options.get("normalize_against")
+    if isinstance(baseline, str) and baseline != label:  # the one region is known: no run needed to find it missing
+        raise ConfigError(
+            f"normalize_against={baseline!r} names no annotation of measure's call, whose one region is "
+            f"{label!r}; give normalize_against={label!r} or leave it out"
+        )
 
     def call() -> None:
         with annotate(label):
