@@ -277,3 +277,35 @@ def test_normalize_against_another_annotation_is_refused_before_fn_runs(plugin_h
     assert calls == [] and list(tmp_path.iterdir()) == []
     result = nsightx.measure(lambda: calls.append(1), name="gemm", normalize_against="gemm", runs=2, backend="host")
     assert result.to_dataframe()[["Unit", "AvgValue"]].values.tolist() == [["ratio", 1.0]]
+
+
+async def _coroutine() -> None:
+    raise AssertionError("never run")
+
+
+def _generator() -> Any:
+    yield 1
+
+
+async def _async_generator() -> Any:
+    yield 1
+
+
+@pytest.mark.parametrize(
+    ("fn", "kind"),
+    [
+        (_coroutine, "an async function"),
+        (_generator, "a generator function"),
+        (_async_generator, "an async generator function"),
+        (functools.partial(_coroutine), "an async function"),
+    ],
+)
+def test_a_callable_whose_call_runs_none_of_its_body_is_refused(fn, kind, plugin_host, tmp_path):
+    """Calling an async or generator function only makes a coroutine or generator: the time would be of nothing.
+
+    (Found by this hunt: measure timed the creation of the object, silently, and ignored it, as it ignores any
+    value ``fn`` returns.)
+    """
+    with pytest.raises(nsightx.ConfigError, match=rf"\({kind}\) only creates .* nothing of its body"):
+        nsightx.measure(fn, runs=2, backend="host", output_prefix=tmp_path)
+    assert list(tmp_path.iterdir()) == []
