@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 import nsightx
 from nsightx import NsightxError
 
-EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "60"))
 """Examples per test (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=300``)."""
 METRIC = "host__time_duration.sum"
 SECONDS = (1e-3, 1.001e-3, 1.003e-3, 1.2e-3, 5e-3, 2e-6)
