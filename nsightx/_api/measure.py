@@ -23,6 +23,25 @@ ELSEWHERE = ("configs", "parallel_devices", "executor")
 """``analyze.kernel`` options that measure a sweep or measure elsewhere: not a single call in this process."""
 
 
+LAZY = {
+    "an async function": "a coroutine without running it",
+    "a generator function": "a generator without running it",
+    "an async generator function": "an async generator without running it",
+}
+"""Callables whose call does none of their work, and what the call makes instead."""
+
+
+def _lazy_kind(fn: object) -> str | None:
+    """Which kind of :data:`LAZY` callable ``fn`` is, if any (a ``functools.partial`` of one too)."""
+    if inspect.isasyncgenfunction(fn):
+        return "an async generator function"
+    if inspect.iscoroutinefunction(fn):
+        return "an async function"
+    if inspect.isgeneratorfunction(fn):
+        return "a generator function"
+    return None
+
+
 def _name(fn: Callable[[], object]) -> str:
     """The region's name: the function's, ``lambda`` for a lambda, ``call`` for a callable without a name."""
     name = getattr(fn, "__name__", None)
@@ -36,8 +55,8 @@ def _check(fn: object, options: dict[str, Any]) -> None:
 
     Raises:
         ConfigTypeError: ``fn`` is not callable.
-        ConfigError: ``fn`` needs arguments, or an option is for sweeps (``configs``, ``parallel_devices``,
-            ``executor``).
+        ConfigError: ``fn`` needs arguments, is an async or generator function, or an option is for sweeps
+            (``configs``, ``parallel_devices``, ``executor``).
     """
     if not callable(fn):
         raise ConfigTypeError(
@@ -53,6 +72,13 @@ def _check(fn: object, options: dict[str, Any]) -> None:
         ) from None
     except ValueError:  # no signature to read (some builtins): called as it is
         pass
+    lazy = _lazy_kind(fn)
+    if lazy:
+        raise ConfigError(
+            f"measure times the work of each call of fn, and calling {_name(fn)} ({lazy}) only creates "
+            f"{LAZY[lazy]}: nothing of its body would be measured; give a callable that does the work, e.g. "
+            "nsightx.measure(lambda: asyncio.run(main())) or lambda: list(gen())"
+        )
     sweep = [o for o in ELSEWHERE if o in options]
     if sweep:
         raise ConfigError(
@@ -82,7 +108,9 @@ def measure(
 
     Raises:
         ConfigTypeError: ``fn`` is not callable, or an option has the wrong type.
-        ConfigError: ``fn`` needs arguments, or an option is invalid or is one of a sweep.
+        ConfigError: ``fn`` needs arguments or is an async or generator function (its call runs none of its
+            body), an option is invalid or is one of a sweep, or ``normalize_against`` names another annotation
+            than the call's one region.
         BackendUnavailableError: no backend here can deliver what was asked.
 
     Example:
@@ -95,6 +123,12 @@ def measure(
     label = name if name is not None else _name(fn)
     if not isinstance(label, str) or not label:
         raise ConfigTypeError(f"measure's name must be a non-empty str, got {label!r}")
+    baseline = options.get("normalize_against")
+    if isinstance(baseline, str) and baseline != label:  # the one region is known: no run needed to find it missing
+        raise ConfigError(
+            f"normalize_against={baseline!r} names no annotation of measure's call, whose one region is "
+            f"{label!r}; give normalize_against={label!r} or leave it out"
+        )
 
     def call() -> None:
         with annotate(label):

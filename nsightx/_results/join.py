@@ -128,8 +128,8 @@ def join_runs(
         The joined runs and which backend measured which metric.
 
     Raises:
-        JoinError: a region's kernels differ between the two sides (count or names), or the counter side
-            measured a region the time side never saw.
+        JoinError: a region's kernels differ between the two sides (count or names), the counter side
+            measured a region the time side never saw, or measured a counter over a whole region (no kernel).
     """
     time_seqs, counter_seqs = launch_sequences(times), launch_sequences(counters)
     missing = sorted(set(counter_seqs) - set(time_seqs))
@@ -144,6 +144,7 @@ def join_runs(
         _check_region(region, expected, by_run, backends)
         names.update(_time_names(times, region, expected))
     measured = {*time_metrics, *(rec.metric for run in times for rec in run.records)}
+    _check_per_kernel(counters, measured, backends)
     extra: dict[tuple[int, int], list[Record]] = defaultdict(list)
     for run in counters:
         for rec in run.records:
@@ -163,6 +164,23 @@ def join_runs(
         )
     sources = {m: backends[0] for m in sorted(measured)} | {m: backends[1] for m in counter_metrics}
     return JoinedRuns(runs=joined, sources=sources, regions_joined=len(counter_seqs))
+
+
+def _check_per_kernel(counters: Sequence[RunRecords], measured: set[str], backends: tuple[str, str]) -> None:
+    """Raise :class:`JoinError` for a counter the counter side measured over a whole region, not per kernel.
+
+    Such a record (``"range"`` under ncu's range replay, ``"region"`` from a backend without kernel records) has
+    no kernel to be attached to: it was left out of the join, and the joined result lacked the counter silently.
+    """
+    for run in counters:
+        for rec in run.records:
+            if rec.metric not in measured and rec.kernel in ("region", "range"):
+                raise JoinError(
+                    f"cannot join {rec.metric!r} of region {rec.annotation!r} of config {rec.config}: {backends[1]} "
+                    f"measured it over the whole region (kernel {rec.kernel!r}, as under replay_mode='range'), so "
+                    f"it has no kernel to be attached to among {backends[0]}'s; measure the counters per kernel "
+                    "(replay_mode='kernel'), or read that result on its own"
+                )
 
 
 def _time_names(times: Sequence[RunRecords], region: RegionKey, expected: Launches) -> dict[tuple[str, int, int], str]:

@@ -110,6 +110,19 @@ def test_region_only_on_the_counter_side_and_too_many_counter_runs():
         join_runs(cupti_runs(runs=2), counter_runs(splitk_names(), runs=3))
 
 
+def test_counters_measured_over_the_whole_region_are_refused_not_dropped():
+    """ncu's range replay writes one record per region (kernel ``"range"``): no kernel to attach it to.
+
+    Found by hunt21m: the join skipped such records, and the joined result lacked the counters with no word.
+    """
+    with pytest.raises(JoinError, match=r"cannot join '.*' of region 'matmul' of config 0: ncu measured it over"):
+        join_runs(cupti_runs(), counter_runs(["range"], ncu_time=False))
+    whole = counter_runs(splitk_names())
+    whole[1] = counter_runs(["region"], runs=2)[1]  # one run of a backend without kernel records is enough
+    with pytest.raises(JoinError, match=r"kernel 'region'"):
+        join_runs(cupti_runs(), whole)
+
+
 def test_base_name_matches_cupti_and_ncu_spellings():
     batch, _windows, _ = batch_from_json((CUPTI / "two_regions.json").read_text())
     mangled = next(k.name for k in batch.kernels if "vectorized_elementwise_kernel" in k.name)

@@ -65,6 +65,10 @@ class Shape:
     counters: dict[tuple[str, int, int], Any] = field(default_factory=dict)
     # (ann, config, run) of the counter side -> the kernels it saw, when they differ from ``kernels``
     other_kernels: dict[tuple[str, int, int], tuple[str, ...]] = field(default_factory=dict)
+    # (ann, config, run) of the counter side measured over the whole region (ncu's range replay: kernel "range")
+    whole_region: set[tuple[str, int, int]] = field(default_factory=set)
+    counter_function: str = "mm"
+    counter_config_base: int = 64
 
 
 VALUES = st.sampled_from([1.0, 2.5, 7.25, 900.0, 1e6, 3.3e9])
@@ -75,7 +79,7 @@ def shapes(draw: Any) -> Shape:
     """Random sides; most join, some must not."""
     configs, time_runs = draw(st.integers(1, 3)), draw(st.integers(1, 5))
     params = ("n", "dtype")[: draw(st.integers(1, 2))]
-    bad = draw(st.integers(0, 7))  # 0..3: one reason the join must fail; otherwise a good pair
+    bad = draw(st.integers(0, 11))  # 0..6: one reason the join must fail; otherwise a good pair
     shape = Shape(
         configs=configs,
         params=params,
@@ -83,6 +87,8 @@ def shapes(draw: Any) -> Shape:
         time_runs=time_runs,
         counter_runs=time_runs + 1 if bad == 1 else draw(st.integers(1, time_runs)),
         time_metrics=(TIME, BYTES) if draw(st.booleans()) else (TIME,),
+        counter_function="mm_v2" if bad == 5 else "mm",
+        counter_config_base=32 if bad == 6 else 64,
     )
     time_anns = ANNOTATIONS[: draw(st.integers(1, 3))]
     counter_anns = [a for a in time_anns if draw(st.integers(0, 3))]
@@ -114,6 +120,10 @@ def shapes(draw: Any) -> Shape:
                 shape.counters[(ann, c, r)] = [
                     {m: draw(VALUES) * (seq + 2) + 0.5 * r for m in (TIME, FLOPS, BYTES)} for seq in range(len(kernels))
                 ]
+                if bad == 4 and draw(st.booleans()):  # one record per metric for the whole region, no kernel
+                    shape.counters[(ann, c, r)] = shape.counters[(ann, c, r)][:1]
+                    shape.whole_region.add((ann, c, r))
+                    shape.other_kernels.pop((ann, c, r), None)
     return shape
 
 
@@ -140,11 +150,19 @@ def _runs(regions: dict[tuple[str, int, int], Any], configs: int, runs: int, nam
     return out
 
 
-def _plan(shape: Shape, backend: str, params: tuple[str, ...], metrics: tuple[str, ...], runs: int) -> PlanInfo:
+def _plan(
+    shape: Shape,
+    backend: str,
+    params: tuple[str, ...],
+    metrics: tuple[str, ...],
+    runs: int,
+    function: str = "mm",
+    base: int = 64,
+) -> PlanInfo:
     return PlanInfo(
-        function="mm",
+        function=function,
         params=params,
-        configs=tuple((64 * (c + 1), "f32")[: len(shape.params)] for c in range(shape.configs)),
+        configs=tuple((base * (c + 1), "f32")[: len(shape.params)] for c in range(shape.configs)),
         runs=runs,
         warmup=0,
         metrics=metrics,
@@ -170,10 +188,21 @@ def sides(shape: Shape) -> tuple[ProfileResults, ProfileResults]:
     )
 
     def ncu_names(a: str, c: int, r: int) -> list[str]:
+        if (a, c, r) in shape.whole_region:
+            return ["range"]
         return [DEMANGLED[k] for k in shape.other_kernels.get((a, c, r), shape.kernels[(a, c)])]
 
+    counter_plan = _plan(
+        shape,
+        "ncu",
+        shape.counter_params,
+        (TIME, FLOPS, BYTES),
+        shape.counter_runs,
+        function=shape.counter_function,
+        base=shape.counter_config_base,
+    )
     counters = build_results(
-        _plan(shape, "ncu", shape.counter_params, (TIME, FLOPS, BYTES), shape.counter_runs),
+        counter_plan,
         _runs(shape.counters, shape.configs, shape.counter_runs, ncu_names),
         {"GPU": "x", "SerializesKernels": True},
         combine=_sum,
@@ -183,13 +212,13 @@ def sides(shape: Shape) -> tuple[ProfileResults, ProfileResults]:
 
 def expected_error(shape: Shape) -> type[Exception] | None:
     """What the docs say the join raises, or None."""
-    if shape.counter_params != shape.params:
-        return ConfigError
+    if shape.counter_params != shape.params or shape.counter_function != "mm" or shape.counter_config_base != 64:
+        return ConfigError  # docs: "of the same function and configs"; "other configs are a ConfigError"
     timed = {(a, c) for (a, c, _r), got in shape.times.items() if got != FAILED}
     if any((a, c) not in timed for (a, c, _r) in shape.counters):
         return JoinError  # the time side never saw the region launch a kernel
-    if shape.other_kernels:
-        return JoinError
+    if shape.other_kernels or shape.whole_region:
+        return JoinError  # a whole-region counter has no kernel: the region's kernels differ (none vs some)
     if shape.counter_runs > shape.time_runs and any(r >= shape.time_runs for (_a, _c, r) in shape.counters):
         return JoinError
     return None
