@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 
 from nsightx._errors import ConfigError, ResultSchemaError
 from nsightx._report import history
+from nsightx._report.pytest_gate import Gate, GateSettings
 from nsightx._report.sources import load_side, stored_source
 from nsightx._results.profileresults import ProfileResults, load
 
@@ -70,6 +71,10 @@ class Store:
     saves: list[Save] = field(default_factory=list)
     refs: list[str | None] = field(default_factory=list)
     size: int = history.HISTORY
+    measured: list[str] = field(default_factory=list)
+    """The tests a pytest session then measures, comparing with and saving into the same folder."""
+    gate_ref: str | None = None
+    """That session's ``--nsightx-baseline``."""
 
 
 def result_of(save: Save) -> ProfileResults:
@@ -111,6 +116,8 @@ def stores(draw: Any) -> Store:
         draw(st.sampled_from(["0003", "1234", "12345", "0003abc", "zz", "1a2b3c4d5e0"])),
     ]
     out.size = draw(st.sampled_from([history.HISTORY, 1, 2, 3]))
+    out.measured = draw(st.lists(st.sampled_from(NODES), max_size=3, unique=True))
+    out.gate_ref = draw(st.sampled_from(out.refs))
     return out
 
 
@@ -185,6 +192,7 @@ def check(store: Store, root: Path) -> None:
             check_pick(saves, found, ref, store.size)
     for ref in store.refs:
         check_side(by_node, root, ref, store.size)
+    check_gate(store, by_node, root)
 
 
 def check_pick(saves: list[Save], found: list[history.Entry], ref: str | None, size: int) -> None:
@@ -232,7 +240,33 @@ def check_side(by_node: dict[str, list[Save]], root: Path, ref: str | None, size
     assert {s.test: s.path for s in side} == {t: w.path for t, w in wants.items() if w}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+def check_gate(store: Store, by_node: dict[str, list[Save]], root: Path) -> None:
+    """The plugin's gate with ``--nsightx-compare=DIR --nsightx-save=DIR --nsightx-baseline=REF`` (ci.md section 1).
+
+    Each measured test is compared with the save the reference picks (``NO BASELINE`` without one, ``BAD
+    BASELINE`` when a file of its history is not a result), then added as save ``max + 1``; the stored tests no
+    test measured are listed.
+    """
+    gate = Gate(GateSettings(compare_dir=root, save_dir=root, baseline_ref=store.gate_ref, confirm=0))
+    start = dt.datetime(2026, 12, 6, 9, 0, 0, tzinfo=dt.UTC)
+    for node in store.measured:
+        saves = by_node.get(node, [])
+        new = Save(node, max((s.number for s in saves), default=0) + 1, "pr-runner", COMMITS[1], start)
+        gate.record(node, result_of(new))
+        outcome = gate.outcomes[-1]
+        want = reference_pick(saves, store.gate_ref) if saves else None
+        if want is None:
+            assert outcome.status == "no baseline", outcome
+        elif any(s.corrupt for s in saves[max(0, saves.index(want) - history.HISTORY + 1) : saves.index(want) + 1]):
+            assert outcome.status == "bad baseline", outcome
+        else:
+            assert (outcome.status, outcome.baseline) == ("compared", want.path), outcome.message
+        assert gate.saved[-1] == root / history.test_folder(node) / reference_name(new)
+    stored = {history.test_folder(n) for n in by_node} - {history.test_folder(n) for n in store.measured}
+    assert sorted(gate.unmatched_baselines()) == sorted(root / t for t in stored)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(store=stores())
 def test_the_store_writes_and_picks_what_the_docs_say(store: Store) -> None:
     root = Path(tempfile.mkdtemp(prefix="nsx-store-"))
