@@ -23,6 +23,7 @@ skipped silently (reading fails) and nothing more.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import shutil
 import tempfile
@@ -274,3 +275,33 @@ def test_the_store_writes_and_picks_what_the_docs_say(store: Store) -> None:
         check(store, root)
     finally:
         shutil.rmtree(root)
+
+
+def test_a_number_another_process_claims_at_the_same_moment_is_left_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pytest processes saving one test at once: ``NNNN`` counts the saves, so each save has its own number.
+
+    The other process (another runner, commit and second) claims save 2 after this one counted the saves and
+    before it claims its own file: ``O_EXCL`` passed both names, and both were save 2, so ``--nsightx-baseline=2``
+    picked one of them silently and the history counted the same push twice (found by this file's reference).
+    """
+    node = NODES[0]
+    start = dt.datetime(2026, 12, 5, 10, 0, 0, tzinfo=dt.UTC)
+    history.save(tmp_path, node, result_of(Save(node, 1, "vm", None, start)))
+    folder = tmp_path / history.test_folder(node)
+    rival = Save(node, 2, "ci-7", COMMITS[1], start + dt.timedelta(seconds=1))
+    real_open = os.open
+
+    def open_after_the_rival(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(path).parent == folder and rival.path is None:  # this process's claim: the rival's comes first
+            rival.path = folder / reference_name(rival)
+            os.close(real_open(rival.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_after_the_rival)
+    mine = history.save(tmp_path, node, result_of(Save(node, 2, "vm", None, start + dt.timedelta(seconds=2))))
+    monkeypatch.undo()
+    assert mine == folder / reference_name(Save(node, 3, "vm", None, start + dt.timedelta(seconds=2)))
+    assert [e.number for e in history.entries(folder)] == [1, 2, 3]
+    assert load(mine).environment[history.NODE_KEY] == node
