@@ -183,20 +183,40 @@ def save(root: Path, nodeid: str, result: ProfileResults) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--nsightx-save: cannot create {str(folder)!r}: {e.strerror or e}") from e
+    path = _claim(folder, stored)
+    try:
+        return stored.save(path)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _claim(folder: Path, stored: ProfileResults) -> Path:
+    """Create, empty, the file of the next free save number in ``folder``, and no other process's number.
+
+    ``O_EXCL`` alone keeps only the exact name: two processes that counted the saves at the same moment would
+    both claim the next number under names that differ in machine, commit or time. So a claim is kept only if no
+    other file holds its number right after it was made (a process claiming that number later then sees this
+    one); else it is removed and the next number tried (two that see each other both move on, leaving a gap).
+
+    Raises:
+        ConfigError: the file cannot be created, or no number is free.
+    """
     number = max((e.number for e in entries(folder)), default=0) + 1
-    for attempt in range(1000):
-        path = folder / entry_name(number + attempt, stored)
+    for _ in range(1000):
+        path = folder / entry_name(number, stored)
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666))
         except FileExistsError:
+            number += 1
             continue
         except OSError as e:
             raise ConfigError(f"--nsightx-save: cannot write {str(path)!r}: {e.strerror or e}") from e
-        try:
-            return stored.save(path)
-        except BaseException:
-            path.unlink(missing_ok=True)
-            raise
+        found = entries(folder)
+        if not any(e.number == number and e.path != path for e in found):
+            return path
+        path.unlink(missing_ok=True)  # another process claimed this number at the same moment
+        number = max(number, *(e.number for e in found)) + 1
     raise ConfigError(f"--nsightx-save: no free save number in {str(folder)!r}; remove old saves there")
 
 
