@@ -17,6 +17,10 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 
+# numpy and pyarrow are loaded before this file's in-process pytest runs, which drop the modules they loaded:
+# neither can load twice in one process, and nsightx.load needs them here
+import numpy  # noqa: F401
+import pyarrow  # noqa: F401
 import pytest
 
 import nsightx
