@@ -355,11 +355,12 @@ def _one(backend: str, params: tuple[str, ...], configs: list[dict[str, Any]], v
 
 def test_rows_match_by_parameter_name_not_position():
     a = _one("cupti", ("n", "m"), [{"n": 1, "m": 2}, {"n": 2, "m": 1}], 100.0)
+    a.rows[("mm", 1)] = Row(False, ("gemm",), [[300.0]])  # n=2, m=1 takes 300 ns
     b = _one("ncu", ("m", "n"), [{"n": 2, "m": 1}, {"n": 1, "m": 2}], 100.0)
-    b.rows[("mm", 0)] = Row(False, ("gemm",), [[300.0]])  # n=2, m=1 is slower on B only
+    b.rows[("mm", 0)] = Row(False, ("gemm",), [[300.0]])  # the same sweep, parameters declared the other way
     frame = reconcile(build(a), build(b))
-    got = {(r["n"], r["m"]): r["MeanB"] for r in frame.to_dict("records")}
-    assert got == {(1, 2): 100.0, (2, 1): 300.0}  # was (1, 2): 300.0, by position
+    got = {(r["n"], r["m"]): (r["MeanA"], r["MeanB"], r["Causes"]) for r in frame.to_dict("records")}
+    assert got == {(1, 2): (100.0, 100.0, ""), (2, 1): (300.0, 300.0, "")}  # was paired by position: +200%, -67%
 
 
 def test_a_nan_clock_read_is_no_clock_cause_and_a_zero_mean_is_not_within_threshold():
