@@ -29,7 +29,6 @@ a fixed text about a backend.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections import Counter, defaultdict
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from nsightx._api.kernel import ProfiledFunction
 from nsightx._errors import CompareError, ConfigError
 from nsightx._report.compare import resolve
+from nsightx._report.noise import config_key
 from nsightx._report.views import format_value
 from nsightx._results.join import base_name
 from nsightx.columns import MEASURED_SM_CLOCK, SERIALIZES_KERNELS
@@ -73,6 +73,8 @@ class Side:
     clocks: list[float] = field(default_factory=list)
     serializes: bool = False
     cache_control: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    """The row's parameter values by name (as this side's plan declares them)."""
 
     @property
     def mean(self) -> float:
@@ -89,7 +91,7 @@ class Side:
 
 
 RowKey = tuple[str, str, str]
-"""(function, annotation, config as JSON)."""
+"""(function, annotation, config by parameter name as JSON: :func:`nsightx._report.noise.config_key`, as compare)."""
 
 
 def time_metric(res: ProfileResults) -> str:
@@ -110,10 +112,12 @@ def _sides(res: ProfileResults) -> dict[RowKey, Side]:
     out: dict[RowKey, Side] = {}
 
     def side(annotation: str, config: int) -> Side:
-        key = (plan.function, annotation, json.dumps(list(plan.configs[config]), default=repr))
+        values = list(plan.configs[config])
+        key = (plan.function, annotation, config_key(plan.params, values))
         if key not in out:
             out[key] = Side(res.backend, metric, None, serializes=bool(res.environment.get(SERIALIZES_KERNELS)))
             out[key].cache_control = plan.cache_control
+            out[key].params = dict(zip(plan.params, values, strict=False))
         return out[key]
 
     for v in res.data.values:
@@ -131,7 +135,10 @@ def _kernel_evidence(res: ProfileResults, metric: str, side: Callable[[str, int]
         (cv.config, cv.run): float(cv.value)
         for run in res.data.runs
         for cv in run.collectors
-        if cv.name == MEASURED_SM_CLOCK and isinstance(cv.value, int | float) and not isinstance(cv.value, bool)
+        if cv.name == MEASURED_SM_CLOCK
+        and isinstance(cv.value, int | float)
+        and not isinstance(cv.value, bool)
+        and math.isfinite(cv.value)
     }
     for run in res.data.runs:
         seqs: dict[tuple[str, int], dict[int, str]] = defaultdict(dict)
@@ -163,7 +170,10 @@ def _fmt(value: float, unit: str | None) -> str:
 
 
 def _pct(a: float, b: float) -> float:
-    return 100.0 * (b - a) / a if a else math.nan
+    """Percent change from ``a`` to ``b``; from 0 to anything else it is infinite (a 0 ns mean is no match for 1 ns)."""
+    if a:
+        return 100.0 * (b - a) / a
+    return 0.0 if b == 0 else math.copysign(math.inf, b)
 
 
 def _largest_kernel_move(a: Side, b: Side) -> tuple[str, float, float] | None:
@@ -305,7 +315,10 @@ def reconcile(
 
     Returns:
         One row per (function, annotation, config) in both: ``Function, Annotation, <params>, BackendA,
-        BackendB, MetricA, MetricB, MeanA, MeanB, DiffPct, KernelsA, KernelsB, Causes, Explanation``.
+        BackendB, MetricA, MetricB, MeanA, MeanB, DiffPct, KernelsA, KernelsB, Causes, Explanation``. A
+        parameter column whose values are of several types (``1`` and ``1.0``, or a row of a function without
+        that parameter: ``None``) keeps them as given, so two rows never read as one config. ``DiffPct`` from a
+        mean of 0 to another is infinite.
 
     Raises:
         ConfigError: a bad threshold, or a result without a time metric.
@@ -324,29 +337,31 @@ def reconcile(
     ra, rb = resolve(a), resolve(b)
     sa = {k: s for r in ra for k, s in _sides(r).items()}
     sb = {k: s for r in rb for k, s in _sides(r).items()}
-    params = {r.data.plan.function: r.data.plan.params for r in [*ra, *rb]}
-    rows = [_row(k, sa[k], sb[k], params.get(k[0], ()), threshold_pct) for k in sa if k in sb]
+    rows = [_row(k, sa[k], sb[k], threshold_pct) for k in sa if k in sb]
     if not rows:
         raise CompareError(
             f"reconcile: no (function, annotation, config) is in both results (A holds {len(sa)} row(s), B "
             f"{len(sb)}); measure the same sweep with both backends"
         )
-    names = list(dict.fromkeys(p for ps in params.values() for p in ps))
-    return pd.DataFrame(rows, columns=["Function", "Annotation", *names, *_COLUMNS])
+    names = list(dict.fromkeys(p for r in [*ra, *rb] for p in r.data.plan.params))
+    frame = pd.DataFrame(rows, columns=["Function", "Annotation", *names, *_COLUMNS])
+    for name in names:
+        if len({type(row.get(name)) for row in rows}) > 1:
+            frame[name] = pd.Series([row.get(name) for row in rows], index=frame.index, dtype=object)
+    return frame
 
 
 _COLUMNS: tuple[str, ...] = ("BackendA", "BackendB", "MetricA", "MetricB", "MeanA", "MeanB", "DiffPct")
 _COLUMNS += ("KernelsA", "KernelsB", "Causes", "Explanation")
 
 
-def _row(key: RowKey, a: Side, b: Side, params: Sequence[str], threshold_pct: float) -> dict[str, Any]:
-    config = json.loads(key[2])
+def _row(key: RowKey, a: Side, b: Side, threshold_pct: float) -> dict[str, Any]:
     diff = _pct(a.mean, b.mean)
     causes, text = explain(a, b) if abs(diff) > threshold_pct else ([], "within threshold")
     return {
         "Function": key[0],
         "Annotation": key[1],
-        **dict(zip(params, config, strict=False)),
+        **a.params,
         "BackendA": a.backend,
         "BackendB": b.backend,
         "MetricA": a.metric,
@@ -367,7 +382,7 @@ def render_text(frame: pd.DataFrame) -> str:
     params = [c for c in frame.columns if c not in fixed]
     lines = []
     for _, r in frame.iterrows():
-        config = ", ".join(f"{p}={r[p]}" for p in params)
+        config = ", ".join(f"{p}={r[p]}" for p in params if r[p] is not None)
         lines.append(
             f"{r['Function']} {r['Annotation']} ({config}): {r['BackendA']} {_fmt(r['MeanA'], 'ns')} vs "
             f"{r['BackendB']} {_fmt(r['MeanB'], 'ns')} ({r['DiffPct']:+.1f}%): {r['Explanation']}"

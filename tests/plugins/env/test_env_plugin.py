@@ -116,3 +116,25 @@ def test_dist_version_picks_first_installed():
 def test_missing_ncu_is_none(monkeypatch, tmp_path):
     monkeypatch.setattr(_probe, "find_ncu", lambda: None)
     assert _probe.ncu_version(None) is None
+
+
+def test_detached_head_digit_led_commit_and_no_git(plugin_host, git_repo, tmp_path, monkeypatch):
+    """docs/plugins.md: GitCommit and GitDirty of the current directory's work tree, kept as written when saved."""
+    repo, git = git_repo
+    for i in range(64):  # a commit whose hash starts with three digits (about one in four does)
+        head = git("rev-parse", "HEAD").strip()
+        if head[:3].isdigit():
+            break
+        (repo / "a.txt").write_text(str(i))
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", f"c{i}")
+    assert head[:3].isdigit()
+    git("checkout", "-q", "--detach", head)
+    (repo / "a.txt").write_text("changed")
+    res = profile(info_collectors=["env"])
+    assert (res.to_dataframe().iloc[0]["GitCommit"], bool(res.to_dataframe().iloc[0]["GitDirty"])) == (head, True)
+    for name in ("r.json", "r.parquet"):
+        row = nsightx.load(res.save(tmp_path / name)).to_dataframe().iloc[0]
+        assert row["GitCommit"] == head and isinstance(row["GitCommit"], str)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no git at all
+    row = profile(info_collectors=["env"]).to_dataframe().iloc[0]
+    assert row["GitCommit"] is None or row["GitCommit"] != row["GitCommit"]  # empty cell
