@@ -154,17 +154,23 @@ def test_nvml_reads_the_gpu_cuda_numbers():
     assert checked > EXAMPLES
 
 
-def test_mixed_gpus_fastest_first_an_index_is_not_nvidia_smis_index():
+def test_mixed_gpus_fastest_first_an_index_is_not_nvidia_smis_index(monkeypatch):
     # the minimal case the hunt found: an L4 at PCI index 0, an H200 at index 1, CUDA_DEVICE_ORDER unset: CUDA
     # device 0 is the H200; nvidia-smi's order named (and device="GPU-<L4>" selected) the wrong GPU
+    from nsightx._run import device
+
     gpus = [(0, "GPU-11111111-0000-0000-0000-000000000000", "NVIDIA L4"), (1, "GPU-22222222-0000", "NVIDIA H200")]
-    got = visible("0,1", gpus=gpus, order="", driver=lambda: [gpus[1][1], gpus[0][1]])
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setattr(device, "cuda_uuids", lambda: [gpus[1][1], gpus[0][1]], raising=False)  # the driver
+    got = visible("0,1", gpus=gpus)
     assert [(g.label, g.name) for g in got] == [(f"0:{gpus[1][1]}", "NVIDIA H200"), (f"1:{gpus[0][1]}", "NVIDIA L4")]
     assert resolve("GPU-1111", got).ordinal == 1
+    monkeypatch.setattr(device, "cuda_uuids", lambda: None, raising=False)  # no driver to ask
     with pytest.raises(ConfigError, match=r"FASTEST_FIRST \(the default\).*0: NVIDIA L4, 1: NVIDIA H200"):
-        visible("0", gpus=gpus, order="", driver=lambda: None)
-    assert [g.uuid for g in visible("0", gpus=gpus, order="PCI_BUS_ID", driver=lambda: None)] == [gpus[0][1]]
-    assert [g.uuid for g in visible("GPU-1111", gpus=gpus, order="", driver=lambda: None)] == [gpus[0][1]]
+        visible("0", gpus=gpus)
+    assert [g.uuid for g in visible("GPU-1111", gpus=gpus)] == [gpus[0][1]]  # a UUID decides: no driver needed
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert [g.uuid for g in visible("0", gpus=gpus)] == [gpus[0][1]]
 
 
 def test_nvml_before_cuda_is_up_does_not_guess_on_mixed_gpus():
