@@ -1,10 +1,11 @@
 """The CUDA driver and ``nvidia-smi`` questions that backends, collectors and the core share.
 
 One place loads ``libcuda`` (lazily: never at import time), one place names the driver's attribute numbers, one
-place states the L2 flush-size rule and one place runs ``nvidia-smi``. Nothing here initialises CUDA on its own:
+place states the L2 flush-size rule and one place runs ``nvidia-smi``. Nothing here initialises CUDA unasked:
 :func:`load_libcuda` only maps the library, :func:`loaded_libcuda` does not even do that, and the callers decide
-whether to call ``cuInit``. A machine without an NVIDIA driver gets ``None`` (or an empty answer), never an
-exception at the point of loading. Published to extension authors through :mod:`nsightx.ext`.
+whether to call ``cuInit`` (:func:`cuda_uuids` does; it is asked only where nothing else can answer). A machine
+without an NVIDIA driver gets ``None`` (or an empty answer), never an exception at the point of loading.
+Published to extension authors through :mod:`nsightx.ext`.
 """
 
 from __future__ import annotations
@@ -105,6 +106,30 @@ def device_attribute(attribute: DeviceAttribute | int, device: int) -> int | Non
     value = ctypes.c_int()
     ok = lib.cuDeviceGetAttribute(ctypes.byref(value), ctypes.c_int(int(attribute)), ctypes.c_int(device)) == 0
     return value.value if ok else None
+
+
+def cuda_uuids() -> list[str] | None:
+    """``GPU-...`` UUID of each CUDA ordinal, in CUDA's order; ``None`` without a driver or when it refuses.
+
+    Initialises the driver (``cuInit``, as any process that runs a kernel does; it creates no context). The one
+    exact answer to "which GPU is CUDA device N": CUDA numbers the GPUs ``CUDA_VISIBLE_DEVICES`` leaves, in
+    ``CUDA_DEVICE_ORDER`` (fastest first by default), which nvidia-smi's PCI order does not tell on a machine of
+    mixed GPUs. A MIG instance's UUID comes without its ``MIG-`` kind (the driver does not say it): it matches no
+    GPU of nvidia-smi's.
+    """
+    lib = load_libcuda()
+    count = ctypes.c_int()
+    if lib is None or lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return None
+    get = getattr(lib, "cuDeviceGetUuid_v2", None) or getattr(lib, "cuDeviceGetUuid", None)
+    uuids = []
+    for ordinal in range(count.value):
+        dev, raw = ctypes.c_int(), (ctypes.c_ubyte * 16)()
+        if get is None or lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(ordinal)) != 0 or get(raw, dev) != 0:
+            return None
+        h = bytes(raw).hex()
+        uuids.append(f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    return uuids
 
 
 def cuda_driver_version() -> str | None:

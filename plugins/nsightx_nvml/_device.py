@@ -7,7 +7,9 @@ the mapping asks the CUDA driver for the UUID of the ordinal and NVML for the de
 The CUDA driver is asked through ``libcuda`` only if the process has already loaded it and initialised CUDA
 (as torch, CuPy or JAX do on first use): this plugin never initialises CUDA itself. Before that, the ordinal
 is mapped through ``CUDA_VISIBLE_DEVICES`` (indices or UUID prefixes), which agrees with CUDA on any machine
-whose GPUs are all the same model; the answer is re-checked once CUDA is up.
+whose GPUs are all the same model, or with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; the answer is re-checked once CUDA
+is up. On a machine of mixed GPUs numbered fastest first (the default), an index cannot be mapped before then:
+the device is not found (empty columns) rather than guessed.
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ class DeviceMap:
 
     def _visible(self, ordinal: int, label: str) -> Resolved:
         visible = self.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is None or any(e.strip().isdigit() for e in visible.split(",")):
+            self._check_pci_order(label)
         if visible is None:
             if ordinal >= self.nvml.count():
                 raise DeviceNotFound(f"{label}: NVML sees only {self.nvml.count()} device(s)")
@@ -179,3 +183,16 @@ class DeviceMap:
             return Resolved(handle, self.nvml.parent(handle), "CUDA_VISIBLE_DEVICES", label)
         found = self._uuid(entry, label)
         return Resolved(found.handle, found.sensors, "CUDA_VISIBLE_DEVICES", label)
+
+    def _check_pci_order(self, label: str) -> None:
+        """DeviceNotFound unless CUDA numbers the GPUs in NVML's (PCI) order: PCI_BUS_ID, or GPUs all alike."""
+        order = self.environ.get("CUDA_DEVICE_ORDER")
+        if order == "PCI_BUS_ID":
+            return
+        names = [self.nvml.name(self.nvml.by_index(i)) for i in range(self.nvml.count())]
+        if len(set(names)) > 1:
+            raise DeviceNotFound(
+                f"{label}: CUDA_DEVICE_ORDER={order or 'FASTEST_FIRST (the default)'} numbers these different GPUs "
+                f"({', '.join(names)}) fastest first, not in NVML's PCI order, and CUDA is not up yet to say which is "
+                "which; set CUDA_DEVICE_ORDER=PCI_BUS_ID or list the GPUs by UUID in CUDA_VISIBLE_DEVICES"
+            )

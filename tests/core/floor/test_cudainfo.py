@@ -162,6 +162,7 @@ def test_query_gpus_without_nvidia_smi(tmp_path: Path, monkeypatch: pytest.Monke
 def test_query_gpus_parses_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_smi(tmp_path, monkeypatch, 'echo "0, GPU-aaa, NVIDIA H200"; echo ""; echo "1, GPU-bbb, Odd, Name"')
     assert query_gpus(("index", "uuid", "name")) == [["0", "GPU-aaa", "NVIDIA H200"], ["1", "GPU-bbb", "Odd, Name"]]
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # these GPUs differ: only then is index 1 nvidia-smi's
     assert [g.name for g in _device.visible(cuda_visible="1")] == ["Odd, Name"]
     assert _doctor._gpu_lines() == ["GPU 0, GPU-aaa, NVIDIA H200", "GPU 1, GPU-bbb, Odd, Name"]
 
