@@ -109,6 +109,8 @@ class DeviceMap:
         self.environ = os.environ if environ is None else environ
         self._by_uuid: dict[str, Resolved] = {}
         self._by_ordinal: dict[int, Resolved] = {}
+        self._names: list[str] | None = None
+        """The GPUs' names in NVML's order, asked once (they do not change while the process runs)."""
 
     def resolve(self, device: int | str | None) -> Resolved:
         """The NVML device for ``device``; ``None`` means the calling thread's current CUDA device (else 0).
@@ -189,7 +191,10 @@ class DeviceMap:
         order = self.environ.get("CUDA_DEVICE_ORDER")
         if order == "PCI_BUS_ID":
             return
-        names = [self.nvml.name(self.nvml.by_index(i)) for i in range(self.nvml.count())]
+        if self._names is None:
+            count = self.nvml.count()
+            self._names = [self.nvml.name(self.nvml.by_index(i)) for i in range(count)] if count > 1 else []
+        names = self._names
         if len(set(names)) > 1:
             raise DeviceNotFound(
                 f"{label}: CUDA_DEVICE_ORDER={order or 'FASTEST_FIRST (the default)'} numbers these different GPUs "
