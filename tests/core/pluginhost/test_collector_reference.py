@@ -52,6 +52,7 @@ from hypothesis import strategies as st
 
 import nsightx
 from nsightx import CollectionScope, ConfigError, InfoCollector
+from nsightx._pluginhost.listing import describe
 from nsightx._pluginhost.plugins import LoaderSettings, PluginHost, set_default_host
 from nsightx.experimental import collect
 
@@ -177,6 +178,8 @@ class Log:
 
     events: list[tuple[Any, ...]] = field(default_factory=list)
     hooks: Counter[str] = field(default_factory=Counter)
+    listing: str = ""
+    """What ``nsightx plugins`` printed for the host."""
 
 
 def _told(spec: Spec, ctx_or_args: Any, legacy: bool) -> tuple[int | None, int | None, str | None]:
@@ -323,6 +326,7 @@ def run_setup(setup: Setup, folder: Path) -> tuple[Log, Any, list[warnings.Warni
                 outcome = e
     finally:
         set_default_host(None)
+    log.listing = describe(host)
     return log, outcome, caught
 
 
@@ -493,11 +497,28 @@ def check_values(result: Any, setup: Setup, where: str) -> None:
     assert got == want, (where, got - want, want - got)
 
 
+def check_listing(text: str, setup: Setup) -> None:
+    """``nsightx plugins``: each plugin with where it comes from, its sets (default or by name), scopes."""
+    lines = text.splitlines()
+    for i, s in enumerate(setup.specs):
+        if s.way.startswith("plugin"):
+            at = lines.index(f"p{i} (registered in process)")
+            how = "on by default" if s.way == "plugin-default" else f"enabled by name: info_collectors=['set{i}']"
+            assert lines[at + 1 : at + 4] == [
+                "  hooks: nsightx_register_collectors",
+                f"  collectors set{i} ({how}):",
+                f"    {s.name} [{s.scope.value}]",
+            ], text
+    assert ("hostload (nsightx-example-plugin 0.1.0)" in lines) == (setup.hostload != "blocked"), text
+    assert "host (built-in) nsightx " + nsightx.__version__ in lines, text
+
+
 def check(setup: Setup, folder: Path) -> None:
     """One setup against the reference: errors, calls, frames, files."""
     log, outcome, caught = run_setup(setup, folder)
     hooked = [i for i, s in enumerate(setup.specs) if s.way.startswith("plugin")]
     assert log.hooks == Counter({f"set{i}": 1 for i in hooked}), log.hooks
+    check_listing(log.listing, setup)
     if clash(setup):
         assert isinstance(outcome, ConfigError), outcome
         assert not [e for e in log.events if e[0] in ("collect", "call")], log.events
@@ -612,3 +633,25 @@ def test_a_default_collector_named_like_one_of_the_call_is_a_config_error() -> N
     assert asked == []  # refused before anything ran
     result = _call(_host_with(Plugin()), ["clocks"], asked)  # naming the default set uses it once
     assert result.runs_dataframe()["clock"].tolist() == [1, 1]
+
+
+def test_the_listing_does_not_call_a_plugin_of_the_user_built_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``nsightx plugins`` said ``built-in nsightx <version>`` for a plugin registered in process or by NSIGHTX_PLUGINS."""
+    (tmp_path / "my_env_plugin.py").write_text(
+        "import nsightx\n\n\n@nsightx.hookimpl\ndef nsightx_register_collectors(register):\n"
+        "    register('extra', [nsightx.InfoCollector('extra', lambda ctx: 1, 'once')])\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Plugin:
+        @staticmethod
+        @nsightx.hookimpl
+        def nsightx_register_collectors(register: Any) -> None:
+            register("mine", [InfoCollector("m", lambda ctx: 1, "run")])
+
+    host = PluginHost(LoaderSettings(autoload=False, blocked=("nvml",), extra=("my_env_plugin",))).load()
+    host.register(Plugin(), name="mine")
+    lines = describe(host).splitlines()
+    assert "mine (registered in process)" in lines and "my_env_plugin (NSIGHTX_PLUGINS)" in lines, lines
+    assert f"host (built-in) nsightx {nsightx.__version__}" in lines
+    sys.modules.pop("my_env_plugin", None)
