@@ -10,7 +10,6 @@ from nsightx._pluginhost.plugins import BUILTIN_PLUGINS, PluginHost
 from nsightx._run.collectors import CollectorLike
 from nsightx._version import __version__
 
-
 _BUILTIN = frozenset(name for name, _ in BUILTIN_PLUGINS)
 """The first-party plugins: only these are listed as ``built-in`` (a plugin registered in process was too)."""
 

@@ -57,7 +57,7 @@ from nsightx._pluginhost.plugins import LoaderSettings, PluginHost, set_default_
 from nsightx.experimental import collect
 
 PLUGIN = Path(nsightx.__file__).resolve().parents[1] / "plugins" / "example_plugin"
-EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "60"))
 """Examples per run (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=400``)."""
 HUNTING = os.environ.get("NSIGHTX_REFERENCE_HUNT")
 """Set while hunting: random examples instead of the same ones every run."""
@@ -265,7 +265,11 @@ def plugin_of(index: int, spec: Spec, log: Log) -> tuple[str, Any]:
         @nsightx.hookimpl
         def nsightx_register_collectors(register: Any) -> None:
             log.hooks[set_name] += 1
-            register(set_name, [make(Spec(spec.name, spec.scope, "ctx", spec.kind), log)], default=spec.way.endswith("default"))
+            register(
+                set_name,
+                [make(Spec(spec.name, spec.scope, "ctx", spec.kind), log)],
+                default=spec.way.endswith("default"),
+            )
 
     return set_name, Plugin()
 
@@ -478,7 +482,9 @@ def _key(value: Any) -> tuple[str, Any]:
 def check_values(result: Any, setup: Setup, where: str) -> None:
     """``data.runs``' collector values, each with its scope, config, run, annotation and exact type."""
     got = Counter(
-        (c.name, c.scope, c.config, c.run, c.annotation, _key(c.value)) for run in result.data.runs for c in run.collectors
+        (c.name, c.scope, c.config, c.run, c.annotation, _key(c.value))
+        for run in result.data.runs
+        for c in run.collectors
     )
     want: Counter[tuple[Any, ...]] = Counter()
     for s in live(setup):
@@ -568,7 +574,6 @@ def test_collectors_match_the_reference(site: Path, tmp_path_factory: pytest.Tem
     check(setup, tmp_path_factory.mktemp("out"))
 
 
-
 # --- what the hunt found (each failed at 976d074) ---------------------------------------------------------------
 
 
@@ -635,8 +640,10 @@ def test_a_default_collector_named_like_one_of_the_call_is_a_config_error() -> N
     assert result.runs_dataframe()["clock"].tolist() == [1, 1]
 
 
-def test_the_listing_does_not_call_a_plugin_of_the_user_built_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``nsightx plugins`` said ``built-in nsightx <version>`` for a plugin registered in process or by NSIGHTX_PLUGINS."""
+def test_the_listing_does_not_call_a_plugin_of_the_user_built_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``nsightx plugins`` called a plugin registered in process or by NSIGHTX_PLUGINS ``built-in nsightx <v>``."""
     (tmp_path / "my_env_plugin.py").write_text(
         "import nsightx\n\n\n@nsightx.hookimpl\ndef nsightx_register_collectors(register):\n"
         "    register('extra', [nsightx.InfoCollector('extra', lambda ctx: 1, 'once')])\n"
