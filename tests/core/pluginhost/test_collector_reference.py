@@ -106,7 +106,7 @@ class Setup:
 @st.composite
 def setups(draw: st.DrawFn) -> Setup:
     """A random setup; names repeat now and then (a ``ConfigError`` case)."""
-    specs = []
+    specs: list[Spec] = []
     for _ in range(draw(st.integers(0, 5))):
         way = draw(st.sampled_from(WAYS))
         scope = draw(st.sampled_from(SCOPES))
@@ -223,7 +223,7 @@ def make(spec: Spec, log: Log) -> Any:
         return answer(spec, *key)
 
     if spec.way in LEGACY:
-        fn = [lambda: legacy(), lambda a: legacy(a), lambda a, b: legacy(a, b)][spec.arity]
+        fn: Any = [lambda: legacy(), lambda a: legacy(a), lambda a, b: legacy(a, b)][spec.arity]
         fn.__name__ = spec.name
         if spec.way == "tuple":
             return (spec.name, fn, spec.scope.value)
@@ -488,7 +488,7 @@ def check_values(result: Any, setup: Setup, where: str) -> None:
     )
     want: Counter[tuple[Any, ...]] = Counter()
     for s in live(setup):
-        slots: list[tuple[Any, Any, Any]] = {
+        slots: list[tuple[Any, Any, Any]] = {  # type: ignore[assignment]
             CollectionScope.ONCE: [(None, None, None)],
             CollectionScope.CONFIG: [(c, None, None) for c in range(setup.configs)],
             CollectionScope.RUN: [(c, r, None) for c in range(setup.configs) for r in range(setup.runs)],
@@ -632,7 +632,7 @@ def test_a_default_collector_named_like_one_of_the_call_is_a_config_error() -> N
             register("clocks", [InfoCollector("clock", lambda ctx: 1, "run")], default=True)
 
     asked: list[str] = []
-    mine = InfoCollector("clock", lambda ctx: asked.append("mine") or 2, "run")
+    mine = InfoCollector("clock", lambda ctx: asked.append("mine") or 2, "run")  # type: ignore[func-returns-value]
     with pytest.raises(ConfigError, match="Duplicate info collector name 'clock'"):
         _call(_host_with(Plugin()), [mine], asked)
     assert asked == []  # refused before anything ran
