@@ -374,8 +374,8 @@ class ProfiledFunction:
         for item in self.spec.info_collectors:
             if isinstance(item, str):
                 collectors += host.collectors(item)
-        names = {c.name for c in collectors}
-        collectors += [c for c in host.default_collectors() if c.name not in names]
+        named = {id(c) for c in collectors}  # a default set the call also names is used once
+        collectors += [c for c in host.default_collectors() if id(c) not in named]
         self._check_collector_names(collectors)
         return collectors
 

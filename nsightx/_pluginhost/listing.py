@@ -6,9 +6,12 @@ mapping result fills) and ``availability()`` (one line: usable here, or why not)
 
 from __future__ import annotations
 
-from nsightx._pluginhost.plugins import PluginHost
+from nsightx._pluginhost.plugins import BUILTIN_PLUGINS, PluginHost
 from nsightx._run.collectors import CollectorLike
 from nsightx._version import __version__
+
+_BUILTIN = frozenset(name for name, _ in BUILTIN_PLUGINS)
+"""The first-party plugins: only these are listed as ``built-in`` (a plugin registered in process was too)."""
 
 
 def _columns(c: CollectorLike) -> str:
@@ -41,11 +44,12 @@ def describe(host: PluginHost) -> str:
         if plugin is None:
             continue
         dist = host.plugin_source.get(name)
-        source = dist if dist is not None else "built-in"
+        builtin = dist is None and name in _BUILTIN
+        source = dist if dist is not None else "built-in" if builtin else "registered in process"
         hooks = sorted(h.name for h in host.pm.get_hookcallers(plugin) or [])
         backends = sorted(n for n, p in host.backend_plugin.items() if p == name)
         sets = [s for s in host.collector_sets.values() if s.plugin == name]
-        lines.append(f"{name} ({source})" + ("" if dist is not None else f" nsightx {__version__}"))
+        lines.append(f"{name} ({source})" + (f" nsightx {__version__}" if builtin else ""))
         lines.append(f"  hooks: {', '.join(hooks) or '-'}")
         if backends:
             lines.append(f"  backends: {', '.join(backends)}")

@@ -109,7 +109,8 @@ class PluginHost:
     collector_sets: dict[str, CollectorSet] = field(default_factory=dict)
     load_errors: dict[str, str] = field(default_factory=dict)
     plugin_source: dict[str, str] = field(default_factory=dict)
-    """Distribution name and version of each plugin loaded from an entry point."""
+    """Distribution name and version of each plugin loaded from an entry point (``NSIGHTX_PLUGINS`` for a module
+    named there)."""
     _loaded: bool = False
 
     def __post_init__(self) -> None:
@@ -177,8 +178,8 @@ class PluginHost:
         for module in self.settings.extra:
             if not self.pm.is_blocked(module) and not self.pm.has_plugin(module):
                 mod = self._import(module, module, missing_ok=False, source="NSIGHTX_PLUGINS")
-                if mod is not None:
-                    self._register_checked(mod, module, "NSIGHTX_PLUGINS")
+                if mod is not None and self._register_checked(mod, module, "NSIGHTX_PLUGINS"):
+                    self.plugin_source[module] = "NSIGHTX_PLUGINS"
         self._loaded = True
         for plugin in list(self.pm.get_plugins()):
             name = self.pm.get_name(plugin) or repr(plugin)
@@ -186,7 +187,8 @@ class PluginHost:
                 self._collect_from([plugin])
             except Exception as e:  # a plugin whose registration fails is dropped, not fatal
                 self.unregister(name)
-                self._failed(name, self.plugin_source.get(name, "built-in"), e)
+                builtin = any(name == b for b, _ in BUILTIN_PLUGINS)
+                self._failed(name, self.plugin_source.get(name, "built-in" if builtin else "registered in process"), e)
         return self
 
     def _load_entry_points(self) -> None:

@@ -68,10 +68,20 @@ PLAIN_TYPES = frozenset({int, float, str, bool, type(None)})
 def to_scalar(value: object) -> Scalar:
     """A collector's value as the result schema takes it (the ncu backend's parent-side collectors use it too).
 
-    Scalars stay as they are, numbers such as numpy scalars and 0-d tensors become float, anything else its str.
+    Scalars stay as they are; numpy scalars and 0-d tensors become the Python value their ``item()`` gives (an
+    integer stays an int, exactly, and a bool a bool: ``float()`` made ``np.int64(2**53 + 1)`` another number and
+    ``np.bool_(True)`` the number 1.0); other numbers become float, anything else its str.
     """
     if value is None or isinstance(value, _SCALAR_TYPES):
         return value
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            plain = item()
+        except Exception:  # a tensor of several values, an item() that wants arguments: the float/str rule below
+            plain = None
+        if isinstance(plain, _SCALAR_TYPES):
+            return plain
     try:
         return float(value)  # type: ignore[arg-type]  # numpy scalars, 0-d tensors
     except (TypeError, ValueError):
