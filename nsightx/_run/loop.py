@@ -404,9 +404,13 @@ class _Collectors:
         key = (where, c.name)
         if key not in self._warned:
             self._warned.add(key)
+            consequence = {
+                "in start()": "It is not stopped at the end; its collect() is still asked for each value.",
+                "in stop()": "The values it gave are kept.",
+            }.get(where, "Its column will be None for failed runs.")
             warnings.warn(
-                f"Info collector '{c.name}' ({where}) raised {type(e).__name__}: {e}. Its column will be "
-                "None for failed runs. (nsightx warns once per collector and scope.)",
+                f"Info collector '{c.name}' ({where}) raised {type(e).__name__}: {e}. {consequence} "
+                "(nsightx warns once per collector and scope.)",
                 RuntimeWarning,
                 stacklevel=stacklevel,
             )
