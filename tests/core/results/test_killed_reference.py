@@ -47,7 +47,8 @@ def random_spec(rng: random.Random, folder: Path) -> dict[str, Any]:
     return {
         "configs": rng.sample(range(1, 60), nconf), "runs": runs, "warmup": warmup, "auto": auto,
         "regions": regions, "failing": rng.choice([None, rng.choice(regions)]),
-        "run_collector": where == "collector" or rng.random() < 0.6, "once_collector": where == "once" or rng.random() < 0.5,
+        "run_collector": where == "collector" or rng.random() < 0.6,
+        "once_collector": where == "once" or rng.random() < 0.5,
         "config_collector": where == "config" or rng.random() < 0.3,
         "annotation_collector": where == "annotation" or rng.random() < 0.3,
         "derive": where == "derive" or rng.random() < 0.5, "backend": rng.choice(["host", "deferredhost"]),
@@ -97,7 +98,10 @@ def expected_warning(spec: dict[str, Any], held: list[Any]) -> str | None:
         most = nconf * spec["auto"]["max_runs"]
         if configs == nconf:
             return None
-        return f'holds runs of {configs} of {nconf} planned configs (runs="auto", {len(held)} runs in all, at most {most} planned)'
+        return (
+            f'holds runs of {configs} of {nconf} planned configs (runs="auto", {len(held)} runs in all, '
+            f"at most {most} planned)"
+        )
     planned = nconf * spec["runs"]
     if len(held) == planned:
         return None
@@ -170,9 +174,9 @@ def run_and_check(spec: dict[str, Any], folder: Path) -> None:
     check_loaded(spec, raw, held, values, once)
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(14))
 def test_a_killed_sweep_leaves_exactly_its_complete_runs(tmp_path: Path, seed: int) -> None:
-    """20 derandomized examples here (600 were run while hunting, all passing after the fix below)."""
+    """14 derandomized examples here (600 were run while hunting, all passing after the fix below)."""
     spec = random_spec(random.Random(f"killed-{seed}"), tmp_path)
     run_and_check(spec, tmp_path)
 
