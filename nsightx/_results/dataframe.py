@@ -40,6 +40,7 @@ from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.framebuild import frame_of
+from nsightx._results.extremes import rescale_extremes
 from nsightx._results.groupshare import SharedGroups, same_kernels
 from nsightx._results.groupstats import Moments, fits, mean_min_max, medians, moments
 from nsightx._results.memtrim import release_freed
@@ -713,6 +714,9 @@ def _stability(out: dict[str, Any], spread: Spread, groups: Groups, throttled: A
     lower, upper = mean_intervals(avg, std, n, out["MinValue"], spread.log_mean, spread.log_var)
     with np.errstate(invalid="ignore", divide="ignore"):
         rsd = 100.0 * std / np.abs(avg)
+        past = np.isinf(rsd) & np.isfinite(std) & (avg != 0.0)
+        if past.any():  # 100 * std past 1.8e308, the ratio not
+            rsd[past] = (100.0 * (std / np.abs(avg)))[past]
     rsd[~np.isfinite(rsd)] = np.nan
     out["CI95_Lower"] = lower
     out["CI95_Upper"] = upper
@@ -942,12 +946,20 @@ def _value_moments(values: Any, groups: Groups, joint: Moments | None = None) ->
     """``AvgValue`` .. ``NumRuns`` per group: numpy's :mod:`~nsightx._results.groupstats`, else pandas' groupby.
 
     ``joint``: the values' moments, computed with the collectors' (only where :func:`_numpy_values` gave them).
+    Rows whose values lie at the edges of the float range are computed again, scaled (:mod:`.extremes`).
     """
-    ids, count = groups.ids, groups.count
+    out = _plain_moments(values, groups.ids, groups.count, groups.ascending, joint)
+    return rescale_extremes(values, groups.ids, groups.ascending, out, _plain_moments)
+
+
+def _plain_moments(
+    values: Any, ids: Ints, count: int, ascending: bool, joint: Moments | None = None
+) -> dict[str, Any]:
+    """:func:`_value_moments` in pandas' arithmetic, without the scaled rows."""
     small = joint is not None or (len(values) <= _NUMPY_ROWS and fits([values], ids, count))
     median = medians(values, ids, count) if small else None
     if median is not None:
-        m = joint if joint is not None else moments(values[:, None], ids, count, groups.ascending)
+        m = joint if joint is not None else moments(values[:, None], ids, count, ascending)
         return {
             "AvgValue": m.mean[:, 0],
             "MedianValue": median,
@@ -956,7 +968,7 @@ def _value_moments(values: Any, groups: Groups, joint: Moments | None = None) ->
             "MaxValue": m.maximum[:, 0],
             "NumRuns": m.count[:, 0],
         }
-    return _pandas_moments(values, ids, count, groups.ascending)
+    return _pandas_moments(values, ids, count, ascending)
 
 
 _BLOCK_ROWS = 1 << 16

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
-from nsightx._results.stats import interval_reach
+from nsightx._results.stats import fsum_mean, interval_reach, scale_shift, times_pow2
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK, SERIALIZES_KERNELS
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class RowEvidence:
     @functools.cached_property
     def mean(self) -> float:
         """Mean of :attr:`values` (NaN without any)."""
-        return math.fsum(self.values) / len(self.values) if self.values else math.nan
+        return fsum_mean(self.values) if self.values else math.nan
 
     @functools.cached_property
     def std(self) -> float:
@@ -104,8 +104,10 @@ class RowEvidence:
         n = len(self.values)
         if n < 2:
             return math.nan
-        mean = self.mean
-        return math.sqrt(math.fsum((v - mean) ** 2 for v in self.values) / (n - 1))
+        s = scale_shift(self.values)  # squares of values past 2**500 overflow, under 2**-400 underflow
+        scaled = [times_pow2(v, -s) for v in self.values] if s else self.values
+        mean = math.fsum(scaled) / n
+        return times_pow2(math.sqrt(math.fsum((v - mean) ** 2 for v in scaled) / (n - 1)), s)
 
     @property
     def region(self) -> tuple[str, int]:

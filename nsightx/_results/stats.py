@@ -101,7 +101,42 @@ def ci_half_width(std: float, n: int, confidence: float = 0.95) -> float:
     """Half-width of the two-sided Student-t confidence interval of a mean; NaN when ``n < 2``."""
     if n < 2 or not math.isfinite(std):
         return math.nan
-    return t_ppf(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
+    t = t_ppf(0.5 + confidence / 2.0, n - 1)
+    half = t * std / math.sqrt(n)
+    return t * (std / math.sqrt(n)) if math.isinf(half) else half  # t * std past 1.8e308, the half-width not
+
+
+SAFE_LOW = 2.0**-400
+"""Values whose largest size is under this are scaled up before a spread is taken (:func:`scale_shift`)."""
+SAFE_HIGH = 2.0**500
+"""Values whose largest size is over this are scaled down before a spread is taken (:func:`scale_shift`)."""
+
+
+def scale_shift(values: Sequence[float]) -> int:
+    """The power of two ``s`` that brings the values' largest finite size near ``2**500``; 0 where it need not.
+
+    Why: squared deviations of values past :data:`SAFE_HIGH` overflow (a spread of 1e200s was ``inf``) and
+    those of values under :data:`SAFE_LOW` underflow (a spread of 1e-300s was 0: equal values, "stable").
+    Multiplying by a power of two is exact (as long as nothing under- or overflows), so the statistics of
+    ``v * 2**-s`` times ``2**s`` are those of ``v``; values inside the range are left as they are, bit for bit.
+    """
+    big = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    if big == 0.0 or SAFE_LOW <= big <= SAFE_HIGH:
+        return 0
+    return math.frexp(big)[1] - 500
+
+
+def times_pow2(x: float, s: int) -> float:
+    """``x * 2**s`` in two exact steps (``2.0**s`` itself overflows from ``s = 1024``); inf past the float range."""
+    return x * 2.0 ** (s // 2) * 2.0 ** (s - s // 2)
+
+
+def fsum_mean(values: Sequence[float]) -> float:
+    """``math.fsum(values) / len(values)``, also where the sum of finite values overflows (fsum raises there)."""
+    s = scale_shift(values)
+    if s <= 0:
+        return math.fsum(values) / len(values)
+    return times_pow2(math.fsum(times_pow2(v, -s) for v in values) / len(values), s)
 
 
 _EXP_MAX = 709.78
@@ -141,10 +176,12 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     n = len(values)
     if n < 2 or not all(math.isfinite(v) for v in values):
         return math.nan, math.nan
+    s = scale_shift(values)
+    if s:  # a spread that over- or underflows: the interval of the values scaled by a power of two, scaled back
+        lower, upper = mean_interval([times_pow2(v, -s) for v in values], confidence)
+        return times_pow2(lower, s), times_pow2(upper, s)
     mean = math.fsum(values) / n
-    std = math.sqrt(math.fsum((v - mean) * (v - mean) for v in values) / (n - 1))  # inf, not an error, past 1e308
-    if not math.isfinite(std):  # the spread overflowed: unknown, as for the t interval
-        return math.nan, math.nan
+    std = math.sqrt(math.fsum((v - mean) * (v - mean) for v in values) / (n - 1))
     low = min(values)
     if low <= 0.0 or std == 0.0:  # equal values: the t interval is the point, exactly
         half = ci_half_width(std, n, confidence)
@@ -258,6 +295,9 @@ def mean_intervals(
     v = log_var
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         half = t * std / np.sqrt(counts)  # ci_half_width's arithmetic, row by row
+        past = np.isinf(half) & np.isfinite(std)
+        if past.any():  # t * std past 1.8e308, the half-width not
+            half[past] = (t * (std / np.sqrt(counts)))[past]
         lower, upper = mean - half, mean + half
         cox = t * np.sqrt(v / k + v * v / (2.0 * (k - 1.0)))
         centre = log_mean + v / 2.0

@@ -40,7 +40,7 @@ from nsightx._results.flags import (
     run_clocks,
 )
 from nsightx._results.groupshare import SharedGroups, shared_groups
-from nsightx._results.stats import group_sums, log_moments, mean_intervals
+from nsightx._results.stats import SAFE_HIGH, SAFE_LOW, group_sums, log_moments, mean_intervals
 from nsightx._results.store import SMALL
 from nsightx._results.table import MISSING, Floats, Ints, ResultTable, RowKeys, group_ids
 from nsightx.columns import SERIALIZES_KERNELS
@@ -263,6 +263,9 @@ def _short_and_unstable(
         unstable = judged & (mean != 0) & ~np.isnan(reach) & (ratio > UNSTABLE_CI_PCT)
         close = ~(np.abs(ratio - UNSTABLE_CI_PCT) > _RATIO_WINDOW * UNSTABLE_CI_PCT)
         unstable_unsure = judged & (close | ~(np.abs(mean) > tol) | ~(np.abs(reach) < 1e300))
+        # values at the edges of the float range: plain squares over- or underflow, the rule scales them
+        edge = (spread.mean_abs > 0.0) & ~((spread.mean_abs >= SAFE_LOW) & (spread.mean_abs * n <= SAFE_HIGH))
+        unstable_unsure |= judged & edge
     return short, short_unsure, unstable, unstable_unsure
 
 

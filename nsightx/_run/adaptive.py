@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from nsightx._errors import ConfigError, ConfigTypeError
 from nsightx._results.records import Record
-from nsightx._results.stats import interval_reach
+from nsightx._results.stats import fsum_mean, interval_reach
 
 STOP_COLUMN = "StopReason"
 """Name of the CONFIG-scope value (and DataFrame column) recording why a config stopped under ``runs="auto"``."""
@@ -160,7 +160,7 @@ def relative_half_width(values: list[float]) -> float:
     n = len(values)
     if n < 2:
         return math.inf
-    mean = math.fsum(values) / n
+    mean = fsum_mean(values)
     if mean == 0.0:
         return 0.0 if all(v == 0.0 for v in values) else math.inf
     reach = interval_reach(values, mean)
