@@ -38,9 +38,9 @@ import numpy as np
 
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
+from nsightx._results.extremes import rescale_extremes
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.framebuild import frame_of
-from nsightx._results.extremes import rescale_extremes
 from nsightx._results.groupshare import SharedGroups, same_kernels
 from nsightx._results.groupstats import Moments, fits, mean_min_max, medians, moments
 from nsightx._results.memtrim import release_freed
@@ -952,9 +952,7 @@ def _value_moments(values: Any, groups: Groups, joint: Moments | None = None) ->
     return rescale_extremes(values, groups.ids, groups.ascending, out, _plain_moments)
 
 
-def _plain_moments(
-    values: Any, ids: Ints, count: int, ascending: bool, joint: Moments | None = None
-) -> dict[str, Any]:
+def _plain_moments(values: Any, ids: Ints, count: int, ascending: bool, joint: Moments | None = None) -> dict[str, Any]:
     """:func:`_value_moments` in pandas' arithmetic, without the scaled rows."""
     small = joint is not None or (len(values) <= _NUMPY_ROWS and fits([values], ids, count))
     median = medians(values, ids, count) if small else None

@@ -37,26 +37,47 @@ def rescale_extremes(values: Any, ids: Any, ascending: bool, out: dict[str, Any]
         out: ``plain``'s statistics of ``values``; changed in place where a row is computed again.
         plain: The function that made ``out``.
 
-    A row is computed again when its largest finite size (of its minimum and maximum) is over
-    :data:`~nsightx._results.stats.SAFE_HIGH` or positive and under :data:`~nsightx._results.stats.SAFE_LOW`;
-    its ``StdDev`` is replaced, and its ``AvgValue`` and ``MedianValue`` where they are not finite (a mean or
-    median of finite values is finite: the plain one overflowed). A row with an infinite value is left as it is.
+    A row is scaled when its largest finite size (of its minimum and maximum) is over
+    :data:`~nsightx._results.stats.SAFE_HIGH` or positive and under :data:`~nsightx._results.stats.SAFE_LOW`:
+    its ``StdDev`` is replaced, and its ``AvgValue`` where it is not finite (a mean of finite values is finite:
+    the plain sum overflowed). A median that is infinite is taken again over the values halved
+    (:func:`_halved_medians`), and the mean of a row with infinite runs of one sign only is that infinity (a
+    plain sum made NaN of ``1.7e308 + 1.7e308 - inf``).
     """
+    low, high, avg = out["MinValue"], out["MaxValue"], out["AvgValue"]
     with np.errstate(invalid="ignore"):
-        big = np.maximum(np.abs(out["MinValue"]), np.abs(out["MaxValue"]))
+        big = np.maximum(np.abs(low), np.abs(high))
         bad = np.isfinite(big) & (big > 0.0) & ((big < SAFE_LOW) | (big > SAFE_HIGH))
+        one_sided = np.isnan(avg) & ((low == -np.inf) != (high == np.inf)) & (out["NumRuns"] > 0)
+    avg[one_sided] = np.where(low[one_sided] == -np.inf, -np.inf, np.inf)
+    if np.isinf(out["MedianValue"]).any():
+        _halved_medians(values, ids, ascending, out["MedianValue"], plain)
     if not bad.any():
         return out
     shift = np.zeros(len(bad), dtype=np.int64)
     shift[bad] = np.frexp(big[bad])[1] - _TARGET_EXPONENT
-    rows = np.flatnonzero(bad[ids])
-    scaled = np.ldexp(values[rows], -shift[ids[rows]])
-    got = plain(scaled, (np.cumsum(bad) - 1)[ids[rows]], int(bad.sum()), ascending)
+    got = plain(*_rows_of(values, ids, bad, shift), ascending)
     back = shift[bad]
     with np.errstate(over="ignore"):  # a spread past the float range is inf
         out["StdDev"][bad] = np.ldexp(got["StdDev"], back)
-        for name in ("AvgValue", "MedianValue"):
-            column = out[name]
-            redo = ~np.isfinite(column[bad])
-            column[np.flatnonzero(bad)[redo]] = np.ldexp(got[name][redo], back[redo])
+        redo = ~np.isfinite(avg[bad])
+        avg[np.flatnonzero(bad)[redo]] = np.ldexp(got["AvgValue"][redo], back[redo])
     return out
+
+
+def _rows_of(values: Any, ids: Any, picked: Any, shift: Any) -> tuple[Any, Any, int]:
+    """The values of the ``picked`` groups times ``2**-shift`` of their group, their new ids and the group count."""
+    rows = np.flatnonzero(picked[ids])
+    return np.ldexp(values[rows], -shift[ids[rows]]), (np.cumsum(picked) - 1)[ids[rows]], int(picked.sum())
+
+
+def _halved_medians(values: Any, ids: Any, ascending: bool, median: Any, plain: Moments) -> None:
+    """The infinite medians (in place), taken again over the values halved, then doubled.
+
+    Only the half sum of two middle values of one sign, both near the largest float, overflows (the median of
+    ``[inf, 1.7e308, 1.7e308, 1.7e308]`` was inf); halving them is exact. Two infinite middles give inf again.
+    """
+    redo = np.isinf(median)
+    got = plain(*_rows_of(values, ids, redo, np.ones(len(redo), dtype=np.int64)), ascending)
+    with np.errstate(over="ignore"):
+        median[redo] = np.ldexp(got["MedianValue"], 1)

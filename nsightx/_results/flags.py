@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nsightx._errors import ConfigError
-from nsightx._results.stats import fsum_mean, interval_reach, scale_shift, times_pow2
+from nsightx._results.stats import fsum_mean, interval_reach, percent_of, scale_shift, times_pow2
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK, SERIALIZES_KERNELS
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def flag_unstable(row: RowEvidence, call: CallEvidence) -> bool:
     if len(row.values) < 2 or row.mean == 0:
         return False
     reach = interval_reach(row.values, row.mean)
-    return not math.isnan(reach) and 100.0 * reach / abs(row.mean) > call.target_ci_pct
+    return not math.isnan(reach) and percent_of(reach, row.mean) > call.target_ci_pct
 
 
 def flag_throttled(row: RowEvidence, call: CallEvidence) -> bool:

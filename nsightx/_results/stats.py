@@ -311,6 +311,12 @@ def mean_intervals(
     return lower, upper
 
 
+def percent_of(part: float, whole: float) -> float:
+    """``100 * part / |whole|``, also where ``100 * part`` alone is past the float range (``part`` over 1.8e306)."""
+    pct = 100.0 * part / abs(whole)
+    return 100.0 * (part / abs(whole)) if math.isinf(pct) and math.isfinite(part) else pct
+
+
 def interval_reach(values: Sequence[float], mean: float, confidence: float = 0.95) -> float:
     """How far :func:`mean_interval`'s farther end lies from ``mean`` (the values' mean); NaN when it is NaN.
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from nsightx._errors import ConfigError, ConfigTypeError
 from nsightx._results.records import Record
-from nsightx._results.stats import fsum_mean, interval_reach
+from nsightx._results.stats import fsum_mean, interval_reach, percent_of
 
 STOP_COLUMN = "StopReason"
 """Name of the CONFIG-scope value (and DataFrame column) recording why a config stopped under ``runs="auto"``."""
@@ -164,7 +164,7 @@ def relative_half_width(values: list[float]) -> float:
     if mean == 0.0:
         return 0.0 if all(v == 0.0 for v in values) else math.inf
     reach = interval_reach(values, mean)
-    return math.inf if math.isnan(reach) else 100.0 * reach / abs(mean)
+    return math.inf if math.isnan(reach) else percent_of(reach, mean)
 
 
 ADAPTIVE_OPTIONS = ("min_runs", "max_runs", "target_ci_pct", "time_budget_s")
