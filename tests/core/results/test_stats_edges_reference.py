@@ -301,10 +301,11 @@ def test_the_scalar_interval_and_the_adaptive_rule_take_huge_runs() -> None:
     assert 3.3 < relative_half_width(values) < 3.4  # 100 * reach overflowed: inf
 
 
-def test_a_hundred_thousand_huge_runs_match_the_reference() -> None:
-    """10**5 runs (pandas' groupby path, past 8192 rows) of values near 1e300."""
+@pytest.mark.parametrize("size", [1e300, 1e-300])
+def test_a_hundred_thousand_runs_at_an_edge_match_the_reference(size: float) -> None:
+    """10**5 runs (pandas' groupby path past 8192 rows, the flags' numpy sums) of values near 1e300 or 1e-300."""
     runs = 100_000
-    values = [(1.0 + (r * 7919 % 1000) / 1000.0) * 1e300 for r in range(runs)]
+    values = [(1.0 + (r * 7919 % 1000) / 1000.0) * size for r in range(runs)]
     check(_one_row(values))
 
 
