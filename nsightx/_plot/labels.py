@@ -9,6 +9,7 @@ final drawing, so that the positions measured are the positions saved.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 GAP_PX = 3.0
@@ -55,10 +56,16 @@ def _grow(ax: Any, top_px: float) -> bool:
     lo, hi = ax.get_ylim()
     height = ax.get_window_extent().height
     need = (top_px - axes_top) / height + 0.02
-    if ax.get_yscale() == "log":
-        ax.set_ylim(lo, hi * (hi / lo) ** need)
-    else:
-        ax.set_ylim(lo, hi + (hi - lo) * need)
+    if need > 1:  # the label overflows by more than the axes' height (axes squeezed to a sliver): growing the
+        return False  # axis would only squash the data towards the bottom, round after round, towards infinity
+    lo, hi = float(lo), float(hi)
+    try:
+        top = hi * (hi / lo) ** need if ax.get_yscale() == "log" else hi + (hi - lo) * need
+    except (OverflowError, ZeroDivisionError):
+        top = math.inf
+    if not math.isfinite(top):  # the axis would pass the float range: the labels stay where they are
+        return False
+    ax.set_ylim(lo, top)
     return True
 
 

@@ -527,3 +527,28 @@ def test_a_derived_rate_is_drawn_in_its_readable_prefix(out):
     ax = _grab(res, out / "rate.png").axes[0]
     assert ax.get_ylabel() == "tflops (MFLOP/s)"
     assert sorted(round(y, 6) for y in ax.get_lines()[0].get_ydata()) == [140.6, 300.0, 500.0]
+
+
+def test_a_label_taller_than_its_squeezed_axes_leaves_the_axis_alone():
+    """Each round of label placement raised a log axis's top by (hi/lo)**need; on axes squeezed to a sliver (many
+    panels, long names) that compounded to inf and matplotlib raised "Axis limits cannot be NaN or Inf"."""
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nsightx._plot import labels
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.set_yscale("log")
+    ax.set_ylim(2.3e-7, 175.0)
+    box = ax.get_window_extent()
+    try:
+        assert labels._grow(ax, box.y1 + 10 * box.height) is False
+        assert ax.get_ylim() == (2.3e-7, 175.0)
+        assert labels._grow(ax, box.y1 + 0.1 * box.height) is True  # a label just above still makes room
+        assert math.isfinite(ax.get_ylim()[1]) and ax.get_ylim()[1] > 175.0
+    finally:
+        plt.close(fig)
