@@ -10,6 +10,7 @@ Points are grouped as bars are: one group per x value, one box or violin per ser
 from __future__ import annotations
 
 import math
+import statistics
 from typing import TYPE_CHECKING, Any
 
 from nsightx._plot.layout import Layout, Series
@@ -54,17 +55,22 @@ def draw_runs(
     ax.set_xticks(range(len(layout.x_order)))
 
 
-def _unlog(parts: dict[str, Any]) -> None:
-    """Violins drawn from the logarithms of the runs, put back at the runs' values: the shapes a log axis shows.
+def _unlog(parts: dict[str, Any], data: list[list[float]]) -> None:
+    """Violins drawn from the logarithms of the runs ``data``, put back at the runs' values: what a log axis shows.
 
     A density estimated on the values themselves is stretched on a log axis (a tail of slow runs becomes a long
-    spike); estimated on their logarithms, it is the density the reader sees.
+    spike); estimated on their logarithms, it is the density the reader sees. The median line is put at the
+    runs' median: of an even number of runs, the median of their logarithms is the geometric mean of the middle
+    two, which is not the median the box plot and the legend name.
     """
     for body in parts["bodies"]:
         for path in body.get_paths():
             path.vertices[:, 1] = 10.0 ** path.vertices[:, 1]
     medians = parts["cmedians"]
-    medians.set_segments([[(x, 10.0**y) for x, y in segment] for segment in medians.get_segments()])
+    middles = [statistics.median(d) for d in data]
+    medians.set_segments(
+        [[(x, middle) for x, _ in segment] for segment, middle in zip(medians.get_segments(), middles, strict=True)]
+    )
 
 
 def _boxes(ax: Any, data: list[list[float]], at: list[float], width: float, colour: Any) -> None:
@@ -94,7 +100,7 @@ def _violins(ax: Any, data: list[list[float]], at: list[float], width: float, co
             body.set_alpha(0.45)
         parts["cmedians"].set_color("black")
         if log:
-            _unlog(parts)
+            _unlog(parts, spread)
     for x, values in zip(at, data, strict=True):
         offsets = _jitter(len(values))
         xs = [x + o * JITTER * width for o in offsets]

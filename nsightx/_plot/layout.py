@@ -236,6 +236,15 @@ def _row_key(rows: pd.DataFrame, i: int, params: list[str]) -> _RowKey:
     return str(rows.at[i, "Annotation"]), tuple(str(rows.at[i, p]) for p in params)
 
 
+def _divisor(rows: pd.DataFrame, i: int) -> float:
+    """What row ``i``'s values were divided by: its baseline's mean when normalised (its runs are divided alike).
+
+    A baseline mean of 0 gives NaN here, so that its runs are left out as the frame's infinite ratios are.
+    """
+    divisor = float(rows.at[i, "NormalizationValue"]) if "NormalizationValue" in rows else 1.0
+    return divisor if divisor != 0 else math.nan
+
+
 def _run_values(runs: pd.DataFrame | None, metric: str, params: list[str]) -> dict[_RowKey, list[float]]:
     """Every run's value of ``metric``, by annotation and config (empty without ``runs``)."""
     if runs is None:
@@ -305,8 +314,9 @@ class _Grid:
                 panel.series.append(series)
             point = _point(self.rows, idx, x)
             if run_values:
-                keys = [_row_key(self.rows, i, params) for i in idx]
-                point.values = tuple(v for key in keys for v in run_values.get(key, ()))
+                point.values = tuple(
+                    v / _divisor(self.rows, i) for i in idx for v in run_values.get(_row_key(self.rows, i, params), ())
+                )
             series.points.append(point)
         self.series_labels.sort(key=lambda label: self.series_ann[label])  # grouped by annotation, stable
         for panel in self.panels.values():
