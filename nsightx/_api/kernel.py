@@ -427,25 +427,30 @@ class ProfiledFunction:
         spec, plan, location = self.spec, planned.plan, planned.location
         start = time.perf_counter()
         facts = CallFacts()
-        runs, environment = self._measure(planned.backend, plan, planned.info, location, facts)
-        elapsed = time.perf_counter() - start
-        _add_environment(environment, planned.gpu, location, facts)
-        with reported_sigterm(), gc_paused():  # see _finish's docstring; SIGTERM: as during the runs
-            try:
-                results = build_results(
-                    planned.info,
-                    runs,
-                    environment,
-                    combine=spec.combine_kernel_metrics,
-                    derive_metric=spec.derive_metric,
-                    configs=planned.configs,
-                    location=location,
-                    output_csv=spec.output_csv,
-                )
-            except BaseException as e:  # every run is in the raw file: say so (OutputError says it itself)
-                if location is not None and spec.verbosity >= VerbosityLevel.INFO and not isinstance(e, OutputError):
-                    print(stopped_line(self.name, e, runs.measured(), location), file=sys.stderr)
-                raise
+        with reported_sigterm():  # one handler for the runs and the build (the runs' own is then a no-op)
+            runs, environment = self._measure(planned.backend, plan, planned.info, location, facts)
+            elapsed = time.perf_counter() - start
+            _add_environment(environment, planned.gpu, location, facts)
+            with gc_paused():  # see the docstring
+                try:
+                    results = build_results(
+                        planned.info,
+                        runs,
+                        environment,
+                        combine=spec.combine_kernel_metrics,
+                        derive_metric=spec.derive_metric,
+                        configs=planned.configs,
+                        location=location,
+                        output_csv=spec.output_csv,
+                    )
+                except BaseException as e:  # every run is in the raw file: say so (OutputError says it itself)
+                    if (
+                        location is not None
+                        and spec.verbosity >= VerbosityLevel.INFO
+                        and not isinstance(e, OutputError)
+                    ):
+                        print(stopped_line(self.name, e, runs.measured(), location), file=sys.stderr)
+                    raise
         if spec.verbosity >= VerbosityLevel.INFO:
             print(done_line(plan, runs, elapsed, location), file=sys.stderr)
         return results
