@@ -90,7 +90,8 @@ def plot(path: str, out: str, metric: str | None, **options: Any) -> Path:
         raise ConfigError(f"{path} holds {len(found)} results ({names}); give one of their files to nsightx plot")
     result = found[0][0]
     metrics = list(dict.fromkeys(result.to_dataframe()["Metric"].tolist()))
-    chosen = metric or (metrics[0] if metrics else None)
+    # ``--metric ""`` is a metric name the result lacks: refused as the API refuses it, never read as "the first"
+    chosen = metric if metric is not None else (metrics[0] if metrics else None)
     written = result.plot(out, metric=chosen, **{k: v for k, v in options.items() if v is not None})
     others = [m for m in metrics if m != chosen]
     if metric is None and others:
