@@ -33,7 +33,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nsightx
-
 from nsightx._api.reconcile import render_text as reconcile_text
 from nsightx._commands import demo
 from nsightx._errors import NsightxError
