@@ -90,17 +90,18 @@ def _synthetic(path: Path, negative: bool) -> str:
 
 @pytest.fixture
 def saved(plugin_host: object, tmp_path: Path) -> dict[str, str]:
-    """Result files: two host sweeps (one about 3x slower) and two synthetic ones."""
+    """Result files: two host sweeps (one about 3x slower), the first's raw runs, and two synthetic results."""
     files = {"host": _host_sweep(tmp_path / "host", 1), "slow": _host_sweep(tmp_path / "slow", 3)}
     files["wide"] = _synthetic(tmp_path / "result-wide.parquet", negative=False)
     files["neg"] = _synthetic(tmp_path / "result-neg.parquet", negative=True)
+    (files["raw"],) = map(str, (tmp_path / "host").glob("raw_data-*.jsonl"))
     return files
 
 
 def test_plot_options_draw_what_the_api_draws(saved: dict[str, str], tmp_path: Path) -> None:
     @FAST
     @given(
-        st.sampled_from(["host", "wide", "neg"]),
+        st.sampled_from(["host", "wide", "neg", "raw", "folder"]),
         st.sampled_from([None, "first", "second", "nope"]),
         st.sampled_from([None, "line", "bar", "box", "violin"]),
         st.sampled_from([None, True, False]),
@@ -108,13 +109,16 @@ def test_plot_options_draw_what_the_api_draws(saved: dict[str, str], tmp_path: P
         st.sampled_from([None, "", "a title", "two\nlines"]),
     )
     def check(kind: str, metric: str | None, plot_type: str | None, x_log: Any, y_log: Any, title: Any) -> None:
-        result = nsightx.load(saved[kind])
+        given_path = str(Path(saved["host"]).parent) if kind == "folder" else saved[kind]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = nsightx.load(saved["host"] if kind == "folder" else given_path)
         metrics = list(dict.fromkeys(result.to_dataframe()["Metric"]))
-        name = {"first": metrics[0], "second": metrics[1]}.get(metric or "", metric)
+        name = {"first": metrics[0], "second": metrics[-1]}.get(metric or "", metric)
         out_cli, out_api = tmp_path / "cli.png", tmp_path / "api.png"
         for p in (out_cli, out_api):
             p.unlink(missing_ok=True)
-        argv = ["plot", saved[kind], str(out_cli)] + ([] if name is None else ["--metric", name])
+        argv = ["plot", given_path, str(out_cli)] + ([] if name is None else ["--metric", name])
         options: dict[str, Any] = {"metric": metrics[0] if name is None else name}
         for flag, key, value in (("--type", "plot_type", plot_type), ("--title", "title", title)):
             if value is not None:
@@ -208,7 +212,11 @@ def test_compare_options_give_the_api_frame(saved: dict[str, str]) -> None:
         elif fmt == "csv":
             assert out == views.render_csv(frame)
         else:
-            render = views.render_markdown if fmt == "markdown" else lambda f: views.render_text(f, width=None)
+            render = (
+                views.render_markdown
+                if fmt == "markdown"
+                else lambda f: views.render_text(f, width=views.terminal_width(False))
+            )
             assert out == render(frame) + "\n"
 
     check()
