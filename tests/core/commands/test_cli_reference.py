@@ -36,7 +36,7 @@ import nsightx
 from nsightx._api.reconcile import render_text as reconcile_text
 from nsightx._commands import demo
 from nsightx._errors import NsightxError
-from nsightx._report import views
+from nsightx._report import history, views
 from nsightx.cli import _parser, main
 
 EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "12"))
@@ -252,3 +252,54 @@ def test_defaults_are_the_api_defaults() -> None:
     assert {k: v for k, v in defaults("demo").items()} == {k: run[k].default for k in ("output", "runs", "backend")}
     plot = defaults("plot")
     assert [plot[k] for k in ("metric", "plot_type", "x_log", "y_log", "title")] == [None] * 5, "left to the API"
+
+
+def _stored(root: Path, factors: list[float]) -> str:
+    """A ``--nsightx-save`` folder: two tests, one save per factor (save ``i`` about ``factors[i]`` times slower)."""
+    for number, factor in enumerate(factors):
+        for node in ("tests/test_k.py::test_a", "tests/test_k.py::test_b"):
+            values = {("k", c, TIME): noisy(1000.0 * (c + 1) * factor, 0.03, 6, 10 * number + c) for c in range(2)}
+            result = make_result(values, params=["n"], configs=[(1,), (2,)], created=f"2026-12-0{number + 1}T00:00:00")
+            history.save(root, node, result)
+    return str(root)
+
+
+def test_compare_save_folder_options_give_the_api_frame(tmp_path: Path) -> None:
+    """``--base-ref`` and ``--history`` on ``--nsightx-save`` folders, as ``compare(base_ref=, history=)``."""
+    base = _stored(tmp_path / "base", [1.0, 1.3, 0.95, 1.0])
+    new = _stored(tmp_path / "new", [1.1])
+
+    @FAST
+    @given(
+        st.sampled_from([None, "0", "1", "3", "0002", "7", "nogit", "", "abc"]),
+        st.sampled_from([None, 1, 2, 4, 9]),
+        st.sampled_from([None, 0.0, 5.0]),
+        st.booleans(),
+    )
+    def check(base_ref: str | None, hist: int | None, threshold: float | None, require_all: bool) -> None:
+        argv, kwargs = ["compare", base, new, "--format", "json"], {}
+        for flag, key, value in (("--base-ref", "base_ref", base_ref), ("--history", "history", hist)):
+            if value is not None:
+                argv += [flag, str(value)]
+                kwargs[key] = value
+        if threshold is not None:
+            argv += ["--threshold", repr(threshold)]
+            kwargs["threshold_pct"] = threshold
+        if require_all:
+            argv.append("--require-all")
+            kwargs["require_all"] = True
+        status, out, err = _cli(argv)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                frame = nsightx.compare(base, new, **kwargs)
+        except NsightxError:
+            assert status == 2 and out == "" and len(err.strip().splitlines()) == 1, (argv, err)
+            return
+        one_sided = frame["Status"].isin(["only in baseline", "only in new"]).any()
+        failed = bool(frame["Regression"].any() or (require_all and one_sided))
+        assert status == (1 if failed else 0), (argv, err)
+        expected = {"threshold_pct": 5.0 if threshold is None else threshold, "require_all": require_all}
+        _json_matches(json.loads(out), frame, expected, failed)
+
+    check()
