@@ -124,7 +124,8 @@ def number(value: float) -> str:
         return f"{value:.4g}"
     if size >= 9999.5:
         return f"{value:.0f}"
-    return f"{value:.{3 - math.floor(math.log10(size))}f}"
+    exponent = int(f"{size:.3e}".partition("e")[2])  # after rounding: 9.99999e-06 shows as 1.000e-05
+    return f"{value:.{3 - exponent}f}"
 
 
 def with_unit(text: str, unit: str | None) -> str:

@@ -457,7 +457,9 @@ def test_the_plotted_points_are_the_frame_s_rows(shape: Shape, pick: int, box: b
             per_run = runs[(runs["Metric"] == metric) & (runs["Annotation"] == r["Annotation"])]
             for p, v in zip(shape.params, values, strict=True):
                 per_run = per_run[per_run[p].astype(str) == str(v)]
-            want_runs = [float(v) / factor for v in per_run["Value"]]
+            base = float(r["NormalizationValue"]) if normalized else 1.0  # a ratio's runs are ratios too
+            base = base if base != 0 else math.nan  # (a zero baseline: left out, as the frame's infinite ratios)
+            want_runs = [float(v) / base / factor for v in per_run["Value"]]
             assert len(point.values) == len(want_runs), key
             assert all(
                 a == pytest.approx(b, rel=1e-12, nan_ok=True) for a, b in zip(point.values, want_runs, strict=True)
