@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from nsightx_host import HostSession
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-from nsightx._run.backend import RunOutput
+from nsightx_host import HostBackend, HostSession
+
+import nsightx
+from nsightx._run.backend import RunOutput, Session
 from nsightx._run.thermal import ThermalReading
 
 
@@ -36,3 +41,40 @@ class DeferredHost(HostSession):
         self.collects += 1
         done, self.done = self.done, {}
         return done
+
+
+class DeferredHostTimed(HostSession):
+    """The host session, made deferred but still timing its regions itself (one run block a run, as the host
+    backend does): its runs' outputs come back only when the loop collects them."""
+
+    deferred = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done: dict[tuple[int, int], RunOutput] = {}
+
+    def finish_run(self, config: int, run: int) -> RunOutput:
+        self.done[(config, run)] = super().finish_run(config, run)
+        return RunOutput()
+
+    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
+        done, self.done = self.done, {}
+        return done
+
+
+class DeferredHostBackend(HostBackend):
+    """The host backend with a :class:`DeferredHostTimed` session, registered as ``deferredhost``."""
+
+    name = "deferredhost"
+
+    @contextmanager
+    def session(self, plan: Any) -> Iterator[Session]:
+        yield DeferredHostTimed()
+
+
+class DeferredPlugin:
+    """Registers :class:`DeferredHostBackend` (``register_plugin(DeferredPlugin(), name="deferred")``)."""
+
+    @nsightx.hookimpl
+    def nsightx_register_backends(self, register: Any) -> None:
+        register(DeferredHostBackend)

@@ -30,51 +30,14 @@ import os
 import random
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from nsightx_host import HostBackend, HostSession
+from _sessions import DeferredPlugin
 
 import nsightx
 from nsightx._run import backend as _backend
-from nsightx.ext import RunOutput, Session
 
 SPECIAL = [math.inf, -math.inf, 0.0, -0.0, 1e308, 5e-324, 2**53 + 1, -7]
-
-
-class DeferredHostSession(HostSession):
-    """The host session, made deferred: its runs' outputs come back only when the loop collects them."""
-
-    deferred = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.done: dict[tuple[int, int], RunOutput] = {}
-
-    def finish_run(self, config: int, run: int) -> RunOutput:
-        self.done[(config, run)] = super().finish_run(config, run)
-        return RunOutput()
-
-    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
-        done, self.done = self.done, {}
-        return done
-
-
-class DeferredHostBackend(HostBackend):
-    """The host backend with a deferred session, registered as ``deferredhost``."""
-
-    name = "deferredhost"
-
-    @contextmanager
-    def session(self, plan: Any) -> Iterator[Session]:
-        yield DeferredHostSession()
-
-
-class DeferredPlugin:
-    @nsightx.hookimpl
-    def nsightx_register_backends(self, register: Any) -> None:
-        register(DeferredHostBackend)
 
 
 class Side:

@@ -25,49 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nsightx_host import HostBackend, HostSession
+from _sessions import DeferredPlugin
 
 import nsightx
 from nsightx import NsightxError, OutputError, ResultSchemaError
 from nsightx._results.sink import read_runs
-from nsightx.ext import RunOutput, Session
 
 CONFIGS = [(1,), (2,), (3,)]
 RUNS = 4
-
-
-class DeferredHostSession(HostSession):
-    """The host session, made deferred: its runs' outputs come back only when the loop collects them."""
-
-    deferred = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.done: dict[tuple[int, int], RunOutput] = {}
-
-    def finish_run(self, config: int, run: int) -> RunOutput:
-        self.done[(config, run)] = super().finish_run(config, run)
-        return RunOutput()
-
-    def collect_runs(self) -> dict[tuple[int, int], RunOutput]:
-        done, self.done = self.done, {}
-        return done
-
-
-class DeferredHostBackend(HostBackend):
-    """The host backend with a deferred session, registered as ``deferredhost``."""
-
-    name = "deferredhost"
-
-    @contextmanager
-    def session(self, plan: Any) -> Iterator[Session]:
-        yield DeferredHostSession()
-
-
-class DeferredPlugin:
-    @nsightx.hookimpl
-    def nsightx_register_backends(self, register: Any) -> None:
-        register(DeferredHostBackend)
 
 
 @pytest.fixture(params=["host", "deferredhost"])
