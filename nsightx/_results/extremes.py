@@ -18,13 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from nsightx._results.stats import SAFE_HIGH, SAFE_LOW
+from nsightx._results.stats import SAFE_HIGH, SAFE_LOW, SCALED_EXPONENT
 
 Moments = Callable[[Any, Any, int, bool], dict[str, Any]]
 """``(values, ids, count, ascending) -> {"AvgValue": ..., "StdDev": ..., ...}``: the plain statistics."""
-_TARGET_EXPONENT = 500
-"""The scaled values' largest size lies in ``[2**499, 2**500)``: squares of deviations of 10**5 such values (and
-more) stay finite, and a value smaller by up to ``2**-574`` stays a normal float."""
 
 
 def rescale_extremes(values: Any, ids: Any, ascending: bool, out: dict[str, Any], plain: Moments) -> dict[str, Any]:
@@ -55,7 +52,7 @@ def rescale_extremes(values: Any, ids: Any, ascending: bool, out: dict[str, Any]
     if not bad.any():
         return out
     shift = np.zeros(len(bad), dtype=np.int64)
-    shift[bad] = np.frexp(big[bad])[1] - _TARGET_EXPONENT
+    shift[bad] = np.frexp(big[bad])[1] - SCALED_EXPONENT
     got = plain(*_rows_of(values, ids, bad, shift), ascending)
     back = shift[bad]
     with np.errstate(over="ignore"):  # a spread past the float range is inf

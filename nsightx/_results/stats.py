@@ -110,6 +110,9 @@ SAFE_LOW = 2.0**-400
 """Values whose largest size is under this are scaled up before a spread is taken (:func:`scale_shift`)."""
 SAFE_HIGH = 2.0**500
 """Values whose largest size is over this are scaled down before a spread is taken (:func:`scale_shift`)."""
+SCALED_EXPONENT = 500
+"""Scaled values' largest size lies in ``[2**499, 2**500)``: squares of deviations of 10**5 such values (and
+more) stay finite, and a value smaller by up to ``2**-574`` stays a normal float."""
 
 
 def scale_shift(values: Sequence[float]) -> int:
@@ -123,7 +126,7 @@ def scale_shift(values: Sequence[float]) -> int:
     big = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
     if big == 0.0 or SAFE_LOW <= big <= SAFE_HIGH:
         return 0
-    return math.frexp(big)[1] - 500
+    return math.frexp(big)[1] - SCALED_EXPONENT
 
 
 def times_pow2(x: float, s: int) -> float:
