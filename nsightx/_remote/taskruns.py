@@ -51,7 +51,7 @@ class TaskRuns:
 
     def write(self, run: RunRecords) -> None:
         """Store one finished run given as an object (a backend that measures elsewhere writes these)."""
-        renumbered = _run_as(run, self.index)
+        renumbered = run_as(run, self.index)
         if self.items and self.items[-1] == renumbered:
             return
         self.items.append(renumbered)
@@ -92,8 +92,11 @@ def _row_as(row: RunRow, index: int) -> RunRow:
     )
 
 
-def _run_as(run: RunRecords, index: int) -> RunRecords:
-    """``run`` numbered as config ``index`` (a ONCE run stays as it is)."""
+def run_as(run: RunRecords, index: int) -> RunRecords:
+    """``run`` numbered as config ``index``, its records, regions and collector values too.
+
+    A ONCE run, and a ONCE value, stay as they are.
+    """
     if run.config < 0:
         return run
     return dataclasses.replace(

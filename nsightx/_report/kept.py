@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from nsightx._remote.taskruns import run_as
 from nsightx._results.profileresults import ProfileResults
-from nsightx._results.records import CollectorValue, RunRecords
+from nsightx._results.records import RunRecords
 
 Taken = Mapping[int, tuple[ProfileResults, Sequence[int]]]
 """Config index of the first measurement -> (the re-measure whose runs it keeps, the configs that re-measure
@@ -52,16 +53,6 @@ def kept_result(first: ProfileResults, taken: Taken) -> ProfileResults:
 
 
 def _renumbered(run: RunRecords, config: int) -> RunRecords:
-    """A re-measure's run as a run of ``config``: every record, region and collector value says so."""
-    return run.model_copy(
-        update={
-            "config": config,
-            "records": tuple(r.model_copy(update={"config": config}) for r in run.records),
-            "regions": tuple(r.model_copy(update={"config": config}) for r in run.regions),
-            "collectors": tuple(_collector(c, config) for c in run.collectors if c.scope != "once"),
-        }
-    )
-
-
-def _collector(value: CollectorValue, config: int) -> CollectorValue:
-    return value if value.config is None else value.model_copy(update={"config": config})
+    """A re-measure's run as a run of ``config``, without its ``once`` values (the first measurement's are kept)."""
+    run = run_as(run, config)
+    return run.model_copy(update={"collectors": tuple(c for c in run.collectors if c.scope != "once")})
