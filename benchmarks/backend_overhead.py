@@ -237,6 +237,8 @@ CUPTI_VARIANTS: dict[str, dict[str, Any]] = {
     "cupti_drain_wait": {"cupti_drain": "wait"},
     "cupti_drain_end_32k": {"cupti_drain": "end", "buffer_bytes": 32768},
     "cupti_drain_wait_32k": {"cupti_drain": "wait", "buffer_bytes": 32768},
+    "cupti_drain_period": {"cupti_drain": "period"},
+    "cupti_drain_period_32k": {"cupti_drain": "period", "buffer_bytes": 32768},
     "cupti_drain_wait_pydecode": {"cupti_decode": "cupti-python", "cupti_drain": "wait"},
     "cupti_drain_off_pydecode": {"cupti_decode": "cupti-python", "cupti_drain": "off"},
     "cupti_api_learn": {"api_tracing": "learn"},

@@ -25,6 +25,9 @@ Modes (:data:`DRAIN_MODES`):
             1.046, end 1.028 / 1.041; ``98c9cf0:benchmarks/results/2026-12-04-s8-backend-overhead-{a,b,c,e}.json``).
 ``end``     one non-forced flush just before the wait.
 ``config``  one at the start of every config while runs are pending, and one just before the wait.
+``period``  CUPTI's own worker thread delivers every full buffer whose records are all complete, every
+            :data:`FLUSH_PERIOD_MS` (``cuptiActivityFlushPeriod``), so buffers are decoded on that thread while the
+            GPU works, with no flush call of ours before the forced one after the wait (session 22's probe).
 ``wait``    (the default in sessions 5-7) a helper thread flushes (non-forced) every :data:`WAIT_PERIOD_S`
             while the calling thread waits
             for the device (the wait is a ctypes call, which releases the GIL), so buffers come out as the GPU
@@ -37,10 +40,10 @@ import threading
 from collections.abc import Callable
 from typing import Literal
 
-DrainMode = Literal["off", "end", "config", "wait"]
+DrainMode = Literal["off", "end", "config", "wait", "period"]
 """When a deferred session delivers completed CUPTI buffers before its forced flush."""
 
-DRAIN_MODES: tuple[DrainMode, ...] = ("off", "end", "config", "wait")
+DRAIN_MODES: tuple[DrainMode, ...] = ("off", "end", "config", "wait", "period")
 """Every :data:`DrainMode`."""
 
 DEFAULT_DRAIN: DrainMode = "off"
@@ -50,6 +53,9 @@ DRAIN_BUFFER_BYTES = 8 * 1024
 """Activity buffer size when draining and ``buffer_bytes`` is not given: ~25 kernel launches' records (a kernel
 record, its launch record and its external-correlation record take ~320 bytes), so a sweep's records span
 several buffers that complete one after another."""
+
+FLUSH_PERIOD_MS = 1
+"""``period``: how often CUPTI's worker thread looks for completed full buffers, ms (its API's unit)."""
 
 WAIT_PERIOD_S = 0.0005
 """Pause between two drains of the ``wait`` helper thread, s."""

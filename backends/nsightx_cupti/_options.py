@@ -49,7 +49,8 @@ class CuptiOptions(BackendOptions):
     cupti_drain: DrainMode = DEFAULT_DRAIN
     """When completed CUPTI buffers are decoded before the forced flush after the wait for the device: 'off'
     (default): never (everything is decoded after the wait); 'wait': by a helper thread during the wait; 'end':
-    once just before it; 'config': also at each config start. See nsightx_cupti._drain."""
+    once just before it; 'config': also at each config start; 'period': by CUPTI's own worker thread, which hands
+    over completed full buffers every millisecond. See nsightx_cupti._drain."""
     cupti_decode: Literal["ctypes", "cupti-python"] = "ctypes"
     """How delivered activity buffers are read: 'ctypes' (default): straight from libcupti at the records'
     offsets (nsightx_cupti._raw; falls back to cupti-python where it cannot be set up, and the result's

@@ -45,7 +45,7 @@ from nsightx_cupti._attribution import (
     to_run_output,
     to_run_outputs,
 )
-from nsightx_cupti._drain import DRAIN_BUFFER_BYTES, DrainMode, wait_draining
+from nsightx_cupti._drain import DRAIN_BUFFER_BYTES, FLUSH_PERIOD_MS, DrainMode, wait_draining
 from nsightx_cupti._options import CuptiOptions
 from nsightx_cupti._tracer import (
     DEFAULT_BUFFER_BYTES,
@@ -415,8 +415,11 @@ class CuptiSession(Session):
             drain()
 
     def _wait(self) -> None:
-        """Wait for the device; drain CUPTI just before (``end``, ``config``) or all through it (``wait``)."""
-        drain = getattr(self.tracer, "drain", None) if self.drain != "off" else None
+        """Wait for the device; drain CUPTI just before (``end``, ``config``) or all through it (``wait``).
+
+        ``period`` needs no drain of ours: CUPTI's worker thread hands completed buffers over during the wait.
+        """
+        drain = getattr(self.tracer, "drain", None) if self.drain not in ("off", "period") else None
         if drain is None:
             self.device.synchronize()
         elif self.drain == "wait":
@@ -517,6 +520,7 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
             flush_flag=opts.cupti_flush,
             api_filter=opts.api_filter,
             decode=opts.cupti_decode,
+            flush_period_ms=FLUSH_PERIOD_MS if drain == "period" else 0,
         )
         try:
             yield CuptiSession(

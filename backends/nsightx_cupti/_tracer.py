@@ -189,6 +189,8 @@ class ActivityTracer:
         self._open_regions = 0
         self._launches: dict[ApiKey, bool] = {}
         """:meth:`launches_kernels`'s answer for each API asked about."""
+        self.flush_period_ms = 0
+        """CUPTI's periodic flush of this session, ms (0: none; ``cupti_drain="period"``)."""
         self.flush_flag = "forced"
         """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
         self.stats: dict[str, float] = {}
@@ -312,6 +314,7 @@ class ActivityTracer:
         flush_flag: str = "forced",
         api_filter: str = "learn",
         decode: str = "ctypes",
+        flush_period_ms: int = 0,
     ) -> None:
         """Register the buffer callbacks, enable the activity kinds, and make the canary call.
 
@@ -333,6 +336,8 @@ class ActivityTracer:
                 whose records it has not completed, which would lose kernels of the run).
             api_filter: ``learn`` (default): switch off APIs seen to launch nothing; ``off``: record every API.
             decode: ``ctypes`` (default, where it can be set up: :mod:`nsightx_cupti._raw`) or ``cupti-python``.
+            flush_period_ms: When positive, CUPTI's worker thread delivers completed full buffers this often
+                (``cuptiActivityFlushPeriod``; :meth:`stop` sets it back to 0, CUPTI's default).
 
         Raises:
             MeasurementError: another CUPTI session is active in this process, or torch.profiler is recording.
@@ -358,6 +363,9 @@ class ActivityTracer:
         if api_tracing == "region":
             self._apis(False)
         self._gated = self._gate() if api_tracing == "learn" else ()
+        self.flush_period_ms = flush_period_ms
+        if flush_period_ms:
+            c.activity_flush_period(flush_period_ms)
         self.active = True
 
     def _clock_map(self) -> ClockMap | None:
@@ -545,6 +553,9 @@ class ActivityTracer:
             return
         c = self._cupti
         try:
+            if self.flush_period_ms:
+                c.activity_flush_period(0)
+                self.flush_period_ms = 0
             for kind in (self._k_kernel, self._k_external):
                 c.activity_disable(kind)
             if self.api_tracing != "region" or self._open_regions:

@@ -51,6 +51,14 @@ class GpuCupti(FakeCupti):
         self.clock = 1_000_000
         self.launches = 0
         self.lock = threading.Lock()
+        self.period_ms = 0
+        """``cuptiActivityFlushPeriod``: when positive, full buffers whose records are all complete are handed
+        over as the GPU completes them (CUPTI's worker thread; here synchronously, in :meth:`run_gpu`)."""
+        self.periods: list[int] = []
+
+    def activity_flush_period(self, ms: int) -> None:
+        self.period_ms = ms
+        self.periods.append(ms)
 
     def _record(self, record: Any) -> None:
         if not self.buffers or len(self.buffers[-1]) >= self.capacity:
@@ -79,15 +87,19 @@ class GpuCupti(FakeCupti):
                 record.start, record.end = self.clock, self.clock + duration
                 self.clock += duration + 10
             del self.queue[:n]
+        if self.period_ms:
+            self._hand_over(forced=False, partial=False)
 
     def activity_flush_all(self, flag: int) -> None:
-        forced = flag == Flag.FLUSH_FORCED
+        self._hand_over(forced=flag == Flag.FLUSH_FORCED, partial=self.partial)
+
+    def _hand_over(self, forced: bool, partial: bool) -> None:
         with self.lock:
             ready, kept = [], []
             for i, buf in enumerate(self.buffers):
                 complete = all(r.end for r in buf if r.kind == Kind.CONCURRENT_KERNEL)
                 filling = i == len(self.buffers) - 1
-                (ready if forced or (complete and (self.partial or not filling)) else kept).append(buf)
+                (ready if forced or (complete and (partial or not filling)) else kept).append(buf)
             self.buffers = kept
         for buf in ready:
             self.completed(buf)
@@ -129,7 +141,7 @@ def _sweep(drain: str, capacity: int = 12, partial: bool = True) -> tuple[Any, A
     """The sweep's shape through the real run loop, session and tracer: 4 configs x (1 warm-up + 10 runs)."""
     gpu = GpuCupti(capacity, partial)
     tracer = ActivityTracer(gpu, canary=None)
-    tracer.start(buffer_bytes=8192, api_filter="off")
+    tracer.start(buffer_bytes=8192, api_filter="off", flush_period_ms=1 if drain == "period" else 0)
 
     def user(n: int) -> None:
         with nsightx.annotate("work"):
@@ -180,8 +192,22 @@ def test_every_drain_mode_gives_the_same_records(drain: str, partial: bool) -> N
     stats = tracer.stats
     if drain == "off":
         assert stats.get("drains", 0) == 0 and stats["decode"] == stats["flush_decode"]
+    elif drain == "period":  # CUPTI's own worker handed buffers over; the session made no flush of its own
+        assert stats.get("drains", 0) == 0 and stats["decode"] > stats["flush_decode"]
     else:  # part of the activity was decoded before the forced flush, and none of it lost or doubled
         assert stats["drains"] >= 1 and stats["decode"] > stats["flush_decode"]
+
+
+def test_period_mode_sets_cuptis_flush_period_for_the_session_only() -> None:
+    gpu = GpuCupti(capacity=12)
+    tracer = ActivityTracer(gpu, canary=None)
+    tracer.start(api_filter="off", flush_period_ms=1)
+    assert gpu.period_ms == 1
+    tracer.stop()
+    assert gpu.periods == [1, 0]  # set back to CUPTI's default (none): the next session or client gets none
+    tracer.start(api_filter="off")
+    tracer.stop()
+    assert gpu.periods == [1, 0]
 
 
 def test_config_mode_drains_at_each_new_config_and_before_the_wait() -> None:
@@ -262,7 +288,7 @@ def test_a_session_collected_after_every_run_does_not_drain() -> None:
 def test_drain_options_are_checked() -> None:
     assert CuptiOptions.parse({}, "cupti").cupti_drain == "off"
     assert CuptiOptions.parse({"cupti_drain": "config", "buffer_bytes": 4096}, "cupti").buffer_bytes == 4096
-    with pytest.raises(ConfigError, match=r"cupti_drain.*'sometimes'.*'off', 'end', 'config' or 'wait'"):
+    with pytest.raises(ConfigError, match=r"cupti_drain.*'sometimes'.*'off', 'end', 'config', 'wait' or 'period'"):
         CuptiOptions.parse({"cupti_drain": "sometimes"}, "cupti")
     with pytest.raises(ConfigError, match=r"buffer_bytes.*at least 4096"):
         CuptiOptions.parse({"buffer_bytes": 1024}, "cupti")
