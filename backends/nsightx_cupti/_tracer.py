@@ -163,10 +163,8 @@ class ActivityTracer:
         """Register the callbacks at every :meth:`start` (False: a dispatcher in front of this tracer registered
         them and forwards to it; ``98c9cf0:benchmarks/cupti_breakdown.py`` does, to compare with a minimal client)."""
         kinds = cupti.ActivityKind
-        self._k_kernel = int(kinds.CONCURRENT_KERNEL)
-        self._k_runtime = int(kinds.RUNTIME)
-        self._k_driver = int(kinds.DRIVER)
-        self._k_external = int(kinds.EXTERNAL_CORRELATION)
+        self._k_kernel, self._k_runtime = int(kinds.CONCURRENT_KERNEL), int(kinds.RUNTIME)
+        self._k_driver, self._k_external = int(kinds.DRIVER), int(kinds.EXTERNAL_CORRELATION)
         self._ext_kind = int(cupti.ExternalCorrelationKind.CUSTOM2)
         self._lock = threading.Lock()
         self._pending = ActivityBatch()
@@ -189,8 +187,7 @@ class ActivityTracer:
         self._open_regions = 0
         self._launches: dict[ApiKey, bool] = {}
         """:meth:`launches_kernels`'s answer for each API asked about."""
-        self.flush_period_ms = 0
-        """CUPTI's periodic flush of this session, ms (0: none; ``cupti_drain="period"``)."""
+        self.flush_period_ms = 0  # CUPTI's periodic flush of this session, ms (0: none; cupti_drain="period")
         self.flush_flag = "forced"
         """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
         self.stats: dict[str, float] = {}
