@@ -153,3 +153,13 @@ def test_duplicate_unordered_or_few_configs_give_the_one_process_result(picks, e
         assert row.c_config == f"config {row.Config} args {picks[row.Config]!r}"
     _same(nsightx.load(result.environment["raw_data"]), reference)
     _same(nsightx.load(result.save(folder / "s.parquet")), reference)
+
+
+def test_a_sweep_whose_every_config_fails_says_none_was_measured(engines, tmp_path):
+    """docs/cluster.md: ``.results`` is ``None`` when no config was measured; the message said it held them."""
+    profiled = _profiled(tmp_path, par_workload.failing)
+    with pytest.raises(nsightx.SweepError) as caught:
+        profiled(configs=[(3,), (3,)], executor=engines["processes"])
+    error = caught.value
+    assert error.results is None and sorted(error.failed) == [0, 1]
+    assert "2 of 2 config(s) failed, 0 were measured (the exception's .results is None)" in str(error)
