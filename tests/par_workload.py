@@ -132,3 +132,10 @@ def baseline_but_for_2(n: int, tag: str) -> None:
             pass
     with nsightx.annotate("a"):
         pass
+
+
+def blocks_on_4(n: int, tag: str) -> None:
+    """Like ``regions``; config ``n == 4`` never ends (its sweep's caller is killed while it runs)."""
+    regions(n, tag)
+    if n == 4:
+        time.sleep(600)

@@ -17,6 +17,11 @@ that fails in its own task only, and the raw file and saves of such sweeps read 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +168,52 @@ def test_a_sweep_whose_every_config_fails_says_none_was_measured(engines, tmp_pa
     error = caught.value
     assert error.results is None and sorted(error.failed) == [0, 1]
     assert "2 of 2 config(s) failed, 0 were measured (the exception's .results is None)" in str(error)
+
+
+_KILLED_CALLER = """
+import concurrent.futures as cf, sys
+import nsightx, par_workload
+if __name__ == "__main__":
+    profiled = nsightx.analyze.kernel(runs=2, warmup=0, backend="host", verbosity=nsightx.VerbosityLevel.SILENT,
+        output_prefix=sys.argv[1] + "/", info_collectors=par_workload.INDEXED_COLLECTORS)(par_workload.blocks_on_4)
+    with cf.ProcessPoolExecutor(2) as pool:
+        profiled(configs=[(1, "x"), (4, "w"), (2, "y"), (3, "z")], executor=pool)
+"""
+KILLED_CONFIGS = [(1, "x"), (4, "w"), (2, "y"), (3, "z")]
+
+
+def test_the_raw_file_of_a_spread_sweep_killed_halfway_loads_exactly_the_configs_that_came_back(tmp_path):
+    """docs/cluster.md: the caller writes each config's runs as its task comes back, so a sweep that stops keeps
+    every config that came back. The caller (and its pool) is killed with SIGKILL while config 1 never ends: the
+    raw file loads exactly configs 0, 2 and 3, as the same configs measured in one process."""
+    script = tmp_path / "caller.py"
+    script.write_text(_KILLED_CALLER)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(par_workload.__file__).parent), *sys.path])}
+    caller = subprocess.Popen([sys.executable, str(script), str(out)], env=env, start_new_session=True)
+    raw = out / "raw_data-blocks_on_4-0.jsonl"
+    try:
+        deadline = time.monotonic() + 120  # generous: a loaded 2-core machine; the loop ends as soon as it is there
+        while time.monotonic() < deadline and caller.poll() is None:
+            if raw.exists() and sum(1 for line in raw.read_text().splitlines() if '"config": -1' not in line) > 6:
+                break  # the header and 3 configs x 2 runs (ONCE lines aside)
+            time.sleep(0.1)
+        assert caller.poll() is None, "the caller ended before it was killed"
+    finally:
+        os.killpg(caller.pid, signal.SIGKILL)
+        caller.wait()
+    with pytest.warns(nsightx.IncompleteResultWarning, match="holds 6 of 8 planned runs"):
+        loaded = nsightx.load(raw)
+    reference = _profiled(tmp_path / "one", par_workload.regions)(configs=[(1, "x"), (2, "y"), (3, "z")])
+    frame = _untimed(loaded.to_dataframe())
+    assert sorted(set(zip(frame["n"], frame["tag"], strict=True))) == [(1, "x"), (2, "y"), (3, "z")]
+    collectors = [c for c in frame.columns if c.startswith("c_")]  # they say the function and sweep index
+    want = _untimed(reference.to_dataframe()).drop(columns=collectors)
+    pd.testing.assert_frame_equal(frame.drop(columns=collectors), want)
+    assert set(frame["c_once"]) == {"once blocks_on_4"}
+    runs = loaded.runs_dataframe()
+    assert sorted(set(runs["Config"])) == [0, 2, 3]
+    for row in runs.itertuples():
+        assert row.c_config == f"config {row.Config} args {KILLED_CONFIGS[row.Config]!r}", row
+        assert row.c_run == row.Config * 100 + row.Run, row
