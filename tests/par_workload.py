@@ -116,3 +116,26 @@ TOKEN_COLLECTORS = [
     nsightx.InfoCollector("task_token", _task_token, nsightx.CollectionScope.CONFIG),
 ]
 """A ONCE value that differs from task to task of a spread sweep, and per config the one of its own task."""
+
+
+def no_region_for_even(n: int, tag: str) -> None:
+    """Region ``a`` for an odd ``n`` only: a config with an even ``n`` opens no region (measured, no values)."""
+    if n % 2:
+        with nsightx.annotate("a"):
+            pass
+
+
+def baseline_but_for_2(n: int, tag: str) -> None:
+    """Regions ``base`` (but for ``n == 2``) and ``a``: config ``n == 2`` has no ``normalize_against`` baseline."""
+    if n != 2:
+        with nsightx.annotate("base"):
+            pass
+    with nsightx.annotate("a"):
+        pass
+
+
+def blocks_on_4(n: int, tag: str) -> None:
+    """Like ``regions``; config ``n == 4`` never ends (its sweep's caller is killed while it runs)."""
+    regions(n, tag)
+    if n == 4:
+        time.sleep(600)

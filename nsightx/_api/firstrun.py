@@ -25,9 +25,21 @@ from nsightx._spec.options import ProfileSpec
 class FirstRunCheck:
     """The first-run checks of one call, bound to its plan and spec: ``CheckedSink(path, check=FirstRunCheck(..))``."""
 
-    def __init__(self, plan: Plan, spec: ProfileSpec) -> None:
+    def __init__(self, plan: Plan, spec: ProfileSpec, *, sweep_first: bool = True) -> None:
+        """Bind the checks to ``plan`` and ``spec``.
+
+        Args:
+            plan: The call's plan.
+            spec: The call's options.
+            sweep_first: Whether the run checked is the sweep's first run (config 0's). A task of a spread sweep
+                for a later config checks its own first run, and only what a call in one process would refuse
+                for any run: the transforms. What depends on which regions the run opened (none at all, the
+                ``normalize_against`` baseline missing, every kernel ignored) is checked on config 0 alone, as
+                in one process, where a later config that opens no region is measured and has no values.
+        """
         self.plan = plan
         self.spec = spec
+        self.sweep_first = sweep_first
 
     def __call__(self, run: RunRecords) -> None:
         """Raise when ``run``, the first measured run, shows that the sweep cannot give a useful result.
@@ -44,12 +56,13 @@ class FirstRunCheck:
                 metric is named like a measured one, or ``normalize_against`` names an annotation the run did not
                 open.
         """
-        self._check_measured(run)
+        if self.sweep_first:
+            self._check_measured(run)
         spec, plan = self.spec, self.plan
         values = combine_records(
             [run], plan.metrics, ignore_kernels=spec.ignore_kernel_list, combine=spec.combine_kernel_metrics
         )
-        if run.records and not values:
+        if self.sweep_first and run.records and not values:
             kernels = sorted({r.kernel for r in run.records})
             raise ConfigError(
                 f"ignore_kernel_list={list(spec.ignore_kernel_list)!r} drops every kernel {plan.function_name} "
@@ -57,6 +70,8 @@ class FirstRunCheck:
             )
         if spec.derive_metric is not None:
             derive(values, spec.derive_metric, plan.metrics, plan.configs, warn=False)
+        if not self.sweep_first:
+            return
         seen = {r.annotation for r in run.regions} | {r.annotation for r in run.records}
         check_baseline(plan.normalize_against, seen, plan.function_name, "its first run opened")
 

@@ -9,7 +9,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar, overload
 
 from nsightx._api.aheadpolicy import AheadPolicy
@@ -467,10 +467,17 @@ class ProfiledFunction:
         return Side(info, runs, environment, location)
 
     def _finish_task(self, sink: TaskRuns, planned: _Planned) -> Measured:
-        """Measure ``plan`` into a task's ``sink`` (first run checked as a call's) and say how, without a result."""
-        sink.check = FirstRunCheck(planned.plan, self.spec)
+        """Measure ``plan`` into a task's ``sink`` and say how, without a result.
+
+        Its first run is checked as the sweep's first run only in config 0's task (see :class:`FirstRunCheck`);
+        a later config's task leaves the ``normalize_against`` check out of its run loop too, as a call in one
+        process checks it on config 0's first run alone (the plan it sends back keeps the option).
+        """
+        first = sink.index == 0
+        sink.check = FirstRunCheck(planned.plan, self.spec, sweep_first=first)
+        plan = planned.plan if first else replace(planned.plan, normalize_against=None)
         facts = CallFacts()
-        environment = self._measure_into(planned.backend, planned.plan, sink, planned.location, facts)
+        environment = self._measure_into(planned.backend, plan, sink, planned.location, facts)
         _add_environment(environment, planned.gpu, planned.location, facts)
         return Measured(planned.info, environment, now(), __version__)
 

@@ -150,10 +150,8 @@ def _failure_summary(failed: dict[int, str], total: int, location: OutputLocatio
     kept = total - len(failed)
     where = f"; their runs are in {location.raw}" if location is not None and kept else ""
     others = f" ({len(failed) - 1} more: see .failed)" if len(failed) > 1 else ""
-    return (
-        f"{first}{others}. {len(failed)} of {total} config(s) failed, {kept} were measured (the exception's "
-        f".results holds them{where})"
-    )
+    held = f"the exception's .results holds them{where}" if kept else "the exception's .results is None"
+    return f"{first}{others}. {len(failed)} of {total} config(s) failed, {kept} were measured ({held})"
 
 
 class _Collected:
