@@ -18,7 +18,14 @@ FAKE = FIXTURES / "fake_ncu.py"
 ONE_METRIC = FIXTURES / "one_metric.ncu-rep"
 """A report of annotation ``scale`` over configs (1,), (2,) with runs=2 (what :func:`make_plan` describes)."""
 ROOT = Path(__file__).parent.parent
-FAKE_VARS = ("FAKE_NCU_EXIT", "FAKE_NCU_SAY", "FAKE_NCU_REPORT", "FAKE_NCU_PASSES", "FAKE_NCU_QUERY_LOG")
+FAKE_VARS = (
+    "FAKE_NCU_EXIT",
+    "FAKE_NCU_SAY",
+    "FAKE_NCU_REPORT",
+    "FAKE_NCU_PASSES",
+    "FAKE_NCU_QUERY_LOG",
+    "FAKE_NCU_CRASH_AFTER",
+)
 
 
 def use_fake_ncu(monkeypatch: Any, tmp_path: Path) -> None:

@@ -39,7 +39,9 @@ class ReaderChild:
 
     def __init__(self, reader_dir: str | None, env: Mapping[str, str]) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "nsightx_ncu._reader", "--stdin", json.dumps({"reader_dir": reader_dir})],
+            # -P: the working folder is not put first on sys.path, so a user's own ncu_report.py there is never
+            # imported in place of the reader reader_location() chose (the parent's sys.path is in env's PYTHONPATH)
+            [sys.executable, "-P", "-m", "nsightx_ncu._reader", "--stdin", json.dumps({"reader_dir": reader_dir})],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -3,7 +3,8 @@
 The loop waits on everything at once (the channel of the :class:`~nsightx.ext.RemoteCall`, which nsightx serves,
 and ncu's stdout and stderr) with a short timeout, so the parent never blocks on the worker: a worker that dies
 mid-request closes its connection (end of file), ncu's exit is seen within :data:`POLL_S`, ``ncu_timeout_s``
-kills the process group, and Ctrl-C (which Python delivers to this thread) kills it too before it propagates.
+kills the process group, what is left of the group when ncu ends (a worker still running after ncu was killed)
+is killed too, and Ctrl-C (which Python delivers to this thread) kills it too before it propagates.
 Collectors run here, in the user's thread, as they do on in-process backends.
 """
 
@@ -75,6 +76,8 @@ def supervise(
             sel.register(fd, selectors.EVENT_READ, None)
         try:
             timed_out = _pump(proc, sel, pipes, deadline, router)
+            if proc.returncode is None:  # ncu ended, unreaped: nothing it started (a worker left running) outlives it
+                kill_group(proc)
         except BaseException:
             kill_group(proc)
             raise
@@ -128,7 +131,7 @@ def _pump(
         if router.permission_denied:
             kill_group(proc)
             return False
-        if proc.poll() is not None:
+        if _ended(proc):
             exited_at = now if exited_at is None else exited_at
             if not pipes or now - exited_at >= DRAIN_S:
                 return False
@@ -138,6 +141,22 @@ def _pump(
                 key.data.serve(key.fileobj)
             else:
                 _read_output(key.fd, sel, pipes, router)
+
+
+def _ended(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether ncu ended, leaving it unreaped (a zombie) so that its process group stays its own until killed.
+
+    Reaping ncu here (``proc.poll()``) would free its process id, and the group of that id, while a worker it left
+    running may still be in that group; :func:`kill_group` reaps it after killing the group.
+    """
+    if proc.returncode is not None:
+        return True
+    if not hasattr(os, "waitid"):  # macOS before Python 3.13
+        return proc.poll() is not None
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return proc.poll() is not None
 
 
 def _read_output(fd: int, sel: selectors.BaseSelector, pipes: dict[int, str], router: OutputRouter) -> None:
@@ -151,7 +170,11 @@ def _read_output(fd: int, sel: selectors.BaseSelector, pipes: dict[int, str], ro
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill ncu and the worker it started (they share the process group made for ncu), and reap ncu."""
+    """Kill ncu and the worker it started (they share the process group made for ncu), and reap ncu.
+
+    Also called once ncu ended (unreaped, see :func:`_ended`): a worker that ncu left running, because ncu was
+    killed or crashed, is killed with the group rather than left behind measuring nothing.
+    """
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
