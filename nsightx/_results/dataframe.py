@@ -712,7 +712,7 @@ def _stability(out: dict[str, Any], spread: Spread, groups: Groups, throttled: A
 
     avg, std, n = out["AvgValue"], out["StdDev"], out["NumRuns"]
     lower, upper = mean_intervals(avg, std, n, out["MinValue"], spread.log_mean, spread.log_var)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # an overflow is mended just below
         rsd = 100.0 * std / np.abs(avg)
         past = np.isinf(rsd) & np.isfinite(std) & (avg != 0.0)
         if past.any():  # 100 * std past 1.8e308, the ratio not

@@ -153,7 +153,8 @@ def _even(values: Array, count: int) -> Moments:
                 m2 = m2 + (v - mean) * delta
             std = np.full((count, width), np.nan) if steps <= 1 else np.sqrt(m2 / float(steps - 1))
     starts = np.arange(count, dtype=np.intp) * steps
-    avg = np.add.reduceat(values, starts, axis=0) / float(steps)  # as _reduceat
+    with np.errstate(over="ignore"):  # a sum past the float range: the row is computed again, scaled (.extremes)
+        avg = np.add.reduceat(values, starts, axis=0) / float(steps)  # as _reduceat
     low = np.minimum.reduceat(values, starts, axis=0)
     high = np.maximum.reduceat(values, starts, axis=0)
     return Moments(np.full((count, width), steps, dtype=np.int64), avg, std, low, high)
@@ -242,7 +243,9 @@ def _reduceat(values: Array, size: Array, avg: Array, low: Array, high: Array) -
     present = np.flatnonzero(size)
     starts = (np.cumsum(size) - size)[present]
     part = values[:, clean]
-    avg[np.ix_(present, clean)] = np.add.reduceat(part, starts, axis=0) / size[present].astype(np.float64)[:, None]
+    with np.errstate(over="ignore"):  # a sum past the float range: the row is computed again, scaled (.extremes)
+        sums = np.add.reduceat(part, starts, axis=0)
+    avg[np.ix_(present, clean)] = sums / size[present].astype(np.float64)[:, None]
     low[np.ix_(present, clean)] = np.minimum.reduceat(part, starts, axis=0)
     high[np.ix_(present, clean)] = np.maximum.reduceat(part, starts, axis=0)
 

@@ -54,7 +54,13 @@ class Summary:
 
 
 def mean_and_ci(avg: float, lower: float, upper: float, unit: str | None) -> tuple[str, str]:
-    """The mean and its 95% confidence interval, both in the unit chosen for the mean."""
+    """The mean and its 95% confidence interval, both in the unit chosen for the mean.
+
+    A mean that is missing or infinite is ``-`` alone, as :func:`~nsightx._units.readable` writes it: a unit after
+    it (``- ns``) would read as a value.
+    """
+    if not math.isfinite(avg):
+        return "-", "-"
     factor, shown = scale(avg, unit)
     if not (math.isfinite(lower) and math.isfinite(upper)):
         return with_unit(number(avg / factor), shown), "-"
@@ -84,7 +90,8 @@ def _stable(value: Any) -> bool | None:
 
 
 def _row(record: Mapping[Any, Any], params: Sequence[str], device: bool) -> Row:
-    unit = record.get("Unit") or None
+    unit = record.get("Unit")
+    unit = unit if isinstance(unit, str) and unit else None  # a row of no valid run holds NaN, not a unit
     mean, ci = mean_and_ci(
         _float(record.get("AvgValue")), _float(record.get("CI95_Lower")), _float(record.get("CI95_Upper")), unit
     )
