@@ -56,6 +56,7 @@ from nsightx._run.adaptive import STOP_COLUMN, ConfigStopper, FixedRuns, StopRul
 from nsightx._run.backend import Backend, RunOutput, Session
 from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._run.device import use_device
+from nsightx._run.lazycall import refuse_lazy
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
 from nsightx._run.thermal import NoGuard, make_guard
@@ -1241,7 +1242,13 @@ def _call_user(plan: Plan, config: int) -> None:
 
 
 def _returned(plan: Plan, result: object, stacklevel: int) -> None:
-    """Warn that the profiled function returned a value, which the decorated call does not hand back."""
+    """Warn that the profiled function returned a value, which the decorated call does not hand back.
+
+    Raises:
+        ConfigError: the value is a coroutine or a generator: the call did none of its work (see
+            :mod:`~nsightx._run.lazycall`).
+    """
+    refuse_lazy(plan.function_name, result)
     warnings.warn(
         f"Function '{plan.function_name}' returns a value, but the return value for a function which is "
         "decorated with nsight.analyze.kernel is ignored and instead the ProfileResults object is returned. "
