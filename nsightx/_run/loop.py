@@ -424,7 +424,7 @@ class _Collectors:
             )
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Unstarted:
     """What the run loop asks in place of a collector whose ``start(ctx)`` raised: nothing, its column None.
 
