@@ -283,6 +283,7 @@ def _parser() -> _Parser:
 
     parser = _Parser(
         prog="nsightx",
+        allow_abbrev=False,
         description="Measure GPU kernels from Python.",
         epilog="exit status: 0 success; 1 a failed 'compare' gate; 2 a misuse or an error (one line on stderr)",
     )
@@ -290,7 +291,7 @@ def _parser() -> _Parser:
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     parser.commands = {}
     for name, (help_text, configure, _fn) in _COMMANDS.items():
-        parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text)
+        parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
         configure(parser.commands[name])
     return parser
 
@@ -303,9 +304,25 @@ def _parse(parser: _Parser, argv: Sequence[str] | None) -> argparse.Namespace:
     """
     args, extra = parser.parse_known_args(argv)
     if extra:
-        owner = parser.commands.get(args.cmd) if args.cmd else None
-        (owner or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        owner = (parser.commands.get(args.cmd) if args.cmd else None) or parser
+        owner.error(f"unrecognized arguments: {' '.join(extra)}{_abbreviation_hint(owner, extra)}")
     return args
+
+
+def _abbreviation_hint(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """Name the full option an unrecognized ``--prefix`` abbreviates, since nsightx refuses abbreviations.
+
+    Every parser is built with ``allow_abbrev=False``: a CI script's ``--thresh`` would break the day another
+    option starting with ``--thresh`` is added, so the full name is asked for now, and named where it is known.
+    """
+    known = [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
+    hints = []
+    for arg in extra:
+        prefix = arg.split("=", 1)[0]
+        matches = sorted(flag for flag in known if prefix.startswith("--") and flag.startswith(prefix))
+        if matches:
+            hints.append(f"{prefix} is not accepted as an abbreviation of {' or '.join(matches)}")
+    return f" ({'; '.join(hints)}: write the option in full)" if hints else ""
 
 
 def _reconcile_args(p: argparse.ArgumentParser) -> None:

@@ -443,13 +443,10 @@ class ProfiledFunction:
                         location=location,
                         output_csv=spec.output_csv,
                     )
-                except BaseException as e:  # every run is in the raw file: say so (OutputError says it itself)
-                    if (
-                        location is not None
-                        and spec.verbosity >= VerbosityLevel.INFO
-                        and not isinstance(e, OutputError)
-                    ):
-                        print(stopped_line(self.name, e, runs.measured(), location), file=sys.stderr)
+                except BaseException as e:  # say where the runs are, or that they are lost (OutputError says it)
+                    if spec.verbosity >= VerbosityLevel.INFO and not isinstance(e, OutputError):
+                        line = stopped_line(self.name, e, runs.measured(), location, building=True)
+                        print(line, file=sys.stderr)
                     raise
         if spec.verbosity >= VerbosityLevel.INFO:
             print(done_line(plan, runs, elapsed, location), file=sys.stderr)
@@ -580,8 +577,14 @@ def done_line(plan: Plan, runs: StoredRuns, elapsed: float, location: OutputLoca
     )
 
 
-def stopped_line(function: str, error: BaseException, runs: int, location: OutputLocation | None) -> str:
+def stopped_line(
+    function: str, error: BaseException, runs: int, location: OutputLocation | None, building: bool = False
+) -> str:
     """The one line printed when a sweep stops early: how many runs were saved, where, and how to load them.
+
+    Without ``output_prefix`` the runs were kept in memory only, so the line says they are lost; a stop while the
+    result was being built (``building``: every run was measured, the build of a large result takes seconds) says
+    that too, since nothing else would tell the user that the measurement itself had finished.
 
     Args:
         function: Name of the profiled function.
@@ -590,6 +593,7 @@ def stopped_line(function: str, error: BaseException, runs: int, location: Outpu
             file could not be written).
         runs: Measured runs stored (with ``location``: in the raw file).
         location: Where the call's files go; ``None`` without ``output_prefix``.
+        building: Whether it stopped after the runs, while the result was built.
     """
     if isinstance(error, KeyboardInterrupt):
         what = "interrupted"
@@ -597,6 +601,11 @@ def stopped_line(function: str, error: BaseException, runs: int, location: Outpu
         what = "terminated by SIGTERM"
     else:
         what = f"stopped by {type(error).__name__}"
+    if location is None and building:
+        return (
+            f"nsightx: {function} {what} while its result was built, after all {runs} run(s) were measured; they "
+            "were not saved anywhere (give output_prefix='out/' to keep the runs of a sweep that stops)"
+        )
     if location is None:
         return (
             f"nsightx: {function} {what} after {runs} completed run(s); they were not saved "

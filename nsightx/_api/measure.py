@@ -18,6 +18,7 @@ from nsightx._enums import VerbosityLevel
 from nsightx._errors import ConfigError, ConfigTypeError
 from nsightx._results.profileresults import ProfileResults
 from nsightx._run.annotate import annotate
+from nsightx._run.lazycall import refuse_lazy
 
 ELSEWHERE = ("configs", "parallel_devices", "executor")
 """``analyze.kernel`` options that measure a sweep or measure elsewhere: not a single call in this process."""
@@ -132,7 +133,9 @@ def measure(
 
     def call() -> None:
         with annotate(label):
-            fn()
+            result = fn()
+        if result is not None:  # fn's value is not kept (as do_bench's); a coroutine's is refused
+            refuse_lazy(label, result)
 
     call.__name__ = call.__qualname__ = label
     options.setdefault("combine_kernel_metrics", operator.add)

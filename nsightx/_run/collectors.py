@@ -60,7 +60,8 @@ class CollectorLike(Protocol):
     loop calls ``start`` with a ONCE-scope context before anything else of a profiled call and ``stop`` after
     everything, also when the call fails, so a collector can keep a resource exactly as long as a sweep (the
     nvml plugin runs a sampler thread there). ``collect`` must still work without them, returning plain
-    values: a caller may ask one value at a time (e.g. a proxy in another process).
+    values: a caller may ask one value at a time (e.g. a proxy in another process). A ``start`` that raises
+    warns once; that collector is then neither asked nor stopped in the call, its column None for every run.
 
     ``start`` may return ``False`` (exactly ``False``; ``None`` and anything else mean "go on as usual") to say
     that the collector has nothing to say in this call, as the nvml run collector where NVML does not work: the

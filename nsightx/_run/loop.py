@@ -56,6 +56,7 @@ from nsightx._run.adaptive import STOP_COLUMN, ConfigStopper, FixedRuns, StopRul
 from nsightx._run.backend import Backend, RunOutput, Session
 from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._run.device import use_device
+from nsightx._run.lazycall import refuse_lazy
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
 from nsightx._run.thermal import NoGuard, make_guard
@@ -187,14 +188,20 @@ class _Collectors:
                 continue
             try:
                 active = start(ctx)
-            except Exception as e:
+            except Exception as e:  # not asked in this call: its column is empty, as a collect that raised leaves it
                 self._warn(c, "in start()", e)
+                self._replace(c, _Unstarted(c.name, c.scope, tuple(getattr(c, "columns", None) or ())))
                 continue
             self._started.append(c)
             if active is False:
                 for collectors in self.by_scope.values():
                     collectors[:] = [other for other in collectors if other is not c]
         self._note_run_fields()
+
+    def _replace(self, c: CollectorLike, stand_in: CollectorLike) -> None:
+        """Put ``stand_in`` where ``c`` is asked for values, in every scope."""
+        for collectors in self.by_scope.values():
+            collectors[:] = [stand_in if other is c else other for other in collectors]
 
     def stop(self) -> None:
         """Call ``stop()`` of every started collector, in reverse order; never raises."""
@@ -405,7 +412,8 @@ class _Collectors:
         if key not in self._warned:
             self._warned.add(key)
             consequence = {
-                "in start()": "It is not stopped at the end; its collect() is still asked for each value.",
+                "in start()": "Its collect() is not asked in this call and its column is None for every run "
+                "(it is not stopped either).",
                 "in stop()": "The values it gave are kept.",
             }.get(where, "Its column will be None for failed runs.")
             warnings.warn(
@@ -414,6 +422,27 @@ class _Collectors:
                 RuntimeWarning,
                 stacklevel=stacklevel,
             )
+
+
+@dataclass
+class _Unstarted:
+    """What the run loop asks in place of a collector whose ``start(ctx)`` raised: nothing, its column None.
+
+    A collector that could not start (its sampler, its library, its device handle) has nothing sound to say: its
+    ``collect`` is not called in that call (a value read from a half-started collector would be a silent wrong
+    answer, and asking it again every run would cost each run for nothing). Its column stays in the results, None
+    for every run, as a ``collect`` that raised leaves it, so that code reading the column keeps working and the
+    None says the value is missing. ``columns``: the columns the collector declared it fills (each is None).
+    """
+
+    name: str
+    scope: Any
+    columns: tuple[str, ...]
+    reads_run_fields: bool = False
+
+    def collect(self, ctx: CollectContext) -> Any:
+        """``None`` for each declared column, else the loop's mark of a failed answer (its column None)."""
+        return dict.fromkeys(self.columns) if self.columns else _FAILED
 
 
 @dataclass
@@ -1213,7 +1242,13 @@ def _call_user(plan: Plan, config: int) -> None:
 
 
 def _returned(plan: Plan, result: object, stacklevel: int) -> None:
-    """Warn that the profiled function returned a value, which the decorated call does not hand back."""
+    """Warn that the profiled function returned a value, which the decorated call does not hand back.
+
+    Raises:
+        ConfigError: the value is a coroutine or a generator: the call did none of its work (see
+            :mod:`~nsightx._run.lazycall`).
+    """
+    refuse_lazy(plan.function_name, result)
     warnings.warn(
         f"Function '{plan.function_name}' returns a value, but the return value for a function which is "
         "decorated with nsight.analyze.kernel is ignored and instead the ProfileResults object is returned. "
