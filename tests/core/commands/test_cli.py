@@ -374,7 +374,7 @@ NOT_PLAIN_NUMBERS = [
 
 
 @pytest.mark.parametrize(
-    ("argv", "option", "text"), NOT_PLAIN_NUMBERS, ids=[f"{a[0]} {a[-2]} {ascii(a[-1])}" for a in NOT_PLAIN_NUMBERS]
+    ("argv", "option", "text"), NOT_PLAIN_NUMBERS, ids=[f"{a[0]} {a[-2]} {a[-1]!a}" for a in NOT_PLAIN_NUMBERS]
 )
 def test_a_number_not_written_in_plain_ascii_digits_is_refused(capsys, argv, option, text):
     """Python's int() and float() read underscores, other scripts' digits and spaces; the command line does not."""
