@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, unquote
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictStr, field_validator
 
 from nsightx.ext import BackendOptions, ConfigError, ConfigTypeError, RegionId
 from nsightx_ncu._reader import DOMAIN
@@ -48,13 +48,13 @@ class NcuOptions(BackendOptions):
         'basic'
     """
 
-    ncu_set: str | None = None
+    ncu_set: str | None = Field(default=None, strict=True)
     """Section set to collect in addition to ``metrics`` (``--set``, e.g. ``"basic"``, ``"full"``)."""
-    ncu_sections: tuple[str, ...] = ()
+    ncu_sections: tuple[StrictStr, ...] = ()
     """Sections to collect in addition to ``metrics`` (``--section``, e.g. ``"SpeedOfLight"``)."""
-    ncu_extra_args: tuple[str, ...] = ()
+    ncu_extra_args: tuple[StrictStr, ...] = ()
     """Further ncu arguments, passed verbatim (each item one argument) before the application."""
-    ncu_path: str | None = None
+    ncu_path: str | None = Field(default=None, strict=True)
     """Use this ncu binary instead of searching ``PATH``, ``NSIGHTX_NCU`` and the standard folders."""
     ncu_keep_report: bool = False
     """Keep the ``.ncu-rep`` and the log of a call without ``output_prefix`` in its temporary folder (named in
@@ -119,10 +119,15 @@ class NcuOptions(BackendOptions):
         """
         data = dict(options or {})
         for key in ("ncu_sections", "ncu_extra_args"):
-            if isinstance(data.get(key), str):
+            value = data.get(key, [])
+            if isinstance(value, str):
                 raise ConfigTypeError(
-                    f"backend_options[{key!r}] must be a list of strings, got the str {data[key]!r}; "
-                    f"write [{data[key]!r}]"
+                    f"backend_options[{key!r}] must be a list of strings, got the str {value!r}; write [{value!r}]"
+                )
+            if not isinstance(value, list | tuple):  # a set would pass ncu its arguments in no fixed order
+                raise ConfigTypeError(
+                    f"backend_options[{key!r}] must be a list of strings, got {type(value).__name__} {value!r}; "
+                    "write a list, in the order ncu should receive them"
                 )
         return cls.parse(data, "ncu")
 

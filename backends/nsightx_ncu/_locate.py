@@ -59,7 +59,7 @@ class NcuInstall:
             if (candidate / "ncu_report.py").is_file():
                 return candidate
         # /usr/local/cuda/bin/ncu is often a wrapper script next to a sibling nsight-compute-<ver> folder.
-        for sibling in sorted(real.parent.parent.glob("nsight-compute*"), reverse=True):
+        for sibling in sorted(real.parent.parent.glob("nsight-compute*"), key=self._sibling_rank, reverse=True):
             candidate = sibling / "extras" / "python"
             if (candidate / "ncu_report.py").is_file():
                 return candidate
@@ -68,6 +68,16 @@ class NcuInstall:
         if (candidate / "ncu_report.py").is_file():
             return candidate
         return None
+
+    def _sibling_rank(self, folder: Path) -> tuple[bool, tuple[int, ...]]:
+        """Order of a sibling ``nsight-compute-<ver>`` folder: this ncu's own version first, then newest first.
+
+        Compared as numbers, not as text: as text ``2025.10.0`` sorts below ``2025.3.1`` (``"1" < "3"``), and the
+        reader of an older release would be taken for the newest.
+        """
+        numbers = tuple(int(n) for n in re.findall(r"\d+", folder.name))
+        padded = (*numbers, 0, 0, 0)[:3]
+        return (bool(numbers) and padded == (*self.version, 0, 0, 0)[:3], numbers)
 
 
 @dataclass

@@ -2,12 +2,22 @@
 
 A bad value is refused by argparse as ``nsightx <command>: error: argument --runs: ...``, in the command's own
 option names, before the command calls the Python API (whose messages name ``runs=``, ``threshold_pct=``, ...).
+
+A number is taken only as it is usually written: ASCII digits, with a sign, a decimal point and an exponent where
+a float is meant. Python's ``int()`` and ``float()`` also read ``5_0`` as 50, the Arabic-Indic ``٣`` as 3 and
+text padded with spaces, none of which a user typing ``--runs`` means as a number.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
+
+_WHOLE = re.compile(r"[0-9]+")
+"""A whole number as it is written: ASCII digits only (no sign, underscore, space or other script's digits)."""
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A decimal number as it is written: ASCII digits with an optional sign, point and exponent."""
 
 
 def runs(text: str) -> int | str:
@@ -38,18 +48,15 @@ def fraction(text: str) -> float:
 
 def count(text: str) -> int:
     """``--history``: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
+    value = int(text) if _WHOLE.fullmatch(text) else 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
     return value
 
 
 def _float(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
+    """``text`` as a finite float, when it is written as :data:`_DECIMAL` says; else None."""
+    if not _DECIMAL.fullmatch(text):
         return None
+    value = float(text)
     return value if math.isfinite(value) else None

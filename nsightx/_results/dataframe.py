@@ -1067,7 +1067,12 @@ _SCALED = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "CI95_Lo
 
 
 def _normalize(out: dict[str, Any], baseline: str, function: str, t: ResultTable, groups: Groups) -> None:
-    """Divide every value and spread column by the baseline's mean for the same config and metric (in place)."""
+    """Divide every value and spread column by the baseline's mean for the same config and metric (in place).
+
+    A baseline mean of 0 (a counter or derived metric that is 0 for the baseline) gives the quotients IEEE
+    division gives, ±inf (NaN where the value is 0 too), without a numpy warning: the frame says what the ratio
+    is, ``NormalizationValue`` shows the 0, and the plots leave such rows out.
+    """
     names, all_metrics = t.annotations, t.metrics
     annotations = [names[a] for a in t.annotation[groups.first].tolist()]
     metrics = [all_metrics[m] for m in t.metric[groups.first].tolist()]
@@ -1083,9 +1088,10 @@ def _normalize(out: dict[str, Any], baseline: str, function: str, t: ResultTable
             f"{' and more' if len(missing) > 5 else ''}; every config must run the baseline annotation"
         )
     denom = np.array([base[k] for k in index], dtype=np.float64)
-    for col in _SCALED:
-        out[col] = out[col] / (np.abs(denom) if col == "StdDev" else denom)
-    _order_ends(out, denom < 0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a baseline mean of 0: x / 0 is ±inf, 0 / 0 NaN (api.md)
+        for col in _SCALED:
+            out[col] = out[col] / (np.abs(denom) if col == "StdDev" else denom)
+    _order_ends(out, np.signbit(denom))  # -0.0 too: x / -0.0 is -x / 0, an order reversed as by any negative
     out["Unit"] = _scalar("ratio", groups.count)
     out["Normalized"] = _scalar(baseline, groups.count)
     out["NormalizationValue"] = denom

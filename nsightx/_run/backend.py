@@ -13,11 +13,13 @@ import abc
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
+from types import NoneType, UnionType
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self, Union, get_args, get_origin
 
-from pydantic import BeforeValidator, ConfigDict, ValidationError
+from pydantic import BeforeValidator, ConfigDict, PlainValidator, ValidationError, WrapValidator
+from pydantic.fields import FieldInfo
 
-from nsightx._errors import ConfigError
+from nsightx._errors import ConfigError, ConfigTypeError
 from nsightx._model import Frozen
 from nsightx._results.records import Record, RegionId, Scalar
 from nsightx._results.rows import RecordRow
@@ -234,6 +236,12 @@ class BackendOptions(Frozen):
     raises :class:`~nsightx.ConfigError` naming the key, the value and what is accepted; pydantic's
     ``ValidationError`` never reaches the user.
 
+    A field typed ``bool``, ``int`` or ``float`` (or a union of them, with or without ``None``) takes only a value
+    of that type, as the decorator's own options do: pydantic's lax mode would read ``True`` as the number 1,
+    ``"yes"`` or ``1`` as True and ``"5"`` as 5, and a user who wrote one of those did not mean it. Such a value
+    raises :class:`~nsightx.ConfigTypeError`. Other fields keep pydantic's checks (a list for a tuple field, a
+    value of a ``Literal``).
+
     Example:
         >>> from typing import Literal
         >>> class EchoOptions(BackendOptions):
@@ -250,11 +258,14 @@ class BackendOptions(Frozen):
 
         Raises:
             ConfigError: an unknown key, or a value the field does not accept.
+            ConfigTypeError: a bool, int or float field given a value of another type (``"yes"``, ``1`` for a bool;
+                ``True``, ``"5"`` for a number).
         """
         data = dict(options or {})
         unknown = sorted(set(data) - set(cls.model_fields), key=str)
         if unknown:
             raise ConfigError(cls._unknown_message(unknown, backend))
+        cls._check_scalars(data, backend)
         try:
             return cls.model_validate(data)
         except ValidationError as e:
@@ -263,6 +274,18 @@ class BackendOptions(Frozen):
             raise ConfigError(
                 f"backend_options[{key!r}]={data.get(key)!r} {_problem(err['msg'])} (the {backend} backend)"
             ) from e
+
+    @classmethod
+    def _check_scalars(cls, data: Mapping[Any, Any], backend: str) -> None:
+        """Refuse a value of another type for a bool, int or float field (pydantic's lax mode would convert it)."""
+        for key, field_info in cls.model_fields.items():
+            accepted = _scalar_problem(field_info, data[key]) if key in data else None
+            if accepted:
+                value = data[key]
+                raise ConfigTypeError(
+                    f"backend_options[{key!r}] must be {accepted}, got {type(value).__name__} {value!r} "
+                    f"(the {backend} backend): a value of another type is not converted"
+                )
 
     @classmethod
     def _unknown_message(cls, unknown: list[Any], backend: str) -> str:
@@ -276,6 +299,42 @@ class BackendOptions(Frozen):
             f"backend_options {unknown} are not understood by the {backend} backend; accepted keys: "
             f"{', '.join(cls.model_fields)} ({meanings})"
         )
+
+
+_SCALARS: dict[frozenset[type], str] = {
+    frozenset({bool}): "True or False",
+    frozenset({int}): "an int (not a bool)",
+    frozenset({float}): "a number (int or float, not a bool)",
+    frozenset({int, float}): "a number (int or float, not a bool)",
+}
+"""What a bool/int/float field accepts, by the set of its types (``None`` aside), as the message words it."""
+
+
+def _scalar_problem(field_info: FieldInfo, value: object) -> str | None:
+    """What a field accepts, when ``value`` is not of the field's bool/int/float type; else None.
+
+    Only fields whose types (``None`` aside) are all in :data:`_SCALARS`' keys are checked here; the rest are
+    left to pydantic, and so is a field with a validator of its own that sees the raw value first
+    (:data:`ByteCount`'s, which refuses a bool itself). ``None`` is left to pydantic too (it refuses it where the
+    field is not optional).
+    """
+    if any(isinstance(m, BeforeValidator | PlainValidator | WrapValidator) for m in field_info.metadata):
+        return None
+    annotation = field_info.annotation
+    union = get_origin(annotation) in (Union, UnionType)
+    kinds = frozenset(t for t in (get_args(annotation) if union else (annotation,)) if t is not NoneType)
+    accepted = _SCALARS.get(kinds)
+    if accepted is None or value is None:
+        return None
+    if isinstance(value, bool):
+        fits = bool in kinds
+    elif isinstance(value, int):
+        fits = int in kinds or float in kinds
+    else:
+        fits = isinstance(value, float) and float in kinds
+    if fits:
+        return None
+    return accepted + (" or None" if union and NoneType in get_args(annotation) else "")
 
 
 def _problem(message: str) -> str:

@@ -102,3 +102,27 @@ def test_python_dir_of_a_cuda_toolkit_wrapper(tmp_path):
     extras.mkdir(parents=True)
     (extras / "ncu_report.py").write_text("")
     assert _locate.NcuInstall(ncu, (2025, 3, 1, 0)).python_dir == extras
+
+
+def _siblings(cuda: Path, versions: tuple[str, ...]) -> None:
+    for version in versions:
+        extras = cuda / f"nsight-compute-{version}" / "extras" / "python"
+        extras.mkdir(parents=True)
+        (extras / "ncu_report.py").write_text("")
+
+
+def test_the_newest_sibling_reader_is_chosen_by_version_number_not_by_text(tmp_path):
+    """2025.10.0 is newer than 2025.3.1, though it sorts below it as text."""
+    cuda = tmp_path / "cuda-13.0"
+    ncu = fake_ncu(cuda / "bin", "2026.1.0.0")  # a wrapper whose own version has no folder here
+    _siblings(cuda, ("2025.3.1", "2025.10.0", "2024.1"))
+    newest = cuda / "nsight-compute-2025.10.0" / "extras" / "python"
+    assert _locate.NcuInstall(ncu, (2026, 1, 0, 0)).python_dir == newest
+
+
+@pytest.mark.parametrize(("version", "folder"), [((2024, 1, 0, 0), "2024.1"), ((2025, 3, 1, 0), "2025.3.1")])
+def test_the_sibling_reader_of_the_ncu_own_version_comes_first(tmp_path, version, folder):
+    cuda = tmp_path / "cuda-13.0"
+    ncu = fake_ncu(cuda / "bin", ".".join(map(str, version)))
+    _siblings(cuda, ("2025.3.1", "2025.10.0", "2024.1"))
+    assert _locate.NcuInstall(ncu, version).python_dir == cuda / f"nsight-compute-{folder}" / "extras" / "python"

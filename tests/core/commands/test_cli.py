@@ -359,3 +359,33 @@ def test_show_keeps_each_row_of_a_name_with_a_line_break_or_an_escape_on_one_lin
     rows = [line for line in out.splitlines() if "host__time_duration.sum" in line]
     assert len(rows) == 1 and rows[0].startswith(r"a\nb\x1b[31m  p\nq  host__time_duration.sum"), out
     assert "\x1b" not in out + err and r"a\nb\x1b[31m s=p\nq host__time_duration.sum" in err
+
+
+NOT_PLAIN_NUMBERS = [
+    (["demo", "--runs", "5_0"], "--runs", "5_0"),  # int() reads 50
+    (["demo", "--runs", "\u0663"], "--runs", "\u0663"),  # Arabic-Indic three: int() reads 3
+    (["demo", "--runs", " 4"], "--runs", " 4"),
+    (["compare", "a.json", "b.json", "--history", "1_0"], "--history", "1_0"),
+    (["compare", "a.json", "b.json", "--history", "\uff15"], "--history", "\uff15"),  # fullwidth five
+    (["compare", "a.json", "b.json", "--threshold", "1_0"], "--threshold", "1_0"),  # float() reads 10.0
+    (["compare", "a.json", "b.json", "--alpha", "0.0\u0665"], "--alpha", "0.0\u0665"),  # float() reads 0.05
+    (["reconcile", "a.json", "b.json", "--threshold", "\u0665"], "--threshold", "\u0665"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "option", "text"), NOT_PLAIN_NUMBERS, ids=[f"{a[0]} {a[-2]} {a[-1]!a}" for a in NOT_PLAIN_NUMBERS]
+)
+def test_a_number_not_written_in_plain_ascii_digits_is_refused(capsys, argv, option, text):
+    """Python's int() and float() read underscores, other scripts' digits and spaces; the command line does not."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"nsightx {argv[0]}: error: argument {option}: must be " in err[0], err
+    assert f"got {text!r}" in err[0]
+
+
+def test_plain_numbers_are_still_read():
+    parsed = _parser().parse_args(["compare", "a.json", "b.json", "--history", "12", "--threshold", "2.5e0"])
+    assert (parsed.history, parsed.threshold) == (12, 2.5)
+    assert _parser().parse_args(["compare", "a.json", "b.json", "--alpha", ".01"]).alpha == 0.01
+    assert _parser().parse_args(["demo", "--runs", "50"]).runs == 50

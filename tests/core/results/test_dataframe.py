@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -160,3 +161,66 @@ def test_runs_frame_has_params_last():
     frame = runs_frame(make_data())
     assert frame.columns[-1] == "n" and len(frame) == 16
     assert frame["Value"].dtype == np.float64
+
+
+def _quiet_aggregate(samples: dict[tuple[str, int], list[float]]) -> pd.DataFrame:
+    """``aggregate`` normalised against "base", with every warning an error (none may reach the user)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return aggregate(make_data(samples, normalize="base"))
+
+
+def test_a_zero_baseline_gives_infinite_ratios_and_no_numpy_warning():
+    """x / 0 is ±inf and 0 / 0 NaN, as IEEE division says; numpy's "divide by zero" warning used to escape."""
+    df = _quiet_aggregate({**SAMPLES, ("base", 0): [0.0, 0.0, 0.0, 0.0], ("fast", 0): [-2.0, 1.0, 2.0, 3.0]})
+    fast = df[(df["Annotation"] == "fast") & (df["n"] == 1024)].iloc[0]
+    base = df[(df["Annotation"] == "base") & (df["n"] == 1024)].iloc[0]
+    assert fast["NormalizationValue"] == 0.0 and base["NormalizationValue"] == 0.0
+    assert (fast["AvgValue"], fast["MinValue"], fast["MaxValue"], fast["StdDev"]) == (
+        math.inf,
+        -math.inf,
+        math.inf,
+        math.inf,
+    )
+    assert all(math.isnan(base[c]) for c in ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue"))
+    other = df[(df["Annotation"] == "fast") & (df["n"] == 2048)].iloc[0]  # the other config's ratio is untouched
+    assert other["AvgValue"] == pytest.approx(np.mean(SAMPLES[("fast", 1)]) / np.mean(SAMPLES[("base", 1)]))
+
+
+def test_a_negative_zero_baseline_keeps_the_ends_in_order():
+    """-0.0 reverses the order as a negative mean does: the ends are swapped back, min below max."""
+    df = _quiet_aggregate({**SAMPLES, ("base", 0): [-0.0, -0.0, -0.0, -0.0], ("fast", 0): [-1.0, 1.0, 2.0, 3.0]})
+    fast = df[(df["Annotation"] == "fast") & (df["n"] == 1024)].iloc[0]
+    assert fast["AvgValue"] == -math.inf
+    assert (fast["MinValue"], fast["MaxValue"]) == (-math.inf, math.inf)
+    assert fast["CI95_Lower"] <= fast["CI95_Upper"]
+
+
+def test_a_zero_baseline_through_a_call_gives_its_frame_without_a_warning():
+    """On the host backend: a derived metric that is 0 for every region, normalised against one of them (0 / 0)."""
+    import nsightx
+
+    def zero(t, n):
+        return 0.0 * t, "ns"
+
+    @nsightx.analyze.kernel(
+        configs=[(1,)],
+        runs=2,
+        backend="host",
+        thermal_mode="off",
+        verbosity=nsightx.VerbosityLevel.SILENT,
+        derive_metric=zero,
+        normalize_against="a",
+    )
+    def work(n):
+        with nsightx.annotate("a"):
+            pass
+        with nsightx.annotate("b"):
+            pass
+
+    result = work()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = result.to_dataframe()
+    zeros = df[df["Metric"] == "zero"]
+    assert len(zeros) == 2 and (zeros["NormalizationValue"] == 0.0).all() and zeros["AvgValue"].isna().all()

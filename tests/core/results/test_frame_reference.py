@@ -546,7 +546,7 @@ def _normalized(out: dict[tuple[Any, ...], dict[str, Any]], shape: Shape) -> Non
         d = row["NormalizationValue"]
         for col in SCALED:
             row[col] = row[col] / (abs(d) if col == "StdDev" else d)
-        if d < 0:  # x -> x / d reverses the order: the smallest ratio is the largest value's
+        if math.copysign(1.0, d) < 0:  # x -> x / d reverses the order (-0.0 too): min and max swap
             row["MinValue"], row["MaxValue"] = row["MaxValue"], row["MinValue"]
             row["CI95_Lower"], row["CI95_Upper"] = row["CI95_Upper"], row["CI95_Lower"]
 
