@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from _paths import ROOT
-from nsightx_cupti._drain import DRAIN_MODES, wait_draining
+from nsightx_cupti._drain import DEFAULT_DRAIN, DRAIN_MODES, wait_draining
 from nsightx_cupti._options import CuptiOptions
 from nsightx_cupti._session import CuptiSession
 from nsightx_cupti._tracer import ActivityTracer
@@ -286,7 +286,7 @@ def test_a_session_collected_after_every_run_does_not_drain() -> None:
 
 
 def test_drain_options_are_checked() -> None:
-    assert CuptiOptions.parse({}, "cupti").cupti_drain == "off"
+    assert CuptiOptions.parse({}, "cupti").cupti_drain == "period"
     assert CuptiOptions.parse({"cupti_drain": "config", "buffer_bytes": 4096}, "cupti").buffer_bytes == 4096
     with pytest.raises(ConfigError, match=r"cupti_drain.*'sometimes'.*'off', 'end', 'config', 'wait' or 'period'"):
         CuptiOptions.parse({"cupti_drain": "sometimes"}, "cupti")
@@ -306,7 +306,7 @@ def test_the_overhead_benchmarks_cupti_variants_are_valid_options() -> None:
     for name, options in backend_overhead.CUPTI_VARIANTS.items():
         parsed = CuptiOptions.parse(options, "cupti")
         if name.startswith("cupti_api_"):  # the api_tracing variants, with the default drain
-            assert name == f"cupti_api_{parsed.api_tracing}" and parsed.cupti_drain == "off"
+            assert name == f"cupti_api_{parsed.api_tracing}" and parsed.cupti_drain == DEFAULT_DRAIN
             continue
         assert name.startswith(f"cupti_drain_{parsed.cupti_drain}")
         assert name.endswith("_pydecode") == (parsed.cupti_decode == "cupti-python")

@@ -199,7 +199,7 @@ def test_quiet_apis_are_learned_and_launches_still_attributed(plugin_host: Any, 
     assert counts[0] == counts[1] and min(counts[0].values()) >= 1  # every launch still found its region
 
 
-@pytest.mark.parametrize("drain", ["off", "end", "config", "wait"])
+@pytest.mark.parametrize("drain", ["off", "end", "config", "wait", "period"])
 def test_every_drain_mode_measures_every_kernel_of_the_sweep(plugin_host: Any, torch: Any, drain: str) -> None:
     """Issue 13's sweep shape: every mode gets every kernel of every run once; the drain modes drained."""
     sizes = (512, 1024, 2048, 4096)
@@ -225,7 +225,7 @@ def test_every_drain_mode_measures_every_kernel_of_the_sweep(plugin_host: Any, t
     assert all(r.value > 0 for r in res.records)
     env = res.environment
     assert env["CuptiDrain"] == drain
-    assert (env["CuptiDrains"] > 0) == (drain != "off")
+    assert (env["CuptiDrains"] > 0) == (drain not in ("off", "period"))  # period: CUPTI's thread, no drain of ours
 
 
 def test_ctypes_decoder_reads_what_cupti_python_reads(plugin_host: Any, torch: Any) -> None:
