@@ -219,8 +219,7 @@ class DaskEngine:
         """Cancel the tasks not finished yet; the client stays open (it is the user's).
 
         Dask cannot end a task that a worker runs already: the scheduler forgets it, and the worker's thread
-        runs it to its end and drops its result. Workers of a cluster the caller started (``LocalCluster``)
-        end with the caller's process.
+        runs it to its end and drops its result.
         """
         self.client.cancel(list(self.futures))
 
