@@ -139,3 +139,21 @@ def blocks_on_4(n: int, tag: str) -> None:
     regions(n, tag)
     if n == 4:
         time.sleep(600)
+
+
+def held_on_4(n: int, folder: str) -> None:
+    """Like ``regions``; config ``n == 4`` reports that it runs, then waits for the test (both through FIFOs).
+
+    It opens ``folder/running`` for writing (which blocks until the test opens it to read), writes its pid and
+    keeps it open while it lives: the test's read ends (end of file) only when this process is gone. Then it
+    blocks on ``folder/release`` until the test opens that for writing (never, when its sweep's caller is
+    stopped: the worker must be ended with it).
+    """
+    regions(n, folder)
+    if n == 4:
+        alive = open(os.path.join(folder, "running"), "w")  # open while this process lives
+        alive.write(f"{os.getpid()}\n")
+        alive.flush()
+        with open(os.path.join(folder, "release")) as release:
+            release.read()
+        alive.close()

@@ -17,7 +17,7 @@ from nsightx._api.callfacts import CallFacts
 from nsightx._api.counters import Side, counter_spec, join_sides, without_counters
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
 from nsightx._api.parallel import run_parallel
-from nsightx._api.sigterm import Terminated, reported_sigterm
+from nsightx._api.sigterm import reported_sigterm, stop_cause
 from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
 from nsightx._enums import VerbosityLevel
@@ -595,12 +595,7 @@ def stopped_line(
         location: Where the call's files go; ``None`` without ``output_prefix``.
         building: Whether it stopped after the runs, while the result was built.
     """
-    if isinstance(error, KeyboardInterrupt):
-        what = "interrupted"
-    elif isinstance(error, Terminated):
-        what = "terminated by SIGTERM"
-    else:
-        what = f"stopped by {type(error).__name__}"
+    what = stop_cause(error)
     if location is None and building:
         return (
             f"nsightx: {function} {what} while its result was built, after all {runs} run(s) were measured; they "

@@ -75,6 +75,8 @@ def run_parallel(
         raise BackendUnavailableError("parallel_devices needs cloudpickle: pip install cloudpickle") from e
     pool = DevicePool(_targets(call.spec, call.needs_gpu))
     try:
-        return run_sweep(call, configs, make_worker, FuturesEngine(pool, call.needs_gpu, label="parallel_devices"))
+        return run_sweep(
+            call, configs, make_worker, FuturesEngine(pool, call.needs_gpu, label="parallel_devices", owned=True)
+        )
     finally:
         pool.shutdown(cancel_futures=True)

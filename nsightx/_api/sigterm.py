@@ -70,3 +70,12 @@ def reported_sigterm() -> Iterator[None]:
     finally:
         handler.active = False
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def stop_cause(error: BaseException) -> str:
+    """How a stop line names what stopped a call: ``interrupted``, ``terminated by SIGTERM`` or ``stopped by X``."""
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(error, Terminated):
+        return "terminated by SIGTERM"
+    return f"stopped by {type(error).__name__}"

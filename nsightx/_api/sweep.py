@@ -21,11 +21,14 @@ importable, else by value, with an :class:`~nsightx._remote.travel.UnpicklableEr
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nsightx._errors import MeasurementError
+from nsightx._api.sigterm import Terminated, reported_sigterm, stop_cause
+from nsightx._enums import VerbosityLevel
+from nsightx._errors import MeasurementError, OutputError
 from nsightx._remote.engines import Engine
 from nsightx._remote.task import Measured, TaskFailure, TaskOutput, Worker
 from nsightx._remote.taskruns import runs_of_payload
@@ -100,6 +103,31 @@ def run_sweep(
     head, blobs = _payloads(call, configs, make_worker)
     location = None if call.spec.output_prefix is None else allocate(call.spec.output_prefix, call.name, call.tags)
     collected = _Collected(location, configs)
+    with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
+        try:
+            failed, retried = _collect(engine, head, blobs, configs, collected)
+            results = None
+            if collected.measured:
+                results = _build(call.spec, configs, collected, location, retried, sorted(failed), engine.label, commit)
+        except BaseException as e:
+            if call.spec.verbosity >= VerbosityLevel.INFO and collected.sink is not None and collected.sink.measured:
+                if not (collected.done and isinstance(e, OutputError)):  # one from the build says it all
+                    print(stopped_line(call.name, e, collected, location), file=sys.stderr)
+            raise
+    if failed:
+        raise SweepError(_failure_summary(failed, len(configs), location), failed=failed, results=results)
+    assert results is not None
+    return results
+
+
+def _collect(
+    engine: Engine, head: bytes, blobs: list[bytes], configs: tuple[tuple[Any, ...], ...], collected: _Collected
+) -> tuple[dict[int, str], list[int] | None]:
+    """Submit every task, hand each that comes back to ``collected``; the failed configs and the retried ones.
+
+    On a stop (an error, Ctrl-C, SIGTERM) the tasks not finished are cancelled, and the running ones ended where
+    the engine can (see :meth:`Engine.cancel`): after Ctrl-C or SIGTERM a config must not go on measuring.
+    """
     failed: dict[int, str] = {}
     try:
         for i, blob in enumerate(blobs):
@@ -110,18 +138,36 @@ def run_sweep(
             else:
                 failed[i] = _failure(i, configs[i], outcome, engine.label)
         retried = engine.retried()
-    except BaseException:
-        engine.cancel()
+    except BaseException as e:
+        engine.cancel(end_running=isinstance(e, (KeyboardInterrupt, Terminated)))
         raise
     finally:
         collected.close()
-    results = None
-    if collected.measured:
-        results = _build(call.spec, configs, collected, location, retried, sorted(failed), engine.label, commit)
-    if failed:
-        raise SweepError(_failure_summary(failed, len(configs), location), failed=failed, results=results)
-    assert results is not None
-    return results
+    collected.done = True
+    return failed, retried
+
+
+def stopped_line(name: str, error: BaseException, collected: _Collected, location: OutputLocation | None) -> str:
+    """The one line printed when a spread sweep stops: how many configs came back, where they are, how to load them.
+
+    Args:
+        name: The profiled function's name.
+        error: What stopped it (see :func:`~nsightx._api.sigterm.stop_cause`).
+        collected: What came back: its configs, and its runs (with ``location``: those in the raw file).
+        location: Where the call's files go; ``None`` without ``output_prefix`` (the runs were not saved).
+    """
+    assert collected.sink is not None
+    total = len(collected.configs)
+    came = f"after {len(collected.measured)} of {total} config(s) came back ({collected.sink.measured} run(s))"
+    if collected.done:
+        came = f"while its result was built, {came}"
+    if location is None:
+        return (
+            f"nsightx: {name} {stop_cause(error)} {came}; they were not saved "
+            "(give output_prefix='out/' to keep the configs of a sweep that stops)"
+        )
+    raw = str(location.raw)
+    return f"nsightx: {name} {stop_cause(error)} {came}, saved in {raw}; load them with nsightx.load({raw!r})"
 
 
 def _payloads(
@@ -177,6 +223,8 @@ class _Collected:
         """Per config that came back, its plan and environment."""
         self.where: dict[int, tuple[str, str]] = {}
         """Per config that came back, the (host, device) that measured it."""
+        self.done = False
+        """Whether every task came back (or failed): a stop after it came while the result was built."""
 
     def add(self, output: TaskOutput) -> None:
         """Hand the runs of one task to the sink (numbered as their config already)."""

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from nsightx._errors import ConfigError, ConfigTypeError
+from nsightx._remote.localpool import DevicePool, kill_processes
 from nsightx._remote.task import TaskOutput, run_task
 from nsightx._run.exclusive import warn_once
 
@@ -46,8 +47,13 @@ class Engine(Protocol):
     def retried(self) -> list[int] | None:
         """Indices of the tasks the engine ran more than once (after all finished); ``None``: unknown."""
 
-    def cancel(self) -> None:
-        """Drop the tasks not finished yet (the sweep stopped)."""
+    def cancel(self, end_running: bool) -> None:
+        """Drop the tasks not finished yet (the sweep stopped); with ``end_running``, end those running too.
+
+        ``end_running`` is asked when the caller was stopped by Ctrl-C or SIGTERM: a task that runs on must
+        not keep measuring (and holding its GPU) after the caller's stop. Where the engine cannot end a running
+        task without taking what the user owns down with it (a Dask client), it only cancels.
+        """
 
 
 def is_dask_client(value: object) -> bool:
@@ -111,9 +117,11 @@ def engine_for(executor: object, needs_gpu: bool, name: str) -> Engine:
 class FuturesEngine:
     """Tasks on a ``concurrent.futures.Executor``: each runs once, none is retried."""
 
-    def __init__(self, executor: cf.Executor, needs_gpu: bool, label: str | None = None) -> None:
+    def __init__(self, executor: cf.Executor, needs_gpu: bool, label: str | None = None, owned: bool = False) -> None:
         self.executor = executor
         self.needs_gpu = needs_gpu
+        self.owned = owned
+        """Whether the sweep made the executor (``parallel_devices``): its workers then end on any stop."""
         self.label = label or f"{type(executor).__module__}.{type(executor).__qualname__}"
         self.futures: dict[cf.Future[TaskOutput], int] = {}
 
@@ -134,10 +142,20 @@ class FuturesEngine:
         """None: a ``concurrent.futures`` executor runs each task once."""
         return []
 
-    def cancel(self) -> None:
-        """Cancel the tasks that have not started."""
+    def cancel(self, end_running: bool) -> None:
+        """Cancel the tasks that have not started; end the running ones when asked or when the pool is ours.
+
+        A running task of a process pool can only be ended with its worker process, so the pool's worker
+        processes are killed: a user's ``ProcessPoolExecutor`` is then broken (``BrokenProcessPool`` on its
+        next use), as a Ctrl-C in a terminal (which reaches its workers too) leaves it. Without it, the caller
+        of a stopped sweep would wait in the pool's shutdown for every running config, and after SIGTERM the
+        workers would go on, orphaned, until their configs end. A thread pool's task cannot be ended: it runs to
+        its end (measuring in this process, it ends with it under SIGTERM).
+        """
         for future in self.futures:
             future.cancel()
+        if (end_running or self.owned) and any(not f.done() for f in self.futures):
+            kill_workers(self.executor)
 
 
 class DaskEngine:
@@ -197,9 +215,25 @@ class DaskEngine:
             return None
         return sorted(by_key[k] for k, (lost, retries_left) in counts.items() if lost > 0 or retries_left < 1)
 
-    def cancel(self) -> None:
-        """Cancel the tasks not finished yet."""
+    def cancel(self, end_running: bool) -> None:
+        """Cancel the tasks not finished yet; the client stays open (it is the user's).
+
+        Dask cannot end a task that a worker runs already: the scheduler forgets it, and the worker's thread
+        runs it to its end and drops its result.
+        """
         self.client.cancel(list(self.futures))
+
+
+def kill_workers(executor: cf.Executor) -> None:
+    """End the worker processes of a process pool at once, with the tasks they run; other executors: nothing.
+
+    The local :class:`~nsightx._remote.localpool.DevicePool` kills its own; a ``ProcessPoolExecutor`` has its
+    processes killed (:func:`~nsightx._remote.localpool.kill_processes`).
+    """
+    if isinstance(executor, DevicePool):
+        executor.kill_workers()
+    elif isinstance(executor, cf.ProcessPoolExecutor):
+        kill_processes(executor)
 
 
 def _attempts_reader() -> Any:

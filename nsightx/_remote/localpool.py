@@ -56,6 +56,9 @@ class DevicePool(cf.Executor):
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._ctx = multiprocessing.get_context("spawn")
         self._closed = False
+        self._killed = False
+        self._pools: dict[str, cf.ProcessPoolExecutor] = {}
+        """Each device's worker pool now (a pool whose worker died is replaced)."""
         self._threads = [threading.Thread(target=self._serve, args=(t,), daemon=True) for t in self.targets]
         for thread in self._threads:
             thread.start()
@@ -78,7 +81,7 @@ class DevicePool(cf.Executor):
 
     def _serve(self, target: Target) -> None:
         """In one thread per device: run queued jobs in that device's worker until shutdown."""
-        pool = self._start(target)
+        pool = self._pools[target.label] = self._start(target)
         try:
             while (job := self._jobs.get()) is not None:
                 future, fn, args, kwargs = job
@@ -89,11 +92,25 @@ class DevicePool(cf.Executor):
                 except BrokenProcessPool as e:
                     future.set_exception(TaskFailure(f"on device {target.label}", f"{e}{DIED_HINT}"))
                     pool.shutdown(wait=False)
-                    pool = self._start(target)  # a lost worker costs its task only
+                    if self._killed:  # killed on purpose (kill_workers): no fresh worker for a stopped sweep
+                        break
+                    pool = self._pools[target.label] = self._start(target)  # a lost worker costs its task only
                 except BaseException as e:  # the job's outcome, handed to whoever waits on its future
                     future.set_exception(e)
         finally:
             pool.shutdown(wait=True)
+
+    def kill_workers(self) -> None:
+        """Kill every device's worker process at once (a stopped sweep): their tasks fail, none is replaced.
+
+        Queued jobs not started are cancelled; the device threads end (the pool is closed). Used when the caller
+        was stopped: a config still measuring must not run on after it (see
+        :meth:`nsightx._remote.engines.FuturesEngine.cancel`).
+        """
+        self._killed = True
+        self.shutdown(wait=False, cancel_futures=True)
+        for pool in list(self._pools.values()):
+            kill_processes(pool)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop the device threads (after the queued jobs, or cancelling them) and their workers."""
@@ -113,3 +130,21 @@ class DevicePool(cf.Executor):
         if wait:
             for thread in self._threads:
                 thread.join()
+
+
+def kill_processes(pool: cf.ProcessPoolExecutor) -> None:
+    """Kill the worker processes of ``pool`` at once (SIGKILL), with the tasks they run.
+
+    ``ProcessPoolExecutor.kill_workers`` from Python 3.14, else its processes one by one (the pool's own table
+    of them: the only way before 3.14). SIGKILL, not SIGTERM: a task's measurement turns SIGTERM into its own stop
+    line (:mod:`nsightx._api.sigterm`), which in a worker would report runs that the caller reports on, and the
+    task's result is not wanted any more.
+    """
+    kill = getattr(pool, "kill_workers", None)
+    if callable(kill):
+        kill()
+        return
+    processes: dict[int, Any] = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        if process.is_alive():
+            process.kill()
