@@ -54,8 +54,9 @@ class Clock:
         self.after: cProfile.Profile | None = None
 
     def mark(self, name: str) -> None:
+        first = name not in self.marks
         self.marks.setdefault(name, time.perf_counter_ns())
-        if name == "collect_end" and self.after is not None:
+        if first and name == "collect_end" and self.after is not None:  # a call collected in batches marks it again
             self.after.enable()
 
 
