@@ -181,8 +181,9 @@ class PluginHost:
                 if mod is not None and self._register_checked(mod, module, "NSIGHTX_PLUGINS"):
                     self.plugin_source[module] = "NSIGHTX_PLUGINS"
         self._loaded = True
-        for plugin in list(self.pm.get_plugins()):
-            name = self.pm.get_name(plugin) or repr(plugin)
+        for name, plugin in self.pm.list_name_plugin():  # registration order, built-ins first: the first one wins
+            if plugin is None:  # a blocked name
+                continue
             try:
                 self._collect_from([plugin])
             except Exception as e:  # a plugin whose registration fails is dropped, not fatal
@@ -367,11 +368,22 @@ class PluginHost:
 
 
 def available(cls: type[Backend]) -> Availability:
-    """``cls.availability()``, never raising: a backend whose check raises is reported unavailable."""
+    """``cls.availability()``, never raising: a backend whose check raises is reported unavailable.
+
+    So is one whose check returns something other than an :class:`Availability` (a third party's ``True``, a
+    string): every caller reads ``.available`` and ``.reason``, and ``nsightx doctor`` must list the others.
+    """
     try:
-        return cls.availability()
+        avail = cls.availability()
     except Exception as e:  # availability() must not raise; if it does, report it
         return Availability(available=False, reason=f"availability() raised {e!r}")
+    if not isinstance(avail, Availability):
+        return Availability(
+            available=False,
+            reason=f"availability() returned {avail!r}, not an Availability",
+            remedy="fix the backend's availability() (nsightx.ext.Availability), or uninstall its package",
+        )
+    return avail
 
 
 _default: PluginHost | None = None

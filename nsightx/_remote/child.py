@@ -56,6 +56,7 @@ class LinkedSession(Session):
     def __init__(self, inner: Session, link: ParentLink | None) -> None:
         self.inner = inner
         self.deferred = inner.deferred
+        self.host_timed = inner.host_timed  # then the loop hands region times over (region_timed), not enter/exit
         self._link = link
         self.config: int | None = None
         self.run: int | None = None
@@ -74,6 +75,14 @@ class LinkedSession(Session):
     def region_exit(self, region: RegionId, failed: bool) -> None:
         """The backend's session sees the region close."""
         self.inner.region_exit(region, failed)
+
+    def region_timed(self, name: str, config: int, run: int, ns: int, failed: bool) -> None:
+        """A region of a :attr:`~nsightx._run.backend.Session.host_timed` backend session closed after ``ns``.
+
+        Its ``timed_records`` is not taken over (it stays None here): the loop then calls :meth:`finish_run` for
+        every run, which tells the parent the run ended.
+        """
+        self.inner.region_timed(name, config, run, ns, failed)
 
     def finish_run(self, config: int, run: int) -> RunOutput:
         """The backend's output for the run; the parent is told the run ended."""

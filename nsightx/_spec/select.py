@@ -91,7 +91,7 @@ def choose(
             others = ", ".join(_supporting(host, spec)) or "none"
             text = "; ".join(f"{m.asked} (it {m.offers})" for m in why)
             raise ConfigError(f"backend {name!r} cannot deliver {text}. Backends that can: {others}")
-        avail = cls.availability()
+        avail = available(cls)  # never raising: a check that raises says the backend is unavailable, and why
         if here and not avail.available:
             raise BackendUnavailableError(
                 f"backend {name!r} is not available: {avail.reason}"
