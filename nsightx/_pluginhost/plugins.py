@@ -374,7 +374,7 @@ def available(cls: type[Backend]) -> Availability:
     string): every caller reads ``.available`` and ``.reason``, and ``nsightx doctor`` must list the others.
     """
     try:
-        avail = cls.availability()
+        avail: object = cls.availability()  # a third party may return anything
     except Exception as e:  # availability() must not raise; if it does, report it
         return Availability(available=False, reason=f"availability() raised {e!r}")
     if not isinstance(avail, Availability):
