@@ -1,0 +1,288 @@
+"""The examples of the user documentation run as written and show what the documentation says they show.
+
+A new user copies code from README.md and the guides in docs/. Every ```python block of those pages is checked:
+
+- it compiles (a fragment too: a method body is dedented, a lone decorator gets a ``def`` to decorate);
+- every ``nsightx`` name it uses (``nsightx.analyze.kernel``, ``from nsightx.ext import Backend``...) exists;
+- its module-level definitions run: imports, ``def`` and ``class`` statements, so every ``@nsightx.analyze.kernel``
+  and ``@nsightx.analyze.plot`` in it goes through the decorator's option validation (an unknown option, a bad
+  value, ``runs="auto"`` options with a fixed ``runs`` fail here), without calling the decorated function (most
+  blocks need a GPU and torch for that);
+- a block marked ``<!-- doc-test: cpu -->`` on the line before its fence runs whole, as a script in a temporary
+  folder, on the host backend.
+
+The command lines whose output a page shows (``nsightx demo``, ``nsightx backends``, ``nsightx compare`` on the
+recorded H200 results) are run, and the structure of what they print (column names, row counts, the verdict) is
+compared with the page.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _paths import ROOT
+
+import nsightx
+
+PAGES = (
+    "README.md",
+    "docs/tutorial.md",
+    "docs/api.md",
+    "docs/plugins.md",
+    "docs/ci.md",
+    "docs/cluster.md",
+    "docs/compat.md",
+    "docs/flags.md",
+    "docs/roofline.md",
+)
+"""The pages a new user copies code from."""
+
+CPU_MARK = "<!-- doc-test: cpu -->"
+"""Written on the line before a fence: the block runs whole on a machine without a GPU."""
+
+ABSENT_HERE = frozenset({"torch", "dask_cuda", "dask_jobqueue"})
+"""Modules a block may import that the CPU test machine lacks; their imports are left out of the definition run."""
+
+PRELUDE = "import operator, os, sys, time\nfrom typing import Literal\nimport nsightx\nfrom nsightx.ext import *\n"
+"""What a fragment of a page may take from the page's earlier blocks (imports only)."""
+
+FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of a page."""
+
+    page: str
+    line: int
+    lang: str
+    code: str
+    cpu: bool
+
+    @property
+    def id(self) -> str:
+        """``page:line``, the block's test id."""
+        return f"{self.page}:{self.line}"
+
+
+def blocks(page: str) -> list[Block]:
+    """Every fenced block of ``page`` (relative to the repository root), dedented, with its marker."""
+    lines = (ROOT / page).read_text(encoding="utf-8").split("\n")
+    found, i = [], 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        start, body = i, []
+        i += 1
+        while not lines[i].strip().startswith("```"):
+            body.append(lines[i])
+            i += 1
+        cpu = start > 0 and lines[start - 1].strip() == CPU_MARK
+        code = textwrap.dedent("\n".join(body)) + "\n"
+        found.append(Block(page, start + 1, opening.group(2), code, cpu))
+        i += 1
+    return found
+
+
+PYTHON = [b for page in PAGES for b in blocks(page) if b.lang == "python"]
+
+
+def parse(block: Block) -> ast.Module:
+    """The block's syntax tree; a block ending in a decorator gets a function to decorate, as on the page."""
+    try:
+        return ast.parse(block.code, filename=block.id)
+    except SyntaxError:
+        return ast.parse(block.code + "def _decorated(*args): ...\n", filename=block.id)
+
+
+def nsightx_names(tree: ast.Module) -> set[str]:
+    """Every dotted name the code reads from nsightx: ``nsightx.a.b`` (under any alias) and ``from nsightx.x import
+    y`` (as ``x.y``)."""
+    aliases = {"nsightx"}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases |= {a.asname or a.name for a in node.names if a.name == "nsightx"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "nsightx":
+            prefix = node.module.removeprefix("nsightx").lstrip(".")  # type: ignore[union-attr]
+            names |= {f"{prefix}.{a.name}".lstrip(".") for a in node.names if a.name != "*"}
+    for node in ast.walk(tree):
+        chain: list[str] = []
+        while isinstance(node, ast.Attribute):
+            chain.insert(0, node.attr)
+            node = node.value
+        if chain and isinstance(node, ast.Name) and node.id in aliases:
+            names.add(".".join(chain))
+    return names
+
+
+def resolve(dotted: str) -> Any:
+    """The object ``nsightx.<dotted>`` names (importing submodules as ``from nsightx.x import y`` would)."""
+    obj: Any = nsightx
+    for part in dotted.split("."):
+        if not hasattr(obj, part) and hasattr(obj, "__path__"):
+            __import__(f"{obj.__name__}.{part}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def definitions(tree: ast.Module) -> ast.Module:
+    """The block's imports (but those of modules not installed here), ``def`` and ``class`` statements."""
+    kept: list[ast.stmt] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            if not any(m.split(".")[0] in ABSENT_HERE for m in modules):
+                kept.append(stmt)
+        elif isinstance(stmt, ast.FunctionDef | ast.ClassDef) and not _has_placeholder(stmt):
+            kept.append(stmt)
+    return ast.Module(body=kept, type_ignores=[])
+
+
+def _has_placeholder(stmt: ast.FunctionDef | ast.ClassDef) -> bool:
+    """True when a decorator is called with ``...`` standing for options the page leaves out."""
+    return any(
+        isinstance(arg, ast.Constant) and arg.value is Ellipsis
+        for dec in stmt.decorator_list
+        if isinstance(dec, ast.Call)
+        for arg in dec.args
+    )
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.id)
+def test_python_block_compiles_and_its_nsightx_names_exist(block: Block) -> None:
+    tree = parse(block)
+    missing = []
+    for name in sorted(nsightx_names(tree)):
+        try:
+            resolve(name)
+        except (AttributeError, ImportError):
+            missing.append(name)
+    assert not missing, f"{block.id} uses nsightx names that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.id)
+def test_python_block_definitions_pass_option_validation(
+    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin_host: object
+) -> None:
+    """Decorating is where every option is checked: a page's decorator with a bad option fails here."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [block.id, str(tmp_path / "out") + "/"])
+    namespace: dict[str, Any] = {"__name__": "doc_example", "__builtins__": builtins}
+    exec(compile(PRELUDE, "prelude", "exec"), namespace)
+    exec(compile(definitions(parse(block)), block.id, "exec"), namespace)
+
+
+def _env() -> dict[str, str]:
+    """The environment of a subprocess: this checkout's nsightx, its backends and plugins first."""
+    paths = [str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins")]
+    old = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, *([old] if old else [])]), "COLUMNS": "300"}
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` in ``cwd`` with this checkout's nsightx, generous timeout."""
+    return subprocess.run(args, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120, check=False)
+
+
+CPU_BLOCKS = [b for b in PYTHON if b.cpu]
+
+
+def test_some_blocks_are_marked_to_run_on_the_cpu() -> None:
+    assert len(CPU_BLOCKS) >= 5, [b.id for b in CPU_BLOCKS]
+
+
+@pytest.mark.parametrize("block", CPU_BLOCKS, ids=lambda b: b.id)
+def test_cpu_block_runs_as_written(block: Block, tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(block.code, encoding="utf-8")
+    done = _run([sys.executable, str(script)], tmp_path)
+    assert done.returncode == 0, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
+
+
+def _doc_block(page: str, starts: str) -> str:
+    """The text of the first block of ``page`` whose first line starts with ``starts``."""
+    return next(b.code for b in blocks(page) if b.code.lstrip().startswith(starts))
+
+
+def _header(line: str) -> list[str]:
+    """The column names of a table's header line (two spaces or more between names; a pipe table too)."""
+    if line.startswith(("|", "> |")):
+        return [c.strip() for c in line.removeprefix(">").strip().strip("|").split("|")]
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_readme_demo_prints_the_table_and_files_it_shows(tmp_path: Path) -> None:
+    shown = _doc_block("README.md", "$ nsightx demo").splitlines()
+    done = _run([sys.executable, "-m", "nsightx", "demo"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert _header(out[0]) == _header(shown[2])
+    doc_rows = [line for line in shown if line.startswith("matmul ")]
+    rows = [line for line in out if line.startswith("matmul ")]
+    assert [r.split()[:3] for r in rows] == [r.split()[:3] for r in doc_rows]
+    assert "device: CPU (host backend), 1 BLAS thread" in out
+    files = [line.strip() for line in shown if line.startswith("  ")]
+    assert [line.strip() for line in out if line.startswith("  ")] == files
+    assert sorted(p.name for p in (tmp_path / "nsightx-out").iterdir()) == files
+    assert done.stderr.startswith("nsightx: matmul: 4 config(s) x 10 run(s) on host in ")
+    # `nsightx show` and `nsightx plot ... --type violin`, as the README goes on
+    saved = "nsightx-out/result-matmul-0.parquet"
+    shown_again = _run([sys.executable, "-m", "nsightx", "show", saved], tmp_path)
+    assert shown_again.returncode == 0 and _header(shown_again.stdout.splitlines()[1]) == _header(shown[2])
+    violin = _run([sys.executable, "-m", "nsightx", "plot", saved, "runs.png", "--type", "violin"], tmp_path)
+    assert violin.returncode == 0 and (tmp_path / "runs.png").stat().st_size > 0, violin.stderr
+
+
+def test_readme_command_line_conventions(tmp_path: Path) -> None:
+    version = _run([sys.executable, "-m", "nsightx", "--version"], tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("nsightx ")
+    bare = _run([sys.executable, "-m", "nsightx"], tmp_path)
+    assert bare.returncode == 2 and "usage: nsightx" in bare.stdout + bare.stderr
+    bad = _run([sys.executable, "-m", "nsightx", "demo", "--runs", "0"], tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("nsightx demo: ") and "--runs" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_plugins_page_shows_the_backends_table_as_printed(tmp_path: Path) -> None:
+    shown = next(b for b in blocks("docs/plugins.md") if "'auto' picks the first" in b.code)
+    done = _run([sys.executable, "-m", "nsightx", "backends"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    doc = shown.code.splitlines()
+    assert out[:2] == doc[:2]
+    assert [line.split()[:3] for line in out[2:6]] == [line.split()[:3] for line in doc[2:6]]
+
+
+DATA = ROOT / "docs" / "data"
+
+
+def test_ci_page_compare_of_the_recorded_results_prints_what_it_shows(tmp_path: Path) -> None:
+    base, new = str(DATA / "h200-gemm-tf32.json"), str(DATA / "h200-gemm-fp32.json")
+    text = _run([sys.executable, "-m", "nsightx", "compare", base, new, "--threshold", "5"], tmp_path)
+    assert text.returncode == 1, text.stderr
+    assert "FAIL: 3 significant slowdown(s) larger than 5% (3 slower)" in text.stdout
+    markdown = _run(
+        [sys.executable, "-m", "nsightx", "compare", base, new, "--threshold", "5", "--format", "markdown"], tmp_path
+    )
+    assert markdown.returncode == 1, markdown.stderr
+    page = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    quoted = [line.removeprefix(">").strip() for line in page.splitlines() if line.startswith("> ")]
+    printed = [line.strip() for line in markdown.stdout.splitlines() if line.strip()]
+    assert [line for line in quoted if line] == printed
+    same = _run([sys.executable, "-m", "nsightx", "compare", base, base], tmp_path)
+    assert same.returncode == 0
+    assert "no change: baseline and new hold identical runs (3 row(s))" in same.stdout
+    assert "no change: baseline and new hold identical runs (3 row(s))" in page
