@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib.util
 import os
 import re
 import subprocess
@@ -139,15 +140,27 @@ def resolve(dotted: str) -> Any:
 
 
 def definitions(tree: ast.Module) -> ast.Module:
-    """The block's imports (but those of modules not installed here), ``def`` and ``class`` statements."""
+    """The block's imports (but those of modules not installed here), ``def`` and ``class`` statements.
+
+    A definition whose decorators read a name that a left-out statement binds (``executor=client``, a client of a
+    cluster that is not here) is left out too, as is one whose decorator takes ``...`` for options the page omits.
+    """
     kept: list[ast.stmt] = []
+    unbound: set[str] = set()
     for stmt in tree.body:
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             modules = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
             if not any(m.split(".")[0] in ABSENT_HERE for m in modules):
                 kept.append(stmt)
-        elif isinstance(stmt, ast.FunctionDef | ast.ClassDef) and not _has_placeholder(stmt):
-            kept.append(stmt)
+                continue
+        elif isinstance(stmt, ast.FunctionDef | ast.ClassDef):
+            read = {n.id for dec in stmt.decorator_list for n in ast.walk(dec) if isinstance(n, ast.Name)}
+            if not _has_placeholder(stmt) and not read & unbound:
+                kept.append(stmt)
+                continue
+        unbound |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        unbound |= {a.asname or a.name.split(".")[0] for a in getattr(stmt, "names", ())}
+        unbound |= {stmt.name} if isinstance(stmt, ast.FunctionDef | ast.ClassDef) else set()
     return ast.Module(body=kept, type_ignores=[])
 
 
@@ -159,6 +172,37 @@ def _has_placeholder(stmt: ast.FunctionDef | ast.ClassDef) -> bool:
         if isinstance(dec, ast.Call)
         for arg in dec.args
     )
+
+
+EXCERPTS = {"docs/plugins.md": ROOT / "plugins" / "example_backend" / "nsightx_example_backend" / "__init__.py"}
+"""Pages whose fragments (blocks that import nothing) are excerpts of a module of the repository."""
+
+
+def _normalised(code: str) -> str:
+    """The code's non-blank lines, stripped: an excerpt is compared without its indentation."""
+    return "\n".join(line.strip() for line in code.splitlines() if line.strip())
+
+
+def _is_fragment(block: Block) -> bool:
+    """True for a block that imports nothing: a piece of a larger module."""
+    return not any(isinstance(n, ast.Import | ast.ImportFrom) for n in ast.walk(parse(block)))
+
+
+def _namespace(block: Block) -> dict[str, Any]:
+    """What the block's definitions run in: an excerpt's own module, else the prelude's names."""
+    source = EXCERPTS.get(block.page)
+    if source is not None and _is_fragment(block):
+        assert _normalised(block.code) in _normalised(source.read_text(encoding="utf-8")), (
+            f"{block.id} is not an excerpt of {source.relative_to(ROOT)} any more: update the page"
+        )
+        spec = importlib.util.spec_from_file_location(f"doc_excerpt_{source.parent.name}", source)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return dict(vars(module))
+    namespace: dict[str, Any] = {"__name__": "doc_example", "__builtins__": builtins}
+    exec(compile(PRELUDE, "prelude", "exec"), namespace)
+    return namespace
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.id)
@@ -180,9 +224,7 @@ def test_python_block_definitions_pass_option_validation(
     """Decorating is where every option is checked: a page's decorator with a bad option fails here."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", [block.id, str(tmp_path / "out") + "/"])
-    namespace: dict[str, Any] = {"__name__": "doc_example", "__builtins__": builtins}
-    exec(compile(PRELUDE, "prelude", "exec"), namespace)
-    exec(compile(definitions(parse(block)), block.id, "exec"), namespace)
+    exec(compile(definitions(parse(block)), block.id, "exec"), _namespace(block))
 
 
 def _env() -> dict[str, str]:
@@ -257,11 +299,12 @@ def test_readme_command_line_conventions(tmp_path: Path) -> None:
 
 
 def test_plugins_page_shows_the_backends_table_as_printed(tmp_path: Path) -> None:
-    shown = next(b for b in blocks("docs/plugins.md") if "'auto' picks the first" in b.code)
+    page = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8").splitlines()
+    first = next(i for i, line in enumerate(page) if line.strip().startswith("'auto' picks the first"))
+    doc = [line.strip() for line in page[first : first + 6]]  # an indented block: the table as printed
     done = _run([sys.executable, "-m", "nsightx", "backends"], tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
-    doc = shown.code.splitlines()
     assert out[:2] == doc[:2]
     assert [line.split()[:3] for line in out[2:6]] == [line.split()[:3] for line in doc[2:6]]
 
