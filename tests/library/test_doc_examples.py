@@ -288,7 +288,8 @@ def test_readme_demo_prints_the_table_and_files_it_shows(tmp_path: Path) -> None
     assert violin.returncode == 0 and (tmp_path / "runs.png").stat().st_size > 0, violin.stderr
 
 
-def test_readme_command_line_conventions(tmp_path: Path) -> None:
+def test_command_line_conventions(tmp_path: Path) -> None:
+    """README's and api.md's rules: ``--version``, bare ``nsightx`` exits 2, one-line errors, no abbreviation."""
     version = _run([sys.executable, "-m", "nsightx", "--version"], tmp_path)
     assert version.returncode == 0 and version.stdout.startswith("nsightx ")
     bare = _run([sys.executable, "-m", "nsightx"], tmp_path)
@@ -296,6 +297,14 @@ def test_readme_command_line_conventions(tmp_path: Path) -> None:
     bad = _run([sys.executable, "-m", "nsightx", "demo", "--runs", "0"], tmp_path)
     assert bad.returncode == 2 and bad.stderr.startswith("nsightx demo: ") and "--runs" in bad.stderr
     assert "Traceback" not in bad.stderr
+    unknown = _run([sys.executable, "-m", "nsightx", "demo", "--frobnicate"], tmp_path)
+    assert unknown.returncode == 2
+    api = " ".join((ROOT / "docs" / "api.md").read_text(encoding="utf-8").split())  # line breaks as spaces
+    assert f"`{unknown.stderr.strip()}`" in api
+    prefix = _run([sys.executable, "-m", "nsightx", "compare", "old.parquet", "new.parquet", "--thresh", "3"], tmp_path)
+    assert "`nsightx compare old.parquet new.parquet --thresh 3` is refused, naming `--threshold`" in api
+    assert prefix.returncode == 2 and len(prefix.stderr.strip().splitlines()) == 1
+    assert "--thresh is not accepted as an abbreviation of --threshold" in prefix.stderr
 
 
 def test_plugins_page_shows_the_backends_table_as_printed(tmp_path: Path) -> None:
@@ -329,3 +338,40 @@ def test_ci_page_compare_of_the_recorded_results_prints_what_it_shows(tmp_path: 
     assert same.returncode == 0
     assert "no change: baseline and new hold identical runs (3 row(s))" in same.stdout
     assert "no change: baseline and new hold identical runs (3 row(s))" in page
+
+
+def _cli_options() -> dict[str, set[str]]:
+    """Each ``nsightx`` command and the long options its parser accepts (``--help`` aside)."""
+    from nsightx.cli import _parser
+
+    parser = _parser()
+    return {
+        name: {f for a in sub._actions for f in a.option_strings if f.startswith("--") and f != "--help"}
+        for name, sub in parser.commands.items()
+    }
+
+
+def test_api_page_lists_every_command_with_exactly_its_options() -> None:
+    page = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    listed = {}
+    for synopsis in re.findall(r"^\| `nsightx ([a-z]+)([^`]*)`", page, flags=re.MULTILINE):
+        listed[synopsis[0]] = set(re.findall(r"--[a-z][a-z-]*", synopsis[1]))
+    assert listed == _cli_options()
+
+
+REFUSED_ON_PURPOSE = frozenset({"--frobnicate", "--thresh"})
+"""Options api.md gives as examples of a misuse (test_command_line_conventions runs them)."""
+
+COMMAND_LINE = re.compile(r"(?:^|[`$] ?)(?:python -m )?nsightx ([a-z]+)\b([^`\n|]*)")
+
+
+def test_every_option_a_page_gives_a_command_is_accepted() -> None:
+    options = _cli_options()
+    wrong = []
+    for page in PAGES:
+        for command, rest in COMMAND_LINE.findall((ROOT / page).read_text(encoding="utf-8")):
+            if command not in options:
+                continue
+            used = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest))
+            wrong += [f"{page}: nsightx {command} {o}" for o in used - options[command] - {"--help"} - REFUSED_ON_PURPOSE]
+    assert not wrong
