@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib.util
+import inspect
 import os
 import re
 import subprocess
@@ -108,15 +109,21 @@ def parse(block: Block) -> ast.Module:
         return ast.parse(block.code + "def _decorated(*args): ...\n", filename=block.id)
 
 
+def _aliases(tree: ast.Module) -> set[str]:
+    """The names the code gives the nsightx package: ``nsightx``, and ``nsight`` after ``import nsightx as nsight``."""
+    imported = {
+        a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.name == "nsightx"
+    }
+    return {"nsightx", *imported}
+
+
 def nsightx_names(tree: ast.Module) -> set[str]:
     """Every dotted name the code reads from nsightx: ``nsightx.a.b`` (under any alias) and ``from nsightx.x import
     y`` (as ``x.y``)."""
-    aliases = {"nsightx"}
+    aliases = _aliases(tree)
     names: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            aliases |= {a.asname or a.name for a in node.names if a.name == "nsightx"}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "nsightx":
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "nsightx":
             prefix = node.module.removeprefix("nsightx").lstrip(".")  # type: ignore[union-attr]
             names |= {f"{prefix}.{a.name}".lstrip(".") for a in node.names if a.name != "*"}
     for node in ast.walk(tree):
@@ -184,8 +191,13 @@ def _normalised(code: str) -> str:
 
 
 def _is_fragment(block: Block) -> bool:
-    """True for a block that imports nothing: a piece of a larger module."""
-    return not any(isinstance(n, ast.Import | ast.ImportFrom) for n in ast.walk(parse(block)))
+    """True for a block that imports nothing: a piece of a larger module (False where it does not parse: the
+    compile test names the error)."""
+    try:
+        tree = parse(block)
+    except SyntaxError:
+        return False
+    return not any(isinstance(n, ast.Import | ast.ImportFrom) for n in ast.walk(tree))
 
 
 def _namespace(block: Block) -> dict[str, Any]:
@@ -373,5 +385,99 @@ def test_every_option_a_page_gives_a_command_is_accepted() -> None:
             if command not in options:
                 continue
             used = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest))
-            wrong += [f"{page}: nsightx {command} {o}" for o in used - options[command] - {"--help"} - REFUSED_ON_PURPOSE]
+            wrong += [
+                f"{page}: nsightx {command} {o}" for o in used - options[command] - {"--help"} - REFUSED_ON_PURPOSE
+            ]
     assert not wrong
+
+
+def test_ci_page_lists_exactly_the_pytest_plugins_options(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `(--nsightx-[a-z-]+)", page, flags=re.MULTILINE))
+    done = _run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert listed == set(re.findall(r"^\s+(--nsightx-[a-z-]+)", done.stdout, flags=re.MULTILINE))
+
+
+def _calls(tree: ast.Module) -> list[tuple[str, ast.Call]]:
+    """Each call of an nsightx function the code makes directly, ``nsightx.x.y(...)``, with the dotted name."""
+    aliases = _aliases(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        chain, func = [], node.func
+        while isinstance(func, ast.Attribute):
+            chain.insert(0, func.attr)
+            func = func.value
+        if chain and isinstance(func, ast.Name) and func.id in aliases:
+            found.append((".".join(chain), node))
+    return found
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.id)
+def test_python_block_calls_nsightx_with_arguments_its_signature_takes(block: Block) -> None:
+    """A keyword the function does not take, or too many positional arguments, is a TypeError for the user."""
+    wrong = []
+    for name, call in _calls(parse(block)):
+        target = resolve(name)
+        if isinstance(target, type) or not callable(target):
+            continue
+        args = [None] * sum(not isinstance(a, ast.Starred) for a in call.args)
+        kwargs = {k.arg: None for k in call.keywords if k.arg is not None}
+        try:
+            inspect.signature(target).bind(*args, **kwargs)
+        except TypeError as e:
+            wrong.append(f"nsightx.{name}: {e}")
+    assert not wrong, f"{block.id}: {wrong}"
+
+
+MODULE_NAMES = frozenset({"nsightx", "nsight", "torch", "operator", "time", "sys", "os", "numpy", "np", "pytest"})
+"""Names a page's code reads as modules: a complete example (one that imports anything) must import them."""
+
+
+@pytest.mark.parametrize("block", [b for b in PYTHON if not _is_fragment(b)], ids=lambda b: b.id)
+def test_complete_example_imports_the_modules_it_uses(block: Block) -> None:
+    tree = parse(block)
+    imported = {
+        (a.asname or a.name).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import | ast.ImportFrom)
+        for a in n.names
+    }
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert not (used & MODULE_NAMES) - imported, f"{block.id} uses {sorted((used & MODULE_NAMES) - imported)}"
+
+
+def _selections(tree: ast.Module) -> list[tuple[str, list[str]]]:
+    """``x.to_dataframe()[[...]]`` and ``x.roofline()[[...]]`` in the code: the method and the column names."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.List)):
+            continue
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            names = [e.value for e in node.slice.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            found.append((call.func.attr, names))
+    return found
+
+
+SELECTIONS = [(b, method, names) for b in PYTHON for method, names in _selections(parse(b))]
+
+
+def test_pages_select_columns_from_results() -> None:
+    assert {method for _, method, _ in SELECTIONS} >= {"to_dataframe", "roofline"}
+
+
+@pytest.mark.parametrize(("block", "method", "names"), SELECTIONS, ids=lambda v: getattr(v, "id", None))
+def test_columns_a_page_selects_exist(block: Block, method: str, names: list[str], plugin_host: object) -> None:
+    """The columns of a result measured on the host, the roofline's, a config's parameter ``n`` and ``Device``
+    (every result measured with ``parallel_devices`` or ``executor`` has it)."""
+    from nsightx._results.roofline import COLUMNS
+
+    result = nsightx.measure(lambda: None, runs=2, name="n")
+    known = {
+        "to_dataframe": {*result.to_dataframe().columns, "Device"},
+        "roofline": {"Annotation", "Kernel", "Precision", *COLUMNS.values()},
+    }
+    assert set(names) - known[method] - {"n"} == set(), f"{block.id}: {method}()[{names}]"
