@@ -481,3 +481,58 @@ def test_columns_a_page_selects_exist(block: Block, method: str, names: list[str
         "roofline": {"Annotation", "Kernel", "Precision", *COLUMNS.values()},
     }
     assert set(names) - known[method] - {"n"} == set(), f"{block.id}: {method}()[{names}]"
+
+
+def _gemm_results(tmp_path: Path) -> None:
+    """``base/`` and ``new/`` results of a function ``gemm`` measured on the host, over configs no side shares."""
+    script = (
+        "import nsightx\n"
+        "def make(configs, out):\n"
+        "    @nsightx.analyze.kernel(configs=configs, runs=3, output_prefix=out, verbosity=0)\n"
+        "    def gemm(n):\n"
+        "        with nsightx.annotate('gemm'):\n"
+        "            sum(range(n))\n"
+        "    gemm()\n"
+        "make([1024, 2048], 'base/')\n"
+        "make([4096], 'new/')\n"
+    )
+    done = _run([sys.executable, "-c", script], tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_ci_page_nothing_to_compare_message_is_the_one_printed(tmp_path: Path) -> None:
+    _gemm_results(tmp_path)
+    done = _run([sys.executable, "-m", "nsightx", "compare", "base", "new"], tmp_path)
+    assert done.returncode == 2
+    shown = next(b.code for b in blocks("docs/ci.md") if b.code.startswith("nsightx compare: nothing to compare"))
+    assert done.stderr == shown
+
+
+def test_ci_page_baselines_listing_has_the_shape_shown(tmp_path: Path) -> None:
+    (tmp_path / "test_timing.py").write_text(
+        "import time\nimport nsightx\n\n\ndef nap(n):\n    with nsightx.annotate('nap'):\n        time.sleep(0.001)\n"
+        "\n\ndef test_nap(nsightx_bench):\n    nsightx_bench(nap, configs=[1], runs=3)\n",
+        encoding="utf-8",
+    )
+    pytest_args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_timing.py"]
+    for _ in range(2):
+        saved = _run([*pytest_args, "--nsightx-save=perf-baseline"], tmp_path)
+        assert saved.returncode == 0, saved.stdout + saved.stderr
+    listed = _run([sys.executable, "-m", "nsightx", "baselines", "perf-baseline"], tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    shown = _doc_block("docs/ci.md", "$ nsightx baselines perf-baseline").splitlines()[1:]
+    out = listed.stdout.splitlines()
+    assert out[0] == shown[0]
+    assert out[1] == shown[1].replace("3 save(s)", "2 save(s)")  # the node id's hash is the page's too
+    pattern = re.compile(r"^(  \*|   ) #\d    commit -           host \S+\s+\d{8}T\d{6}Z$")
+    assert all(pattern.match(line) for line in [*out[2:], *shown[2:]]), out
+
+
+def test_tutorial_doctor_describes_each_backend_as_printed(tmp_path: Path) -> None:
+    shown = _doc_block("docs/tutorial.md", "$ nsightx doctor")
+    done = _run([sys.executable, "-m", "nsightx", "doctor"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    heading = "backends (in the order 'auto' prefers them):"
+    assert heading in shown and heading in done.stdout
+    described = re.compile(r"^  (?:yes|no) +(\w+) +(?:\[[^\]]*\] )?(.+)$", flags=re.MULTILINE)
+    assert dict(described.findall(shown)) == dict(described.findall(done.stdout))
