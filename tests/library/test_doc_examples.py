@@ -536,3 +536,19 @@ def test_tutorial_doctor_describes_each_backend_as_printed(tmp_path: Path) -> No
     assert heading in shown and heading in done.stdout
     described = re.compile(r"^  (?:yes|no) +(\w+) +(?:\[[^\]]*\] )?(.+)$", flags=re.MULTILINE)
     assert dict(described.findall(shown)) == dict(described.findall(done.stdout))
+
+
+BENCH_BLOCKS = [b for b in PYTHON if "nsightx_bench(" in b.code]
+
+
+@pytest.mark.parametrize("block", BENCH_BLOCKS, ids=lambda b: b.id)
+def test_nsightx_bench_examples_pass_an_undecorated_function_they_define(block: Block) -> None:
+    """``nsightx_bench`` refuses a function decorated with ``analyze.kernel``; a page that passes one defined
+    elsewhere on the page (the README's decorated ``matmul``) shows a test that fails with ``ConfigError``."""
+    tree = parse(block)
+    defined = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "nsightx_bench":
+            first = node.args[0]
+            assert isinstance(first, ast.Name) and first.id in defined, f"{block.id}: define {ast.unparse(first)}"
+            assert not defined[first.id].decorator_list, f"{block.id}: {first.id} must be undecorated"
