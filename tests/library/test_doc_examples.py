@@ -11,9 +11,13 @@ A new user copies code from README.md and the guides in docs/. Every ```python b
 - a block marked ``<!-- doc-test: cpu -->`` on the line before its fence runs whole, as a script in a temporary
   folder, on the host backend.
 
-The command lines whose output a page shows (``nsightx demo``, ``nsightx backends``, ``nsightx compare`` on the
-recorded H200 results) are run, and the structure of what they print (column names, row counts, the verdict) is
-compared with the page.
+Calls of nsightx functions must fit their signatures, a complete example must import the modules it uses, the
+columns it selects from a result must exist, and ``nsightx_bench`` must be given an undecorated function.
+
+The command lines whose output a page shows (``nsightx demo``, ``show``, ``plot``, ``backends``, ``doctor``,
+``baselines``, ``compare`` on the recorded H200 results, the CLI's usage errors) are run, and the structure of what
+they print (column names, rows, the verdict, the message) is compared with the page; api.md's command table and
+ci.md's option table must list exactly the options the parsers accept.
 """
 
 from __future__ import annotations
@@ -240,10 +244,13 @@ def test_python_block_definitions_pass_option_validation(
 
 
 def _env() -> dict[str, str]:
-    """The environment of a subprocess: this checkout's nsightx, its backends and plugins first."""
+    """The environment of a subprocess: this checkout's nsightx, its backends and plugins first, and no GPU in
+    sight (``CUDA_VISIBLE_DEVICES=""``), as on the machine without a GPU whose output the pages show (the demo
+    times NumPy on the host backend there, torch on a GPU)."""
     paths = [str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins")]
     old = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, *([old] if old else [])]), "COLUMNS": "300"}
+    pythonpath = os.pathsep.join([*paths, *([old] if old else [])])
+    return {**os.environ, "PYTHONPATH": pythonpath, "COLUMNS": "300", "CUDA_VISIBLE_DEVICES": ""}
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
