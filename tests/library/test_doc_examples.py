@@ -39,6 +39,7 @@ import pytest
 from _paths import ROOT
 
 import nsightx
+from nsightx._commands.demo import BLAS_THREAD_VARIABLES
 
 PAGES = (
     "README.md",
@@ -246,11 +247,13 @@ def test_python_block_definitions_pass_option_validation(
 def _env() -> dict[str, str]:
     """The environment of a subprocess: this checkout's nsightx, its backends and plugins first, and no GPU in
     sight (``CUDA_VISIBLE_DEVICES=""``), as on the machine without a GPU whose output the pages show (the demo
-    times NumPy on the host backend there, torch on a GPU)."""
+    times NumPy on the host backend there, torch on a GPU). No BLAS thread variable either, as in the fresh shell
+    the README shows: an in-process ``nsightx demo`` of another test sets them in this process's environment."""
     paths = [str(ROOT), str(ROOT / "backends"), str(ROOT / "plugins")]
     old = os.environ.get("PYTHONPATH")
     pythonpath = os.pathsep.join([*paths, *([old] if old else [])])
-    return {**os.environ, "PYTHONPATH": pythonpath, "COLUMNS": "300", "CUDA_VISIBLE_DEVICES": ""}
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+    return {**env, "PYTHONPATH": pythonpath, "COLUMNS": "300", "CUDA_VISIBLE_DEVICES": ""}
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
