@@ -17,7 +17,7 @@ the default when draining) fill and complete one after another.
 
 Modes (:data:`DRAIN_MODES`):
 
-``off``     no drain: the forced flush after the wait delivers everything. The default in sessions 8-21: on the
+``off``     no drain: the forced flush after the wait delivers everything. The default since session 8: on the
             H200 a non-forced flush made during the wait blocks until the GPU completes its buffers, so the
             final buffer still comes out after the wait, and in four H200 calls of ``backend_overhead.py`` the
             whole call was as fast or faster without the helper thread (matmul sweep, inputs allocated once /
@@ -25,13 +25,14 @@ Modes (:data:`DRAIN_MODES`):
             1.046, end 1.028 / 1.041; ``98c9cf0:benchmarks/results/2026-12-04-s8-backend-overhead-{a,b,c,e}.json``).
 ``end``     one non-forced flush just before the wait.
 ``config``  one at the start of every config while runs are pending, and one just before the wait.
-``period``  (the default since session 22) CUPTI's own worker thread delivers every full buffer whose records
-            are all complete, every :data:`FLUSH_PERIOD_MS` (``cuptiActivityFlushPeriod``), in buffers of
-            :data:`PERIOD_BUFFER_BYTES`, so most buffers are decoded on that thread while the GPU works, with no
-            flush call of ours before the forced one after the wait. On the H100 (``call_phases.py``, matmul sweep,
-            two processes, 62a4ddf): the decorated call with its frame 1.077 / 1.078x the bare loop against
-            1.084 / 1.084x with ``off``; the forced flush after the wait 264-280 us against 312, the decode
-            inside it 120-136 us against 144 (``benchmarks/results/logs/2026-12-06/phases-s22.log``).
+``period``  CUPTI's own worker thread delivers every full buffer whose records are all complete, every
+            :data:`FLUSH_PERIOD_MS` (``cuptiActivityFlushPeriod``), so full buffers are decoded on that thread while
+            the GPU works, with no flush call of ours before the forced one after the wait. Not the default: on the
+            H100 (session 22, ``call_phases.py``, the matmul sweep, eight processes over three calls) it moved the
+            whole call by -0.007 to +0.002 against ``off``, within the calls' noise. With 8 KiB buffers it decoded
+            about 40% of the records during the wait but lengthened the host's launch phase by 1.3-1.8 ms (CUPTI's
+            thread takes the GIL); with 32 KiB buffers the sweep's ~17 KiB of records never fill one, so nothing
+            came out before the forced flush (``benchmarks/results/logs/2026-12-06/phases-s22*.log``).
 ``wait``    (the default in sessions 5-7) a helper thread flushes (non-forced) every :data:`WAIT_PERIOD_S`
             while the calling thread waits
             for the device (the wait is a ctypes call, which releases the GIL), so buffers come out as the GPU
@@ -50,18 +51,13 @@ DrainMode = Literal["off", "end", "config", "wait", "period"]
 DRAIN_MODES: tuple[DrainMode, ...] = ("off", "end", "config", "wait", "period")
 """Every :data:`DrainMode`."""
 
-DEFAULT_DRAIN: DrainMode = "period"
+DEFAULT_DRAIN: DrainMode = "off"
 """The mode a session uses when ``cupti_drain`` is not given."""
 
 DRAIN_BUFFER_BYTES = 8 * 1024
 """Activity buffer size when draining and ``buffer_bytes`` is not given: ~25 kernel launches' records (a kernel
 record, its launch record and its external-correlation record take ~320 bytes), so a sweep's records span
 several buffers that complete one after another."""
-
-PERIOD_BUFFER_BYTES = 32 * 1024
-"""Activity buffer size for ``period`` when ``buffer_bytes`` is not given: ~100 kernel launches' records. The
-matmul sweep's ~17 KiB of records a call fill about half of one; 8 KiB buffers measured the same on the H100
-but made CUPTI's thread take the GIL four times as often while the host launched (launch phase +1.3 ms)."""
 
 FLUSH_PERIOD_MS = 1
 """``period``: how often CUPTI's worker thread looks for completed full buffers, ms (its API's unit)."""

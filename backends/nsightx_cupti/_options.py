@@ -31,8 +31,7 @@ class CuptiOptions(BackendOptions):
     """The ``backend_options`` of the cupti backend, each with its one default."""
 
     buffer_bytes: BufferBytes = None
-    """Size of each CUPTI activity buffer in bytes, at least 4096 (default 32 KiB with ``cupti_drain="period"``,
-    256 KiB with ``"off"``, 8 KiB with the other drain modes)."""
+    """Size of each CUPTI activity buffer in bytes, at least 4096 (default 8 KiB while draining, else 256 KiB)."""
     flush_bytes: ByteCount = None
     """Size of the L2 flush buffer in bytes (default and minimum: twice the L2 size)."""
     api_tracing: Literal["always", "region", "learn"] = "always"
@@ -48,10 +47,10 @@ class CuptiOptions(BackendOptions):
     """'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more after the last
     collection, and at the end; 'run': after every run."""
     cupti_drain: DrainMode = DEFAULT_DRAIN
-    """When completed CUPTI buffers are decoded before the forced flush after the wait for the device: 'period'
-    (default): by CUPTI's own worker thread, which hands over completed full buffers every millisecond; 'off':
-    never (everything is decoded after the wait); 'wait': by a helper thread during the wait; 'end': once just
-    before it; 'config': also at each config start. See nsightx_cupti._drain."""
+    """When completed CUPTI buffers are decoded before the forced flush after the wait for the device: 'off'
+    (default): never (everything is decoded after the wait); 'wait': by a helper thread during the wait; 'end':
+    once just before it; 'config': also at each config start; 'period': by CUPTI's own worker thread, which hands
+    over completed full buffers every millisecond. See nsightx_cupti._drain."""
     cupti_decode: Literal["ctypes", "cupti-python"] = "ctypes"
     """How delivered activity buffers are read: 'ctypes' (default): straight from libcupti at the records'
     offsets (nsightx_cupti._raw; falls back to cupti-python where it cannot be set up, and the result's

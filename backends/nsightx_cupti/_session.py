@@ -45,13 +45,7 @@ from nsightx_cupti._attribution import (
     to_run_output,
     to_run_outputs,
 )
-from nsightx_cupti._drain import (
-    DRAIN_BUFFER_BYTES,
-    FLUSH_PERIOD_MS,
-    PERIOD_BUFFER_BYTES,
-    DrainMode,
-    wait_draining,
-)
+from nsightx_cupti._drain import DRAIN_BUFFER_BYTES, FLUSH_PERIOD_MS, DrainMode, wait_draining
 from nsightx_cupti._options import CuptiOptions
 from nsightx_cupti._tracer import (
     DEFAULT_BUFFER_BYTES,
@@ -506,13 +500,6 @@ class CuptiSession(Session):
         return env
 
 
-def _buffer_bytes(drain: DrainMode) -> int:
-    """The activity buffer size of ``drain`` when ``buffer_bytes`` is not given."""
-    if drain == "off":
-        return DEFAULT_BUFFER_BYTES
-    return PERIOD_BUFFER_BYTES if drain == "period" else DRAIN_BUFFER_BYTES
-
-
 @contextmanager
 def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSession]:
     """Prepare the device, start CUPTI, and undo both when the block ends.
@@ -528,7 +515,7 @@ def open_session(plan: Plan, keep_batches: bool = False) -> Iterator[CuptiSessio
     try:
         tracer = ActivityTracer.get()
         tracer.start(
-            opts.buffer_bytes or _buffer_bytes(drain),
+            opts.buffer_bytes or (DEFAULT_BUFFER_BYTES if drain == "off" else DRAIN_BUFFER_BYTES),
             api_tracing=opts.api_tracing,
             flush_flag=opts.cupti_flush,
             api_filter=opts.api_filter,

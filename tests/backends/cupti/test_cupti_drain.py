@@ -286,7 +286,7 @@ def test_a_session_collected_after_every_run_does_not_drain() -> None:
 
 
 def test_drain_options_are_checked() -> None:
-    assert CuptiOptions.parse({}, "cupti").cupti_drain == "period"
+    assert CuptiOptions.parse({}, "cupti").cupti_drain == "off"
     assert CuptiOptions.parse({"cupti_drain": "config", "buffer_bytes": 4096}, "cupti").buffer_bytes == 4096
     with pytest.raises(ConfigError, match=r"cupti_drain.*'sometimes'.*'off', 'end', 'config', 'wait' or 'period'"):
         CuptiOptions.parse({"cupti_drain": "sometimes"}, "cupti")
