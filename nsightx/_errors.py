@@ -187,9 +187,12 @@ class ResultSchemaError(NsightxError, ValueError):
 
 
 class IncompleteResultWarning(NsightxWarning, RuntimeWarning):
-    """A loaded result holds fewer runs than its plan asked for (a sweep that was stopped, a config that failed).
+    """A result holds fewer runs, or fewer measured values, than its plan asked for.
 
-    The result still loads; ``ProfileResults.completeness`` says how many runs it holds of how many were planned.
+    Raised by :func:`nsightx.load` for a sweep that was stopped or a config that failed: the result still loads;
+    ``ProfileResults.completeness`` says how many runs it holds of how many were planned. Raised once by a call
+    whose backend never handed some measured runs back (a deferred session's collection left them out): they are
+    kept with no value, and the result's ``environment["UnreturnedRuns"]`` says how many.
     """
 
 
