@@ -123,7 +123,11 @@ class CompareError(NsightxError, ValueError):
 
 
 class PluginError(NsightxError, RuntimeError):
-    """A plugin could not be loaded, or registered a name that is already taken."""
+    """A plugin could not be loaded, registered a name that is already taken, or broke the backend contract.
+
+    The last: a backend's ``environment()`` that returned no mapping of str keys to scalars (raised after the
+    call's runs were written: the stop line says where they are).
+    """
 
     def __init__(self, message: str, *, plugin: str | None = None) -> None:
         super().__init__(message)

@@ -56,6 +56,7 @@ from nsightx._run.adaptive import STOP_COLUMN, ConfigStopper, FixedRuns, StopRul
 from nsightx._run.backend import Backend, RunOutput, Session
 from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._run.device import use_device
+from nsightx._run.environment import checked_environment
 from nsightx._run.lazycall import refuse_lazy
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
@@ -524,12 +525,16 @@ def execute(
     Returns:
         The environment the backend measured in (GPU name, clocks, ...), with ``UnreturnedRuns`` when the
         session never handed some measured runs back (see :mod:`nsightx._run.unreturned`).
+
+    Raises:
+        PluginError: the backend's environment is not a mapping of str keys to scalars (see
+            :mod:`nsightx._run.environment`); every run was written to ``sink`` before.
     """
     if backend.measures_elsewhere():
-        return backend.execute(plan, sink)
+        return checked_environment(backend.name, backend.execute(plan, sink))
     with use_device(plan.device), backend.session(plan) as session:
         unreturned = run_loop(plan, session, sink, while_waiting=while_waiting)
-        environment = dict(session.environment())
+        environment = checked_environment(backend.name, session.environment())
         if unreturned:
             environment[ENVIRONMENT_KEY] = unreturned
         return environment
