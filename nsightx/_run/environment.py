@@ -53,7 +53,7 @@ def _scalar(backend: str, key: str, value: object) -> Scalar:
         except Exception:  # an array of several values, an item() that wants arguments: refused below
             plain = value
         if type(plain) in PLAIN_TYPES:
-            return plain  # type: ignore[no-any-return]  # checked: a plain scalar
+            return plain  # checked: a plain scalar
     for kind in (bool, int, float, str):  # a subclass (an IntEnum, a str subclass): its plain value
         if isinstance(value, kind):
             return kind(value)
