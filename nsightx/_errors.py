@@ -123,7 +123,11 @@ class CompareError(NsightxError, ValueError):
 
 
 class PluginError(NsightxError, RuntimeError):
-    """A plugin could not be loaded, or registered a name that is already taken."""
+    """A plugin could not be loaded, registered a name that is already taken, or broke the backend contract.
+
+    The last: a backend's ``environment()`` that returned no mapping of str keys to scalars (raised after the
+    call's runs were written: the stop line says where they are).
+    """
 
     def __init__(self, message: str, *, plugin: str | None = None) -> None:
         super().__init__(message)
@@ -187,9 +191,12 @@ class ResultSchemaError(NsightxError, ValueError):
 
 
 class IncompleteResultWarning(NsightxWarning, RuntimeWarning):
-    """A loaded result holds fewer runs than its plan asked for (a sweep that was stopped, a config that failed).
+    """A result holds fewer runs, or fewer measured values, than its plan asked for.
 
-    The result still loads; ``ProfileResults.completeness`` says how many runs it holds of how many were planned.
+    Raised by :func:`nsightx.load` for a sweep that was stopped or a config that failed: the result still loads;
+    ``ProfileResults.completeness`` says how many runs it holds of how many were planned. Raised once by a call
+    whose backend never handed some measured runs back (a deferred session's collection left them out): they are
+    kept with no value, and the result's ``environment["UnreturnedRuns"]`` says how many.
     """
 
 

@@ -1,9 +1,15 @@
-"""``ProfileResults`` as an HTML table, for Jupyter (``_repr_html_``).
+r"""``ProfileResults`` as an HTML table, for Jupyter (``_repr_html_``).
 
 The cells are those of :mod:`nsightx._results.summary` (readable units, the 95% CI, stability, the Tool column), under a
 caption that says what was profiled, on which device and with which backend. Every piece of text (annotation
 names, config values, metric names, the function's name) is escaped, so a name such as ``a<b>`` shows as written
 and cannot inject markup into the notebook.
+
+The cells hold the text the printed table's cells hold (``summarize(..., text=True)``: names and values written by
+:func:`~nsightx._textcell.cell_text`), then HTML-escaped. A browser collapses a line break, a tab or a run of
+spaces into one space and drops a terminal escape, so a name holding a line break (``"a\nb"`` in Python) used to
+read as ``a b``, another name, where ``nsightx show`` prints it as ``a\nb`` (a backslash and an ``n``). Both views
+now read ``a\nb``, and the warning under the table names the unstable rows as the printed one does.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ def results_html(frame: pd.DataFrame, data: ResultData) -> str:
         frame: The result's aggregated DataFrame.
         data: The result (for the caption: function, configs, runs, device and backend).
     """
-    summary = summarize(frame, data.plan.params)
+    summary = summarize(frame, data.plan.params, text=True)  # the printed table's cells (see the module docstring)
     head = "".join(f"<th{_style(summary, h)}>{escape(h)}</th>" for h in summary.header)
     parts = [
         f'<table class="{TABLE_CLASS}">',

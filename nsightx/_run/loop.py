@@ -56,10 +56,12 @@ from nsightx._run.adaptive import STOP_COLUMN, ConfigStopper, FixedRuns, StopRul
 from nsightx._run.backend import Backend, RunOutput, Session
 from nsightx._run.collectors import CollectContext, CollectorLike, CollectResult
 from nsightx._run.device import use_device
+from nsightx._run.environment import checked_environment
 from nsightx._run.lazycall import refuse_lazy
 from nsightx._run.plan import Plan
 from nsightx._run.progress import Progress
 from nsightx._run.thermal import NoGuard, make_guard
+from nsightx._run.unreturned import ENVIRONMENT_KEY, warn_unreturned
 
 BLOCK_MIN_RUNS = 128
 """A config's plain runs go into a run block (:meth:`_Sweep._block_runs`) only when at least this many remain.
@@ -521,13 +523,21 @@ def execute(
             (see :func:`run_loop`); a backend that measures elsewhere never runs it.
 
     Returns:
-        The environment the backend measured in (GPU name, clocks, ...).
+        The environment the backend measured in (GPU name, clocks, ...), with ``UnreturnedRuns`` when the
+        session never handed some measured runs back (see :mod:`nsightx._run.unreturned`).
+
+    Raises:
+        PluginError: the backend's environment is not a mapping of str keys to scalars (see
+            :mod:`nsightx._run.environment`); every run was written to ``sink`` before.
     """
     if backend.measures_elsewhere():
-        return backend.execute(plan, sink)
+        return checked_environment(backend.name, backend.execute(plan, sink))
     with use_device(plan.device), backend.session(plan) as session:
-        run_loop(plan, session, sink, while_waiting=while_waiting)
-        return dict(session.environment())
+        unreturned = run_loop(plan, session, sink, while_waiting=while_waiting)
+        environment = checked_environment(backend.name, session.environment())
+        if unreturned:
+            environment[ENVIRONMENT_KEY] = unreturned
+        return environment
 
 
 def run_loop(
@@ -537,7 +547,7 @@ def run_loop(
     *,
     call: Callable[[Plan, int], Any] | None = None,
     while_waiting: Sequence[Callable[[], None]] = (),
-) -> None:
+) -> int:
     """Run every config (after ``plan.warmup`` discarded runs) until its stop rule says so, feeding ``sink``.
 
     A fixed ``runs=N`` makes exactly N measured runs per config; ``runs="auto"`` (``plan.stop_rule``) asks
@@ -558,14 +568,20 @@ def run_loop(
 
     The loop runs under the process's one-call-at-a-time lock (:mod:`nsightx._run.exclusive`): the profiled
     call that started it holds it; a loop started without one (the ncu worker's child) takes it here.
+
+    Returns:
+        How many measured runs a deferred session never handed back (written with no value; a warning said so
+        once, see :mod:`nsightx._run.unreturned`): 0 for every other session.
     """
     with _exclusive.run_loop_guard(plan.function_name), heap.holding():  # no-ops under a profiled call
         collectors = _Collectors(plan)
         collectors.start()
         try:
-            _Sweep(plan, session, sink, collectors, call or _call_user, while_waiting).run()
+            sweep = _Sweep(plan, session, sink, collectors, call or _call_user, while_waiting)
+            sweep.run()
         finally:
             collectors.stop()
+    return len(sweep.unreturned)
 
 
 class _Sweep:
@@ -597,6 +613,8 @@ class _Sweep:
         """The call's last run when its pending runs are written in batches (a fixed count: the batches end there)."""
         self.waiting: list[Callable[[], None]] = list(while_waiting)
         """What the write of the call's last run does before it waits (see :meth:`_waiting`), then emptied."""
+        self.unreturned: list[tuple[int, int]] = []
+        """(config, run) of each measured run the deferred session left out of its collections, its output empty."""
         self.expect: Callable[[list[RunRow]], None] | None = getattr(sink, "expect_runs", None)
         self.blocked: Callable[[int], None] | None = getattr(sink, "note_blocked", None)
         """What is told how long the last wait blocked after the work done in it (a sink's ``note_blocked``: whether
@@ -618,6 +636,9 @@ class _Sweep:
             for ci in range(len(self.plan.configs)):
                 self._config(ci)
             self._write(collect=self.policy.write_collects)
+            if self.unreturned:  # told once, after the call's last collection (not when a run or the session failed)
+                measured = self.progress.done - len(self.plan.configs) * self.plan.warmup
+                warn_unreturned(self.plan.backend, self.unreturned, measured)
         except OutputError:
             self.pending.clear()  # the sink's file takes nothing more (its error counts what it holds)
             raise
@@ -663,7 +684,7 @@ class _Sweep:
             state, output, values = runner.run(ci, r)
             progress.advance()
             if each_run:
-                output = self.session.collect_runs().get((ci, r), output)
+                output = _collected(self.session.collect_runs(), (ci, r), output, self.unreturned)
             if observe is not None:
                 observe(_records_of(output))
             if fixed is None:
@@ -895,6 +916,7 @@ class _Sweep:
                 self.pending,
                 self.collectors,
                 collect=collect,
+                unreturned=self.unreturned if collect else None,
                 build_ahead=self.build_ahead,
                 waiting=self._waiting() if collect else (),
                 expect=self.expect,
@@ -932,6 +954,7 @@ def _write_pending(
     waiting: Sequence[Callable[[], None]] = (),
     expect: Callable[[list[RunRow]], None] | None = None,
     blocked: Callable[[int], None] | None = None,
+    unreturned: list[tuple[int, int]] | None = None,
 ) -> None:
     """Write finished runs to the sink (collecting a deferred session's outputs first), then forget them.
 
@@ -952,7 +975,7 @@ def _write_pending(
     not written yet, each once, with the output already collected for it (a deferred session hands an output
     back only once: collected again, a run would be written without its measurements). ``waiting``: work done
     before the session is asked for its outputs, while the GPU still works (see :func:`_wait_work`); after it, the
-    time spent blocked on the session's outputs goes to ``blocked``.
+    time spent blocked on the session's outputs goes to ``blocked``; a run left out with no value, to ``unreturned``.
     """
     materialize = collectors.materialize
     rows = [values if isinstance(values, tuple) else tuple(materialize(values)) for *_, values in pending]
@@ -965,7 +988,7 @@ def _write_pending(
             key = (ci, r)
             while key not in outputs and _arrive(arriving, outputs):
                 pass
-            hand(_run_row(ci, r, state, outputs.get(key, output), values))
+            hand(_run_row(ci, r, state, _collected(outputs, key, output, unreturned), values))
             if ahead is not None and done < last and pending[done + 1][0] != ci:  # a config's last run: its columns
                 ahead()
             done += 1
@@ -974,13 +997,47 @@ def _write_pending(
         if waiting and blocked is not None:
             blocked(arriving.ns)
     finally:
-        if done < len(pending):  # a write raised: the runs not handed over keep what was collected for them
-            _drain(arriving, outputs)
-            pending[done:] = [
-                (ci, r, state, outputs.get((ci, r), output), list(values))
-                for (ci, r, state, output, _), values in zip(pending[done:], rows[done:], strict=True)
-            ]
-        del pending[:done]
+        _keep_unwritten(pending, rows, done, arriving, outputs)
+
+
+def _keep_unwritten(
+    pending: list[_Pending],
+    rows: list[tuple[Any, ...]],
+    done: int,
+    arriving: Iterator[tuple[tuple[int, int], RunOutput]],
+    outputs: dict[tuple[int, int], RunOutput],
+) -> None:
+    """Forget the first ``done`` pending runs (written); the others keep what was collected for them, and more.
+
+    Those are left when a write raised: the session's later outputs are read too (:func:`_drain`), so that the
+    clean-up after the error writes each run once, with its output.
+    """
+    if done < len(pending):
+        _drain(arriving, outputs)
+        pending[done:] = [
+            (ci, r, state, outputs.get((ci, r), output), list(values))
+            for (ci, r, state, output, _), values in zip(pending[done:], rows[done:], strict=True)
+        ]
+    del pending[:done]
+
+
+def _collected(
+    outputs: Mapping[tuple[int, int], RunOutput],
+    key: tuple[int, int],
+    output: RunOutput,
+    unreturned: list[tuple[int, int]] | None,
+) -> RunOutput:
+    """Run ``key``'s output in a collection, else ``output`` (``finish_run``'s: for a deferred session nothing).
+
+    A run never handed back whose ``output`` holds no value either is noted in ``unreturned`` (when given: the
+    outputs are a collection's, not those of a loop that did not collect).
+    """
+    got = outputs.get(key)
+    if got is not None:
+        return got
+    if unreturned is not None and not (output.records or output.record_rows):
+        unreturned.append(key)
+    return output
 
 
 def _wait_work(

@@ -5,6 +5,11 @@ Jupyter notebook: there stderr is the kernel's stream, not a TTY, yet the notebo
 place, so the line shows in the cell's output. It shows itself only once the sweep has run for ``delay_s``, so
 short sweeps print nothing. Under ``runs="auto"`` the total counts every config at ``max_runs`` and shrinks as
 configs stop early, so the estimate only improves.
+
+The line counts calls of the function, warm-up calls included (they take time too, so the estimate needs them),
+and says so: ``f: [####] 15/15 calls (3 warm-up), config 3/3`` for 3 configs x 4 runs after 1 warm-up each, where
+the summary line says ``3 config(s) x 4 run(s)``. It used to say ``15/15 runs``: three runs more than were
+measured.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ DELAY_S = 2.0
 
 
 class Progress:
-    """Counts runs (warm-up included) and redraws one line on stderr at most 10 times a second."""
+    """Counts calls (warm-up included) and redraws one line on stderr at most 10 times a second."""
 
     def __init__(self, plan: Plan, *, delay_s: float | None = None, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.total = len(plan.configs) * (plan.runs + plan.warmup)
+        self.warmup = len(plan.configs) * plan.warmup
+        """Warm-up calls among :attr:`total` (none measured)."""
         self.configs = len(plan.configs)
         self.label = plan.function_name
         self.done = 0
@@ -59,8 +66,9 @@ class Progress:
         frac = min(self.done / max(self.total, 1), 1.0)
         bar = "#" * int(frac * 30)
         eta = (now - self.start) / max(frac, 1e-9) * (1 - frac)
+        warmup = f" ({self.warmup} warm-up)" if self.warmup else ""
         self.stream.write(
-            f"\r{self.label}: [{bar:<30}] {self.done}/{self.total} runs, config "
+            f"\r{self.label}: [{bar:<30}] {self.done}/{self.total} calls{warmup}, config "
             f"{self.config + 1}/{self.configs}, ~{eta:.0f}s left "
         )
         self.stream.flush()

@@ -49,7 +49,7 @@ def test_progress_line_follows_the_worker_messages() -> None:
     _sweep(requests, 2, 2, 1)
     progress.close()
     out = stream.getvalue()
-    assert "f: [" in out and "6/6 runs, config 2/2" in out  # warm-up runs count, as in process
+    assert "f: [" in out and "6/6 calls (2 warm-up), config 2/2" in out  # warm-up runs count, as in process
     assert requests.passes == 1 and requests.last is not None and requests.last.finished
 
 

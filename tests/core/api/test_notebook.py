@@ -57,4 +57,4 @@ def test_notebook_shows_the_results_table_and_progress(tmp_path):
     assert "CPU (host backend)" in table
     assert result["data"]["text/plain"].startswith("ProfileResults(")
     stderr = "".join(o["text"] for o in outputs if o["output_type"] == "stream" and o["name"] == "stderr")
-    assert "\rnap: [" in stderr and "12/12 runs, config 2/2" in stderr  # 2 configs x (5 runs + 1 warm-up)
+    assert "\rnap: [" in stderr and "12/12 calls (2 warm-up), config 2/2" in stderr  # 2 configs x (5 runs + 1 warm-up)

@@ -280,16 +280,21 @@ def _sweep(tmp_path: Path, configs: int, runs: int, warmup: int, verbosity: nsig
 def test_the_progress_line_counts_every_call_and_ends_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configs: int, runs: int, warmup: int
 ) -> None:
-    """On a terminal the last line drawn reads configs x (runs + warm-up) of as many, on the last config."""
+    """On a terminal the last line drawn reads configs x (runs + warm-up) calls of as many, on the last config.
+
+    The unit is calls, and the warm-up calls among them are counted: the summary line says ``x 4 run(s)``, and
+    ``15/15 runs`` for 3 configs x 4 runs after a warm-up each read as three runs more than were measured.
+    """
     from nsightx._run import progress
 
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     _sweep(tmp_path, configs, runs, warmup, nsightx.VerbosityLevel.INFO)
-    drawn = [part for part in terminal.getvalue().split("\r") if "runs, config" in part]
+    drawn = [part for part in terminal.getvalue().split("\r") if ", config" in part]
     total = configs * (runs + warmup)
-    assert drawn[-1].startswith(f"f: [{'#' * 30}] {total}/{total} runs, config {configs}/{configs}, ")
+    unit = f"calls ({configs * warmup} warm-up)" if warmup else "calls"
+    assert drawn[-1].startswith(f"f: [{'#' * 30}] {total}/{total} {unit}, config {configs}/{configs}, ")
     assert drawn[-1].split("\n")[0].endswith("s left ") and "\n" in drawn[-1]
     silenced = _Terminal()
     monkeypatch.setattr(sys, "stderr", silenced)
@@ -316,5 +321,5 @@ def test_progress_is_silent_off_a_terminal(tmp_path: Path) -> None:
     """Through a pipe (CI logs) the progress line never shows; the one-line summary alone is on stderr."""
     out = subprocess.run([sys.executable, "-c", PIPED, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "\r" not in out.stderr and "runs, config" not in out.stderr
+    assert "\r" not in out.stderr and "calls" not in out.stderr
     assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("nsightx: f: "), out.stderr

@@ -8,7 +8,9 @@ annotations, metrics, the GPU): markup (``<script>``, ``</td>``), ``&`` and enti
 terminal escapes and very long names. The HTML is parsed back with Python's parser, and:
 
 - the only elements are the table's own (no markup came from a name), the only attributes its styles;
-- every name reads back exactly as written (the parser decodes the escapes), none cut;
+- every name in a cell reads back as the printed table writes it (``cell_text``: a line break as ``\\n``, a tab as
+  ``\\t``, a terminal escape as ``\\x1b``; the parser decodes the HTML escapes), none cut: a browser would
+  collapse the raw characters (``a\\nb`` read as ``a b``, another name);
 - there is one row per frame row, in the frame's order, and its numbers are the printed table's cells
   (``render_text``'s, checked against the frame by ``test_display_reference``);
 - the caption names the function, the number of configs and runs and the device;
@@ -32,6 +34,7 @@ from test_frame_reference import build as build_plain
 import nsightx
 from nsightx._results.profileresults import ProfileResults, build_results
 from nsightx._results.summary import summarize, unstable_warning
+from nsightx._textcell import cell_text
 
 EXAMPLES = int(os.environ.get("NSIGHTX_HTML_EXAMPLES", "40"))
 """Examples per run (more while hunting: ``NSIGHTX_HTML_EXAMPLES=400``)."""
@@ -185,7 +188,7 @@ def check_page(text: str, frame: pd.DataFrame, result: ProfileResults, names: Na
     assert not page.comments, page.comments
     assert page.tags.count("table") == 1 and page.tags.count("tr") == len(frame) + 1, page.tags.count("tr")
     params = names.params
-    summary = summarize(frame, params)
+    summary = summarize(frame, params, text=True)
     assert page.header == list(summary.header), page.header
     assert page.header[1 : 1 + len(params)] == list(params), page.header
     runs = result.data.plan.runs
@@ -197,9 +200,10 @@ def check_page(text: str, frame: pd.DataFrame, result: ProfileResults, names: Na
     assert len(rows) == len(frame), (len(rows), len(frame))
     for cells, row, record in zip(rows, summary.rows, frame.to_dict("records"), strict=True):
         got = dict(zip(page.header, cells, strict=True))
-        assert got["Annotation"] == record["Annotation"], (got["Annotation"], record["Annotation"])
-        assert [got[p] for p in params] == ["-" if record[p] is None else str(record[p]) for p in params], got
-        assert got["Metric"] == record["Metric"], (got["Metric"], record["Metric"])
+        assert got["Annotation"] == cell_text(record["Annotation"]), (got["Annotation"], record["Annotation"])
+        assert [got[p] for p in params] == ["-" if record[p] is None else cell_text(str(record[p])) for p in params]
+        assert got["Metric"] == cell_text(record["Metric"]), (got["Metric"], record["Metric"])
+        assert "\n" not in "".join(cells) and "\t" not in "".join(cells) and "\x1b" not in "".join(cells), cells
         assert cells == list(row.cells), (cells, row.cells)
     warning = unstable_warning(summary)
     assert page.paragraphs == ([] if warning is None else [f"warning: {warning}"]), page.paragraphs
@@ -221,3 +225,21 @@ def test_the_notebook_view_shows_every_row_and_every_name_as_written(named: tupl
         assert "no baseline value" in str(error) or "names no annotation" in str(error), error
         return
     check_page(result._repr_html_(), frame, result, names)
+
+
+def test_a_name_with_a_line_break_reads_in_the_notebook_as_in_the_printed_table() -> None:
+    """``a\\nb`` used to be written raw into its cell, where the browser shows ``a b``: another name than the
+    printed table's ``a\\\\nb``. The two views now hold the same cell text, a tab and an escape sequence alike."""
+    name = "a\nb\tc\x1b[31m"
+
+    @nsightx.analyze.kernel(configs=[()], runs=2, backend="host", verbosity=nsightx.VerbosityLevel.SILENT)
+    def f() -> None:
+        with nsightx.annotate(name):
+            pass
+
+    result = f()
+    page = _Page()
+    page.feed(result._repr_html_())
+    page.close()
+    printed = summarize(result.to_dataframe(), (), text=True).rows[0].cells
+    assert page.rows[1][0] == printed[0] == "a\\nb\\tc\\x1b[31m"

@@ -31,7 +31,7 @@ def test_progress_line_on_a_terminal(plugin_host, monkeypatch):
     monkeypatch.setattr(sys, "stderr", term)
     _sweep(nsightx.VerbosityLevel.INFO)()
     out = term.getvalue()
-    assert "\rf: [" in out and "10/10 runs, config 2/2" in out
+    assert "\rf: [" in out and "10/10 calls (2 warm-up), config 2/2" in out
     assert "nsightx: f: 2 config(s) x 4 run(s)" in out
 
 
@@ -49,7 +49,7 @@ def test_progress_shrinks_total_under_auto(plugin_host, monkeypatch):
 
     f()
     last = term.getvalue().split("\r")[-1]
-    done, total = re.search(r"(\d+)/(\d+) runs", last).groups()
+    done, total = re.search(r"(\d+)/(\d+) calls, config", last).groups()  # warmup=0: no warm-up part
     assert done == total and int(total) < 100
 
 
@@ -63,7 +63,7 @@ def test_silent_and_not_a_terminal_print_no_progress(plugin_host, monkeypatch, c
     monkeypatch.setattr(_progress, "DELAY_S", 0.0)
     _sweep(nsightx.VerbosityLevel.INFO)()
     err = capsys.readouterr().err
-    assert "\r" not in err and "runs, config" not in err
+    assert "\r" not in err and "calls" not in err
 
 
 def test_short_sweeps_stay_quiet(plugin_host, monkeypatch):
