@@ -104,7 +104,10 @@ class InfoCollector:
         scope: When to call it.
         legacy_args: If True, call ``callback`` the nsight-python way: ONCE with no arguments, CONFIG and RUN
             with the config arguments trimmed to its arity, ANNOTATION with ``(annotation, *config)``.
-            If False, call it with one :class:`CollectContext`.
+            If False, call it with one :class:`CollectContext`. Left out (``None``), the callback's signature
+            decides: one that cannot take exactly one argument (``def version()``, ``def size(m, n)``) or that
+            takes ``*args`` is called the nsight-python way, as ``nsight.InfoCollector`` calls it; any other
+            (``lambda ctx: ...``, a builtin) gets the context.
 
     Example:
         >>> InfoCollector("clock", lambda ctx: 1980, CollectionScope.RUN).scope
@@ -117,7 +120,7 @@ class InfoCollector:
         callback: Callable[..., Any],
         scope: CollectionScope | str,
         *,
-        legacy_args: bool = False,
+        legacy_args: bool | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigTypeError(f"collector name must be a non-empty str, got {name!r}")
@@ -126,13 +129,21 @@ class InfoCollector:
         self.name = name
         self.callback = callback
         self.scope = parse_scope(scope, collector=name)
-        self.legacy_args = legacy_args
+        self.legacy_args = not _takes_context(callback) if legacy_args is None else legacy_args
 
     def __repr__(self) -> str:
         return f"InfoCollector({self.name!r}, scope={self.scope.value!r})"
 
-    def collect(self, ctx: CollectContext) -> CollectResult:
-        """Call the callback with the context (or nsight-python's positional arguments)."""
+    def collect(self, ctx: Any = None, *args: Any) -> CollectResult:
+        """Call the callback with the context (or nsight-python's positional arguments).
+
+        Called with anything but one :class:`CollectContext` (``collect()``, ``collect(10, 20)``), it is
+        nsight-python's ``InfoCollector.collect(*args)``: the callback gets no argument at ONCE scope, else those
+        arguments as they are, whatever ``legacy_args`` says.
+        """
+        if not isinstance(ctx, CollectContext) or args:
+            given = () if ctx is None and not args else (ctx, *args)
+            return self.callback() if self.scope is CollectionScope.ONCE else self.callback(*given)
         if not self.legacy_args:
             return self.callback(ctx)
         if self.scope is CollectionScope.ONCE:
@@ -207,6 +218,26 @@ def parse_scope(scope: CollectionScope | str, collector: str | None = None) -> C
             f"{sorted(s.value for s in CollectionScope)} or a CollectionScope."
         )
         raise ConfigError(f"{their} Use nsightx.CollectionScope.RUN (or another member) or its value") from None
+
+
+def _takes_context(callback: Callable[..., Any]) -> bool:
+    """Whether ``callback`` is written for one :class:`CollectContext` rather than nsight-python's arguments.
+
+    A callback that cannot be called with exactly one positional argument (no parameter, or two required ones)
+    is nsight-python's (a context call could only raise), and so is one with ``*args`` (nsight-python's own
+    example, ``def sum_args(*args)``). One required positional parameter is taken as the context, nsightx's form;
+    a signature that cannot be read (some builtins) too.
+    """
+    try:
+        params = list(inspect.signature(callback).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    keyword_required = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    return len(required) == 1 and not keyword_required
 
 
 def _trim_to_arity(callback: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
