@@ -9,6 +9,8 @@
 #                                      script (tests/fixtures/scripts) on ncu and cupti, ncu's metric list,
 #                                      ncu_overhead.json; bench.log has each step's output
 #   bash benchmarks/run_gpu.sh examples  NVIDIA's nsight-python examples (EXAMPLES=their examples/ folder)
+#   bash benchmarks/run_gpu.sh nsptests  NVIDIA's nsight-python unit tests (NSP_TESTS=their tests/ folder), on
+#                                      "auto" then on ncu (nsptests.log, nsptests-ncu.log)
 #   bash benchmarks/run_gpu.sh overhead  issue 13's benchmark (BEFORE_TREE=older code to compare with) and the
 #                                      cupti GPU tests; overhead.log has each step's output
 #   bash benchmarks/run_gpu.sh learn   api_tracing="learn" against "always" (issue 13): the cupti GPU tests, then
@@ -109,6 +111,17 @@ stage_examples() {
   EXAMPLES_TIMEOUT=${EXAMPLES_TIMEOUT:-420} bash "$ROOT/benchmarks/nsight_python_examples.sh" "$EXAMPLES" \
     "$OUT/examples.log" > /dev/null 2>&1
   grep -E "PASSED|FAILED|ERROR|SKIPPED|rc=" "$OUT/examples.log" | tail -20
+}
+
+stage_nsptests() {
+  # NVIDIA's nsight-python unit tests (NSP_TESTS=their tests/ folder, not kept in this repository), each file in its
+  # own process, first with "auto" then with ncu activated (nsight-python always runs ncu)
+  [ -n "${NSP_TESTS:-}" ] || { echo "nsptests: set NSP_TESTS=path/to/nsight-python/tests" >&2; return 2; }
+  NSP_TESTS_TIMEOUT=${NSP_TESTS_TIMEOUT:-240} bash "$ROOT/benchmarks/nsight_python_tests.sh" "$NSP_TESTS" \
+    "$OUT/nsptests.log" > /dev/null 2>&1
+  NSP_TESTS_ACTIVATE=ncu NSP_TESTS_TIMEOUT=${NSP_TESTS_TIMEOUT:-240} bash "$ROOT/benchmarks/nsight_python_tests.sh" \
+    "$NSP_TESTS" "$OUT/nsptests-ncu.log" > /dev/null 2>&1
+  grep -hE "^pytest .* rc=|passed|failed" "$OUT/nsptests.log" "$OUT/nsptests-ncu.log" | tail -40
 }
 
 stage_overhead() {
@@ -432,6 +445,7 @@ for stage in "$@"; do
     tests) stage_tests ;;
     bench) stage_bench ;;
     examples) stage_examples ;;
+    nsptests) stage_nsptests ;;
     overhead) stage_overhead ;;
     learn) stage_learn ;;
     pairs) stage_pairs ;;
@@ -445,7 +459,7 @@ for stage in "$@"; do
     phases) stage_phases ;;
     oneshot) stage_oneshot ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [oneshot]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [nsptests] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [oneshot]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
