@@ -95,6 +95,10 @@ class CollectorLike(Protocol):
         ...
 
 
+_NO_ARGUMENT: Any = object()
+"""``InfoCollector.collect()`` called with no argument (nsight-python's form for a ONCE collector)."""
+
+
 class InfoCollector:
     """A named callable run at a given scope.
 
@@ -134,15 +138,15 @@ class InfoCollector:
     def __repr__(self) -> str:
         return f"InfoCollector({self.name!r}, scope={self.scope.value!r})"
 
-    def collect(self, ctx: Any = None, *args: Any) -> CollectResult:
+    def collect(self, ctx: Any = _NO_ARGUMENT, *more: Any) -> CollectResult:
         """Call the callback with the context (or nsight-python's positional arguments).
 
         Called with anything but one :class:`CollectContext` (``collect()``, ``collect(10, 20)``), it is
         nsight-python's ``InfoCollector.collect(*args)``: the callback gets no argument at ONCE scope, else those
         arguments as they are, whatever ``legacy_args`` says.
         """
-        if not isinstance(ctx, CollectContext) or args:
-            given = () if ctx is None and not args else (ctx, *args)
+        if not isinstance(ctx, CollectContext) or more:
+            given = () if ctx is _NO_ARGUMENT else (ctx, *more)
             return self.callback() if self.scope is CollectionScope.ONCE else self.callback(*given)
         if not self.legacy_args:
             return self.callback(ctx)

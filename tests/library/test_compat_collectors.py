@@ -20,6 +20,7 @@ def test_collect_takes_nsight_pythons_arguments() -> None:
     assert InfoCollector("C", lambda x, y: x + y, CollectionScope.CONFIG).collect(10, 20) == 30
     assert InfoCollector("S", lambda *a: sum(a), CollectionScope.CONFIG).collect(1, 2, 3, 4, 5) == 15
     assert InfoCollector("R", lambda v: v * 2, CollectionScope.RUN).collect(21) == 42
+    assert InfoCollector("N", lambda v: [v], CollectionScope.RUN).collect(None) == [None]
 
 
 def _version() -> str:
