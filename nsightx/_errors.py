@@ -173,6 +173,25 @@ class OutputError(NsightxError, OSError):
         return (type(self), self.args, {**self.__dict__, "errno": self.errno})
 
 
+def did_you_mean(name: object, known: Sequence[str]) -> str:
+    """``"did you mean 'host'?"`` for a misspelt name, or ``""`` when nothing in ``known`` is close.
+
+    A name that differs only in case or surrounding spaces (``'Host'``, ``'ncu '``) is matched first; then
+    :func:`difflib.get_close_matches` (at most two, similarity 0.6 or more). difflib is imported here, only
+    when a message is being made.
+    """
+    if not isinstance(name, str):
+        return ""
+    folded = {k.lower(): k for k in known}
+    exact = folded.get(name.strip().lower())
+    if exact is not None:
+        return f"did you mean {exact!r}?"
+    import difflib
+
+    near = difflib.get_close_matches(name.strip().lower(), list(folded), n=2, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(folded[n]) for n in near)}?" if near else ""
+
+
 def os_error_text(error: OSError) -> str:
     """The system's text of ``error`` and its errno's name, as messages show it.
 

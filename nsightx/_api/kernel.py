@@ -21,7 +21,7 @@ from nsightx._api.sigterm import reported_sigterm, stop_cause
 from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
 from nsightx._enums import VerbosityLevel
-from nsightx._errors import ConfigError, CounterPermissionError, NsightxError, OutputError
+from nsightx._errors import ConfigError, CounterPermissionError, NsightxError, OutputError, did_you_mean
 from nsightx._pluginhost.plugins import PluginHost, default_host
 from nsightx._remote.engines import check_alone, check_executor, engine_for
 from nsightx._remote.task import Measured
@@ -656,9 +656,9 @@ def kernel(_func: Callable[..., Any] | None = None, *, configs: Any = None, **op
     """
     unknown = sorted(set(options) - set(ProfileSpec.model_fields))
     if unknown:
-        raise ConfigError(
-            f"unknown option(s) for analyze.kernel: {unknown}; accepted: configs, {', '.join(ProfileSpec.model_fields)}"
-        )
+        accepted = ["configs", *ProfileSpec.model_fields]
+        hints = "".join(f" ({u!r}: {hint})" for u in unknown if (hint := did_you_mean(u, accepted)))
+        raise ConfigError(f"unknown option(s) for analyze.kernel: {unknown}{hints}; accepted: {', '.join(accepted)}")
     spec = build_spec(**options)
 
     def decorate(fn: Callable[..., Any]) -> ProfiledFunction:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
-from nsightx._errors import ConfigError, PluginError
+from nsightx._errors import ConfigError, PluginError, did_you_mean
 from nsightx._pluginhost import hookspecs as _hookspecs
 from nsightx._pluginhost.backendtable import BackendTable, DeferredBackend
 from nsightx._pluginhost.registrars import BackendRegistrar, CollectorRegistrar
@@ -309,7 +309,9 @@ class PluginHost:
         self.load()
         if name not in self.backends:
             known = ", ".join(sorted(self.backends)) or "none"
-            raise ConfigError(f"unknown backend {name!r}; registered backends: {known}, or 'auto'")
+            hint = did_you_mean(name, [*self.backends, "auto"])
+            hint = f" ({hint})" if hint else ""
+            raise ConfigError(f"unknown backend {name!r}{hint}; registered backends: {known}, or 'auto'")
         try:
             return self.backends[name]
         except KeyError as e:  # a deferred class that failed to import (load_errors has it; a warning said so)

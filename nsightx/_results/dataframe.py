@@ -868,7 +868,7 @@ def aggregate_source(
     plan = data.plan
     t = table if table is not None else table_of(data)
     if t.n == 0:
-        return functools.partial(pd.DataFrame, columns=["Annotation", "Metric", *plan.params, "AvgValue"])
+        return functools.partial(pd.DataFrame, columns=_empty_columns(plan.params, plan.normalize_against))
     if pieces is None:
         pieces = frame_pieces(t)
     groups = pieces.groups
@@ -905,6 +905,22 @@ def aggregate_source(
         return functools.partial(frame_of, {**front, **params, **out}, groups.count)
     parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
     return functools.partial(pd.concat, parts, axis=1)  # a parameter named like a column: both kept, as before
+
+
+def _empty_columns(params: Sequence[str], normalize_against: str | None) -> list[str]:
+    """The columns of a result that holds no run (a sweep stopped in its first run, every run unreturned).
+
+    The same columns a measured result has, in its order, so that ``df[["n", "AvgValue", "CI95_Upper"]]`` and
+    :func:`~nsightx.filter_flags` work on it as on any other (collector and ``Device`` columns, known only from
+    values, are left out).
+    """
+    stats = [name for name, _ in _MOMENTS]
+    normalized = ["Normalized", "NormalizationValue"] if normalize_against is not None else ["Normalized"]
+    return [
+        *("Annotation", "Metric", *params, *stats, "NumRuns", "Kernel", *_ENV_COLUMNS, "Unit"),
+        *("CI95_Lower", "CI95_Upper", "RelativeStdDevPct", "StableMeasurement", "Flags", *normalized),
+        *("Geomean", "Tool"),
+    ]
 
 
 def _value_stats(data: ResultData, t: ResultTable, groups: Groups, joint: Moments | None = None) -> dict[str, Any]:

@@ -384,5 +384,5 @@ def filter_flags(
         )
     want, drop = _flag_names(include, "include"), _flag_names(exclude, "exclude")
     cells = [parse_cell(c) for c in frame["Flags"]]
-    mask = [want <= c and not (drop & c) and (not clean or not c) for c in cells]
-    return frame[mask].copy()
+    keep = [i for i, c in enumerate(cells) if want <= c and not (drop & c) and (not clean or not c)]
+    return frame.iloc[keep].copy()  # by position: frame[[]] (an empty frame's mask) would select no column

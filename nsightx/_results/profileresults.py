@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nsightx._errors import ConfigError, IncompleteResultWarning, OutputError, ResultSchemaError, os_error_text
+from nsightx._errors import (
+    ConfigError,
+    ConfigTypeError,
+    IncompleteResultWarning,
+    OutputError,
+    ResultSchemaError,
+    os_error_text,
+)
 from nsightx._plot.plotoptions import DISTRIBUTIONS
 from nsightx._plot.render import plot_frame
 from nsightx._plot.roofchart import draw_roofline
@@ -503,6 +511,11 @@ def load(path: str | Path) -> ProfileResults:
             the line, and what was expected); or it was written by a newer schema; or it is a raw file with a
             damaged line.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise ConfigTypeError(
+            f"nsightx.load needs a file path (str or pathlib.Path), got {type(path).__name__} {path!r}; give the "
+            "path of a result-*.parquet, a saved .json or a raw_data-*.jsonl file"
+        )
     p = Path(path)
     try:
         with p.open("rb") as file:  # a Parquet file is read by Arrow from here on: no whole copy of it held

@@ -40,7 +40,13 @@ class annotate:
 
     def __init__(self, name: str, ignore_failures: bool = False) -> None:
         if not isinstance(name, str) or not name:
-            raise ConfigTypeError(f"annotate() needs a non-empty str name, got {name!r}")
+            bare = " (used as @annotate without a name? write @nsightx.annotate('name'))" if callable(name) else ""
+            raise ConfigTypeError(f"annotate() needs a non-empty str name, got {name!r}{bare}")
+        if not _is_bool(ignore_failures):  # a truthy "no" or "False" would swallow every exception of the region
+            raise ConfigTypeError(
+                f"annotate({name!r}) needs ignore_failures=True or False, got {type(ignore_failures).__name__} "
+                f"{ignore_failures!r}"
+            )
         if not name.isascii():
             _check_utf8(name)
         self.name = name
@@ -113,3 +119,9 @@ def _check_utf8(name: str) -> None:
             f"annotate() name {name!r} holds {name[e.start : e.end]!r} at position {e.start}, which is not valid "
             "text (a lone surrogate) and cannot be written to the result files; give a name of valid characters"
         ) from None
+
+
+def _is_bool(value: object) -> bool:
+    """Whether ``value`` is a ``bool`` or a NumPy bool scalar (``np.True_``), never a str or a number."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))

@@ -78,7 +78,7 @@ def normalize(shape: FunctionShape, configs: Iterable[Any], function: str = "fun
         else:
             raise ConfigError(
                 f"config {item!r} is a single value but {_fname(shape)} takes {n} parameters; "
-                "give each config as a tuple of positional values"
+                f"give each config as a tuple of positional values{_method_hint(shape)}"
             )
     lengths = sorted({len(r) for r in rows})
     if len(lengths) > 1:
@@ -100,7 +100,7 @@ def normalize(shape: FunctionShape, configs: Iterable[Any], function: str = "fun
         counts = f"each config gives {k} value(s) and {function}({names}) takes {expects}" if lazy else ""
         raise ConfigError(  # nsight-python's sentence for a list already has the counts: only the signature is new
             f"{first}: {counts or f'{function}({names})'}; give one value per parameter (trailing parameters with "
-            "defaults may be left out)"
+            f"defaults may be left out){_method_hint(shape)}"
         )
     _check_text(rows)
     return tuple(r + shape.defaults[k:] for r in rows)
@@ -152,6 +152,23 @@ def _check_container(configs: object) -> None:
 def _short(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _method_hint(shape: FunctionShape) -> str:
+    """A hint for a decorated method: ``obj.method()`` passes no ``self`` to a profiled function.
+
+    A profiled function is not bound to an instance (nsight-python's is not either), so a method's ``self``
+    is one more parameter that the configs would have to fill; the configs' count error alone sends the user
+    looking for a mistake in the values.
+    """
+    if not shape.names or shape.names[0] not in ("self", "cls"):
+        return ""
+    first = shape.names[0]
+    return (
+        f". Its first parameter is {first!r}: analyze.kernel does not bind methods (obj.method() passes no "
+        f"{first}), so decorate a function that calls the method instead, e.g. @nsightx.analyze.kernel(...) "
+        "def run(n): obj.method(n)"
+    )
 
 
 def _fname(shape: FunctionShape) -> str:
