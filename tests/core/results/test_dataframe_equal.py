@@ -50,6 +50,10 @@ def test_frames_equal_those_of_the_row_by_row_code(
     expected = json.loads((FRAMES / f"{case}.frames.json").read_text(encoding="utf-8"))[frame]
     results = ProfileResults(load_result(FRAMES / f"{case}.result.json"))
     actual = getattr(results, frame)()
+    if frame == "to_dataframe" and not len(actual):  # since hunt22u a result of no runs has every documented column
+        names = [col["name"] for col in expected]  # (test_misuse_reference): d6b4a1c's four come first, as they were
+        assert list(actual.columns)[: len(names)] == names and len(actual.columns) > len(names)
+        actual = actual[names]
     if frame == "to_dataframe" and len(actual):
         _check_new_rule(results, actual, expected)
         actual = actual.drop(columns=list(_NEW_RULE))

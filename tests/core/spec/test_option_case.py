@@ -60,8 +60,8 @@ def test_an_upper_case_call_records_and_flags_what_the_lower_case_one_does(tmp_p
         results[label] = f()
     upper, lower = results["upper"], results["lower"]
     assert upper.data.plan.cache_control == lower.data.plan.cache_control == "none"
-    assert all("warm" in flags for flags in upper.to_dataframe()["Flags"]), "the caches were not flushed: warm"
-    assert upper.to_dataframe()["Flags"].tolist() == lower.to_dataframe()["Flags"].tolist()
+    for res in (upper, lower):  # the flag the option sets; the timing flags (short, unstable) differ between calls
+        assert all("warm" in flags.split(",") for flags in res.to_dataframe()["Flags"]), "caches not flushed: warm"
     saved = nsightx.load(str(next((tmp_path / "upper").glob("result-*"))))
     assert saved.data.plan.cache_control == "none"
     assert saved.to_dataframe()["Flags"].tolist() == upper.to_dataframe()["Flags"].tolist()
