@@ -21,6 +21,7 @@ result drops too; failed regions (NaN) are skipped.
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -201,8 +202,10 @@ def build_rule(runs: object, **options: object) -> StopRule:
             target_ci_pct=_positive("target_ci_pct", given.get("target_ci_pct", defaults.target_ci_pct)),
             time_budget_s=_positive("time_budget_s", given.get("time_budget_s", defaults.time_budget_s)),
         )
-    if isinstance(runs, bool) or not isinstance(runs, int):
+    count = whole_number(runs)
+    if count is None:
         raise ConfigTypeError(f"runs must be an int >= 1 or 'auto', got {type(runs).__name__} {runs!r}")
+    runs = count
     if runs < 1:
         raise ConfigError(f"runs must be >= 1 or 'auto', got {runs}")
     if given:
@@ -213,13 +216,37 @@ def build_rule(runs: object, **options: object) -> StopRule:
     return FixedRuns(runs)
 
 
+def whole_number(value: object) -> int | None:
+    """``value`` as a plain int when it is a whole number: an int or an integer scalar; else None.
+
+    An integer scalar (``numpy.int64``) is read through ``__index__``; a bool never counts (``numpy.bool_`` has
+    no ``__index__``). nsight-python does not check ``runs``, so ``runs=np.int64(10)`` from a user's sweep code
+    ran there; the count is kept as a plain int, which the saved plan and the columns hold.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if getattr(type(value), "__index__", None) is None:
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]  # it has __index__ (checked above)
+    except TypeError:
+        return None
+
+
 def int_option(option: str, value: object, minimum: int) -> int:
-    """``value`` when it is an int (not a bool) of at least ``minimum``; else a ConfigTypeError / ConfigError."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as an int when it is a whole number (:func:`whole_number`) of at least ``minimum``.
+
+    Raises:
+        ConfigTypeError: not a whole number. ConfigError: below ``minimum``.
+    """
+    number = whole_number(value)
+    if number is None:
         raise ConfigTypeError(f"{option} must be an int >= {minimum}, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{option} must be >= {minimum}, got {value}")
-    return value
+    if number < minimum:
+        raise ConfigError(f"{option} must be >= {minimum}, got {number}")
+    return number
 
 
 def _positive(option: str, value: object) -> float:

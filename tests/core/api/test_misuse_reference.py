@@ -280,3 +280,23 @@ def test_functools_partial_lambda_and_staticmethod_are_profiled():
     assert body.calls == 3 * 4
     for r in results:
         assert r.to_dataframe()["NumRuns"].tolist() == [2, 2]
+
+
+def test_numpy_integer_counts_are_taken_as_ints_and_numpy_bools_and_floats_are_not() -> None:
+    """nsight-python does not check ``runs``: a count taken from NumPy (``np.int64``) ran there, so it runs here,
+    kept as a plain int; a NumPy bool or float is refused as a bool or float is."""
+    np = pytest.importorskip("numpy")
+
+    @nsightx.analyze.kernel(
+        configs=[(1,)], runs=np.int64(3), warmup=np.uint8(0), backend="host", verbosity=nsightx.VerbosityLevel.SILENT
+    )
+    def f(n: int) -> None:
+        with nsightx.annotate("a"):
+            pass
+
+    result = f()
+    assert result.to_dataframe()["NumRuns"].tolist() == [3]
+    assert type(result.data.plan.runs) is int and result.data.plan.warmup == 0
+    for bad in (np.bool_(True), np.float64(3.0)):
+        with pytest.raises(ConfigTypeError, match="runs must be an int"):
+            nsightx.analyze.kernel(configs=[(1,)], runs=bad, backend="host")(lambda n: None)
