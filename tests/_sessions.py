@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -11,6 +11,7 @@ from nsightx_host import HostBackend, HostSession
 import nsightx
 from nsightx._run.backend import RunOutput, Session
 from nsightx._run.thermal import ThermalReading
+from nsightx.ext import Availability, Backend, Capabilities
 
 
 class Cool:
@@ -78,3 +79,25 @@ class DeferredPlugin:
     @nsightx.hookimpl
     def nsightx_register_backends(self, register: Any) -> None:
         register(DeferredHostBackend)
+
+
+def session_backend(name: str, metric: str, make_session: Callable[[], Session]) -> type[Backend]:
+    """A CPU backend ``name`` of the one ``metric``, always available, measuring with a new ``make_session()``.
+
+    The test doubles of a backend's session contract (a deferred session that drops runs, one whose environment
+    is wrong, ...) are registered through it, so each test writes only the session it is about.
+    """
+
+    class SessionBackend(Backend):
+        capabilities = Capabilities(metrics=frozenset({metric}), default_metrics=(metric,), needs_gpu=False)
+
+        @classmethod
+        def availability(cls) -> Availability:
+            return Availability(available=True)
+
+        @contextmanager
+        def session(self, plan: Any) -> Iterator[Session]:
+            yield make_session()
+
+    SessionBackend.name = name
+    return SessionBackend

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from _sessions import session_backend
 
 import nsightx
 from nsightx._results import rowparts
 from nsightx._run import context
-from nsightx.ext import Availability, Backend, Capabilities, RegionId, RunOutput, Session, new_record
+from nsightx.ext import RegionId, RunOutput, Session, new_record
 
 METRIC = "sim__span"
 
@@ -67,27 +67,11 @@ class IncrementalSession(MappingSession):
         return self._read()
 
 
-def _backend(name: str, session: type[Session]) -> type[Backend]:
-    class Sim(Backend):
-        capabilities = Capabilities(metrics=frozenset({METRIC}), default_metrics=(METRIC,), needs_gpu=False)
-
-        @classmethod
-        def availability(cls) -> Availability:
-            return Availability(available=True)
-
-        @contextmanager
-        def session(self, plan: Any) -> Iterator[Session]:
-            yield session()
-
-    Sim.name = name
-    return Sim
-
-
 class Plugin:
     @nsightx.hookimpl
     def nsightx_register_backends(self, register: Any) -> None:
-        register(_backend("sim_mapping", MappingSession))
-        register(_backend("sim_incremental", IncrementalSession))
+        register(session_backend("sim_mapping", METRIC, MappingSession))
+        register(session_backend("sim_incremental", METRIC, IncrementalSession))
 
 
 def _call(backend: str, folder: Path) -> Any:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _sessions import session_backend
 
 import nsightx
-from nsightx.ext import Availability, Backend, Capabilities, RegionId, RunOutput, Session, new_record, read_raw
+from nsightx.ext import RegionId, RunOutput, Session, new_record, read_raw
 
 METRIC = "env__value"
 
@@ -47,17 +47,7 @@ class EnvSession(Session):
         return ENVIRONMENT["value"]
 
 
-class EnvBackend(Backend):
-    name = "env_contract"
-    capabilities = Capabilities(metrics=frozenset({METRIC}), default_metrics=(METRIC,), needs_gpu=False)
-
-    @classmethod
-    def availability(cls) -> Availability:
-        return Availability(available=True)
-
-    @contextmanager
-    def session(self, plan: Any) -> Iterator[Session]:
-        yield EnvSession()
+EnvBackend = session_backend("env_contract", METRIC, EnvSession)
 
 
 class Plugin:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from _sessions import DeferredHost
+from _sessions import DeferredHost, session_backend
 
 import nsightx
 from nsightx._results.sink import RunSink
 from nsightx._run.loop import run_loop
 from nsightx._run.plan import Plan
-from nsightx.ext import Availability, Backend, Capabilities, RegionId, RunOutput, Session, new_record
+from nsightx.ext import RegionId, RunOutput, Session, new_record
 
 METRIC = "drop__value"
 
@@ -71,27 +70,11 @@ class IncrementalDroppingSession(DroppingSession):
         return self._read()
 
 
-def _backend(name: str, session: type[Session]) -> type[Backend]:
-    class Dropping(Backend):
-        capabilities = Capabilities(metrics=frozenset({METRIC}), default_metrics=(METRIC,), needs_gpu=False)
-
-        @classmethod
-        def availability(cls) -> Availability:
-            return Availability(available=True)
-
-        @contextmanager
-        def session(self, plan: Any) -> Iterator[Session]:
-            yield session()
-
-    Dropping.name = name
-    return Dropping
-
-
 class Plugin:
     @nsightx.hookimpl
     def nsightx_register_backends(self, register: Any) -> None:
-        register(_backend("drop_mapping", DroppingSession))
-        register(_backend("drop_incremental", IncrementalDroppingSession))
+        register(session_backend("drop_mapping", METRIC, DroppingSession))
+        register(session_backend("drop_incremental", METRIC, IncrementalDroppingSession))
 
 
 @pytest.fixture
