@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 import par_workload
 import pytest
+import test_sweep_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,23 +37,7 @@ import nsightx
 distributed = pytest.importorskip("distributed")
 
 SILENT = nsightx.VerbosityLevel.SILENT
-TIMED = {
-    "Value",
-    "AvgValue",
-    "MedianValue",
-    "StdDev",
-    "MinValue",
-    "MaxValue",
-    "CI95_Lower",
-    "CI95_Upper",
-    "RelativeStdDevPct",
-    "StableMeasurement",
-    "Flags",
-    "Geomean",
-    "NormalizationValue",
-    "Device",
-    "Host",
-}
+TIMED = test_sweep_reference.TIMED | {"NormalizationValue", "Device", "Host"}
 """Columns that follow from the host times, or name where a config was measured."""
 
 
