@@ -14,7 +14,6 @@ line's count includes the warm-up calls (the progress module's docstring says it
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import io
 import json
@@ -34,9 +33,9 @@ import pytest
 from _synthetic import make_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_cli_reference import _cli
 
 import nsightx
-from nsightx.cli import main
 
 EXAMPLES = int(os.environ.get("NSIGHTX_REFERENCE_EXAMPLES", "25"))
 """Examples per run (more while hunting: ``NSIGHTX_REFERENCE_EXAMPLES=1500``)."""
@@ -49,14 +48,6 @@ VALUES = st.one_of(
     st.floats(min_value=1e-6, max_value=1e12),
     st.sampled_from([*EDGES, math.inf, -math.inf, math.nan]),
 )
-
-
-def _cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        status = main(argv)
-    return status, out.getvalue(), err.getvalue()
 
 
 def _nsightx(*argv: str) -> subprocess.CompletedProcess[str]:
