@@ -74,18 +74,30 @@ def to_scalar(value: object) -> Scalar:
     """
     if value is None or isinstance(value, _SCALAR_TYPES):
         return value
-    item = getattr(value, "item", None)
-    if callable(item):
-        try:
-            plain = item()
-        except Exception:  # a tensor of several values, an item() that wants arguments: the float/str rule below
-            plain = None
-        if isinstance(plain, _SCALAR_TYPES):
-            return plain
+    plain = item_scalar(value)
+    if plain is not None:
+        return plain
     try:
         return float(value)  # type: ignore[arg-type]  # numpy scalars, 0-d tensors
     except (TypeError, ValueError):
         return str(value)
+
+
+def item_scalar(value: object) -> int | float | str | None:
+    """The scalar ``value.item()`` gives (a numpy scalar, a 0-d tensor: exactly, a bool a bool); else None.
+
+    None also where there is no ``item()``, or it raised (a tensor of several values, an ``item()`` that wants
+    arguments), or gave no scalar. :func:`to_scalar` (collector values) and the backend environment's check
+    (:mod:`nsightx._run.environment`) both read numpy scalars through it.
+    """
+    item = getattr(value, "item", None)
+    if not callable(item):
+        return None
+    try:
+        plain = item()
+    except Exception:
+        return None
+    return plain if isinstance(plain, _SCALAR_TYPES) else None
 
 
 class RunValues(Mapping[str, Scalar]):

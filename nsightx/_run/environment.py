@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from nsightx._errors import PluginError
 from nsightx._results.records import Scalar
-from nsightx._results.rows import PLAIN_TYPES
+from nsightx._results.rows import PLAIN_TYPES, item_scalar
 
 _ACCEPTED = "str, int, float, bool or None (a numpy scalar or 0-d tensor is taken as its item())"
 """What an environment value may be, as the error says it."""
@@ -46,14 +46,9 @@ def checked_environment(backend: str, environment: object) -> dict[str, Scalar]:
 
 def _scalar(backend: str, key: str, value: object) -> Scalar:
     """A value that is no plain scalar: its ``item()``'s plain scalar, or a plain copy of a scalar subclass."""
-    item = getattr(value, "item", None)
-    if callable(item):
-        try:
-            plain = item()
-        except Exception:  # an array of several values, an item() that wants arguments: refused below
-            plain = value
-        if type(plain) in PLAIN_TYPES:
-            return plain  # checked: a plain scalar
+    plain = item_scalar(value)
+    if type(plain) in PLAIN_TYPES and plain is not None:
+        return plain  # checked: a plain scalar
     for kind in (bool, int, float, str):  # a subclass (an IntEnum, a str subclass): its plain value
         if isinstance(value, kind):
             return kind(value)
