@@ -482,7 +482,7 @@ def _output_prefix(value: object) -> str | None:
         return None
     hint = "give a folder ('out/' or pathlib.Path('out')) or a folder plus file-name prefix as a str ('out/exp1_')"
     folder = isinstance(value, os.PathLike)
-    if folder:
+    if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
         raise ConfigTypeError(
