@@ -7,15 +7,8 @@ set -u
 src=$(cd "$1" && pwd); log=$2; shift 2
 work=$(mktemp -d)
 cp -r "$src" "$work/examples"
-mkdir -p "$work/shim/nsight"
-cat > "$work/shim/nsight/__init__.py" <<'PY'
-"""`import nsight` gives nsightx itself, so nsight-python code runs unchanged on nsightx."""
-import sys
-
-import nsightx
-
-sys.modules[__name__] = nsightx
-PY
+. "$(dirname "$0")/nsight_shim.sh"  # nsight_shim: the `nsight` package that is nsightx
+nsight_shim "$work/shim"
 cd "$work" || exit 1
 {
   echo "# nsight-python examples through nsightx ($(date -u)); examples from github NVIDIA/nsight-python"

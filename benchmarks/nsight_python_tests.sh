@@ -13,18 +13,8 @@ set -u
 src=$(cd "$1" && pwd); log=$2; shift 2
 work=$(mktemp -d)
 cp -r "$src" "$work/tests"
-mkdir -p "$work/shim/nsight"
-cat > "$work/shim/nsight/__init__.py" <<'PY'
-"""`import nsight` gives nsightx itself, so nsight-python code runs unchanged on nsightx."""
-import os
-import sys
-
-import nsightx
-
-if os.environ.get("NSP_TESTS_ACTIVATE") == "ncu":
-    nsightx.activate(nsightx.Tool.NCU)
-sys.modules[__name__] = nsightx
-PY
+. "$(dirname "$0")/nsight_shim.sh"  # nsight_shim: the `nsight` package that is nsightx
+nsight_shim "$work/shim" activate
 cd "$work" || exit 1
 export PYTHONPATH="$work/shim:$work/tests:${PYTHONPATH:-}"
 {

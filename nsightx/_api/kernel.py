@@ -17,7 +17,7 @@ from nsightx._api.callfacts import CallFacts
 from nsightx._api.counters import Side, counter_spec, join_sides, without_counters
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
 from nsightx._api.parallel import run_parallel
-from nsightx._api.sigterm import reported_sigterm, stop_cause
+from nsightx._api.sigterm import Terminated, reported_sigterm, stop_cause
 from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
 from nsightx._enums import VerbosityLevel
@@ -523,8 +523,11 @@ class ProfiledFunction:
                 self._ahead.update(getattr(sink, "ahead_ns", None), getattr(sink, "blocked_ns", None))
                 return environment
             except BaseException as e:
-                if self.spec.verbosity >= VerbosityLevel.INFO and sink.measured:
-                    print(stopped_line(self.name, e, sink.measured, location), file=sys.stderr)  # not when none
+                if self.spec.verbosity >= VerbosityLevel.INFO:
+                    line = stopped_line(self.name, e, sink.measured, location) if sink.measured else None
+                    line = line or nothing_measured_line(self.name, e, location)
+                    if line:  # an error's traceback says the rest; none when no run completed but a file was left
+                        print(line, file=sys.stderr)
                 raise
             finally:
                 sink.close()
@@ -611,6 +614,21 @@ def stopped_line(
     if isinstance(error, OutputError):  # more runs may have completed than the file holds: count what it holds
         return f"nsightx: {function} {what}; {runs} run(s) saved in {raw}; {load}"
     return f"nsightx: {function} {what} after {runs} completed run(s), saved in {raw}; {load}"
+
+
+def nothing_measured_line(function: str, error: BaseException, location: OutputLocation | None) -> str | None:
+    """The line printed when Ctrl-C or SIGTERM stops a call with ``output_prefix`` before any run completed.
+
+    Its raw file holds the sweep's header and no run; the interrupt's traceback says nothing of it, so the line
+    says that nothing was measured (``nsightx.load`` of the file gives a result of no run). An exception from the
+    function stops it silently there (its traceback says why; nothing was lost), as does a call without a file.
+    """
+    if location is None or not isinstance(error, (KeyboardInterrupt, Terminated)):
+        return None
+    return (
+        f"nsightx: {function} {stop_cause(error)} before any run completed; nothing was measured "
+        f"({location.raw} holds the sweep's plan and no run)"
+    )
 
 
 @overload

@@ -124,6 +124,8 @@ def measure(
     label = name if name is not None else _name(fn)
     if not isinstance(label, str) or not label:
         raise ConfigTypeError(f"measure's name must be a non-empty str, got {label!r}")
+    if label.isspace():  # annotate() would refuse it in the first run; say it before any run
+        raise ConfigError(f"measure's name {label!r} is only whitespace; give the region a visible name")
     baseline = options.get("normalize_against")
     if isinstance(baseline, str) and baseline != label:  # the one region is known: no run needed to find it missing
         raise ConfigError(

@@ -471,9 +471,10 @@ def _raw_results(
     runs.sort(key=lambda r: (r.config, r.run))  # configs of parallel_devices come back in completion order
     done = completeness(header.plan, runs)
     if not done.complete:
+        held = "the runs there are" if done.held else "none: no run was measured"
         warnings.warn(
             f"{path}: {done.describe()}: the sweep stopped before it finished (or is still running); the result "
-            "holds the runs there are (ProfileResults.completeness)",
+            f"holds {held} (ProfileResults.completeness)",
             IncompleteResultWarning,
             stacklevel=stacklevel,
         )

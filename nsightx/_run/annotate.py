@@ -24,7 +24,8 @@ class annotate:
     Outside a profiled call it does nothing, so the annotated code runs unchanged.
 
     Args:
-        name: Region name; one row per name in the result. Must be unique within one run.
+        name: Region name; one row per name in the result. Must be unique within one run and not only
+            whitespace (kept as written otherwise: ``" a"`` and ``"a"`` are two regions).
         ignore_failures: If True, an exception inside the region is swallowed (with a warning) and the
             region's values for this run become NaN; the run and the sweep go on.
 
@@ -42,6 +43,8 @@ class annotate:
         if not isinstance(name, str) or not name:
             bare = " (used as @annotate without a name? write @nsightx.annotate('name'))" if callable(name) else ""
             raise ConfigTypeError(f"annotate() needs a non-empty str name, got {name!r}{bare}")
+        if name.isspace():  # reads as no name in every table and plot; two such regions would look alike
+            raise ConfigError(f"annotate() name {name!r} is only whitespace; give the region a visible name")
         if not _is_bool(ignore_failures):  # a truthy "no" or "False" would swallow every exception of the region
             raise ConfigTypeError(
                 f"annotate({name!r}) needs ignore_failures=True or False, got {type(ignore_failures).__name__} "

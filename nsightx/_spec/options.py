@@ -470,12 +470,18 @@ def _output_prefix(value: object) -> str | None:
 
     A leading ``~`` or ``~user`` is expanded (:func:`os.path.expanduser`), as every Unix tool does.
 
+    An ``os.PathLike`` names a folder, created if missing (its str gets a trailing separator): ``pathlib`` drops
+    a trailing ``/`` (``Path("out/")`` is ``Path("out")``), so a ``Path`` could not say "folder" otherwise, and
+    ``output_prefix=Path("out")`` with no ``out`` yet wrote ``outraw_data-f-0.jsonl`` beside it. A str keeps
+    nsight-python's reading: ``"out/"`` or an existing folder is a folder, anything else a file-name prefix.
+
     The folder itself is created and checked for writing when the call starts, before the first run
     (:func:`nsightx._results.output.prepare_folder`): decorating must not touch the file system.
     """
     if value is None:
         return None
-    hint = "give a folder ('out/') or a folder plus file-name prefix ('out/exp1_'), as a str or pathlib.Path"
+    hint = "give a folder ('out/' or pathlib.Path('out')) or a folder plus file-name prefix as a str ('out/exp1_')"
+    folder = isinstance(value, os.PathLike)
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
@@ -484,7 +490,8 @@ def _output_prefix(value: object) -> str | None:
         )
     if not value.strip() or "\0" in value:
         raise ConfigError(f"output_prefix {value!r} is not a usable path; {hint} ('./' for the current folder)")
-    return os.path.expanduser(value)  # "~/out/" is the home folder's out/, as in a shell, not a folder named "~"
+    value = os.path.expanduser(value)  # "~/out/" is the home folder's out/, as in a shell, not a folder named "~"
+    return os.path.join(value, "") if folder else value  # a Path names a folder (see above)
 
 
 def build_spec(**options: Any) -> ProfileSpec:

@@ -52,6 +52,7 @@ def test_the_suite_has_at_most_eight_benchmarks_each_a_script_in_the_readme() ->
         "first_call.py",
         "nsight_python_tests.sh",
         "cupti_midwait_probe.py",
+        "nsight_shim.sh",
     }  # each named in its benchmark's row
     assert scripts - helpers == {b.script for b in run.SUITE.values()}, "a script in benchmarks/ is in no benchmark"
 
@@ -103,3 +104,26 @@ def test_an_unknown_benchmark_names_the_suite() -> None:
         [sys.executable, str(BENCH / "run.py"), "kineto_probe"], capture_output=True, text=True, timeout=60, check=False
     )
     assert out.returncode == 2 and "unknown benchmark 'kineto_probe'" in out.stderr and "overhead" in out.stderr
+
+
+SHIM_BODY = '''"""`import nsight` gives nsightx itself, so nsight-python code runs unchanged on nsightx."""
+{os}import sys
+
+import nsightx
+
+{activate}sys.modules[__name__] = nsightx
+'''
+"""The shim each script wrote itself before they shared nsight_shim.sh (the examples one never activates ncu)."""
+ACTIVATE = 'if os.environ.get("NSP_TESTS_ACTIVATE") == "ncu":\n    nsightx.activate(nsightx.Tool.NCU)\n'
+
+
+@pytest.mark.parametrize(
+    ("script", "arg"), [("nsight_python_tests.sh", " activate"), ("nsight_python_examples.sh", "")]
+)
+def test_both_nsight_python_scripts_write_the_shim_they_wrote_before(tmp_path: Path, script: str, arg: str) -> None:
+    text = (BENCH / script).read_text(encoding="utf-8")
+    assert f'nsight_shim "$work/shim"{arg}\n' in text and "<<'PY'" not in text  # one shim, from nsight_shim.sh
+    shim = BENCH / "nsight_shim.sh"
+    subprocess.run(["bash", "-c", f'. "{shim}" && nsight_shim "{tmp_path}"{arg}'], check=True)
+    want = SHIM_BODY.format(os="import os\n" if arg else "", activate=ACTIVATE if arg else "")
+    assert (tmp_path / "nsight" / "__init__.py").read_text(encoding="utf-8") == want

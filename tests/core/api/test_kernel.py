@@ -292,6 +292,25 @@ def test_sweep_stopped_before_any_run_completed_prints_nothing(plugin_host, tmp_
     assert capsys.readouterr().err == ""
 
 
+def test_ctrl_c_in_the_first_run_says_nothing_was_measured(plugin_host, tmp_path, capsys):
+    # the raw file holds the header only; the stop line and load both say no run was measured (session 23)
+    with pytest.raises(KeyboardInterrupt):
+        _stopping(str(tmp_path) + "/", KeyboardInterrupt(), at=1)()
+    raw = tmp_path / "raw_data-f-0.jsonl"
+    assert capsys.readouterr().err.splitlines() == [
+        f"nsightx: f interrupted before any run completed; nothing was measured ({raw} holds the sweep's plan and "
+        "no run)"
+    ]
+    with pytest.warns(nsightx.IncompleteResultWarning, match="holds 0 of 6 planned runs .* no run was measured"):
+        assert nsightx.load(raw).to_dataframe().empty
+
+
+def test_ctrl_c_in_the_first_run_without_a_file_prints_nothing(plugin_host, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        _stopping(None, KeyboardInterrupt(), at=1)()
+    assert capsys.readouterr().err == ""
+
+
 # --- nsight-python raises these when the decorated function is called, so nsightx does too (issue 36) ----------
 
 AT_CALL = [

@@ -169,6 +169,12 @@ def run_and_check(spec: dict[str, Any], folder: Path) -> None:
             f"nsightx: victim {what} after {len(held)} completed run(s), saved in {raw}; "
             f"load them with nsightx.load({str(raw)!r})"
         ], done.stderr
+    elif sig in (signal.SIGTERM, signal.SIGINT):  # none completed: the line says nothing was measured (session 23)
+        what = "terminated by SIGTERM" if sig == signal.SIGTERM else "interrupted"
+        assert lines == [
+            f"nsightx: victim {what} before any run completed; nothing was measured ({raw} holds the sweep's plan "
+            "and no run)"
+        ], done.stderr
     else:
         assert len(lines) == (0 if sig else 1), done.stderr  # SIGKILL: nothing; finished: the done line
     check_loaded(spec, raw, held, values, once)

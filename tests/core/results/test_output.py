@@ -109,6 +109,21 @@ def test_output_prefix_pathlike_is_accepted(plugin_host, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_data-f-0.jsonl", "result-f-0.parquet"]
 
 
+@pytest.mark.parametrize("prefix", ["out/", Path("out"), Path("out/")])
+def test_a_path_names_a_folder_even_before_it_exists(plugin_host, tmp_path, monkeypatch, prefix):
+    # pathlib drops a trailing "/": Path("out") used to write ./outraw_data-f-0.jsonl (session 23 decisions)
+    monkeypatch.chdir(tmp_path)
+    counting(prefix, [])()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["raw_data-f-0.jsonl", "result-f-0.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_str_without_a_separator_stays_a_file_name_prefix(plugin_host, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nsight-python's reading of a str: "out" + "raw_data-..." when no folder "out"
+    counting("out", [])()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outraw_data-f-0.jsonl", "outresult-f-0.parquet"]
+
+
 def test_atomic_files_get_the_mode_a_plain_open_gives(tmp_path):
     import os
     import stat

@@ -73,6 +73,31 @@ def test_empty_name_is_type_error():
         nsightx.annotate("")
 
 
+@pytest.mark.parametrize("name", [" ", "\t", " \n "])
+def test_a_blank_name_is_refused_naming_it(name):
+    # reads as no name in every table, and two such regions would look alike (session 23 decisions)
+    with pytest.raises(nsightx.ConfigError, match="only whitespace") as info:
+        nsightx.annotate(name)
+    assert repr(name) in str(info.value)
+
+
+def test_a_name_with_outer_whitespace_is_kept_as_written(plugin_host):
+    def f(n):
+        with nsightx.annotate(" a "):
+            pass
+        with nsightx.annotate("a"):
+            pass
+
+    assert sorted(profile(f).to_dataframe()["Annotation"]) == [" a ", "a"]
+
+
+def test_measure_refuses_a_blank_name_before_any_run():
+    calls = []
+    with pytest.raises(nsightx.ConfigError, match="only whitespace"):
+        nsightx.measure(lambda: calls.append(1), name="  ", backend="host")
+    assert calls == []
+
+
 def test_ignore_failures_gives_nan_and_keeps_going(plugin_host):
     calls = {"n": 0}
 
