@@ -886,12 +886,7 @@ def aggregate_source(
     if pieces is None:
         pieces = frame_pieces(t)
     groups = pieces.groups
-    joint = None
-    if pieces.finished is not None:  # computed ahead: the values' moments are taken alone
-        collected = dict(pieces.finished)  # the collector columns, after the value columns
-    else:
-        collected = {}
-        joint = _collector_finish(collected, pieces.collectors, groups, _numpy_values(t.value, groups))
+    collected, joint = _collector_columns(pieces, t)  # the collector columns, after the value columns
     out = _value_stats(data, t, groups, joint)
     clocks = dict(pieces.clocks)
     verdicts = None if pieces.verdicts is None else dict(pieces.verdicts)
@@ -923,6 +918,18 @@ def aggregate_source(
         return functools.partial(frame_of, {**front, **params, **out}, groups.count)
     parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
     return functools.partial(pd.concat, parts, axis=1)  # a parameter named like a column: both kept, as before
+
+
+def _collector_columns(pieces: FramePieces, t: ResultTable) -> tuple[dict[str, Any], Moments | None]:
+    """The collector columns of the frame, and the values' moments where they were taken with them.
+
+    Finished ahead (:attr:`FramePieces.finished`): those, and None (the frame takes the values' moments alone).
+    """
+    if pieces.finished is not None:
+        return dict(pieces.finished), None
+    collected: dict[str, Any] = {}
+    joint = _collector_finish(collected, pieces.collectors, pieces.groups, _numpy_values(t.value, pieces.groups))
+    return collected, joint
 
 
 def _empty_columns(params: Sequence[str], normalize_against: str | None) -> list[str]:
