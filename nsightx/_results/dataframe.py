@@ -836,16 +836,30 @@ class FramePieces(NamedTuple):
     """The measured clocks :func:`_throttled_items` gathered from the same pass."""
     throttled: Any
     """Per value row, whether its run was throttled (:func:`throttled_rows`); None without verdicts."""
+    finished: dict[str, Any] | None = None
+    """The collector columns themselves (:func:`_collector_finish` of :attr:`collectors`, the values' moments left
+    to the frame), where they were computed ahead; None: the frame finishes them, with the values' moments in the
+    same :func:`moments` call. Each column's statistics are its own whatever the other columns of that call hold
+    (:func:`_numpy_values`), so the columns are the same either way."""
 
 
-def frame_pieces(table: ResultTable) -> FramePieces:
-    """The :class:`FramePieces` of ``table`` (a table with value rows)."""
+def frame_pieces(table: ResultTable, finish: bool = False) -> FramePieces:
+    """The :class:`FramePieces` of ``table`` (a table with value rows).
+
+    ``finish``: compute the collector columns too (:attr:`FramePieces.finished`): what a deferred call does while
+    its GPU works (the frame then computes only the values' moments, issue 35); the frame's own pieces leave them to
+    :func:`aggregate_source`, which takes the values' moments in the same call.
+    """
     groups = Groups.of(table)
     prep = collector_prep(_scopes(table), groups, table)
     clocks: dict[tuple[int, int], float] = {}
     verdicts = _throttled_items(table.clock_values, clocks)
     throttled = None if verdicts is None else throttled_rows(table, verdicts)[0]
-    return FramePieces(groups, prep, verdicts, clocks, throttled)
+    finished: dict[str, Any] | None = None
+    if finish:
+        finished = {}
+        _collector_finish(finished, prep, groups, None)
+    return FramePieces(groups, prep, verdicts, clocks, throttled, finished)
 
 
 def aggregate_source(
@@ -872,8 +886,7 @@ def aggregate_source(
     if pieces is None:
         pieces = frame_pieces(t)
     groups = pieces.groups
-    collected: dict[str, Any] = {}  # the collector columns, after the value columns
-    joint = _collector_finish(collected, pieces.collectors, groups, _numpy_values(t.value, groups))
+    collected, joint = _collector_columns(pieces, t)  # the collector columns, after the value columns
     out = _value_stats(data, t, groups, joint)
     clocks = dict(pieces.clocks)
     verdicts = None if pieces.verdicts is None else dict(pieces.verdicts)
@@ -905,6 +918,18 @@ def aggregate_source(
         return functools.partial(frame_of, {**front, **params, **out}, groups.count)
     parts = (pd.DataFrame(front), pd.DataFrame(params, index=pd.RangeIndex(groups.count)), pd.DataFrame(out))
     return functools.partial(pd.concat, parts, axis=1)  # a parameter named like a column: both kept, as before
+
+
+def _collector_columns(pieces: FramePieces, t: ResultTable) -> tuple[dict[str, Any], Moments | None]:
+    """The collector columns of the frame, and the values' moments where they were taken with them.
+
+    Finished ahead (:attr:`FramePieces.finished`): those, and None (the frame takes the values' moments alone).
+    """
+    if pieces.finished is not None:
+        return dict(pieces.finished), None
+    collected: dict[str, Any] = {}
+    joint = _collector_finish(collected, pieces.collectors, pieces.groups, _numpy_values(t.value, pieces.groups))
+    return collected, joint
 
 
 def _empty_columns(params: Sequence[str], normalize_against: str | None) -> list[str]:
@@ -974,14 +999,12 @@ def _plain_moments(values: Any, ids: Ints, count: int, ascending: bool, joint: M
     median = medians(values, ids, count) if small else None
     if median is not None:
         m = joint if joint is not None else moments(values[:, None], ids, count, ascending)
-        return {
-            "AvgValue": m.mean[:, 0],
-            "MedianValue": median,
-            "StdDev": m.std[:, 0],
-            "MinValue": m.minimum[:, 0],
-            "MaxValue": m.maximum[:, 0],
-            "NumRuns": m.count[:, 0],
-        }
+        columns = (m.mean, median[:, None], m.std, m.minimum, m.maximum, m.count)
+        # Contiguous either way: a column of the joint moments is a strided view, and numpy's strided and contiguous
+        # loops may give a NaN of another sign (the interval's ends of a group with an infinite value differed
+        # between a result whose collector statistics took the values' moments and one that did not).
+        names = ("AvgValue", "MedianValue", "StdDev", "MinValue", "MaxValue", "NumRuns")
+        return {name: np.ascontiguousarray(c[:, 0]) for name, c in zip(names, columns, strict=True)}
     return _pandas_moments(values, ids, count, ascending)
 
 

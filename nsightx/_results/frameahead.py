@@ -69,7 +69,7 @@ class FrameAhead:
         table = ResultTable(parts.with_values(predicted_values(parts)))
         if table.n == 0:
             return None
-        return cls(sources, parts, table, frame_pieces(table))
+        return cls(sources, parts, table, frame_pieces(table, finish=True))
 
     def bound(self, sources: Sequence[Any], collectors: CollectorColumns) -> FrameAhead | None:
         """This, tied to the result's ``collectors``, when they come from the same runs as the pieces; else None.

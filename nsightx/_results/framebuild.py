@@ -161,16 +161,33 @@ def _strings(columns: list[list[str]], text: Any) -> list[Any]:
     """
     if isinstance(text, np.dtype):  # object
         return [np.array(items, dtype=object) for items in columns]
-    import pyarrow as pa
-
-    flat = pa.array([v for items in columns for v in items], type=pa.large_string())
-    whole = text.construct_array_type()(flat, dtype=text)  # checked and wrapped once, for every text column
+    flat = tuple(v for items in columns for v in items)
+    whole = _checked(flat, text) if len(flat) <= _CACHED_TEXT else _checked.__wrapped__(flat, text)
     bounds = list(itertools.accumulate(map(len, columns), initial=0))
     wrap = _wrapper(text)
     if wrap is None:
         return [whole[a:b] for a, b in itertools.pairwise(bounds)]  # a slice shares the dtype and the Arrow buffer
     chunked = whole._pa_array  # the checked data, sliced without a copy: a column's own array over its part
     return [wrap(chunked.slice(a, b - a)) for a, b in itertools.pairwise(bounds)]
+
+
+_CACHED_TEXT = 512
+"""Up to this many strings a frame's text is kept (:func:`_checked`): the text of a small result's frame."""
+
+
+@functools.lru_cache(maxsize=16)
+def _checked(flat: tuple[str, ...], text: Any) -> Any:
+    """The strings ``flat`` as one array of the text dtype, checked by pandas (cached for a few recent texts).
+
+    A small result's frame has the same text as the last call's of the same function (its names, environment,
+    units and, most often, flags): the conversion and pandas' check of the Arrow data are made once, then each
+    frame takes slices of the cached array. The array itself is never handed out, and Arrow data is immutable (a
+    frame's column that is written to gets new Arrow data, not a change to this array's), so frames that share
+    it stay their own.
+    """
+    import pyarrow as pa
+
+    return text.construct_array_type()(pa.array(flat, type=pa.large_string()), dtype=text)
 
 
 @functools.cache

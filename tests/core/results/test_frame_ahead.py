@@ -256,3 +256,21 @@ def test_a_loaded_result_has_no_pieces(tmp_path: Any) -> None:
     loaded = nsightx.load(result.save(tmp_path / "r.parquet"))
     assert loaded._frame_ahead is None
     assert_same_bits(loaded.to_dataframe(), _without_ahead(result).to_dataframe())
+
+
+def test_the_pieces_carry_the_collector_columns_finished() -> None:
+    """Computed during the wait, the collector statistics are the frame's own: the frame takes only the values'."""
+    result = _deferred(_simple())
+    ahead = result._frame_ahead
+    assert ahead is not None
+    pieces = ahead.take(result._table())
+    assert pieces is not None and pieces.finished is not None
+    want = _without_ahead(result).to_dataframe()
+    assert set(pieces.finished) == {
+        c for c in want.columns if c.startswith(("GPUPowerW", "ThermalPause", "Measured"))
+    } | {
+        "GPUName",
+        "ClockEventReasons",
+    }
+    for name, column in pieces.finished.items():
+        assert np.asarray(column).tolist() == want[name].tolist(), name  # no NaN in these

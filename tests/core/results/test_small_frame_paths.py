@@ -193,3 +193,41 @@ def test_small_flag_paths_give_the_numpy_flags(seed: int) -> None:
         expected = table_flags._region_sums(table, groups, *weights), vectorised_flags(data)
     assert [_bits(a) for a in got[0]] == [_bits(a) for a in expected[0]]
     assert got[1] == expected[1]
+
+
+def test_a_small_frames_text_is_converted_once_for_frames_of_the_same_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second frame of the same text takes slices of the cached array: no conversion, and each frame its own."""
+    text = pd.DataFrame({"s": ["s"]})["s"].dtype
+    if isinstance(text, np.dtype) or int(pd.__version__.split(".")[0]) < 3:
+        pytest.skip("text is stored as numpy objects here")
+    made = type(pd.array(["s"], dtype=text))
+    calls: list[int] = []
+    real = made.__init__
+
+    def counted(self: object, *args: object, **kwargs: object) -> None:
+        calls.append(1)
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    columns = {f"u{i}": ["cached", f"text {i}", ""] for i in range(4)}
+    first = frame_of(columns, 3)
+    monkeypatch.setattr(made, "__init__", counted)
+    second = frame_of({name: list(items) for name, items in columns.items()}, 3)  # equal strings, new lists
+    assert calls == []
+    pd.testing.assert_frame_equal(first, second, check_exact=True)
+    first.loc[0, "u0"] = "changed"  # a frame's edit reaches neither the other frame nor a later one
+    assert second["u0"].tolist() == ["cached", "text 0", ""]
+    assert frame_of(columns, 3)["u0"].tolist() == ["cached", "text 0", ""]
+
+
+def test_value_moments_are_contiguous_whether_or_not_taken_with_the_collectors() -> None:
+    """The value columns are the same arrays either way (a strided view gave another NaN sign downstream)."""
+    from nsightx._results.groupstats import moments
+
+    values = np.array([1.0, -np.inf, 3.0, np.inf, 2.0, 5.0])
+    ids = np.array([0, 0, 1, 1, 2, 2])
+    joint = moments(np.column_stack([values, np.arange(6.0)]), ids, 3, True)
+    with_collectors = dataframe._plain_moments(values, ids, 3, True, joint)
+    alone = dataframe._plain_moments(values, ids, 3, True)
+    for name, column in with_collectors.items():
+        assert column.flags.c_contiguous, name
+        assert _bits(column) == _bits(alone[name]), name
