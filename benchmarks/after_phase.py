@@ -9,7 +9,8 @@ replays that phase without a GPU:
   hands them (compact rows, records as ``Record`` objects, collector values as tuples), then what the call does
   after its loop: the sink's close, the environment and provenance (in a tree that asks the call's facts while
   the GPU works, ``nsightx._api.callfacts``, they are asked before the clock starts, as during the wait, and
-  only added after it), and ``build_results`` with the plan's
+  only added after it; the ``cupti`` runs are expected and the frame's pieces computed from them before the
+  clock starts too, as during a profiled call's wait), and ``build_results`` with the plan's
   ``combine_kernel_metrics=operator.add`` (the split-K 512 runs have two kernels a region, so combine works);
 - ``events-loop`` / ``cupti-loop``: the same runs as the run loop of a deferred session leaves them: the nvml
   plugin's values of a run as its one answer (a ``RunValues`` over the sample it shares with other runs, as
@@ -155,10 +156,13 @@ def _call_facts() -> Callable[[], Any]:
     return prepared
 
 
-def gpu_after(fixture: Path) -> Callable[[], float]:
+def gpu_after(fixture: Path, expected: bool = False) -> Callable[[], float]:
     """One replay of the after phase of the call that made ``fixture`` (a fresh sink, result and environment).
 
     The replay returns its microseconds: what a tree does while the GPU works (the call's facts) is not timed.
+    ``expected``: a session collected in batches (cupti), whose runs' rows without outputs the run loop hands the
+    sink before the wait (``expect_runs``), then has the frame's pieces computed from them (``prepare_frame``,
+    untimed, as during the wait; a tree since after23 keeps their columns for the result too).
     """
     import nsightx
     from nsightx._results.sink import RunSink
@@ -172,10 +176,15 @@ def gpu_after(fixture: Path) -> Callable[[], float]:
 
     ahead = _call_facts()
 
+    bare = [(c, r, (), regions, {}, values) for c, r, _, regions, _, values in rows]
+
     def after() -> float:
-        facts = ahead()  # during the wait
-        t0 = time.perf_counter_ns()
+        facts = ahead()  # during the wait: the facts and, in a tree that has it, the expected runs' columns
         sink = RunSink()
+        if expected:
+            sink.expect_runs(bare)
+            sink.prepare_frame()
+        t0 = time.perf_counter_ns()
         for row in rows:
             sink.add_run(row)
         _finish(sink, backend_env, facts, data.plan, configs)
@@ -258,7 +267,7 @@ def main() -> int:
     info = use_tree(args.tree)
     cases: dict[str, Callable[[], float]] = {}
     for name in ("cupti", "events"):
-        cases[name] = gpu_after(FIXTURES / f"sweep-{name}.parquet")
+        cases[name] = gpu_after(FIXTURES / f"sweep-{name}.parquet", expected=name == "cupti")
         cases[f"{name}-loop"] = gpu_after_loop(FIXTURES / f"sweep-{name}.parquet")
     host = HostCall()
     cases["host"] = host
@@ -278,7 +287,7 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
     if args.profile:
-        after = gpu_after(FIXTURES / "sweep-cupti.parquet")
+        after = gpu_after(FIXTURES / "sweep-cupti.parquet", expected=True)
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(50):

@@ -261,6 +261,41 @@ class Gather:
         )
 
 
+def with_outputs(parts: RunParts, rows: Sequence[Any]) -> RunParts:
+    """The columns of ``rows``, given ``parts``: those of the same rows without their records and attributes.
+
+    A batch of runs whose outputs all came back after the GPU wait (a session collected in batches: cupti) had
+    its rows' keys, regions and collector values gathered during the wait, from rows whose records and
+    attributes were left out (see :class:`~nsightx._results.rowparts.PartsAhead`). What is left after the wait is
+    the records' columns, the runs' record counts and the regions' attributes, made here as :meth:`Gather.add`
+    of all ``rows`` at once followed by :meth:`Gather.finish` makes them; every other column is ``parts``'s.
+
+    ``rows``: rows only (a run object as :func:`as_row` makes it).
+    """
+    records = list(itertools.chain.from_iterable(map(itemgetter(2), rows)))
+    gather = Gather(collectors=False)
+    gather._add_records(records)
+    attributes: list[Any] | None = None
+    if any(map(itemgetter(4), rows)):
+        attributes = []
+        _extend_attributes(attributes, rows)
+    runs, regions = parts.runs, parts.regions
+    n_records = np.fromiter(map(len, map(itemgetter(2), rows)), np.int64, len(rows))
+    return RunParts(
+        RunColumns(runs.config, runs.run, n_records, runs.n_regions, runs.n_collectors),
+        gather._record_columns(),
+        RegionColumns(
+            regions.annotation,
+            regions.config,
+            regions.run,
+            regions.host_ns,
+            regions.failed,
+            attributes if attributes is not None and any(attributes) else None,
+        ),
+        parts.collectors,  # gathered for these runs only: handed over as they are
+    )
+
+
 def _text(column: list[Any]) -> Text:
     """``Text.of`` the strings of ``column``; a column of one string (a call's metric, its unit) without a dict.
 

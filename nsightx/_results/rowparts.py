@@ -16,13 +16,14 @@ The columns are those :meth:`~nsightx._results.store.RunParts.of` makes of the o
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
 from nsightx._results.records import RunRecords
-from nsightx._results.rowgather import Gather, as_row
+from nsightx._results.rowgather import Gather, as_row, with_outputs
 from nsightx._results.rows import RunRow, runs_from_rows
 from nsightx._results.runblock import RunBlock, concat_parts
 from nsightx._results.schema import gc_paused
@@ -146,6 +147,9 @@ class PartsAhead:
 
     def __init__(self) -> None:
         self.gathered = Gather()
+        self._bare: tuple[list[Any], list[RunRow], RunParts] | None = None
+        """Set by :meth:`expect`: the items stored then, the rows expected after them, and the columns of both
+        without records and attributes."""
 
     @property
     def upto(self) -> int:
@@ -154,6 +158,7 @@ class PartsAhead:
 
     def add(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> None:
         """Gather the items after those gathered already (none while a run block is among them: it may grow)."""
+        self._bare = None  # the runs are gathered as they come back: what expect kept is of no use
         chunk = items[self.upto :]
         if RunBlock not in set(map(type, chunk)):
             self.gathered.add(chunk, SHARED_MIN_RUNS)
@@ -163,14 +168,71 @@ class PartsAhead:
 
         All at once when nothing was gathered ahead, when a run block is among the rest, and when the call's
         :class:`RunValues` answers are spread per shared mapping (see :class:`~nsightx._results.rowgather.Gather`).
+        Nothing gathered ahead but the columns kept by :meth:`expect`: those, with the runs' outputs added, when
+        ``items`` are the runs they were read from.
         """
-        if not self.upto or self.upto > len(items):
+        if not self.upto:
+            return self._filled(items)
+        if self.upto > len(items):
             return None
         rest = items[self.upto :]
         if RunBlock in set(map(type, rest)):
             return None
         self.gathered.add(rest, SHARED_MIN_RUNS)
         return self.gathered.finish()
+
+    def expect(
+        self, items: Sequence[RunRow | RunRecords | RunBlock], expected: list[RunRow], parts: RunParts | None = None
+    ) -> None:
+        """Keep the columns of ``items`` and of the runs ``expected`` after them, records and attributes left out.
+
+        For a session collected in batches (cupti): every run of its last batch comes back after the GPU wait, so
+        nothing is gathered ahead run by run (:meth:`add`); its runs' keys, regions and collector values are
+        known before the wait, and their columns are read during it (the sink's ``prepare_frame`` reads them for
+        the frame's pieces). :meth:`parts` then adds the records and attributes of the runs as they were stored
+        (:func:`~nsightx._results.rowgather.with_outputs`), when they are those runs (else it reads them all at
+        once, as without this).
+
+        ``expected``: rows whose records and attributes are empty (:func:`bare_row`). ``parts``: the columns of
+        ``items`` and ``expected`` as bare rows, when read already (else they are read here).
+        """
+        self._bare = None
+        if self.upto or not expected or RunBlock in set(map(type, items)):
+            return
+        before = list(items)
+        if parts is None:
+            bare = [bare_row(item if type(item) is tuple else as_row(item)) for item in before]  # type: ignore[arg-type]
+            parts = parts_from_rows([*bare, *expected])
+        self._bare = (before, list(expected), parts)
+
+    def _filled(self, items: Sequence[RunRow | RunRecords | RunBlock]) -> RunParts | None:
+        """The columns of ``items`` from those gathered by :meth:`expect`, if they are its runs; else None (once)."""
+        bare, self._bare = self._bare, None
+        if bare is None:
+            return None
+        before, expected, parts = bare
+        n = len(before)
+        rest: Sequence[Any] = items[n:]
+        if len(rest) != len(expected) or not all(map(operator.is_, items[:n], before)):
+            return None
+        if set(map(type, rest)) != {tuple}:
+            return None
+        if not all(map(operator.is_, map(_VALUES, rest), map(_VALUES, expected))):
+            return None  # the collector values: the same tuple object, as the run loop hands them over
+        if list(map(_BARE_KEYS, rest)) != list(map(_BARE_KEYS, expected)):
+            return None
+        rows = [item if type(item) is tuple else as_row(item) for item in items]  # type: ignore[arg-type]
+        return with_outputs(parts, rows)
+
+
+_VALUES = itemgetter(5)
+_BARE_KEYS = itemgetter(0, 1, 3)
+"""A row's config, run and regions: what :meth:`PartsAhead.expect` read of it beside its collector values."""
+
+
+def bare_row(row: tuple[Any, ...]) -> RunRow:
+    """A run's row without its records and attributes: its keys, regions and collector values (the same objects)."""
+    return (row[0], row[1], (), row[3], {}, row[5])
 
 
 def _key(item: RunRow | RunRecords | RunBlock) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from nsightx._results.nulls import measured_as_null
 from nsightx._results.rawread import parse_raw, starts_raw
 from nsightx._results.records import RunRecords
 from nsightx._results.rowgather import as_row
-from nsightx._results.rowparts import PartsAhead, StoredRuns, parts_from_rows
+from nsightx._results.rowparts import PartsAhead, StoredRuns, bare_row, parts_from_rows
 from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
 from nsightx._results.runblock import RunBlock, TimedRecord
 from nsightx._results.schema import NON_FINITE_AS_TOKENS, RawHeader, gc_paused
@@ -166,6 +166,9 @@ class RunSink:
 
         Run while a deferred call waits for its GPU (the run loop's ``while_waiting``, see
         :mod:`nsightx._results.frameahead`). Never raises: where it fails, the frame computes them as always.
+        The columns they are computed from (every column of the result but the records, the record counts and
+        the regions' attributes) are kept for the result too: a session that hands every run back after its
+        wait (cupti) then has only those read after it (:meth:`~nsightx._results.rowparts.PartsAhead.expect`).
         """
         expected, self._expected, self._frame = self._expected, [], None
         start = time.perf_counter_ns()
@@ -175,8 +178,10 @@ class RunSink:
             items: list[Any] = [*self._items, *expected]
             if not expected or len(items) > AHEAD_MAX_RUNS or RunBlock in set(map(type, items)):
                 return
-            bare = [_bare_row(item if type(item) is tuple else as_row(item)) for item in items]
-            self._frame = FrameAhead.of(list(map(collector_source, items)), parts_from_rows(bare))
+            bare = [bare_row(item if type(item) is tuple else as_row(item)) for item in items]
+            parts = parts_from_rows(bare)
+            self._ahead.expect(self._items, expected, parts)  # the result's columns but records and attributes
+            self._frame = FrameAhead.of(list(map(collector_source, items)), parts)
             self.ahead_ns = time.perf_counter_ns() - start
         except Exception:  # the frame computes them itself
             self._frame = None
@@ -370,11 +375,6 @@ class RunSink:
         if self._fh is not None:
             fh, self._fh = self._fh, None
             fh.close()
-
-
-def _bare_row(row: tuple[Any, ...]) -> RunRow:
-    """A run's row without its records and attributes: its keys, regions and collector values (the same objects)."""
-    return (row[0], row[1], (), row[3], {}, row[5])
 
 
 def _config_of(item: RunRecords | RunRow | RunBlock) -> int:
