@@ -117,10 +117,13 @@ stage_nsptests() {
   # NVIDIA's nsight-python unit tests (NSP_TESTS=their tests/ folder, not kept in this repository), each file in its
   # own process, first with "auto" then with ncu activated (nsight-python always runs ncu)
   [ -n "${NSP_TESTS:-}" ] || { echo "nsptests: set NSP_TESTS=path/to/nsight-python/tests" >&2; return 2; }
+  # both logs also go into nsptests.tgz after each run: the device tool brings back 8 files at most
   NSP_TESTS_TIMEOUT=${NSP_TESTS_TIMEOUT:-240} bash "$ROOT/benchmarks/nsight_python_tests.sh" "$NSP_TESTS" \
     "$OUT/nsptests.log" > /dev/null 2>&1
+  tar czf "$OUT/nsptests.tgz" -C "$OUT" nsptests.log
   NSP_TESTS_ACTIVATE=ncu NSP_TESTS_TIMEOUT=${NSP_TESTS_TIMEOUT:-240} bash "$ROOT/benchmarks/nsight_python_tests.sh" \
     "$NSP_TESTS" "$OUT/nsptests-ncu.log" > /dev/null 2>&1
+  tar czf "$OUT/nsptests.tgz" -C "$OUT" nsptests.log nsptests-ncu.log
   grep -hE "^pytest .* rc=|passed|failed" "$OUT/nsptests.log" "$OUT/nsptests-ncu.log" | tail -40
 }
 

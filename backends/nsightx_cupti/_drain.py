@@ -15,6 +15,13 @@ was launched, and a buffer comes out only once its last record is complete. With
 a whole sweep's ~17 KiB of records) nothing comes out before the end; smaller buffers (:data:`DRAIN_BUFFER_BYTES`,
 the default when draining) fill and complete one after another.
 
+Only the non-forced flush may run before the wait: a *forced* flush made while the GPU still works hands over the
+record of every kernel launched so far, complete or not, and CUPTI never delivers the incomplete ones again. On the
+H100 (session 23, ``benchmarks/cupti_midwait_probe.py``, the matmul sweep) a forced flush after the first run's
+CUDA event delivered all 99 kernels launched, 41 of them without an end, and 21 of the 55 matmuls had no time at
+the end of the call (``benchmarks/results/logs/2026-12-06/midwait-s23.log``). So a cupti session cannot take its
+runs one by one during the wait as the events backend does.
+
 Modes (:data:`DRAIN_MODES`):
 
 ``off``     no drain: the forced flush after the wait delivers everything. The default since session 8: on the
