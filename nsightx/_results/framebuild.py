@@ -36,10 +36,8 @@ def frame_of(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
     blocks = None if text is None else _blocks(columns, n, text)
     if blocks is None:
         return pd.DataFrame(columns)
-    from pandas.api.internals import create_dataframe_from_blocks
-
     labels = _labels(tuple(columns), text).view()  # its own object (a user may rename it), over the same data
-    return create_dataframe_from_blocks(blocks, pd.RangeIndex(n), labels)
+    return _assembler()(blocks, pd.RangeIndex(n), labels)
 
 
 @functools.lru_cache(maxsize=64)
@@ -155,20 +153,21 @@ def _listed(items: list[Any]) -> Any:
 def _strings(columns: list[list[str]], text: Any) -> list[Any]:
     """Columns of strings with the dtype pandas infers for them (``text``).
 
-    numpy objects, or slices of one Arrow-backed array: one conversion and one array check for all the frame's
-    text columns, where pandas converted each on its own (a slice of an ``ArrowStringArray`` is pandas' public
-    ``__getitem__``, which pandas 3 makes without checking the Arrow data again).
+    numpy objects, or arrays over slices of one Arrow-backed array: one conversion and one array check for all the
+    frame's text columns, where pandas converted each on its own. A small frame's text (up to
+    :data:`_CACHED_TEXT` strings) is looked up by its columns: the checked data's slices are kept with it, so a
+    frame makes only a new array object per column (:func:`_wrapper`) or, where pandas' own slicing must be used, a
+    slice of the kept array (pandas' public ``__getitem__``, which pandas 3 makes without checking the Arrow data
+    again).
     """
     if isinstance(text, np.dtype):  # object
         return [np.array(items, dtype=object) for items in columns]
-    flat = tuple(v for items in columns for v in items)
-    whole = _checked(flat, text) if len(flat) <= _CACHED_TEXT else _checked.__wrapped__(flat, text)
-    bounds = list(itertools.accumulate(map(len, columns), initial=0))
+    key = tuple(map(tuple, columns))
+    whole, parts = _sliced(key, text) if sum(map(len, key)) <= _CACHED_TEXT else _sliced.__wrapped__(key, text)
     wrap = _wrapper(text)
     if wrap is None:
-        return [whole[a:b] for a, b in itertools.pairwise(bounds)]  # a slice shares the dtype and the Arrow buffer
-    chunked = whole._pa_array  # the checked data, sliced without a copy: a column's own array over its part
-    return [wrap(chunked.slice(a, b - a)) for a, b in itertools.pairwise(bounds)]
+        return [whole[a:b] for a, b in parts]  # a slice shares the dtype and the Arrow buffer
+    return [wrap(part) for part in parts]
 
 
 _CACHED_TEXT = 512
@@ -176,18 +175,25 @@ _CACHED_TEXT = 512
 
 
 @functools.lru_cache(maxsize=16)
-def _checked(flat: tuple[str, ...], text: Any) -> Any:
-    """The strings ``flat`` as one array of the text dtype, checked by pandas (cached for a few recent texts).
+def _sliced(columns: tuple[tuple[str, ...], ...], text: Any) -> tuple[Any, tuple[Any, ...]]:
+    """The strings of ``columns`` as one array of the text dtype, checked by pandas, and each column's part of it.
 
-    A small result's frame has the same text as the last call's of the same function (its names, environment,
-    units and, most often, flags): the conversion and pandas' check of the Arrow data are made once, then each
-    frame takes slices of the cached array. The array itself is never handed out, and Arrow data is immutable (a
-    frame's column that is written to gets new Arrow data, not a change to this array's), so frames that share
-    it stay their own.
+    Cached for a few recent texts: a small result's frame has the same text as the last call's of the same function
+    (its names, environment, units and, most often, flags), so the conversion, pandas' check of the Arrow data and
+    the slicing are made once. A column's part is its slice of the checked Arrow data where :func:`_wrapper` makes
+    the arrays, else its (start, stop) in the array. The array itself is never handed out, and Arrow data is
+    immutable (a frame's column that is written to gets new Arrow data, not a change to this array's), so frames
+    that share it stay their own.
     """
     import pyarrow as pa
 
-    return text.construct_array_type()(pa.array(flat, type=pa.large_string()), dtype=text)
+    flat = [v for items in columns for v in items]
+    whole = text.construct_array_type()(pa.array(flat, type=pa.large_string()), dtype=text)
+    bounds = list(itertools.pairwise(itertools.accumulate(map(len, columns), initial=0)))
+    if _wrapper(text) is None:
+        return whole, tuple(bounds)
+    checked = whole._pa_array  # the checked data, sliced without a copy: a column's own array over its part
+    return whole, tuple(checked.slice(a, b - a) for a, b in bounds)
 
 
 @functools.cache
@@ -196,10 +202,11 @@ def _wrapper(text: Any) -> Callable[[Any], Any] | None:
 
     pandas 3.0's slice of an ``ArrowStringArray`` goes through its ``__init__`` (type checks, a cast test and an
     ``ArrowDtype`` made and thrown away): about 7 us a column, a tenth of a small frame (issue 35); pandas 3.1
-    slices without them. Where pandas' slice is exactly its Arrow data, its dtype and a ``_readonly`` flag (no
-    other attribute, such as pandas 3.1's per-array cache), a slice is made as that array with those attributes
-    set. The probe here checks, once per process, that such an array has the same attributes and values as
-    pandas' own slice; any other pandas keeps public slicing.
+    slices without them, but with the checks of ``__getitem__`` (1.5 us a column). Where pandas' slice is exactly
+    its Arrow data, its dtype, a ``_readonly`` flag and (pandas 3.1) an empty per-array ``_cache`` of derived
+    values, a slice is made as that array with those attributes set (a new empty cache each, as pandas'
+    ``_from_pyarrow_array`` makes them). The probe here checks, once per process, that such an array has the same
+    attributes and values as pandas' own slice; any other pandas keeps public slicing.
     """
     import pyarrow as pa
 
@@ -207,15 +214,22 @@ def _wrapper(text: Any) -> Callable[[Any], Any] | None:
     whole = cls(pa.array(["a", "b", "c"], type=pa.large_string()), dtype=text)
     sliced = whole[1:3]
     names = set(vars(sliced))
-    if not {"_pa_array", "_dtype"} <= names <= {"_pa_array", "_dtype", "_readonly"}:
+    if names - {"_readonly"} != set(vars(whole)) - {"_readonly"}:  # the constructor sets another (as in pandas'
+        return None  # own frame's arrays), which a slice lacks: pandas' way
+    if not {"_pa_array", "_dtype"} <= names <= {"_pa_array", "_dtype", "_readonly", "_cache"}:
         return None
     flag = {"_readonly": sliced._readonly} if "_readonly" in names else {}
     if flag and flag["_readonly"] is not False:  # a slice of a new array is writable; anything else: pandas' way
+        return None
+    cached = "_cache" in names
+    if cached and sliced._cache != {}:  # derived values made by the slice: pandas' way
         return None
 
     def wrap(data: Any) -> Any:
         array = object.__new__(cls)
         array.__dict__.update(_pa_array=data, _dtype=text, **flag)
+        if cached:
+            array._cache = {}
         return array
 
     made = wrap(whole._pa_array.slice(1, 2))
@@ -259,3 +273,94 @@ def _text_dtype_of(infer_string: bool) -> Any:
     if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
         return dtype
     return None
+
+
+@functools.cache
+def _assembler() -> Callable[[list[tuple[Any, Any]], Any, Any], pd.DataFrame]:
+    """A function that makes the frame of :func:`_blocks`' blocks, its index and its column labels.
+
+    pandas' public ``create_dataframe_from_blocks`` makes each block through a generic helper (a dtype dispatch, a
+    coercion that leaves these dtypes alone) and then checks the frame's shape block by block: half of its time for
+    a small frame of 16 blocks (issue 35). The blocks here are built to that shape (:func:`_blocks`), so where
+    pandas has the same block constructors, the frame is made with the block class pandas picks for each dtype, and
+    the block manager without the checks. A probe compares such a frame with the public function's, once per
+    process (block classes, placements, values, dtypes, axes); any difference, or another pandas, keeps the public
+    function.
+    """
+    from pandas.api.internals import create_dataframe_from_blocks
+
+    try:
+        fast = _direct_assembler()
+    except (ImportError, AttributeError):  # another pandas' internals
+        return create_dataframe_from_blocks
+    return fast if _same_assembly(fast, create_dataframe_from_blocks) else create_dataframe_from_blocks
+
+
+def _direct_assembler() -> Callable[[list[tuple[Any, Any]], Any, Any], pd.DataFrame]:
+    """:func:`_assembler`'s direct way, over pandas' internal block classes (for the probe to compare).
+
+    The block class is found once per numpy dtype, and once per extension array type (a dtype's hash is slow for
+    pandas' own dtypes). An extension array that pandas reshapes or converts for its block (a dtype that supports
+    2-D blocks, datetimes, durations) sends the frame to the public function.
+    """
+    import pandas as pd
+    from pandas._libs.internals import BlockPlacement
+    from pandas.api.internals import create_dataframe_from_blocks
+    from pandas.core.arrays import DatetimeArray, TimedeltaArray
+    from pandas.core.internals.blocks import get_block_type
+    from pandas.core.internals.managers import BlockManager
+
+    from_mgr = pd.DataFrame._from_mgr
+    kinds: dict[Any, Any] = {}
+
+    def kind_of(values: Any) -> Any:
+        """The block class for ``values``, or None where pandas' own helper must make the block."""
+        if isinstance(values, np.ndarray):
+            return get_block_type(values.dtype)
+        dtype = values.dtype
+        if getattr(dtype, "_supports_2d", True) or isinstance(values, (DatetimeArray, TimedeltaArray)):
+            return None
+        return get_block_type(dtype)
+
+    def assemble(blocks: list[tuple[Any, Any]], index: Any, labels: Any) -> pd.DataFrame:
+        made = []
+        for values, where in blocks:
+            key = values.dtype if type(values) is np.ndarray else type(values)
+            kind = kinds.get(key, False)
+            if kind is False:
+                kind = kinds[key] = kind_of(values)
+            if kind is None:
+                return create_dataframe_from_blocks(blocks, index, labels)
+            made.append(kind(values, ndim=2, placement=BlockPlacement(where)))
+        manager = BlockManager(made, [labels, index], verify_integrity=False)
+        return from_mgr(manager, manager.axes)
+
+    return assemble
+
+
+def _same_assembly(fast: Callable[..., pd.DataFrame], public: Callable[..., pd.DataFrame]) -> bool:
+    """Whether ``fast`` makes the frame ``public`` makes, on blocks of every kind :func:`_blocks` hands over."""
+    import pandas as pd
+
+    columns = {
+        "f": np.array([1.0, -np.nan]),
+        "i": np.array([1, 2]),
+        "t": ["a", "b"],
+        "b": np.array([True, False]),
+        "o": np.array([None, None], dtype=object),
+        "g": np.array([2.5, 3.5]),
+        "m": pd.array([True, None], dtype="boolean"),
+    }
+    text = _text_dtype()
+    blocks = _blocks(columns, 2, text) if text is not None else None
+    if blocks is None:
+        return False
+    made, expected = (f(blocks, pd.RangeIndex(2), pd.Index(list(columns))) for f in (fast, public))
+    mine, theirs = made._mgr, expected._mgr
+    if len(mine.blocks) != len(theirs.blocks) or not made.equals(expected):
+        return False
+    for a, b in zip(mine.blocks, theirs.blocks, strict=True):
+        same_values = a.values is b.values and a.dtype == b.dtype and type(a) is type(b)
+        if not (same_values and a.mgr_locs.as_array.tolist() == b.mgr_locs.as_array.tolist()):
+            return False
+    return made.dtypes.equals(expected.dtypes) and mine.axes[0].equals(theirs.axes[0])
