@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 _INT64 = (-(2**63), 2**63 - 1)
 _NUMPY_KINDS = frozenset({np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.bool_)})
 """numpy dtypes ``pd.DataFrame`` keeps as they are (a numpy object array is inferred, so it is not among them)."""
+_STR = frozenset({str})
+_NONE = frozenset({type(None)})
 
 
 def frame_of(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
@@ -36,15 +39,16 @@ def frame_of(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
     blocks = None if text is None else _blocks(columns, n, text)
     if blocks is None:
         return pd.DataFrame(columns)
-    labels = _labels(tuple(columns), text).view()  # its own object (a user may rename it), over the same data
+    labels = _labels(tuple(columns), _same(text)).view()  # its own object (a user may rename it), over the same data
     return _assembler()(blocks, pd.RangeIndex(n), labels)
 
 
 @functools.lru_cache(maxsize=64)
-def _labels(names: tuple[str, ...], text: Any) -> pd.Index:
+def _labels(names: tuple[str, ...], key: _Same) -> pd.Index:
     """``pd.Index(names)`` for the column names of a frame (the same few sets of names recur in a process)."""
     import pandas as pd
 
+    text = key.value
     return pd.Index(_strings([list(names)], text)[0] if not isinstance(text, np.dtype) else list(names))
 
 
@@ -55,28 +59,28 @@ class _Text(list[str]):
 def _blocks(columns: Mapping[str, Any], n: int, text: Any) -> list[tuple[Any, Any]] | None:
     """The frame's blocks as (array, column positions), or None where ``pd.DataFrame`` must decide.
 
-    A numpy column of a kept dtype (most of the frame's) is taken without a call of :func:`_part`; the positions
-    of single-column blocks are slices of one ``arange`` (a new array each otherwise).
+    The numpy columns of a kept dtype (most of the frame's) are found by :func:`_layout`, once per set of names
+    and column types, and stacked without a call of :func:`_part`; the other columns are taken one by one. A stack
+    of a shape other than (columns, ``n``) (a column of another length or dimension) leaves the frame to pandas.
     """
-    stacked: dict[np.dtype[Any], tuple[list[Any], list[int]]] = {}
-    single: list[tuple[Any, Any]] = []
+    values = list(columns.values())
+    layout = _layout(tuple(columns), tuple([v.dtype if type(v) is np.ndarray else type(v) for v in values]))
+    if layout is None:
+        return None
+    stacked = {dtype: (list(take(values)), list(where)) for dtype, where, take in layout[0]}
+    single: list[tuple[Any, int]] = []
     texts: list[list[str]] = []
     text_at: list[int] = []
-    kept = _NUMPY_KINDS
-    for i, (name, value) in enumerate(columns.items()):
-        if type(name) is not str:
+    mixed = set()
+    for i in layout[1]:
+        part = _part(values[i], n)
+        if part is None:
             return None
-        if type(value) is np.ndarray and value.dtype in kept and value.ndim == 1 and len(value) == n:
-            part: Any = value
-        else:
-            part = _part(value, n)
-            if part is None:
-                return None
-            if isinstance(part, _Text):
-                texts.append(part)
-                text_at.append(i)
-                continue
-        if isinstance(part, np.ndarray):
+        if isinstance(part, _Text):
+            texts.append(part)
+            text_at.append(i)
+        elif isinstance(part, np.ndarray):
+            mixed.add(part.dtype)
             arrays, where = stacked.setdefault(part.dtype, ([], []))
             arrays.append(part)
             where.append(i)
@@ -84,16 +88,69 @@ def _blocks(columns: Mapping[str, Any], n: int, text: Any) -> list[tuple[Any, An
             single.append((part, i))
     for array, i in zip(_strings(texts, text), text_at, strict=True):
         if isinstance(array, np.ndarray):  # text stored as numpy objects: one block with the other object columns
+            mixed.add(array.dtype)
             arrays, where = stacked.setdefault(array.dtype, ([], []))
             arrays.append(array)
             where.append(i)
         else:
             single.append((array, i))
-    positions = np.arange(len(columns), dtype=np.intp)
-    blocks = [(array, positions[i : i + 1]) for array, i in single]
-    for arrays, where in stacked.values():  # np.array of equal 1-D arrays: np.vstack's rows, without its checks
-        blocks.append((np.array(arrays), np.array(where, dtype=np.intp)))
+    return _stacks(stacked, mixed, single, len(values), n)
+
+
+def _stacks(
+    stacked: dict[Any, tuple[list[Any], list[int]]], mixed: set[Any], single: list[tuple[Any, int]], width: int, n: int
+) -> list[tuple[Any, Any]] | None:
+    """The blocks: one per single column, one 2-D array per stacked dtype (its columns in column order).
+
+    ``mixed``: the dtypes whose stack took columns out of order (they are put back in order). None where a stack
+    is not (columns, ``n``): ``np.array`` of equal 1-D arrays is ``np.vstack``'s rows, without its checks.
+    """
+    positions = np.arange(width, dtype=np.intp)
+    blocks: list[tuple[Any, Any]] = [(array, positions[i : i + 1]) for array, i in single]
+    for dtype, (arrays, where) in stacked.items():
+        if dtype in mixed:
+            order = sorted(range(len(where)), key=where.__getitem__)
+            arrays, where = [arrays[k] for k in order], [where[k] for k in order]
+        try:
+            block = np.array(arrays)
+        except ValueError:  # arrays of different lengths or dimensions
+            return None
+        if block.shape != (len(where), n) or block.dtype != dtype:
+            return None
+        blocks.append((block, np.array(where, dtype=np.intp)))
     return blocks
+
+
+_Layout = tuple[tuple[tuple[Any, tuple[int, ...], Callable[[list[Any]], tuple[Any, ...]]], ...], tuple[int, ...]]
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(names: tuple[Any, ...], kinds: tuple[Any, ...]) -> _Layout | None:
+    """Where a frame's columns go, from their names and types (numpy dtypes for arrays); None: a name not a str.
+
+    Per kept numpy dtype (in first-seen order): its columns' positions and a function that takes them from the
+    list of column values (one tuple each); then the positions of the other columns. The same few layouts recur in
+    a process (a function's frames): found once each, not a dictionary step and checks per column per frame.
+    """
+    if any(type(name) is not str for name in names):
+        return None
+    at: dict[Any, list[int]] = {}
+    rest: list[int] = []
+    for i, kind in enumerate(kinds):
+        if kind in _NUMPY_KINDS:
+            at.setdefault(kind, []).append(i)
+        else:
+            rest.append(i)
+    stacks = tuple((dtype, tuple(where), _getter(where)) for dtype, where in at.items())
+    return stacks, tuple(rest)
+
+
+def _getter(where: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """A function that takes the items at ``where`` of a list, as a tuple (``operator.itemgetter``, one or more)."""
+    take = operator.itemgetter(*where)
+    if len(where) == 1:
+        return lambda values: (take(values),)
+    return take
 
 
 def _part(value: Any, n: int) -> Any:
@@ -106,13 +163,15 @@ def _part(value: Any, n: int) -> Any:
     if isinstance(value, np.ndarray):
         if value.ndim != 1 or len(value) != n:
             return None
-        if value.dtype in _NUMPY_KINDS:
+        dtype = value.dtype
+        if dtype in _NUMPY_KINDS:
             return value
-        if value.dtype == object:
+        if dtype.kind == "O":  # objects
             items = value.tolist()
-            if all(type(v) is str for v in items):
+            kinds = set(map(type, items))
+            if kinds <= _STR:
                 return _Text(items)
-            return value if all(v is None for v in items) else None  # kept as objects (an unknown GPU, clock)
+            return value if kinds == _NONE else None  # kept as objects (an unknown GPU, clock)
         return None
     if isinstance(value, list):
         return _listed(value) if len(value) == n else None
@@ -163,8 +222,9 @@ def _strings(columns: list[list[str]], text: Any) -> list[Any]:
     if isinstance(text, np.dtype):  # object
         return [np.array(items, dtype=object) for items in columns]
     key = tuple(map(tuple, columns))
-    whole, parts = _sliced(key, text) if sum(map(len, key)) <= _CACHED_TEXT else _sliced.__wrapped__(key, text)
-    wrap = _wrapper(text)
+    same = _same(text)
+    whole, parts = _sliced(key, same) if sum(map(len, key)) <= _CACHED_TEXT else _sliced.__wrapped__(key, same)
+    wrap = _wrapper_of(same)
     if wrap is None:
         return [whole[a:b] for a, b in parts]  # a slice shares the dtype and the Arrow buffer
     return [wrap(part) for part in parts]
@@ -175,7 +235,7 @@ _CACHED_TEXT = 512
 
 
 @functools.lru_cache(maxsize=16)
-def _sliced(columns: tuple[tuple[str, ...], ...], text: Any) -> tuple[Any, tuple[Any, ...]]:
+def _sliced(columns: tuple[tuple[str, ...], ...], key: _Same) -> tuple[Any, tuple[Any, ...]]:
     """The strings of ``columns`` as one array of the text dtype, checked by pandas, and each column's part of it.
 
     Cached for a few recent texts: a small result's frame has the same text as the last call's of the same function
@@ -187,13 +247,49 @@ def _sliced(columns: tuple[tuple[str, ...], ...], text: Any) -> tuple[Any, tuple
     """
     import pyarrow as pa
 
+    text = key.value
     flat = [v for items in columns for v in items]
     whole = text.construct_array_type()(pa.array(flat, type=pa.large_string()), dtype=text)
     bounds = list(itertools.pairwise(itertools.accumulate(map(len, columns), initial=0)))
-    if _wrapper(text) is None:
+    if _wrapper_of(key) is None:
         return whole, tuple(bounds)
     checked = whole._pa_array  # the checked data, sliced without a copy: a column's own array over its part
     return whole, tuple(checked.slice(a, b - a) for a, b in bounds)
+
+
+class _Same:
+    """A dtype as a cache key by identity: pandas' string dtype hashes its fields at each look-up (~0.9 us).
+
+    The key holds its dtype, so no other object takes that identity while a cache keeps the key.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+
+_SAME: dict[int, _Same] = {}
+
+
+def _same(text: Any) -> _Same:
+    """The identity key of ``text`` (one per dtype object: a frame's text dtype is one of two, made once)."""
+    known = _SAME.get(id(text))
+    if known is None or known.value is not text:
+        known = _SAME[id(text)] = _Same(text)
+    return known
+
+
+@functools.cache
+def _wrapper_of(key: _Same) -> Callable[[Any], Any] | None:
+    """:func:`_wrapper` of the dtype of ``key``, found once per dtype (its look-up by identity)."""
+    return _wrapper(key.value)
 
 
 @functools.cache
