@@ -250,12 +250,14 @@ def _short_and_unstable(
     :func:`flag_cells`), when the caller has it; else it is computed from ``spread``.
     """
     n, mean = spread.n, spread.mean
+    if len(n) <= SMALL:
+        return _small_short_and_unstable(spread, unit_ns, interval)
     tol = 64.0 * (n + 1) * _EPS * spread.mean_abs
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         short = unit_ns & (n > 0) & (mean < SHORT_NS)
         short_unsure = unit_ns & (n > 0) & ~(np.abs(mean - SHORT_NS) > tol)
         if interval is None:
-            interval = mean_intervals(mean, spread.std, n, spread.minimum, spread.log_mean, spread.log_var)
+            interval = mean_intervals(*_moments(spread))
         lower, upper = interval
         reach = np.maximum(upper - mean, mean - lower)  # NaN when either end is
         ratio = 100.0 * reach / np.abs(mean)
@@ -267,6 +269,49 @@ def _short_and_unstable(
         edge = (spread.mean_abs > 0.0) & ~((spread.mean_abs >= SAFE_LOW) & (spread.mean_abs * n <= SAFE_HIGH))
         unstable_unsure |= judged & edge
     return short, short_unsure, unstable, unstable_unsure
+
+
+def _small_short_and_unstable(
+    spread: Spread, unit_ns: Bools, interval: tuple[Floats, Floats] | None
+) -> tuple[Bools, Bools, Bools, Bools]:
+    """:func:`_short_and_unstable` for a few groups, one group at a time over Python floats.
+
+    The same IEEE double operations in the same order (``reach`` is NaN where either side is, as ``np.maximum``
+    makes it), so the same verdicts and the same groups left to the rule; a group whose mean is zero, where numpy
+    divides by zero, is never ``unstable`` and always judged again (its mean is not above the margin). About 20
+    numpy calls on arrays of a few elements were a quarter of a small frame's flags (issue 35).
+    """
+    if interval is None:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            interval = mean_intervals(*_moments(spread))
+    short, short_unsure, unstable, unstable_unsure = [], [], [], []
+    window = _RATIO_WINDOW * UNSTABLE_CI_PCT
+    lists = (spread.n, spread.mean, spread.mean_abs, unit_ns, *interval)
+    for n, mean, mean_abs, ns, lower, upper in zip(*(a.tolist() for a in lists), strict=True):
+        tol = 64.0 * (n + 1) * _EPS * mean_abs
+        short.append(ns and n > 0 and mean < SHORT_NS)
+        short_unsure.append(ns and n > 0 and not abs(mean - SHORT_NS) > tol)
+        if n < 2:
+            unstable.append(False)
+            unstable_unsure.append(False)
+            continue
+        above, below = upper - mean, mean - lower
+        reach = math.nan if math.isnan(above) or math.isnan(below) else max(above, below)
+        edge = mean_abs > 0.0 and not (mean_abs >= SAFE_LOW and mean_abs * n <= SAFE_HIGH)
+        if mean == 0.0:
+            unstable.append(False)
+            unstable_unsure.append(True)
+            continue
+        ratio = 100.0 * reach / abs(mean)
+        unstable.append(not math.isnan(reach) and ratio > UNSTABLE_CI_PCT)
+        close = not abs(ratio - UNSTABLE_CI_PCT) > window
+        unstable_unsure.append(close or not abs(mean) > tol or not abs(reach) < 1e300 or edge)
+    return tuple(np.array(v, dtype=np.bool_) for v in (short, short_unsure, unstable, unstable_unsure))  # type: ignore[return-value]
+
+
+def _moments(spread: Spread) -> tuple[Floats, Floats, Ints, Floats, Floats, Floats]:
+    """``spread``'s summaries in :func:`~nsightx._results.stats.mean_intervals`' order."""
+    return spread.mean, spread.std, spread.n, spread.minimum, spread.log_mean, spread.log_var
 
 
 def _judge_again(
@@ -312,6 +357,8 @@ def _clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Map
     """
     if not clocks:
         return np.zeros(groups.count, dtype=np.bool_)
+    if table.n <= SMALL:
+        return _small_clock_varied(table, finite, groups, clocks)
     found, codes = table.lookup("run", clocks)
     per_key = np.append(np.asarray(found, dtype=np.float64), np.nan)  # MISSING (-1) picks the NaN
     shared = groups.shared_by(table.row_keys("run")) if bool(finite.all()) else None
@@ -320,6 +367,21 @@ def _clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Map
         return _varied(groups.ids, per_row, finite & ~np.isnan(per_row), groups.count)
     clock = per_key[codes[shared.rows]]  # the representative rows' clocks alone (no row-long array)
     return _varied(shared.ids, clock, ~np.isnan(clock), int(shared.of_group.max()) + 1)[shared.of_group]
+
+
+def _small_clock_varied(table: ResultTable, finite: Bools, groups: Groups, clocks: Mapping[Any, float]) -> Bools:
+    """:func:`_clock_varied` for a few value rows: each group over its own rows, in Python lists.
+
+    A run's clock is looked up once per run (as :meth:`~nsightx._results.table.ResultTable.lookup` does; ``None``
+    or no entry: no clock) and made a float as numpy makes it; each group is then judged by :func:`_small_varied`
+    over its rows, which the classes of groups that see the same runs only spare repeating (their verdicts are
+    those of each group's own rows). The lookup arrays and the classes cost more than the rule for a few rows.
+    """
+    keys = table.row_keys("run")
+    per_key = [math.nan if v is None else float(v) for v in map(clocks.get, keys.keys)]
+    clock = [per_key[c] for c in keys.ids.tolist()]
+    kept = [f and not math.isnan(c) for f, c in zip(finite.tolist(), clock, strict=True)]
+    return _small_varied(groups.ids.tolist(), clock, kept, groups.count)
 
 
 def _varied(ids: Ints, clock: Floats, kept: Bools, count: int) -> Bools:

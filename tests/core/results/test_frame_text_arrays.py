@@ -2,9 +2,10 @@
 
 On pandas 3.0 a slice of an ``ArrowStringArray`` went through its ``__init__`` again (about 7 us a column, issue
 35); :func:`~nsightx._results.framebuild._wrapper` makes the same array directly, only where a probe finds that
-pandas' slice holds nothing else than its Arrow data, dtype and ``_readonly`` flag. These tests compare each text
-column with pandas' own slice, on whatever pandas runs them (the GPU machine's 3.0.6 takes the direct way, 3.1
-the public slice), and check that any other kind of array keeps pandas' slicing.
+pandas' slice holds nothing else than its Arrow data, dtype, ``_readonly`` flag and (pandas 3.1) an empty
+``_cache``, and no attribute the constructor sets is missing from it. These tests compare each text column with
+pandas' own slice, on whatever pandas runs them (3.0.6 and 3.1 both take the direct way), and check that any other
+kind of array keeps pandas' slicing.
 """
 
 from __future__ import annotations
