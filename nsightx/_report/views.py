@@ -51,7 +51,7 @@ def _status(row: Any, threshold_pct: float) -> str:
     if status in ("slower", "faster"):
         text = f"{status} {row['ChangePct']:+.1f}%"
         if row["Regression"]:
-            text += f"  REGRESSION (> {threshold_pct:g}%)"
+            text += f" REGRESSION (> {threshold_pct:g}%)"  # one space: two separate the text table's columns
         return text + (f"; {remeasured}" if remeasured else "")
     if status == "within noise" and math.isfinite(row["ChangePct"]):
         floor = row.get("NoiseFloorPct", math.nan)
@@ -247,7 +247,7 @@ def fit(header: list[str], rows: list[list[str]], width: int | None) -> tuple[li
 
 
 _TERSE = (
-    (re.compile(r"^slower ([+-][\d.]+%)  REGRESSION \(> [\d.]+%\)"), r"REGRESSION \1"),
+    (re.compile(r"^slower ([+-][\d.]+%) REGRESSION \(> [\d.]+%\)"), r"REGRESSION \1"),
     (re.compile(r"^within noise \(([+-][\d.]+%)[^)]*\)"), r"noise \1"),
 )
 

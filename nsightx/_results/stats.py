@@ -297,11 +297,7 @@ def mean_intervals(
     k = counts.astype(np.float64)
     v = log_var
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        half = t * std / np.sqrt(counts)  # ci_half_width's arithmetic, row by row
-        past = np.isinf(half) & np.isfinite(std)
-        if past.any():  # t * std past 1.8e308, the half-width not
-            half[past] = (t * (std / np.sqrt(counts)))[past]
-        lower, upper = mean - half, mean + half
+        half, lower, upper = _t_ends(mean, std, counts, t)
         cox = t * np.sqrt(v / k + v * v / (2.0 * (k - 1.0)))
         centre = log_mean + v / 2.0
         floor = minimum * ((1.0 - confidence) / 2.0) ** (1.0 / k)
@@ -312,6 +308,31 @@ def mean_intervals(
         lower = np.where(positive, np.maximum(low_end, floor), signed)
         upper = np.where(joined, np.maximum(upper, np.exp(centre + cox)), upper)
     return lower, upper
+
+
+def _t_ends(mean: Floats, std: Floats, counts: Ints, t: Floats) -> tuple[Floats, Floats, Floats]:
+    """Per row, the t interval's half-width and its ends ``mean -+ half`` (:func:`ci_half_width`'s arithmetic).
+
+    A half-width past the float range (``inf``) can still give an end inside it: two runs of -2e307 and -5e307
+    have a half-width of 1.9e308 and an upper end of 1.56e308, which ``mean + inf`` made ``inf``. Such rows take
+    their ends as twice ``mean/2 -+ half/2`` (halving and doubling are exact at that size); an end that is truly
+    past the range is still ``inf``. The caller silences numpy's overflow warnings.
+    """
+    import numpy as np
+
+    half = t * std / np.sqrt(counts)
+    past = np.isinf(half) & np.isfinite(std)
+    if not past.any():
+        return half, mean - half, mean + half
+    half[past] = (t * (std / np.sqrt(counts)))[past]  # t * std past 1.8e308, the half-width not
+    lower, upper = mean - half, mean + half
+    beyond = past & np.isinf(half)  # the half-width itself past 1.8e308, the ends maybe not
+    if beyond.any():
+        halved = (0.5 * t[beyond]) * (std[beyond] / np.sqrt(counts[beyond]))
+        centre = 0.5 * mean[beyond]
+        lower[beyond] = 2.0 * (centre - halved)
+        upper[beyond] = 2.0 * (centre + halved)
+    return half, lower, upper
 
 
 def percent_of(part: float, whole: float) -> float:

@@ -22,9 +22,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_frame_reference import Shape, build, shapes
+from test_frame_reference import TIME, Shape, build, shapes
 
 import nsightx
 from nsightx._commands.show import show
@@ -376,6 +376,21 @@ def parse_compare(text: str) -> tuple[list[str], list[list[str]]]:
     factor=st.sampled_from([1.0, 1.3, 0.5, 1.01, 1e3]),
     drop=st.booleans(),
     width=st.one_of(st.none(), st.integers(40, 240)),
+)
+@example(  # a random draw: the status "slower +30.0%  REGRESSION (> 5%)" held the columns' separator
+    shape=Shape(
+        configs=[(1,), (65,)],
+        params=("n",),
+        runs=6,
+        annotations=("gemm",),
+        metrics=(TIME, "bytes"),
+        combine=False,
+        derive=False,
+        regions={("gemm", c, r): [{TIME: 1000.0 + r, "bytes": math.nan}] for c in range(2) for r in range(6)},
+    ),
+    factor=1.3,
+    drop=False,
+    width=None,
 )
 def test_the_compare_table_says_what_the_comparison_says(
     shape: Shape, factor: float, drop: bool, width: int | None

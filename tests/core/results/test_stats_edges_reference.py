@@ -279,6 +279,12 @@ def test_a_row_at_the_float_range_edge_matches_the_reference(values: list[float]
     check(_one_row(values))
 
 
+def test_a_derived_row_whose_half_width_is_past_the_float_range_matches_the_reference() -> None:
+    """Runs of -1e307 and -2.5e307, doubled: a t half-width of 1.9e308 (inf), so both ends were inf, the upper
+    end 1.56e308 in fact (a random draw of the property above)."""
+    check(_one_row([-1e307, -2.5e307], derive=True))
+
+
 def test_tiny_distinct_runs_are_not_called_stable() -> None:
     """Five runs of 1e-300 .. 5e-300 (an RSD of 53 %): the squares underflowed to a spread of 0."""
     with warnings.catch_warnings():

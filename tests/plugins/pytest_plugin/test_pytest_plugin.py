@@ -116,7 +116,7 @@ def test_planted_slowdown_fails_the_session_with_the_table(nap_module, monkeypat
             "*= nsightx =*",
             "test_timing.py::test_nap  (baseline *)",
             "Function  Config  Metric *Status*",  # no Annotation column: it repeats Function
-            "nap *n=1 *host__time_duration.sum *slower +*%  REGRESSION (> 10%); confirmed by 2 re-measure(s) (+*)*",
+            "nap *n=1 *host__time_duration.sum *slower +*% REGRESSION (> 10%); confirmed by 2 re-measure(s) (+*)*",
             "nsightx: FAIL: 1 test(s) with a significant slowdown larger than 10%",
         ]
     )
