@@ -8,6 +8,7 @@ saves is measured by ``benchmarks/run_loop_cost.py``.
 from __future__ import annotations
 
 import gc
+import itertools
 import weakref
 from typing import Any
 
@@ -28,14 +29,23 @@ class Node:
         self.me = self
 
 
-def profiled(seen: list[int]):
-    """A profiled function of :data:`RUNS` runs that notes how many objects are frozen at the end of each run."""
+NOTED = frozenset({0, 1, FREEZE_EVERY - 1, FREEZE_EVERY, FREEZE_EVERY + 1, RUNS - 1})
+"""The runs after which the tests that freeze the whole test process first note the freeze count: the first ones,
+those around the checkpoint, and the last. ``gc.get_freeze_count()`` walks every frozen object, there the whole
+heap of the test process, so noting it after each of :data:`RUNS` runs took about a minute a test."""
+
+
+def profiled(seen: list[int], noted: frozenset[int] | None = None):
+    """A profiled function of :data:`RUNS` runs that notes how many objects are frozen at the end of each run
+    (of each run in ``noted``, when given)."""
+    done = itertools.count()
 
     @nsightx.analyze.kernel(runs=RUNS, warmup=0, backend="host", verbosity=SILENT, thermal_mode="off")
     def f() -> None:
         with nsightx.annotate("a"):
             pass
-        seen.append(gc.get_freeze_count())
+        if noted is None or next(done) in noted:
+            seen.append(gc.get_freeze_count())
 
     return f
 
@@ -91,7 +101,8 @@ def test_the_run_loop_alone_freezes_too_and_a_profiled_call_around_it_unfreezes_
     from nsightx._run.loop import run_loop
 
     seen: list[int] = []
-    plan = _loop_plan(lambda: seen.append(gc.get_freeze_count()))
+    runs = itertools.count()
+    plan = _loop_plan(lambda: seen.append(gc.get_freeze_count()) if next(runs) % RUNS in NOTED else None)
     run_loop(plan, HostSession(), RunSink())
     assert seen[0] == 0 and seen[-1] > 0 and gc.get_freeze_count() == 0
     from nsightx._run import heap
@@ -126,7 +137,8 @@ def test_a_process_that_froze_objects_itself_is_left_as_it_was(collector_as_foun
     gc.freeze()
     frozen = gc.get_freeze_count()
     seen: list[int] = []
-    profiled(seen)()
+    profiled(seen, NOTED)()
+    assert len(seen) == len(NOTED)
     # neither frozen further nor unfrozen (gc.unfreeze() empties the permanent generation); a frozen object that is
     # freed meanwhile (an earlier call's cached plan description, say) leaves it, so the count may only drop a little
     after = gc.get_freeze_count()
@@ -198,7 +210,8 @@ def test_where_objects_were_frozen_first_a_long_call_pauses_the_collector_and_co
         with nsightx.annotate("a"):
             pass
         enabled.append(gc.isenabled())
-        frozen.append(gc.get_freeze_count())
+        if len(done) in NOTED:  # not after every run: see NOTED
+            frozen.append(gc.get_freeze_count())
         done.append(1)
 
     note = noting_collections(passes, done)
