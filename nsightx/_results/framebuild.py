@@ -231,7 +231,7 @@ def _strings(columns: list[list[str]], text: Any) -> list[Any]:
 
 
 _CACHED_TEXT = 512
-"""Up to this many strings a frame's text is kept (:func:`_checked`): the text of a small result's frame."""
+"""Up to this many strings a frame's text is kept (:func:`_sliced`): the text of a small result's frame."""
 
 
 @functools.lru_cache(maxsize=16)

@@ -7,6 +7,8 @@ text columns are slices of one Arrow-backed array; these tests compare each with
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -85,21 +87,34 @@ def test_text_columns_are_the_frame_pandas_makes(texts: list[list[str]]) -> None
         assert type(got[name].array) is type(expected[name].array), name
 
 
-def test_text_columns_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def _counting_text_arrays(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[int]]:
+    """A switch that, once called, counts the text arrays pandas constructs (its list grows by one for each).
+
+    Skips where this pandas stores text as numpy objects (no text array to count).
+    """
     text = pd.DataFrame({"s": ["s"]})["s"].dtype
     if isinstance(text, np.dtype) or int(pd.__version__.split(".")[0]) < 3:
         pytest.skip("text is stored as numpy objects here")
     made = type(pd.array(["s"], dtype=text))
-    calls: list[int] = []
     real = made.__init__
+    calls: list[int] = []
 
     def counted(self: object, *args: object, **kwargs: object) -> None:
         calls.append(1)
         real(self, *args, **kwargs)  # type: ignore[arg-type]
 
+    def start() -> list[int]:
+        monkeypatch.setattr(made, "__init__", counted)
+        return calls
+
+    return start
+
+
+def test_text_columns_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    count = _counting_text_arrays(monkeypatch)
     columns = {f"t{i}": ["a", "bc", ""] for i in range(8)}
     frame_of(columns, 3)  # the column labels are made once per set of names
-    monkeypatch.setattr(made, "__init__", counted)
+    calls = count()
     frame = frame_of(columns, 3)
     assert len(calls) <= 1  # one array for all eight columns, sliced
     assert frame["t7"].tolist() == ["a", "bc", ""]
@@ -197,20 +212,10 @@ def test_small_flag_paths_give_the_numpy_flags(seed: int) -> None:
 
 def test_a_small_frames_text_is_converted_once_for_frames_of_the_same_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """The second frame of the same text takes slices of the cached array: no conversion, and each frame its own."""
-    text = pd.DataFrame({"s": ["s"]})["s"].dtype
-    if isinstance(text, np.dtype) or int(pd.__version__.split(".")[0]) < 3:
-        pytest.skip("text is stored as numpy objects here")
-    made = type(pd.array(["s"], dtype=text))
-    calls: list[int] = []
-    real = made.__init__
-
-    def counted(self: object, *args: object, **kwargs: object) -> None:
-        calls.append(1)
-        real(self, *args, **kwargs)  # type: ignore[arg-type]
-
+    count = _counting_text_arrays(monkeypatch)
     columns = {f"u{i}": ["cached", f"text {i}", ""] for i in range(4)}
     first = frame_of(columns, 3)
-    monkeypatch.setattr(made, "__init__", counted)
+    calls = count()
     second = frame_of({name: list(items) for name, items in columns.items()}, 3)  # equal strings, new lists
     assert calls == []
     pd.testing.assert_frame_equal(first, second, check_exact=True)
