@@ -4,9 +4,18 @@ Names and parameters are the user's text and may hold anything: a line break, a 
 sequence. Printed raw, a line break ends a table's row and pushes the rest of it (its status, its ``REGRESSION``
 mark) onto a line of its own, and an escape sequence can rewrite the terminal. The text tables (``nsightx show``,
 ``nsightx demo``, ``nsightx compare``) and the Markdown ones write each cell through :func:`cell_text`.
+
+A text table separates its columns by two spaces or more, so a name holding two spaces in a row (``"copy  fp32"``)
+read as two cells to a person or a program splitting the row on runs of spaces, and a name's outer space
+(``" a"``, another region than ``"a"``) merged into the separator. Such spaces are written as ``\x20``.
 """
 
 from __future__ import annotations
+
+import re
+
+_LOOSE_SPACE = re.compile(r"^ |(?<= ) | $")
+"""A space a text table's reader would take as part of a column separator: one after a space, or at either end."""
 
 
 def cell_text(text: str, *, markdown: bool = False) -> str:
@@ -15,12 +24,13 @@ def cell_text(text: str, *, markdown: bool = False) -> str:
     A backslash is doubled first, so what follows reads back unambiguously. Markdown also escapes the pipe and
     writes a line break (``\r\n``, ``\r``, ``\n``) as ``<br>``. A text table writes every character that is not
     printable (line breaks, tabs, a terminal's escape sequences, ``\u2028``) as its Python escape (``\n``,
-    ``\t``, ``\x1b``).
+    ``\t``, ``\x1b``), and a space that follows a space or starts or ends the text as ``\x20`` (``"a  b"`` as
+    ``a \x20b``): the table's columns are separated by two spaces or more, and a cell never holds two in a row.
     """
     text = text.replace("\\", "\\\\")
     if markdown:
         text = text.replace("|", "\\|")
         return text.replace("\r\n", "<br>").replace("\r", "<br>").replace("\n", "<br>")
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return _LOOSE_SPACE.sub(r"\\x20", text) if " " in text else text

@@ -35,9 +35,13 @@ EXAMPLES = int(os.environ.get("NSIGHTX_DISPLAY_EXAMPLES", "80"))
 """Examples per run (more while hunting: ``NSIGHTX_DISPLAY_EXAMPLES=400``)."""
 
 NAMES = st.sampled_from(
-    ["gemm", "ü-naïve", "矩阵乘法", "a<b>&c", "x" * 70, "copy.fp32 [tile]", "Ωmega_∑", "n=3", "-", "1.5"]
+    [
+        *("gemm", "ü-naïve", "矩阵乘法", "a<b>&c", "x" * 70, "copy.fp32 [tile]", "Ωmega_∑", "n=3", "-", "1.5"),
+        *("copy  fp32", " lead", "trail  "),
+    ]
 )
-"""Annotation names a person might give: unicode, markup characters, long, or looking like a number or a dash."""
+"""Annotation names a person might give: unicode, markup characters, long, or looking like a number or a dash, with
+two spaces in a row or an outer space (a text table writes such a space as ``\\x20``: :func:`written`)."""
 
 TIME_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 PREFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -50,6 +54,7 @@ def _config_value(draw: Any, kind: str, c: int) -> Any:
         "float": 0.5 + c,
         "text": f"t{c}-ü",
         "long": "L" * 40 + str(c),
+        "spaced": f"t  {c} ",
         "negative": -c - 1,
     }[kind]
 
@@ -60,7 +65,7 @@ def displayed_shapes(draw: Any) -> Shape:
     shape: Shape = draw(shapes())
     names = draw(st.lists(NAMES, min_size=len(shape.annotations), max_size=len(shape.annotations), unique=True))
     rename = dict(zip(shape.annotations, names, strict=True))
-    kinds = [draw(st.sampled_from(["int", "float", "text", "long", "negative"])) for _ in shape.params]
+    kinds = [draw(st.sampled_from(["int", "float", "text", "long", "negative", "spaced"])) for _ in shape.params]
     shape.configs = [tuple(_config_value(draw, kind, c) for kind in kinds) for c in range(len(shape.configs))]
     shape.annotations = tuple(rename[a] for a in shape.annotations)
     shape.normalize = None if shape.normalize is None else rename[shape.normalize]
@@ -76,10 +81,23 @@ def displayed_shapes(draw: Any) -> Shape:
 # --- parsers -------------------------------------------------------------------------------------------------
 
 
+def written(name: str) -> str:
+    r"""``name`` as a text table's cell writes it: a space after a space, or at either end, as ``\x20``.
+
+    The names drawn here hold no backslash and only printable characters, so that is the only escape they need.
+    """
+    out = ""
+    for i, c in enumerate(name):
+        loose = c == " " and (i == 0 or i == len(name) - 1 or name[i - 1] == " ")
+        out += "\\x20" if loose else c
+    return out
+
+
 def parse_text(text: str) -> tuple[list[str], list[list[str]]]:
     """The header and cells of :func:`render_text`'s table: columns are separated by two spaces or more.
 
-    The names drawn here hold no two spaces in a row and no empty cell, so splitting on runs of spaces is exact.
+    A cell holds no two spaces in a row and no outer space (:func:`written`), and no cell drawn here is empty, so
+    splitting on runs of spaces is exact.
     """
     lines = text.split("\n")
     header = re.split(r" {2,}", lines[0].strip())
@@ -173,7 +191,9 @@ def check_number_cell(cell: str, value: float, unit: str | None, where: Any) -> 
 
 
 def same_name(cell: str, full: str) -> bool:
-    """``cell`` is ``full``, or ``full`` cut as :func:`nsightx._results.summary.fit` documents (``..`` at the end)."""
+    """``cell`` is ``full`` as written (:func:`written`), or that cut as :func:`nsightx._results.summary.fit`
+    documents (``..`` at the end)."""
+    full = written(full)
     return cell == full or (cell.endswith("..") and len(cell) < len(full) + 2 and full.startswith(cell[:-2]))
 
 
@@ -182,7 +202,7 @@ def check_row(header: list[str], cells: list[str], record: dict[str, Any], param
     got = dict(zip(header, cells, strict=True))
     key = (record["Annotation"], *(record[p] for p in params), record["Metric"])
     assert same_name(got["Annotation"], str(record["Annotation"])), (key, got["Annotation"])
-    assert [got[p] for p in params] == [str(record[p]) for p in params], key
+    assert [got[p] for p in params] == [written(str(record[p])) for p in params], key
     if "Metric" in got:
         assert same_name(got["Metric"], record["Metric"]), (key, got["Metric"])
     unit = record["Unit"] or None
@@ -240,7 +260,7 @@ def test_the_printed_table_says_what_the_frame_says(shape: Shape) -> None:
     frame = _frame(shape)
     if frame is None or frame.empty:
         return
-    header, rows = parse_text(render_text(summarize(frame, shape.params)))
+    header, rows = parse_text(render_text(summarize(frame, shape.params, text=True)))  # as show and demo print it
     check_table(header, rows, frame, shape.params)
 
 
@@ -387,6 +407,21 @@ def parse_compare(text: str) -> tuple[list[str], list[list[str]]]:
         combine=False,
         derive=False,
         regions={("gemm", c, r): [{TIME: 1000.0 + r, "bytes": math.nan}] for c in range(2) for r in range(6)},
+    ),
+    factor=1.3,
+    drop=False,
+    width=None,
+)
+@example(  # names and a config value with two spaces in a row or an outer space read as more cells than the header
+    shape=Shape(
+        configs=[("t  0 ",), ("t  1 ",)],
+        params=("n",),
+        runs=3,
+        annotations=("copy  fp32", " lead"),
+        metrics=(TIME,),
+        combine=False,
+        derive=False,
+        regions={(a, c, r): [{TIME: 1000.0 + r}] for a in ("copy  fp32", " lead") for c in range(2) for r in range(3)},
     ),
     factor=1.3,
     drop=False,
