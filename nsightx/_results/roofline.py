@@ -150,9 +150,13 @@ def seconds(value: float, unit: str | None) -> float:
 
     The duration units are those of :mod:`nsightx._units`: ``ns``/``nsecond``, ``us``/``usecond``,
     ``ms``/``msecond``, ``s``/``second``.
+
+    One division by the unit's count per second (``1e9 / ns``: 1e9, 1e6, 1e3 or 1, each a float exactly), so the
+    result is the exact quotient rounded once: ``value * ns / 1e9`` rounded twice, and moved a quarter of the
+    values given in ``us`` or ``ms`` (and some in ``s``) by an ulp, and one duration written in two units apart.
     """
     ns = nanoseconds_in((unit or "ns").strip())
-    return math.nan if ns is None else value * ns / 1e9
+    return math.nan if ns is None else value / (1e9 / ns)
 
 
 def byte_count(value: float, unit: str | None) -> float:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from scipy import stats
 
 import nsightx
@@ -25,6 +28,7 @@ from nsightx._results.roofline import (
     per_second,
     roofline_point,
     roofline_rows,
+    seconds,
 )
 from nsightx._results.schema import PlanInfo
 
@@ -76,6 +80,20 @@ def test_compute_bound_point_and_units_converted():
     assert p.roof_flop_per_s == pytest.approx(p.peak_flop_per_s)
     assert p.roof_fraction == pytest.approx(2.5e12 / (2 * 16896 * 1.98e9))
     assert p.bound == "compute"
+
+
+NS_IN = {"ns": 1, "nsecond": 1, "us": 10**3, "usecond": 10**3, "ms": 10**6, "msecond": 10**6, "s": 10**9}
+
+
+@given(
+    value=st.floats(min_value=0.0, max_value=1e12, allow_nan=False, allow_infinity=False),
+    unit=st.sampled_from(sorted(NS_IN)),
+)
+@example(value=0.1, unit="us")  # 0.1 * 1e3 / 1e9 gave 1e-07, an ulp below 0.1 us in seconds rounded once
+def test_a_duration_in_seconds_is_rounded_once(value, unit):
+    """Regression (open24): ``value * ns / 1e9`` rounded twice, and moved about a quarter of the durations given
+    in us or ms by an ulp; the seconds are the exact quotient, rounded once."""
+    assert seconds(value, unit) == float(Fraction(value) * NS_IN[unit] / 10**9), (value, unit)
 
 
 @pytest.mark.parametrize("unit", ["kB", "KB", "Kbyte", "kbyte"])
