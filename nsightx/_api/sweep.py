@@ -113,7 +113,14 @@ def run_sweep(
             if call.spec.verbosity >= VerbosityLevel.INFO and collected.sink is not None and collected.sink.measured:
                 if not (collected.done and isinstance(e, OutputError)):  # one from the build says it all
                     print(stopped_line(call.name, e, collected, location), file=sys.stderr)
+            elif call.spec.verbosity >= VerbosityLevel.INFO and collected.sink is None:
+                line = nothing_line(call.name, e, configs, location)
+                if line:
+                    print(line, file=sys.stderr)
             raise
+        finally:
+            if collected.sink is None and location is not None:  # nothing came back: no raw file, not an empty one
+                location.raw.unlink(missing_ok=True)
     if failed:
         raise SweepError(_failure_summary(failed, len(configs), location), failed=failed, results=results)
     assert results is not None
@@ -168,6 +175,24 @@ def stopped_line(name: str, error: BaseException, collected: _Collected, locatio
         )
     raw = str(location.raw)
     return f"nsightx: {name} {stop_cause(error)} {came}, saved in {raw}; load them with nsightx.load({raw!r})"
+
+
+def nothing_line(
+    name: str, error: BaseException, configs: tuple[tuple[Any, ...], ...], location: OutputLocation | None
+) -> str | None:
+    """The line printed when Ctrl-C or SIGTERM stops a spread sweep with a file before any config came back.
+
+    A call in one process says it when stopped before any run completed (``kernel.nothing_measured_line``). The
+    raw file is opened when the first config comes back (its header is the plan as that config's worker resolved
+    it), so none is left: the name reserved for it is freed. An error stops it silently (its traceback says why),
+    as does a sweep without a file.
+    """
+    if location is None or not isinstance(error, (KeyboardInterrupt, Terminated)):
+        return None
+    return (
+        f"nsightx: {name} {stop_cause(error)} before any of {len(configs)} config(s) came back; nothing was "
+        f"measured, so no raw file was kept ({location.raw})"
+    )
 
 
 def _payloads(

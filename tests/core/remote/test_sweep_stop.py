@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import par_workload
@@ -30,9 +31,9 @@ _CALLER = """
 import concurrent.futures as cf, sys
 import nsightx, par_workload
 if __name__ == "__main__":
-    folder, engine = sys.argv[1], sys.argv[2]
+    folder, engine, ns = sys.argv[1], sys.argv[2], sys.argv[3]
     options = dict(runs=2, warmup=0, backend="host", output_prefix=folder + "/out/")
-    configs = [(1, folder), (4, folder), (2, folder), (3, folder)]
+    configs = [(int(n), folder) for n in ns.split(",")]
     if engine == "pool":
         profiled = nsightx.analyze.kernel(**options)(par_workload.held_on_4)
         with cf.ProcessPoolExecutor(2) as pool:
@@ -73,25 +74,61 @@ def test_a_stopped_spread_sweep_says_what_came_back_and_ends_its_workers(tmp_pat
     """Config 4 runs in a worker and configs 1 to 3 came back (6 runs in the raw file) when the caller gets the
     signal: it prints one line saying 3 of 4 configs came back, where and how to load them, ends as the signal
     ends a Python process, and config 4's worker is gone once the caller is (its FIFO reads end of file)."""
-    folder = tmp_path
+    raw = tmp_path / "out" / "raw_data-held_on_4-0.jsonl"
+    returncode, stderr = _stopped(tmp_path, engine, signum, "1,4,2,3", lambda caller: _wait_for_runs(raw, caller, 6))
+    assert returncode == -signum, stderr
+    what = "terminated by SIGTERM" if signum == signal.SIGTERM else "interrupted"
+    lines = [line for line in stderr.splitlines() if line.startswith("nsightx:")]
+    assert lines == [
+        f"nsightx: held_on_4 {what} after 3 of 4 config(s) came back (6 run(s)), saved in {raw}; "
+        f"load them with nsightx.load({str(raw)!r})"
+    ], stderr
+    with pytest.warns(nsightx.IncompleteResultWarning, match="holds 6 of 8 planned runs"):
+        loaded = nsightx.load(raw)
+    assert sorted(set(loaded.runs_dataframe()["n"])) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("engine", "signum"), [("pool", signal.SIGINT), ("devices", signal.SIGTERM)])
+def test_a_spread_sweep_stopped_before_any_config_came_back_says_nothing_was_measured(tmp_path, engine, signum):
+    """Regression (open24): its only config runs in a worker when the caller gets the signal. The caller says that
+    nothing was measured, as a call in one process stopped in its first run does; before, it printed nothing and
+    left the raw file's name reserved as an empty file, which ``nsightx.load`` refuses ("nsightx never writes an
+    empty ... raw file")."""
+    returncode, stderr = _stopped(tmp_path, engine, signum, "4", lambda caller: None)
+    assert returncode == -signum, stderr
+    what = "terminated by SIGTERM" if signum == signal.SIGTERM else "interrupted"
+    raw = tmp_path / "out" / "raw_data-held_on_4-0.jsonl"
+    lines = [line for line in stderr.splitlines() if line.startswith("nsightx:")]
+    assert lines == [
+        f"nsightx: held_on_4 {what} before any of 1 config(s) came back; nothing was measured, so no raw file was "
+        f"kept ({raw})"
+    ], stderr
+    assert not raw.exists()
+
+
+def _stopped(
+    folder: Path, engine: str, signum: int, configs: str, ready: Callable[[subprocess.Popen[str]], None]
+) -> tuple[int, str]:
+    """Run the caller over ``configs`` (``n`` values, comma-separated; config 4 holds its worker), signal it once
+    config 4 runs and ``ready`` returned, and check that config 4's worker is gone once the caller is (its FIFO
+    reads end of file). The caller's exit status and its stderr."""
     for name in ("running", "release"):
         os.mkfifo(folder / name)
-    script = tmp_path / "caller.py"
+    script = folder / "caller.py"
     script.write_text(_CALLER)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(par_workload.__file__).parent), *sys.path])}
     running = os.open(folder / "running", os.O_RDONLY | os.O_NONBLOCK)  # no writer needed to open it
     caller = subprocess.Popen(
-        [sys.executable, str(script), str(folder), engine],
+        [sys.executable, str(script), str(folder), engine, configs],
         env=env,
         start_new_session=True,
         stderr=subprocess.PIPE,
         text=True,
     )
-    raw = folder / "out" / "raw_data-held_on_4-0.jsonl"
     try:
         assert _readable(running), "config 4 never started"
         assert os.read(running, 100).strip().isdigit()  # its worker's pid: it runs, and holds the FIFO open
-        _wait_for_runs(raw, caller, 6)
+        ready(caller)
         caller.send_signal(signum)
         _, stderr = caller.communicate(timeout=WAIT)
         assert _readable(running), "config 4's worker outlived its caller"
@@ -103,13 +140,4 @@ def test_a_stopped_spread_sweep_says_what_came_back_and_ends_its_workers(tmp_pat
         except ProcessLookupError:
             pass
         caller.wait()
-    assert caller.returncode == -signum, stderr
-    what = "terminated by SIGTERM" if signum == signal.SIGTERM else "interrupted"
-    lines = [line for line in stderr.splitlines() if line.startswith("nsightx:")]
-    assert lines == [
-        f"nsightx: held_on_4 {what} after 3 of 4 config(s) came back (6 run(s)), saved in {raw}; "
-        f"load them with nsightx.load({str(raw)!r})"
-    ], stderr
-    with pytest.warns(nsightx.IncompleteResultWarning, match="holds 6 of 8 planned runs"):
-        loaded = nsightx.load(raw)
-    assert sorted(set(loaded.runs_dataframe()["n"])) == [1, 2, 3]
+    return caller.returncode, stderr
