@@ -7,10 +7,12 @@ attribution (~0.08 ms) and ~0.4 ms after it. This probe replays both parts witho
 - ``collect``: a fixture of ``tests/fixtures/cupti`` (one real H100/H200 run: its kernel, API and external records
   and its region windows) replicated to 44 runs (fresh external and correlation ids, times shifted per run), then
   the session's ``collect_runs`` over it with a tracer that hands the batch back and a device that does nothing:
-  everything the session does after its wait and flush (``attribute``, the silent-launch check, the incomplete-record
-  check, grouping by run, ``to_run_outputs``, the cost counters). ``attribute`` and ``to_run_outputs`` are timed
-  alone as well. The fixtures are those of ``api_tracing="region"`` and of ``api_always/`` (``"always"``, the
-  default: every kernel launched outside a region has its launch record, so attribution bisects the windows).
+  everything the session does around its wait and flush (``attribute``, the silent-launch check, the
+  incomplete-record check, grouping by run, ``to_run_outputs``, the cost counters); ``collect_runs after the wait``
+  times only what follows the device's wait (what a session does before it overlaps the GPU's work).
+  ``attribute`` and ``to_run_outputs`` are timed alone as well. The fixtures are those of ``api_tracing="region"``
+  and of ``api_always/`` (``"always"``, the default: every kernel launched outside a region has its launch record,
+  so attribution bisects the windows).
 - ``decode``: ``RawBuffers._decode`` of the ctypes decoder over one buffer in CUPTI 13's layout (the records of the
   sweep's 44 runs: per run the flush kernel's launch and, per kernel of the fixture, an external correlation, a
   runtime launch record and the kernel record), with a double of libcupti's record walk (as
@@ -94,8 +96,13 @@ class ReplayTracer:
 
 
 class NullDevice:
+    """The device's wait: returns at once, noting when (the session's work after it is timed from there)."""
+
+    def __init__(self) -> None:
+        self.waited_ns = 0
+
     def synchronize(self) -> None:
-        pass
+        self.waited_ns = time.perf_counter_ns()
 
 
 def collect_timers(fixture: Path) -> dict[str, Callable[[], object]]:
@@ -105,12 +112,19 @@ def collect_timers(fixture: Path) -> dict[str, Callable[[], object]]:
 
     batch, windows, tracing = replicate(fixture)
     finished = [(c, r) for c in range(CONFIGS) for r in range(RUNS)]
-    session = CuptiSession(ReplayTracer(batch, tracing), NullDevice(), deferred=True)  # type: ignore[arg-type]
+    device = NullDevice()
+    session = CuptiSession(ReplayTracer(batch, tracing), device, deferred=True)  # type: ignore[arg-type]
 
     def collect() -> object:
         session._windows = list(windows)
         session._finished = list(finished)
         return session.collect_runs()
+
+    def after_wait() -> int:
+        session._windows = list(windows)
+        session._finished = list(finished)
+        session.collect_runs()
+        return time.perf_counter_ns() - device.waited_ns
 
     attribution = attribute(batch, windows)
     rows = {"rows": True} if "rows" in inspect.signature(to_run_outputs).parameters else {}  # as the session does
@@ -119,6 +133,7 @@ def collect_timers(fixture: Path) -> dict[str, Callable[[], object]]:
         by_run[(w.config, w.run)].append(w)
     return {
         "collect_runs": collect,
+        "collect_runs after the wait": after_wait,
         "attribute": lambda: attribute(batch, windows),
         "to_run_outputs": lambda: to_run_outputs(attribution, by_run, **rows),
     }
@@ -215,8 +230,9 @@ def child(reps: int) -> dict[str, float]:
         samples = []
         for _ in range(reps):
             t0 = time.perf_counter_ns()
-            fn()
-            samples.append(time.perf_counter_ns() - t0)
+            got = fn()
+            elapsed = time.perf_counter_ns() - t0
+            samples.append(got if type(got) is int else elapsed)  # a step that times itself returns its ns
         out[label] = statistics.median(samples) / 1e3
     return out
 

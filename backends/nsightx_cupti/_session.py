@@ -37,9 +37,11 @@ from nsightx_cupti._attribution import (
     METRIC,
     ActivityBatch,
     Attribution,
+    Grouped,
     KernelActivity,
     RegionWindow,
     attribute,
+    group_windows,
     incomplete,
     silent_launches,
     to_run_output,
@@ -359,26 +361,32 @@ class CuptiSession(Session):
             return {}
         finished, self._finished = self._finished, []
         t0 = time.perf_counter_ns()
-        attribution, windows = self._attribute()
-        by_run: dict[tuple[int, int], list[RegionWindow]] = {key: [] for key in finished}
-        for w in windows:
-            by_run.setdefault((w.config, w.run), []).append(w)
-        outputs = to_run_outputs(attribution, by_run, self.metrics, rows=True)
-        self.cost_ns["runs"] += len(by_run)
+        with self._lock:
+            pending = list(self._windows)
+        ahead = group_windows(pending, finished)  # before the wait, while the GPU works: no record is read
+        attribution, windows, grouped = self._attribute(ahead)
+        if grouped is None:  # a region closed during the wait: its window is grouped with the others now
+            grouped = group_windows(windows, finished)
+        outputs = to_run_outputs(attribution, grouped.by_run, self.metrics, rows=True)
+        self.cost_ns["runs"] += len(grouped.by_run)
         self.cost_ns["total"] = self.cost_ns.get("total", 0) + time.perf_counter_ns() - t0
         return outputs
 
     def _collect(self) -> RunOutput:
         """Collect the one run that just finished (``cupti_collect="run"``)."""
         t0 = time.perf_counter_ns()
-        attribution, windows = self._attribute()
+        attribution, windows, _ = self._attribute(None)
         self.cost_ns["runs"] += 1
         out = to_run_output(attribution, windows, self.metrics)
         self.cost_ns["total"] = self.cost_ns.get("total", 0) + time.perf_counter_ns() - t0
         return out
 
-    def _attribute(self) -> tuple[Attribution, list[RegionWindow]]:
-        """Synchronise, flush CUPTI once, and attribute every pending window's kernels."""
+    def _attribute(self, grouped: Grouped | None) -> tuple[Attribution, list[RegionWindow], Grouped | None]:
+        """Synchronise, flush CUPTI once, and attribute every pending window's kernels.
+
+        ``grouped``: the pending windows as grouped before the wait (:func:`group_windows`); handed back when they
+        are all of them, else None (a region closed during the wait: they are grouped here).
+        """
         t0 = time.perf_counter_ns()
         self._wait()
         t1 = time.perf_counter_ns()
@@ -388,8 +396,10 @@ class CuptiSession(Session):
             windows, self._windows = self._windows, []
         if self.keep_batches:
             self.batches.append((batch, windows))
+        if grouped is not None and grouped.count != len(windows):
+            grouped = None
         learn_gate = self._learn_gate
-        attribution = attribute(batch, windows, count_outside=learn_gate is not None)
+        attribution = attribute(batch, windows, count_outside=learn_gate is not None, ahead=grouped)
         self._check_silent(batch, windows, attribution)
         if attribution.untraced and windows and self._traced_everywhere:
             self._untraced(attribution.untraced)
@@ -406,7 +416,7 @@ class CuptiSession(Session):
         cost["sync"] += t1 - t0
         cost["collect"] += t2 - t1
         cost["attribute"] += time.perf_counter_ns() - t2
-        return attribution, windows
+        return attribution, windows, grouped
 
     def _drain(self) -> None:
         """Deliver CUPTI's completed buffers now, while the GPU still works (a tracer without ``drain``: no-op)."""

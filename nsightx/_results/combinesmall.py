@@ -8,12 +8,18 @@ same order, and makes the very same :class:`~nsightx._results.store.ValueColumns
 values bit for bit); a group of several records is folded as ``combine_records`` folds it. Where ``combine``
 fails, the object path is taken: ``combine_records`` raises the error of the group it meets first (the same call
 with ``derive_metric`` names the same region).
+
+Records that come region by region, one block of one metric per region (a GPU backend's, cupti's split-K with two
+kernels a region: :func:`region_blocks`), need no region ids, grouping or sort: each block is folded where it
+lies (~50 against ~85 us for the matmul sweep's 50 records and 40 regions, on a 2-core CPU).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +43,9 @@ def combine_small(
     ``None`` also where ``combine`` raised or returned something other than a number (the object path raises).
     """
     rec = parts.records
+    starts = region_blocks(parts, ignored)
+    if starts is not None:
+        return _fold_blocks(parts, starts, combine)
     keys, failed, rid_of = _region_ids(parts, ignored)
     groups: dict[tuple[int, int], list[int]] = {}
     metric_codes = rec.metric.codes.tolist()
@@ -75,6 +84,67 @@ def combine_small(
         np.array([e[3] for e in entries], dtype=np.float64),
         _text([e[4] for e in entries]),
         _text([e[5] for e in entries]),
+    )
+
+
+def region_blocks(parts: RunParts, ignored: set[str]) -> list[int] | None:
+    """Where each region's records start, when the records come region by region; else None.
+
+    That is the shape of a GPU backend's result with several kernels in some regions (cupti's split-K): one
+    metric, no failed region, no ignored kernel, every region's key distinct, and the records, in their order,
+    in blocks of one key each, the blocks' keys those of the regions in theirs. ``combine_records`` then numbers
+    the regions as they come (a key first met among the records is met in the regions' order too), and each
+    block is one group: one value per region, in region order, no grouping by key or sorting needed.
+    """
+    rec, reg = parts.records, parts.regions
+    n = rec.n
+    if not n or len(rec.metric.names) != 1 or any(reg.failed.tolist()) or not ignored.isdisjoint(rec.kernel.names):
+        return None
+    reg_keys = list(zip(reg.annotation.strings(), reg.config.tolist(), reg.run.tolist(), strict=True))
+    rec_keys = list(zip(rec.annotation.strings(), rec.config.tolist(), rec.run.tolist(), strict=True))
+    starts = [0, *itertools.compress(range(1, n), map(operator.ne, rec_keys[1:], rec_keys))]
+    if len(starts) != len(reg_keys) or list(map(rec_keys.__getitem__, starts)) != reg_keys:
+        return None
+    if len(set(reg_keys)) != len(reg_keys):
+        return None  # a key met twice: combine_records merges its blocks
+    return starts
+
+
+def _fold_blocks(
+    parts: RunParts, starts: list[int], combine: Callable[[float, float], float] | None
+) -> ValueColumns | None:
+    """:func:`combine_small` of records in blocks per region (see :func:`region_blocks`), the very same columns."""
+    rec, reg = parts.records, parts.regions
+    ends = [*starts[1:], rec.n]
+    if combine is None and any(map(operator.ne, ends, map((1).__add__, starts))):
+        return None  # combine_records raises KernelCountError: its message is made from the objects
+    fields: tuple[list[float], list[Any], list[int]] = (rec.value.tolist(), rec.kernel.strings(), rec.seq.tolist())
+    values, kernels, seq = fields
+    folded: tuple[float, str | None] | None
+    out_values = list(map(values.__getitem__, starts))  # most regions: one kernel, its record's value and name
+    out_kernels = list(map(kernels.__getitem__, starts))
+    for i, (first, end) in enumerate(zip(starts, ends, strict=True)):
+        if end - first == 1:
+            continue
+        order = seq[first:end]
+        if order == sorted(order):  # launch order already (a stable sort keeps it): no key call per record
+            assert combine is not None, "checked above"
+            number = reduce_values(combine, values[first:end])
+            folded = None if number is None else (number, "|".join(kernels[first:end]))
+        else:
+            folded = _group_value(fields, list(range(first, end)), combine)
+        if folded is None:
+            return None  # combine failed: combine_records raises, for the group it meets first
+        out_values[i], out_kernels[i] = folded
+    units = rec.unit.strings()
+    return ValueColumns(
+        _text(reg.annotation.strings()),
+        np.array(reg.config.tolist(), dtype=np.int64),
+        np.array(reg.run.tolist(), dtype=np.int64),
+        _text([rec.metric.names[0]] * len(starts)),
+        np.array(out_values, dtype=np.float64),
+        _text(list(map(units.__getitem__, starts))),
+        _text(out_kernels),
     )
 
 

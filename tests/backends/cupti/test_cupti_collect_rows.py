@@ -18,6 +18,7 @@ from nsightx_cupti._attribution import (
     RegionWindow,
     attribute,
     batch_from_json,
+    group_windows,
     incomplete,
     region_attributes,
     to_run_output,
@@ -191,3 +192,48 @@ def test_outputs_of_one_kernel_regions_are_those_of_region_attributes(
     assert repr(got.region_attributes) == repr(attributes)  # repr: the keys' order and bool against int count
     expected = to_run_outputs(attribution, {"run": windows}, metrics)["run"].records
     assert repr([new_record(*r) for r in got.record_rows]) == repr(expected)  # repr: NaN equals NaN
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_windows_grouped_before_the_wait_attribute_as_those_grouped_after(path: Path) -> None:
+    """The session groups its windows before the GPU wait (group_windows): the same attribution and groups."""
+    batch, windows, _ = batch_from_json(path.read_text(encoding="utf-8"))
+    windows = _as_runs(windows, 2)
+    grouped = group_windows(windows, [(0, 0), (0, 1), (0, 2)])
+    assert grouped.count == len(windows)
+    assert grouped.by_run == {(0, r): [w for w in windows if w.run == r] for r in range(3)}
+    ahead = attribute(batch, windows, ahead=grouped)
+    assert ahead.by_region is grouped.by_region
+    assert repr(ahead) == repr(attribute(batch, windows))
+    for count_outside in (False, True):
+        again = attribute(batch, windows, count_outside=count_outside, ahead=group_windows(windows, []))
+        assert repr(again) == repr(attribute(batch, windows, count_outside=count_outside))
+
+
+class LateRegion(Replay):
+    """A region closes on another thread while the session waits (its window comes after the windows were grouped)."""
+
+    def __init__(self, batch: ActivityBatch, session: list[CuptiSession], late: RegionWindow) -> None:
+        super().__init__(batch)
+        self.session, self.late = session, late
+
+    def collect(self) -> ActivityBatch:
+        self.session[0]._windows.append(self.late)
+        return self.batch
+
+
+def test_a_window_added_during_the_wait_is_collected_as_before() -> None:
+    batch, windows, _ = batch_from_json((ROOT / "two_regions.json").read_text(encoding="utf-8"))
+    windows = _as_runs(windows, 2)
+    *early, late = windows
+    holder: list[CuptiSession] = []
+    session = CuptiSession(LateRegion(batch, holder, late), NoDevice(), deferred=True)  # type: ignore[arg-type]
+    holder.append(session)
+    session._windows, session._finished = list(early), [(0, 0), (0, 1)]
+    outputs = session.collect_runs()
+    expected = to_run_outputs(attribute(batch, windows), {(0, r): [w for w in windows if w.run == r] for r in (0, 1)})
+    assert outputs.keys() == expected.keys()
+    for key, out in expected.items():
+        assert [new_record(*r) for r in outputs[key].record_rows] == out.records
+        assert outputs[key].region_attributes == out.region_attributes
+    assert session._windows == []

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import nsightx
 from nsightx._results import combinecols
 from nsightx._results.combinecols import combine_arrays
-from nsightx._results.combinesmall import combine_small
+from nsightx._results.combinesmall import combine_small, region_blocks
 from nsightx._results.profileresults import build_results
 from nsightx._results.records import Record, RegionRun, RunRecords
 from nsightx._results.rowparts import parts_from_rows
@@ -168,3 +168,58 @@ def test_a_small_result_takes_the_list_path_and_a_large_one_the_arrays(monkeypat
     combinecols.combine_columns(runs(3), ("t",), (), None)
     combinecols.combine_columns(runs(300), ("t",), (), None)
     assert taken == ["small", "arrays"]
+
+
+BLOCK = st.tuples(st.lists(st.tuples(KERNELS, VALUES, UNITS, st.integers(0, 3)), min_size=1, max_size=3), st.booleans())
+"""One region execution and its records of one metric: (kernel, value, unit, seq) each; whether it failed."""
+
+
+def _block_runs(made: list[Any], swap: bool) -> list[RunRecords]:
+    """Runs whose records come region by region (cupti's shape); ``swap``: the last run's blocks swapped."""
+    out = []
+    for i, blocks in enumerate(made):
+        config, run = divmod(i, 3)
+        names = [f"r{j}" for j in range(len(blocks))]
+        if swap and i == len(made) - 1:
+            names = names[::-1]
+        recs = tuple(
+            Record(name, config, run, k, "t", v, u, s)
+            for name, (records, _) in zip(names, blocks, strict=True)
+            for k, v, u, s in records
+        )
+        regs = tuple(RegionRun(f"r{j}", config, run, 5, failed) for j, (_, failed) in enumerate(blocks))
+        out.append(RunRecords(config, run, recs, regs))
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    made=st.lists(st.lists(BLOCK, min_size=1, max_size=3), min_size=1, max_size=6),
+    swap=st.booleans(),
+    metrics=st.sampled_from([("t",), ("m", "t"), ("m",)]),
+    ignored=st.sets(st.sampled_from(["k1", "k2", "k3|x"]), max_size=1),
+    combine=st.sampled_from([operator.add, max, None, _failing, lambda a, b: "many"]),
+)
+def test_records_in_blocks_per_region_combine_as_the_vectorised_path(
+    made: list[Any], swap: bool, metrics: tuple[str, ...], ignored: set[str], combine: Any
+) -> None:
+    """The records of a GPU backend come region by region (several kernels in some): combine_small folds each
+    block (region_blocks) where the shape allows it, and makes what the vectorised path makes, shape or not."""
+    runs = _block_runs(made, swap)
+    for parts in (RunParts.of(runs), parts_from_rows(runs)):
+        small, arrays = _both(parts, metrics, ignored, combine)
+        assert small == arrays
+    used = {r.kernel for run in runs for r in run.records}
+    shaped = not ignored & used and not any(failed for blocks in made for _, failed in blocks)
+    shaped = shaped and not (swap and len(made[-1]) > 1)
+    assert (region_blocks(RunParts.of(runs), ignored) is not None) == shaped
+
+
+def test_the_sweep_is_combined_block_by_block() -> None:
+    """cupti's sweep (one config of two kernels a region) takes the block path, with the vectorised columns."""
+    data = nsightx.load(FIXTURES / "gpu-results" / "sweep-cupti.parquet").data
+    parts = parts_from_rows(_loop_rows(data.runs))
+    starts = region_blocks(parts, set())
+    assert starts is not None and len(starts) == parts.regions.n < parts.records.n
+    small, arrays = _both(parts, tuple(data.plan.metrics), set(), operator.add)
+    assert small == arrays
