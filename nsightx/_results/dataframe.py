@@ -741,6 +741,8 @@ def _top_kernels(t: ResultTable, groups: Groups) -> Any:
         return np.full(groups.count, t.kernels[0], dtype=object)
     out = np.full(groups.count, "failed", dtype=object)
     failed = t.kernels.index("failed") if "failed" in t.kernels else MISSING
+    if len(t.combo_first) <= _SMALL:
+        return _few_top_kernels(t, groups, out, failed)
     combos = np.flatnonzero(t.combo_kernel != failed)
     if len(combos) == 0:
         return out
@@ -753,6 +755,27 @@ def _top_kernels(t: ResultTable, groups: Groups) -> Any:
     lead = order[np.r_[True, group[order][1:] != group[order][:-1]]]
     names = t.kernels
     out[group[lead]] = [names[k] for k in kernel[lead].tolist()]
+    return out
+
+
+def _few_top_kernels(t: ResultTable, groups: Groups, out: Any, failed: int) -> Any:
+    """:func:`_top_kernels` of a few combinations, over Python ints: the same kernel per group.
+
+    Each (group, kernel) pair's rows are summed in the combinations' order; a group takes its pair with the most
+    rows, the first such pair met on a tie (the numpy path sorts the pairs by group, count, then first-seen order).
+    """
+    rows = np.bincount(t.combo, minlength=len(t.combo_first)).tolist()
+    counts: dict[tuple[int, int], int] = {}
+    for kernel, n, group in zip(t.combo_kernel.tolist(), rows, groups.ids[t.combo_first].tolist(), strict=True):
+        if kernel != failed:
+            counts[group, kernel] = counts.get((group, kernel), 0) + n
+    best: dict[int, tuple[int, int]] = {}
+    for (group, kernel), n in counts.items():
+        if group not in best or n > best[group][0]:
+            best[group] = (n, kernel)
+    names = t.kernels
+    for group, (_, kernel) in best.items():
+        out[group] = names[kernel]
     return out
 
 

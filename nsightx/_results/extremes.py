@@ -42,6 +42,8 @@ def rescale_extremes(values: Any, ids: Any, ascending: bool, out: dict[str, Any]
     plain sum made NaN of ``1.7e308 + 1.7e308 - inf``).
     """
     low, high, avg = out["MinValue"], out["MaxValue"], out["AvgValue"]
+    if len(avg) <= _FEW and _inside(low.tolist() + high.tolist()):
+        return out  # nothing at the edges (a small result's usual case): the checks below over Python floats
     with np.errstate(invalid="ignore"):
         big = np.maximum(np.abs(low), np.abs(high))
         bad = np.isfinite(big) & (big > 0.0) & ((big < SAFE_LOW) | (big > SAFE_HIGH))
@@ -60,6 +62,21 @@ def rescale_extremes(values: Any, ids: Any, ascending: bool, out: dict[str, Any]
         redo = ~np.isfinite(avg[bad])
         avg[np.flatnonzero(bad)[redo]] = np.ldexp(got["AvgValue"][redo], back[redo])
     return out
+
+
+_FEW = 64
+"""Up to this many rows :func:`rescale_extremes` first asks :func:`_inside` (a few numpy calls on tiny arrays cost
+more than a loop over Python floats, issue 35)."""
+
+
+def _inside(ends: list[float]) -> bool:
+    """Whether the rows' minima and maxima (``ends``) leave :func:`rescale_extremes` nothing to do.
+
+    They do where each is zero or of a size within [``SAFE_LOW``, ``SAFE_HIGH``]: then no row's largest size is out
+    of range, no end is infinite (a row with infinite runs of one sign has one) and no median is (a half sum of two
+    such values is finite). False (a NaN end too) is only "maybe": the numpy checks decide.
+    """
+    return all(x == 0.0 or SAFE_LOW <= abs(x) <= SAFE_HIGH for x in ends)
 
 
 def _rows_of(values: Any, ids: Any, picked: Any, shift: Any) -> tuple[Any, Any, int]:

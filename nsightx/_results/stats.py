@@ -221,6 +221,8 @@ def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = N
         np.minimum.at(minimum, g, x)
         minimum[minimum == np.inf] = np.nan  # no finite value (an all-infinite group has no interval anyway)
     positive = bool((x > 0.0).all())
+    if len(x) <= _FEW_ROWS:
+        return (minimum, *_few_log_moments(np.log(x if positive else np.where(x > 0.0, x, 1.0)), g, minimum, count))
 
     def logs(start: int, stop: int) -> Floats:
         block = x[start:stop]
@@ -239,6 +241,28 @@ def log_moments(value: Floats, ids: Ints, count: int, minimum: Floats | None = N
     log_mean[bad] = np.nan
     log_var[bad] = np.nan
     return minimum, log_mean, log_var
+
+
+def _few_log_moments(logs: Floats, ids: Ints, minimum: Floats, count: int) -> tuple[Floats, Floats]:
+    """:func:`log_moments`' mean and variance of a few rows' logs, the group sums over Python floats.
+
+    The same sums in the same (row) order as :func:`group_sums`, divided as numpy divides (the count as a float);
+    a group with a minimum that is not positive or fewer than 2 values is NaN, as there.
+    """
+    import numpy as np
+
+    listed, groups = logs.tolist(), ids.tolist()
+    n, sums, squares = [0] * count, [0.0] * count, [0.0] * count
+    for v, i in zip(listed, groups, strict=True):
+        n[i] += 1
+        sums[i] += v
+    kept = [k >= 2 and low > 0.0 for k, low in zip(n, minimum.tolist(), strict=True)]
+    mean = [t / k if ok else math.nan for t, k, ok in zip(sums, n, kept, strict=True)]
+    for v, i in zip(listed, groups, strict=True):
+        dev = v - mean[i]
+        squares[i] += dev * dev
+    var = [q / (k - 1) if ok else math.nan for q, k, ok in zip(squares, n, kept, strict=True)]
+    return np.array(mean, dtype=np.float64), np.array(var, dtype=np.float64)
 
 
 def group_sums(ids: Ints, count: int, weights: Callable[[int, int], Floats]) -> Floats:

@@ -139,9 +139,10 @@ def test_gpu_result_frame_is_the_pandas_one(name: str, monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize("seed", range(60))
 def test_small_inputs_over_python_floats_are_the_numpy_path(seed: int) -> None:
-    """Up to ``_LISTED`` values the median and the even groups' std run over Python floats: the same bits (issue 35).
+    """Up to ``_LISTED`` values (the std: or ``_LISTED_GROUPS`` groups and columns) the median and the even groups'
+    std run over Python floats: the same bits (issue 35).
 
-    The numpy path is asked for the same numbers with the listed limit set to zero.
+    The numpy path is asked for the same numbers with the listed limits set to zero.
     """
     values, codes = _case(seed)
     count = int(codes.max()) + 1
@@ -151,6 +152,7 @@ def test_small_inputs_over_python_floats_are_the_numpy_path(seed: int) -> None:
     wide[seed % len(wide), seed % 2] = [np.inf, -np.inf, 1e3][seed % 3]  # the even path: no NaN among them
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(groupstats, "_LISTED", 0)
+        patch.setattr(groupstats, "_LISTED_GROUPS", 0)
         assert _same(listed, medians(values, codes, count))
         numpy_std = moments(wide, even, count, ascending=True).std
     assert _same(groupstats._listed_std(wide, count, 5), numpy_std)
