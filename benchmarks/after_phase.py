@@ -35,7 +35,8 @@ the GPU machine the library is loaded and, since after8, its answers are kept).
 
 Each figure is the median over ``--reps`` rounds of the per-call time (microseconds), the three interleaved.
 
-Usage: ``python benchmarks/after_phase.py [--reps 30] [--tree OTHER_TREE] [--json FILE] [--profile FILE]``.
+Usage: ``python benchmarks/after_phase.py [--reps 30] [--tree OTHER_TREE] [--case NAME ...] [--json FILE]
+[--profile FILE]``.
 """
 
 from __future__ import annotations
@@ -376,6 +377,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--tree", help="source tree of the nsightx to measure (default: the importable one)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--case", action="append", help="time only this case (repeat for more; default: every case)")
     ap.add_argument("--profile", type=Path, help="write a cProfile of 50 cupti replays here")
     args = ap.parse_args()
     info = use_tree(args.tree)
@@ -387,6 +389,8 @@ def main() -> int:
     host = HostCall()
     cases["host"] = host
     cases["host+nvml"] = functools.partial(with_nvml, host)
+    if args.case:
+        cases = {name: cases[name] for name in args.case}
     for case in cases.values():  # warm: imports, caches, first-call costs
         for _ in range(3):
             case()
