@@ -17,6 +17,10 @@ replays that phase without a GPU:
   ``gather_run`` keeps it), every run but the last handed to the sink during the wait (untimed, with the sink's
   ``build_ahead`` at each config's end, as ``_write_pending`` calls it), then, timed, the last run's hand-over
   and what ``events`` times after it;
+- ``cupti-rows``: the ``cupti`` runs as the deferred cupti session and the run loop hand them over: the session's
+  ``collect_runs`` mapping (records as ``record_rows`` tuples, no record object), written by the run loop's own
+  ``_write_pending`` (the sink's ``expect_runs`` and ``prepare_frame`` before the wait, untimed), timed from
+  ``collect_runs``' return (``_run_row`` and ``add_run`` per run), then what ``cupti`` times after its runs;
 - ``host``: the host backend's 4 x 11 call (``combine_kernel_metrics=operator.add``, silent), timed from the end
   of its last run (``_Sweep.run`` returns) until the call returns: the collectors' stop, the session's close,
   its environment, the first-run check's aftermath and the call's tail, as on the GPU;
@@ -24,15 +28,15 @@ replays that phase without a GPU:
   (``tests/nvml_double.py``; no sampler thread, as there): their stop and release and seven values a run in the
   result.
 
-It does not replay the deferred session's work after its ``collect_runs`` (``_run_row`` per run; the host
-backend hands each run over as it ends) nor the cupti tracer's stop (GPU only).
+It does not replay the cupti tracer's stop (GPU only).
 
 On this CPU the replay has no CUDA driver, so ``gpu_facts`` tries to find a loaded ``libcuda`` at every call (on
 the GPU machine the library is loaded and, since after8, its answers are kept).
 
 Each figure is the median over ``--reps`` rounds of the per-call time (microseconds), the three interleaved.
 
-Usage: ``python benchmarks/after_phase.py [--reps 30] [--tree OTHER_TREE] [--json FILE] [--profile FILE]``.
+Usage: ``python benchmarks/after_phase.py [--reps 30] [--tree OTHER_TREE] [--case NAME ...] [--json FILE]
+[--profile FILE]``.
 """
 
 from __future__ import annotations
@@ -122,8 +126,8 @@ def gpu_after_loop(fixture: Path) -> Callable[[], float]:
     return after
 
 
-def _finish(sink: Any, backend_env: dict[str, Any], facts: Any, plan: Any, configs: list[tuple[Any, ...]]) -> None:
-    """The end of the after phase, as the call does it: close the sink, the environment, the result.
+def _finish(sink: Any, backend_env: dict[str, Any], facts: Any, plan: Any, configs: list[tuple[Any, ...]]) -> Any:
+    """The end of the after phase, as the call does it: close the sink, the environment, the result (returned).
 
     ``facts`` of a tree without ``CallFacts`` is ``None``: its ``_add_environment`` asks for them itself.
     """
@@ -138,7 +142,7 @@ def _finish(sink: Any, backend_env: dict[str, Any], facts: Any, plan: Any, confi
     else:
         _add_environment(environment, None, None, facts)
     with gc_paused():
-        build_results(plan, sink.stored(), environment, combine=operator.add, configs=configs)
+        return build_results(plan, sink.stored(), environment, combine=operator.add, configs=configs)
 
 
 def _call_facts() -> Callable[[], Any]:
@@ -191,6 +195,117 @@ def gpu_after(fixture: Path, expected: bool = False) -> Callable[[], float]:
         return (time.perf_counter_ns() - t0) / 1e3
 
     return after
+
+
+def gpu_after_rows(fixture: Path) -> Callable[[], float]:
+    """One replay of cupti's after phase through the run loop's own hand-over (see the docstring's ``cupti-rows``).
+
+    The measured runs are the pending runs of a deferred call's one batch: their values as the run loop keeps them
+    (:func:`answer_rows`), their outputs as the cupti session's ``collect_runs`` makes them (no record object: the
+    records as ``record_rows`` tuples, the regions' attributes). ``_write_pending`` is called as the loop calls it
+    (the sink's ``expect_runs`` and ``prepare_frame`` before the wait, untimed), the clock starting when the
+    session's ``collect_runs`` returns; then the sink's close, the environment and the result, as ``cupti``.
+    """
+    import nsightx
+    from nsightx._results.records import RunRecords
+    from nsightx._results.sink import RunSink
+    from nsightx._run import loop
+    from nsightx._run.backend import RunOutput
+
+    data = nsightx.load(fixture).data
+    runs = [run for run in data.runs if run.config >= 0]
+    once = [run for run in data.runs if run.config < 0]
+    values = [row[5] for row in answer_rows(loop_rows(runs))]
+    outputs = {
+        (run.config, run.run): RunOutput(
+            [],
+            {g.annotation: dict(g.attributes) for g in run.regions if g.attributes},
+            [(x.annotation, x.config, x.run, x.kernel, x.metric, x.value, x.unit, x.seq) for x in run.records],
+        )
+        for run in runs
+    }
+    states = [_State(tuple((g.annotation, g.host_ns, g.failed) for g in run.regions)) for run in runs]
+    backend_env = {k: v for k, v in data.environment.items() if k.startswith(("Cupti", "Events", "L2", "Flush"))}
+    backend_env.update(GPU=data.environment.get("GPU"), Device=0)
+    configs = [tuple(c) for c in data.plan.configs]
+    ahead = _call_facts()
+    clock = [0]
+
+    def collect_runs() -> Any:
+        got = dict(outputs)  # the session's mapping, made for each call
+        clock[0] = time.perf_counter_ns()
+        return got
+
+    def after() -> float:
+        facts = ahead()
+        sink = RunSink()
+        for run in once:
+            sink.write(RunRecords(run.config, run.run, collectors=run.collectors))
+        pending: list[Any] = [
+            (run.config, run.run, state, RunOutput([], {}), v)
+            for run, state, v in zip(runs, states, values, strict=True)
+        ]
+        session = _session(collect_runs)
+        hand, waiting = loop._hand_over(sink), [sink.prepare_frame]
+        loop._write_pending(
+            session,
+            hand,
+            pending,
+            _NO_COLLECTORS,  # type: ignore[arg-type]
+            collect=True,
+            waiting=waiting,
+            expect=sink.expect_runs,
+            blocked=sink.note_blocked,
+            unreturned=[],
+        )
+        _finish(sink, backend_env, facts, data.plan, configs)
+        return (time.perf_counter_ns() - clock[0]) / 1e3
+
+    return after
+
+
+class _State:
+    """A run's state as ``_run_row`` reads it: its regions."""
+
+    def __init__(self, regions: tuple[Any, ...]) -> None:
+        self.regions = regions
+
+
+class _NoCollectors:
+    """The run loop's collectors as ``_write_pending`` asks them: each run's values are a tuple, nothing to make."""
+
+    @staticmethod
+    def materialize(values: Any) -> list[Any]:
+        return list(values)
+
+
+_NO_COLLECTORS = _NoCollectors()
+
+
+def _session(collect_runs: Callable[[], Any]) -> Any:
+    """A deferred session that hands its runs back as one mapping (cupti's way): ``collect_runs``, and the
+    default ``completed_runs`` over it, the one thing ``_write_pending`` asks of a session."""
+    from nsightx._run.backend import Session
+
+    class Replayed(Session):
+        deferred = True
+
+        def region_enter(self, region: Any) -> None:
+            pass
+
+        def region_exit(self, region: Any, failed: bool) -> None:
+            pass
+
+        def finish_run(self, config: int, run: int) -> Any:
+            raise NotImplementedError
+
+        @classmethod
+        def availability(cls) -> Any:
+            raise NotImplementedError
+
+    session = Replayed()
+    session.collect_runs = collect_runs  # type: ignore[method-assign]
+    return session
 
 
 def use_nvml_double() -> None:
@@ -262,6 +377,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--tree", help="source tree of the nsightx to measure (default: the importable one)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--case", action="append", help="time only this case (repeat for more; default: every case)")
     ap.add_argument("--profile", type=Path, help="write a cProfile of 50 cupti replays here")
     args = ap.parse_args()
     info = use_tree(args.tree)
@@ -269,9 +385,12 @@ def main() -> int:
     for name in ("cupti", "events"):
         cases[name] = gpu_after(FIXTURES / f"sweep-{name}.parquet", expected=name == "cupti")
         cases[f"{name}-loop"] = gpu_after_loop(FIXTURES / f"sweep-{name}.parquet")
+    cases["cupti-rows"] = gpu_after_rows(FIXTURES / "sweep-cupti.parquet")
     host = HostCall()
     cases["host"] = host
     cases["host+nvml"] = functools.partial(with_nvml, host)
+    if args.case:
+        cases = {name: cases[name] for name in args.case}
     for case in cases.values():  # warm: imports, caches, first-call costs
         for _ in range(3):
             case()

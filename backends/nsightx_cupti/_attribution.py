@@ -422,7 +422,9 @@ def to_run_outputs(
     building them and the dataclass constructor ~40% more than the builder. With ``rows``, each run's records are
     handed over as :data:`~nsightx.ext.RecordRow` tuples in ``RunOutput.record_rows`` instead (the same fields; the
     run loop makes a :class:`~nsightx.ext.Record` of one only when something asks for it), a tenth of the
-    builder's cost per record. Each distinct kernel name is shortened once per call.
+    builder's cost per record. Each distinct kernel name is shortened once per call. A region of one kernel (the
+    common one) or two (cuBLAS's split-K) is read without a call or a loop: its kernels' fields unpacked at once, its
+    attributes written in :func:`_outputs` (:func:`region_attributes`' values, in its order).
     """
     return _outputs(attribution.by_region, windows, METRIC in metrics, rows)
 
@@ -430,25 +432,19 @@ def to_run_outputs(
 def _outputs(
     by_region: Mapping[int, list[Attributed]], windows: Mapping[Any, Sequence[RegionWindow]], want: bool, rows: bool
 ) -> dict[Any, RunOutput]:
-    """:func:`to_run_outputs` of :attr:`Attribution.by_region` (``want``: the metric was asked for).
-
-    A region with one kernel (the common one) is read without a call or a loop: its kernel's fields are unpacked
-    at once and its attributes written here (the values :func:`region_attributes` gives, in its order).
-    """
+    """:func:`to_run_outputs` of :attr:`Attribution.by_region` (``want``: the metric was asked for; see there)."""
     outputs: dict[Any, RunOutput] = {}
     names: dict[str, str] = {}  # each distinct kernel name is shortened once per call
-    none: tuple[Attributed, ...] = ()
     for key, ws in windows.items():
         records: list[Any] = []
-        add = records.append
         attributes: dict[str, dict[str, Scalar]] = {}
+        add = records.append
         for w in ws:
-            kernels = by_region.get(w.external_id, none)
-            annotation, n = w.annotation, len(kernels)
+            kernels = by_region.get(w.external_id, _NONE)
+            annotation, n, host_ns = w.annotation, len(kernels), w.exit_ns - w.enter_ns
             if n == 1:
-                ((k, rule),) = kernels
-                name, start, end, _, _, _, _, graph, _ = k  # one unpack: fewer steps than the fields by name
-                host_ns, duration = w.exit_ns - w.enter_ns, end - start
+                (((name, start, end, _, _, _, _, graph, _), rule),) = kernels  # one unpack: not the fields by name
+                duration = end - start
                 attributes[annotation] = {
                     "kernel_count": 1,
                     "device_ns": duration,
@@ -459,29 +455,63 @@ def _outputs(
                     "graph_kernels": 1 if graph else 0,
                     "other_thread_kernels": 1 if rule == "window" else 0,
                 }
-                if w.failed or not want:
-                    continue
-                short = names.get(name)
-                if short is None:
-                    short = names[name] = kernel_base_name(name)
-                add((annotation, w.config, w.run, short, METRIC, float(duration) if end >= start > 0 else NAN, "ns", 0))
-                continue
-            host_ns = w.exit_ns - w.enter_ns
-            attributes[annotation] = _two_kernels(host_ns, kernels) if n == 2 else region_attributes(w, kernels)
-            if w.failed or not want:
-                continue
-            config, run = w.config, w.run
-            for seq, (k, _) in enumerate(kernels):
-                start, end, name = k.start, k.end, k.name
-                value = float(end - start) if end >= start > 0 else NAN
-                short = names.get(name)
-                if short is None:
-                    short = names[name] = kernel_base_name(name)
-                add((annotation, config, run, short, METRIC, value, "ns", seq))
-        outputs[key] = (
-            RunOutput([], attributes, records) if rows else RunOutput([new_record(*r) for r in records], attributes)
-        )
+                if not (w.failed or not want):
+                    value = float(duration) if end >= start > 0 else NAN
+                    add((annotation, w.config, w.run, names.get(name) or _short(names, name), METRIC, value, "ns", 0))
+            elif n == 2:  # as _two_kernels, without its call
+                (a, rule_a), (b, rule_b) = kernels
+                a_name, a_start, a_end, _, a_stream, _, _, a_graph, _ = a
+                b_name, b_start, b_end, _, b_stream, _, _, b_graph, _ = b
+                device_ns = (a_end - a_start) + (b_end - b_start)
+                attributes[annotation] = {
+                    "kernel_count": 2,
+                    "device_ns": device_ns,
+                    "span_ns": (a_end if a_end >= b_end else b_end) - (a_start if a_start <= b_start else b_start),
+                    "launch_ns": host_ns,
+                    "launch_bound": host_ns > device_ns,
+                    "streams": 1 if a_stream == b_stream else 2,
+                    "graph_kernels": (1 if a_graph else 0) + (1 if b_graph else 0),
+                    "other_thread_kernels": (1 if rule_a == "window" else 0) + (1 if rule_b == "window" else 0),
+                }
+                if not (w.failed or not want):
+                    a_value = float(a_end - a_start) if a_end >= a_start > 0 else NAN
+                    b_value = float(b_end - b_start) if b_end >= b_start > 0 else NAN
+                    a_short = names.get(a_name) or _short(names, a_name)
+                    b_short = names.get(b_name) or _short(names, b_name)
+                    add((annotation, w.config, w.run, a_short, METRIC, a_value, "ns", 0))
+                    add((annotation, w.config, w.run, b_short, METRIC, b_value, "ns", 1))
+            else:
+                attributes[annotation] = region_attributes(w, kernels)
+                if not (w.failed or not want):
+                    _add_records(add, w, kernels, names)
+        outputs[key] = RunOutput([], attributes, records) if rows else _objects(records, attributes)
     return outputs
+
+
+def _objects(records: list[Any], attributes: dict[str, dict[str, Scalar]]) -> RunOutput:
+    """A run's output with its record rows made :class:`~nsightx.ext.Record` objects (``rows=False``)."""
+    return RunOutput([new_record(*r) for r in records], attributes)
+
+
+def _add_records(
+    add: Callable[[Any], None], w: RegionWindow, kernels: Sequence[Attributed], names: dict[str, str]
+) -> None:
+    """Append the record rows of region execution ``w``'s ``kernels``, a ``seq`` each in their order."""
+    annotation, config, run = w.annotation, w.config, w.run
+    for seq, (k, _) in enumerate(kernels):
+        start, end, name = k.start, k.end, k.name
+        value = float(end - start) if end >= start > 0 else NAN
+        add((annotation, config, run, names.get(name) or _short(names, name), METRIC, value, "ns", seq))
+
+
+def _short(names: dict[str, str], name: str) -> str:
+    """``name`` shortened (:func:`kernel_base_name`), kept in ``names``: each distinct kernel name once per call."""
+    short = names[name] = kernel_base_name(name)
+    return short
+
+
+_NONE: tuple[Attributed, ...] = ()
+"""The kernels of a region none was attributed to."""
 
 
 def incomplete(attribution: Attribution, batch: ActivityBatch) -> KernelActivity | None:

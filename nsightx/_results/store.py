@@ -153,15 +153,16 @@ def _small_text(items: Iterable[str | None]) -> Text:
 
     A column of one string (a call's metric, unit, its one region) is common: its names come from one C-level
     pass (``dict.fromkeys``) and its codes are zeros, without a dictionary call per item (~2.2 against 3.8 us for
-    44 items); a column of several strings is numbered item by item.
+    44 items); a column of several strings has its codes looked up in C (``map`` over the names' index, read
+    into the array by ``np.fromiter``: ~4 against ~8 us for 50 items of 5 names, no list nor setdefault per item).
     """
     seq = items if isinstance(items, list) else list(items)
     first = dict.fromkeys(seq)
     if len(first) == 1:
         return Text(np.zeros(len(seq), dtype=code_type(1)), list(first))
-    index: dict[str | None, int] = {}
-    codes = [index.setdefault(item, len(index)) for item in seq]
-    return Text(np.array(codes, dtype=code_type(len(index))), list(index))
+    index = dict(zip(first, range(len(first)), strict=True))  # first-seen order: fromkeys keeps it
+    codes = np.fromiter(map(index.__getitem__, seq), code_type(len(index)), len(seq))
+    return Text(codes, list(index))
 
 
 _SMALL_ROWS = 64

@@ -980,6 +980,9 @@ def _write_pending(
     materialize = collectors.materialize
     rows = [values if isinstance(values, tuple) else tuple(materialize(values)) for *_, values in pending]
     _wait_work(waiting, expect, pending, rows)  # before completed_runs: the default one waits for every run at once
+    if collect and build_ahead is None and type(session).completed_runs is Session.completed_runs:
+        _write_collected(session, hand, pending, rows, blocked if waiting else None, unreturned)
+        return
     arriving = _Timed(session.completed_runs() if collect else iter([]), bool(waiting and blocked))
     outputs: dict[tuple[int, int], RunOutput] = {}  # what came back so far
     ahead, last, done = build_ahead if collect else None, len(pending) - 1, 0
@@ -998,6 +1001,40 @@ def _write_pending(
             blocked(arriving.ns)
     finally:
         _keep_unwritten(pending, rows, done, arriving, outputs)
+
+
+def _write_collected(
+    session: Session,
+    hand: Callable[[RunRow], None],
+    pending: list[_Pending],
+    rows: list[tuple[Any, ...]],
+    blocked: Callable[[int], None] | None,
+    unreturned: list[tuple[int, int]] | None,
+) -> None:
+    """What :func:`_write_pending` does for a session that hands its runs back as one mapping (cupti's way).
+
+    Its :meth:`~nsightx._run.backend.Session.collect_runs` is asked once and each run written from that mapping:
+    the same runs, outputs and order as through the default ``completed_runs`` (which yields the mapping's items),
+    without a generator step, a wait's clock reads and a look-up loop per run after the GPU wait (issue 35).
+    ``blocked``: told how long ``collect_runs`` took (when the work done while waiting is judged by it).
+    """
+    outputs: Mapping[tuple[int, int], RunOutput] = {}
+    done = 0
+    try:
+        t0 = time.perf_counter_ns() if blocked is not None else 0
+        outputs = session.collect_runs()
+        ns = time.perf_counter_ns() - t0 if blocked is not None else 0
+        get = outputs.get
+        for (ci, r, state, output, _), values in zip(pending, rows, strict=True):
+            got = get((ci, r))
+            if got is None:
+                got = _collected(outputs, (ci, r), output, unreturned)
+            hand(_run_row(ci, r, state, got, values))
+            done += 1
+        if blocked is not None:
+            blocked(ns)
+    finally:
+        _keep_unwritten(pending, rows, done, iter(()), outputs if type(outputs) is dict else dict(outputs))
 
 
 def _keep_unwritten(

@@ -4,7 +4,9 @@ and errors as the :class:`Record` path, on every captured fixture and on made-up
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
+from typing import Any
 
 import _paths
 import pytest
@@ -24,6 +26,7 @@ from nsightx_cupti._attribution import (
     to_run_output,
     to_run_outputs,
 )
+from nsightx_cupti._names import kernel_base_name
 from nsightx_cupti._session import CuptiSession
 
 from nsightx._errors import MeasurementError
@@ -153,32 +156,45 @@ def test_attribute_says_whether_the_kernels_it_placed_are_whole(path: Path) -> N
 
 regions = st.lists(
     st.tuples(
-        st.integers(0, 2),  # kernels in the region
+        st.integers(0, 3),  # kernels in the region
         st.integers(-1, 40),  # the first kernel's start (0 or less: an incomplete record)
         st.integers(-3, 60),  # its duration (negative: an incomplete record)
         st.booleans(),  # launched by another thread (the window rule)
         st.integers(0, 2),  # graph id
         st.booleans(),  # the region failed
+        st.booleans(),  # its kernels on two streams
     ),
     min_size=1,
     max_size=4,
 )
 
 
-@settings(max_examples=200, deadline=None)
+def _reference_rows(attribution: Any, windows: list[RegionWindow]) -> list[tuple[Any, ...]]:
+    """One record row per kernel of each region that did not fail, in its order: its duration, NaN if incomplete."""
+    out = []
+    for w in windows:
+        for seq, (k, _) in enumerate(attribution.by_region.get(w.external_id, ()) if not w.failed else ()):
+            value = float(k.end - k.start) if k.end >= k.start > 0 else math.nan
+            out.append((w.annotation, w.config, w.run, kernel_base_name(k.name), METRIC, value, "ns", seq))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
 @given(regions, st.booleans())
-def test_outputs_of_one_kernel_regions_are_those_of_region_attributes(
-    spec: list[tuple[int, int, int, bool, int, bool]], want: bool
+def test_outputs_of_one_and_two_kernel_regions_are_those_of_region_attributes(
+    spec: list[tuple[int, int, int, bool, int, bool, bool]], want: bool
 ) -> None:
-    """The one-kernel region read inline gives the attributes :func:`region_attributes` gives (same keys, order,
-    values and types) and the records of the general path, whatever the rule, graph, failure or record."""
+    """The one- and two-kernel regions read inline give the attributes :func:`region_attributes` gives (same keys,
+    order, values and types) and the records of one per kernel in its order, whatever the rule, graph, streams,
+    failure or record (a kernel's duration, NaN for an incomplete one)."""
     batch, windows, corr = ActivityBatch(), [], 1
-    for i, (count, start, duration, other, graph, failed) in enumerate(spec):
+    for i, (count, start, duration, other, graph, failed, streams) in enumerate(spec):
         ext, enter = i + 1, 1000 * (i + 1)
         windows.append(RegionWindow(ext, f"r{i % 3}", 0, i // 3, enter, enter + 50, 1, failed))
         for j in range(count):
             s = enter + start + 10 * j if start > 0 else start
-            batch.kernels.append(KernelActivity(f"_Z1kv{j}", s, s + duration, corr, graph_id=graph))
+            stream = 7 + j % 2 if streams else 7
+            batch.kernels.append(KernelActivity(f"_Z1kv{j}", s, s + duration - 3 * j, corr, stream, graph_id=graph))
             batch.apis[corr] = ApiActivity(corr, enter + 1, enter + 2)
             if not other:
                 batch.externals[corr] = ext
@@ -190,8 +206,10 @@ def test_outputs_of_one_kernel_regions_are_those_of_region_attributes(
     for w in windows:
         attributes[w.annotation] = region_attributes(w, attribution.by_region[w.external_id])
     assert repr(got.region_attributes) == repr(attributes)  # repr: the keys' order and bool against int count
-    expected = to_run_outputs(attribution, {"run": windows}, metrics)["run"].records
-    assert repr([new_record(*r) for r in got.record_rows]) == repr(expected)  # repr: NaN equals NaN
+    expected = _reference_rows(attribution, windows) if want else []
+    assert repr(got.record_rows) == repr(expected)  # repr: NaN equals NaN, float against int
+    objects = to_run_outputs(attribution, {"run": windows}, metrics)["run"].records
+    assert repr(objects) == repr([new_record(*r) for r in expected])
 
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")

@@ -2,7 +2,8 @@
 
 A call of a few configs and runs reads its columns through Python loops over lists (``store.SMALL``): a column of
 one string is made without a dictionary call per item (``_small_text``), and a run of one region hands its
-attributes over without a generator (``rowgather._extend_attributes``). Each is checked here against the numpy path (the
+attributes over without a generator (``rowgather._extend_attributes``); a deferred session's few record rows are
+read in one transposition (``rowgather._output_columns``). Each is checked here against the numpy path (the
 one large results take) on every recorded fixture and on rows hypothesis makes.
 """
 
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nsightx
-from nsightx._results import store
+from nsightx._results import rowgather, store
 from nsightx._results.records import Record
 from nsightx._results.rowparts import parts_from_rows
 from nsightx._results.store import Encoder, RecordColumns, RunParts, Text
@@ -125,3 +126,31 @@ def test_record_columns_of_rows_objects_or_both_are_those_of_the_objects(runs: l
     rows = [(0, i, tuple(Record(*r) if obj else r for r, obj in run), (), {}, ()) for i, run in enumerate(runs)]
     objects = [Record(*r) for run in runs for r, _ in run]
     assert _columns(parts_from_rows(rows).records) == _columns(RecordColumns.of(objects))
+
+
+def _gathered_columns(records: list[Any]) -> RecordColumns:
+    """The records' columns through a fresh ``Gather``'s lists, field by field (what ``with_outputs`` did)."""
+    gather = rowgather.Gather(collectors=False)
+    gather._add_records(records)
+    return gather._record_columns()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_RECORD, st.booleans()), max_size=12)
+    | st.lists(_RECORD, min_size=1, max_size=3).map(lambda few: [(r, False) for r in few] * 200),
+    st.sampled_from([None, 7, 9]),
+)
+def test_output_columns_are_those_of_a_gather(records: list[Any], odd: int | None) -> None:
+    """``with_outputs``' records columns, read in one transposition, are the gathered ones: rows, objects, mixed,
+    more than ``SMALL``; a row of another length raises or is read as a gather reads it."""
+    items: list[Any] = [Record(*r) if obj else r for r, obj in records]
+    if odd is not None and items:
+        items[-1] = (*records[-1][0], "extra")[:odd]
+    try:
+        want = _columns(_gathered_columns(list(items)))
+    except IndexError:  # a row too short for a gather
+        with pytest.raises(IndexError):
+            rowgather._output_columns(items)
+        return
+    assert _columns(rowgather._output_columns(items)) == want

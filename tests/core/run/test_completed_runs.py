@@ -291,8 +291,11 @@ def test_finished_configs_are_gathered_during_the_wait_whatever_their_size() -> 
         assert sink._ahead.upto == 2 * runs  # configs 0 and 1; config 2's runs are read after the last wait
 
 
-def test_a_write_that_raises_keeps_the_later_runs_measurements(tmp_path: Path) -> None:
-    """The first-run check raising (a profiled call's): the runs after it still get what the session read."""
+@pytest.mark.parametrize("session", [Incremental, Mapped])
+def test_a_write_that_raises_keeps_the_later_runs_measurements(tmp_path: Path, session: type[Mapped]) -> None:
+    """The first-run check raising (a profiled call's): the runs after it still get what the session read.
+
+    A mapping session (``Mapped``) is written from its one mapping (``loop._write_collected``): the same."""
     checked: list[int] = []
 
     def on_first(run: Any) -> None:
@@ -301,6 +304,6 @@ def test_a_write_that_raises_keeps_the_later_runs_measurements(tmp_path: Path) -
 
     sink = RunSink(on_first=on_first)
     with pytest.raises(RuntimeError, match="first run refused"):
-        run_loop(_plan(_User(None, frozenset()), 1, 3, 0), Incremental(), sink)
+        run_loop(_plan(_User(None, frozenset()), 1, 3, 0), session(), sink)
     assert checked == [0]
     assert [(r.run, bool(r.records)) for r in sink.runs] == [(0, True), (1, True), (2, True)]
