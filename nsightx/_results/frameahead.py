@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from nsightx._results.dataframe import FramePieces, frame_pieces
-from nsightx._results.store import CollectorColumns, RunParts, Text, ValueColumns, code_type
+from nsightx._results.store import CollectorColumns, RunParts, Text, ValueColumns, code_type, same_ints
 from nsightx._results.table import ResultTable
 from nsightx._results.table_flags import Groups
 
@@ -97,7 +97,7 @@ class FrameAhead:
         if not _same_rows(ahead, table):
             return None
         groups = Groups.of(table)
-        if not (np.array_equal(groups.ids, pieces.groups.ids) and np.array_equal(groups.first, pieces.groups.first)):
+        if not (same_ints(groups.ids, pieces.groups.ids) and same_ints(groups.first, pieces.groups.first)):
             return None
         cached = table.__dict__
         for name in _INJECTED:
@@ -135,8 +135,8 @@ def _same_rows(ahead: ResultTable, table: ResultTable) -> bool:
         return False
     mine, theirs = ahead.columns.values, table.columns.values
     return (
-        np.array_equal(table.config, ahead.config)
-        and np.array_equal(table.run, ahead.run)
-        and np.array_equal(table.annotation, ahead.annotation)
+        same_ints(table.config, ahead.config)
+        and same_ints(table.run, ahead.run)
+        and same_ints(table.annotation, ahead.annotation)
         and theirs.annotation.names == mine.annotation.names
     )

@@ -308,6 +308,10 @@ def mean_intervals(
     import numpy as np
 
     counts = np.asarray(n, dtype=np.int64)
+    if len(counts) <= _PLAIN_ROWS:
+        plain = _plain_intervals(mean, std, counts, minimum, log_mean, log_var, confidence)
+        if plain is not None:
+            return plain
     ok = (counts >= 2) & np.isfinite(std)
     t = np.full(counts.shape, np.nan)
     if len(counts) <= _FEW_ROWS:  # a small result: its counts as Python ints, no np.unique and searchsorted
@@ -332,6 +336,55 @@ def mean_intervals(
         lower = np.where(positive, np.maximum(low_end, floor), signed)
         upper = np.where(joined, np.maximum(upper, np.exp(centre + cox)), upper)
     return lower, upper
+
+
+_PLAIN_ROWS = 16
+"""Up to this many rows :func:`mean_intervals` takes rows of ordinary numbers over Python floats
+(:func:`_plain_intervals`): 14 against 25 us for 4 rows, as fast as numpy at 16 (2-core VM, warm; in a frame,
+numpy's fixed costs weigh more)."""
+
+
+def _plain_intervals(
+    mean: Floats, std: Floats, counts: Ints, minimum: Floats, log_mean: Floats, log_var: Floats, confidence: float
+) -> tuple[Floats, Floats] | None:
+    """:func:`mean_intervals` of a few rows, each of ordinary numbers, over Python floats; None otherwise.
+
+    Ordinary: float64 summaries of at least :data:`LOGNORMAL_MIN_RUNS` values with a positive minimum (every row
+    takes the joined interval: a sweep's timings), every sum, product and end below finite. Then no NaN, infinity
+    or signed zero enters the arithmetic, whose operations are the numpy path's in its order (IEEE doubles either
+    way: the same bits); the power and the exponentials stay numpy's, over arrays of every row as there (numpy's
+    own ``exp`` may differ from the C library's by an ulp). A small result's interval was ~35 numpy calls on
+    4-element arrays, ~80 us of a ~0.8 ms frame (2-core VM, issue 35).
+    """
+    import numpy as np
+
+    if any(a.dtype != np.float64 for a in (mean, std, minimum, log_mean, log_var)):
+        return None
+    ns = counts.tolist()
+    if not ns or min(ns) < LOGNORMAL_MIN_RUNS:
+        return None
+    q = 0.5 + confidence / 2.0
+    rows = []
+    for c, m, s, low, lm, v in zip(ns, *(a.tolist() for a in (mean, std, minimum, log_mean, log_var)), strict=True):
+        t = t_ppf(q, c - 1)
+        k = float(c)
+        half = t * s / math.sqrt(c)
+        if not (math.isfinite(m) and 0.0 < half < math.inf and 0.0 < low < math.inf and math.isfinite(lm)):
+            return None
+        if not 0.0 <= v < math.inf:
+            return None
+        cox = t * math.sqrt(v / k + v * v / (2.0 * (k - 1.0)))
+        centre = lm + v / 2.0
+        if not (math.isfinite(cox) and math.isfinite(centre)):
+            return None
+        rows.append((m - half, m + half, centre - cox, centre + cox, low))
+    with np.errstate(over="ignore", under="ignore"):
+        power = ((1.0 - confidence) / 2.0) ** (1.0 / counts.astype(np.float64))
+        down = np.exp(np.array([r[2] for r in rows])).tolist()
+        up = np.exp(np.array([r[3] for r in rows])).tolist()
+    lower = [max(min(r[0], e), r[4] * p) for r, e, p in zip(rows, down, power.tolist(), strict=True)]
+    upper = [max(r[1], e) for r, e in zip(rows, up, strict=True)]
+    return np.array(lower, dtype=np.float64), np.array(upper, dtype=np.float64)
 
 
 def _t_ends(mean: Floats, std: Floats, counts: Ints, t: Floats) -> tuple[Floats, Floats, Floats]:

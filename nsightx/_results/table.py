@@ -241,8 +241,11 @@ class ResultTable:
         """Distinct metrics, kernels and units (a code is an index)."""
         self._annotation_index: dict[str | None, int] = {name: i for i, name in enumerate(v.annotation.names)}
         # The (annotation, metric, kernel, unit, config) combinations are few, and the work per combination
-        # (groups, kernels, units) is done once per combination, not per row.
-        self.combo, self.combo_first = group_ids(self.annotation, self.metric, self.kernel, self.unit, self.config)
+        # (groups, kernels, units) is done once per combination, not per row. A text column of one name (a call's
+        # metric, kernel, unit) tells no rows apart: it is left out of the key (the same ids, which depend on
+        # equality alone; a small result's rows are numbered as tuples, shorter without it).
+        keyed = [c.codes for c in (v.annotation, v.metric, v.kernel, v.unit) if len(c.names) > 1]
+        self.combo, self.combo_first = group_ids(*keyed, self.config)
         """Per value row, its combination of (annotation, metric, kernel, unit, config); per combination, its first
         value row (combinations numbered in first-seen order)."""
         first = self.combo_first

@@ -41,7 +41,7 @@ from nsightx._results.flags import (
 )
 from nsightx._results.groupshare import SharedGroups, shared_groups
 from nsightx._results.stats import SAFE_HIGH, SAFE_LOW, group_sums, log_moments, mean_intervals
-from nsightx._results.store import SMALL
+from nsightx._results.store import SMALL, same_ints
 from nsightx._results.table import MISSING, Floats, Ints, ResultTable, RowKeys, group_ids
 from nsightx.columns import SERIALIZES_KERNELS
 
@@ -99,7 +99,7 @@ class Groups:
         the table's combination ids themselves, not a second row-long array (8 MB at a million values).
         """
         per_combo, first_combo = group_ids(table.combo_annotation, table.combo_metric, table.combo_config)
-        if np.array_equal(per_combo, np.arange(len(per_combo))):
+        if same_ints(per_combo, np.arange(len(per_combo))):
             return cls(table.combo, table.combo_first[first_combo])
         return cls(per_combo[table.combo], table.combo_first[first_combo])
 

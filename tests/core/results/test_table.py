@@ -13,7 +13,7 @@ import pytest
 import nsightx
 from nsightx._results.records import CollectorValue
 from nsightx._results.schema import ResultData
-from nsightx._results.table import MISSING, Encoder, dense_ids, group_ids, numbers, table_of
+from nsightx._results.table import MISSING, Encoder, ResultTable, dense_ids, group_ids, numbers, table_of
 
 SILENT = nsightx.VerbosityLevel.SILENT
 
@@ -83,6 +83,50 @@ def test_group_ids_of_few_rows_are_those_of_the_numpy_path(n: int, monkeypatch: 
         want_ids, want_firsts = group_ids(*cols)
         assert ids.dtype == want_ids.dtype == firsts.dtype == want_firsts.dtype == np.int64
         assert (ids.tolist(), firsts.tolist()) == (want_ids.tolist(), want_firsts.tolist()) == _reference_ids(*cols)
+
+
+@pytest.mark.parametrize("n", [0, 1, 44, 65, 300])
+def test_combinations_leave_out_text_columns_of_one_name(n: int):
+    """The table's combination ids skip a text column of one name (all its codes 0): they are the ids of the
+    whole (annotation, metric, kernel, unit, config) key, for small and large tables."""
+    from nsightx._results.store import Text, ValueColumns
+
+    rng = np.random.default_rng(n)
+    config, run = rng.integers(0, 4, n), rng.integers(0, 3, n)
+    one = Text(np.zeros(n, dtype=np.int8), ["m"])
+    two = Text(rng.integers(0, 2, n).astype(np.int8), ["a", "b"])
+    for annotation, kernel in ((one, two), (two, one), (one, one)):
+        values = ValueColumns(annotation, config, run, one, rng.random(n), one, kernel)
+        codes = (annotation.codes, one.codes, kernel.codes, one.codes, config)
+        want = _reference_ids(*codes)
+        t = _table_over(values)
+        assert (t.combo.tolist(), t.combo_first.tolist()) == want
+
+
+def _table_over(values: object) -> ResultTable:
+    """A :class:`ResultTable` over ``values`` (the constructor reads the value columns only)."""
+    from types import SimpleNamespace
+
+    return ResultTable(SimpleNamespace(values=values))  # type: ignore[arg-type]
+
+
+def test_same_ints_is_array_equal_of_integer_columns():
+    """The frame's comparisons of integer columns: by bytes within a dtype, ``np.array_equal`` across dtypes."""
+    from nsightx._results.store import same_ints
+
+    a = np.array([0, 1, 1, 3], dtype=np.int64)
+    cases = [
+        (a, a.copy()),
+        (a, a[:3]),
+        (a, np.array([0, 1, 2, 3])),
+        (a, a.astype(np.int8)),
+        (a, np.array([0, 1, 1, 300], dtype=np.int16)),
+        (a[::2], np.array([0, 1])),
+        (a[::2], np.array([0, 2])),
+        (np.zeros(0, np.int64), np.zeros(0, np.int8)),
+    ]
+    for x, y in cases:
+        assert same_ints(x, y) is bool(np.array_equal(x, y))
 
 
 def test_dense_ids_of_no_rows():
