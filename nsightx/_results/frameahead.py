@@ -18,7 +18,9 @@ Trust first: the pieces are used only where they are provably what the frame wou
   runs were split), so they are the same values.
 - :meth:`FrameAhead.take` (``to_dataframe()``): the frame's table reads those collector columns (the same object)
   and its value rows have the predicted layout: the same count, configs, runs and annotations (codes and names),
-  and the same groups (:meth:`~nsightx._results.table_flags.Groups.of`, recomputed and compared).
+  and the same groups (:meth:`~nsightx._results.table_flags.Groups.of`, recomputed and compared). Where its
+  metric, kernel and unit are one name each, as predicted, its row combinations, and so its groups, are the
+  predicted table's by construction: the table is handed those, not numbered again.
 
 What :func:`~nsightx._results.dataframe.frame_pieces` computes reads nothing else of the table (its collector
 columns, its row keys, which are functions of the configs, runs and annotations, and the groups), so the pieces
@@ -96,10 +98,13 @@ class FrameAhead:
             return None
         if not _same_rows(ahead, table):
             return None
-        groups = Groups.of(table)
-        if not (same_ints(groups.ids, pieces.groups.ids) and same_ints(groups.first, pieces.groups.first)):
-            return None
         cached = table.__dict__
+        if _same_combinations(table) and "combinations" not in cached:
+            cached["combinations"] = ahead.combinations  # the same, so the groups are the pieces' own
+        else:
+            groups = Groups.of(table)
+            if not (same_ints(groups.ids, pieces.groups.ids) and same_ints(groups.first, pieces.groups.first)):
+                return None
         for name in _INJECTED:
             if name in ahead.__dict__:
                 cached.setdefault(name, ahead.__dict__[name])
@@ -121,6 +126,18 @@ def predicted_values(parts: RunParts) -> ValueColumns:
     one = Text(np.zeros(n, dtype=code_type(1)), ["?"])
     unit = Text(np.zeros(n, dtype=code_type(1)), [None])
     return ValueColumns(regions.annotation, regions.config, regions.run, one, np.full(n, np.nan), unit, one)
+
+
+def _same_combinations(table: ResultTable) -> bool:
+    """Whether the combinations of ``table``'s rows are those of the predicted rows, given :func:`_same_rows`.
+
+    A table's combinations are numbered over its configs and its text columns of more than one name
+    (:meth:`~nsightx._results.table.Combinations.of`). The predicted rows have one metric, kernel and unit; where
+    ``table`` has one of each too (codes all 0, of one dtype), both number the same annotations and configs, so
+    the ids and every combination's codes are equal (and so are the groups made from them).
+    """
+    v = table.columns.values
+    return len(v.metric.names) == 1 and len(v.kernel.names) == 1 and len(v.unit.names) == 1
 
 
 def _equal_columns(a: CollectorColumns, b: CollectorColumns) -> bool:

@@ -36,7 +36,7 @@ from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 if TYPE_CHECKING:
     from nsightx._results.records import CollectorValue, Scalar
     from nsightx._results.schema import ResultData
-    from nsightx._results.store import RegionColumns, Text
+    from nsightx._results.store import RegionColumns, Text, ValueColumns
 
 __all__ = [
     "MISSING",
@@ -215,6 +215,39 @@ def scope_kind(scope: str) -> str:
     return scope if scope in ("once", "config", "run") else "annotation"
 
 
+@dataclass(frozen=True, eq=False)
+class Combinations:
+    """A table's (annotation, metric, kernel, unit, config) combinations of value rows, in first-seen order.
+
+    They are few, and the work per combination (groups, kernels, units) is done once per combination, not per row.
+    """
+
+    ids: Ints
+    """Per value row, its combination."""
+    first: Ints
+    """Per combination, its first value row."""
+    annotation: Ints
+    metric: Ints
+    kernel: Ints
+    unit: Ints
+    """Per combination, the codes of its annotation, metric, kernel and unit."""
+    config: Ints
+    """Per combination, its config."""
+
+    @classmethod
+    def of(cls, v: ValueColumns) -> Combinations:
+        """The combinations of the value rows ``v``.
+
+        A text column of one name (a call's metric, kernel, unit) tells no rows apart: it is left out of the key
+        (the same ids, which depend on equality alone; a small result's rows are numbered as tuples, shorter
+        without it).
+        """
+        keyed = [c.codes for c in (v.annotation, v.metric, v.kernel, v.unit) if len(c.names) > 1]
+        ids, first = group_ids(*keyed, v.config)
+        codes = (v.annotation.codes[first], v.metric.codes[first], v.kernel.codes[first], v.unit.codes[first])
+        return cls(ids, first, *codes, v.config[first])
+
+
 class ResultTable:
     """The columnar view of one result (see the module docstring). Build it with :func:`table_of`."""
 
@@ -240,19 +273,51 @@ class ResultTable:
         self.units: list[str | None] = v.unit.names
         """Distinct metrics, kernels and units (a code is an index)."""
         self._annotation_index: dict[str | None, int] = {name: i for i, name in enumerate(v.annotation.names)}
-        # The (annotation, metric, kernel, unit, config) combinations are few, and the work per combination
-        # (groups, kernels, units) is done once per combination, not per row. A text column of one name (a call's
-        # metric, kernel, unit) tells no rows apart: it is left out of the key (the same ids, which depend on
-        # equality alone; a small result's rows are numbered as tuples, shorter without it).
-        keyed = [c.codes for c in (v.annotation, v.metric, v.kernel, v.unit) if len(c.names) > 1]
-        self.combo, self.combo_first = group_ids(*keyed, self.config)
-        """Per value row, its combination of (annotation, metric, kernel, unit, config); per combination, its first
-        value row (combinations numbered in first-seen order)."""
-        first = self.combo_first
-        self.combo_annotation, self.combo_metric = self.annotation[first], self.metric[first]
-        self.combo_kernel, self.combo_unit = self.kernel[first], self.unit[first]
-        """Per combination, the codes of its annotation, metric, kernel and unit."""
-        self.combo_config: Ints = self.config[first]
+
+    @functools.cached_property
+    def combinations(self) -> Combinations:
+        """The value rows' (annotation, metric, kernel, unit, config) combinations (:class:`Combinations`).
+
+        Found at the first read, not when the table is made: a deferred call's frame hands its table the ones
+        computed during the GPU wait where they are provably the same (:meth:`FrameAhead.take
+        <nsightx._results.frameahead.FrameAhead.take>`), so the frame does not number its rows again (issue 35).
+        """
+        return Combinations.of(self.columns.values)
+
+    @property
+    def combo(self) -> Ints:
+        """Per value row, its combination (numbered in first-seen order)."""
+        return self.combinations.ids
+
+    @property
+    def combo_first(self) -> Ints:
+        """Per combination, its first value row."""
+        return self.combinations.first
+
+    @property
+    def combo_annotation(self) -> Ints:
+        """Per combination, the code of its annotation."""
+        return self.combinations.annotation
+
+    @property
+    def combo_metric(self) -> Ints:
+        """Per combination, the code of its metric."""
+        return self.combinations.metric
+
+    @property
+    def combo_kernel(self) -> Ints:
+        """Per combination, the code of its kernel."""
+        return self.combinations.kernel
+
+    @property
+    def combo_unit(self) -> Ints:
+        """Per combination, the code of its unit."""
+        return self.combinations.unit
+
+    @property
+    def combo_config(self) -> Ints:
+        """Per combination, its config."""
+        return self.combinations.config
 
     @property
     def annotations(self) -> list[str]:

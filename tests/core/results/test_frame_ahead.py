@@ -28,7 +28,7 @@ from nsightx._results.records import RunRecords
 from nsightx._results.rowgather import _collector_tuple
 from nsightx._results.sink import RunSink
 from nsightx._results.store import CollectorColumns, Text
-from nsightx._results.table import ResultTable
+from nsightx._results.table import Combinations, ResultTable
 
 
 def _row(run: RunRecords) -> tuple[Any, ...]:
@@ -198,6 +198,41 @@ def test_two_kernels_a_region_combined_take_the_pieces(taken: list[bool]) -> Non
     assert taken == [True]
     assert_same_bits(frame, _without_ahead(result).to_dataframe())
     assert_same_bits(frame, result.to_dataframe())
+
+
+def _same_combinations(a: Combinations, b: Combinations) -> bool:
+    fields = ("ids", "first", "annotation", "metric", "kernel", "unit", "config")
+    pairs = [(getattr(a, f), getattr(b, f)) for f in fields]
+    return all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in pairs)
+
+
+def test_a_table_of_the_predicted_layout_is_handed_the_predicted_combinations() -> None:
+    """One metric, kernel and unit, as predicted: the frame's table does not number its rows again; the
+    combinations it is handed are the ones it would find itself, and the frame is the same."""
+    result = _deferred(_simple())
+    ahead = result._frame_ahead
+    assert ahead is not None and ahead._table is not None
+    predicted, table = ahead._table.combinations, result._table()
+    assert "combinations" not in table.__dict__  # found at the first read, not when the table is made
+    pieces = ahead.take(table)
+    assert pieces is not None and table.combinations is predicted
+    assert _same_combinations(predicted, Combinations.of(table.columns.values))
+    assert_same_bits(
+        aggregate_source(result._shell, result._configs, table, pieces)(), _without_ahead(result).to_dataframe()
+    )
+
+
+def test_a_table_of_two_kernel_names_numbers_its_own_combinations() -> None:
+    """A second kernel name (even one no row uses): the groups are compared as before, the table keeps its own."""
+    result = _deferred(_simple())
+    ahead = result._frame_ahead
+    assert ahead is not None and ahead._table is not None
+    predicted = ahead._table.combinations
+    values = result.columns.values
+    table = _relabelled(result, kernel=Text(np.zeros(values.n, dtype=np.int8), [*values.kernel.names, "other"]))
+    assert ahead.take(table) is not None
+    assert table.combinations is not predicted
+    assert _same_combinations(table.combinations, Combinations.of(table.columns.values))
 
 
 def _relabelled(result: ProfileResults, **changed: Any) -> ResultTable:
