@@ -19,8 +19,9 @@ Trust first: the pieces are used only where they are provably what the frame wou
 - :meth:`FrameAhead.take` (``to_dataframe()``): the frame's table reads those collector columns (the same object)
   and its value rows have the predicted layout: the same count, configs, runs and annotations (codes and names),
   and the same groups (:meth:`~nsightx._results.table_flags.Groups.of`, recomputed and compared). Where its
-  metric, kernel and unit are one name each, as predicted, its row combinations, and so its groups, are the
-  predicted table's by construction: the table is handed those, not numbered again.
+  metric, kernel and unit split none of the predicted rows' combinations (one name each, as predicted, or one per
+  combination), its own combinations, and so its groups, are the predicted ones: the table is handed them
+  (:func:`_predicted_combinations`), not numbered again.
 
 What :func:`~nsightx._results.dataframe.frame_pieces` computes reads nothing else of the table (its collector
 columns, its row keys, which are functions of the configs, runs and annotations, and the groups), so the pieces
@@ -38,7 +39,7 @@ import numpy as np
 
 from nsightx._results.dataframe import FramePieces, frame_pieces
 from nsightx._results.store import CollectorColumns, RunParts, Text, ValueColumns, code_type, same_ints
-from nsightx._results.table import ResultTable
+from nsightx._results.table import Combinations, ResultTable
 from nsightx._results.table_flags import Groups
 
 AHEAD_MAX_RUNS = 512
@@ -99,8 +100,9 @@ class FrameAhead:
         if not _same_rows(ahead, table):
             return None
         cached = table.__dict__
-        if _same_combinations(table) and "combinations" not in cached:
-            cached["combinations"] = ahead.combinations  # the same, so the groups are the pieces' own
+        known = _predicted_combinations(ahead, table) if "combinations" not in cached else None
+        if known is not None:
+            cached["combinations"] = known  # the table's own, and so are the groups: the pieces' own
         else:
             groups = Groups.of(table)
             if not (same_ints(groups.ids, pieces.groups.ids) and same_ints(groups.first, pieces.groups.first)):
@@ -128,16 +130,25 @@ def predicted_values(parts: RunParts) -> ValueColumns:
     return ValueColumns(regions.annotation, regions.config, regions.run, one, np.full(n, np.nan), unit, one)
 
 
-def _same_combinations(table: ResultTable) -> bool:
-    """Whether the combinations of ``table``'s rows are those of the predicted rows, given :func:`_same_rows`.
+def _predicted_combinations(ahead: ResultTable, table: ResultTable) -> Combinations | None:
+    """``table``'s row combinations, read off the predicted rows' (``ahead``), given :func:`_same_rows`; else None.
 
-    A table's combinations are numbered over its configs and its text columns of more than one name
-    (:meth:`~nsightx._results.table.Combinations.of`). The predicted rows have one metric, kernel and unit; where
-    ``table`` has one of each too (codes all 0, of one dtype), both number the same annotations and configs, so
-    the ids and every combination's codes are equal (and so are the groups made from them).
+    A table numbers its rows by config and by its text columns of more than one name, in first-seen order
+    (:meth:`~nsightx._results.table.Combinations.of`). The predicted rows have one metric, kernel and unit, so
+    their combinations are those of the annotations and configs, which ``table`` shares. A metric, kernel or unit
+    column of ``table`` with several names splits no predicted combination where it has one code in each (a
+    kernel per config: cuBLAS' per-size choice); then it is a finer key that numbers the same combinations in the
+    same first-seen order: the same ids and first rows, whose codes are read off ``table``. A column that splits
+    one: None (the table numbers its own).
     """
+    known = ahead.combinations
+    ids, first = known.ids, known.first
     v = table.columns.values
-    return len(v.metric.names) == 1 and len(v.kernel.names) == 1 and len(v.unit.names) == 1
+    for text in (v.metric, v.kernel, v.unit):
+        if len(text.names) > 1 and not same_ints(text.codes[first][ids], text.codes):
+            return None
+    codes = (v.annotation.codes[first], v.metric.codes[first], v.kernel.codes[first], v.unit.codes[first])
+    return Combinations(ids, first, *codes, v.config[first])
 
 
 def _equal_columns(a: CollectorColumns, b: CollectorColumns) -> bool:

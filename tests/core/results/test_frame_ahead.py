@@ -215,23 +215,40 @@ def test_a_table_of_the_predicted_layout_is_handed_the_predicted_combinations() 
     predicted, table = ahead._table.combinations, result._table()
     assert "combinations" not in table.__dict__  # found at the first read, not when the table is made
     pieces = ahead.take(table)
-    assert pieces is not None and table.combinations is predicted
+    assert pieces is not None and table.combinations.ids is predicted.ids
     assert _same_combinations(predicted, Combinations.of(table.columns.values))
     assert_same_bits(
         aggregate_source(result._shell, result._configs, table, pieces)(), _without_ahead(result).to_dataframe()
     )
 
 
-def test_a_table_of_two_kernel_names_numbers_its_own_combinations() -> None:
-    """A second kernel name (even one no row uses): the groups are compared as before, the table keeps its own."""
+@pytest.mark.parametrize("used", [False, True])
+def test_a_kernel_a_config_is_handed_the_predicted_combinations(used: bool) -> None:
+    """Several kernel names, one per config (cuBLAS' per-size choice) or a second name no row uses: no predicted
+    combination is split, so the table is handed their ids with its own codes: those it would find itself."""
     result = _deferred(_simple())
     ahead = result._frame_ahead
     assert ahead is not None and ahead._table is not None
     predicted = ahead._table.combinations
     values = result.columns.values
-    table = _relabelled(result, kernel=Text(np.zeros(values.n, dtype=np.int8), [*values.kernel.names, "other"]))
+    codes = values.config.astype(np.int8) if used else np.zeros(values.n, dtype=np.int8)
+    table = _relabelled(result, kernel=Text(codes, ["k0", "k1", "k2"]))
     assert ahead.take(table) is not None
-    assert table.combinations is not predicted
+    assert table.combinations.ids is predicted.ids
+    assert _same_combinations(table.combinations, Combinations.of(table.columns.values))
+    assert table.combo_kernel.tolist() == ([0, 1, 2] if used else [0, 0, 0])
+
+
+def test_a_kernel_column_that_splits_a_combination_numbers_its_own() -> None:
+    """Two kernels in one config's rows: the table numbers its own combinations (the groups compared as before)."""
+    result = _deferred(_simple())
+    ahead = result._frame_ahead
+    assert ahead is not None and ahead._table is not None
+    predicted = ahead._table.combinations
+    values = result.columns.values
+    table = _relabelled(result, kernel=Text(values.run.astype(np.int8) % 2, ["k0", "k1"]))
+    assert ahead.take(table) is not None  # the groups (annotation, metric, config) are the same
+    assert table.combinations.ids is not predicted.ids and table.combo.max() == 5
     assert _same_combinations(table.combinations, Combinations.of(table.columns.values))
 
 
