@@ -1234,11 +1234,12 @@ def _geomeans_by_pair(avg: Any, t: ResultTable, groups: Groups) -> Any:
 def _one_geomean(avg: Any, count: int) -> Any:
     """:func:`_geomeans` where every row is of one (annotation, metric): the one group's mean in every row.
 
-    The same reduction over the same array (the rows in their order, those not finite or not positive left out).
+    The same reduction over the same array (the rows in their order, those not finite or not positive left out):
+    ``np.mean``'s own steps, ``np.add.reduce`` and a division by the count, without its dispatch and checks.
     """
     values = np.asarray(avg, dtype=np.float64)
     logs = np.log(values[np.isfinite(values) & (values > 0)])
-    mean = float(np.exp(np.mean(logs))) if len(logs) else math.nan
+    mean = float(np.exp(float(np.add.reduce(logs)) / len(logs))) if len(logs) else math.nan
     return np.full(count, mean)
 
 

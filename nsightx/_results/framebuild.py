@@ -40,7 +40,7 @@ def frame_of(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
     if blocks is None:
         return pd.DataFrame(columns)
     labels = _labels(tuple(columns), _same(text)).view()  # its own object (a user may rename it), over the same data
-    return _assembler()(blocks, pd.RangeIndex(n), labels)
+    return _assembler()(blocks, pd.RangeIndex(range(n)), labels)  # a range: no argument checks (the same index)
 
 
 @functools.lru_cache(maxsize=64)

@@ -622,11 +622,9 @@ def _any_per_group(groups: Groups, rows: Bools) -> Bools:
 def _cells(verdicts: Mapping[str, Bools]) -> list[str]:
     """The comma-joined cell of each row's flags, made once per distinct combination."""
     if len(verdicts[FLAGS[0]]) <= SMALL:  # a few rows: their verdicts as Python tuples, no numpy call per flag
-        text: dict[tuple[bool, ...], str] = {}
-        for row in zip(*(verdicts[name].tolist() for name in FLAGS), strict=True):
-            if row not in text:
-                text[row] = flags_cell(name for name, v in zip(FLAGS, row, strict=True) if v)
-        return [text[row] for row in zip(*(verdicts[name].tolist() for name in FLAGS), strict=True)]
+        rows = list(zip(*(verdicts[name].tolist() for name in FLAGS), strict=True))
+        text = {row: flags_cell(name for name, v in zip(FLAGS, row, strict=True) if v) for row in set(rows)}
+        return [text[row] for row in rows]
     bits = np.zeros(len(verdicts[FLAGS[0]]), dtype=np.int64)
     for i, name in enumerate(FLAGS):
         bits |= verdicts[name].astype(np.int64) << i
