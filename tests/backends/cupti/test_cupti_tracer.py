@@ -360,6 +360,31 @@ def test_an_untraced_kernel_switches_the_learned_apis_back_on_and_warns() -> Non
     tracer.stop()
 
 
+def test_a_region_stamps_then_pushes_its_id_and_pops_it_then_stamps_through_the_tracers_region_calls() -> None:
+    """The session's per-region calls (the tracer's ``region_calls``: cupti-python's own push and pop) keep the order:
+    the enter time is read before the id is pushed, the exit time after it is popped; a launch inside has the id."""
+    from nsightx_cupti._session import CuptiSession
+
+    from nsightx._results.records import RegionId
+
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake, canary=None)
+    tracer.start()
+    stamps: list[tuple[int, ...]] = []
+    fake.timestamps = lambda: stamps.append(tuple(fake.stack)) or 1000 * len(stamps)
+    session = CuptiSession(tracer, _Device(), deferred=True)
+    region = RegionId("a", 0, 0)
+    session.region_enter(region)
+    fake.launch()
+    session.region_exit(region, False)
+    (window,) = session._windows
+    assert stamps == [(), ()] and fake.stack == []
+    assert (window.enter_ns, window.exit_ns, window.annotation, window.config, window.run) == (1000, 2000, "a", 0, 0)
+    batch = tracer.collect()
+    assert batch.externals == {fake.next_corr: window.external_id}
+    tracer.stop()
+
+
 # --- other CUPTI clients ---------------------------------------------------------------------------------------
 
 
