@@ -478,6 +478,30 @@ def test_records_in_cpu_cycles_are_mapped_back_to_nanoseconds() -> None:
     tracer.stop()
 
 
+def test_a_region_reads_cuptis_own_timestamp_only_when_it_is_int_nanoseconds() -> None:
+    """``region_calls``' timestamp is cupti-python's ``get_timestamp`` itself only where the clock check saw it answer
+    an ``int`` and mapped no other clock; else the tracer's :meth:`timestamp` (which maps and makes an ``int``)."""
+
+    class RawStamps(FakeCupti):
+        def get_timestamp(self) -> Any:  # what the clock reads, of its own type
+            return self.timestamps()
+
+    fake = RawStamps()
+    for clock_check, ticks, own in (
+        (True, time.time_ns, True),
+        (False, time.time_ns, False),  # never checked: the method
+        (True, lambda: float(time.time_ns()), False),  # not an int
+        (True, lambda: time.perf_counter_ns() * 2.1047, False),  # another client's cycles: mapped
+    ):
+        fake.timestamps = ticks
+        tracer = ActivityTracer(fake, canary=None, clock_check=clock_check)
+        tracer.start()
+        stamp = tracer.region_calls()[2]
+        assert (stamp == fake.get_timestamp) is own
+        assert type(stamp()) is int and abs(stamp() - time.time_ns()) < 10**9
+        tracer.stop()
+
+
 def test_a_clock_that_changes_during_the_session_is_refused_with_the_cause() -> None:
     """A client that registers its clock while the call runs (torch.profiler started inside it) is not mapped."""
     fake = FakeCupti()
