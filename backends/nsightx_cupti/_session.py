@@ -295,7 +295,10 @@ class CuptiSession(Session):
         self._open: dict[RegionId, tuple[int, int, int]] = {}
         """Each open region (a :class:`RegionId`, a named tuple: the key as passed) -> its id, CUPTI time, thread."""
         self._windows: list[RegionWindow] = []
-        self._lock = threading.Lock()
+        """The windows closed since the last collection. Never replaced, only appended to (by :meth:`region_exit`,
+        from any thread) and cut from the front (:meth:`_take_windows`): each is one list operation, atomic, so
+        no lock is taken at each region's exit (~0.1 us) and a window appended while a collection takes them
+        stays whole for the next one."""
         self._warned_untraced = False
         tracing = getattr(tracer, "api_tracing", "always")
         self._region_apis = tracing == "region" or bool(getattr(tracer, "gated", ()))
@@ -354,8 +357,7 @@ class CuptiSession(Session):
         if self._region_apis:
             self.tracer.region_close()
         window = RegionWindow(ext, region.annotation, region.config, region.run, t0, t1, tid, failed)
-        with self._lock:
-            self._windows.append(window)
+        self._windows.append(window)
 
     def finish_run(self, config: int, run: int) -> RunOutput:
         """Deferred: note the run (its records come from :meth:`collect_runs`). Otherwise collect it now.
@@ -378,8 +380,7 @@ class CuptiSession(Session):
             return {}
         finished, self._finished = self._finished, []
         t0 = time.perf_counter_ns()
-        with self._lock:
-            pending = list(self._windows)
+        pending = self._windows[:]
         ahead = group_windows(pending, finished)  # before the wait, while the GPU works: no record is read
         attribution, windows, grouped = self._attribute(ahead)
         if grouped is None:  # a region closed during the wait: its window is grouped with the others now
@@ -409,8 +410,7 @@ class CuptiSession(Session):
         t1 = time.perf_counter_ns()
         batch = self.tracer.collect()
         t2 = time.perf_counter_ns()
-        with self._lock:
-            windows, self._windows = self._windows, []
+        windows = self._take_windows()
         if self.keep_batches:
             self.batches.append((batch, windows))
         if grouped is not None and grouped.count != len(windows):
@@ -434,6 +434,13 @@ class CuptiSession(Session):
         cost["collect"] += t2 - t1
         cost["attribute"] += time.perf_counter_ns() - t2
         return attribution, windows, grouped
+
+    def _take_windows(self) -> list[RegionWindow]:
+        """Every window closed so far, cut from :attr:`_windows` (one that closes meanwhile stays there)."""
+        pending = self._windows
+        taken = pending[:]
+        del pending[: len(taken)]
+        return taken
 
     def _drain(self) -> None:
         """Deliver CUPTI's completed buffers now, while the GPU still works (a tracer without ``drain``: no-op)."""

@@ -674,3 +674,24 @@ def test_the_gate_learns_from_launches_per_region_and_keeps_what_still_leaves_un
     assert gate.keys == set()
     gate.learn({LAUNCH: 3}, unplaced=0, regions=0, gated=())  # a collection without regions teaches nothing
     assert gate.keys == set()
+
+
+def test_a_window_closed_while_a_collection_takes_the_windows_stays_for_the_next_one() -> None:
+    """``region_exit`` appends without a lock: a window appended right after the collection copied the list is
+    neither taken nor lost (the list is cut from the front, never replaced)."""
+    from nsightx_cupti._attribution import RegionWindow
+    from nsightx_cupti._session import CuptiSession
+
+    early, late = RegionWindow(1, "a", 0, 0, 10, 20), RegionWindow(2, "a", 0, 1, 30, 40)
+
+    class ClosingMeanwhile(list[RegionWindow]):
+        def __getitem__(self, i: Any) -> Any:
+            got = super().__getitem__(i)
+            if isinstance(i, slice) and late not in self:
+                self.append(late)  # another thread's region_exit, between the copy and the cut
+            return got
+
+    session = CuptiSession(ActivityTracer(FakeCupti(), canary=None), _Device(), deferred=True)
+    session._windows = ClosingMeanwhile([early])
+    assert session._take_windows() == [early]
+    assert session._windows == [late]
