@@ -156,9 +156,7 @@ class ActivityTracer:
         self._canary = canary
         self.clock_check = clock_check
         self.clock: ClockMap | None = None  # set by start() when another client's clock stamps CUPTI's records
-        self._int_stamps = False
-        """Whether cupti-python's ``get_timestamp`` was seen answering an ``int`` (by the clock check of
-        :meth:`start`): then :meth:`region_calls` hands it out as it is, when no clock is mapped."""
+        self._int_stamps = False  # get_timestamp answered an int at start()'s clock check (see region_calls)
         """Refuse records whose timestamps are not wall-clock nanoseconds (on for the process-wide tracer of
         :meth:`get`; test doubles with small made-up timestamps leave it off)."""
         self._canary_pending = False
