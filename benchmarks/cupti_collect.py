@@ -17,11 +17,16 @@ attribution (~0.08 ms) and ~0.4 ms after it. This probe replays both parts witho
   sweep's 44 runs: per run the flush kernel's launch and, per kernel of the fixture, an external correlation, a
   runtime launch record and the kernel record), with a double of libcupti's record walk (as
   ``tests/backends/cupti/test_cupti_raw.py``).
+- ``run of one region``: the session's per-run host work around the user's code, a deferred session's
+  ``start_run``, ``region_enter``, ``region_exit`` and ``finish_run`` for one region, through the real
+  ``ActivityTracer``'s ``push``/``pop``/``timestamp`` over a cupti-python double whose calls are C builtins that do
+  nothing (the Python work around CUPTI's calls, not CUPTI's own); per run (100 runs a call).
 
 Trees are compared in separate processes, interleaved (``--tree A --tree B``, round by round); each figure is the
 median over rounds of each round's median per-call time, microseconds.
 
-Usage: ``python benchmarks/cupti_collect.py [--tree A --tree B] [--rounds 7] [--reps 200] [--json FILE]``.
+Usage: ``python benchmarks/cupti_collect.py [--tree A --tree B] [--rounds 7] [--reps 200] [--only TEXT] [--json FILE]``
+(``--only``: the steps whose label contains TEXT, e.g. ``decode`` or ``region``).
 """
 
 from __future__ import annotations
@@ -215,14 +220,64 @@ def decode_timer(kernels_per_run: int) -> Callable[[], object]:
     return decode
 
 
-def child(reps: int) -> dict[str, float]:
-    """One round in this process: the median per-call time of each step, microseconds."""
+class NullCupti:
+    """cupti-python's calls the per-region path makes, as C builtins doing nothing (the cost of a C call)."""
+
+    class ActivityKind:
+        CONCURRENT_KERNEL, RUNTIME, DRIVER, EXTERNAL_CORRELATION = K_KERNEL, K_RUNTIME, K_DRIVER, K_EXTERNAL
+
+    class ExternalCorrelationKind:
+        CUSTOM2 = EXT_KIND
+
+    activity_push_external_correlation_id = staticmethod(max)
+    activity_pop_external_correlation_id = staticmethod(abs)
+    get_timestamp = staticmethod(time.time_ns)  # wall-clock ns, as CUPTI's own clock: no clock is mapped
+
+
+class NullFlush:
+    """A device whose L2 flush does nothing."""
+
+    def flush_l2(self) -> None:
+        pass
+
+
+def region_timer(runs: int = 100) -> Callable[[], object]:
+    """``runs`` runs of one region each through a deferred session: its per-run hooks, per run (ns)."""
+    from nsightx_cupti._session import CuptiSession
+    from nsightx_cupti._tracer import ActivityTracer
+
+    from nsightx.ext import RegionId
+
+    tracer = ActivityTracer(NullCupti(), canary=None, clock_check=True)
+    tracer.clock = tracer._clock_map()  # the clock check of start(), which needs the rest of cupti-python
+    session = CuptiSession(tracer, NullFlush(), deferred=True)  # type: ignore[arg-type]
+    regions = [RegionId("matmul", 0, r) for r in range(runs)]
+
+    def call() -> int:
+        session._windows, session._finished = [], []
+        start, enter, leave, finish = session.start_run, session.region_enter, session.region_exit, session.finish_run
+        t0 = time.perf_counter_ns()
+        for region in regions:
+            start(0, region.run)
+            enter(region)
+            leave(region, False)
+            finish(0, region.run)
+        return (time.perf_counter_ns() - t0) // runs
+
+    return call
+
+
+def child(reps: int, only: str = "") -> dict[str, float]:
+    """One round in this process: the median per-call time of each step (those named with ``only``), microseconds."""
     timers: dict[str, Callable[[], object]] = {}
-    for name in ("splitk_512", "two_regions", "api_always/splitk_512", "api_always/two_regions"):
-        for step, fn in collect_timers(FIXTURES / f"{name}.json").items():
-            timers[f"{step} {name}"] = fn
+    if only in "collect_runs after the wait attribute to_run_outputs":
+        for name in ("splitk_512", "two_regions", "api_always/splitk_512", "api_always/two_regions"):
+            for step, fn in collect_timers(FIXTURES / f"{name}.json").items():
+                timers[f"{step} {name}"] = fn
     for k in (1, 2):
         timers[f"decode 44x{k}"] = decode_timer(k)
+    timers["run of one region"] = region_timer()
+    timers = {label: fn for label, fn in timers.items() if only in label}
     out = {}
     for label, fn in timers.items():
         for _ in range(20):
@@ -237,15 +292,15 @@ def child(reps: int) -> dict[str, float]:
     return out
 
 
-def round_in(tree: str | None, reps: int) -> dict[str, float]:
+def round_in(tree: str | None, reps: int, only: str = "") -> dict[str, float]:
     """One round in a fresh process with ``tree`` first on the import path."""
-    code = "import json, sys; import cupti_collect as c; print(json.dumps(c.child(int(sys.argv[1]))))"
+    code = "import json, sys; import cupti_collect as c; print(json.dumps(c.child(int(sys.argv[1]), sys.argv[2])))"
     paths = [str(HERE)]
     if tree:
         root = Path(tree).resolve()
         paths = [str(root), str(root / "backends"), str(root / "plugins"), *paths]
     env = {"PYTHONPATH": ":".join(paths), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", code, str(reps)], env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code, str(reps), only], env=env, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(done.stderr)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -256,13 +311,14 @@ def main() -> int:
     ap.add_argument("--tree", action="append", help="source tree to measure (repeat to compare; default: importable)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--only", default="", help="time only the steps whose label contains this (e.g. decode, region)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     trees = args.tree or [None]
     rows: dict[str, dict[str, list[float]]] = {}
     for _ in range(args.rounds):
         for tree in trees:
-            for label, us in round_in(tree, args.reps).items():
+            for label, us in round_in(tree, args.reps, args.only).items():
                 rows.setdefault(label, {}).setdefault(str(tree), []).append(us)
     table = {
         label: {t: {"median": round(statistics.median(v), 2)} for t, v in by.items()} for label, by in rows.items()

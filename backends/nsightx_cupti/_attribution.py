@@ -85,9 +85,15 @@ class ApiActivity(NamedTuple):
     """``runtime`` or ``driver``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RegionWindow:
-    """One execution of a region as the session saw it: its external id and its host window."""
+    """One execution of a region as the session saw it: its external id and its host window.
+
+    Never changed once made, but not ``frozen``: the session makes one at every region exit, on the measured path,
+    and a frozen dataclass's ``__init__`` (``object.__setattr__`` per field) took ~0.84 us there against ~0.16 us
+    (2-core VM); hashed by its fields as a frozen one is. Not a named tuple either: attribution reads its fields
+    after the GPU wait, and a slot is read faster than a named tuple's field or unpacked item (Python 3.11).
+    """
 
     external_id: int
     """The external correlation id pushed while it was open."""

@@ -156,6 +156,7 @@ class ActivityTracer:
         self._canary = canary
         self.clock_check = clock_check
         self.clock: ClockMap | None = None  # set by start() when another client's clock stamps CUPTI's records
+        self._int_stamps = False  # get_timestamp answered an int at start()'s clock check (see region_calls)
         """Refuse records whose timestamps are not wall-clock nanoseconds (on for the process-wide tracer of
         :meth:`get`; test doubles with small made-up timestamps leave it off)."""
         self._canary_pending = False
@@ -368,7 +369,9 @@ class ActivityTracer:
     def _clock_map(self) -> ClockMap | None:
         """A map back to nanoseconds when another client's clock stamps CUPTI's records (see :mod:`._clock`)."""
         read = self._cupti.get_timestamp
-        if not foreign(int(read()), time.time_ns()):
+        ticks = read()
+        self._int_stamps = type(ticks) is int
+        if not foreign(int(ticks), time.time_ns()):
             return None
         t0 = time.perf_counter_ns()
         clock = calibrate(lambda: int(read()))
@@ -591,6 +594,21 @@ class ActivityTracer:
     def pop(self) -> int:
         """Pop the calling thread's top external id."""
         return int(self._cupti.activity_pop_external_correlation_id(self._ext_kind))
+
+    def region_calls(self) -> tuple[Callable[[int], object], Callable[[], object], Callable[[], int]]:
+        """:meth:`push`, :meth:`pop` and :meth:`timestamp` as a session calls them around each region.
+
+        The push and the pop are cupti-python's own functions with the external kind bound (``functools.partial``,
+        a C call), not methods of ours: no Python frame around each of those CUPTI calls, ~0.1-0.2 us a region
+        (the pop's answer is not made an ``int``: the session drops it). The timestamp is cupti-python's
+        ``get_timestamp`` itself where :meth:`start` saw it answer an ``int`` and mapped no other client's clock,
+        else :meth:`timestamp`. Take them after :meth:`start` (which sets that clock).
+        """
+        c, kind = self._cupti, self._ext_kind
+        push = functools.partial(c.activity_push_external_correlation_id, kind)
+        pop = functools.partial(c.activity_pop_external_correlation_id, kind)
+        stamp = c.get_timestamp if self._int_stamps and self.clock is None else self.timestamp
+        return push, pop, stamp
 
     def timestamp(self) -> int:
         """CUPTI's current timestamp (the clock of API records), ns (mapped, when another client's clock ticks)."""

@@ -360,6 +360,31 @@ def test_an_untraced_kernel_switches_the_learned_apis_back_on_and_warns() -> Non
     tracer.stop()
 
 
+def test_a_region_stamps_then_pushes_its_id_and_pops_it_then_stamps_through_the_tracers_region_calls() -> None:
+    """The session's per-region calls (the tracer's ``region_calls``: cupti-python's own push and pop) keep the order:
+    the enter time is read before the id is pushed, the exit time after it is popped; a launch inside has the id."""
+    from nsightx_cupti._session import CuptiSession
+
+    from nsightx._results.records import RegionId
+
+    fake = FakeCupti()
+    tracer = ActivityTracer(fake, canary=None)
+    tracer.start()
+    stamps: list[tuple[int, ...]] = []
+    fake.timestamps = lambda: stamps.append(tuple(fake.stack)) or 1000 * len(stamps)
+    session = CuptiSession(tracer, _Device(), deferred=True)
+    region = RegionId("a", 0, 0)
+    session.region_enter(region)
+    fake.launch()
+    session.region_exit(region, False)
+    (window,) = session._windows
+    assert stamps == [(), ()] and fake.stack == []
+    assert (window.enter_ns, window.exit_ns, window.annotation, window.config, window.run) == (1000, 2000, "a", 0, 0)
+    batch = tracer.collect()
+    assert batch.externals == {fake.next_corr: window.external_id}
+    tracer.stop()
+
+
 # --- other CUPTI clients ---------------------------------------------------------------------------------------
 
 
@@ -451,6 +476,30 @@ def test_records_in_cpu_cycles_are_mapped_back_to_nanoseconds() -> None:
     tracer.start()
     assert tracer.clock is None
     tracer.stop()
+
+
+def test_a_region_reads_cuptis_own_timestamp_only_when_it_is_int_nanoseconds() -> None:
+    """``region_calls``' timestamp is cupti-python's ``get_timestamp`` itself only where the clock check saw it answer
+    an ``int`` and mapped no other clock; else the tracer's :meth:`timestamp` (which maps and makes an ``int``)."""
+
+    class RawStamps(FakeCupti):
+        def get_timestamp(self) -> Any:  # what the clock reads, of its own type
+            return self.timestamps()
+
+    fake = RawStamps()
+    for clock_check, ticks, own in (
+        (True, time.time_ns, True),
+        (False, time.time_ns, False),  # never checked: the method
+        (True, lambda: float(time.time_ns()), False),  # not an int
+        (True, lambda: time.perf_counter_ns() * 2.1047, False),  # another client's cycles: mapped
+    ):
+        fake.timestamps = ticks
+        tracer = ActivityTracer(fake, canary=None, clock_check=clock_check)
+        tracer.start()
+        stamp = tracer.region_calls()[2]
+        assert (stamp == fake.get_timestamp) is own
+        assert type(stamp()) is int and abs(stamp() - time.time_ns()) < 10**9
+        tracer.stop()
 
 
 def test_a_clock_that_changes_during_the_session_is_refused_with_the_cause() -> None:
@@ -625,3 +674,24 @@ def test_the_gate_learns_from_launches_per_region_and_keeps_what_still_leaves_un
     assert gate.keys == set()
     gate.learn({LAUNCH: 3}, unplaced=0, regions=0, gated=())  # a collection without regions teaches nothing
     assert gate.keys == set()
+
+
+def test_a_window_closed_while_a_collection_takes_the_windows_stays_for_the_next_one() -> None:
+    """``region_exit`` appends without a lock: a window appended right after the collection copied the list is
+    neither taken nor lost (the list is cut from the front, never replaced)."""
+    from nsightx_cupti._attribution import RegionWindow
+    from nsightx_cupti._session import CuptiSession
+
+    early, late = RegionWindow(1, "a", 0, 0, 10, 20), RegionWindow(2, "a", 0, 1, 30, 40)
+
+    class ClosingMeanwhile(list[RegionWindow]):
+        def __getitem__(self, i: Any) -> Any:
+            got = super().__getitem__(i)
+            if isinstance(i, slice) and late not in self:
+                self.append(late)  # another thread's region_exit, between the copy and the cut
+            return got
+
+    session = CuptiSession(ActivityTracer(FakeCupti(), canary=None), _Device(), deferred=True)
+    session._windows = ClosingMeanwhile([early])
+    assert session._take_windows() == [early]
+    assert session._windows == [late]
