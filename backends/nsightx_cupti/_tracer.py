@@ -155,10 +155,10 @@ class ActivityTracer:
         """Which decoder the running session's buffers go through (``ctypes`` or ``cupti-python``)."""
         self._canary = canary
         self.clock_check = clock_check
-        self.clock: ClockMap | None = None  # set by start() when another client's clock stamps CUPTI's records
-        self._int_stamps = False  # get_timestamp answered an int at start()'s clock check (see region_calls)
         """Refuse records whose timestamps are not wall-clock nanoseconds (on for the process-wide tracer of
         :meth:`get`; test doubles with small made-up timestamps leave it off)."""
+        self.clock: ClockMap | None = None  # set by start() when another client's clock stamps CUPTI's records
+        self._int_stamps = False  # get_timestamp answered an int at start()'s clock check (see region_calls)
         self._canary_pending = False
         self.reregister = True
         """Register the callbacks at every :meth:`start` (False: a dispatcher in front of this tracer registered
