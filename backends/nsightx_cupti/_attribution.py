@@ -429,8 +429,8 @@ def to_run_outputs(
     handed over as :data:`~nsightx.ext.RecordRow` tuples in ``RunOutput.record_rows`` instead (the same fields; the
     run loop makes a :class:`~nsightx.ext.Record` of one only when something asks for it), a tenth of the
     builder's cost per record. Each distinct kernel name is shortened once per call. A region of one kernel (the
-    common one) or two (cuBLAS's split-K) is read without a call or a loop: its kernels' fields unpacked at once, its
-    attributes written in :func:`_outputs` (:func:`region_attributes`' values, in its order).
+    common one) or two (cuBLAS's split-K) is read without a loop: a one-kernel region's attributes are written in
+    :func:`_outputs` (:func:`region_attributes`' values, in its order), a two-kernel one's by :func:`_two_kernels`.
     """
     return _outputs(attribution.by_region, windows, METRIC in metrics, rows)
 
@@ -464,22 +464,12 @@ def _outputs(
                 if not (w.failed or not want):
                     value = float(duration) if end >= start > 0 else NAN
                     add((annotation, w.config, w.run, names.get(name) or _short(names, name), METRIC, value, "ns", 0))
-            elif n == 2:  # as _two_kernels, without its call
-                (a, rule_a), (b, rule_b) = kernels
-                a_name, a_start, a_end, _, a_stream, _, _, a_graph, _ = a
-                b_name, b_start, b_end, _, b_stream, _, _, b_graph, _ = b
-                device_ns = (a_end - a_start) + (b_end - b_start)
-                attributes[annotation] = {
-                    "kernel_count": 2,
-                    "device_ns": device_ns,
-                    "span_ns": (a_end if a_end >= b_end else b_end) - (a_start if a_start <= b_start else b_start),
-                    "launch_ns": host_ns,
-                    "launch_bound": host_ns > device_ns,
-                    "streams": 1 if a_stream == b_stream else 2,
-                    "graph_kernels": (1 if a_graph else 0) + (1 if b_graph else 0),
-                    "other_thread_kernels": (1 if rule_a == "window" else 0) + (1 if rule_b == "window" else 0),
-                }
+            elif n == 2:  # the split-K region: its records without a loop
+                attributes[annotation] = _two_kernels(host_ns, kernels)
                 if not (w.failed or not want):
+                    (a, _), (b, _) = kernels
+                    a_name, a_start, a_end = a[0], a[1], a[2]
+                    b_name, b_start, b_end = b[0], b[1], b[2]
                     a_value = float(a_end - a_start) if a_end >= a_start > 0 else NAN
                     b_value = float(b_end - b_start) if b_end >= b_start > 0 else NAN
                     a_short = names.get(a_name) or _short(names, a_name)
