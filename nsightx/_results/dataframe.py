@@ -772,16 +772,17 @@ def _top_kernels(t: ResultTable, groups: Groups) -> Any:
         return np.full(groups.count, t.kernels[0], dtype=object)
     out = np.full(groups.count, "failed", dtype=object)
     failed = t.kernels.index("failed") if "failed" in t.kernels else MISSING
-    if len(t.combo_first) <= _SMALL:
+    c = t.combinations
+    if len(c.first) <= _SMALL:
         return _few_top_kernels(t, groups, out, failed)
-    combos = np.flatnonzero(t.combo_kernel != failed)
+    combos = np.flatnonzero(c.kernel != failed)
     if len(combos) == 0:
         return out
-    rows = np.bincount(t.combo, minlength=len(t.combo_first))[combos]
-    group = groups.ids[t.combo_first[combos]]
-    pair, first = group_ids(group, t.combo_kernel[combos])
+    rows = np.bincount(c.ids, minlength=len(c.first))[combos]
+    group = groups.ids[c.first[combos]]
+    pair, first = group_ids(group, c.kernel[combos])
     count = np.bincount(pair, weights=rows)
-    group, kernel = group[first], t.combo_kernel[combos][first]
+    group, kernel = group[first], c.kernel[combos][first]
     order = np.lexsort((np.arange(len(count)), -count, group))
     lead = order[np.r_[True, group[order][1:] != group[order][:-1]]]
     names = t.kernels
@@ -795,9 +796,10 @@ def _few_top_kernels(t: ResultTable, groups: Groups, out: Any, failed: int) -> A
     Each (group, kernel) pair's rows are summed in the combinations' order; a group takes its pair with the most
     rows, the first such pair met on a tie (the numpy path sorts the pairs by group, count, then first-seen order).
     """
-    rows = np.bincount(t.combo, minlength=len(t.combo_first)).tolist()
+    c = t.combinations
+    rows = np.bincount(c.ids, minlength=len(c.first)).tolist()
     counts: dict[tuple[int, int], int] = {}
-    for kernel, n, group in zip(t.combo_kernel.tolist(), rows, groups.ids[t.combo_first].tolist(), strict=True):
+    for kernel, n, group in zip(c.kernel.tolist(), rows, groups.ids[c.first].tolist(), strict=True):
         if kernel != failed:
             counts[group, kernel] = counts.get((group, kernel), 0) + n
     best: dict[int, tuple[int, int]] = {}
@@ -1208,7 +1210,7 @@ def _geomeans(avg: Any, t: ResultTable, groups: Groups) -> Any:
     Each group's values go through :func:`_geomean` as their own array, as ``groupby(...).transform`` did, so
     the reductions add in the same order.
     """
-    if len(set(t.combo_annotation.tolist())) == 1 and len(set(t.combo_metric.tolist())) == 1:
+    if len(set(t.combinations.annotation.tolist())) == 1 and len(set(t.combinations.metric.tolist())) == 1:
         return _one_geomean(avg, groups.count)  # one region, one metric: every row's group is all rows
     return _geomeans_by_pair(avg, t, groups)
 

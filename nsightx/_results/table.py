@@ -285,41 +285,6 @@ class ResultTable:
         return Combinations.of(self.columns.values)
 
     @property
-    def combo(self) -> Ints:
-        """Per value row, its combination (numbered in first-seen order)."""
-        return self.combinations.ids
-
-    @property
-    def combo_first(self) -> Ints:
-        """Per combination, its first value row."""
-        return self.combinations.first
-
-    @property
-    def combo_annotation(self) -> Ints:
-        """Per combination, the code of its annotation."""
-        return self.combinations.annotation
-
-    @property
-    def combo_metric(self) -> Ints:
-        """Per combination, the code of its metric."""
-        return self.combinations.metric
-
-    @property
-    def combo_kernel(self) -> Ints:
-        """Per combination, the code of its kernel."""
-        return self.combinations.kernel
-
-    @property
-    def combo_unit(self) -> Ints:
-        """Per combination, the code of its unit."""
-        return self.combinations.unit
-
-    @property
-    def combo_config(self) -> Ints:
-        """Per combination, its config."""
-        return self.combinations.config
-
-    @property
     def annotations(self) -> list[str]:
         """Every annotation name met so far (values first, then regions and records), the code being the index."""
         return list(self._annotation_index)  # type: ignore[arg-type]

@@ -98,10 +98,11 @@ class Groups:
         Where each combination is a group of its own (a kernel and a unit per group: the common case), the ids are
         the table's combination ids themselves, not a second row-long array (8 MB at a million values).
         """
-        per_combo, first_combo = group_ids(table.combo_annotation, table.combo_metric, table.combo_config)
+        c = table.combinations
+        per_combo, first_combo = group_ids(c.annotation, c.metric, c.config)
         if same_ints(per_combo, np.arange(len(per_combo))):
-            return cls(table.combo, table.combo_first[first_combo])
-        return cls(per_combo[table.combo], table.combo_first[first_combo])
+            return cls(c.ids, c.first[first_combo])
+        return cls(per_combo[c.ids], c.first[first_combo])
 
 
 def throttled_rows(table: ResultTable, throttled: Mapping[Any, bool]) -> tuple[Bools, Bools]:
@@ -234,9 +235,10 @@ def _first_units(table: ResultTable, groups: Groups) -> Ints:
         return np.zeros(groups.count, dtype=np.int64)
     out = np.full(groups.count, -1, dtype=np.int64)
     known = np.array([u is not None for u in table.units], dtype=np.bool_)
-    combos = np.flatnonzero(known[table.combo_unit])
-    group = groups.ids[table.combo_first[combos]]
-    out[group[::-1]] = table.combo_unit[combos][::-1]  # repeated index: the last write wins, the first combination
+    c = table.combinations
+    combos = np.flatnonzero(known[c.unit])
+    group = groups.ids[c.first[combos]]
+    out[group[::-1]] = c.unit[combos][::-1]  # repeated index: the last write wins, the first combination
     return out
 
 

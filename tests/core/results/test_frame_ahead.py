@@ -236,7 +236,7 @@ def test_a_kernel_a_config_is_handed_the_predicted_combinations(used: bool) -> N
     assert ahead.take(table) is not None
     assert table.combinations.ids is predicted.ids
     assert _same_combinations(table.combinations, Combinations.of(table.columns.values))
-    assert table.combo_kernel.tolist() == ([0, 1, 2] if used else [0, 0, 0])
+    assert table.combinations.kernel.tolist() == ([0, 1, 2] if used else [0, 0, 0])
 
 
 def test_a_kernel_column_that_splits_a_combination_numbers_its_own() -> None:
@@ -248,7 +248,7 @@ def test_a_kernel_column_that_splits_a_combination_numbers_its_own() -> None:
     values = result.columns.values
     table = _relabelled(result, kernel=Text(values.run.astype(np.int8) % 2, ["k0", "k1"]))
     assert ahead.take(table) is not None  # the groups (annotation, metric, config) are the same
-    assert table.combinations.ids is not predicted.ids and table.combo.max() == 5
+    assert table.combinations.ids is not predicted.ids and table.combinations.ids.max() == 5
     assert _same_combinations(table.combinations, Combinations.of(table.columns.values))
 
 

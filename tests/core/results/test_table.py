@@ -100,7 +100,7 @@ def test_combinations_leave_out_text_columns_of_one_name(n: int):
         codes = (annotation.codes, one.codes, kernel.codes, one.codes, config)
         want = _reference_ids(*codes)
         t = _table_over(values)
-        assert (t.combo.tolist(), t.combo_first.tolist()) == want
+        assert (t.combinations.ids.tolist(), t.combinations.first.tolist()) == want
 
 
 def _table_over(values: object) -> ResultTable:

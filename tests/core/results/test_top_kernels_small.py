@@ -29,9 +29,9 @@ def _table(combos: list[tuple[int, int, int]], with_failed: bool) -> tuple[Any, 
     group_of_combo = np.array([g for g, _, _ in combos], dtype=np.int64)
     table = SimpleNamespace(
         kernels=kernels,
-        combo=combo,
-        combo_first=first,
-        combo_kernel=np.array([k for _, k, _ in combos], dtype=np.int64),
+        combinations=SimpleNamespace(
+            ids=combo, first=first, kernel=np.array([k for _, k, _ in combos], dtype=np.int64)
+        ),
     )
     return table, SimpleNamespace(ids=group_of_combo[combo], count=4)
 
