@@ -6,6 +6,8 @@ and waits once, in the session's ``collect_runs``; this probe wraps that method 
 device wait inside it, and times, per call:
 
 - ``launch``: from the call's start until the loop asks for the runs (host work ahead of the GPU),
+- ``first``: from the call's start to the first ``region_enter`` (the session's start, the warm-up's set-up: what
+  delays the GPU's first kernel of the call; part of ``launch``),
 - ``wait``: the device wait (cupti: the driver's synchronise; events: 0, its waits are in ``collect``),
 - ``collect``: the rest of ``collect_runs`` (cupti: flush, decode, attribution; events: reading the events; where
   the events session hands its runs back one by one, ``completed_runs``, until its last run came back: the runs'
@@ -95,6 +97,8 @@ def instrument(clock: Clock) -> None:
         setattr(owner, name, timed)
 
     wrap(_session.CuptiSession, "collect_runs", "collect_start", "collect_end")
+    wrap(_session.CuptiSession, "region_enter", "first_region", None)
+    wrap(events.EventsSession, "region_enter", "first_region", None)
     wrap(_driver, "synchronize", None, "wait_end")
     if "completed_runs" in vars(events.EventsSession):  # the loop writes each run as it comes back (overlap)
         wrap_iterator(events.EventsSession, "completed_runs")
@@ -153,6 +157,7 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
     wait_end = m.get("wait_end", start)
     return {
         "launch": (start - t0) / 1e3,
+        "first": (m.get("first_region", start) - t0) / 1e3,
         "wait": (wait_end - start) / 1e3,
         "collect": (end - wait_end) / 1e3,
         "after": (t1 - end) / 1e3,
