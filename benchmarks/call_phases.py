@@ -24,6 +24,10 @@ decode (the tracer's ``decode`` counter) and the rest (CUPTI's), with the record
 the fixed cost of a forced flush can be told from its cost per record: whether draining finished configs during
 the wait can pay. Nothing of ours after the flush (attribution, records) is timed there.
 
+``--warm-wait`` adds ``cupti_warmwait``: the cupti call with, just before its device wait, the frame of a fresh
+result over the previous call's columns (every stage of ``to_dataframe()`` on data of the same shape, hidden by
+the GPU's work): whether the frame after the wait is slower than a warm loop's for meeting cold code and caches.
+
 Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE] [--flush-probe]``.
 """
 
@@ -96,6 +100,7 @@ def instrument(clock: Clock) -> None:
 
         setattr(owner, name, timed)
 
+    warm_before(_driver, "synchronize")
     wrap(_session.CuptiSession, "collect_runs", "collect_start", "collect_end")
     wrap(_session.CuptiSession, "region_enter", "first_region", None)
     wrap(events.EventsSession, "region_enter", "first_region", None)
@@ -104,6 +109,44 @@ def instrument(clock: Clock) -> None:
         wrap_iterator(events.EventsSession, "completed_runs")
     else:
         wrap(events.EventsSession, "collect_runs", "collect_start", "collect_end")
+
+
+WARM: dict[str, Any] = {"armed": False, "result": None}
+"""``--warm-wait``: whether the call being timed warms the frame during its wait, and the result it rebuilds."""
+
+
+def warm_before(owner: Any, name: str) -> None:
+    """Before ``owner.name`` (the cupti session's device wait), the frame of the last result, when armed.
+
+    The frame of a fresh result over the previous call's columns runs every stage of ``to_dataframe()`` on data of
+    the same shape while the GPU still works: the call's own frame after the wait then meets warm code and caches.
+    """
+    inner = getattr(owner, name)
+
+    def warmed(*args: Any, **kwargs: Any) -> Any:
+        last = WARM["result"]
+        if WARM["armed"] and last is not None:
+            from nsightx._results.profileresults import ProfileResults
+
+            ProfileResults.from_columns(last._shell, last.columns, last._configs).to_dataframe()
+        return inner(*args, **kwargs)
+
+    setattr(owner, name, warmed)
+
+
+def warm_wait(fn: Any) -> Any:
+    """``fn`` with the previous result's frame built during its device wait (:func:`warm_before`)."""
+
+    def call() -> Any:
+        WARM["armed"] = True
+        try:
+            result = fn()
+        finally:
+            WARM["armed"] = False
+        WARM["result"] = result
+        return result
+
+    return call
 
 
 class GcTimer:
@@ -359,6 +402,9 @@ def main() -> int:
     ap.add_argument(
         "--checkpoint-ab", action="store_true", help="also time each backend without heap.before_wait's checkpoint"
     )
+    ap.add_argument(
+        "--warm-wait", action="store_true", help="also time cupti with the last frame rebuilt during the wait"
+    )
     ap.add_argument("--workload", default="sweep_once", choices=sorted(bo.WORKLOADS), help="what the call runs")
     ap.add_argument(
         "--cupti-variants",
@@ -383,6 +429,8 @@ def main() -> int:
         fns.update({f"{b}_nockpt": no_checkpoint(bo.make_profiled(torch, w, b, True)) for b in ("cupti", "events")})
     if args.gc_off:  # the same calls with the garbage collector disabled during the call (not the frame)
         fns.update({f"{b}_gcoff": gc_off(bo.make_profiled(torch, w, b, collectors=True)) for b in ("cupti", "events")})
+    if args.warm_wait:  # is the frame after the wait slower for meeting cold code and caches?
+        fns["cupti_warmwait"] = warm_wait(bo.make_profiled(torch, w, "cupti", collectors=True))
     for fn in (bare, *fns.values()):
         fn() if fn is bare else fn().to_dataframe()  # warm
     rows: dict[str, list[dict[str, float]]] = {b: [] for b in fns}
