@@ -26,7 +26,8 @@ the wait can pay. Nothing of ours after the flush (attribution, records) is time
 
 ``--warm-wait`` adds ``cupti_warmwait``: the cupti call with, just before its device wait, the frame of a fresh
 result over the previous call's columns (every stage of ``to_dataframe()`` on data of the same shape, hidden by
-the GPU's work): whether the frame after the wait is slower than a warm loop's for meeting cold code and caches.
+the GPU's work): whether the frame after the wait is slower than a warm loop's for meeting cold code and caches;
+and ``cupti_warmspin``: such frames one after another until torch's current stream is idle (warm to the end).
 
 Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE] [--flush-probe]``.
 """
@@ -111,7 +112,7 @@ def instrument(clock: Clock) -> None:
         wrap(events.EventsSession, "collect_runs", "collect_start", "collect_end")
 
 
-WARM: dict[str, Any] = {"armed": False, "result": None}
+WARM: dict[str, Any] = {"armed": False, "result": None, "done": None}
 """``--warm-wait``: whether the call being timed warms the frame during its wait, and the result it rebuilds."""
 
 
@@ -124,21 +125,28 @@ def warm_before(owner: Any, name: str) -> None:
     inner = getattr(owner, name)
 
     def warmed(*args: Any, **kwargs: Any) -> Any:
-        last = WARM["result"]
-        if WARM["armed"] and last is not None:
+        last, armed = WARM["result"], WARM["armed"]
+        if armed and last is not None:
             from nsightx._results.profileresults import ProfileResults
 
-            ProfileResults.from_columns(last._shell, last.columns, last._configs).to_dataframe()
+            again = ProfileResults.from_columns
+            again(last._shell, last.columns, last._configs).to_dataframe()
+            done = WARM["done"]
+            while armed == "spin" and not done():  # to the wait's end: nothing cools down before the frame
+                again(last._shell, last.columns, last._configs).to_dataframe()
         return inner(*args, **kwargs)
 
     setattr(owner, name, warmed)
 
 
-def warm_wait(fn: Any) -> Any:
-    """``fn`` with the previous result's frame built during its device wait (:func:`warm_before`)."""
+def warm_wait(fn: Any, mode: str = "once") -> Any:
+    """``fn`` with the previous result's frame built during its device wait (:func:`warm_before`).
+
+    ``mode``: ``once`` (one frame as the wait begins) or ``spin`` (frames until the GPU's stream is idle).
+    """
 
     def call() -> Any:
-        WARM["armed"] = True
+        WARM["armed"] = mode
         try:
             result = fn()
         finally:
@@ -431,6 +439,8 @@ def main() -> int:
         fns.update({f"{b}_gcoff": gc_off(bo.make_profiled(torch, w, b, collectors=True)) for b in ("cupti", "events")})
     if args.warm_wait:  # is the frame after the wait slower for meeting cold code and caches?
         fns["cupti_warmwait"] = warm_wait(bo.make_profiled(torch, w, "cupti", collectors=True))
+        fns["cupti_warmspin"] = warm_wait(bo.make_profiled(torch, w, "cupti", collectors=True), "spin")
+        WARM["done"] = torch.cuda.current_stream().query
     for fn in (bare, *fns.values()):
         fn() if fn is bare else fn().to_dataframe()  # warm
     rows: dict[str, list[dict[str, float]]] = {b: [] for b in fns}
