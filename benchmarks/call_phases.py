@@ -27,7 +27,9 @@ the wait can pay. Nothing of ours after the flush (attribution, records) is time
 ``--warm-wait`` adds ``cupti_warmwait``: the cupti call with, just before its device wait, the frame of a fresh
 result over the previous call's columns (every stage of ``to_dataframe()`` on data of the same shape, hidden by
 the GPU's work): whether the frame after the wait is slower than a warm loop's for meeting cold code and caches;
-and ``cupti_warmspin``: such frames one after another until torch's current stream is idle (warm to the end).
+and ``cupti_warmspin``: such frames one after another until torch's current stream is idle (warm to the end);
+both with the library's own rehearsal of the frame (``nsightx._api.rehearsal``) off. ``--rehearse-ab`` adds
+``cupti_norehearse`` and ``events_norehearse``: each backend's call with that rehearsal off.
 
 Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE] [--flush-probe]``.
 """
@@ -140,7 +142,8 @@ def warm_before(owner: Any, name: str) -> None:
 
 
 def warm_wait(fn: Any, mode: str = "once") -> Any:
-    """``fn`` with the previous result's frame built during its device wait (:func:`warm_before`).
+    """``fn`` with the previous result's frame built during its device wait (:func:`warm_before`), the library's
+    own rehearsal (``nsightx._api.rehearsal``, where the tree has it) off.
 
     ``mode``: ``once`` (one frame as the wait begins) or ``spin`` (frames until the GPU's stream is idle).
     """
@@ -148,11 +151,28 @@ def warm_wait(fn: Any, mode: str = "once") -> Any:
     def call() -> Any:
         WARM["armed"] = mode
         try:
-            result = fn()
+            result = without_rehearsal(fn)()
         finally:
             WARM["armed"] = False
         WARM["result"] = result
         return result
+
+    return call
+
+
+def without_rehearsal(fn: Any) -> Any:
+    """``fn`` called with the frame's rehearsal during the wait off (a tree without it: nothing to switch)."""
+
+    def call() -> Any:
+        try:
+            from nsightx._api import rehearsal
+        except ImportError:
+            return fn()
+        was, rehearsal.ENABLED = rehearsal.ENABLED, False
+        try:
+            return fn()
+        finally:
+            rehearsal.ENABLED = was
 
     return call
 
@@ -410,6 +430,7 @@ def main() -> int:
     ap.add_argument(
         "--checkpoint-ab", action="store_true", help="also time each backend without heap.before_wait's checkpoint"
     )
+    ap.add_argument("--rehearse-ab", action="store_true", help="also time each backend without the frame's rehearsal")
     ap.add_argument(
         "--warm-wait", action="store_true", help="also time cupti with the last frame rebuilt during the wait"
     )
@@ -437,6 +458,9 @@ def main() -> int:
         fns.update({f"{b}_nockpt": no_checkpoint(bo.make_profiled(torch, w, b, True)) for b in ("cupti", "events")})
     if args.gc_off:  # the same calls with the garbage collector disabled during the call (not the frame)
         fns.update({f"{b}_gcoff": gc_off(bo.make_profiled(torch, w, b, collectors=True)) for b in ("cupti", "events")})
+    if args.rehearse_ab:  # the same calls without the frame's rehearsal during the wait
+        for b in ("cupti", "events"):
+            fns[f"{b}_norehearse"] = without_rehearsal(bo.make_profiled(torch, w, b, collectors=True))
     if args.warm_wait:  # is the frame after the wait slower for meeting cold code and caches?
         fns["cupti_warmwait"] = warm_wait(bo.make_profiled(torch, w, "cupti", collectors=True))
         fns["cupti_warmspin"] = warm_wait(bo.make_profiled(torch, w, "cupti", collectors=True), "spin")

@@ -362,3 +362,62 @@ def test_pieces_are_computed_while_waits_hide_them(deferred_backend: None, monke
     assert policy.enabled
     policy.update(5000, None)  # a call without a wait teaches nothing
     assert policy.enabled and policy.cost_ns == 1000
+
+
+class _Rehearsed(_Deferred):
+    """The deferred host session; notes at its collection how many frames the rehearsal had built."""
+
+    frames: ClassVar[list[int]] = []
+    seen: ClassVar[list[int]] = []
+
+    def collect_runs(self) -> Any:
+        _Rehearsed.seen.append(len(_Rehearsed.frames))
+        return super().collect_runs()
+
+
+def test_a_deferred_call_rehearses_the_previous_frame_during_its_wait(
+    deferred_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second call frames the first call's columns once before its collection; its own frame is unchanged,
+    the policy weighs the rehearsal's cost, and with rehearsals off (or nothing kept) none runs."""
+    from nsightx._api import rehearsal
+    from nsightx._results.profileresults import ProfileResults
+
+    monkeypatch.setattr(_Backend, "session", contextmanager(lambda self, plan: iter([_Rehearsed()])))
+    framed = ProfileResults.to_dataframe
+
+    def noted(self: ProfileResults) -> Any:
+        _Rehearsed.frames.append(len(self.columns.runs.config))
+        return framed(self)
+
+    monkeypatch.setattr(ProfileResults, "to_dataframe", noted)
+    _Rehearsed.frames.clear()
+    _Rehearsed.seen.clear()
+
+    silent = nsightx.VerbosityLevel.SILENT
+
+    @nsightx.analyze.kernel(configs=[(1,), (2,)], runs=3, backend="sim_waiting", verbosity=silent)
+    def sweep(n: int) -> None:
+        _work(n)
+
+    first = sweep()
+    assert _Rehearsed.seen == [0]  # nothing was kept before the first call
+    sweep._ahead.enabled = True  # as if the wait had hidden the work
+    pieces_only = sweep._ahead.cost_ns
+    second = sweep()
+    assert _Rehearsed.seen == [0, 1] and _Rehearsed.frames == [len(first.columns.runs.config)]
+    assert sweep._rehearsal.ns is None and sweep._ahead.cost_ns > 0 and pieces_only > 0
+    want = ProfileResults.from_columns(second._shell, second.columns, second._configs).to_dataframe()
+    pd.testing.assert_frame_equal(second.to_dataframe(), want, check_exact=True)
+    _Rehearsed.frames.clear()
+    monkeypatch.setattr(rehearsal, "ENABLED", False)
+    sweep._ahead.enabled = True
+    sweep()
+    assert _Rehearsed.frames == []  # turned off
+    monkeypatch.setattr(rehearsal, "ENABLED", True)
+    monkeypatch.setattr(rehearsal, "AHEAD_MAX_RUNS", 5)
+    sweep()  # 2 x 3 runs: more than 5, so this call's columns are not kept
+    _Rehearsed.frames.clear()
+    sweep._ahead.enabled = True
+    sweep()
+    assert _Rehearsed.frames == []
