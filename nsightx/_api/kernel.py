@@ -527,7 +527,8 @@ class ProfiledFunction:
                 waiting = (facts.prepare, _prepare_frame, *ahead, heap.before_wait)
                 environment = dict(execute(backend, plan, sink, while_waiting=waiting))
                 ahead_ns, rehearsed = getattr(sink, "ahead_ns", None), self._rehearsal.take_ns()
-                ahead_ns = None if ahead_ns is None else ahead_ns + rehearsed  # the policy weighs both
+                if ahead_ns is not None or rehearsed:  # the policy weighs both
+                    ahead_ns = (ahead_ns or 0) + rehearsed
                 self._ahead.update(ahead_ns, getattr(sink, "blocked_ns", None))
                 return environment
             except BaseException as e:
