@@ -1,12 +1,13 @@
 """The frame rehearsed during a GPU call's wait: the function's previous small result framed again, and dropped.
 
 Issue 35 times the user's ``f().to_dataframe()``. A deferred GPU call waits ~30 ms for its last runs, then
-collects them, builds the result and the frame: about 2.5 ms of Python on a GPU host, each stage slower there
-than the same work replayed in a warm loop (the frame's assembly ~150 us in the call against ~63 us in a loop),
-because after the wait it meets cold code and caches. A rehearsal runs every stage of ``to_dataframe()`` on data
-of the same shape while the GPU still works, so that the real frame after the wait finds them warm: the frame of
-a new result over the columns of the function's previous call (:meth:`Rehearsal.keep`), which the loop of a user
-who calls the function repeatedly has.
+collects them, builds the result and the frame: about 2.5 ms of Python on a GPU host. Inside a call the frame's
+assembly took ~150 us against ~63 us for the same work in a warm loop (session 24): after the wait the frame meets
+cold code and caches. A rehearsal runs every stage of ``to_dataframe()`` on data of the same shape while the GPU
+still works, so that the real frame after the wait finds them warm: the frame of a new result over the columns of
+the function's previous call (:meth:`Rehearsal.keep`), which the loop of a user who calls the function repeatedly
+has. On the 2-core VM, with a simulated 30 ms wait, it took 33-42 us off the frame (``benchmarks/frame_stages.py
+--rehearse``); ``benchmarks/call_phases.py --rehearse-ab`` measures it on a GPU.
 
 It is speculative work, like the frame's pieces (:mod:`nsightx._results.frameahead`), and shares their policy:
 it runs only in calls that compute the pieces (:mod:`.aheadpolicy`, whose measured cost includes it), so a call
@@ -18,10 +19,13 @@ columns only, changes nothing of any result, and never raises.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from nsightx._results.frameahead import AHEAD_MAX_RUNS
 from nsightx._results.profileresults import ProfileResults
+from nsightx._results.schema import ResultData
+from nsightx._results.store import ResultColumns
 
 ENABLED = True
 """Whether calls rehearse (``benchmarks/call_phases.py`` turns it off for its A/B)."""
@@ -31,15 +35,15 @@ class Rehearsal:
     """One decorated function's kept columns, and the frame rehearsed from them (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._kept: tuple[Any, Any, Any] | None = None
+        self._kept: tuple[ResultData, ResultColumns, Sequence[tuple[Any, ...]] | None] | None = None
         self.ns: int | None = None
         """What the last rehearsal cost (None: none ran since :meth:`take_ns`)."""
 
     def keep(self, result: ProfileResults) -> None:
         """Keep ``result``'s shell, columns and configs for the next call's rehearsal when it is small."""
-        columns = getattr(result, "_columns", None)
+        columns = result._columns  # a call's result is made from columns (None: from objects; not kept)
         small = columns is not None and len(columns.runs.config) <= AHEAD_MAX_RUNS
-        self._kept = (result._shell, columns, result._configs) if small else None
+        self._kept = (result._shell, columns, result._configs) if columns is not None and small else None
 
     def __call__(self) -> None:
         """Frame the kept columns again and drop the frame (the run loop's ``while_waiting``; never raises)."""
