@@ -12,7 +12,7 @@ has. On the 2-core VM, with a simulated 30 ms wait, it took 33-42 us off the fra
 It is speculative work, like the frame's pieces (:mod:`nsightx._results.frameahead`), and shares their policy:
 it runs only in calls that compute the pieces (:mod:`.aheadpolicy`, whose measured cost includes it), so a call
 whose GPU wait cannot hide it (many tiny kernels) stops doing it. Only results of at most
-:data:`~nsightx._results.frameahead.AHEAD_MAX_RUNS` runs are kept (their columns: a few KiB). It reads the kept
+:data:`~nsightx._results.sink.AHEAD_MAX_RUNS` runs are kept (their columns: a few KiB). It reads the kept
 columns only, changes nothing of any result, and never raises.
 """
 
@@ -22,9 +22,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from nsightx._results.frameahead import AHEAD_MAX_RUNS
 from nsightx._results.profileresults import ProfileResults
 from nsightx._results.schema import ResultData
+from nsightx._results.sink import AHEAD_MAX_RUNS
 from nsightx._results.store import ResultColumns
 
 ENABLED = True
@@ -42,8 +42,10 @@ class Rehearsal:
     def keep(self, result: ProfileResults) -> None:
         """Keep ``result``'s shell, columns and configs for the next call's rehearsal when it is small."""
         columns = result._columns  # a call's result is made from columns (None: from objects; not kept)
-        small = columns is not None and len(columns.runs.config) <= AHEAD_MAX_RUNS
-        self._kept = (result._shell, columns, result._configs) if columns is not None and small else None
+        if columns is None or len(columns.runs.config) > AHEAD_MAX_RUNS:
+            self._kept = None
+        else:
+            self._kept = (result._shell, columns, result._configs)
 
     def __call__(self) -> None:
         """Frame the kept columns again and drop the frame (the run loop's ``while_waiting``; never raises)."""

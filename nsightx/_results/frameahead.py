@@ -42,11 +42,6 @@ from nsightx._results.store import CollectorColumns, RunParts, Text, ValueColumn
 from nsightx._results.table import Combinations, ResultTable
 from nsightx._results.table_flags import Groups
 
-AHEAD_MAX_RUNS = 512
-"""Up to this many runs stored and expected, the pieces are computed during the wait (the sink's
-``prepare_frame``). They read every run of the call, while the wait of a call collected in batches covers its
-last batch only; and the frame's fixed costs, which this saves, matter for small calls."""
-
 _INJECTED = ("_collector_pass", "_config_keys", "_run_keys", "_annotation_keys")
 """The table's cached views the pieces were computed from, handed to the frame's table with them."""
 

@@ -34,6 +34,12 @@ from nsightx._results.rows import RunRow, run_from_row, runs_from_rows
 from nsightx._results.runblock import RunBlock, TimedRecord
 from nsightx._results.schema import NON_FINITE_AS_TOKENS, RawHeader, gc_paused
 
+AHEAD_MAX_RUNS = 512
+"""Up to this many runs stored and expected, the frame's pieces are computed during the wait
+(:meth:`RunSink.prepare_frame`, :mod:`nsightx._results.frameahead`). They read every run of the call, while the wait
+of a call collected in batches covers its last batch only; and the frame's fixed costs, which this saves, matter
+for small calls."""
+
 
 @functools.cache
 def _run_adapter() -> TypeAdapter[tuple[RunRecords]]:
@@ -173,7 +179,7 @@ class RunSink:
         expected, self._expected, self._frame = self._expected, [], None
         start = time.perf_counter_ns()
         try:
-            from nsightx._results.frameahead import AHEAD_MAX_RUNS, FrameAhead, collector_source
+            from nsightx._results.frameahead import FrameAhead, collector_source
 
             items: list[Any] = [*self._items, *expected]
             if not expected or len(items) > AHEAD_MAX_RUNS or RunBlock in set(map(type, items)):

@@ -364,17 +364,6 @@ def test_pieces_are_computed_while_waits_hide_them(deferred_backend: None, monke
     assert policy.enabled and policy.cost_ns == 1000
 
 
-class _Rehearsed(_Deferred):
-    """The deferred host session; notes at its collection how many frames the rehearsal had built."""
-
-    frames: ClassVar[list[int]] = []
-    seen: ClassVar[list[int]] = []
-
-    def collect_runs(self) -> Any:
-        _Rehearsed.seen.append(len(_Rehearsed.frames))
-        return super().collect_runs()
-
-
 def test_a_deferred_call_rehearses_the_previous_frame_during_its_wait(
     deferred_backend: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -383,16 +372,20 @@ def test_a_deferred_call_rehearses_the_previous_frame_during_its_wait(
     from nsightx._api import rehearsal
     from nsightx._results.profileresults import ProfileResults
 
-    monkeypatch.setattr(_Backend, "session", contextmanager(lambda self, plan: iter([_Rehearsed()])))
+    monkeypatch.setattr(_Backend, "session", contextmanager(lambda self, plan: iter([_Noting()])))
     framed = ProfileResults.to_dataframe
+    frames = _Noting.made  # the frames built (their runs), counted at each collection in _Noting.computed
 
     def noted(self: ProfileResults) -> Any:
-        _Rehearsed.frames.append(len(self.columns.runs.config))
+        frames.append(len(self.columns.runs.config))
         return framed(self)
 
     monkeypatch.setattr(ProfileResults, "to_dataframe", noted)
-    _Rehearsed.frames.clear()
-    _Rehearsed.seen.clear()
+    taken: list[int] = []
+    take = rehearsal.Rehearsal.take_ns
+    monkeypatch.setattr(rehearsal.Rehearsal, "take_ns", lambda self: taken.append(take(self)) or taken[-1])
+    frames.clear()
+    _Noting.computed.clear()
 
     silent = nsightx.VerbosityLevel.SILENT
 
@@ -401,23 +394,22 @@ def test_a_deferred_call_rehearses_the_previous_frame_during_its_wait(
         _work(n)
 
     first = sweep()
-    assert _Rehearsed.seen == [0]  # nothing was kept before the first call
+    assert _Noting.computed == [0]  # nothing was kept before the first call
     sweep._ahead.enabled = True  # as if the wait had hidden the work
-    pieces_only = sweep._ahead.cost_ns
     second = sweep()
-    assert _Rehearsed.seen == [0, 1] and _Rehearsed.frames == [len(first.columns.runs.config)]
-    assert sweep._rehearsal.ns is None and sweep._ahead.cost_ns > 0 and pieces_only > 0
+    assert _Noting.computed == [0, 1] and frames == [len(first.columns.runs.config)]
+    assert taken[-1] > 0 and sweep._ahead.cost_ns > taken[-1]  # the pieces' cost and the rehearsal's
     want = ProfileResults.from_columns(second._shell, second.columns, second._configs).to_dataframe()
     pd.testing.assert_frame_equal(second.to_dataframe(), want, check_exact=True)
-    _Rehearsed.frames.clear()
+    frames.clear()
     monkeypatch.setattr(rehearsal, "ENABLED", False)
     sweep._ahead.enabled = True
     sweep()
-    assert _Rehearsed.frames == []  # turned off
+    assert frames == []  # turned off
     monkeypatch.setattr(rehearsal, "ENABLED", True)
     monkeypatch.setattr(rehearsal, "AHEAD_MAX_RUNS", 5)
     sweep()  # 2 x 3 runs: more than 5, so this call's columns are not kept
-    _Rehearsed.frames.clear()
+    frames.clear()
     sweep._ahead.enabled = True
     sweep()
-    assert _Rehearsed.frames == []
+    assert frames == []
