@@ -277,6 +277,19 @@ def ahead(calls: int) -> dict[str, Any]:
     return row
 
 
+def sleep_before_collect(wait_ms: float) -> None:
+    """Make the host session sleep ``wait_ms`` before it collects (a GPU still working through queued runs)."""
+    import nsightx_host
+
+    collect = nsightx_host.HostSession.collect_runs
+
+    def waited(self: Any) -> Any:
+        time.sleep(wait_ms / 1e3)
+        return collect(self)
+
+    nsightx_host.HostSession.collect_runs = waited  # type: ignore[method-assign]
+
+
 def rehearse(calls: int, wait_ms: float = 30.0) -> dict[str, Any]:
     """``--rehearse``: the frame right after a ``host-call`` call whose session waits ``wait_ms`` (a simulated GPU),
     with the frame's rehearsal during the wait (``nsightx._api.rehearsal``) on and off in alternate calls.
@@ -288,17 +301,9 @@ def rehearse(calls: int, wait_ms: float = 30.0) -> dict[str, Any]:
     import pyarrow  # noqa: F401
 
     make = host_call()
-    import nsightx_host
-
     from nsightx._api import rehearsal
 
-    collect = nsightx_host.HostSession.collect_runs
-
-    def waited(self: Any) -> Any:
-        time.sleep(wait_ms / 1e3)
-        return collect(self)
-
-    nsightx_host.HostSession.collect_runs = waited  # type: ignore[method-assign]
+    sleep_before_collect(wait_ms)
     for _ in range(3):
         make().to_dataframe()
     frames: dict[str, list[float]] = {"on": [], "off": []}
@@ -326,18 +331,10 @@ def policy(calls: int, wait_ms: float) -> list[dict[str, Any]]:
     shape: whether each call computed the pieces (:mod:`nsightx._api.aheadpolicy`), the policy's last verdict and
     measured cost, and the median call and frame after the first two calls.
     """
-    import nsightx_host
-
     host_call()  # installs the NVML double and the deferred session
     import nsightx
 
-    collect = nsightx_host.HostSession.collect_runs
-
-    def waited(self: Any) -> Any:
-        time.sleep(wait_ms / 1e3)
-        return collect(self)
-
-    nsightx_host.HostSession.collect_runs = waited
+    sleep_before_collect(wait_ms)
     silent = nsightx.VerbosityLevel.SILENT
     rows = []
     for configs, runs in (([(n,) for n in (512, 1024, 2048, 4096)], 11), ([(1,)], 201)):
