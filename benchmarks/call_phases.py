@@ -160,23 +160,6 @@ def warm_wait(fn: Any, mode: str = "once") -> Any:
     return call
 
 
-def without_rehearsal(fn: Any) -> Any:
-    """``fn`` called with the frame's rehearsal during the wait off (a tree without it: nothing to switch)."""
-
-    def call() -> Any:
-        try:
-            from nsightx._api import rehearsal
-        except ImportError:
-            return fn()
-        was, rehearsal.ENABLED = rehearsal.ENABLED, False
-        try:
-            return fn()
-        finally:
-            rehearsal.ENABLED = was
-
-    return call
-
-
 class GcTimer:
     """The garbage collector's passes as (start, end, generation), from ``gc.callbacks`` (see :meth:`install`)."""
 
@@ -380,19 +363,33 @@ def require_gpu() -> Any:
     return torch
 
 
-def no_checkpoint(fn: Any) -> Any:
-    """``fn`` called with ``heap.CHECKPOINT_BEFORE_WAIT`` off (a tree without it: nothing to switch)."""
-    from nsightx._run import heap
+def switched_off(fn: Any, module: str, flag: str) -> Any:
+    """``fn`` called with ``module.flag`` False, set back after (a tree without it: nothing to switch)."""
+    import importlib
 
     def call() -> Any:
-        was = getattr(heap, "CHECKPOINT_BEFORE_WAIT", None)
-        heap.CHECKPOINT_BEFORE_WAIT = False
+        try:
+            owner = importlib.import_module(module)
+        except ImportError:
+            return fn()
+        was = getattr(owner, flag, None)
+        setattr(owner, flag, False)
         try:
             return fn()
         finally:
-            heap.CHECKPOINT_BEFORE_WAIT = was
+            setattr(owner, flag, was)
 
     return call
+
+
+def no_checkpoint(fn: Any) -> Any:
+    """``fn`` called with ``heap.CHECKPOINT_BEFORE_WAIT`` off."""
+    return switched_off(fn, "nsightx._run.heap", "CHECKPOINT_BEFORE_WAIT")
+
+
+def without_rehearsal(fn: Any) -> Any:
+    """``fn`` called with the frame's rehearsal during the wait (``nsightx._api.rehearsal``) off."""
+    return switched_off(fn, "nsightx._api.rehearsal", "ENABLED")
 
 
 def gc_off(fn: Any) -> Any:
