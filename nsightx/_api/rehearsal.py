@@ -6,7 +6,7 @@ assembly took ~150 us against ~63 us for the same work in a warm loop (session 2
 cold code and caches. A rehearsal runs every stage of ``to_dataframe()`` on data of the same shape while the GPU
 still works, so that the real frame after the wait finds them warm: the frame of a new result over the columns of
 the function's previous call (:meth:`Rehearsal.keep`), which the loop of a user who calls the function repeatedly
-has. On the 2-core VM, with a simulated 30 ms wait, it took 33-42 us off the frame (``benchmarks/frame_stages.py
+has. On the 2-core VM, with a simulated 30 ms wait, it took 11-42 us off the frame (``benchmarks/frame_stages.py
 --rehearse``); ``benchmarks/call_phases.py --rehearse-ab`` measures it on a GPU.
 
 It is speculative work, like the frame's pieces (:mod:`nsightx._results.frameahead`), and shares their policy:
