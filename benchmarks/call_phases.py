@@ -24,13 +24,6 @@ decode (the tracer's ``decode`` counter) and the rest (CUPTI's), with the record
 the fixed cost of a forced flush can be told from its cost per record: whether draining finished configs during
 the wait can pay. Nothing of ours after the flush (attribution, records) is timed there.
 
-``--warm-wait`` adds ``cupti_warmwait``: the cupti call with, just before its device wait, the frame of a fresh
-result over the previous call's columns (every stage of ``to_dataframe()`` on data of the same shape, hidden by
-the GPU's work): whether the frame after the wait is slower than a warm loop's for meeting cold code and caches;
-and ``cupti_warmspin``: such frames one after another until torch's current stream is idle (warm to the end);
-both with the library's own rehearsal of the frame (``nsightx._api.rehearsal``) off. ``--rehearse-ab`` adds
-``cupti_norehearse`` and ``events_norehearse``: each backend's call with that rehearsal off.
-
 Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE] [--flush-probe]``.
 """
 
@@ -56,15 +49,20 @@ PHASES = ("launch", "wait", "collect", "after", "frame", "total")
 
 
 class Clock:
-    """The marks of the call being timed (one call at a time); with ``after``, a profiler of the after phase."""
+    """The marks of the call being timed (one call at a time); with ``after``, a profiler of the after phase; with
+    ``start``, one of the start (enabled as the call begins, disabled at its first region)."""
 
     def __init__(self) -> None:
         self.marks: dict[str, int] = {}
         self.after: cProfile.Profile | None = None
+        self.start: cProfile.Profile | None = None
 
     def mark(self, name: str) -> None:
         first = name not in self.marks
         self.marks.setdefault(name, time.perf_counter_ns())
+        if first and name == "first_region" and self.start is not None:
+            self.start.disable()
+            self.start = None
         if first and name == "collect_end" and self.after is not None:  # a call collected in batches marks it again
             self.after.enable()
 
@@ -103,7 +101,6 @@ def instrument(clock: Clock) -> None:
 
         setattr(owner, name, timed)
 
-    warm_before(_driver, "synchronize")
     wrap(_session.CuptiSession, "collect_runs", "collect_start", "collect_end")
     wrap(_session.CuptiSession, "region_enter", "first_region", None)
     wrap(events.EventsSession, "region_enter", "first_region", None)
@@ -112,52 +109,6 @@ def instrument(clock: Clock) -> None:
         wrap_iterator(events.EventsSession, "completed_runs")
     else:
         wrap(events.EventsSession, "collect_runs", "collect_start", "collect_end")
-
-
-WARM: dict[str, Any] = {"armed": False, "result": None, "done": None}
-"""``--warm-wait``: whether the call being timed warms the frame during its wait, and the result it rebuilds."""
-
-
-def warm_before(owner: Any, name: str) -> None:
-    """Before ``owner.name`` (the cupti session's device wait), the frame of the last result, when armed.
-
-    The frame of a fresh result over the previous call's columns runs every stage of ``to_dataframe()`` on data of
-    the same shape while the GPU still works: the call's own frame after the wait then meets warm code and caches.
-    """
-    inner = getattr(owner, name)
-
-    def warmed(*args: Any, **kwargs: Any) -> Any:
-        last, armed = WARM["result"], WARM["armed"]
-        if armed and last is not None:
-            from nsightx._results.profileresults import ProfileResults
-
-            again = ProfileResults.from_columns
-            again(last._shell, last.columns, last._configs).to_dataframe()
-            done = WARM["done"]
-            while armed == "spin" and not done():  # to the wait's end: nothing cools down before the frame
-                again(last._shell, last.columns, last._configs).to_dataframe()
-        return inner(*args, **kwargs)
-
-    setattr(owner, name, warmed)
-
-
-def warm_wait(fn: Any, mode: str = "once") -> Any:
-    """``fn`` with the previous result's frame built during its device wait (:func:`warm_before`), the library's
-    own rehearsal (``nsightx._api.rehearsal``, where the tree has it) off.
-
-    ``mode``: ``once`` (one frame as the wait begins) or ``spin`` (frames until the GPU's stream is idle).
-    """
-
-    def call() -> Any:
-        WARM["armed"] = mode
-        try:
-            result = without_rehearsal(fn)()
-        finally:
-            WARM["armed"] = False
-        WARM["result"] = result
-        return result
-
-    return call
 
 
 class GcTimer:
@@ -227,20 +178,23 @@ def phases(clock: Clock, fn: Any) -> dict[str, float]:
 
 
 def profiles(clock: Clock, fns: dict[str, Any], calls: int) -> str:
-    """cProfiles of ``calls`` calls per backend: the after phase (from ``collect_runs``' return to the call's),
-    then ``to_dataframe()``; the top functions of each by own time and by cumulative time."""
+    """cProfiles of ``calls`` calls per backend: the start (from the call to its first region: what delays the
+    GPU's first kernel), the after phase (from ``collect_runs``' return to the call's), then ``to_dataframe()``;
+    the top functions of each by own time and by cumulative time."""
     text = io.StringIO()
     for b, fn in fns.items():
-        after, frame = cProfile.Profile(), cProfile.Profile()
+        start, after, frame = cProfile.Profile(), cProfile.Profile(), cProfile.Profile()
         for _ in range(calls):
-            clock.marks, clock.after = {}, after
+            clock.marks, clock.after, clock.start = {}, after, start
+            start.enable()
             result = fn()
             after.disable()
-            clock.after = None
+            start.disable()  # a call without a region (none here)
+            clock.after = clock.start = None
             frame.enable()
             result.to_dataframe()
             frame.disable()
-        for name, prof in (("after", after), ("frame", frame)):
+        for name, prof in (("start", start), ("after", after), ("frame", frame)):
             for order in ("tottime", "cumulative"):
                 text.write(f"##### {b} {name} ({calls} calls), by {order}\n")
                 pstats.Stats(prof, stream=text).sort_stats(order).print_stats(45)
@@ -363,33 +317,19 @@ def require_gpu() -> Any:
     return torch
 
 
-def switched_off(fn: Any, module: str, flag: str) -> Any:
-    """``fn`` called with ``module.flag`` False, set back after (a tree without it: nothing to switch)."""
-    import importlib
+def no_checkpoint(fn: Any) -> Any:
+    """``fn`` called with ``heap.CHECKPOINT_BEFORE_WAIT`` off (a tree without it: nothing to switch)."""
+    from nsightx._run import heap
 
     def call() -> Any:
-        try:
-            owner = importlib.import_module(module)
-        except ImportError:
-            return fn()
-        was = getattr(owner, flag, None)
-        setattr(owner, flag, False)
+        was: Any = getattr(heap, "CHECKPOINT_BEFORE_WAIT", None)
+        heap.CHECKPOINT_BEFORE_WAIT = False
         try:
             return fn()
         finally:
-            setattr(owner, flag, was)
+            heap.CHECKPOINT_BEFORE_WAIT = was
 
     return call
-
-
-def no_checkpoint(fn: Any) -> Any:
-    """``fn`` called with ``heap.CHECKPOINT_BEFORE_WAIT`` off."""
-    return switched_off(fn, "nsightx._run.heap", "CHECKPOINT_BEFORE_WAIT")
-
-
-def without_rehearsal(fn: Any) -> Any:
-    """``fn`` called with the frame's rehearsal during the wait (``nsightx._api.rehearsal``) off."""
-    return switched_off(fn, "nsightx._api.rehearsal", "ENABLED")
 
 
 def gc_off(fn: Any) -> Any:
@@ -427,10 +367,6 @@ def main() -> int:
     ap.add_argument(
         "--checkpoint-ab", action="store_true", help="also time each backend without heap.before_wait's checkpoint"
     )
-    ap.add_argument("--rehearse-ab", action="store_true", help="also time each backend without the frame's rehearsal")
-    ap.add_argument(
-        "--warm-wait", action="store_true", help="also time cupti with the last frame rebuilt during the wait"
-    )
     ap.add_argument("--workload", default="sweep_once", choices=sorted(bo.WORKLOADS), help="what the call runs")
     ap.add_argument(
         "--cupti-variants",
@@ -455,13 +391,6 @@ def main() -> int:
         fns.update({f"{b}_nockpt": no_checkpoint(bo.make_profiled(torch, w, b, True)) for b in ("cupti", "events")})
     if args.gc_off:  # the same calls with the garbage collector disabled during the call (not the frame)
         fns.update({f"{b}_gcoff": gc_off(bo.make_profiled(torch, w, b, collectors=True)) for b in ("cupti", "events")})
-    if args.rehearse_ab:  # the same calls without the frame's rehearsal during the wait
-        for b in ("cupti", "events"):
-            fns[f"{b}_norehearse"] = without_rehearsal(bo.make_profiled(torch, w, b, collectors=True))
-    if args.warm_wait:  # is the frame after the wait slower for meeting cold code and caches?
-        fns["cupti_warmwait"] = warm_wait(bo.make_profiled(torch, w, "cupti", collectors=True))
-        fns["cupti_warmspin"] = warm_wait(bo.make_profiled(torch, w, "cupti", collectors=True), "spin")
-        WARM["done"] = torch.cuda.current_stream().query
     for fn in (bare, *fns.values()):
         fn() if fn is bare else fn().to_dataframe()  # warm
     rows: dict[str, list[dict[str, float]]] = {b: [] for b in fns}

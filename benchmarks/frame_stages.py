@@ -7,7 +7,6 @@ Usage: python benchmarks/frame_stages.py RESULT [RESULT ...] [--calls 200] [--co
                                          [--prefix DIR]
        python benchmarks/frame_stages.py --ahead [--calls 200] [--json OUT]
        python benchmarks/frame_stages.py --policy WAIT_MS [--calls 12] [--json OUT]
-       python benchmarks/frame_stages.py --rehearse [--calls 150] [--json OUT]
 
 For each saved result (``nsightx.load``), ``to_dataframe()`` of a fresh ``ProfileResults`` over the same columns
 is called ``--calls`` times; each call's wall time is taken, and the time spent in each stage of the frame (the
@@ -41,8 +40,6 @@ wait (:mod:`nsightx._results.frameahead`) and, alternating, with them dropped (t
 before): the medians of each, and how many calls' frames took the pieces. ``--fresh --tree BEFORE`` compares the
 same first call with another tree in separate processes. ``--policy WAIT_MS`` shows which calls compute those
 pieces when the session's wait lasts WAIT_MS (:mod:`nsightx._api.aheadpolicy`; see :func:`policy`).
-``--rehearse`` times the frame right after a ``host-call`` call whose session sleeps 30 ms (a simulated GPU wait),
-with the frame's rehearsal during that wait (:mod:`nsightx._api.rehearsal`) on and off in alternate calls.
 """
 
 from __future__ import annotations
@@ -277,52 +274,6 @@ def ahead(calls: int) -> dict[str, Any]:
     return row
 
 
-def sleep_before_collect(wait_ms: float) -> None:
-    """Make the host session sleep ``wait_ms`` before it collects (a GPU still working through queued runs)."""
-    import nsightx_host
-
-    collect = nsightx_host.HostSession.collect_runs
-
-    def waited(self: Any) -> Any:
-        time.sleep(wait_ms / 1e3)
-        return collect(self)
-
-    nsightx_host.HostSession.collect_runs = waited  # type: ignore[method-assign]
-
-
-def rehearse(calls: int, wait_ms: float = 30.0) -> dict[str, Any]:
-    """``--rehearse``: the frame right after a ``host-call`` call whose session waits ``wait_ms`` (a simulated GPU),
-    with the frame's rehearsal during the wait (``nsightx._api.rehearsal``) on and off in alternate calls.
-
-    The simulated wait is a sleep after the rehearsal, so the call itself is longer by the rehearsal's cost (a GPU's
-    wait hides it); what is compared is the frame after the wait. Printed: the medians of each.
-    """
-    import pandas  # noqa: F401  # a user's script has it imported
-    import pyarrow  # noqa: F401
-
-    make = host_call()
-    from nsightx._api import rehearsal
-
-    sleep_before_collect(wait_ms)
-    for _ in range(3):
-        make().to_dataframe()
-    frames: dict[str, list[float]] = {"on": [], "off": []}
-    for i in range(2 * calls):
-        mode = "on" if i % 2 == 0 else "off"
-        rehearsal.ENABLED = mode == "on"
-        make._ahead.enabled = True  # the pieces and the rehearsal whatever the policy (a sleep hides nothing)
-        result = make()
-        t0 = time.perf_counter()
-        result.to_dataframe()
-        frames[mode].append((time.perf_counter() - t0) * 1e6)
-    rehearsal.ENABLED = True
-    med = statistics.median
-    row = {"calls": calls, "wait_ms": wait_ms, "on_median_us": med(frames["on"]), "off_median_us": med(frames["off"])}
-    row["saved_us"] = row["off_median_us"] - row["on_median_us"]
-    print(json.dumps(row))
-    return row
-
-
 def policy(calls: int, wait_ms: float) -> list[dict[str, Any]]:
     """``--policy WAIT_MS``: which calls compute the frame's pieces when the GPU's wait lasts ``wait_ms``.
 
@@ -331,10 +282,18 @@ def policy(calls: int, wait_ms: float) -> list[dict[str, Any]]:
     shape: whether each call computed the pieces (:mod:`nsightx._api.aheadpolicy`), the policy's last verdict and
     measured cost, and the median call and frame after the first two calls.
     """
+    import nsightx_host
+
     host_call()  # installs the NVML double and the deferred session
     import nsightx
 
-    sleep_before_collect(wait_ms)
+    collect = nsightx_host.HostSession.collect_runs
+
+    def waited(self: Any) -> Any:
+        time.sleep(wait_ms / 1e3)
+        return collect(self)
+
+    nsightx_host.HostSession.collect_runs = waited  # type: ignore[method-assign]
     silent = nsightx.VerbosityLevel.SILENT
     rows = []
     for configs, runs in (([(n,) for n in (512, 1024, 2048, 4096)], 11), ([(1,)], 201)):
@@ -507,7 +466,6 @@ def main() -> int:
     ap.add_argument("--fresh-child", help=argparse.SUPPRESS)
     ap.add_argument("--ahead", action="store_true", help="the frame right after a call, with and without its pieces")
     ap.add_argument("--policy", type=float, metavar="WAIT_MS", help="which calls compute the pieces, given a wait")
-    ap.add_argument("--rehearse", action="store_true", help="the frame after a call with and without its rehearsal")
     args = ap.parse_args()
     if args.fresh_child:
         print(json.dumps(fresh_child(args.fresh_child, args.calls)))
@@ -518,8 +476,6 @@ def main() -> int:
         rows = [ahead(args.calls)]
     elif args.policy is not None:
         rows = policy(min(args.calls, 12), args.policy)
-    elif args.rehearse:
-        rows = [rehearse(args.calls)]
     elif args.fresh:
         kinds = [str(p.resolve()) for p in args.results] + ["host-call"]
         trees = [HERE.parent, *(t.resolve() for t in args.tree)]

@@ -336,9 +336,7 @@ stage_phases() {
   # FLUSH_PROBE=1: each process also times forced CUPTI flushes after 0, 1, 10 and 100 tiny kernels (--flush-probe);
   # CUPTI_VARIANTS=a,b: the cupti session with backend_overhead.py's other backend_options too (its drain modes);
   # GC_OFF=1: this tree's calls also with the garbage collector disabled during the call (--gc-off); CKPT_AB=1:
-  # also without the young collection before the wait (--checkpoint-ab); WORKLOAD=tiny: the 16 KiB op's call;
-  # WARM_WAIT=1: this tree's cupti call also with the previous frame rebuilt during the wait (--warm-wait);
-  # REHEARSE_AB=1: this tree's calls also without the frame's rehearsal during the wait (--rehearse-ab)
+  # also without the young collection before the wait (--checkpoint-ab); WORKLOAD=tiny: the 16 KiB op's call
   {
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
@@ -351,8 +349,6 @@ stage_phases() {
         [ -n "${CUPTI_VARIANTS:-}" ] && prof+=(--cupti-variants "$CUPTI_VARIANTS")
         [ -n "${GC_OFF:-}" ] && [ "$tag" = after ] && prof+=(--gc-off)
         [ -n "${CKPT_AB:-}" ] && [ "$tag" = after ] && prof+=(--checkpoint-ab)
-        [ -n "${WARM_WAIT:-}" ] && [ "$tag" = after ] && prof+=(--warm-wait)
-        [ -n "${REHEARSE_AB:-}" ] && [ "$tag" = after ] && prof+=(--rehearse-ab)
         [ -n "${WORKLOAD:-}" ] && prof+=(--workload "$WORKLOAD")
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
           "${tree[@]}" "${prof[@]}"

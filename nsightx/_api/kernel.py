@@ -17,7 +17,6 @@ from nsightx._api.callfacts import CallFacts
 from nsightx._api.counters import Side, counter_spec, join_sides, without_counters
 from nsightx._api.firstrun import CheckedSink, FirstRunCheck
 from nsightx._api.parallel import run_parallel
-from nsightx._api.rehearsal import Rehearsal
 from nsightx._api.sigterm import Terminated, reported_sigterm, stop_cause
 from nsightx._api.sweep import SweepCall, run_sweep
 from nsightx._api.tool import active_name
@@ -144,8 +143,6 @@ class ProfiledFunction:
         """What is wrong with the decoration-time configs or ``derive_metric``'s arity: raised by every call."""
         self._ahead = AheadPolicy()
         """Whether the next call computes the frame's pieces during its GPU wait (see :mod:`.aheadpolicy`)."""
-        self._rehearsal = Rehearsal()
-        """The previous small result's columns, framed again during the next call's wait (see :mod:`.rehearsal`)."""
         try:  # checked now, raised when the function is called (where nsight-python raises it), before any work
             _check_parameter_names(self.shape.names, self.name)
             if configs is not None:
@@ -453,7 +450,6 @@ class ProfiledFunction:
                     raise
         if spec.verbosity >= VerbosityLevel.INFO:
             print(done_line(plan, runs, elapsed, location), file=sys.stderr)
-        self._rehearsal.keep(results)
         return results
 
     def _finish_side(self, planned: _Planned) -> Side:
@@ -515,21 +511,16 @@ class ProfiledFunction:
         ``facts`` are asked while a deferred session waits for its last runs (the run loop's ``while_waiting``):
         they do not depend on what is measured, and what failed there is raised where the call asks for them.
         The frame's set-up (:func:`_prepare_frame`) is done there too, then the frame's work that reads no measured
-        value (the sink's ``prepare_frame``, :mod:`nsightx._results.frameahead`) and a rehearsal of the frame
-        (:mod:`.rehearsal`), both only while the function's calls' waits hide them (:mod:`.aheadpolicy`), and the
-        young generations are collected
+        value (the sink's ``prepare_frame``, :mod:`nsightx._results.frameahead`; only while the function's calls'
+        waits hide it, :mod:`.aheadpolicy`), and the young generations are collected
         (:func:`~nsightx._run.heap.before_wait`).
         """
         with reported_sigterm():  # SIGTERM: the stop line below, then the process ends as SIGTERM ends it
             try:
                 frame = getattr(sink, "prepare_frame", None) if self._ahead.enabled else None
-                ahead = (frame, self._rehearsal) if frame else ()
-                waiting = (facts.prepare, _prepare_frame, *ahead, heap.before_wait)
+                waiting = (facts.prepare, _prepare_frame, *((frame,) if frame else ()), heap.before_wait)
                 environment = dict(execute(backend, plan, sink, while_waiting=waiting))
-                ahead_ns, rehearsed = getattr(sink, "ahead_ns", None), self._rehearsal.take_ns()
-                if ahead_ns is not None or rehearsed:  # the policy weighs both
-                    ahead_ns = (ahead_ns or 0) + rehearsed
-                self._ahead.update(ahead_ns, getattr(sink, "blocked_ns", None))
+                self._ahead.update(getattr(sink, "ahead_ns", None), getattr(sink, "blocked_ns", None))
                 return environment
             except BaseException as e:
                 if self.spec.verbosity >= VerbosityLevel.INFO:
