@@ -24,7 +24,13 @@ decode (the tracer's ``decode`` counter) and the rest (CUPTI's), with the record
 the fixed cost of a forced flush can be told from its cost per record: whether draining finished configs during
 the wait can pay. Nothing of ours after the flush (attribution, records) is timed there.
 
-Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE] [--flush-probe]``.
+``--per-run`` then times what one more run costs, the call's fixed part left out: the bare loop, each backend's
+call and its call plus ``to_dataframe()``, at the workload's runs and at twice them, interleaved; the difference
+over the extra runs, and its ratio to the bare loop's (issue 35's per-run target for the 16 KiB op:
+``--workload tiny --per-run``).
+
+Usage (GPU machine): ``python benchmarks/call_phases.py --reps 15 [--tree OLD_TREE] [--json FILE] [--flush-probe]
+[--per-run]``.
 """
 
 from __future__ import annotations
@@ -295,6 +301,42 @@ def print_flush_probe(probe: dict[str, Any]) -> None:
     print(f"  per record: {per:.3f} us" if per is not None else "  per record: no more records at the larger count")
 
 
+def per_run(torch: Any, w: Any, reps: int) -> dict[str, Any]:
+    """``--per-run``: what one more run costs, the call's fixed part left out (the issue's per-run target).
+
+    The bare loop, each backend's call alone and its call plus ``to_dataframe()``, each at ``w.runs`` and at twice
+    that many runs per config, interleaved, ``reps`` times; a row's per-run cost is the difference of its two
+    medians over the extra runs, and its ratio is that over the bare loop's (the same difference).
+    """
+    long = bo.Workload(w.name, w.sizes, 2 * w.runs, randn=w.randn, tiny=w.tiny)
+    extra = len(w.sizes) * w.runs
+    timed: dict[str, tuple[Any, Any]] = {"bare": (bo.make_bare(torch, w), bo.make_bare(torch, long))}
+    for b in ("cupti", "events"):
+        short_fn, long_fn = (bo.make_profiled(torch, x, b, collectors=True) for x in (w, long))
+        timed[b] = (short_fn, long_fn)
+        timed[f"{b}_dataframe"] = (lambda f=short_fn: f().to_dataframe(), lambda f=long_fn: f().to_dataframe())
+    walls: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in timed}
+    for rep in range(reps + 1):  # the first round warms up
+        for name, pair in timed.items():
+            for i, fn in enumerate(pair):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter_ns()
+                fn()
+                if rep:
+                    walls[name][i].append((time.perf_counter_ns() - t0) / 1e3)
+    med = statistics.median
+    out: dict[str, Any] = {"runs": [w.runs, long.runs], "configs": len(w.sizes), "reps": reps}
+    for name, (short, longer) in walls.items():
+        out[name] = {"short_us": med(short), "long_us": med(longer), "per_run_us": (med(longer) - med(short)) / extra}
+    for name in timed:
+        out[name]["per_run_ratio"] = out[name]["per_run_us"] / out["bare"]["per_run_us"]
+        print(
+            f"per run, {name}: {out[name]['per_run_us']:.2f} us ({w.runs} runs {out[name]['short_us']:.0f} us, "
+            f"{long.runs} runs {out[name]['long_us']:.0f} us); / bare {out[name]['per_run_ratio']:.3f}"
+        )
+    return out
+
+
 def counts_arg(text: str) -> tuple[int, ...]:
     """``--flush-counts``: positive kernel counts separated by commas."""
     try:
@@ -367,6 +409,9 @@ def main() -> int:
     ap.add_argument(
         "--checkpoint-ab", action="store_true", help="also time each backend without heap.before_wait's checkpoint"
     )
+    ap.add_argument(
+        "--per-run", action="store_true", help="also the cost of one more run: each call at its runs and twice them"
+    )
     ap.add_argument("--workload", default="sweep_once", choices=sorted(bo.WORKLOADS), help="what the call runs")
     ap.add_argument(
         "--cupti-variants",
@@ -412,6 +457,8 @@ def main() -> int:
         out[b] = med
         shown = ", ".join(f"{p} {med[p]:.0f}" for p in keys)
         print(f"{b}: {shown} us; total / bare {med['total'] / out['bare_us']:.3f}")
+    if args.per_run:
+        out["per_run"] = per_run(torch, w, args.reps)
     if args.flush_probe:
         out["flush_probe"] = flush_probe(torch, args.flush_counts, args.reps)
         print_flush_probe(out["flush_probe"])

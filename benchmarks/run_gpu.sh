@@ -336,7 +336,8 @@ stage_phases() {
   # FLUSH_PROBE=1: each process also times forced CUPTI flushes after 0, 1, 10 and 100 tiny kernels (--flush-probe);
   # CUPTI_VARIANTS=a,b: the cupti session with backend_overhead.py's other backend_options too (its drain modes);
   # GC_OFF=1: this tree's calls also with the garbage collector disabled during the call (--gc-off); CKPT_AB=1:
-  # also without the young collection before the wait (--checkpoint-ab); WORKLOAD=tiny: the 16 KiB op's call
+  # also without the young collection before the wait (--checkpoint-ab); WORKLOAD=tiny: the 16 KiB op's call;
+  # PER_RUN=1: also what one more run costs (--per-run: each call at its runs and at twice them)
   {
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
@@ -350,6 +351,7 @@ stage_phases() {
         [ -n "${GC_OFF:-}" ] && [ "$tag" = after ] && prof+=(--gc-off)
         [ -n "${CKPT_AB:-}" ] && [ "$tag" = after ] && prof+=(--checkpoint-ab)
         [ -n "${WORKLOAD:-}" ] && prof+=(--workload "$WORKLOAD")
+        [ -n "${PER_RUN:-}" ] && prof+=(--per-run)
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
           "${tree[@]}" "${prof[@]}"
         echo "call_phases $tag $i rc=$?"
