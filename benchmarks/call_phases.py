@@ -327,13 +327,14 @@ def per_run(torch: Any, w: Any, reps: int) -> dict[str, Any]:
                     walls[name][i].append((time.perf_counter_ns() - t0) / 1e3)
     med = statistics.median
     out: dict[str, Any] = {"runs": [w.runs, long.runs], "configs": len(w.sizes), "reps": reps}
+    bare = (med(walls["bare"][1]) - med(walls["bare"][0])) / extra
     for name, (short, longer) in walls.items():
-        out[name] = {"short_us": med(short), "long_us": med(longer), "per_run_us": (med(longer) - med(short)) / extra}
-    for name in timed:
-        out[name]["per_run_ratio"] = out[name]["per_run_us"] / out["bare"]["per_run_us"]
+        row = out[name] = {"short_us": med(short), "long_us": med(longer)}
+        row["per_run_us"] = (row["long_us"] - row["short_us"]) / extra
+        row["per_run_ratio"] = row["per_run_us"] / bare
         print(
-            f"per run, {name}: {out[name]['per_run_us']:.2f} us ({w.runs} runs {out[name]['short_us']:.0f} us, "
-            f"{long.runs} runs {out[name]['long_us']:.0f} us); / bare {out[name]['per_run_ratio']:.3f}"
+            f"per run, {name}: {row['per_run_us']:.2f} us ({w.runs} runs {row['short_us']:.0f} us, "
+            f"{long.runs} runs {row['long_us']:.0f} us); / bare {row['per_run_ratio']:.3f}"
         )
     return out
 
