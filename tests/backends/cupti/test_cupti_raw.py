@@ -9,7 +9,7 @@ import struct
 from typing import Any
 
 from nsightx_cupti._attribution import ApiActivity, KernelActivity
-from nsightx_cupti._raw import MAX_LIMIT_REACHED, SUCCESS, RawBuffers
+from nsightx_cupti._raw import MAX_LIMIT_REACHED, SPARE_BUFFERS, SUCCESS, RawBuffers
 
 K_KERNEL, K_RUNTIME, K_DRIVER, K_EXTERNAL, K_OTHER = 10, 5, 4, 39, 7
 EXT_KIND = 2
@@ -172,3 +172,46 @@ def test_outstanding_counts_the_buffers_cupti_still_holds() -> None:
     assert raw.outstanding() == 1
     raw._on_complete(None, 0, buf.value, size.value, 0)
     assert raw.outstanding() == 0
+
+
+def _request(raw: RawBuffers) -> tuple[ctypes.c_void_p, ctypes.c_size_t]:
+    buf, size, most = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+    raw._on_request(ctypes.pointer(buf), ctypes.pointer(size), ctypes.pointer(most))
+    return buf, size
+
+
+def test_a_buffer_given_back_serves_the_next_request_and_its_old_records_are_not_read() -> None:
+    """Reuse saves the zero-fill of a new 256 KiB buffer at each call's first kernel; only ``valid`` bytes count."""
+    raw, got, errors = decoder(FakeLib())
+    first, size = _request(raw)
+    two = kernel(10, 20, 1) + kernel(30, 40, 2)
+    ctypes.memmove(first.value, two, len(two))
+    raw._on_complete(None, 0, first.value, size.value, len(two))
+    second, size = _request(raw)
+    assert second.value == first.value  # the same memory, its two old records still in it
+    one = kernel(50, 60, 3)
+    ctypes.memmove(second.value, one, len(one))
+    raw._on_complete(None, 0, second.value, size.value, len(one))
+    assert not errors
+    assert [[(k.start, k.end) for k in batch[0]] for batch in got] == [[(10, 20), (30, 40)], [(50, 60)]]
+
+
+def test_buffers_kept_are_few_and_of_the_size_asked() -> None:
+    raw, _, _ = decoder(FakeLib())
+    held = [_request(raw) for _ in range(SPARE_BUFFERS + 3)]
+    for buf, size in held:
+        raw._on_complete(None, 0, buf.value, size.value, 0)
+    assert len(raw._spare) == SPARE_BUFFERS and raw.outstanding() == 0
+    raw._lib = FakeRegistering()
+    raw.register(raw.buffer_bytes)
+    assert len(raw._spare) == SPARE_BUFFERS  # same size: kept
+    raw.register(8 * 1024)
+    assert raw._spare == []  # another size: dropped, and new buffers are of the new size
+    assert _request(raw)[1].value == 8 * 1024
+
+
+class FakeRegistering(FakeLib):
+    """libcupti's ``cuptiActivityRegisterCallbacks`` too (it accepts)."""
+
+    def cuptiActivityRegisterCallbacks(self, request: Any, complete: Any) -> int:
+        return SUCCESS
