@@ -308,14 +308,22 @@ def per_run(torch: Any, w: Any, reps: int) -> dict[str, Any]:
     The bare loop, each backend's call alone and its call plus ``to_dataframe()``, each at ``w.runs`` and at twice
     that many runs per config, interleaved, ``reps`` times; a row's per-run cost is the difference of its two
     medians over the extra runs, and its ratio is that over the bare loop's (the same difference).
+
+    For the ``_dataframe`` rows, ``to_dataframe()`` is also timed alone, with the garbage collector's time inside
+    it (``frame per run``): what the frame's share of one more run is, and whether collections make it.
     """
     long = bo.Workload(w.name, w.sizes, 2 * w.runs, randn=w.randn, tiny=w.tiny)
     extra = len(w.sizes) * w.runs
     timed: dict[str, tuple[Any, Any]] = {"bare": (bo.make_bare(torch, w), bo.make_bare(torch, long))}
+    frames: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {}
     for b in ("cupti", "events"):
         short_fn, long_fn = (bo.make_profiled(torch, x, b, collectors=True) for x in (w, long))
         timed[b] = (short_fn, long_fn)
-        timed[f"{b}_dataframe"] = (lambda f=short_fn: f().to_dataframe(), lambda f=long_fn: f().to_dataframe())
+        seen = frames[b] = ([], [])
+        timed[f"{b}_dataframe"] = (
+            lambda f=short_fn, s=seen[0]: _framed(f, s),
+            lambda f=long_fn, s=seen[1]: _framed(f, s),
+        )
     walls: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in timed}
     for rep in range(reps + 1):  # the first round warms up
         for name, pair in timed.items():
@@ -326,6 +334,7 @@ def per_run(torch: Any, w: Any, reps: int) -> dict[str, Any]:
                 if rep:
                     walls[name][i].append((time.perf_counter_ns() - t0) / 1e3)
     med = statistics.median
+    out_frames = _frame_per_run(frames, extra)
     out: dict[str, Any] = {"runs": [w.runs, long.runs], "configs": len(w.sizes), "reps": reps}
     bare = (med(walls["bare"][1]) - med(walls["bare"][0])) / extra
     for name, (short, longer) in walls.items():
@@ -335,6 +344,37 @@ def per_run(torch: Any, w: Any, reps: int) -> dict[str, Any]:
         print(
             f"per run, {name}: {row['per_run_us']:.2f} us ({w.runs} runs {row['short_us']:.0f} us, "
             f"{long.runs} runs {row['long_us']:.0f} us); / bare {row['per_run_ratio']:.3f}"
+        )
+    out["frame"] = out_frames
+    return out
+
+
+def _framed(fn: Any, seen: list[tuple[float, float]]) -> None:
+    """``fn().to_dataframe()``, noting the frame's own wall time and the collector's time inside it (us)."""
+    result = fn()
+    GC.passes = []
+    t1 = time.perf_counter_ns()
+    result.to_dataframe()
+    t2 = time.perf_counter_ns()
+    seen.append(((t2 - t1) / 1e3, GC.within(t1, t2)[0]))
+
+
+def _frame_per_run(
+    frames: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]], extra: int
+) -> dict[str, Any]:
+    """Per backend, the frame's (``to_dataframe()`` alone) cost of one more run, and the collector's share of it.
+
+    The first of each list is the warm-up round's (dropped).
+    """
+    med = statistics.median
+    out: dict[str, Any] = {}
+    for b, (short, longer) in frames.items():
+        fs, fl = med(x for x, _ in short[1:]), med(x for x, _ in longer[1:])
+        gs, gl = statistics.fmean(g for _, g in short[1:]), statistics.fmean(g for _, g in longer[1:])
+        out[b] = {"short_us": fs, "long_us": fl, "per_run_us": (fl - fs) / extra, "gc_short_us": gs, "gc_long_us": gl}
+        print(
+            f"frame per run, {b}: {(fl - fs) / extra:.2f} us (frame {fs:.0f} -> {fl:.0f} us; collector, mean "
+            f"{gs:.0f} -> {gl:.0f} us)"
         )
     return out
 
