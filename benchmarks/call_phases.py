@@ -44,6 +44,7 @@ import pstats
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -379,6 +380,33 @@ def _frame_per_run(
     return out
 
 
+def cycles(fns: dict[str, Any], calls: int = 5) -> dict[str, Any]:
+    """``--cycles``: per backend, the objects each call (and its frame) leaves in reference cycles, by type.
+
+    With the collector disabled, ``calls`` calls and frames are made and dropped; one collection with
+    ``gc.DEBUG_SAVEALL`` then finds what only the collector could free. Cycles left per call feed the collector's
+    full collections, which walk the whole process (torch's objects too).
+    """
+    out: dict[str, Any] = {}
+    for name, fn in fns.items():
+        fn().to_dataframe()
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(calls):
+                fn().to_dataframe()
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            kinds = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage)
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        out[name] = {"per_call": sum(kinds.values()) / calls, "types": dict(kinds.most_common(15))}
+        print(f"cycles, {name}: {out[name]['per_call']:.0f} objects a call; {kinds.most_common(15)}")
+    return out
+
+
 def counts_arg(text: str) -> tuple[int, ...]:
     """``--flush-counts``: positive kernel counts separated by commas."""
     try:
@@ -454,6 +482,7 @@ def main() -> int:
     ap.add_argument(
         "--per-run", action="store_true", help="also the cost of one more run: each call at its runs and twice them"
     )
+    ap.add_argument("--cycles", action="store_true", help="also what each call leaves in reference cycles")
     ap.add_argument("--workload", default="sweep_once", choices=sorted(bo.WORKLOADS), help="what the call runs")
     ap.add_argument(
         "--cupti-variants",
@@ -501,6 +530,8 @@ def main() -> int:
         print(f"{b}: {shown} us; total / bare {med['total'] / out['bare_us']:.3f}")
     if args.per_run:
         out["per_run"] = per_run(torch, w, args.reps)
+    if args.cycles:
+        out["cycles"] = cycles(fns)
     if args.flush_probe:
         out["flush_probe"] = flush_probe(torch, args.flush_counts, args.reps)
         print_flush_probe(out["flush_probe"])

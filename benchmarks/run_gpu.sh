@@ -337,7 +337,8 @@ stage_phases() {
   # CUPTI_VARIANTS=a,b: the cupti session with backend_overhead.py's other backend_options too (its drain modes);
   # GC_OFF=1: this tree's calls also with the garbage collector disabled during the call (--gc-off); CKPT_AB=1:
   # also without the young collection before the wait (--checkpoint-ab); WORKLOAD=tiny: the 16 KiB op's call;
-  # PER_RUN=1: also what one more run costs (--per-run: each call at its runs and at twice them)
+  # PER_RUN=1: also what one more run costs (--per-run: each call at its runs and at twice them); CYCLES=1: also
+  # what each call leaves in reference cycles (--cycles)
   {
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
@@ -352,6 +353,7 @@ stage_phases() {
         [ -n "${CKPT_AB:-}" ] && [ "$tag" = after ] && prof+=(--checkpoint-ab)
         [ -n "${WORKLOAD:-}" ] && prof+=(--workload "$WORKLOAD")
         [ -n "${PER_RUN:-}" ] && prof+=(--per-run)
+        [ -n "${CYCLES:-}" ] && prof+=(--cycles)
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
           "${tree[@]}" "${prof[@]}"
         echo "call_phases $tag $i rc=$?"
