@@ -381,7 +381,7 @@ def _frame_per_run(
 
 
 def cycles(fns: dict[str, Any], calls: int = 5) -> dict[str, Any]:
-    """``--cycles``: per backend, the objects each call (and its frame) leaves in reference cycles, by type.
+    """``--cycles``: per backend, the objects each call (and its frame) leaves in reference cycles, and keeps alive.
 
     With the collector disabled, ``calls`` calls and frames are made and dropped; one collection with
     ``gc.DEBUG_SAVEALL`` then finds what only the collector could free. Cycles left per call feed the collector's
@@ -402,9 +402,23 @@ def cycles(fns: dict[str, Any], calls: int = 5) -> dict[str, Any]:
             gc.set_debug(0)
             gc.garbage.clear()
             gc.enable()
-        out[name] = {"per_call": sum(kinds.values()) / calls, "types": dict(kinds.most_common(15))}
+        kept = _kept_per_call(fn, calls)
+        out[name] = {"per_call": sum(kinds.values()) / calls, "types": dict(kinds.most_common(15)), "kept": kept}
         print(f"cycles, {name}: {out[name]['per_call']:.0f} objects a call; {kinds.most_common(15)}")
+        print(f"kept, {name}: {kept['per_call']:.1f} objects a call stay alive; {kept['types']}")
     return out
+
+
+def _kept_per_call(fn: Any, calls: int) -> dict[str, Any]:
+    """What stays alive after ``calls`` calls and frames whose results were dropped (a leak, if any), by type."""
+    gc.collect()
+    before = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+    for _ in range(calls):
+        fn().to_dataframe()
+    gc.collect()
+    after = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+    grown = after - before
+    return {"per_call": sum(grown.values()) / calls, "types": dict(grown.most_common(12))}
 
 
 def counts_arg(text: str) -> tuple[int, ...]:
