@@ -497,6 +497,12 @@ def main() -> int:
         "--per-run", action="store_true", help="also the cost of one more run: each call at its runs and twice them"
     )
     ap.add_argument("--cycles", action="store_true", help="also what each call leaves in reference cycles")
+    ap.add_argument(
+        "--unfreeze",
+        action="store_true",
+        help="unfreeze the objects the interpreter froze before main (the GPU image's Python starts with 375): "
+        "calls then run in the heap module's freeze mode, as in a user's usual Python",
+    )
     ap.add_argument("--workload", default="sweep_once", choices=sorted(bo.WORKLOADS), help="what the call runs")
     ap.add_argument(
         "--cupti-variants",
@@ -505,6 +511,8 @@ def main() -> int:
         help="comma-separated cupti variants of backend_overhead.py (CUPTI_VARIANTS), timed phase by phase too",
     )
     args = ap.parse_args()
+    if args.unfreeze:
+        gc.unfreeze()
     info = bo.use_tree(args.tree)
     torch = require_gpu()
 

@@ -338,7 +338,8 @@ stage_phases() {
   # GC_OFF=1: this tree's calls also with the garbage collector disabled during the call (--gc-off); CKPT_AB=1:
   # also without the young collection before the wait (--checkpoint-ab); WORKLOAD=tiny: the 16 KiB op's call;
   # PER_RUN=1: also what one more run costs (--per-run: each call at its runs and at twice them); CYCLES=1: also
-  # what each call leaves in reference cycles (--cycles)
+  # what each call leaves in reference cycles (--cycles); UNFREEZE=1: no object frozen before the calls (--unfreeze:
+  # the heap module's freeze mode, as in a user's Python, where the image's starts with objects frozen: pause mode)
   {
     for i in $(seq "${PAIRS:-2}"); do
       for tag in after before; do
@@ -354,6 +355,7 @@ stage_phases() {
         [ -n "${WORKLOAD:-}" ] && prof+=(--workload "$WORKLOAD")
         [ -n "${PER_RUN:-}" ] && prof+=(--per-run)
         [ -n "${CYCLES:-}" ] && prof+=(--cycles)
+        [ -n "${UNFREEZE:-}" ] && prof+=(--unfreeze)
         timeout 120 python3 benchmarks/call_phases.py --reps "${REPS:-15}" --json "$OUT/call_phases_$tag$i.json" \
           "${tree[@]}" "${prof[@]}"
         echo "call_phases $tag $i rc=$?"
