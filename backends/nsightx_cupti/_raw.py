@@ -168,9 +168,9 @@ class RawBuffers:
     def _new_buffer(self) -> ctypes.Array[ctypes.c_char]:
         """A buffer for CUPTI: one it gave back, else a new one.
 
-        A new buffer is zero-filled by ctypes: ~30-50 us for 256 KiB on the H100's host, paid at the first kernel
-        of every call (the start, while the GPU idles) and after every collection. CUPTI writes records from the
-        buffer's start and says how many bytes are valid, so a used buffer serves as well.
+        A new buffer is zero-filled by ctypes (~50 us for 256 KiB on the H100's host, under cProfile), paid at the
+        first kernel of every call (the start, while the GPU idles) and after every collection. CUPTI writes records
+        from the buffer's start and says how many bytes are valid, so a used buffer serves as well.
         """
         try:
             return self._spare.pop()  # atomic: CUPTI may call from two threads

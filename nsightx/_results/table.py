@@ -104,9 +104,9 @@ class AnnotationIndex:
     Shared by a :class:`ResultTable` and its :class:`RegionView`, which adds the names of region executions
     when it is first read. The view holds this and not the table: a view that held its table made a reference
     cycle (table -> cached view -> table) with every table a frame built, so each ``to_dataframe()`` left its
-    table and columns (~3,600 objects for 400 runs with the nvml plugin) for the cyclic garbage collector, whose
-    full collections then walked the whole process (a cupti call of 400 runs on the H100: 15-17 ms of
-    collection per frame on average, session 27).
+    table, columns and collector tables to the cyclic garbage collector instead of reference counting (~3,650
+    objects a 400-run host call with the nvml double on a CPU; ~2,060 a 200-run call of a 16 KiB op on the H100,
+    session 27).
     """
 
     def __init__(self, names: Sequence[str | None]) -> None:
