@@ -406,6 +406,7 @@ def cycles(fns: dict[str, Any], calls: int = 5) -> dict[str, Any]:
         out[name] = {"per_call": sum(kinds.values()) / calls, "types": dict(kinds.most_common(15)), "kept": kept}
         print(f"cycles, {name}: {out[name]['per_call']:.0f} objects a call; {kinds.most_common(15)}")
         print(f"kept, {name}: {kept['per_call']:.1f} objects a call stay alive; {kept['types']}")
+        print(f"held, {name}: {kept['held']} tracked objects held by a result after its frame; {kept['held_types']}")
     return out
 
 
@@ -418,7 +419,17 @@ def _kept_per_call(fn: Any, calls: int) -> dict[str, Any]:
     gc.collect()
     after = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
     grown = after - before
-    return {"per_call": sum(grown.values()) / calls, "types": dict(grown.most_common(12))}
+    result = fn()
+    result.to_dataframe()
+    gc.collect()
+    held = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects()) - after
+    del result
+    return {
+        "per_call": sum(grown.values()) / calls,
+        "types": dict(grown.most_common(12)),
+        "held": sum(held.values()),
+        "held_types": dict(held.most_common(12)),
+    }
 
 
 def counts_arg(text: str) -> tuple[int, ...]:
