@@ -7,6 +7,7 @@ Usage: python benchmarks/frame_stages.py RESULT [RESULT ...] [--calls 200] [--co
                                          [--prefix DIR]
        python benchmarks/frame_stages.py --ahead [--calls 200] [--json OUT]
        python benchmarks/frame_stages.py --policy WAIT_MS [--calls 12] [--json OUT]
+       python benchmarks/frame_stages.py --per-run RUNS [--calls 50] [--json OUT]     (CPU: the frame's per-run cost)
 
 For each saved result (``nsightx.load``), ``to_dataframe()`` of a fresh ``ProfileResults`` over the same columns
 is called ``--calls`` times; each call's wall time is taken, and the time spent in each stage of the frame (the
@@ -154,20 +155,28 @@ def insitu(reps: int) -> list[dict[str, Any]]:
     return rows
 
 
-def host_call() -> Callable[[], Any]:
-    """A function that makes a new result per call: the host backend, deferred, with the nvml double (see --fresh)."""
-    sys.path.insert(0, str(HERE))
-    import run_loop_cost as rlc  # type: ignore[import-not-found]
+_INSTALLED: list[bool] = []
 
-    rlc._install_double("thread")
-    rlc._install_deferred()
+
+def host_call(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), runs: int = 11) -> Callable[[], Any]:
+    """A function that makes a new result per call: the host backend, deferred, with the nvml double (see --fresh).
+
+    The double and the deferred session are put in place once per process.
+    """
+    if not _INSTALLED:
+        sys.path.insert(0, str(HERE))
+        import run_loop_cost as rlc  # type: ignore[import-not-found]
+
+        rlc._install_double("thread")
+        rlc._install_deferred()
+        _INSTALLED.append(True)
     import nsightx
 
     silent = nsightx.VerbosityLevel.SILENT
 
-    configs = [(n,) for n in (512, 1024, 2048, 4096)]
+    configs = [(n,) for n in sizes]
 
-    @nsightx.analyze.kernel(configs=configs, runs=11, warmup=0, backend="host", verbosity=silent)
+    @nsightx.analyze.kernel(configs=configs, runs=runs, warmup=0, backend="host", verbosity=silent)
     def call(n: int) -> None:
         with nsightx.annotate("work"):
             sum(range(n))
@@ -394,6 +403,49 @@ def _child(tree: Path, kind: str, calls: int, cache: str, prefix: Path | None = 
     return json.loads(out.strip().splitlines()[-1])
 
 
+PER_RUN_STAGES = ("frame_pieces", "collector_prep", "_collector_columns")
+"""Stages :func:`per_run` times besides :data:`STAGES`: the collector values' share of the frame."""
+
+
+def per_run(runs: int, calls: int) -> dict[str, Any]:
+    """``--per-run RUNS``: what one more run adds to ``to_dataframe()``, stage by stage (CPU).
+
+    The deferred host call with the nvml double (six run-scope values a run, as a GPU call with the nvml plugin
+    has) at one config of ``runs`` and of ``2 * runs`` runs, a fresh result per frame, interleaved ``calls`` times;
+    per run: the difference of the median frames, and of each stage's mean, over the extra runs. On the H100 the
+    frame alone cost ~5.3-6.2 us a run of the 16 KiB op (``call_phases.py --per-run``, session 27).
+    """
+    from nsightx._results import dataframe
+
+    acc = wrapped_stages()
+    wrap = timed(acc)
+    for name in PER_RUN_STAGES:
+        wrap(dataframe, name)
+    sizes = (runs, 2 * runs)
+    makes = {n: host_call((1,), n) for n in sizes}
+    for make in makes.values():
+        make().to_dataframe()  # warm
+    walls: dict[int, list[float]] = {n: [] for n in sizes}
+    stages: dict[int, dict[str, float]] = {n: defaultdict(float) for n in sizes}
+    for _ in range(calls):
+        for n, make in makes.items():
+            result = make()
+            before = dict(acc)
+            t0 = time.perf_counter()
+            result.to_dataframe()
+            walls[n].append(time.perf_counter() - t0)
+            for key, total in acc.items():
+                stages[n][key] += total - before.get(key, 0.0)
+    short, long = (statistics.median(walls[n]) * 1e6 for n in sizes)
+    per_stage = {k: (stages[2 * runs][k] - stages[runs].get(k, 0.0)) / calls / runs * 1e6 for k in stages[2 * runs]}
+    return {
+        "runs": list(sizes),
+        "frame_us": [short, long],
+        "per_run_us": (long - short) / runs,
+        "stages_per_run_us": {k: round(v, 3) for k, v in sorted(per_stage.items(), key=lambda kv: -kv[1])},
+    }
+
+
 def wrapped_stages() -> dict[str, float]:
     """The stage functions of :data:`STAGES` wrapped to add their time up; the dictionary they add to."""
     from nsightx._results import dataframe
@@ -466,11 +518,15 @@ def main() -> int:
     ap.add_argument("--fresh-child", help=argparse.SUPPRESS)
     ap.add_argument("--ahead", action="store_true", help="the frame right after a call, with and without its pieces")
     ap.add_argument("--policy", type=float, metavar="WAIT_MS", help="which calls compute the pieces, given a wait")
+    ap.add_argument("--per-run", type=int, metavar="RUNS", help="what one more run adds to the frame, by stage")
     args = ap.parse_args()
     if args.fresh_child:
         print(json.dumps(fresh_child(args.fresh_child, args.calls)))
         return 0
-    if args.insitu:
+    if args.per_run:
+        rows = [per_run(args.per_run, min(args.calls, 50))]
+        print(json.dumps(rows[0]))
+    elif args.insitu:
         rows = insitu(args.insitu)
     elif args.ahead:
         rows = [ahead(args.calls)]

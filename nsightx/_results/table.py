@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nsightx._results.collectorblock import file_block, run_block
 from nsightx._results.store import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
@@ -359,19 +360,29 @@ class ResultTable:
     def _collector_pass(
         self,
     ) -> tuple[dict[str, str], dict[tuple[str, str], dict[Any, Scalar]], list[ClockItem]]:
-        """:attr:`collectors` and :attr:`clock_values`, from one pass over the collector values."""
+        """:attr:`collectors` and :attr:`clock_values`, from one pass over the collector values.
+
+        Where the values end in a block of the same collectors run after run (a call with the nvml plugin), the
+        values before it are filed here one by one and the block a collector at a time
+        (:mod:`nsightx._results.collectorblock`); the tables, scopes and clock items are the same either way.
+        """
         c = self.columns.collectors
         scopes: dict[str, str] = {}
         tables: dict[tuple[str, str], dict[Any, Scalar]] = {}
         clocks: list[ClockItem] = []
         wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
+        start, period = run_block(c)
+        head = (c.name, c.scope, c.config, c.run, c.annotation, c.value)
+        if period:
+            head = tuple(column[:start] for column in head)  # type: ignore[assignment]
         # One pass in plain Python: a few values per run, where sorting them by (name, kind) cost more (issue 35).
         # ``current`` holds, per name, the scope its last value had, that scope's kind, its table and whether its
         # run-scope values are clock items: a value of the same scope (the usual case) is stored with one look-up
         # by name and no call. The (config, run) keys are made by ``zip`` (in C), not one tuple display a value.
         current: dict[str, tuple[str, str, dict[Any, Scalar], bool]] = {}
+        names, scope_list, configs, runs, annotations, values = head
         for name, scope, key, annotation, value in zip(
-            c.name, c.scope, zip(c.config, c.run, strict=False), c.annotation, c.value, strict=True
+            names, scope_list, zip(configs, runs, strict=False), annotations, values, strict=True
         ):
             entry = current.get(name)
             if entry is None or entry[0] != scope:
@@ -390,6 +401,14 @@ class ResultTable:
                 entry[2][key[:1]] = value
             else:
                 entry[2][(*key, annotation)] = value
+        if period:
+
+            def file(name: str, scope: str) -> tuple[dict[Any, Scalar], str]:
+                scopes.setdefault(name, scope)
+                kind = scope_kind(scope)
+                return tables.setdefault((name, kind), {}), kind
+
+            clocks += file_block(c, start, period, file, wanted)
         return scopes, tables, clocks
 
     def row_keys(self, kind: str) -> RowKeys:

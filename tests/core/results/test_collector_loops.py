@@ -19,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nsightx
+import nsightx._results.table as table_module
+from nsightx._results import collectorblock
 from nsightx._results.dataframe import CLOCK_DROP_FRACTION, NOT_THROTTLING, _throttled_items
 from nsightx._results.store import CollectorColumns
 from nsightx._results.table import ResultTable, scope_kind, table_of
@@ -139,3 +141,102 @@ _CLOCK_ITEM = st.tuples(
 @given(items=st.lists(_CLOCK_ITEM, max_size=40))
 def test_random_throttling_verdicts_are_the_loop(items: list[tuple[str, int, int, Any]]) -> None:
     assert _typed(_throttled_items(items)) == _typed(_reference_throttled(items))
+
+
+def _reference_clock_items(c: CollectorColumns) -> list[tuple[str, Any, Any, Any]]:
+    """The clock items the loop gathers: run-scope clock and reasons values with a config, in order."""
+    wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
+    return [
+        (name, config, run or 0, value)
+        for name, scope, config, run, value in zip(c.name, c.scope, c.config, c.run, c.value, strict=True)
+        if scope_kind(scope) == "run" and name in wanted and config is not None
+    ]
+
+
+def _pass_of(columns: CollectorColumns) -> Any:
+    return ResultTable._collector_pass.func(SimpleNamespace(columns=SimpleNamespace(collectors=columns)))  # type: ignore[attr-defined]
+
+
+def _columns_of(rows: list[tuple[Any, ...]]) -> CollectorColumns:
+    if not rows:
+        return CollectorColumns([], [], [], [], [], [])
+    return CollectorColumns(*(list(field) for field in zip(*rows, strict=True)))
+
+
+_BLOCK_NAMES = ["A", "B", "C", MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS]
+_CONFIG = st.one_of(st.none(), st.integers(0, 2))
+_RUN = st.one_of(st.none(), st.integers(0, 3))
+_ANNOTATION = st.one_of(st.none(), st.sampled_from(["x", "y"]))
+_PREFIX_ROW = st.tuples(
+    st.sampled_from(_BLOCK_NAMES),
+    st.sampled_from(["once", "config", "annotation", "region"]),
+    _CONFIG,
+    _RUN,
+    _ANNOTATION,
+    _SCALARS,
+)
+
+
+@st.composite
+def _prefix_and_block(draw: Any) -> tuple[list[tuple[Any, ...]], int]:
+    """Values before a block (no run scope among them), then a block: the same collectors, run after run."""
+    prefix = draw(st.lists(_PREFIX_ROW, max_size=6))
+    names = draw(st.lists(st.sampled_from(_BLOCK_NAMES), min_size=1, max_size=4, unique=True))
+    other = st.sampled_from(["once", "config", "run", "annotation"])
+    scopes = ["run", *(draw(other) for _ in names[1:])]
+    rows = draw(st.integers(2, 12))
+    block = [
+        (name, scope, draw(_CONFIG), draw(_RUN), draw(_ANNOTATION), draw(_SCALARS))
+        for _ in range(rows)
+        for name, scope in zip(names, scopes, strict=True)
+    ]
+    return prefix + block, len(names)
+
+
+@settings(max_examples=300, deadline=None)
+@given(drawn=_prefix_and_block())
+def test_a_block_of_runs_is_filed_as_the_loop_files_it(drawn: tuple[list[tuple[Any, ...]], int]) -> None:
+    """The block path (a call of many runs with the nvml plugin) gives the loop's tables, scopes and clock items."""
+    rows, period = drawn
+    columns = _columns_of(rows)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(collectorblock, "RUN_BLOCK_MIN", 0)
+        assert collectorblock.run_block(columns) == (columns.scope.index("run"), period)
+        made = _pass_of(columns)
+    assert _typed(made[:2]) == _typed(_reference_collectors(columns))
+    assert _typed(made[2]) == _typed(_reference_clock_items(columns))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(_ROW, max_size=60))
+def test_any_values_are_filed_as_the_loop_files_them_with_or_without_a_block(rows: list[tuple[Any, ...]]) -> None:
+    columns = _columns_of(rows)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(collectorblock, "RUN_BLOCK_MIN", 0)
+        made = _pass_of(columns)
+    assert _typed(made[:2]) == _typed(_reference_collectors(columns))
+    assert _typed(made[2]) == _typed(_reference_clock_items(columns))
+
+
+def test_the_nvml_plugins_runs_take_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 runs of three run-scope values after a ONCE value are filed as a block (fails if it is never taken)."""
+    rows: list[tuple[Any, ...]] = [("GPUName", "once", None, None, None, "H100")]
+    for r in range(300):
+        rows += [
+            (MEASURED_SM_CLOCK, "run", 0, r, None, 1980 - (r % 5) * 400),
+            ("GPUTemperatureC", "run", 0, r, None, 40 + r % 3),
+            (CLOCK_EVENT_REASONS, "run", 0, r, None, "gpu_idle" if r % 7 == 0 else "none"),
+        ]
+    columns = _columns_of(rows)
+    filed: list[int] = []
+    real = collectorblock.file_block
+
+    def spy(c: CollectorColumns, start: int, period: int, file: Any, wanted: tuple[str, ...]) -> Any:
+        filed.append(period)
+        return real(c, start, period, file, wanted)
+
+    monkeypatch.setattr(table_module, "file_block", spy)
+    made = _pass_of(columns)
+    assert filed == [3]
+    assert _typed(made[:2]) == _typed(_reference_collectors(columns))
+    assert _typed(made[2]) == _typed(_reference_clock_items(columns))
