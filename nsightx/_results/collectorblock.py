@@ -15,7 +15,7 @@ files it into the tables the loop filled with the values before it.
 from __future__ import annotations
 
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from nsightx._results.store import CollectorColumns
@@ -25,6 +25,23 @@ RUN_BLOCK_MIN = 256
 
 ClockItem = tuple[str, Any, Any, Any]
 """(name, config, run or 0, value) of a run-scope clock or reasons value, as the throttling rules read it."""
+
+
+class ClockBlock(NamedTuple):
+    """The block's clock and reasons columns where each run has one of each (see :func:`clock_block`)."""
+
+    keys: list[tuple[Any, Any]]
+    """(config, run) of each run, all distinct, in order."""
+    clocks: list[Any]
+    """Each run's ``MeasuredSMClockMHz`` value."""
+    reasons: list[Any]
+    """Each run's ``ClockEventReasons`` value."""
+
+
+class ClockValues(list[ClockItem]):
+    """The clock items (a list, as before), with the block's columns where the block alone holds them."""
+
+    block: ClockBlock | None = None
 
 
 def run_block(c: CollectorColumns) -> tuple[int, int]:
@@ -75,6 +92,7 @@ def file_block(
     """
     n = len(c.name)
     clock_columns: list[list[ClockItem | None]] = []
+    columns: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}
     for j in range(period):
         name, scope = c.name[start + j], c.scope[start + j]
         table, kind = file(name, scope)
@@ -89,12 +107,33 @@ def file_block(
             table.update(zip(zip(config, run, strict=True), value, strict=True))
             if name in clock_names:
                 clock_columns.append(_clock_column(name, config, run, value))
+                columns[name] = (config, run, value)
         else:
             keys = zip(config, c.run[column], c.annotation[column], strict=True)
             table.update(zip(keys, value, strict=True))
-    if len(clock_columns) == 1:
-        return [item for item in clock_columns[0] if item is not None]
-    return [item for item in chain.from_iterable(zip(*clock_columns, strict=True)) if item is not None]
+    if len(clock_columns) < 2:
+        return [item for item in chain.from_iterable(clock_columns) if item is not None]
+    items = ClockValues(item for item in chain.from_iterable(zip(*clock_columns, strict=True)) if item is not None)
+    items.block = clock_block(columns, clock_names)
+    return items
+
+
+def clock_block(
+    columns: dict[str, tuple[list[Any], list[Any], list[Any]]], names: tuple[str, ...]
+) -> ClockBlock | None:
+    """The clock and reasons columns (``names``, in that order) where every run has one of each, else None.
+
+    Both collectors' values must be of the same runs, in the same order, each run once, with a config and a run.
+    """
+    if len(names) != 2 or any(name not in columns for name in names):
+        return None
+    (config, run, clocks), (config_r, run_r, reasons) = columns[names[0]], columns[names[1]]
+    if config != config_r or run != run_r or None in config or None in run:
+        return None
+    keys = list(zip(config, run, strict=True))
+    if len(dict.fromkeys(keys)) != len(keys):
+        return None
+    return ClockBlock(keys, clocks, reasons)
 
 
 def _clock_column(name: str, config: list[Any], run: list[Any], value: list[Any]) -> list[ClockItem | None]:

@@ -38,6 +38,7 @@ import numpy as np
 
 from nsightx._errors import ConfigError
 from nsightx._results.baseline import check_baseline
+from nsightx._results.blockverdicts import block_verdicts
 from nsightx._results.extremes import rescale_extremes
 from nsightx._results.flags import FEW_RUNS
 from nsightx._results.framebuild import frame_of
@@ -94,6 +95,11 @@ def _throttled_items(
     of ``items`` (each run's last finite clock, runs with a reason that says ``gpu_idle`` left out): the flags'
     ``clock_varied`` rule reads it, and it was a second pass over the same values (issue 35).
     """
+    block = getattr(items, "block", None)  # a block of runs' clock columns (collectorblock.ClockValues)
+    if block is not None:
+        done, by_block = block_verdicts(block, clocks, _reasons_read, CLOCK_DROP_FRACTION)
+        if done:
+            return by_block
     order, clock_value, verdicts = _clock_reads(items, clocks)
     if not order:
         return None

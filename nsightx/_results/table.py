@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nsightx._results.collectorblock import file_block, run_block
+from nsightx._results.collectorblock import ClockValues, file_block, run_block
 from nsightx._results.store import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
@@ -408,7 +408,11 @@ class ResultTable:
                 kind = scope_kind(scope)
                 return tables.setdefault((name, kind), {}), kind
 
-            clocks += file_block(c, start, period, file, wanted)
+            block = file_block(c, start, period, file, wanted)
+            if clocks or not isinstance(block, ClockValues):
+                clocks += block
+            else:
+                clocks = block  # the block holds every clock item: its columns go with them
         return scopes, tables, clocks
 
     def row_keys(self, kind: str) -> RowKeys:

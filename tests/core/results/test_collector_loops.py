@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nsightx
+import nsightx._results.dataframe as dataframe_module
 import nsightx._results.table as table_module
 from nsightx._results import collectorblock
 from nsightx._results.dataframe import CLOCK_DROP_FRACTION, NOT_THROTTLING, _throttled_items
@@ -204,7 +205,7 @@ def test_a_block_of_runs_is_filed_as_the_loop_files_it(drawn: tuple[list[tuple[A
         assert collectorblock.run_block(columns) == (columns.scope.index("run"), period)
         made = _pass_of(columns)
     assert _typed(made[:2]) == _typed(_reference_collectors(columns))
-    assert _typed(made[2]) == _typed(_reference_clock_items(columns))
+    assert _typed(list(made[2])) == _typed(_reference_clock_items(columns))
 
 
 @settings(max_examples=300, deadline=None)
@@ -215,7 +216,7 @@ def test_any_values_are_filed_as_the_loop_files_them_with_or_without_a_block(row
         mp.setattr(collectorblock, "RUN_BLOCK_MIN", 0)
         made = _pass_of(columns)
     assert _typed(made[:2]) == _typed(_reference_collectors(columns))
-    assert _typed(made[2]) == _typed(_reference_clock_items(columns))
+    assert _typed(list(made[2])) == _typed(_reference_clock_items(columns))
 
 
 def test_the_nvml_plugins_runs_take_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -239,4 +240,86 @@ def test_the_nvml_plugins_runs_take_the_block(monkeypatch: pytest.MonkeyPatch) -
     made = _pass_of(columns)
     assert filed == [3]
     assert _typed(made[:2]) == _typed(_reference_collectors(columns))
-    assert _typed(made[2]) == _typed(_reference_clock_items(columns))
+    assert _typed(list(made[2])) == _typed(_reference_clock_items(columns))
+
+
+_BLOCK_CLOCK = st.one_of(
+    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.floats(1000.0, 2000.0), st.integers(100, 2000)
+)
+_BLOCK_REASONS = st.sampled_from(["none", "", "gpu_idle", "gpu_idle|sw_power_cap", "hw_slowdown", "gpu_idle|"])
+
+
+@st.composite
+def _clock_block(draw: Any) -> Any:
+    """A block's clock and reasons columns: distinct (config, run) keys, one clock and one reasons value each."""
+    keys = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40)), unique=True, max_size=60))
+    odd = draw(st.booleans())  # sometimes a value the block path must decline (a bool clock, a number as reasons)
+    clock = st.one_of(_BLOCK_CLOCK, st.booleans()) if odd else _BLOCK_CLOCK
+    reasons = st.one_of(_BLOCK_REASONS, st.integers(0, 3)) if odd else _BLOCK_REASONS
+    return collectorblock.ClockBlock(keys, [draw(clock) for _ in keys], [draw(reasons) for _ in keys])
+
+
+def _items_of(block: Any) -> list[tuple[str, Any, Any, Any]]:
+    """The clock items the loop reads for the same runs (clock then reasons, run by run)."""
+    items: list[tuple[str, Any, Any, Any]] = []
+    for (config, run), clock, reasons in zip(*block, strict=True):
+        items += [(MEASURED_SM_CLOCK, config, run, clock), (CLOCK_EVENT_REASONS, config, run, reasons)]
+    return items
+
+
+@settings(max_examples=400, deadline=None)
+@given(block=_clock_block())
+def test_block_verdicts_are_the_loops_or_decline(block: Any) -> None:
+    from nsightx._results.blockverdicts import block_verdicts
+    from nsightx._results.dataframe import _clock_reads, _reasons_read
+
+    clocks: dict[tuple[int, int], float] = {}
+    done, verdicts = block_verdicts(block, clocks, _reasons_read, CLOCK_DROP_FRACTION)
+    items = _items_of(block)
+    plain = all(type(v) in (int, float, type(None)) for v in block.clocks) and all(
+        type(r) is str for r in block.reasons
+    )
+    assert done == plain
+    if not done:
+        assert verdicts is None and clocks == {}
+        return
+    assert _typed(verdicts) == _typed(_reference_throttled(items))
+    loop_clocks: dict[tuple[int, int], float] = {}
+    _clock_reads(items, loop_clocks)
+    assert _typed(clocks) == _typed(loop_clocks)
+
+
+def test_a_block_of_runs_gets_its_verdicts_from_the_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nvml plugin's runs: the verdicts come from the block's columns (fails if that path is never taken)."""
+    rows: list[tuple[Any, ...]] = [("GPUName", "once", None, None, None, "H100")]
+    for r in range(300):
+        rows += [
+            (MEASURED_SM_CLOCK, "run", r % 2, r, None, 1980 - (r % 5) * 400),
+            (
+                CLOCK_EVENT_REASONS,
+                "run",
+                r % 2,
+                r,
+                None,
+                "gpu_idle" if r % 7 == 0 else ("sw_power_cap" if r % 11 == 0 else "none"),
+            ),
+            ("GPUTemperatureC", "run", r % 2, r, None, 40 + r % 3),
+        ]
+    items = _pass_of(_columns_of(rows))[2]
+    assert isinstance(items, collectorblock.ClockValues) and items.block is not None
+    used: list[bool] = []
+    real = dataframe_module.block_verdicts
+
+    def spy(*args: Any) -> Any:
+        used.append(True)
+        return real(*args)
+
+    monkeypatch.setattr(dataframe_module, "block_verdicts", spy)
+    clocks: dict[tuple[int, int], float] = {}
+    assert _typed(_throttled_items(items, clocks)) == _typed(_reference_throttled(list(items)))
+    assert used == [True]
+    loop_clocks: dict[tuple[int, int], float] = {}
+    from nsightx._results.dataframe import _clock_reads
+
+    _clock_reads(list(items), loop_clocks)
+    assert _typed(clocks) == _typed(loop_clocks)
