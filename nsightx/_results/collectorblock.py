@@ -51,6 +51,8 @@ def run_block(c: CollectorColumns) -> tuple[int, int]:
     and every ``period``-th after it are of the same collector (all ``period`` collectors distinct) and scope.
     """
     n = len(c.name)
+    if not all(isinstance(column, list | tuple) for column in (c.name, c.scope, c.config, c.run, c.value)):
+        return n, 0  # the columns are lists wherever nsightx makes them; anything else is filed by the loop
     try:
         start = c.scope.index("run")
     except ValueError:
