@@ -155,21 +155,19 @@ def insitu(reps: int) -> list[dict[str, Any]]:
     return rows
 
 
-_INSTALLED: list[bool] = []
+@functools.cache
+def _install_doubles() -> None:
+    """Put the NVML double and the deferred host session in place (once per process)."""
+    sys.path.insert(0, str(HERE))
+    import run_loop_cost as rlc  # type: ignore[import-not-found]
+
+    rlc._install_double("thread")
+    rlc._install_deferred()
 
 
 def host_call(sizes: tuple[int, ...] = (512, 1024, 2048, 4096), runs: int = 11) -> Callable[[], Any]:
-    """A function that makes a new result per call: the host backend, deferred, with the nvml double (see --fresh).
-
-    The double and the deferred session are put in place once per process.
-    """
-    if not _INSTALLED:
-        sys.path.insert(0, str(HERE))
-        import run_loop_cost as rlc  # type: ignore[import-not-found]
-
-        rlc._install_double("thread")
-        rlc._install_deferred()
-        _INSTALLED.append(True)
+    """A function that makes a new result per call: the host backend, deferred, with the nvml double (see --fresh)."""
+    _install_doubles()
     import nsightx
 
     silent = nsightx.VerbosityLevel.SILENT

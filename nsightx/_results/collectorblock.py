@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 RUN_BLOCK_MIN = 256
 """Fewest values a block is looked for in (fewer are filed by the loop at no measurable cost)."""
 
-ClockItem = tuple[str, Any, Any, Any]
+ClockItem = tuple[str, int, int, Any]
 """(name, config, run or 0, value) of a run-scope clock or reasons value, as the throttling rules read it."""
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nsightx._results.collectorblock import ClockValues, file_block, run_block
+from nsightx._results.collectorblock import ClockItem, ClockValues, file_block, run_block
 from nsightx._results.store import Encoder, Floats, Ints, ResultColumns, dense_ids, group_ids
 from nsightx.columns import CLOCK_EVENT_REASONS, MEASURED_SM_CLOCK
 
@@ -53,8 +53,6 @@ __all__ = [
 ]
 MISSING = -1
 """The code of a row that has no value (a collector that did not report for that row)."""
-ClockItem = tuple[str, int, int, Any]
-"""A run-scope clock or clock-reasons value: (name, config, run, value)."""
 
 
 def _number(value: object) -> float:
@@ -372,9 +370,9 @@ class ResultTable:
         clocks: list[ClockItem] = []
         wanted = (MEASURED_SM_CLOCK, CLOCK_EVENT_REASONS)
         start, period = run_block(c)
-        head = (c.name, c.scope, c.config, c.run, c.annotation, c.value)
-        if period:
-            head = tuple(column[:start] for column in head)  # type: ignore[assignment]
+        head: tuple[list[Any], ...] = (c.name, c.scope, c.config, c.run, c.annotation, c.value)
+        if period:  # the loop files what comes before the block
+            head = tuple(column[:start] for column in head)
         # One pass in plain Python: a few values per run, where sorting them by (name, kind) cost more (issue 35).
         # ``current`` holds, per name, the scope its last value had, that scope's kind, its table and whether its
         # run-scope values are clock items: a value of the same scope (the usual case) is stored with one look-up

@@ -6,30 +6,20 @@ so it is tested on the outputs the suite keeps.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from _paths import ROOT
+from _scripts import load_script
 
 BENCH = ROOT / "benchmarks"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_run", BENCH / "run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_run"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-run = _load()
+run = load_script(BENCH / "run.py", "bench_run")
 
 
 def test_the_suite_has_at_most_eight_benchmarks_each_a_script_in_the_readme() -> None:

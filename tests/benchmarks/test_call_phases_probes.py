@@ -8,28 +8,19 @@ a planted reference cycle and a planted leak must be found, a clean call must re
 from __future__ import annotations
 
 import gc
-import importlib.util
 from collections.abc import Callable, Iterator
-from types import ModuleType
 from typing import Any
 
 import pytest
 from _paths import ROOT
+from _scripts import load_script
 
 import nsightx
 
 SCRIPT = ROOT / "benchmarks" / "call_phases.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("call_phases_probes", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cp = _load()
+cp = load_script(SCRIPT, "call_phases_probes")
 
 
 def _host_call(runs: int = 20) -> Callable[[], nsightx.ProfileResults]:

@@ -5,17 +5,16 @@ bookkeeping with libcupti and the torch workload doubled (the library boundary).
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from _paths import FIXTURES, ROOT
+from _scripts import load_script
 
 SCRIPT = ROOT / "benchmarks" / "range_profiler_probe.py"
 CUDA_130 = Path("/usr/local/cuda-13.0")
@@ -23,16 +22,7 @@ LIBCUPTI_130 = CUDA_130 / "lib" / "libcupti.so.13"
 TENSOR_CSV = FIXTURES / "ncu" / "tensor_peaks_h200.csv"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("range_profiler_probe", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["range_profiler_probe"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rp = _load()
+rp = load_script(SCRIPT, "range_profiler_probe")
 
 # Each *_STRUCT_SIZE macro of nvidia-cuda-cupti 13.0.85's headers, as g++ computes it (offsetof(last) + sizeof(last)).
 HEADER_STRUCT_SIZE = {

@@ -4,29 +4,20 @@ cupti-python doubled (the library boundary, as in ``test_cupti_tracer.py``), and
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
-from types import ModuleType
 
 import pytest
 from _paths import ROOT
+from _scripts import load_script
 from nsightx_cupti._tracer import ActivityTracer
 from test_cupti_tracer import FakeCupti
 
 SCRIPT = ROOT / "benchmarks" / "call_phases.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("call_phases", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cp = _load()
+cp = load_script(SCRIPT, "call_phases")
 
 
 def test_a_probed_flush_counts_what_it_delivered_and_keeps_none_of_it() -> None:
