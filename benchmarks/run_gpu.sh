@@ -36,6 +36,8 @@
 #                                      to_dataframe() timed stage by stage, warm and cold (benchmarks/frame_stages.py)
 #   bash benchmarks/run_gpu.sh phases  the sweep's call phase by phase (benchmarks/call_phases.py), this tree and
 #                                      BEFORE_TREE alternately (FLUSH_PROBE=1: and forced CUPTI flushes timed)
+#   bash benchmarks/run_gpu.sh lag     per config of the sweep's cupti call, the host's and the GPU's time per run and
+#                                      the GPU's wait for the host (benchmarks/gpu_lag.py; lag.log, lag.json)
 #   bash benchmarks/run_gpu.sh oneshot  a one-shot script's whole call (benchmarks/oneshot.py), fresh processes
 #   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation (SKIP_ROTATION=1: not),
 #                                      the in-process backends' GPU tests
@@ -330,6 +332,15 @@ stage_frames() {
   cat "$OUT/frames.log"
 }
 
+stage_lag() {
+  # issue 35: per config of the sweep's deferred cupti call, the host's and the GPU's time per run and how long the
+  # GPU waited for the host (benchmarks/gpu_lag.py); lag.log, lag.json
+  timeout 120 python3 benchmarks/gpu_lag.py --workload "${WORKLOAD:-sweep_once}" --json "$OUT/lag.json" \
+    > "$OUT/lag.log" 2>&1
+  echo "gpu_lag rc=$?" >> "$OUT/lag.log"
+  cat "$OUT/lag.log"
+}
+
 stage_phases() {
   # issue 35: where the sweep's decorated call spends its wall time (launch, wait, collect, after, frame), this
   # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON.
@@ -466,9 +477,10 @@ for stage in "$@"; do
     frames) stage_frames ;;
     short) stage_short ;;
     phases) stage_phases ;;
+    lag) stage_lag ;;
     oneshot) stage_oneshot ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [nsptests] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [oneshot]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [nsptests] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [lag] [oneshot]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
