@@ -31,6 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import backend_overhead as bo
 
+STAMPS = ("enter", "exit", "start", "end")
+"""The fields of a row that are CUPTI timestamps (written relative to the call's start)."""
+
 
 class Capture:
     """The windows and kernels of the cupti session's collections since :meth:`reset` (``collect_runs`` wrapped;
@@ -71,6 +74,7 @@ def runs_of(cap: Capture) -> list[dict[str, Any]]:
                     "config": w.config,
                     "run": w.run,
                     "enter": w.enter_ns,
+                    "exit": w.exit_ns,
                     "start": min(k.start for k in ks),
                     "end": max(k.end for k in ks),
                 }
@@ -79,18 +83,25 @@ def runs_of(cap: Capture) -> list[dict[str, Any]]:
 
 
 def per_config(rows: list[dict[str, Any]], flush_ns: float) -> dict[int, dict[str, float]]:
-    """Each config's medians of host, gpu and lead per run and its summed idle, us."""
+    """Each config's medians of host, gpu and lead per run, of ``inside`` (the host's time in a region: the user's
+    work and our enter and exit) and ``between`` (exit to the next enter: the run loop, the flush, the collectors),
+    ``boundary`` (the previous config's last exit to this config's first enter), and its summed idle, us."""
     out: dict[int, dict[str, float]] = {}
     prev: dict[str, Any] | None = None
     acc: dict[int, dict[str, list[float]]] = {}
     for r in rows:
-        a = acc.setdefault(r["config"], {"host": [], "gpu": [], "lead": [], "idle": []})
+        keys = ("host", "gpu", "lead", "inside", "between", "boundary", "idle")
+        a = acc.setdefault(r["config"], {k: [] for k in keys})
         a["lead"].append((r["start"] - r["enter"]) / 1e3)
+        a["inside"].append((r["exit"] - r["enter"]) / 1e3)
         if prev is not None:
             a["idle"].append(max(0.0, (r["start"] - prev["end"] - flush_ns) / 1e3))
             if prev["config"] == r["config"]:
                 a["host"].append((r["enter"] - prev["enter"]) / 1e3)
                 a["gpu"].append((r["start"] - prev["start"]) / 1e3)
+                a["between"].append((r["enter"] - prev["exit"]) / 1e3)
+            else:
+                a["boundary"].append((r["enter"] - prev["exit"]) / 1e3)
         prev = r
     for c, a in acc.items():
         out[c] = {k: statistics.median(v) if v else 0.0 for k, v in a.items() if k != "idle"}
@@ -115,8 +126,14 @@ def one_call(fn: Any, cap: Capture) -> dict[str, Any]:
     fn().to_dataframe()
     rows = runs_of(cap)
     flush = flush_gap_ns(rows)
-    first_us = (rows[0]["start"] - cupti_t0) / 1e3
-    return {"configs": per_config(rows, flush), "flush_us": flush / 1e3, "first_us": first_us, "regions": len(rows)}
+    return {
+        "configs": per_config(rows, flush),
+        "flush_us": flush / 1e3,
+        "first_us": (rows[0]["start"] - cupti_t0) / 1e3,
+        "first_enter_us": (rows[0]["enter"] - cupti_t0) / 1e3,
+        "regions": len(rows),
+        "rows": [{k: v - cupti_t0 if k in STAMPS else v for k, v in r.items()} for r in rows],
+    }
 
 
 def main() -> int:
@@ -141,7 +158,10 @@ def main() -> int:
     total_idle = [sum(c["idle_sum"] for c in call["configs"].values()) for call in calls]
     mid = calls[sorted(range(len(calls)), key=lambda i: total_idle[i])[len(calls) // 2]]
     print(f"gpu_lag {args.workload}: {len(calls)} calls; the median call by idle ({mid['regions']} regions):")
-    print(f"  first kernel {mid['first_us']:.0f} us after the call's start; flush gap {mid['flush_us']:.1f} us")
+    print(
+        f"  first region entered {mid['first_enter_us']:.0f} us and its first kernel started {mid['first_us']:.0f} us "
+        f"after the call's start; flush gap {mid['flush_us']:.1f} us"
+    )
     for c, row in sorted(mid["configs"].items()):
         shown = ", ".join(f"{k} {v:.1f}" for k, v in row.items())
         print(f"  config {c}: {shown} us")
