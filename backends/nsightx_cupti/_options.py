@@ -41,8 +41,10 @@ class CuptiOptions(BackendOptions):
     while a region is open (its outside kernels then leave no launch record to decode)."""
     api_filter: Literal["learn", "off"] = "learn"
     """'learn' (default): switch off APIs seen to launch nothing; 'off': record every API call."""
-    cupti_flush: Literal["forced", "plain"] = "forced"
-    """'forced' (default); 'plain' is for overhead studies and may lose kernels."""
+    cupti_flush: Literal["complete", "forced", "plain"] = "complete"
+    """How records are flushed after the wait for the device: 'complete' (default): CUPTI's default flush, then a
+    forced one only while CUPTI still holds a buffer; 'forced': always forced (makes the next call's first launch
+    slower); 'plain': for overhead studies, may lose kernels."""
     cupti_collect: Literal["batch", "run"] = "batch"
     """'batch' (default): collect CUPTI's records every 64 runs, at config ends a second or more after the last
     collection, and at the end; 'run': after every run."""

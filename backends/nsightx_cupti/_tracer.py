@@ -171,7 +171,7 @@ class ActivityTracer:
         self._pending = ActivityBatch()
         self._errors: list[str] = []
         self._requested = 0
-        """Buffers cupti-python's callbacks handed to CUPTI since the last forced flush (see :meth:`_holds`)."""
+        """Buffers cupti-python's callbacks handed to CUPTI and not given back yet (see :meth:`_holds`)."""
         self.buffer_bytes = DEFAULT_BUFFER_BYTES
         self.active = False
         self.quiet = QuietApis(self._api_name)
@@ -189,8 +189,8 @@ class ActivityTracer:
         self._launches: dict[ApiKey, bool] = {}
         """:meth:`launches_kernels`'s answer for each API asked about."""
         self.flush_period_ms = 0  # CUPTI's periodic flush of this session, ms (0: none; cupti_drain="period")
-        self.flush_flag = "forced"
-        """``forced`` (deliver every buffer) or ``plain`` (only buffers whose records are all complete)."""
+        self.flush_flag = "complete"
+        """How :meth:`collect` flushes: ``complete``, ``forced`` or ``plain`` (see :meth:`_flush`)."""
         self.stats: dict[str, float] = {}
         """Cumulative cost of the tracer's own work, ns: ``flush`` (the flush of :meth:`collect`), ``decode`` (inside
         the callback, wherever it ran), ``flush_decode`` (the part of ``decode`` inside :meth:`collect`'s flush),
@@ -199,7 +199,8 @@ class ActivityTracer:
 
     # --- CUPTI callbacks (may run on a CUPTI thread) --------------------------------------------------------
     def _buffer_requested(self) -> tuple[int, int]:
-        self._requested += 1
+        with self._lock:
+            self._requested += 1
         return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities: Any) -> None:
@@ -209,6 +210,8 @@ class ActivityTracer:
         everything it calls to locals and builds the named tuples without their Python-level constructor.
         """
         t0 = time.perf_counter_ns()
+        with self._lock:  # CUPTI gives each buffer back once
+            self._requested = max(0, self._requested - 1)
         try:
             kernels: list[KernelActivity] = []
             apis: dict[int, ApiActivity] = {}
@@ -309,7 +312,7 @@ class ActivityTracer:
         self,
         buffer_bytes: int = DEFAULT_BUFFER_BYTES,
         api_tracing: str = "always",
-        flush_flag: str = "forced",
+        flush_flag: str = "complete",
         api_filter: str = "learn",
         decode: str = "ctypes",
         flush_period_ms: int = 0,
@@ -330,8 +333,7 @@ class ActivityTracer:
         Args:
             buffer_bytes: Size of each activity buffer.
             api_tracing: ``always``, ``region`` or ``learn``.
-            flush_flag: ``forced`` (default) or ``plain`` (for overhead studies: CUPTI may hold back a buffer
-                whose records it has not completed, which would lose kernels of the run).
+            flush_flag: ``complete`` (default), ``forced`` or ``plain`` (overhead studies: may lose kernels).
             api_filter: ``learn`` (default): switch off APIs seen to launch nothing; ``off``: record every API.
             decode: ``ctypes`` (default, where it can be set up: :mod:`nsightx_cupti._raw`) or ``cupti-python``.
             flush_period_ms: When positive, CUPTI's worker thread delivers completed full buffers this often
@@ -568,18 +570,43 @@ class ActivityTracer:
             self.active = False
 
     def _holds(self) -> bool:
-        """Whether CUPTI may hold a buffer of ours: one was handed out since the last forced flush.
+        """Whether CUPTI may hold a buffer of ours: one was handed out and not given back (either decoder counts).
 
-        :meth:`stop` flushes only then. After the final collection's forced flush CUPTI usually holds none (no
-        CUDA call was traced since), and a forced flush once the kinds are off cost 57-170 us on the H200, after
-        the GPU wait (``98c9cf0:benchmarks/cupti_flush_probe.py``'s ``stop_parts``; stop went from 102-133 to 68-73 us,
-        ``98c9cf0:benchmarks/results/2026-12-04-s10-gpu-run.md``). It must not be skipped when
-        CUPTI does hold one: a buffer still in CUPTI when another client registers its callbacks would be handed
-        to that client.
+        :meth:`stop` flushes only then, and so does :meth:`collect` after its default flush. After the final
+        collection's flush CUPTI usually holds none (no CUDA call was traced since), and a forced flush once the
+        kinds are off cost 57-170 us on the H200, after the GPU wait (``98c9cf0:benchmarks/cupti_flush_probe.py``'s
+        ``stop_parts``; stop went from 102-133 to 68-73 us, ``98c9cf0:benchmarks/results/2026-12-04-s10-gpu-run.md``).
+        It must not be skipped when CUPTI does hold one: a buffer still in CUPTI when another client registers its
+        callbacks would be handed to that client.
         """
         if self.decoder == "ctypes" and self._raw is not None:
             return self._raw.outstanding() > 0
         return self._requested > 0
+
+    def _flush(self) -> None:
+        """:meth:`collect`'s flush, as :attr:`flush_flag` says.
+
+        ``complete``: a default flush, then a forced one only while CUPTI still holds a buffer of ours (see
+        :meth:`collect`); ``forced``: a forced flush (every buffer); ``plain``: a default flush alone (only buffers
+        whose records are all complete).
+
+        ``complete``: a default flush refused by libcupti is not an error of the measurement; the forced flush
+        that follows it then delivers everything (or raises itself).
+        """
+        if self.flush_flag == "forced":
+            self._forced_flush()
+            return
+        try:
+            self._cupti.activity_flush_all(0)
+        except Exception:
+            if self.flush_flag != "complete":
+                raise
+            self._forced_flush()
+            return
+        if self.flush_flag == "complete" and self._holds():
+            with self._lock:
+                self._count("forced_after_default", 1)
+            self._forced_flush()
 
     def _forced_flush(self) -> None:
         """Deliver every buffer CUPTI holds, complete or not (afterwards it holds none of ours)."""
@@ -618,16 +645,21 @@ class ActivityTracer:
     def collect(self) -> ActivityBatch:
         """Deliver everything CUPTI holds (call after synchronising the device) and return it.
 
+        With :attr:`flush_flag` ``complete`` (the default) CUPTI's default flush comes first: after the wait for
+        the device every record is complete, and it hands back every buffer of ours. A forced flush follows only
+        when CUPTI still holds one (:meth:`_holds`: a buffer with a record not yet complete, or with the
+        cupti-python decoder, which cannot tell), so no record is left behind. Why not always forced: after a
+        forced flush the next kernel launched while the kernel kind is on costs the host ~0.2-0.45 ms more
+        (H100, session 28: a matmul's launch 0.47-0.50 ms against 0.15-0.16 ms after a default flush, and
+        0.24-0.27 ms against ~0.07 ms in a bare tracer), so every profiled call of a process paid it in its first
+        region, while the GPU was idle. The default flush takes as long as the forced one there.
+
         Raises:
             MeasurementError: CUPTI dropped records, or a buffer could not be decoded.
         """
-        c = self._cupti
         decoded = self.stats.get("decode", 0)
         t0 = time.perf_counter_ns()
-        if self.flush_flag == "forced":
-            self._forced_flush()
-        else:
-            c.activity_flush_all(0)
+        self._flush()
         t1 = time.perf_counter_ns()
         dropped = self.dropped()
         t2 = time.perf_counter_ns()

@@ -228,6 +228,43 @@ def test_every_drain_mode_measures_every_kernel_of_the_sweep(plugin_host: Any, t
     assert (env["CuptiDrains"] > 0) == (drain not in ("off", "period"))  # period: CUPTI's thread, no drain of ours
 
 
+@pytest.mark.parametrize("decode", ["ctypes", "cupti-python"])
+def test_the_default_flush_after_the_wait_delivers_every_kernel_without_a_forced_one(
+    plugin_host: Any, torch: Any, decode: str
+) -> None:
+    """``cupti_flush="complete"`` (the default): after the wait CUPTI's default flush hands back every buffer, so no
+    forced flush follows, and the regions get the kernels a forced flush gives them."""
+    from nsightx_cupti._tracer import ActivityTracer
+
+    sizes = (512, 1024, 2048)
+    inputs = {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in sizes}
+
+    def sweep(flush: str) -> tuple[dict[tuple[int, int], int], dict[str, float]]:
+        @nsightx.analyze.kernel(
+            configs=[(n,) for n in sizes],
+            runs=10,
+            backend="cupti",
+            backend_options={"cupti_flush": flush, "cupti_decode": decode},
+            combine_kernel_metrics=operator.add,
+            verbosity=SILENT,
+        )
+        def mm(n: int) -> None:
+            a, b = inputs[n]
+            with nsightx.annotate("matmul"):
+                a @ b
+
+        res = mm()
+        assert all(r.value > 0 for r in res.records)
+        return {(reg.config, reg.run): reg.attributes["kernel_count"] for reg in _regions(res)}, dict(
+            ActivityTracer.get().stats
+        )
+
+    forced, _ = sweep("forced")
+    complete, stats = sweep("complete")
+    assert complete == forced and len(complete) == 30
+    assert stats.get("forced_after_default", 0) == 0, stats
+
+
 def test_ctypes_decoder_reads_what_cupti_python_reads(plugin_host: Any, torch: Any) -> None:
     """The ctypes decoder (the default) and cupti-python's record objects give the same kernels, ids and times.
 
