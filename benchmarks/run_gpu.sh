@@ -38,6 +38,8 @@
 #                                      BEFORE_TREE alternately (FLUSH_PROBE=1: and forced CUPTI flushes timed)
 #   bash benchmarks/run_gpu.sh lag     per config of the sweep's cupti call, the host's and the GPU's time per run and
 #                                      the GPU's wait for the host (benchmarks/gpu_lag.py; lag.log, lag.json)
+#   bash benchmarks/run_gpu.sh flushkind  the launch after a forced and a default CUPTI flush, the whole call with
+#                                      cupti_flush complete against forced (benchmarks/cupti_flush_kind.py)
 #   bash benchmarks/run_gpu.sh oneshot  a one-shot script's whole call (benchmarks/oneshot.py), fresh processes
 #   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation (SKIP_ROTATION=1: not),
 #                                      the in-process backends' GPU tests
@@ -341,6 +343,16 @@ stage_lag() {
   cat "$OUT/lag.log"
 }
 
+stage_flushkind() {
+  # issue 35: the launch after each kind of CUPTI flush, and the whole call with cupti_flush complete against
+  # forced (benchmarks/cupti_flush_kind.py); PAIRS (2) processes; flushkind.log, flushkind<i>.json
+  for i in $(seq "${PAIRS:-2}"); do
+    timeout 150 python3 benchmarks/cupti_flush_kind.py --json "$OUT/flushkind$i.json"
+    echo "cupti_flush_kind $i rc=$?"
+  done > "$OUT/flushkind.log" 2>&1
+  cat "$OUT/flushkind.log"
+}
+
 stage_phases() {
   # issue 35: where the sweep's decorated call spends its wall time (launch, wait, collect, after, frame), this
   # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON.
@@ -478,9 +490,10 @@ for stage in "$@"; do
     short) stage_short ;;
     phases) stage_phases ;;
     lag) stage_lag ;;
+    flushkind) stage_flushkind ;;
     oneshot) stage_oneshot ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [nsptests] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [lag] [oneshot]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [nsptests] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [lag] [flushkind] [oneshot]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null

@@ -36,6 +36,7 @@ def test_the_suite_has_at_most_eight_benchmarks_each_a_script_in_the_readme() ->
         "frame_stages.py",
         "call_phases.py",
         "gpu_lag.py",
+        "cupti_flush_kind.py",
         "after_phase.py",
         "cupti_collect.py",
         "overlap_wait.py",
