@@ -192,10 +192,9 @@ class ActivityTracer:
         self.flush_flag = "complete"
         """How :meth:`collect` flushes: ``complete``, ``forced`` or ``plain`` (see :meth:`_flush`)."""
         self.stats: dict[str, float] = {}
-        """Cumulative cost of the tracer's own work, ns: ``flush`` (the flush of :meth:`collect`), ``decode`` (inside
-        the callback, wherever it ran), ``flush_decode`` (the part of ``decode`` inside :meth:`collect`'s flush),
-        ``drain`` (non-forced flushes of :meth:`drain`), ``dropped``; and counts: ``collects``, ``buffers``,
-        ``records``, ``drains``, ``drain_errors``."""
+        """The tracer's own work, ns: ``flush`` (:meth:`collect`'s), ``decode`` (in the callback), ``flush_decode``
+        (``decode`` inside that flush), ``drain``, ``dropped``; counts: ``collects``, ``buffers``, ``records``,
+        ``drains``, ``drain_errors``, ``forced_after_default``, ``forced_at_stop`` (forced flushes, see collect)."""
 
     # --- CUPTI callbacks (may run on a CUPTI thread) --------------------------------------------------------
     def _buffer_requested(self) -> tuple[int, int]:
@@ -562,7 +561,9 @@ class ActivityTracer:
                 c.activity_disable(kind)
             if self.api_tracing != "region" or self._open_regions:
                 self._apis(False)
-            if self._holds():
+            if self._holds():  # counted: a forced flush slows the next session's first launch (see collect)
+                with self._lock:
+                    self._count("forced_at_stop", 1)
                 self._forced_flush()
         finally:
             self._discard()

@@ -262,7 +262,7 @@ def test_the_default_flush_after_the_wait_delivers_every_kernel_without_a_forced
     forced, _ = sweep("forced")
     complete, stats = sweep("complete")
     assert complete == forced and len(complete) == 30
-    assert stats.get("forced_after_default", 0) == 0, stats
+    assert stats.get("forced_after_default", 0) == 0 and stats.get("forced_at_stop", 0) == 0, stats
 
 
 def test_ctypes_decoder_reads_what_cupti_python_reads(plugin_host: Any, torch: Any) -> None:

@@ -223,7 +223,7 @@ def test_stop_flushes_only_when_cupti_holds_a_buffer_of_ours() -> None:
     fake.driver_call()  # a driver call traced after the last collection, before stop switched DRIVER off
     flushes = fake.forced_flushes
     tracer.stop()
-    assert fake.forced_flushes == flushes + 1
+    assert fake.forced_flushes == flushes + 1 and tracer.stats["forced_at_stop"] == 1
     kineto = fake.other_client()
     fake.activity_flush_all(Flag.FLUSH_FORCED)
     assert kineto == []  # nothing of ours was left in CUPTI for the other client
