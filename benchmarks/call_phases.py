@@ -316,7 +316,7 @@ def per_run(torch: Any, w: Any, reps: int) -> dict[str, Any]:
     long = bo.Workload(w.name, w.sizes, 2 * w.runs, randn=w.randn, tiny=w.tiny)
     extra = len(w.sizes) * w.runs
     timed: dict[str, tuple[Any, Any]] = {"bare": (bo.make_bare(torch, w), bo.make_bare(torch, long))}
-    frames: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {}
+    frames: dict[str, tuple[list[Framed], list[Framed]]] = {}
     for b in ("cupti", "events"):
         short_fn, long_fn = (bo.make_profiled(torch, x, b, collectors=True) for x in (w, long))
         timed[b] = (short_fn, long_fn)
@@ -350,32 +350,49 @@ def per_run(torch: Any, w: Any, reps: int) -> dict[str, Any]:
     return out
 
 
-def _framed(fn: Any, seen: list[tuple[float, float]]) -> None:
-    """``fn().to_dataframe()``, noting the frame's own wall time and the collector's time inside it (us)."""
+Framed = tuple[float, float, int, tuple[int, int, int]]
+"""One frame of :func:`_framed`: its wall time and the collector's time inside it (us), the full (generation 2)
+passes inside it, and the collector's counts (``gc.get_count()``) as it began."""
+
+
+def _framed(fn: Any, seen: list[Framed]) -> None:
+    """``fn().to_dataframe()``, noting what :data:`Framed` holds (why a frame meets full collections)."""
     result = fn()
     GC.passes = []
+    counts = gc.get_count()
     t1 = time.perf_counter_ns()
     result.to_dataframe()
     t2 = time.perf_counter_ns()
-    seen.append(((t2 - t1) / 1e3, GC.within(t1, t2)[0]))
+    gc_us, full = GC.within(t1, t2)
+    seen.append(((t2 - t1) / 1e3, gc_us, full, counts))
 
 
-def _frame_per_run(
-    frames: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]], extra: int
-) -> dict[str, Any]:
+def _frame_per_run(frames: dict[str, tuple[list[Framed], list[Framed]]], extra: int) -> dict[str, Any]:
     """Per backend, the frame's (``to_dataframe()`` alone) cost of one more run, and the collector's share of it.
 
-    The first of each list is the warm-up round's (dropped).
+    Also, for the longer calls' frames, how many full passes they met and the collector's counts as each began
+    (``full_long``, ``counts_long``): whether what the call left in the young generations brings them. The first
+    of each list is the warm-up round's (dropped).
     """
     med = statistics.median
     out: dict[str, Any] = {}
     for b, (short, longer) in frames.items():
-        fs, fl = med(x for x, _ in short[1:]), med(x for x, _ in longer[1:])
-        gs, gl = statistics.fmean(g for _, g in short[1:]), statistics.fmean(g for _, g in longer[1:])
-        out[b] = {"short_us": fs, "long_us": fl, "per_run_us": (fl - fs) / extra, "gc_short_us": gs, "gc_long_us": gl}
+        fs, fl = med(x[0] for x in short[1:]), med(x[0] for x in longer[1:])
+        gs, gl = statistics.fmean(x[1] for x in short[1:]), statistics.fmean(x[1] for x in longer[1:])
+        full = [x[2] for x in longer[1:]]
+        out[b] = {
+            "short_us": fs,
+            "long_us": fl,
+            "per_run_us": (fl - fs) / extra,
+            "gc_short_us": gs,
+            "gc_long_us": gl,
+            "full_long": full,
+            "counts_long": [list(x[3]) for x in longer[1:]],
+        }
         print(
             f"frame per run, {b}: {(fl - fs) / extra:.2f} us (frame {fs:.0f} -> {fl:.0f} us; collector, mean "
-            f"{gs:.0f} -> {gl:.0f} us)"
+            f"{gs:.0f} -> {gl:.0f} us; full passes in the longer frames {sum(full)} of {len(full)}, counts as they "
+            f"began {longer[-1][3]})"
         )
     return out
 

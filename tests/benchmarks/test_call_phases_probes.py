@@ -105,3 +105,4 @@ def test_per_run_gives_every_variant_and_the_frame_alone(monkeypatch: pytest.Mon
     assert set(out["frame"]) == {"cupti", "events"}
     for row in out["frame"].values():
         assert row["short_us"] > 0 and row["long_us"] > 0 and row["gc_short_us"] >= 0
+        assert len(row["full_long"]) == 2 and all(len(c) == 3 for c in row["counts_long"])
