@@ -588,11 +588,9 @@ class ActivityTracer:
         """:meth:`collect`'s flush, as :attr:`flush_flag` says.
 
         ``complete``: a default flush, then a forced one only while CUPTI still holds a buffer of ours (see
-        :meth:`collect`); ``forced``: a forced flush (every buffer); ``plain``: a default flush alone (only buffers
-        whose records are all complete).
-
-        ``complete``: a default flush refused by libcupti is not an error of the measurement; the forced flush
-        that follows it then delivers everything (or raises itself).
+        :meth:`collect`); a default flush that libcupti refuses is followed by the forced one, which delivers
+        everything (or raises itself). ``forced``: a forced flush (every buffer). ``plain``: a default flush alone
+        (only buffers whose records are all complete).
         """
         if self.flush_flag == "forced":
             self._forced_flush()
@@ -648,12 +646,12 @@ class ActivityTracer:
 
         With :attr:`flush_flag` ``complete`` (the default) CUPTI's default flush comes first: after the wait for
         the device every record is complete, and it hands back every buffer of ours. A forced flush follows only
-        when CUPTI still holds one (:meth:`_holds`: a buffer with a record not yet complete, or with the
-        cupti-python decoder, which cannot tell), so no record is left behind. Why not always forced: after a
-        forced flush the next kernel launched while the kernel kind is on costs the host ~0.2-0.45 ms more
-        (H100, session 28: a matmul's launch 0.47-0.50 ms against 0.15-0.16 ms after a default flush, and
-        0.24-0.27 ms against ~0.07 ms in a bare tracer), so every profiled call of a process paid it in its first
-        region, while the GPU was idle. The default flush takes as long as the forced one there.
+        when CUPTI still holds one (:meth:`_holds`: a buffer with a record not yet complete), so no record is left
+        behind. Why not always forced: after a forced flush the next kernel launched while the kernel kind is on
+        costs the host ~0.2-0.45 ms more (H100, session 28: a 512 matmul in a call's first region 0.47-0.50 ms
+        after a call that forced, 0.15-0.16 ms after one that did not; 0.24 against 0.07-0.10 ms in a bare
+        tracer), so every profiled call of a process paid it in its first region, while the GPU was idle. The
+        default flush takes as long as the forced one there.
 
         Raises:
             MeasurementError: CUPTI dropped records, or a buffer could not be decoded.
