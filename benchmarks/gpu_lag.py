@@ -8,12 +8,16 @@ start and end are CUPTI timestamps of one clock, so for every run of a profiled 
 - ``gpu``: the GPU's time per run (the difference of consecutive regions' first kernel starts, same config);
 - ``lead``: first kernel start minus ``enter_ns``; near the launch latency (some us) the kernel ran as soon as
   it was queued, so the GPU was waiting for the host; large, the host was ahead;
+- ``inside``, ``between``, ``boundary``: the host's time in a region (the user's work and our enter and exit),
+  from a region's exit to the next one's enter in a config (the run loop, the flush, the collectors), and from a
+  config's last exit to the next config's first enter;
 - ``idle``: the GPU's time between the previous region's last kernel end and this region's first kernel start,
-  minus what the L2 flush between them takes (``--flush-us``: its median on the largest config, where the host
-  is far ahead); summed per config, it is how long the GPU waited for the host in that config.
+  minus what the L2 flush between them takes (the median of that gap in the last config, where the host is far
+  ahead); summed per config, it is how long the GPU waited for the host in that config.
 
-It prints each config's medians and the idle sums of the median call, and ``first``: the call's start (host
-clock read just before the call) to its first kernel. Usage (GPU machine):
+It prints each config's medians and the idle sums of the median call (by total idle), and when the first region
+was entered and its first kernel started, from the call's start (CUPTI's clock read just before the call).
+Usage (GPU machine):
 ``python benchmarks/gpu_lag.py [--workload sweep_once] [--calls 9] [--json FILE]``.
 """
 
