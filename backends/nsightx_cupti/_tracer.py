@@ -645,7 +645,9 @@ class ActivityTracer:
         """Deliver everything CUPTI holds (call after synchronising the device) and return it.
 
         With :attr:`flush_flag` ``complete`` (the default) CUPTI's default flush comes first: after the wait for
-        the device every record is complete, and it hands back every buffer of ours. A forced flush follows only
+        the device every record is complete, and it hands back every buffer of ours (``cuptiActivityFlushAll``'s
+        documentation: a flush delivers every completed record, and the client's synchronisation before it is what
+        completes them; the flag only decides whether incomplete ones come too). A forced flush follows only
         when CUPTI still holds one (:meth:`_holds`: a buffer with a record not yet complete), so no record is left
         behind. Why not always forced: after a forced flush the next kernel launched while the kernel kind is on
         costs the host ~0.2-0.45 ms more (H100, session 28: a 512 matmul in a call's first region 0.47-0.50 ms
