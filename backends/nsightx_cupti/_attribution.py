@@ -303,7 +303,7 @@ def silent_launches(
 ) -> list[tuple[RegionWindow, int]]:
     """Regions whose own thread made kernel launch calls but that got no kernel record at all.
 
-    After a synchronise and a forced flush every kernel launched has its record, so such a region means the
+    After a synchronise and the flush every kernel launched has its record, so such a region means the
     kernel records went elsewhere (another CUPTI client switched the kind off or took the callbacks).
 
     Args:

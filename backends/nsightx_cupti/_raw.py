@@ -188,7 +188,7 @@ class RawBuffers:
         Records lie one after another, each the size of its kind's struct. ``cuptiActivityGetNextRecord`` is
         asked only for the first record and once per kind not met before (the distance to the next record is
         that kind's size, kept for the process): a ctypes call per record cost ~3 us, more than all the rest.
-        Inside the forced flush after the GPU wait, so per record: the kind read from a ``uint32`` view, each read
+        Inside the flush after the GPU wait, so per record: the kind read from a ``uint32`` view, each read
         kind's size a local (0 until :meth:`_step` learns it; the record is then read again), one branch a kind.
         """
         t0 = time.perf_counter_ns()

@@ -11,13 +11,13 @@
                loop every 64 runs, at a config end a second or more after the last collection, at the end of
                the call, and after every run for ``runs="auto"``) synchronises the context, flushes CUPTI once,
                attributes every kernel to its region (see :mod:`nsightx_cupti._attribution`) and returns one
-               record per (region, kernel) plus attributes for every run since the last collection. A forced
-               CUPTI flush costs ~0.5 ms, more than a short run, and between collections the host queues runs
+               record per (region, kernel) plus attributes for every run since the last collection. A CUPTI
+               flush costs ~0.5 ms, more than a short run, and between collections the host queues runs
                ahead of the GPU, so collecting rarely is what keeps the overhead low.
                With ``backend_options={"cupti_collect": "run"}`` every run is collected as it finishes.
-               While the host waits for the device, a helper thread delivers and decodes the CUPTI buffers
-               the GPU has completed (``cupti_drain="wait"``, the default; :mod:`nsightx_cupti._drain`), so
-               the forced flush after the wait only has the last ones.
+               With ``cupti_drain="wait"`` a helper thread delivers and decodes the CUPTI buffers the GPU has
+               completed while the host waits for the device (:mod:`nsightx_cupti._drain`; not the default),
+               so the flush after the wait only has the last ones.
 """
 
 from __future__ import annotations
