@@ -139,6 +139,31 @@ def _never() -> bool:
 STREAMS_KEPT = 64
 """Most stream objects an events session keeps (see :meth:`EventsSession._current_stream`)."""
 
+SPARE_PAIRS = 1024
+"""Most event pairs kept for later sessions per (torch, device) (see :func:`spare_pairs`)."""
+
+_SPARE: dict[tuple[Any, int], list[tuple[Any, Any]]] = {}
+_SPARE_LOCK = threading.Lock()
+
+
+def spare_pairs(torch: Any, index: int) -> list[tuple[Any, Any]]:
+    """The event pairs an earlier session on this device read and left, handed to a new session (once).
+
+    A session used to start with no pair and make two ``torch.cuda.Event`` objects at every region of every call
+    (each also a driver event at its first record), on the host's path between two launches; a pair that was
+    read is reused as well. Keyed by the torch module too, so a process that swaps it (the tests' doubles) never
+    mixes their events.
+    """
+    with _SPARE_LOCK:
+        return _SPARE.pop((torch, index), [])
+
+
+def keep_pairs(torch: Any, index: int, pairs: list[tuple[Any, Any]]) -> None:
+    """Keep read pairs for the next session on this device, up to :data:`SPARE_PAIRS`."""
+    with _SPARE_LOCK:
+        kept = _SPARE.setdefault((torch, index), [])
+        kept.extend(pairs[: max(0, SPARE_PAIRS - len(kept))])
+
 
 def _stream_key_reader(torch: Any) -> Callable[[int], Any]:
     """What returns the identity of the current stream of a device (an ordinal): torch's ``(id, device, type)``.
@@ -191,7 +216,7 @@ class EventsSession(Session):
         if flush:
             nbytes = l2_flush_bytes(self.l2_bytes, flush_bytes)
             self.buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=self.device)
-        self._pool: list[tuple[Any, Any]] = []
+        self._pool: list[tuple[Any, Any]] = spare_pairs(torch, self._index)
         self._open: dict[tuple[str, int, int], tuple[Any, Any]] = {}
         self._done: list[tuple[RegionId, bool, Any, Any]] = []
         self._finished: list[tuple[int, int]] = []
@@ -203,6 +228,15 @@ class EventsSession(Session):
         self._persisting_ok = True
         self.resets = 0
         """Persisting-L2 resets made (only while the context has a set-aside)."""
+
+    def release(self) -> None:
+        """The session ends: its read pairs go to the next session on this device (:func:`keep_pairs`).
+
+        Pairs not read (a run the call stopped before reading) are not kept: their events may still be pending.
+        """
+        with self._lock:
+            pool, self._pool = self._pool, []
+        keep_pairs(self._torch, self._index, pool)
 
     def _pair(self) -> tuple[Any, Any]:
         with self._lock:
@@ -439,3 +473,4 @@ class EventsBackend(Backend):
             yield session
         finally:
             session.buffer = None
+            session.release()

@@ -252,3 +252,53 @@ def test_a_run_that_cannot_be_read_stops_the_runs_and_returns_every_pair(
         next(arriving)
     assert list(arriving) == [] and len(session._pool) == 3
     assert session.collect_runs() == {}  # nothing left to read: the runs are written without their events
+
+
+def _counting(torch: FakeTorch) -> list[Any]:
+    """Make ``torch.cuda.Event`` count the events made; returns the list they are appended to."""
+    made: list[Any] = []
+
+    class Counted(FakeEvent):
+        def __init__(self, enable_timing: bool = False) -> None:
+            super().__init__(enable_timing)
+            made.append(self)
+
+    torch.cuda.Event = Counted
+    return made
+
+
+def test_a_later_session_reuses_the_pairs_an_earlier_one_read(
+    torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read pairs go to the next session on the device: its regions make no event (one less cost per region)."""
+    _driver(monkeypatch, FakeLibcuda(), max_persisting=0)
+    made = _counting(torch)
+    first = EventsSession(device=0, flush=False)
+    for run in range(3):
+        _run(first, run)
+    assert set(first.collect_runs()) == {(0, 0), (0, 1), (0, 2)}
+    first.release()
+    assert len(made) == 6
+    second = EventsSession(device=0, flush=False)
+    for run in range(3):
+        _run(second, run)
+    outputs = second.collect_runs()
+    assert len(made) == 6  # the same six events, recorded again
+    assert set(outputs) == {(0, 0), (0, 1), (0, 2)} and all(o.records for o in outputs.values())
+    second.release()
+    other = EventsSession(device=1, flush=False)  # another device keeps its own
+    _run(other, 0)
+    assert len(made) == 8
+
+
+def test_pairs_not_read_are_not_handed_on(torch: FakeTorch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run the call stopped before reading may still be pending on the GPU: its events are not reused."""
+    _driver(monkeypatch, FakeLibcuda(), max_persisting=0)
+    made = _counting(torch)
+    first = EventsSession(device=0, flush=False)
+    _run(first, 0)
+    first.release()  # never collected
+    second = EventsSession(device=0, flush=False)
+    _run(second, 0)
+    assert len(made) == 4
+    second.release()
