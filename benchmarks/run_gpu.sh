@@ -40,6 +40,8 @@
 #                                      the GPU's wait for the host (benchmarks/gpu_lag.py; lag.log, lag.json)
 #   bash benchmarks/run_gpu.sh flushkind  the launch after a forced and a default CUPTI flush, the whole call with
 #                                      cupti_flush complete against forced (benchmarks/cupti_flush_kind.py)
+#   bash benchmarks/run_gpu.sh confirm  issue 35's deciding call (~7 min): flushkind, phases and the 16 KiB op per run
+#                                      against BEFORE_TREE, lag, every GPU test; a summary in confirm.log
 #   bash benchmarks/run_gpu.sh oneshot  a one-shot script's whole call (benchmarks/oneshot.py), fresh processes
 #   bash benchmarks/run_gpu.sh short   ~3 minutes: the whole call alone and in the rotation (SKIP_ROTATION=1: not),
 #                                      the in-process backends' GPU tests
@@ -353,6 +355,22 @@ stage_flushkind() {
   cat "$OUT/flushkind.log"
 }
 
+stage_confirm() {
+  # issue 35's deciding call (~7 minutes, one machine): flushkind (PAIRS 3), the sweep's phases and the 16 KiB op per
+  # run against BEFORE_TREE (PAIRS 2 and 1), lag, then every GPU test (TESTS_TIMEOUT, 250); each part in a folder of
+  # its own under $OUT, a summary of the ratios at the end (confirm.log)
+  local base=$OUT
+  (OUT=$base/flushkind && mkdir -p "$OUT" && PAIRS=3 stage_flushkind > /dev/null)
+  (OUT=$base/phases && mkdir -p "$OUT" && PAIRS=2 stage_phases > /dev/null)
+  (OUT=$base/tiny && mkdir -p "$OUT" && PER_RUN=1 WORKLOAD=tiny PAIRS=1 stage_phases > /dev/null)
+  (OUT=$base/lag && mkdir -p "$OUT" && stage_lag > /dev/null)
+  (OUT=$base/tests && mkdir -p "$OUT" && TESTS_TIMEOUT=${TESTS_TIMEOUT:-250} stage_tests > /dev/null)
+  grep -h -E "^call|bare loop|total / bare|^per run|^frame per run|GPU idle|passed|failed|rc=" \
+    "$base"/flushkind/flushkind.log "$base"/phases/phases.log "$base"/tiny/phases.log "$base"/lag/lag.log \
+    "$base"/tests/gpu-tests.log 2>/dev/null | sed 's/launch [0-9].*total \([0-9]*\).*total/total \1, total/' \
+    | tee "$base/confirm.log"
+}
+
 stage_phases() {
   # issue 35: where the sweep's decorated call spends its wall time (launch, wait, collect, after, frame), this
   # tree and BEFORE_TREE alternately, PAIRS (2) processes each (benchmarks/call_phases.py); phases.log, JSON.
@@ -491,9 +509,10 @@ for stage in "$@"; do
     phases) stage_phases ;;
     lag) stage_lag ;;
     flushkind) stage_flushkind ;;
+    confirm) stage_confirm ;;
     oneshot) stage_oneshot ;;
     wheelhouse) stage_wheelhouse ;;
-    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [nsptests] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [lag] [flushkind] [oneshot]" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/run_gpu.sh [tests] [bench] [examples] [nsptests] [overhead] [learn] [pairs] [issues] [quick] [wholecall] [profile] [nvmlperiod] [frames] [short] [phases] [lag] [flushkind] [confirm] [oneshot]" >&2; exit 2 ;;
   esac
 done
 tar czf "$OUT/bundle-$(IFS=-; echo "$*").tgz" -C "$WORK" . 2>/dev/null
