@@ -414,7 +414,7 @@ def cycles(fns: dict[str, Any], calls: int = 5) -> dict[str, Any]:
                 fn().to_dataframe()
             gc.set_debug(gc.DEBUG_SAVEALL)
             gc.collect()
-            kinds = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage)
+            kinds = _by_type(gc.garbage)
         finally:
             gc.set_debug(0)
             gc.garbage.clear()
@@ -427,19 +427,24 @@ def cycles(fns: dict[str, Any], calls: int = 5) -> dict[str, Any]:
     return out
 
 
+def _by_type(objects: list[Any]) -> Counter[str]:
+    """How many of ``objects`` there are of each type (``module.qualname``)."""
+    return Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in objects)
+
+
 def _kept_per_call(fn: Any, calls: int) -> dict[str, Any]:
     """What stays alive after ``calls`` calls and frames whose results were dropped (a leak, if any), by type."""
     gc.collect()
-    before = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+    before = _by_type(gc.get_objects())
     for _ in range(calls):
         fn().to_dataframe()
     gc.collect()
-    after = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+    after = _by_type(gc.get_objects())
     grown = after - before
     result = fn()
     result.to_dataframe()
     gc.collect()
-    held = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects()) - after
+    held = _by_type(gc.get_objects()) - after
     del result
     return {
         "per_call": sum(grown.values()) / calls,

@@ -650,8 +650,8 @@ class ActivityTracer:
         completes them; the flag only decides whether incomplete ones come too). A forced flush follows only
         when CUPTI still holds one (:meth:`_holds`: a buffer with a record not yet complete), so no record is left
         behind. Why not always forced: after a forced flush the next kernel launched while the kernel kind is on
-        costs the host ~0.2-0.45 ms more (H100, session 28: a 512 matmul in a call's first region 0.47-0.50 ms
-        after a call that forced, 0.15-0.16 ms after one that did not; 0.24 against 0.07-0.10 ms in a bare
+        costs the host ~0.15-0.35 ms more (H100, session 28: a 512 matmul in a call's first region 0.47-0.50 ms
+        after a call that forced, 0.15-0.16 ms after one that did not; 0.23-0.26 against 0.07-0.10 ms in a bare
         tracer), so every profiled call of a process paid it in its first region, while the GPU was idle. The
         default flush takes as long as the forced one there.
 

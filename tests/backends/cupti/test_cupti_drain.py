@@ -234,6 +234,8 @@ def test_a_drain_delivers_only_complete_buffers() -> None:
 
 
 def test_a_failing_drain_is_counted_and_the_forced_flush_still_delivers() -> None:
+    """The collection's default flush is refused too: it falls back to the forced one, which delivers."""
+
     class Refusing(GpuCupti):
         def activity_flush_all(self, flag: int) -> None:
             if flag != Flag.FLUSH_FORCED:

@@ -30,6 +30,31 @@ def _regions(result: Any) -> list[Any]:
     return [reg for run in result.data.runs for reg in run.regions]
 
 
+def _kernel_counts(result: Any) -> dict[tuple[int, int], int]:
+    """(config, run) -> the kernels of that run's region."""
+    return {(reg.config, reg.run): reg.attributes["kernel_count"] for reg in _regions(result)}
+
+
+def _matmul_sweep(torch: Any, sizes: tuple[int, ...], options: dict[str, Any]) -> Any:
+    """Issue 13's sweep shape on cupti with ``options``: n x n matmuls, inputs made once, 10 runs a size."""
+    inputs = {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in sizes}
+
+    @nsightx.analyze.kernel(
+        configs=[(n,) for n in sizes],
+        runs=10,
+        backend="cupti",
+        backend_options=options,
+        combine_kernel_metrics=operator.add,  # n = 512 is a split-K matmul on the H200: two kernels
+        verbosity=SILENT,
+    )
+    def mm(n: int) -> None:
+        a, b = inputs[n]
+        with nsightx.annotate("matmul"):
+            a @ b
+
+    return mm()
+
+
 def test_available_here(plugin_host: Any) -> None:
     avail = plugin_host.backend("cupti").availability()
     assert avail.available, avail.reason
@@ -47,7 +72,7 @@ def test_split_k_region_has_two_kernels_and_setup_is_not_counted(plugin_host: An
 
     res = mm()
     assert res.backend == "cupti"
-    counts = {(reg.config, reg.run): reg.attributes["kernel_count"] for reg in _regions(res)}
+    counts = _kernel_counts(res)
     assert {c for (cfg, _), c in counts.items() if cfg == 0} == {2}
     assert {c for (cfg, _), c in counts.items() if cfg == 1} == {1}
     recs = [r for r in res.records if r.config == 0 and r.run == 0]
@@ -202,24 +227,8 @@ def test_quiet_apis_are_learned_and_launches_still_attributed(plugin_host: Any, 
 @pytest.mark.parametrize("drain", ["off", "end", "config", "wait", "period"])
 def test_every_drain_mode_measures_every_kernel_of_the_sweep(plugin_host: Any, torch: Any, drain: str) -> None:
     """Issue 13's sweep shape: every mode gets every kernel of every run once; the drain modes drained."""
-    sizes = (512, 1024, 2048, 4096)
-    inputs = {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in sizes}
-
-    @nsightx.analyze.kernel(
-        configs=[(n,) for n in sizes],
-        runs=10,
-        backend="cupti",
-        backend_options={"cupti_drain": drain},
-        combine_kernel_metrics=operator.add,  # n = 512 is a split-K matmul on the H200: two kernels
-        verbosity=SILENT,
-    )
-    def mm(n: int) -> None:
-        a, b = inputs[n]
-        with nsightx.annotate("matmul"):
-            a @ b
-
-    res = mm()
-    counts = {(reg.config, reg.run): reg.attributes["kernel_count"] for reg in _regions(res)}
+    res = _matmul_sweep(torch, (512, 1024, 2048, 4096), {"cupti_drain": drain})
+    counts = _kernel_counts(res)
     assert len(counts) == 40 and all(c >= 1 for c in counts.values())
     assert len(res.records) == sum(counts.values())
     assert all(r.value > 0 for r in res.records)
@@ -236,28 +245,10 @@ def test_the_default_flush_after_the_wait_delivers_every_kernel_without_a_forced
     forced flush follows, and the regions get the kernels a forced flush gives them."""
     from nsightx_cupti._tracer import ActivityTracer
 
-    sizes = (512, 1024, 2048)
-    inputs = {n: (torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")) for n in sizes}
-
     def sweep(flush: str) -> tuple[dict[tuple[int, int], int], dict[str, float]]:
-        @nsightx.analyze.kernel(
-            configs=[(n,) for n in sizes],
-            runs=10,
-            backend="cupti",
-            backend_options={"cupti_flush": flush, "cupti_decode": decode},
-            combine_kernel_metrics=operator.add,
-            verbosity=SILENT,
-        )
-        def mm(n: int) -> None:
-            a, b = inputs[n]
-            with nsightx.annotate("matmul"):
-                a @ b
-
-        res = mm()
+        res = _matmul_sweep(torch, (512, 1024, 2048), {"cupti_flush": flush, "cupti_decode": decode})
         assert all(r.value > 0 for r in res.records)
-        return {(reg.config, reg.run): reg.attributes["kernel_count"] for reg in _regions(res)}, dict(
-            ActivityTracer.get().stats
-        )
+        return _kernel_counts(res), dict(ActivityTracer.get().stats)
 
     forced, _ = sweep("forced")
     complete, stats = sweep("complete")

@@ -231,7 +231,7 @@ def test_stop_flushes_only_when_cupti_holds_a_buffer_of_ours() -> None:
 
 def test_collect_makes_no_forced_flush_when_the_default_flush_delivered_every_buffer() -> None:
     """After the wait every record is complete: CUPTI's default flush hands back every buffer, and no forced flush
-    follows (on the H100 a forced flush made the next call's first kernel launch ~0.2-0.45 ms slower)."""
+    follows (on the H100 a forced flush made the next call's first kernel launch ~0.15-0.35 ms slower)."""
     fake = FakeCupti()
     tracer = ActivityTracer(fake, canary=None)
     tracer.start()
@@ -253,20 +253,6 @@ def test_collect_forces_the_flush_while_cupti_still_holds_a_buffer_so_no_record_
     assert sorted(k.name for k in batch.kernels) == ["done", "late"]
     assert (fake.default_flushes, fake.forced_flushes) == (1, 1)
     assert tracer.stats["forced_after_default"] == 1
-
-
-def test_a_refused_default_flush_falls_back_to_the_forced_one() -> None:
-    class Refusing(FakeCupti):
-        def activity_flush_all(self, flag: int) -> None:
-            if flag != Flag.FLUSH_FORCED:
-                raise RuntimeError("CUPTI_ERROR_UNKNOWN")
-            super().activity_flush_all(flag)
-
-    fake = Refusing()
-    tracer = ActivityTracer(fake, canary=None)
-    tracer.start()
-    fake.produce(kernel("k", 3, 100, 150), api(3, 50))
-    assert [k.name for k in tracer.collect().kernels] == ["k"] and fake.forced_flushes == 1
 
 
 @pytest.mark.parametrize(("flag", "defaults", "forced"), [("forced", 0, 1), ("plain", 1, 0)])
